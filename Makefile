@@ -1,0 +1,39 @@
+# berth — every target installs what it needs through the Go toolchain.
+GO      ?= go
+PKGS    := ./...
+BIN     := bin/berth
+FUZZTIME ?= 5s
+
+.PHONY: help run test bench lint build golden fuzz clean
+
+help: ## Show the targets
+	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+run: build ## The preemption walk-through on the embedded simulated cluster
+	@./scripts/run-walkthrough.sh $(BIN)
+
+test: ## Everything CI runs: vet, tests with -race, stale goldens, a short fuzz
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 $(PKGS)
+	@./scripts/check-goldens.sh
+	@$(MAKE) --no-print-directory fuzz
+
+fuzz: ## Fuzz the spec loader for FUZZTIME from its seed corpus
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./schema
+
+bench: ## The benchmarks the issues name, with their figures
+	@./scripts/bench.sh
+
+lint: ## gofmt, go vet and staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(GO) tool staticcheck $(PKGS)
+
+build: ## Build bin/berth
+	$(GO) build -o $(BIN) ./cmd/berth
+
+golden: ## Rewrite every golden file and txtar expectation from the code
+	BERTH_UPDATE=1 $(GO) test -count=1 $(PKGS) >/dev/null
+
+clean:
+	rm -rf bin

@@ -1,0 +1,158 @@
+package berth
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/berth-dev/berth"
+
+// allowed lists, for each package prefix, the berth packages it may import
+// (prefixes too). The first matching rule wins; a package without a rule
+// may import anything.
+var allowed = []struct {
+	pkg   string
+	berth []string
+}{
+	{"schema", nil},
+	{"reconcile/state", []string{"schema"}},
+	{"policies", []string{"schema", "reconcile/state", "policies"}},
+	{"drivers", []string{"schema", "reconcile/state", "drivers"}},
+	{"reconcile", []string{"schema", "reconcile", "policies"}},
+}
+
+// pure packages do no I/O and read no clock.
+var pure = []string{"schema/", "reconcile/state", "policies"}
+
+// forbiddenInPure are standard packages a pure package must not import.
+var forbiddenInPure = []string{"net", "net/http", "os/exec", "math/rand", "math/rand/v2", "syscall"}
+
+// TestDeps fails when a package imports what DESIGN.md says it must not:
+// the arrows of the flow point one way.
+func TestDeps(t *testing.T) {
+	pkgs := parsePackages(t)
+	var names []string
+	for name := range pkgs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		p := pkgs[name]
+		rule := ruleFor(name)
+		for _, imp := range p.imports {
+			if !strings.HasPrefix(imp, module+"/") {
+				if isPure(name) && slices.Contains(forbiddenInPure, imp) {
+					t.Errorf("%s imports %s: it must do no I/O and use no global randomness", name, imp)
+				}
+				continue
+			}
+			rel := strings.TrimPrefix(imp, module+"/")
+			if rule != nil && !hasPrefix(rule, rel) {
+				t.Errorf("%s imports %s: allowed are %v", name, rel, rule)
+			}
+		}
+		if isPure(name) {
+			for _, pos := range p.clockReads {
+				t.Errorf("%s: %s reads the clock; take now as an argument", name, pos)
+			}
+		}
+	}
+}
+
+type pkgInfo struct {
+	imports    []string
+	clockReads []string
+}
+
+func parsePackages(t *testing.T) map[string]*pkgInfo {
+	t.Helper()
+	pkgs := map[string]*pkgInfo{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly|parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		dir := filepath.ToSlash(filepath.Dir(path))
+		p := pkgs[dir]
+		if p == nil {
+			p = &pkgInfo{}
+			pkgs[dir] = p
+		}
+		for _, is := range f.Imports {
+			imp, _ := strconv.Unquote(is.Path.Value)
+			p.imports = append(p.imports, imp)
+		}
+		if isPure(dir) {
+			full, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			ast.Inspect(full, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == "time" && (sel.Sel.Name == "Now" || sel.Sel.Name == "Since" || sel.Sel.Name == "Until") {
+					p.clockReads = append(p.clockReads, fset.Position(sel.Pos()).String())
+				}
+				return true
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pkgs
+}
+
+func ruleFor(pkg string) []string {
+	for _, r := range allowed {
+		if pkg == r.pkg || strings.HasPrefix(pkg, r.pkg+"/") {
+			if r.berth == nil {
+				return []string{}
+			}
+			return r.berth
+		}
+	}
+	return nil
+}
+
+func isPure(pkg string) bool {
+	for _, p := range pure {
+		if pkg == strings.TrimSuffix(p, "/") || strings.HasPrefix(pkg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasPrefix(prefixes []string, pkg string) bool {
+	for _, p := range prefixes {
+		if pkg == p || strings.HasPrefix(pkg, p+"/") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,119 @@
+package policies
+
+import (
+	"time"
+
+	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/schema"
+)
+
+// Input is everything a decision reads. Decide never mutates it.
+type Input struct {
+	Specs    *schema.Set
+	Snapshot *state.Snapshot
+	History  *state.History
+	Now      time.Time
+}
+
+// Verdict is what the decision wants for one workspace.
+type Verdict int
+
+const (
+	// VerdictRun: keep running where it is.
+	VerdictRun Verdict = iota
+	// VerdictStart: start (or resume) at Placements, after the workspaces
+	// in Preempts are gone.
+	VerdictStart
+	// VerdictPreempt: stop to make room for PreemptedBy; resume later.
+	VerdictPreempt
+	// VerdictWait: pending; Reason says why.
+	VerdictWait
+	// VerdictStop: the specs want it stopped, or no longer list it.
+	VerdictStop
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case VerdictRun:
+		return "run"
+	case VerdictStart:
+		return "start"
+	case VerdictPreempt:
+		return "preempt"
+	case VerdictWait:
+		return "wait"
+	case VerdictStop:
+		return "stop"
+	}
+	return "unknown"
+}
+
+// ReasonKind classifies why a workspace does what it does.
+type ReasonKind int
+
+const (
+	ReasonNone ReasonKind = iota
+	// ReasonQuota: its project is at its quota plus borrow limit.
+	ReasonQuota
+	// ReasonCapacity: no node has the free GPUs it needs.
+	ReasonCapacity
+	// ReasonTopology: GPUs are free but not in the shape it requires.
+	ReasonTopology
+	// ReasonQueue: capacity exists but others are ahead of it.
+	ReasonQueue
+	// ReasonPreempted: another workspace preempted it.
+	ReasonPreempted
+	// ReasonStopped: the specs want it stopped or removed it.
+	ReasonStopped
+	// ReasonPreempting: it is making room for itself; victims are stopping.
+	ReasonPreempting
+)
+
+func (k ReasonKind) String() string {
+	switch k {
+	case ReasonNone:
+		return "none"
+	case ReasonQuota:
+		return "quota"
+	case ReasonCapacity:
+		return "capacity"
+	case ReasonTopology:
+		return "topology"
+	case ReasonQueue:
+		return "queue"
+	case ReasonPreempted:
+		return "preempted"
+	case ReasonStopped:
+		return "stopped"
+	case ReasonPreempting:
+		return "preempting"
+	}
+	return "unknown"
+}
+
+// Reason is why, as data and as a sentence.
+type Reason struct {
+	Kind    ReasonKind `json:"kind"`
+	Message string     `json:"message"`
+}
+
+// Decision is the whole outcome of one Decide call. Workspaces are sorted
+// by Ref.
+type Decision struct {
+	Now        time.Time           `json:"now"`
+	Workspaces []WorkspaceDecision `json:"workspaces"`
+}
+
+// WorkspaceDecision is the verdict for one workspace (in the specs, or
+// running in the cluster without being in the specs).
+type WorkspaceDecision struct {
+	Ref     schema.Ref `json:"ref"`
+	Verdict Verdict    `json:"verdict"`
+	// Placements: Run and Start, one per replica.
+	Placements []state.Placement `json:"placements,omitempty"`
+	// Preempts: Start only, the victims that must be gone first.
+	Preempts []schema.Ref `json:"preempts,omitempty"`
+	// PreemptedBy: Preempt only.
+	PreemptedBy *schema.Ref `json:"preemptedBy,omitempty"`
+	Reason      Reason      `json:"reason"`
+}

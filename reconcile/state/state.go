@@ -1,0 +1,122 @@
+package state
+
+import (
+	"time"
+
+	"github.com/berth-dev/berth/schema"
+)
+
+// Snapshot is one complete, consistent observation of a cluster. Drivers
+// build it; nobody mutates it after Observe returns. Nodes are sorted by
+// Name, Allocs by (Workspace, Replica).
+type Snapshot struct {
+	// ObservedAt is the cluster's clock when the snapshot was taken.
+	ObservedAt time.Time `json:"observedAt"`
+	Nodes      []Node    `json:"nodes"`
+	Allocs     []Alloc   `json:"allocs"`
+}
+
+// Node is one machine and its GPUs.
+type Node struct {
+	// Name is unique in the cluster and what berth reports.
+	Name string `json:"name"`
+	// ID is the driver's identifier (Nomad node ID); may equal Name.
+	ID   string `json:"id"`
+	Pool string `json:"pool,omitempty"`
+	// Ready: the node is up. Eligible: new work may be placed on it (not
+	// draining, not marked ineligible).
+	Ready    bool `json:"ready"`
+	Eligible bool `json:"eligible"`
+	// CPUMilli and MemoryBytes are the node's allocatable totals; zero means
+	// "not tracked".
+	CPUMilli    int64 `json:"cpuMilli,omitempty"`
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	// GPUs are sorted by Index.
+	GPUs []GPU `json:"gpus"`
+	// TopologyGuessed is true when the driver had no topology from
+	// `berth agent` and assumed one NVLink domain and one NUMA node.
+	TopologyGuessed bool `json:"topologyGuessed,omitempty"`
+}
+
+// GPU is one device on a node.
+type GPU struct {
+	// ID is the device instance ID (NVML UUID; Nomad device instance ID).
+	ID          string `json:"id"`
+	Index       int    `json:"index"`
+	Model       string `json:"model"`
+	MemoryBytes int64  `json:"memoryBytes,omitempty"`
+	// Domain is the NVLink domain within the node (GPUs linked to each
+	// other share one); NUMA is the NUMA node the GPU is attached to.
+	Domain  int  `json:"domain"`
+	NUMA    int  `json:"numa"`
+	Healthy bool `json:"healthy"`
+}
+
+// AllocPhase is how far an allocation is in its life.
+type AllocPhase int
+
+const (
+	// AllocStarting: placed, not yet running.
+	AllocStarting AllocPhase = iota
+	// AllocRunning: running and holding its GPUs.
+	AllocRunning
+	// AllocStopping: told to stop (checkpoint signal sent); still holds its
+	// GPUs until it is gone.
+	AllocStopping
+)
+
+func (p AllocPhase) String() string {
+	switch p {
+	case AllocStarting:
+		return "starting"
+	case AllocRunning:
+		return "running"
+	case AllocStopping:
+		return "stopping"
+	}
+	return "unknown"
+}
+
+// Alloc is one replica of a workspace holding GPUs on a node. Terminal
+// allocations are not in a snapshot: they hold nothing.
+type Alloc struct {
+	Workspace schema.Ref `json:"workspace"`
+	Replica   int        `json:"replica"`
+	Node      string     `json:"node"`
+	// GPUs are device IDs on Node, sorted.
+	GPUs        []string   `json:"gpus"`
+	CPUMilli    int64      `json:"cpuMilli,omitempty"`
+	MemoryBytes int64      `json:"memoryBytes,omitempty"`
+	Phase       AllocPhase `json:"phase"`
+	// StartedAt is when this run started (after a resume: the resume).
+	StartedAt time.Time `json:"startedAt"`
+	// LastCheckpoint is the last completed checkpoint; zero: none this run,
+	// so all work since StartedAt is at risk.
+	LastCheckpoint time.Time `json:"lastCheckpoint,omitempty"`
+	// Revision is the spec revision the allocation was started from.
+	Revision string `json:"revision,omitempty"`
+}
+
+// History is what the reconciler remembers between decisions: decayed
+// usage for fair share and how long each workspace has waited. The
+// decision reads it and never mutates it; the reconciler advances it.
+type History struct {
+	// UsageAt is the time Usage was last decayed to.
+	UsageAt time.Time `json:"usageAt"`
+	// Usage is decayed GPU-seconds per project as of UsageAt.
+	Usage map[string]float64 `json:"usage,omitempty"`
+	// QueuedSince is when each workspace that wants to run started
+	// waiting; a preempted workspace keeps its original place.
+	QueuedSince map[schema.Ref]time.Time `json:"-"`
+	// Preempted holds the last preemption of each workspace still waiting
+	// to resume.
+	Preempted map[schema.Ref]Preemption `json:"-"`
+}
+
+// Preemption records who preempted whom, when and why.
+type Preemption struct {
+	Victim schema.Ref `json:"victim"`
+	By     schema.Ref `json:"by"`
+	At     time.Time  `json:"at"`
+	Reason string     `json:"reason"`
+}

@@ -1,0 +1,346 @@
+package schema
+
+import (
+	"sort"
+	"time"
+)
+
+// APIVersion is the only apiVersion berth reads.
+const APIVersion = "berth.dev/v1"
+
+// Kinds of documents in a spec repo.
+const (
+	KindPriorityTier     = "PriorityTier"
+	KindProject          = "Project"
+	KindWorkspace        = "Workspace"
+	KindVolume           = "Volume"
+	KindSchedulingPolicy = "SchedulingPolicy"
+)
+
+// Pos is a position in a spec file. Line and Col are 1-based; a zero Pos
+// means "unknown".
+type Pos struct {
+	File string `json:"file"`
+	Line int    `json:"line"`
+	Col  int    `json:"col"`
+}
+
+// Meta is the metadata every document carries. Source is where the
+// document starts; Fields maps a dotted field path ("spec.tier") to where
+// its value is written, so cross-document errors point at the right line.
+type Meta struct {
+	Name        string            `json:"name"`
+	Project     string            `json:"project,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	Source Pos            `json:"-"`
+	Fields map[string]Pos `json:"-"`
+}
+
+// FieldPos returns where field (a dotted path such as "spec.tier") is
+// written, falling back to the document's start.
+func (m Meta) FieldPos(field string) Pos {
+	if p, ok := m.Fields[field]; ok {
+		return p
+	}
+	return m.Source
+}
+
+// PriorityTier is a named priority. Value becomes the Nomad job priority.
+type PriorityTier struct {
+	Meta Meta     `json:"metadata"`
+	Spec TierSpec `json:"spec"`
+}
+
+// TierSpec is the body of a PriorityTier.
+type TierSpec struct {
+	Value       int    `json:"value"`
+	Description string `json:"description,omitempty"`
+	// Preemptible: workspaces of this tier may be preempted (default true).
+	Preemptible bool `json:"preemptible"`
+	// CanPreempt: workspaces of this tier may preempt lower tiers (default true).
+	CanPreempt bool `json:"canPreempt"`
+}
+
+// Project is a team's home: a tier, members, a guaranteed quota and a
+// limit on borrowing idle capacity.
+type Project struct {
+	Meta Meta        `json:"metadata"`
+	Spec ProjectSpec `json:"spec"`
+}
+
+// ProjectSpec is the body of a Project.
+type ProjectSpec struct {
+	Tier        string    `json:"tier"`
+	Description string    `json:"description,omitempty"`
+	Members     []string  `json:"members,omitempty"`
+	Quota       Resources `json:"quota"`
+	// BorrowLimit caps how far beyond Quota the project may run on idle
+	// capacity. Nil GPUs in a limit means "no limit".
+	BorrowLimit BorrowLimit `json:"borrowLimit"`
+	FairShare   FairShare   `json:"fairShare"`
+	// Namespace is the Nomad namespace; empty means the project's name.
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// Resources is an amount of GPUs, CPU and memory.
+type Resources struct {
+	GPUs int `json:"gpus"`
+	// CPUMilli is CPU in millicores (YAML "cpu: 500m" or "cpu: 4").
+	CPUMilli int64 `json:"cpuMilli,omitempty"`
+	// MemoryBytes is memory in bytes (YAML "memory: 16Gi").
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+}
+
+// BorrowLimit bounds borrowing. GPUs < 0 means unlimited.
+type BorrowLimit struct {
+	GPUs int `json:"gpus"`
+}
+
+// Unlimited is the BorrowLimit.GPUs value meaning "no limit".
+const Unlimited = -1
+
+// FairShare holds a project's fair-share weight (default 1).
+type FairShare struct {
+	Weight float64 `json:"weight"`
+}
+
+// Workspace is one GPU workload in a project.
+type Workspace struct {
+	Meta Meta          `json:"metadata"`
+	Spec WorkspaceSpec `json:"spec"`
+}
+
+// Ref returns the workspace's project/name reference.
+func (w *Workspace) Ref() Ref { return Ref{Project: w.Meta.Project, Name: w.Meta.Name} }
+
+// Ref names a workspace: project and name. It orders by project, then name.
+type Ref struct {
+	Project string `json:"project"`
+	Name    string `json:"name"`
+}
+
+func (r Ref) String() string { return r.Project + "/" + r.Name }
+
+// Less orders refs by project, then name.
+func (r Ref) Less(o Ref) bool {
+	if r.Project != o.Project {
+		return r.Project < o.Project
+	}
+	return r.Name < o.Name
+}
+
+// DesiredState is what the spec asks of a workspace.
+type DesiredState string
+
+const (
+	DesiredRunning DesiredState = "Running"
+	DesiredStopped DesiredState = "Stopped"
+)
+
+// WorkspaceSpec is the body of a Workspace.
+type WorkspaceSpec struct {
+	Owner     string        `json:"owner,omitempty"`
+	State     DesiredState  `json:"state"`
+	Task      Task          `json:"task"`
+	Resources WorkResources `json:"resources"`
+	Topology  Topology      `json:"topology"`
+	// Replicas is the gang size: all replicas run, or none (default 1).
+	Replicas   int           `json:"replicas"`
+	Volumes    []VolumeMount `json:"volumes,omitempty"`
+	Checkpoint Checkpoint    `json:"checkpoint"`
+	// Preemptible: this workspace may be preempted (default true; the
+	// tier must allow it too).
+	Preemptible bool `json:"preemptible"`
+	// RestartOnFailure asks for a restarting (service) job.
+	RestartOnFailure bool `json:"restartOnFailure,omitempty"`
+}
+
+// Task is what runs.
+type Task struct {
+	Driver  string            `json:"driver"`
+	Image   string            `json:"image,omitempty"`
+	Command string            `json:"command,omitempty"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+}
+
+// WorkResources is what one replica needs.
+type WorkResources struct {
+	GPUs        int    `json:"gpus"`
+	GPUModel    string `json:"gpuModel,omitempty"`
+	CPUMilli    int64  `json:"cpuMilli,omitempty"`
+	MemoryBytes int64  `json:"memoryBytes,omitempty"`
+}
+
+// Constraint is a topology requirement strength.
+type Constraint string
+
+const (
+	ConstraintNone      Constraint = "none"
+	ConstraintPreferred Constraint = "preferred"
+	ConstraintRequired  Constraint = "required"
+)
+
+// Topology asks for GPUs in one NVLink domain and/or one NUMA node.
+type Topology struct {
+	NVLink Constraint `json:"nvlink"`
+	NUMA   Constraint `json:"numa"`
+}
+
+// VolumeMount mounts a Volume into a workspace.
+type VolumeMount struct {
+	Name      string `json:"name"`
+	MountPath string `json:"mountPath"`
+	ReadOnly  bool   `json:"readOnly,omitempty"`
+}
+
+// Checkpoint says how a workspace saves its work: the signal it gets on
+// preemption, how long it has to checkpoint, and how often it checkpoints
+// on its own. Zero Interval means it never checkpoints on its own.
+type Checkpoint struct {
+	Signal      string        `json:"signal"`
+	GracePeriod time.Duration `json:"gracePeriod"`
+	Interval    time.Duration `json:"interval"`
+}
+
+// Volume is named storage that workspaces of listed projects may mount.
+type Volume struct {
+	Meta Meta       `json:"metadata"`
+	Spec VolumeSpec `json:"spec"`
+}
+
+// VolumeSpec is the body of a Volume.
+type VolumeSpec struct {
+	SizeBytes  int64    `json:"sizeBytes"`
+	Type       string   `json:"type"` // host | csi
+	Source     string   `json:"source,omitempty"`
+	AccessMode string   `json:"accessMode,omitempty"`
+	Projects   []string `json:"projects"`
+}
+
+// SchedulingPolicy tunes the decision. At most one per repo; Set.Policy
+// always holds one with defaults filled.
+type SchedulingPolicy struct {
+	Meta Meta       `json:"metadata"`
+	Spec PolicySpec `json:"spec"`
+}
+
+// PolicySpec is the body of a SchedulingPolicy.
+type PolicySpec struct {
+	FairShare  FairSharePolicy  `json:"fairShare"`
+	Aging      AgingPolicy      `json:"aging"`
+	Preemption PreemptionPolicy `json:"preemption"`
+	Defaults   PolicyDefaults   `json:"defaults"`
+}
+
+// FairSharePolicy: usage decays by half every HalfLife.
+type FairSharePolicy struct {
+	HalfLife time.Duration `json:"halfLife"`
+}
+
+// AgingPolicy: every Interval of waiting adds Step to a workspace's queue
+// score, up to MaxBoost. Aging never grants a right to preempt.
+type AgingPolicy struct {
+	Interval time.Duration `json:"interval"`
+	Step     int           `json:"step"`
+	MaxBoost int           `json:"maxBoost"`
+}
+
+// PreemptionPolicy guards preemption.
+type PreemptionPolicy struct {
+	Enabled bool `json:"enabled"`
+	// MinRuntime: no workspace is preempted before it has run this long.
+	MinRuntime time.Duration `json:"minRuntime"`
+	// MaxVictims: the largest number of workspaces one preemptor may evict.
+	MaxVictims int `json:"maxVictims"`
+}
+
+// PolicyDefaults fill fields workspaces leave empty.
+type PolicyDefaults struct {
+	Topology   Topology   `json:"topology"`
+	Checkpoint Checkpoint `json:"checkpoint"`
+}
+
+// DefaultPolicy is the policy in force when a repo has none.
+func DefaultPolicy() SchedulingPolicy {
+	return SchedulingPolicy{
+		Meta: Meta{Name: "default"},
+		Spec: PolicySpec{
+			FairShare:  FairSharePolicy{HalfLife: 7 * 24 * time.Hour},
+			Aging:      AgingPolicy{Interval: 10 * time.Minute, Step: 1, MaxBoost: 10},
+			Preemption: PreemptionPolicy{Enabled: true, MinRuntime: 0, MaxVictims: 8},
+			Defaults: PolicyDefaults{
+				Topology:   Topology{NVLink: ConstraintPreferred, NUMA: ConstraintNone},
+				Checkpoint: Checkpoint{Signal: "SIGTERM", GracePeriod: 30 * time.Second},
+			},
+		},
+	}
+}
+
+// Set is a validated revision of the specs: the desired state. Every slice
+// is sorted by name (workspaces by project, then name). A Set is never
+// mutated after Load returns it; callers share it read-only.
+type Set struct {
+	Revision   string
+	Tiers      []PriorityTier
+	Projects   []Project
+	Workspaces []Workspace
+	Volumes    []Volume
+	Policy     SchedulingPolicy
+}
+
+// Tier returns the tier named name, or nil.
+func (s *Set) Tier(name string) *PriorityTier {
+	i := sort.Search(len(s.Tiers), func(i int) bool { return s.Tiers[i].Meta.Name >= name })
+	if i < len(s.Tiers) && s.Tiers[i].Meta.Name == name {
+		return &s.Tiers[i]
+	}
+	return nil
+}
+
+// Project returns the project named name, or nil.
+func (s *Set) Project(name string) *Project {
+	i := sort.Search(len(s.Projects), func(i int) bool { return s.Projects[i].Meta.Name >= name })
+	if i < len(s.Projects) && s.Projects[i].Meta.Name == name {
+		return &s.Projects[i]
+	}
+	return nil
+}
+
+// Workspace returns the workspace ref names, or nil.
+func (s *Set) Workspace(ref Ref) *Workspace {
+	i := sort.Search(len(s.Workspaces), func(i int) bool { return !s.Workspaces[i].Ref().Less(ref) })
+	if i < len(s.Workspaces) && s.Workspaces[i].Ref() == ref {
+		return &s.Workspaces[i]
+	}
+	return nil
+}
+
+// Volume returns the volume named name, or nil.
+func (s *Set) Volume(name string) *Volume {
+	i := sort.Search(len(s.Volumes), func(i int) bool { return s.Volumes[i].Meta.Name >= name })
+	if i < len(s.Volumes) && s.Volumes[i].Meta.Name == name {
+		return &s.Volumes[i]
+	}
+	return nil
+}
+
+// TierOf returns the tier of project p's workspaces, or nil.
+func (s *Set) TierOf(project string) *PriorityTier {
+	p := s.Project(project)
+	if p == nil {
+		return nil
+	}
+	return s.Tier(p.Spec.Tier)
+}
+
+// Sort puts every slice of s in its documented order. Loaders and tests
+// that build a Set by hand call it once.
+func (s *Set) Sort() {
+	sort.Slice(s.Tiers, func(i, j int) bool { return s.Tiers[i].Meta.Name < s.Tiers[j].Meta.Name })
+	sort.Slice(s.Projects, func(i, j int) bool { return s.Projects[i].Meta.Name < s.Projects[j].Meta.Name })
+	sort.Slice(s.Workspaces, func(i, j int) bool { return s.Workspaces[i].Ref().Less(s.Workspaces[j].Ref()) })
+	sort.Slice(s.Volumes, func(i, j int) bool { return s.Volumes[i].Meta.Name < s.Volumes[j].Meta.Name })
+}

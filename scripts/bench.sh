@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# make bench: the benchmarks the issues name, with their figures.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+go test -run '^$' -bench 'BenchmarkValidate|BenchmarkDecide' -benchmem -timeout 60m ./schema/... ./policies/...
