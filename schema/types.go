@@ -1,7 +1,9 @@
 package schema
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -122,6 +124,19 @@ type Ref struct {
 }
 
 func (r Ref) String() string { return r.Project + "/" + r.Name }
+
+// MarshalText writes "project/name", so maps keyed by Ref encode as JSON.
+func (r Ref) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText reads "project/name".
+func (r *Ref) UnmarshalText(b []byte) error {
+	p, n, ok := strings.Cut(string(b), "/")
+	if !ok || p == "" || n == "" {
+		return fmt.Errorf("workspace reference %q: want project/name", b)
+	}
+	*r = Ref{Project: p, Name: n}
+	return nil
+}
 
 // Less orders refs by project, then name.
 func (r Ref) Less(o Ref) bool {

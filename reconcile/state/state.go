@@ -93,6 +93,10 @@ type Alloc struct {
 	// LastCheckpoint is the last completed checkpoint; zero: none this run,
 	// so all work since StartedAt is at risk.
 	LastCheckpoint time.Time `json:"lastCheckpoint,omitempty"`
+	// Progress is the work the workspace has kept so far, over all its runs
+	// (run time up to its last checkpoint plus this run's), when the driver
+	// knows it (the simulator does); zero otherwise.
+	Progress time.Duration `json:"progress,omitempty"`
 	// Revision is the spec revision the allocation was started from.
 	Revision string `json:"revision,omitempty"`
 }
@@ -107,10 +111,10 @@ type History struct {
 	Usage map[string]float64 `json:"usage,omitempty"`
 	// QueuedSince is when each workspace that wants to run started
 	// waiting; a preempted workspace keeps its original place.
-	QueuedSince map[schema.Ref]time.Time `json:"-"`
+	QueuedSince map[schema.Ref]time.Time `json:"queuedSince,omitempty"`
 	// Preempted holds the last preemption of each workspace still waiting
 	// to resume.
-	Preempted map[schema.Ref]Preemption `json:"-"`
+	Preempted map[schema.Ref]Preemption `json:"preempted,omitempty"`
 }
 
 // Preemption records who preempted whom, when and why.
