@@ -1,0 +1,77 @@
+package drivers
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/berth-dev/berth/schema"
+)
+
+// Class sorts a driver error by what the loop does next.
+type Class int
+
+const (
+	// ClassTransient: the cluster could not be reached or answered with a
+	// server error; retry the same step with backoff.
+	ClassTransient Class = iota
+	// ClassConflict: the cluster changed under berth (a stale index, a GPU
+	// that is no longer free, a node that is gone); observe again and replan.
+	ClassConflict
+	// ClassInvalid: the cluster refused what berth asked (a job that does not
+	// validate, an object berth does not own); report it against the
+	// workspace and do not retry until the spec changes.
+	ClassInvalid
+)
+
+func (c Class) String() string {
+	switch c {
+	case ClassTransient:
+		return "transient"
+	case ClassConflict:
+		return "conflict"
+	case ClassInvalid:
+		return "invalid"
+	}
+	return "unknown"
+}
+
+// Error is a classified driver error. Op names the step ("register job
+// ws-a"); Workspace is zero when the error concerns no single workspace.
+type Error struct {
+	Class     Class
+	Op        string
+	Workspace schema.Ref
+	Err       error
+}
+
+func (e *Error) Error() string {
+	if e.Err == nil {
+		return e.Op
+	}
+	return e.Op + ": " + e.Err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Conflict, Invalid and Transient let packages that may not import
+// drivers (reconcile) classify an error through a small interface.
+func (e *Error) Conflict() bool  { return e.Class == ClassConflict }
+func (e *Error) Invalid() bool   { return e.Class == ClassInvalid }
+func (e *Error) Transient() bool { return e.Class == ClassTransient }
+
+// Errorf returns a classified error for op; format and args describe the
+// cause and may wrap an error with %w.
+func Errorf(class Class, ref schema.Ref, op, format string, args ...any) error {
+	return &Error{Class: class, Op: op, Workspace: ref, Err: fmt.Errorf(format, args...)}
+}
+
+// ClassOf returns the class of err: the outermost *Error's class, or
+// ClassTransient for an error no driver classified (a broken connection
+// is worth a retry).
+func ClassOf(err error) Class {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Class
+	}
+	return ClassTransient
+}

@@ -1,0 +1,39 @@
+package drivers
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/berth-dev/berth/schema"
+)
+
+func TestClassOf(t *testing.T) {
+	ref := schema.Ref{Project: "p", Name: "w"}
+	tests := map[string]struct {
+		err  error
+		want Class
+	}{
+		"plain error is transient": {errors.New("connection refused"), ClassTransient},
+		"conflict":                 {Errorf(ClassConflict, ref, "register", "stale index"), ClassConflict},
+		"invalid wrapped":          {fmt.Errorf("apply: %w", Errorf(ClassInvalid, ref, "register", "priority 101")), ClassInvalid},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := ClassOf(tt.err); got != tt.want {
+				t.Errorf("ClassOf(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestErrorInterfaces(t *testing.T) {
+	err := error(Errorf(ClassConflict, schema.Ref{}, "op", "x"))
+	var c interface{ Conflict() bool }
+	if !errors.As(err, &c) || !c.Conflict() {
+		t.Fatalf("a conflict error must answer Conflict() == true")
+	}
+	if got, want := err.Error(), "op: x"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,18 @@
+// Package gpumeta is the format of the GPU topology that `berth agent`
+// publishes as Nomad node metadata and the Nomad driver reads back: which
+// GPUs of a node share an NVLink domain and which NUMA node each sits on.
+//
+// The main key, berth.gpu.topology, is compact and versioned:
+//
+//	v1;pci=18,2a,ba,db;nvlink=0-1,2-3;numa=0:0-1,1:2-3
+//
+// pci lists each GPU's PCI bus (NVML index order; the short hex bus when
+// every GPU sits at domain 0, device 0, function 0, the full bus ID
+// otherwise); nvlink lists the domains as groups of indexes ("a-b" ranges
+// joined by "+"); numa maps a NUMA node to its indexes. Nomad's own device
+// instances carry the PCI bus ID, which is how the driver matches them.
+// berth.gpu.count and one berth.gpu.<index> key per GPU (UUID, model,
+// memory) complete it.
+//
+// It is pure: no I/O, no clock. It must never import anything of berth.
+package gpumeta
