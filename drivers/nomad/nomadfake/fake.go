@@ -1,0 +1,757 @@
+package nomadfake
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// GPU is one device instance of a fake node.
+type GPU struct {
+	ID       string // Nomad device instance ID (the NVML UUID on real nodes)
+	PCIBusID string
+	Healthy  bool
+}
+
+// Node describes a fake client node.
+type Node struct {
+	ID, Name string
+	Pool     string // default "default"
+	// Down marks the node "down"; Ineligible marks it ineligible; Drain
+	// marks it draining.
+	Down, Ineligible, Drain bool
+	CPUShares               int64 // default 4490, as recorded
+	MemoryMB                int64 // default 24105, as recorded
+	GPUModel                string
+	GPUMemoryMiB            int64
+	GPUs                    []GPU
+	// Meta is the node's static metadata (the client config's meta block).
+	Meta map[string]string
+}
+
+type node struct {
+	n       *api.Node
+	static  map[string]string
+	dynamic map[string]string
+}
+
+type job struct {
+	j *api.Job
+	// spec is the job as submitted, re-encoded: the unchanged-spec check.
+	spec []byte
+	// groups holds each group's submitted JSON, to tell in-place from
+	// destructive updates.
+	groups map[string][]byte
+}
+
+type key struct{ ns, id string }
+
+// Server is a fake Nomad agent (server and client in one, like -dev). It
+// is safe for concurrent use. The zero value is not usable; call New.
+type Server struct {
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every write
+	index   uint64
+	seq     uint64
+	now     func() time.Time
+
+	nodes      map[string]*node
+	namespaces map[string]*api.Namespace
+	jobs       map[key]*job
+	allocs     map[string]*api.Allocation
+	evals      map[string]*api.Evaluation
+	vars       map[key]*api.Variable
+	sched      api.SchedulerConfiguration
+
+	// Token, when set, is the only ACL token accepted (403 otherwise).
+	token string
+	// failures maps "METHOD path" to queued injected failures.
+	failures map[string][]failure
+	requests []string
+}
+
+type failure struct {
+	status int
+	body   string
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithClock sets the server's clock (default time.Now).
+func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+
+// WithToken makes the server accept only this X-Nomad-Token.
+func WithToken(token string) Option { return func(s *Server) { s.token = token } }
+
+// New returns a fake with the default namespace and the default scheduler
+// configuration of Nomad 1.6 (batch and service preemption off).
+func New(opts ...Option) *Server {
+	s := &Server{
+		changed:    make(chan struct{}),
+		index:      10,
+		now:        time.Now,
+		nodes:      map[string]*node{},
+		namespaces: map[string]*api.Namespace{},
+		jobs:       map[key]*job{},
+		allocs:     map[string]*api.Allocation{},
+		evals:      map[string]*api.Evaluation{},
+		vars:       map[key]*api.Variable{},
+		failures:   map[string][]failure{},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	s.namespaces["default"] = &api.Namespace{Name: "default", Description: "Default shared namespace", CreateIndex: 1, ModifyIndex: 1}
+	s.sched = api.SchedulerConfiguration{
+		SchedulerAlgorithm: api.SchedulerAlgorithmBinpack,
+		PreemptionConfig:   api.PreemptionConfig{SystemSchedulerEnabled: true},
+		CreateIndex:        5, ModifyIndex: 5,
+	}
+	return s
+}
+
+// Start serves s on a new httptest server, closed when the test ends.
+func (s *Server) Start(t interface{ Cleanup(func()) }) *httptest.Server {
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// AddNode registers a ready client node.
+func (s *Server) AddNode(spec Node) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	idx := s.bump()
+	if spec.Pool == "" {
+		spec.Pool = "default"
+	}
+	if spec.CPUShares == 0 {
+		spec.CPUShares = 4490
+	}
+	if spec.MemoryMB == 0 {
+		spec.MemoryMB = 24105
+	}
+	if spec.GPUModel == "" {
+		spec.GPUModel = "H100-fake"
+	}
+	if spec.GPUMemoryMiB == 0 {
+		spec.GPUMemoryMiB = 81559
+	}
+	status, elig := "ready", "eligible"
+	if spec.Down {
+		status = "down"
+	}
+	if spec.Ineligible || spec.Drain {
+		elig = "ineligible"
+	}
+	n := &api.Node{
+		ID: spec.ID, Name: spec.Name, Datacenter: "dc1", NodePool: spec.Pool,
+		Status: status, SchedulingEligibility: elig, Drain: spec.Drain,
+		Attributes: map[string]string{"unique.hostname": spec.Name, "nomad.version": "1.6.5"},
+		NodeResources: &api.NodeResources{
+			Cpu:    api.NodeCpuResources{CpuShares: spec.CPUShares},
+			Memory: api.NodeMemoryResources{MemoryMB: spec.MemoryMB},
+		},
+		CreateIndex: idx, ModifyIndex: idx,
+	}
+	if len(spec.GPUs) > 0 {
+		mem := spec.GPUMemoryMiB
+		dev := &api.NodeDeviceResource{
+			Vendor: "nvidia", Type: "gpu", Name: spec.GPUModel,
+			Attributes: map[string]*api.Attribute{"memory": {IntVal: &mem, Unit: "MiB"}},
+		}
+		for _, g := range spec.GPUs {
+			inst := &api.NodeDevice{ID: g.ID, Healthy: g.Healthy}
+			if g.PCIBusID != "" {
+				inst.Locality = &api.NodeDeviceLocality{PciBusID: g.PCIBusID}
+			}
+			dev.Instances = append(dev.Instances, inst)
+		}
+		n.NodeResources.Devices = []*api.NodeDeviceResource{dev}
+	}
+	nd := &node{n: n, static: copyMap(spec.Meta), dynamic: map[string]string{}}
+	nd.merge()
+	s.nodes[spec.ID] = nd
+}
+
+// SetNodeStatus changes a node's status ("ready", "down") and eligibility.
+func (s *Server) SetNodeStatus(id, status string, eligible bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.nodes[id]
+	if n == nil {
+		return
+	}
+	n.n.Status = status
+	n.n.SchedulingEligibility = map[bool]string{true: "eligible", false: "ineligible"}[eligible]
+	n.n.ModifyIndex = s.bump()
+}
+
+// Fail makes the next request matching method and path prefix answer
+// status with a plain-text body, once per call.
+func (s *Server) Fail(method, pathPrefix string, status int, body string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := method + " " + pathPrefix
+	s.failures[k] = append(s.failures[k], failure{status, body})
+}
+
+// Requests returns "METHOD path?query" of every request so far, in order.
+func (s *Server) Requests() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.requests...)
+}
+
+// Settle lets the cluster catch up, as time would: pending allocations
+// start, stopping allocations finish, and blocked evaluations are retried
+// with the capacity that freed up.
+func (s *Server) Settle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := false
+	for _, id := range sortedKeys(s.allocs) {
+		a := s.allocs[id]
+		switch {
+		case terminal(a):
+		case a.DesiredStatus != "run":
+			s.finish(a, "complete", "All tasks have completed")
+			changed = true
+		case a.ClientStatus == "pending":
+			s.run(a)
+			changed = true
+		}
+	}
+	if changed {
+		s.bump()
+	}
+	s.unblock()
+	for _, k := range sortedJobKeys(s.jobs) {
+		s.updateJobStatus(s.jobs[k].j)
+	}
+}
+
+// Alloc returns a copy of the allocation id, or nil.
+func (s *Server) Alloc(id string) *api.Allocation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.allocs[id]
+	if a == nil {
+		return nil
+	}
+	c := *a
+	return &c
+}
+
+// AllocsOf returns copies of the job's allocations sorted by CreateIndex.
+func (s *Server) AllocsOf(ns, jobID string) []*api.Allocation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*api.Allocation
+	for _, id := range sortedKeys(s.allocs) {
+		a := s.allocs[id]
+		if a.Namespace == ns && a.JobID == jobID {
+			c := *a
+			out = append(out, &c)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreateIndex < out[j].CreateIndex })
+	return out
+}
+
+// RegisterForeignJob places a job berth does not own, holding gpus on
+// nodeID: something berth must see as busy and never touch.
+func (s *Server) RegisterForeignJob(ns, id, nodeID string, gpus []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	idx := s.bump()
+	pr := 50
+	typ := "service"
+	j := &api.Job{ID: &id, Name: &id, Namespace: &ns, Type: &typ, Priority: &pr}
+	j.TaskGroups = []*api.TaskGroup{{Name: ptr("web"), Tasks: []*api.Task{{Name: "main", Driver: "docker"}}}}
+	s.setJobIndexes(j, idx, idx, 0)
+	s.jobs[key{ns, id}] = &job{j: j, groups: map[string][]byte{}}
+	n := s.nodes[nodeID]
+	a := s.newAlloc(j, j.TaskGroups[0], 0, n, append([]string(nil), gpus...), idx)
+	s.run(a)
+	s.updateJobStatus(j)
+}
+
+func (s *Server) bump() uint64 {
+	s.index++
+	close(s.changed)
+	s.changed = make(chan struct{})
+	return s.index
+}
+
+func (s *Server) newID() string {
+	s.seq++
+	return fmt.Sprintf("%08x-0000-4000-8000-%012x", s.seq, s.seq)
+}
+
+func (n *node) merge() {
+	m := copyMap(n.static)
+	for k, v := range n.dynamic {
+		m[k] = v
+	}
+	n.n.Meta = m
+}
+
+// ServeHTTP answers the Nomad HTTP API subset berth uses.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.requests = append(s.requests, r.Method+" "+r.URL.RequestURI())
+	if s.token != "" && r.Header.Get("X-Nomad-Token") != s.token {
+		s.mu.Unlock()
+		text(w, http.StatusForbidden, "Permission denied")
+		return
+	}
+	for k, fs := range s.failures {
+		m, p, _ := strings.Cut(k, " ")
+		if m == r.Method && strings.HasPrefix(r.URL.Path, p) && len(fs) > 0 {
+			s.failures[k] = fs[1:]
+			s.mu.Unlock()
+			text(w, fs[0].status, fs[0].body)
+			return
+		}
+	}
+	s.mu.Unlock()
+	if r.Method == http.MethodGet {
+		s.block(r)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.route(w, r)
+}
+
+// block implements blocking queries: ?index=N waits until the state
+// index passes N or ?wait= (default 5 minutes) runs out.
+func (s *Server) block(r *http.Request) {
+	q := r.URL.Query()
+	want, err := strconv.ParseUint(q.Get("index"), 10, 64)
+	if err != nil || want == 0 {
+		return
+	}
+	wait := 5 * time.Minute
+	if d, err := time.ParseDuration(q.Get("wait")); err == nil && d > 0 {
+		wait = d
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		idx, ch := s.index, s.changed
+		s.mu.Unlock()
+		if idx > want {
+			return
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	p := strings.TrimPrefix(r.URL.Path, "/v1/")
+	q := r.URL.Query()
+	ns := q.Get("namespace")
+	if ns == "" {
+		ns = "default"
+	}
+	seg := strings.Split(p, "/")
+	switch {
+	case p == "agent/self" && r.Method == "GET":
+		writeJSON(w, 200, 0, map[string]any{"config": map[string]any{"Version": map[string]any{"Version": "1.6.5"}}})
+	case p == "status/leader":
+		writeJSON(w, 200, 0, "127.0.0.1:4647")
+	case p == "nodes" && r.Method == "GET":
+		s.listNodes(w, q.Get("filter"))
+	case seg[0] == "node" && len(seg) == 2 && r.Method == "GET":
+		s.getNode(w, seg[1])
+	case seg[0] == "node" && len(seg) == 3 && seg[2] == "allocations" && r.Method == "GET":
+		s.nodeAllocs(w, seg[1])
+	case p == "client/metadata":
+		s.clientMeta(w, r)
+	case p == "namespaces" && r.Method == "GET":
+		s.listNamespaces(w)
+	case seg[0] == "namespace":
+		s.namespace(w, r, seg)
+	case p == "operator/scheduler/configuration":
+		s.schedConfig(w, r)
+	case p == "jobs" && r.Method == "GET":
+		s.listJobs(w, r, ns)
+	case (p == "jobs" && (r.Method == "PUT" || r.Method == "POST")) || (seg[0] == "job" && len(seg) == 2 && (r.Method == "PUT" || r.Method == "POST")):
+		s.register(w, r, ns)
+	case seg[0] == "job" && len(seg) == 2 && r.Method == "GET":
+		s.getJob(w, ns, seg[1])
+	case seg[0] == "job" && len(seg) == 2 && r.Method == "DELETE":
+		s.deregister(w, ns, seg[1], q.Get("purge") == "true")
+	case seg[0] == "job" && len(seg) == 3 && seg[2] == "allocations":
+		s.jobAllocs(w, ns, seg[1])
+	case seg[0] == "job" && len(seg) == 3 && seg[2] == "evaluations":
+		s.jobEvals(w, ns, seg[1])
+	case seg[0] == "job" && len(seg) == 3 && seg[2] == "summary":
+		s.jobSummary(w, ns, seg[1])
+	case p == "allocations" && r.Method == "GET":
+		s.listAllocs(w, ns)
+	case seg[0] == "allocation" && len(seg) == 2 && r.Method == "GET":
+		if a := s.allocs[seg[1]]; a != nil {
+			writeJSON(w, 200, s.index, a)
+		} else {
+			text(w, 404, "alloc not found", s.index)
+		}
+	case seg[0] == "allocation" && len(seg) == 3 && seg[2] == "stop":
+		s.stopAlloc(w, seg[1])
+	case seg[0] == "evaluation" && len(seg) == 2:
+		if e := s.evals[seg[1]]; e != nil {
+			writeJSON(w, 200, s.index, e)
+		} else {
+			text(w, 404, "eval not found", s.index)
+		}
+	case p == "vars" && r.Method == "GET":
+		s.listVars(w, r, ns)
+	case seg[0] == "var" && len(seg) > 1:
+		s.variable(w, r, ns, strings.TrimPrefix(p, "var/"))
+	default:
+		text(w, 404, "Invalid URL path")
+	}
+}
+
+// --- nodes ---
+
+func (s *Server) listNodes(w http.ResponseWriter, filter string) {
+	match, err := parseFilter(filter)
+	if err != nil {
+		text(w, 400, err.Error())
+		return
+	}
+	var out []*api.NodeListStub
+	for _, id := range sortedKeys(s.nodes) {
+		n := s.nodes[id].n
+		if !match(n.Meta) {
+			continue
+		}
+		out = append(out, &api.NodeListStub{
+			Address: "127.0.0.1", ID: n.ID, Datacenter: n.Datacenter, Name: n.Name, NodePool: n.NodePool,
+			Drain: n.Drain, SchedulingEligibility: n.SchedulingEligibility, Status: n.Status,
+			Version: "1.6.5", CreateIndex: n.CreateIndex, ModifyIndex: n.ModifyIndex,
+		})
+	}
+	writeJSON(w, 200, s.index, orEmpty(out))
+}
+
+func (s *Server) getNode(w http.ResponseWriter, id string) {
+	n := s.nodes[id]
+	if n == nil {
+		text(w, 404, "node not found", s.index)
+		return
+	}
+	writeJSON(w, 200, s.index, n.n)
+}
+
+func (s *Server) nodeAllocs(w http.ResponseWriter, id string) {
+	out := []*api.Allocation{}
+	for _, aid := range sortedKeys(s.allocs) {
+		if a := s.allocs[aid]; a.NodeID == id {
+			out = append(out, a)
+		}
+	}
+	writeJSON(w, 200, s.index, out)
+}
+
+func (s *Server) clientMeta(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case "GET":
+		n := s.nodes[r.URL.Query().Get("node_id")]
+		if n == nil {
+			text(w, 404, "Unknown node")
+			return
+		}
+		writeJSON(w, 200, 0, metaResponse(n))
+	case "POST", "PUT":
+		var req api.NodeMetaApplyRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			text(w, 400, err.Error())
+			return
+		}
+		n := s.nodes[req.NodeID]
+		if n == nil {
+			text(w, 404, "Unknown node")
+			return
+		}
+		for k, v := range req.Meta {
+			if v == nil {
+				delete(n.dynamic, k)
+			} else {
+				n.dynamic[k] = *v
+			}
+		}
+		n.merge()
+		n.n.ModifyIndex = s.bump()
+		writeJSON(w, 200, 0, metaResponse(n))
+	default:
+		text(w, 405, "Invalid method")
+	}
+}
+
+func metaResponse(n *node) map[string]any {
+	return map[string]any{"Dynamic": n.dynamic, "Meta": n.n.Meta, "Static": n.static}
+}
+
+// --- namespaces ---
+
+func (s *Server) listNamespaces(w http.ResponseWriter) {
+	var out []*api.Namespace
+	for _, name := range sortedKeys(s.namespaces) {
+		out = append(out, s.namespaces[name])
+	}
+	writeJSON(w, 200, s.index, out)
+}
+
+func (s *Server) namespace(w http.ResponseWriter, r *http.Request, seg []string) {
+	switch {
+	case r.Method == "GET" && len(seg) == 2:
+		if n := s.namespaces[seg[1]]; n != nil {
+			writeJSON(w, 200, s.index, n)
+		} else {
+			text(w, 404, "Namespace not found", s.index)
+		}
+	case r.Method == "PUT" || r.Method == "POST":
+		var n api.Namespace
+		if err := json.NewDecoder(r.Body).Decode(&n); err != nil || n.Name == "" {
+			text(w, 400, "Namespace name must be set")
+			return
+		}
+		idx := s.bump()
+		if old := s.namespaces[n.Name]; old != nil {
+			n.CreateIndex = old.CreateIndex
+		} else {
+			n.CreateIndex = idx
+		}
+		n.ModifyIndex = idx
+		s.namespaces[n.Name] = &n
+		writeRaw(w, 200, idx, "application/json", "")
+	case r.Method == "DELETE" && len(seg) == 2:
+		name := seg[1]
+		if name == "default" {
+			text(w, 500, "1 error occurred:\n\t* can not delete default namespace\n\n")
+			return
+		}
+		for k, j := range s.jobs {
+			if k.ns == name && *j.j.Status != "dead" {
+				text(w, 500, fmt.Sprintf("1 error occurred:\n\t* namespace %q has non-terminal jobs in regions: [global]\n\n", name))
+				return
+			}
+		}
+		idx := s.bump()
+		delete(s.namespaces, name)
+		writeRaw(w, 200, idx, "application/json", "")
+	default:
+		text(w, 405, "Invalid method")
+	}
+}
+
+// --- scheduler configuration ---
+
+func (s *Server) schedConfig(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case "GET":
+		c := s.sched
+		writeJSON(w, 200, s.sched.ModifyIndex, map[string]any{
+			"SchedulerConfig": &c, "Index": s.sched.ModifyIndex, "KnownLeader": true, "LastContact": 0, "NextToken": "",
+		})
+	case "PUT", "POST":
+		var c api.SchedulerConfiguration
+		if err := json.NewDecoder(r.Body).Decode(&c); err != nil {
+			text(w, 400, err.Error())
+			return
+		}
+		idx := s.bump()
+		if cas := r.URL.Query().Get("cas"); cas != "" {
+			want, err := strconv.ParseUint(cas, 10, 64)
+			if err != nil {
+				text(w, 400, "Error parsing cas value: "+err.Error())
+				return
+			}
+			if want != s.sched.ModifyIndex {
+				// A stale CAS is not an error: 200 {"Updated": false}.
+				writeJSON(w, 200, idx, map[string]any{"Updated": false, "Index": idx})
+				return
+			}
+		}
+		// The PUT replaces the whole object: fields not sent are reset.
+		c.CreateIndex, c.ModifyIndex = s.sched.CreateIndex, idx
+		s.sched = c
+		writeJSON(w, 200, idx, map[string]any{"Updated": true, "Index": idx})
+	default:
+		text(w, 405, "Invalid method")
+	}
+}
+
+// --- variables ---
+
+func (s *Server) variable(w http.ResponseWriter, r *http.Request, ns, path string) {
+	k := key{ns, path}
+	cur := s.vars[k]
+	var cas *uint64
+	if c := r.URL.Query().Get("cas"); c != "" {
+		v, err := strconv.ParseUint(c, 10, 64)
+		if err != nil {
+			text(w, 400, "failed to parse cas: "+err.Error())
+			return
+		}
+		cas = &v
+	}
+	conflict := func() bool {
+		if cas == nil {
+			return false
+		}
+		if cur == nil {
+			return *cas != 0
+		}
+		return *cas != cur.ModifyIndex
+	}
+	writeConflict := func() {
+		body := cur
+		idx := uint64(0)
+		if body == nil {
+			body = &api.Variable{Namespace: ns, Path: path}
+		} else {
+			idx = cur.ModifyIndex
+		}
+		b, _ := json.Marshal(body)
+		// Nomad sends the conflicting variable as JSON but labels it text.
+		writeRaw(w, 409, idx, "text/plain; charset=utf-8", string(b))
+	}
+	switch r.Method {
+	case "GET":
+		if cur == nil {
+			text(w, 404, "variable not found", s.index)
+			return
+		}
+		writeJSON(w, 200, cur.ModifyIndex, cur)
+	case "PUT":
+		var v api.Variable
+		if err := json.NewDecoder(r.Body).Decode(&v); err != nil {
+			text(w, 400, err.Error())
+			return
+		}
+		if conflict() {
+			writeConflict()
+			return
+		}
+		if len(v.Items) == 0 {
+			text(w, 400, "variable missing required Items object")
+			return
+		}
+		idx := s.bump()
+		nowNS := s.now().UnixNano()
+		nv := &api.Variable{Namespace: ns, Path: path, Items: v.Items, ModifyIndex: idx, ModifyTime: nowNS, CreateIndex: idx, CreateTime: nowNS}
+		if cur != nil {
+			nv.CreateIndex, nv.CreateTime = cur.CreateIndex, cur.CreateTime
+		}
+		s.vars[k] = nv
+		writeJSON(w, 200, idx, nv)
+	case "DELETE":
+		if conflict() {
+			writeConflict()
+			return
+		}
+		idx := s.bump()
+		delete(s.vars, k)
+		writeRaw(w, 204, idx, "", "")
+	default:
+		text(w, 405, "Invalid method")
+	}
+}
+
+func (s *Server) listVars(w http.ResponseWriter, r *http.Request, ns string) {
+	prefix := r.URL.Query().Get("prefix")
+	out := []*api.VariableMetadata{}
+	keys := make([]key, 0, len(s.vars))
+	for k := range s.vars {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].ns+"/"+keys[i].id < keys[j].ns+"/"+keys[j].id })
+	for _, k := range keys {
+		v := s.vars[k]
+		if (ns == "*" || k.ns == ns) && strings.HasPrefix(k.id, prefix) {
+			out = append(out, &api.VariableMetadata{Namespace: v.Namespace, Path: v.Path, CreateIndex: v.CreateIndex, ModifyIndex: v.ModifyIndex, CreateTime: v.CreateTime, ModifyTime: v.ModifyTime})
+		}
+	}
+	writeJSON(w, 200, s.index, out)
+}
+
+// --- helpers ---
+
+func writeJSON(w http.ResponseWriter, status int, index uint64, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		text(w, 500, err.Error())
+		return
+	}
+	writeRaw(w, status, index, "application/json", string(b))
+}
+
+// writeRaw writes a body; index 0 means no X-Nomad-Index header.
+func writeRaw(w http.ResponseWriter, status int, index uint64, ctype, body string) {
+	if ctype != "" {
+		w.Header().Set("Content-Type", ctype)
+	}
+	if index > 0 {
+		w.Header().Set("X-Nomad-Index", strconv.FormatUint(index, 10))
+		w.Header().Set("X-Nomad-Knownleader", "true")
+		w.Header().Set("X-Nomad-Lastcontact", "0")
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body))
+}
+
+// text writes a plain-text error, as Nomad does for 4xx and 5xx; 404s
+// carry the index of the table queried, 500s and 400s none.
+func text(w http.ResponseWriter, status int, msg string, index ...uint64) {
+	var idx uint64
+	if len(index) > 0 {
+		idx = index[0]
+	}
+	writeRaw(w, status, idx, "text/plain; charset=utf-8", msg)
+}
+
+func copyMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func ptr[T any](v T) *T { return &v }
