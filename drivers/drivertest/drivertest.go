@@ -1,0 +1,432 @@
+package drivertest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/schema"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// Cluster is the method set of reconcile.Cluster, which this package may
+// not import.
+type Cluster interface {
+	Observe(ctx context.Context) (state.Snapshot, error)
+	Apply(ctx context.Context, a state.Action) error
+}
+
+// Harness is one driver over one fresh cluster.
+type Harness struct {
+	Cluster Cluster
+	// Settle lets the cluster catch up as time would: placed allocations
+	// start, stopping ones finish. A fake advances its clock; a real
+	// cluster polls until nothing is starting or stopping.
+	Settle func(ctx context.Context) error
+	// Exact: the cluster is exactly the nodes the factory was given, and
+	// the suite checks the observation against them. False for a real
+	// cluster, where the suite works with what it observes.
+	Exact bool
+	// Task overrides the task the suite's workspaces run (default
+	// raw_exec /bin/sleep 3600).
+	Task *schema.Task
+}
+
+// Factory builds a driver over a new cluster holding nodes. It registers
+// its own cleanup with t.
+type Factory func(t *testing.T, nodes []state.Node) Harness
+
+// Nodes is the cluster the suite asks for: two nodes with 8 GPUs each in
+// two 4-GPU NVLink domains on two NUMA nodes (DGX-like), and a node with
+// 2 GPUs. Names sort in this order.
+func Nodes() []state.Node {
+	var out []state.Node
+	for n, name := range []string{"gpu-a", "gpu-b", "gpu-c"} {
+		count := 8
+		if name == "gpu-c" {
+			count = 2
+		}
+		node := state.Node{Name: name, ID: name, Pool: "default", Ready: true, Eligible: true}
+		for i := 0; i < count; i++ {
+			node.GPUs = append(node.GPUs, state.GPU{
+				ID:    fmt.Sprintf("GPU-%d%d-0000-4000-8000-%012d", n, i, n*100+i),
+				Index: i, Model: "H100-fake", Domain: i / 4, NUMA: i / 4, Healthy: true,
+			})
+		}
+		out = append(out, node)
+	}
+	return out
+}
+
+// Run runs the conformance suite: every driver must pass it.
+func Run(t *testing.T, factory Factory) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s *suite)
+	}{
+		{"ObserveComplete", testObserveComplete},
+		{"StartPlacesOnChosenGPUs", testStart},
+		{"ApplyIsIdempotent", testIdempotent},
+		{"StopThenGone", testStop},
+		{"PreemptFreesGPUsForPreemptor", testPreempt},
+		{"UpdateKeepsPlacement", testUpdate},
+		{"GangPlacesEveryReplica", testGang},
+		{"ErrorsAreClassified", testErrors},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := factory(t, Nodes())
+			s := &suite{t: t, h: h, ctx: context.Background()}
+			s.tier = &schema.PriorityTier{Meta: schema.Meta{Name: "medium"}, Spec: schema.TierSpec{Value: 50, Preemptible: true, CanPreempt: true}}
+			s.project = &schema.Project{Meta: schema.Meta{Name: "berth-conformance"}, Spec: schema.ProjectSpec{Tier: "medium"}}
+			t.Cleanup(s.cleanup)
+			tt.fn(t, s)
+		})
+	}
+}
+
+type suite struct {
+	t       *testing.T
+	h       Harness
+	ctx     context.Context
+	tier    *schema.PriorityTier
+	project *schema.Project
+	started []schema.Ref
+}
+
+func (s *suite) observe() state.Snapshot {
+	s.t.Helper()
+	snap, err := s.h.Cluster.Observe(s.ctx)
+	if err != nil {
+		s.t.Fatalf("Observe: %v", err)
+	}
+	return snap
+}
+
+func (s *suite) settle() {
+	s.t.Helper()
+	if err := s.h.Settle(s.ctx); err != nil {
+		s.t.Fatalf("Settle: %v", err)
+	}
+}
+
+func (s *suite) ref(name string) schema.Ref { return schema.Ref{Project: s.project.Meta.Name, Name: name} }
+
+func (s *suite) workspace(name string, gpus, replicas int) *schema.Workspace {
+	task := schema.Task{Driver: "raw_exec", Command: "/bin/sleep", Args: []string{"3600"}}
+	if s.h.Task != nil {
+		task = *s.h.Task
+	}
+	return &schema.Workspace{
+		Meta: schema.Meta{Name: name, Project: s.project.Meta.Name},
+		Spec: schema.WorkspaceSpec{
+			State: schema.DesiredRunning, Task: task, Replicas: replicas, Preemptible: true,
+			Resources:  schema.WorkResources{GPUs: gpus, MemoryBytes: 64 << 20},
+			Checkpoint: schema.Checkpoint{Signal: "SIGTERM", GracePeriod: 5 * time.Second},
+		},
+	}
+}
+
+// start returns a Start action for a workspace at the given placements.
+func (s *suite) start(name, revision string, pl ...state.Placement) state.Action {
+	gpus := 0
+	if len(pl) > 0 {
+		gpus = len(pl[0].GPUs)
+	}
+	return state.Action{
+		Kind: state.ActionStart, Workspace: s.ref(name), Spec: s.workspace(name, gpus, len(pl)),
+		Project: s.project, Tier: s.tier, Placements: pl, Revision: revision,
+	}
+}
+
+func (s *suite) apply(a state.Action) {
+	s.t.Helper()
+	if a.Kind == state.ActionStart || a.Kind == state.ActionUpdate {
+		s.started = append(s.started, a.Workspace)
+	}
+	if err := s.h.Cluster.Apply(s.ctx, a); err != nil {
+		s.t.Fatalf("Apply(%s %s): %v", a.Kind, a.Workspace, err)
+	}
+}
+
+func (s *suite) cleanup() {
+	for _, ref := range s.started {
+		_ = s.h.Cluster.Apply(s.ctx, state.Action{Kind: state.ActionStop, Workspace: ref, Project: s.project})
+	}
+	if len(s.started) > 0 {
+		_ = s.h.Settle(s.ctx)
+	}
+}
+
+// freeGPUs returns a node of the snapshot with at least n healthy GPUs no
+// allocation holds, and n of them sorted (same NVLink domain first), or
+// skips when the cluster has none (a real cluster may be busy).
+func (s *suite) freeGPUs(snap state.Snapshot, n int, exclude ...string) (string, []string) {
+	s.t.Helper()
+	held := map[string]bool{}
+	for _, a := range snap.Allocs {
+		for _, g := range a.GPUs {
+			held[a.Node+"/"+g] = true
+		}
+	}
+	for _, node := range snap.Nodes {
+		if !node.Ready || !node.Eligible || slices.Contains(exclude, node.Name) {
+			continue
+		}
+		byDomain := map[int][]string{}
+		for _, g := range node.GPUs {
+			if g.Healthy && !held[node.Name+"/"+g.ID] {
+				byDomain[g.Domain] = append(byDomain[g.Domain], g.ID)
+			}
+		}
+		var domains []int
+		for d := range byDomain {
+			domains = append(domains, d)
+		}
+		sort.Ints(domains)
+		var all []string
+		for _, d := range domains {
+			all = append(all, byDomain[d]...)
+		}
+		if len(all) >= n {
+			out := append([]string(nil), all[:n]...)
+			sort.Strings(out)
+			return node.Name, out
+		}
+	}
+	s.t.Skipf("the cluster has no ready node with %d free GPUs", n)
+	return "", nil
+}
+
+func allocOf(snap state.Snapshot, ref schema.Ref, replica int) *state.Alloc {
+	for i := range snap.Allocs {
+		if snap.Allocs[i].Workspace == ref && snap.Allocs[i].Replica == replica {
+			return &snap.Allocs[i]
+		}
+	}
+	return nil
+}
+
+func countOf(snap state.Snapshot, ref schema.Ref) int {
+	n := 0
+	for _, a := range snap.Allocs {
+		if a.Workspace == ref {
+			n++
+		}
+	}
+	return n
+}
+
+func testObserveComplete(t *testing.T, s *suite) {
+	a, b := s.observe(), s.observe()
+	if !sort.SliceIsSorted(a.Nodes, func(i, j int) bool { return a.Nodes[i].Name < a.Nodes[j].Name }) {
+		t.Errorf("nodes are not sorted by name")
+	}
+	for _, n := range a.Nodes {
+		if !sort.SliceIsSorted(n.GPUs, func(i, j int) bool { return n.GPUs[i].Index < n.GPUs[j].Index }) {
+			t.Errorf("node %s: GPUs are not sorted by index", n.Name)
+		}
+	}
+	if d := cmp.Diff(a, b, cmpopts.IgnoreFields(state.Snapshot{}, "ObservedAt")); d != "" {
+		t.Errorf("two observations of an unchanged cluster differ (-first +second):\n%s", d)
+	}
+	if a.ObservedAt.IsZero() {
+		t.Errorf("ObservedAt is zero")
+	}
+	if !s.h.Exact {
+		return
+	}
+	want := Nodes()
+	opts := cmp.Options{
+		cmpopts.IgnoreFields(state.Node{}, "ID", "CPUMilli", "MemoryBytes", "Pool"),
+		cmpopts.IgnoreFields(state.GPU{}, "MemoryBytes", "Model"),
+		cmpopts.EquateEmpty(),
+	}
+	if d := cmp.Diff(want, a.Nodes, opts); d != "" {
+		t.Errorf("observed nodes differ from the cluster (-want +got):\n%s", d)
+	}
+	if len(a.Allocs) != 0 {
+		t.Errorf("a fresh cluster has allocations: %v", a.Allocs)
+	}
+}
+
+func testStart(t *testing.T, s *suite) {
+	node, gpus := s.freeGPUs(s.observe(), 2)
+	ref := s.ref("ws-start")
+	s.apply(s.start("ws-start", "r1", state.Placement{Replica: 0, Node: node, GPUs: gpus}))
+	check := func(phases ...state.AllocPhase) {
+		t.Helper()
+		snap := s.observe()
+		a := allocOf(snap, ref, 0)
+		if a == nil {
+			t.Fatalf("no allocation for %s after Start: %v", ref, snap.Allocs)
+		}
+		if a.Node != node || !slices.Equal(a.GPUs, gpus) {
+			t.Errorf("placed on %s %v, want %s %v", a.Node, a.GPUs, node, gpus)
+		}
+		if !slices.Contains(phases, a.Phase) {
+			t.Errorf("phase %s, want one of %v", a.Phase, phases)
+		}
+		if a.Revision != "r1" {
+			t.Errorf("revision %q, want r1", a.Revision)
+		}
+	}
+	check(state.AllocStarting, state.AllocRunning)
+	s.settle()
+	check(state.AllocRunning)
+}
+
+func testIdempotent(t *testing.T, s *suite) {
+	node, gpus := s.freeGPUs(s.observe(), 1)
+	a := s.start("ws-idem", "r1", state.Placement{Node: node, GPUs: gpus})
+	s.apply(a)
+	s.apply(a)
+	s.settle()
+	first := s.observe()
+	s.apply(a)
+	second := s.observe()
+	if n := countOf(second, a.Workspace); n != 1 {
+		t.Fatalf("%d allocations after applying Start three times, want 1", n)
+	}
+	if d := cmp.Diff(first.Allocs, second.Allocs); d != "" {
+		t.Errorf("re-applying an applied Start changed allocations (-before +after):\n%s", d)
+	}
+	stop := state.Action{Kind: state.ActionStop, Workspace: a.Workspace, Project: s.project}
+	s.apply(stop)
+	s.apply(stop)
+}
+
+func testStop(t *testing.T, s *suite) {
+	node, gpus := s.freeGPUs(s.observe(), 1)
+	ref := s.ref("ws-stop")
+	s.apply(s.start("ws-stop", "r1", state.Placement{Node: node, GPUs: gpus}))
+	s.settle()
+	s.apply(state.Action{Kind: state.ActionStop, Workspace: ref, Project: s.project})
+	if a := allocOf(s.observe(), ref, 0); a != nil && a.Phase != state.AllocStopping {
+		t.Errorf("right after Stop the allocation is %s, want stopping or gone", a.Phase)
+	}
+	s.settle()
+	if a := allocOf(s.observe(), ref, 0); a != nil {
+		t.Errorf("after Stop and settling the allocation is still there: %+v", a)
+	}
+	s.apply(state.Action{Kind: state.ActionStop, Workspace: ref, Project: s.project})
+	s.apply(state.Action{Kind: state.ActionStop, Workspace: s.ref("ws-never-started"), Project: s.project})
+}
+
+func testPreempt(t *testing.T, s *suite) {
+	node, gpus := s.freeGPUs(s.observe(), 4)
+	victim, by := s.ref("ws-victim"), s.ref("ws-preemptor")
+	s.apply(s.start("ws-victim", "r1", state.Placement{Node: node, GPUs: gpus}))
+	s.settle()
+	s.apply(state.Action{Kind: state.ActionPreempt, Workspace: victim, By: by, Project: s.project, Reason: "conformance"})
+	snap := s.observe()
+	if a := allocOf(snap, victim, 0); a != nil {
+		if a.Phase != state.AllocStopping {
+			t.Errorf("right after Preempt the victim is %s, want stopping or gone", a.Phase)
+		}
+		// While the victim holds them, the GPUs are not free: the
+		// preemptor is refused as a conflict.
+		err := s.h.Cluster.Apply(s.ctx, s.start("ws-preemptor", "r1", state.Placement{Node: node, GPUs: gpus}))
+		s.started = append(s.started, by)
+		if err == nil {
+			t.Errorf("Start on GPUs a stopping victim still holds succeeded")
+		} else if c := drivers.ClassOf(err); c != drivers.ClassConflict {
+			t.Errorf("Start on held GPUs: class %s, want conflict (%v)", c, err)
+		}
+	}
+	s.settle()
+	if a := allocOf(s.observe(), victim, 0); a != nil {
+		t.Fatalf("victim still there after settling: %+v", a)
+	}
+	s.apply(s.start("ws-preemptor", "r1", state.Placement{Node: node, GPUs: gpus}))
+	s.settle()
+	a := allocOf(s.observe(), by, 0)
+	if a == nil || !slices.Equal(a.GPUs, gpus) || a.Phase != state.AllocRunning {
+		t.Errorf("preemptor: %+v, want running on %v", a, gpus)
+	}
+}
+
+func testUpdate(t *testing.T, s *suite) {
+	node, gpus := s.freeGPUs(s.observe(), 2)
+	a := s.start("ws-update", "r1", state.Placement{Node: node, GPUs: gpus})
+	s.apply(a)
+	s.settle()
+	a.Kind, a.Revision = state.ActionUpdate, "r2"
+	s.apply(a)
+	s.settle()
+	got := allocOf(s.observe(), a.Workspace, 0)
+	if got == nil || got.Revision != "r2" || got.Node != node || !slices.Equal(got.GPUs, gpus) || got.Phase != state.AllocRunning {
+		t.Errorf("after Update: %+v, want running r2 on %s %v", got, node, gpus)
+	}
+}
+
+func testGang(t *testing.T, s *suite) {
+	snap := s.observe()
+	n0, g0 := s.freeGPUs(snap, 2)
+	n1, g1 := s.freeGPUs(snap, 2, n0)
+	ref := s.ref("ws-gang")
+	s.apply(s.start("ws-gang", "r1", state.Placement{Replica: 0, Node: n0, GPUs: g0}, state.Placement{Replica: 1, Node: n1, GPUs: g1}))
+	s.settle()
+	got := s.observe()
+	for r, want := range []struct {
+		node string
+		gpus []string
+	}{{n0, g0}, {n1, g1}} {
+		a := allocOf(got, ref, r)
+		if a == nil || a.Node != want.node || !slices.Equal(a.GPUs, want.gpus) {
+			t.Errorf("replica %d: %+v, want on %s %v", r, a, want.node, want.gpus)
+		}
+	}
+}
+
+func testErrors(t *testing.T, s *suite) {
+	snap := s.observe()
+	node, gpus := s.freeGPUs(snap, 2)
+	s.apply(s.start("ws-holder", "r1", state.Placement{Node: node, GPUs: gpus[:1]}))
+	s.settle()
+	bad := *s.tier
+	bad.Spec.Value = 101
+	invalidTier := s.start("ws-bad-tier", "r1", state.Placement{Node: node, GPUs: gpus[1:]})
+	invalidTier.Tier = &bad
+	wait := state.Action{Kind: state.ActionWait, Workspace: s.ref("ws-wait"), Victims: []schema.Ref{s.ref("ws-holder")}}
+	tests := map[string]struct {
+		a    state.Action
+		want drivers.Class
+	}{
+		"priority out of range is invalid": {invalidTier, drivers.ClassInvalid},
+		"a Wait never reaches a driver":    {wait, drivers.ClassInvalid},
+		"held GPU is a conflict":           {s.start("ws-clash", "r1", state.Placement{Node: node, GPUs: gpus[:1]}), drivers.ClassConflict},
+		"unknown node is a conflict":       {s.start("ws-nowhere", "r1", state.Placement{Node: "no-such-node", GPUs: gpus[1:]}), drivers.ClassConflict},
+		"unknown GPU is a conflict":        {s.start("ws-ghost", "r1", state.Placement{Node: node, GPUs: []string{"GPU-no-such-device"}}), drivers.ClassConflict},
+	}
+	names := make([]string, 0, len(tests))
+	for name := range tests {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		tt := tests[name]
+		s.started = append(s.started, tt.a.Workspace)
+		err := s.h.Cluster.Apply(s.ctx, tt.a)
+		if err == nil {
+			t.Errorf("%s: Apply succeeded", name)
+			continue
+		}
+		if got := drivers.ClassOf(err); got != tt.want {
+			t.Errorf("%s: class %s, want %s (%v)", name, got, tt.want, err)
+		}
+	}
+	// Nothing of the refused actions may be left running.
+	after := s.observe()
+	for _, ref := range []string{"ws-bad-tier", "ws-clash", "ws-nowhere", "ws-ghost"} {
+		if a := allocOf(after, s.ref(ref), 0); a != nil && a.Phase != state.AllocStopping {
+			t.Errorf("refused %s left an allocation: %+v", ref, a)
+		}
+	}
+}

@@ -1,0 +1,362 @@
+package nomad
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/schema"
+	"github.com/hashicorp/nomad/api"
+)
+
+// Apply makes one action true in Nomad. Applying an action twice has the
+// effect of applying it once. Errors are *drivers.Error: conflict (observe
+// again and replan), invalid (report against the workspace), transient
+// (retry with backoff).
+//
+//   - Start and Update register the workspace's job (with EnforceIndex, so
+//     two writers never overwrite each other), pinned to the chosen node
+//     and GPUs, after checking that those GPUs are free; then they wait to
+//     see the placement and stop the job if Nomad gave any allocation
+//     other GPUs than the pinned ones (Nomad 1.6, recording 82).
+//   - Stop and Preempt deregister the job without purging it: the task
+//     gets its kill signal and grace period; the allocation shows Stopping
+//     until it is gone. The loop's Wait barrier waits for that.
+func (d *Driver) Apply(ctx context.Context, a state.Action) error {
+	switch a.Kind {
+	case state.ActionStart, state.ActionUpdate:
+		return d.start(ctx, a)
+	case state.ActionStop, state.ActionPreempt:
+		return d.stop(ctx, a)
+	}
+	return errorf(drivers.ClassInvalid, a.Workspace, "apply", "action %s never reaches a driver", a.Kind)
+}
+
+// namespaceOf returns the namespace of the action's workspace: from the
+// project spec when the action carries it, else where berth's job is.
+func (d *Driver) namespaceOf(ctx context.Context, a state.Action) (string, error) {
+	if a.Project != nil {
+		return Namespace(a.Project), nil
+	}
+	jobs, _, err := d.client.Jobs().ListOptions(&api.JobListOptions{Fields: &api.JobListFields{Meta: true}},
+		(&api.QueryOptions{Namespace: "*", Filter: fmt.Sprintf(`Meta[%q] == %q`, MetaWorkspace, a.Workspace.Name)}).WithContext(ctx))
+	if err != nil {
+		return "", wrap(err, a.Workspace, "find job")
+	}
+	for _, j := range jobs {
+		if refOf(j.Meta) == a.Workspace {
+			return j.Namespace, nil
+		}
+	}
+	return "", nil
+}
+
+func (d *Driver) stop(ctx context.Context, a state.Action) error {
+	ref := a.Workspace
+	ns, err := d.namespaceOf(ctx, a)
+	if err != nil || ns == "" {
+		return err // no job anywhere: already stopped
+	}
+	id := JobID(ref, ns)
+	job, _, err := d.client.Jobs().Info(id, d.q(ctx, ns))
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return wrap(err, ref, "read job "+id)
+	}
+	if !isBerths(job.Meta) || refOf(job.Meta) != ref {
+		return errorf(drivers.ClassInvalid, ref, a.Kind.String()+" job "+ns+"/"+id, "the job does not carry berth's marker for %s; berth never touches it", ref)
+	}
+	if job.Stop != nil && *job.Stop {
+		return nil
+	}
+	if _, _, err := d.client.Jobs().Deregister(id, false, d.w(ctx, ns)); err != nil {
+		return wrap(err, ref, a.Kind.String()+" job "+ns+"/"+id)
+	}
+	return nil
+}
+
+func (d *Driver) start(ctx context.Context, a state.Action) error {
+	ref := a.Workspace
+	if a.Project == nil {
+		return errorf(drivers.ClassInvalid, ref, "start", "a %s action needs the project spec", a.Kind)
+	}
+	ns := Namespace(a.Project)
+	id := JobID(ref, ns)
+	op := "register job " + ns + "/" + id
+
+	// 1. Where: every placement's node must be known and its GPUs free.
+	pl, err := d.resolve(ctx, a)
+	if err != nil {
+		return err
+	}
+	job, err := renderJob(a, ns, pl, d.cfg.Datacenters)
+	if err != nil {
+		return err
+	}
+	// 2. The job as it is: berth's or nobody's.
+	cur, _, err := d.client.Jobs().Info(id, d.q(ctx, ns))
+	switch {
+	case isNotFound(err):
+		cur = nil
+	case err != nil:
+		return wrap(err, ref, "read job "+ns+"/"+id)
+	case !isBerths(cur.Meta) || refOf(cur.Meta) != ref:
+		return errorf(drivers.ClassInvalid, ref, op, "a job %s/%s exists without berth's marker for %s; berth never touches it", ns, id, ref)
+	}
+	running := cur != nil && (cur.Stop == nil || !*cur.Stop)
+	if running && cur.Meta[MetaSpecHash] == job.Meta[MetaSpecHash] {
+		// Unchanged: nothing to register, but a wrong placement is still fixed.
+		return d.verify(ctx, ref, ns, id, cur)
+	}
+	if err := d.checkFree(ctx, ref, ns, id, pl); err != nil {
+		return err
+	}
+	if err := d.ensureNamespace(ctx, a.Project); err != nil {
+		return err
+	}
+	// 3. Register, refusing to overwrite a change we have not seen.
+	var enforce uint64
+	if cur != nil && cur.JobModifyIndex != nil {
+		enforce = *cur.JobModifyIndex
+	}
+	if _, _, err := d.client.Jobs().EnforceRegister(job, enforce, d.w(ctx, ns)); err != nil {
+		return wrap(err, ref, op)
+	}
+	// 4. See where Nomad put it.
+	got, _, err := d.client.Jobs().Info(id, d.q(ctx, ns))
+	if err != nil {
+		return wrap(err, ref, "read job "+ns+"/"+id)
+	}
+	return d.verify(ctx, ref, ns, id, got)
+}
+
+// resolve maps placements to Nomad node IDs, reading the nodes again when
+// the last observation does not know one.
+func (d *Driver) resolve(ctx context.Context, a state.Action) ([]placed, error) {
+	lookup := func() map[string]string {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.nodeIDs
+	}
+	ids := lookup()
+	out := make([]placed, 0, len(a.Placements))
+	for _, p := range a.Placements {
+		id, ok := ids[p.Node]
+		if !ok {
+			stubs, _, err := d.client.Nodes().List(d.q(ctx, ""))
+			if err != nil {
+				return nil, wrap(err, a.Workspace, "list nodes")
+			}
+			m := map[string]string{}
+			for _, s := range stubs {
+				m[s.Name], m[s.ID] = s.ID, s.ID
+			}
+			d.mu.Lock()
+			for k, v := range m {
+				d.nodeIDs[k] = v
+			}
+			d.mu.Unlock()
+			if id, ok = m[p.Node]; !ok {
+				return nil, errorf(drivers.ClassConflict, a.Workspace, "place", "node %q is not in the cluster", p.Node)
+			}
+		}
+		gpus := append([]string(nil), p.GPUs...)
+		sort.Strings(gpus)
+		p.GPUs = gpus
+		out = append(out, placed{Placement: p, NodeID: id})
+	}
+	if len(out) == 0 {
+		return nil, errorf(drivers.ClassInvalid, a.Workspace, "place", "a %s action needs at least one placement", a.Kind)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Replica < out[j].Replica })
+	return out, nil
+}
+
+// checkFree refuses to pin GPUs that are missing, unhealthy or held by
+// any live allocation of another job: Nomad 1.6 would place such a job
+// without GPUs (recording 82).
+func (d *Driver) checkFree(ctx context.Context, ref schema.Ref, ns, id string, pl []placed) error {
+	for _, p := range pl {
+		if len(p.GPUs) == 0 {
+			continue
+		}
+		node, _, err := d.client.Nodes().Info(p.NodeID, d.q(ctx, ""))
+		if err != nil {
+			return wrap(err, ref, "read node "+p.Node)
+		}
+		healthy := map[string]bool{}
+		if node.NodeResources != nil {
+			for _, dev := range node.NodeResources.Devices {
+				for _, in := range dev.Instances {
+					if dev.Type == "gpu" {
+						healthy[in.ID] = in.Healthy
+					}
+				}
+			}
+		}
+		allocs, _, err := d.client.Nodes().Allocations(p.NodeID, d.q(ctx, ""))
+		if err != nil {
+			return wrap(err, ref, "list allocations of node "+p.Node)
+		}
+		holder := map[string]string{}
+		for _, a := range allocs {
+			if terminal(a) || (a.Namespace == ns && a.JobID == id) {
+				continue
+			}
+			for _, g := range gpuIDs(a) {
+				holder[g] = a.Namespace + "/" + a.JobID
+			}
+		}
+		for _, g := range p.GPUs {
+			h, ok := healthy[g]
+			switch {
+			case !ok:
+				return errorf(drivers.ClassConflict, ref, "place", "GPU %s is not on node %s", g, p.Node)
+			case !h:
+				return errorf(drivers.ClassConflict, ref, "place", "GPU %s on node %s is unhealthy", g, p.Node)
+			case holder[g] != "":
+				return errorf(drivers.ClassConflict, ref, "place", "GPU %s on node %s is still held by job %s", g, p.Node, holder[g])
+			}
+		}
+	}
+	return nil
+}
+
+// verify waits until every group of the job has an allocation of the
+// job's current version and checks its GPUs against the pinned set. A
+// mismatch stops the job (never left running) and is reported as a
+// conflict; a placement Nomad blocked is withdrawn the same way.
+func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job *api.Job) error {
+	groups := map[string]bool{}
+	for _, tg := range job.TaskGroups {
+		groups[*tg.Name] = true
+	}
+	version := uint64(0)
+	if job.Version != nil {
+		version = *job.Version
+	}
+	deadline := time.Now().Add(d.cfg.PlacementTimeout)
+	for {
+		stubs, _, err := d.client.Jobs().Allocations(id, false, d.q(ctx, ns))
+		if err != nil {
+			return wrap(err, ref, "list allocations of job "+ns+"/"+id)
+		}
+		seen := map[string]bool{}
+		for _, s := range stubs {
+			if s.DesiredStatus != "run" || s.JobVersion < version {
+				continue
+			}
+			alloc, _, err := d.client.Allocations().Info(s.ID, d.q(ctx, ns))
+			if err != nil {
+				return wrap(err, ref, "read allocation "+s.ID)
+			}
+			pinned, ok := pinnedOf(alloc)
+			if !ok {
+				continue
+			}
+			if got := gpuIDs(alloc); !sameSet(got, pinned) {
+				return d.withdraw(ctx, ref, ns, id, fmt.Sprintf("Nomad placed allocation %s on GPUs [%s], not the pinned [%s]",
+					s.ID, strings.Join(got, ","), strings.Join(pinned, ",")))
+			}
+			seen[s.TaskGroup] = true
+		}
+		if len(seen) == len(groups) {
+			return nil
+		}
+		evals, _, err := d.client.Jobs().Evaluations(id, d.q(ctx, ns))
+		if err != nil {
+			return wrap(err, ref, "list evaluations of job "+ns+"/"+id)
+		}
+		for _, e := range evals {
+			if e.Status == "blocked" && e.JobModifyIndex >= *job.JobModifyIndex {
+				return d.withdraw(ctx, ref, ns, id, "Nomad could not place it on the pinned node and GPUs (blocked evaluation "+e.ID+")")
+			}
+		}
+		if time.Now().After(deadline) {
+			return errorf(drivers.ClassTransient, ref, "verify placement of "+ns+"/"+id, "no allocation seen within %s", d.cfg.PlacementTimeout)
+		}
+		if err := sleep(ctx, d.cfg.PollInterval); err != nil {
+			return wrap(err, ref, "verify placement of "+ns+"/"+id)
+		}
+	}
+}
+
+// withdraw stops a job Nomad placed wrongly and reports why.
+func (d *Driver) withdraw(ctx context.Context, ref schema.Ref, ns, id, why string) error {
+	if _, _, err := d.client.Jobs().Deregister(id, false, d.w(ctx, ns)); err != nil {
+		return wrap(fmt.Errorf("%s; stopping it failed: %w", why, err), ref, "verify placement of "+ns+"/"+id)
+	}
+	return errorf(drivers.ClassConflict, ref, "verify placement of "+ns+"/"+id, "%s; the job is stopped", why)
+}
+
+// ensureNamespace creates the project's namespace, or updates its
+// description and meta when berth created it. A namespace berth did not
+// create is used as it is.
+func (d *Driver) ensureNamespace(ctx context.Context, p *schema.Project) error {
+	name := Namespace(p)
+	ref := schema.Ref{Project: p.Meta.Name}
+	cur, _, err := d.client.Namespaces().Info(name, d.q(ctx, ""))
+	if err != nil && !isNotFound(err) {
+		return wrap(err, ref, "read namespace "+name)
+	}
+	if cur != nil && err == nil && cur.Meta[MetaCreatedBy] != createdBy {
+		return nil
+	}
+	want := &api.Namespace{
+		Name:        name,
+		Description: nsDescription(p),
+		Meta:        map[string]string{MetaCreatedBy: createdBy, MetaProject: p.Meta.Name, "berth.tier": p.Spec.Tier},
+	}
+	if cur != nil && err == nil && cur.Description == want.Description && fmt.Sprint(cur.Meta) == fmt.Sprint(want.Meta) {
+		return nil
+	}
+	if _, err := d.client.Namespaces().Register(want, d.w(ctx, "")); err != nil {
+		return wrap(err, ref, "write namespace "+name)
+	}
+	return nil
+}
+
+func nsDescription(p *schema.Project) string {
+	if p.Spec.Description != "" {
+		return p.Spec.Description
+	}
+	return "berth project " + p.Meta.Name + " (tier " + p.Spec.Tier + ")"
+}
+
+// PruneNamespaces deletes the namespaces berth created for projects no
+// longer in keep. A namespace berth did not create is never deleted; one
+// that still has jobs is kept (Nomad refuses too, recording 59).
+func (d *Driver) PruneNamespaces(ctx context.Context, keep []string) ([]string, error) {
+	nss, _, err := d.client.Namespaces().List(d.q(ctx, ""))
+	if err != nil {
+		return nil, wrap(err, schema.Ref{}, "list namespaces")
+	}
+	kept := map[string]bool{}
+	for _, k := range keep {
+		kept[k] = true
+	}
+	var deleted []string
+	for _, ns := range nss {
+		if kept[ns.Name] || ns.Meta[MetaCreatedBy] != createdBy {
+			continue
+		}
+		jobs, _, err := d.client.Jobs().List(d.q(ctx, ns.Name))
+		if err != nil {
+			return deleted, wrap(err, schema.Ref{}, "list jobs of namespace "+ns.Name)
+		}
+		if len(jobs) > 0 {
+			continue
+		}
+		if _, err := d.client.Namespaces().Delete(ns.Name, d.w(ctx, "")); err != nil {
+			return deleted, wrap(err, schema.Ref{}, "delete namespace "+ns.Name)
+		}
+		deleted = append(deleted, ns.Name)
+	}
+	return deleted, nil
+}

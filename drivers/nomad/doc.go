@@ -1,0 +1,19 @@
+// Package nomad is berth's driver for a real Nomad cluster (Community
+// Edition 1.6 and later), through github.com/hashicorp/nomad/api only.
+//
+// Projects are namespaces; each workspace is one job in its project's
+// namespace, with berth's marker meta (project, workspace, revision,
+// GPUs). berth places: every replica is a task group pinned to the node
+// berth chose (${node.unique.id}) and to the exact GPUs (device
+// "nvidia/gpu", count, ${device.ids} set_contains_any), and every
+// allocation's devices are checked against the pin. Preemption is berth's:
+// the victim's job is deregistered without purge, so its task gets the
+// checkpoint signal and grace. The reconciler's memory lives in a Nomad
+// Variable written with check-and-set. Node topology comes from the
+// metadata `berth agent` publishes (package gpumeta).
+//
+// It must never touch a job or namespace without berth's marker, never
+// rewrite the scheduler configuration unless asked (FixScheduler), never
+// print or log the ACL token, and never import package reconcile (it
+// satisfies reconcile.Cluster and reconcile.Store structurally).
+package nomad

@@ -1,0 +1,162 @@
+package nomad
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// Meta keys berth writes on jobs, task groups and namespaces. A job
+// without MetaProject and MetaWorkspace is not berth's: berth never
+// changes or stops it.
+const (
+	MetaProject   = "berth.project"
+	MetaWorkspace = "berth.workspace"
+	MetaRevision  = "berth.revision"
+	MetaGPUs      = "berth.gpus"
+	MetaReplica   = "berth.replica"
+	MetaNode      = "berth.node"
+	MetaSpecHash  = "berth.spec-hash"
+	// MetaCreatedBy on a namespace marks one berth created; berth deletes
+	// no other.
+	MetaCreatedBy = "berth.created-by"
+	createdBy     = "berth"
+	// TaskName is the name of the one task of each group.
+	TaskName = "main"
+)
+
+// Config says how to reach Nomad and how berth lays out its objects.
+// Token is a secret: String never prints it and no error carries it.
+type Config struct {
+	// Address, Region, Token and the TLS files follow Nomad's conventions;
+	// ConfigFromEnv fills them from NOMAD_ADDR, NOMAD_REGION, NOMAD_TOKEN,
+	// NOMAD_CACERT, NOMAD_CLIENT_CERT and NOMAD_CLIENT_KEY.
+	Address    string
+	Region     string
+	Token      string
+	CACert     string
+	ClientCert string
+	ClientKey  string
+	// Datacenters the jobs may run in (default: all, "*").
+	Datacenters []string
+	// StateNamespace and StatePath locate the reconciler's memory in
+	// Nomad Variables (default "default", "berth/state/history").
+	StateNamespace string
+	StatePath      string
+	// PlacementTimeout bounds how long Apply waits to see where Nomad put
+	// a started workspace (default 30s); PollInterval is the step (200ms).
+	PlacementTimeout time.Duration
+	PollInterval     time.Duration
+	// HTTPClient replaces the api package's client (tests).
+	HTTPClient *http.Client
+	// Now is the driver's clock (default time.Now).
+	Now func() time.Time
+}
+
+// ConfigFromEnv reads the NOMAD_* variables the api package reads.
+// address, when not empty, overrides NOMAD_ADDR (--cluster nomad://host:port).
+func ConfigFromEnv(address string) Config {
+	d := api.DefaultConfig()
+	c := Config{
+		Address: d.Address, Region: d.Region, Token: d.SecretID,
+	}
+	if d.TLSConfig != nil {
+		c.CACert, c.ClientCert, c.ClientKey = d.TLSConfig.CACert, d.TLSConfig.ClientCert, d.TLSConfig.ClientKey
+	}
+	if address != "" {
+		c.Address = address
+	}
+	return c
+}
+
+// String describes the connection without the token.
+func (c Config) String() string {
+	tok := "none"
+	if c.Token != "" {
+		tok = "set (hidden)"
+	}
+	return fmt.Sprintf("nomad %s (region %q, token %s)", c.Address, c.Region, tok)
+}
+
+// GoString keeps %#v from printing the token too.
+func (c Config) GoString() string { return c.String() }
+
+// Driver is berth's Nomad driver: it implements reconcile.Cluster
+// (Observe, Apply) and reconcile.Store (LoadHistory, SaveHistory). It is
+// safe for concurrent use.
+type Driver struct {
+	cfg    Config
+	client *api.Client
+
+	mu        sync.Mutex
+	nodeIDs   map[string]string // node name (and ID) -> ID, from the last observation
+	lastIndex uint64
+	histIndex uint64 // ModifyIndex of the history variable as last read or written
+}
+
+// New connects a driver to Nomad (no request is made until used).
+func New(cfg Config) (*Driver, error) {
+	if cfg.StateNamespace == "" {
+		cfg.StateNamespace = "default"
+	}
+	if cfg.StatePath == "" {
+		cfg.StatePath = "berth/state/history"
+	}
+	if cfg.PlacementTimeout == 0 {
+		cfg.PlacementTimeout = 30 * time.Second
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 200 * time.Millisecond
+	}
+	if len(cfg.Datacenters) == 0 {
+		cfg.Datacenters = []string{"*"}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	ac := api.DefaultConfig()
+	ac.Address = cfg.Address
+	ac.Region = cfg.Region
+	ac.SecretID = cfg.Token
+	ac.Namespace = ""
+	if ac.TLSConfig == nil {
+		ac.TLSConfig = &api.TLSConfig{}
+	}
+	ac.TLSConfig.CACert, ac.TLSConfig.ClientCert, ac.TLSConfig.ClientKey = cfg.CACert, cfg.ClientCert, cfg.ClientKey
+	if cfg.HTTPClient != nil {
+		ac.HttpClient = cfg.HTTPClient
+	}
+	client, err := api.NewClient(ac)
+	if err != nil {
+		return nil, fmt.Errorf("nomad: client for %s: %w", cfg.Address, err)
+	}
+	return &Driver{cfg: cfg, client: client, nodeIDs: map[string]string{}}, nil
+}
+
+// Client returns the api client the driver uses (berth doctor reads the
+// scheduler configuration through it).
+func (d *Driver) Client() *api.Client { return d.client }
+
+func (d *Driver) q(ctx context.Context, ns string) *api.QueryOptions {
+	return (&api.QueryOptions{Namespace: ns}).WithContext(ctx)
+}
+
+func (d *Driver) w(ctx context.Context, ns string) *api.WriteOptions {
+	return (&api.WriteOptions{Namespace: ns}).WithContext(ctx)
+}
+
+// sleep waits for dur or until ctx ends.
+func sleep(ctx context.Context, dur time.Duration) error {
+	t := time.NewTimer(dur)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

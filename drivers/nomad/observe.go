@@ -1,0 +1,358 @@
+package nomad
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/berth-dev/berth/drivers/nomad/gpumeta"
+	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/schema"
+	"github.com/hashicorp/nomad/api"
+)
+
+// berthFilter selects berth's jobs server-side; list stubs carry Meta
+// only with ?meta=true (recordings 25, 26).
+const berthFilter = `Meta["` + MetaWorkspace + `"] is not empty`
+
+type nodeData struct {
+	node   *api.Node
+	allocs []*api.Allocation
+}
+
+// Observe reads nodes (status, drain, eligibility, pool, GPU instances
+// with health and PCI locality, the agent's topology in node meta), berth's
+// jobs and their live allocations. It returns a complete snapshot or an
+// error, never part of one. It changes nothing in the cluster.
+//
+// GPUs held by allocations of jobs berth does not own are reported
+// unhealthy: nothing berth places may use them. An allocation whose
+// devices differ from the GPUs berth pinned is reported with the devices
+// Nomad really gave it; Apply stops it.
+func (d *Driver) Observe(ctx context.Context) (state.Snapshot, error) {
+	var last error
+	for attempt := 0; attempt < 3; attempt++ {
+		snap, retry, err := d.observe(ctx)
+		if err == nil {
+			return snap, nil
+		}
+		if !retry {
+			return state.Snapshot{}, err
+		}
+		last = err // something vanished between two reads: read again
+	}
+	return state.Snapshot{}, last
+}
+
+func (d *Driver) observe(ctx context.Context) (state.Snapshot, bool, error) {
+	now := d.cfg.Now()
+	stubs, qm, err := d.client.Nodes().List(d.q(ctx, ""))
+	if err != nil {
+		return state.Snapshot{}, false, wrap(err, schema.Ref{}, "list nodes")
+	}
+	index := qm.LastIndex
+	data := make([]nodeData, len(stubs))
+	errs := make([]error, len(stubs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, st := range stubs {
+		wg.Add(1)
+		go func(i int, id string) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			n, _, err := d.client.Nodes().Info(id, d.q(ctx, ""))
+			if err != nil {
+				errs[i] = wrap(err, schema.Ref{}, "read node "+id)
+				return
+			}
+			allocs, _, err := d.client.Nodes().Allocations(id, d.q(ctx, ""))
+			if err != nil {
+				errs[i] = wrap(err, schema.Ref{}, "list allocations of node "+id)
+				return
+			}
+			data[i] = nodeData{node: n, allocs: allocs}
+		}(i, st.ID)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return state.Snapshot{}, isNotFound(err), err
+		}
+	}
+	jobs, jqm, err := d.client.Jobs().ListOptions(&api.JobListOptions{Fields: &api.JobListFields{Meta: true}},
+		(&api.QueryOptions{Namespace: "*", Filter: berthFilter}).WithContext(ctx))
+	if err != nil {
+		return state.Snapshot{}, false, wrap(err, schema.Ref{}, "list berth's jobs")
+	}
+	index = max(index, jqm.LastIndex)
+	berth := map[[2]string]*api.JobListStub{}
+	for _, j := range jobs {
+		if isBerths(j.Meta) {
+			berth[[2]string{j.Namespace, j.ID}] = j
+		}
+	}
+
+	snap := state.Snapshot{ObservedAt: now}
+	ids := map[string]string{}
+	for _, nd := range data {
+		node, allocs := buildNode(nd, berth)
+		snap.Nodes = append(snap.Nodes, node)
+		snap.Allocs = append(snap.Allocs, allocs...)
+		ids[node.Name] = node.ID
+		ids[node.ID] = node.ID
+	}
+	sort.Slice(snap.Nodes, func(i, j int) bool { return snap.Nodes[i].Name < snap.Nodes[j].Name })
+	sort.Slice(snap.Allocs, func(i, j int) bool {
+		a, b := snap.Allocs[i], snap.Allocs[j]
+		if a.Workspace != b.Workspace {
+			return a.Workspace.Less(b.Workspace)
+		}
+		return a.Replica < b.Replica
+	})
+	d.mu.Lock()
+	d.nodeIDs = ids
+	d.lastIndex = max(d.lastIndex, index)
+	d.mu.Unlock()
+	return snap, false, nil
+}
+
+// buildNode turns one Nomad node and its allocations into berth's node
+// and berth's allocations on it.
+func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (state.Node, []state.Alloc) {
+	n := nd.node
+	out := state.Node{
+		Name: n.Name, ID: n.ID, Pool: n.NodePool,
+		Ready:    n.Status == "ready",
+		Eligible: n.SchedulingEligibility == "eligible" && !n.Drain && n.DrainStrategy == nil,
+	}
+	if r := n.NodeResources; r != nil {
+		out.CPUMilli = int64(r.Cpu.TotalCpuCores) * 1000
+		out.MemoryBytes = r.Memory.MemoryMB * mib
+		if rr := n.ReservedResources; rr != nil {
+			out.MemoryBytes -= int64(rr.Memory.MemoryMB) * mib
+		}
+	}
+	type inst struct {
+		dev   *api.NodeDeviceResource
+		inst  *api.NodeDevice
+		mem   int64
+		index int
+	}
+	var insts []inst
+	if n.NodeResources != nil {
+		for _, dev := range n.NodeResources.Devices {
+			if dev.Type != "gpu" {
+				continue
+			}
+			var mem int64
+			if a := dev.Attributes["memory"]; a != nil && a.IntVal != nil {
+				mem = *a.IntVal * unitBytes(a.Unit)
+			}
+			for _, in := range dev.Instances {
+				insts = append(insts, inst{dev: dev, inst: in, mem: mem, index: -1})
+			}
+		}
+	}
+	// Order and topology: the agent's NVML order matched by PCI bus when
+	// every instance matches; otherwise PCI order and one domain.
+	topo, err := gpumeta.Decode(n.Meta)
+	guessed := err != nil || topo == nil
+	if !guessed {
+		used := map[int]bool{}
+		for i := range insts {
+			for _, g := range topo {
+				if !used[g.Index] && insts[i].inst.Locality != nil && gpumeta.SamePCI(insts[i].inst.Locality.PciBusID, g.PCIBusID) {
+					insts[i].index, used[g.Index] = g.Index, true
+					break
+				}
+			}
+			if insts[i].index < 0 {
+				guessed = true
+			}
+		}
+	}
+	if guessed {
+		sort.SliceStable(insts, func(i, j int) bool { return pciOf(insts[i].inst) < pciOf(insts[j].inst) })
+		for i := range insts {
+			insts[i].index = i
+		}
+	}
+	held := map[string]bool{} // GPUs held by jobs that are not berth's
+	var allocs []state.Alloc
+	for _, a := range nd.allocs {
+		if terminal(a) {
+			continue
+		}
+		stub := berth[[2]string{a.Namespace, a.JobID}]
+		if stub == nil {
+			for _, id := range gpuIDs(a) {
+				held[id] = true
+			}
+			continue
+		}
+		allocs = append(allocs, buildAlloc(a, stub, n))
+	}
+	byIndex := map[int]gpumeta.GPU{}
+	for _, g := range topo {
+		byIndex[g.Index] = g
+	}
+	for _, in := range insts {
+		g := state.GPU{
+			ID: in.inst.ID, Index: in.index, Model: in.dev.Name, MemoryBytes: in.mem,
+			Healthy: in.inst.Healthy && !held[in.inst.ID],
+		}
+		if !guessed {
+			t := byIndex[in.index]
+			g.Domain, g.NUMA = t.Domain, max(t.NUMA, 0)
+		}
+		out.GPUs = append(out.GPUs, g)
+	}
+	sort.Slice(out.GPUs, func(i, j int) bool { return out.GPUs[i].Index < out.GPUs[j].Index })
+	out.TopologyGuessed = guessed && len(out.GPUs) > 0
+	return out, allocs
+}
+
+func buildAlloc(a *api.Allocation, stub *api.JobListStub, n *api.Node) state.Alloc {
+	meta := stub.Meta
+	if a.Job != nil && isBerths(a.Job.Meta) {
+		meta = a.Job.Meta // the version the allocation runs
+	}
+	out := state.Alloc{
+		Workspace: refOf(meta),
+		Replica:   replicaOf(a),
+		Node:      n.Name,
+		GPUs:      gpuIDs(a),
+		Revision:  meta[MetaRevision],
+		StartedAt: time.Unix(0, a.CreateTime).UTC(),
+	}
+	if ts := a.TaskStates[TaskName]; ts != nil && !ts.StartedAt.IsZero() {
+		out.StartedAt = ts.StartedAt.UTC()
+	}
+	if r := a.AllocatedResources; r != nil {
+		for _, t := range r.Tasks {
+			out.CPUMilli += int64(len(t.Cpu.ReservedCores)) * 1000
+			out.MemoryBytes += t.Memory.MemoryMB * mib
+		}
+	}
+	switch {
+	case a.DesiredStatus != "run" || stub.Stop:
+		out.Phase = state.AllocStopping
+	case a.ClientStatus == "running":
+		out.Phase = state.AllocRunning
+	default:
+		out.Phase = state.AllocStarting
+	}
+	return out
+}
+
+// replicaOf reads the replica from the task group's meta, else from the
+// group name "replica-N".
+func replicaOf(a *api.Allocation) int {
+	if a.Job != nil {
+		for _, tg := range a.Job.TaskGroups {
+			if tg.Name != nil && *tg.Name == a.TaskGroup {
+				if r, err := strconv.Atoi(tg.Meta[MetaReplica]); err == nil {
+					return r
+				}
+			}
+		}
+	}
+	r, _ := strconv.Atoi(strings.TrimPrefix(a.TaskGroup, "replica-"))
+	return r
+}
+
+// pinnedOf returns the GPUs berth pinned for the allocation's group.
+func pinnedOf(a *api.Allocation) ([]string, bool) {
+	if a.Job == nil {
+		return nil, false
+	}
+	for _, tg := range a.Job.TaskGroups {
+		if tg.Name != nil && *tg.Name == a.TaskGroup {
+			v, ok := tg.Meta[MetaGPUs]
+			return splitIDs(v), ok
+		}
+	}
+	return nil, false
+}
+
+func gpuIDs(a *api.Allocation) []string {
+	var out []string
+	if a.AllocatedResources == nil {
+		return nil
+	}
+	for _, t := range a.AllocatedResources.Tasks {
+		for _, dev := range t.Devices {
+			if dev.Type == "gpu" {
+				out = append(out, dev.DeviceIDs...)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func terminal(a *api.Allocation) bool {
+	switch a.ClientStatus {
+	case "complete", "failed", "lost":
+		return true
+	}
+	return false
+}
+
+func pciOf(in *api.NodeDevice) string {
+	if in.Locality != nil {
+		return strings.ToLower(in.Locality.PciBusID) + "/" + in.ID
+	}
+	return "~/" + in.ID
+}
+
+func unitBytes(u string) int64 {
+	switch u {
+	case "KiB":
+		return 1 << 10
+	case "MiB":
+		return 1 << 20
+	case "GiB":
+		return 1 << 30
+	case "TiB":
+		return 1 << 40
+	case "kB", "KB":
+		return 1000
+	case "MB":
+		return 1000 * 1000
+	case "GB":
+		return 1000 * 1000 * 1000
+	}
+	return 1
+}
+
+// WaitForChange blocks until Nomad's state moves past what the last
+// Observe saw (nodes, jobs or allocations), ctx ends, or wait passes. It
+// uses blocking queries, so a change is seen as soon as Nomad has it.
+func (d *Driver) WaitForChange(ctx context.Context, wait time.Duration) error {
+	d.mu.Lock()
+	after := d.lastIndex
+	d.mu.Unlock()
+	if after == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait+5*time.Second)
+	defer cancel()
+	done := make(chan error, 3)
+	q := func(ns string) *api.QueryOptions {
+		return (&api.QueryOptions{Namespace: ns, WaitIndex: after, WaitTime: wait}).WithContext(ctx)
+	}
+	go func() { _, _, err := d.client.Nodes().List(q("")); done <- err }()
+	go func() { _, _, err := d.client.Jobs().List(q("*")); done <- err }()
+	go func() { _, _, err := d.client.Allocations().List(q("*")); done <- err }()
+	err := <-done
+	if err != nil && ctx.Err() == nil {
+		return wrap(err, schema.Ref{}, "wait for a change")
+	}
+	return nil
+}
+

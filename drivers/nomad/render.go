@@ -1,0 +1,214 @@
+package nomad
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/schema"
+	"github.com/hashicorp/nomad/api"
+)
+
+// Namespace returns the Nomad namespace of a project: spec.namespace, or
+// the project's name.
+func Namespace(p *schema.Project) string {
+	if p.Spec.Namespace != "" {
+		return p.Spec.Namespace
+	}
+	return p.Meta.Name
+}
+
+// JobID returns the job of workspace ref in namespace ns: the workspace's
+// name when the namespace is the project's own, project--name when
+// projects share a namespace.
+func JobID(ref schema.Ref, ns string) string {
+	if ns == ref.Project {
+		return ref.Name
+	}
+	return ref.Project + "--" + ref.Name
+}
+
+const mib = 1 << 20
+
+// placed is one placement with the node's Nomad ID resolved.
+type placed struct {
+	state.Placement
+	NodeID string
+}
+
+// renderJob builds the Nomad job for a Start or Update: one task group
+// per replica, each pinned to its node (${node.unique.id}) and to its
+// exact GPUs (device "nvidia/gpu", count and ${device.ids}
+// set_contains_any), with berth's marker meta. It is pure.
+func renderJob(a state.Action, ns string, pl []placed, datacenters []string) (*api.Job, error) {
+	ref := a.Workspace
+	if a.Spec == nil || a.Project == nil || a.Tier == nil {
+		return nil, errorf(drivers.ClassInvalid, ref, "render job", "a %s action needs the workspace, project and tier specs", a.Kind)
+	}
+	spec := a.Spec.Spec
+	if spec.Task.Driver == "" {
+		return nil, errorf(drivers.ClassInvalid, ref, "render job", "workspace has no task driver")
+	}
+	id := JobID(ref, ns)
+	typ := "batch"
+	if spec.RestartOnFailure {
+		typ = "service"
+	}
+	prio := a.Tier.Spec.Value
+	var all []string
+	for _, p := range pl {
+		all = append(all, p.GPUs...)
+	}
+	job := &api.Job{
+		ID: &id, Name: &id, Namespace: &ns, Type: &typ, Priority: &prio,
+		Datacenters: datacenters,
+		Meta: map[string]string{
+			MetaProject:   ref.Project,
+			MetaWorkspace: ref.Name,
+			MetaRevision:  a.Revision,
+			MetaGPUs:      strings.Join(all, ","),
+		},
+	}
+	cores, memMB := 0, 0
+	if spec.Resources.CPUMilli > 0 {
+		cores = int((spec.Resources.CPUMilli + 999) / 1000)
+	}
+	if spec.Resources.MemoryBytes > 0 {
+		memMB = int((spec.Resources.MemoryBytes + mib - 1) / mib)
+	}
+	for _, p := range pl {
+		task := &api.Task{
+			Name:   TaskName,
+			Driver: spec.Task.Driver,
+			Config: taskConfig(spec.Task),
+			Env:    spec.Task.Env,
+			Resources: &api.Resources{
+				Cores:    intPtr(cores),
+				MemoryMB: intPtr(memMB),
+			},
+		}
+		if cores == 0 {
+			task.Resources.Cores = nil
+			task.Resources.CPU = intPtr(100)
+		}
+		if memMB == 0 {
+			task.Resources.MemoryMB = nil
+		}
+		if spec.Checkpoint.Signal != "" {
+			task.KillSignal = spec.Checkpoint.Signal
+		}
+		if spec.Checkpoint.GracePeriod > 0 {
+			g := spec.Checkpoint.GracePeriod
+			task.KillTimeout = &g
+		}
+		if n := len(p.GPUs); n > 0 {
+			count := uint64(n)
+			task.Resources.Devices = []*api.RequestedDevice{{
+				Name:  "nvidia/gpu",
+				Count: &count,
+				Constraints: []*api.Constraint{{
+					LTarget: "${device.ids}", Operand: "set_contains_any", RTarget: strings.Join(p.GPUs, ","),
+				}},
+			}}
+		}
+		group := "replica-" + strconv.Itoa(p.Replica)
+		tg := &api.TaskGroup{
+			Name:  &group,
+			Count: intPtr(1),
+			Constraints: []*api.Constraint{{
+				LTarget: "${node.unique.id}", Operand: "=", RTarget: p.NodeID,
+			}},
+			Tasks: []*api.Task{task},
+			Meta: map[string]string{
+				MetaReplica: strconv.Itoa(p.Replica),
+				MetaNode:    p.Node,
+				MetaGPUs:    strings.Join(p.GPUs, ","),
+			},
+			// berth places and resumes: Nomad must not move a workspace.
+			ReschedulePolicy: &api.ReschedulePolicy{Attempts: intPtr(0), Unlimited: boolPtr(false)},
+		}
+		if typ == "batch" {
+			tg.RestartPolicy = &api.RestartPolicy{Attempts: intPtr(0), Mode: strPtr("fail")}
+		}
+		for _, v := range spec.Volumes {
+			if tg.Volumes == nil {
+				tg.Volumes = map[string]*api.VolumeRequest{}
+			}
+			tg.Volumes[v.Name] = &api.VolumeRequest{Name: v.Name, Type: "host", Source: v.Name, ReadOnly: v.ReadOnly}
+			task.VolumeMounts = append(task.VolumeMounts, &api.VolumeMount{
+				Volume: strPtr(v.Name), Destination: strPtr(v.MountPath), ReadOnly: boolPtr(v.ReadOnly),
+			})
+		}
+		job.TaskGroups = append(job.TaskGroups, tg)
+	}
+	job.Meta[MetaSpecHash] = specHash(job)
+	return job, nil
+}
+
+// taskConfig maps the spec's task onto the driver's config block: image
+// for container drivers, command and args for all.
+func taskConfig(t schema.Task) map[string]any {
+	cfg := map[string]any{}
+	if t.Image != "" {
+		cfg["image"] = t.Image
+	}
+	if t.Command != "" {
+		cfg["command"] = t.Command
+	}
+	if len(t.Args) > 0 {
+		cfg["args"] = t.Args
+	}
+	return cfg
+}
+
+// specHash fingerprints what berth asked of a job (everything but the
+// hash itself), so an unchanged Start or Update is a no-op.
+func specHash(j *api.Job) string {
+	meta := map[string]string{}
+	for k, v := range j.Meta {
+		if k != MetaSpecHash {
+			meta[k] = v
+		}
+	}
+	c := *j
+	c.Meta = meta
+	b, _ := json.Marshal(&c) // maps marshal sorted: deterministic
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// isBerths reports whether job meta carries berth's marker for ref.
+func isBerths(meta map[string]string) bool {
+	return meta[MetaProject] != "" && meta[MetaWorkspace] != ""
+}
+
+func refOf(meta map[string]string) schema.Ref {
+	return schema.Ref{Project: meta[MetaProject], Name: meta[MetaWorkspace]}
+}
+
+func splitIDs(s string) []string {
+	if s == "" {
+		return nil
+	}
+	out := strings.Split(s, ",")
+	sort.Strings(out)
+	return out
+}
+
+func sameSet(a, b []string) bool {
+	x := append([]string(nil), a...)
+	y := append([]string(nil), b...)
+	sort.Strings(x)
+	sort.Strings(y)
+	return fmt.Sprint(x) == fmt.Sprint(y)
+}
+
+func intPtr(v int) *int       { return &v }
+func boolPtr(v bool) *bool    { return &v }
+func strPtr(v string) *string { return &v }
