@@ -116,7 +116,9 @@ func (s *suite) settle() {
 	}
 }
 
-func (s *suite) ref(name string) schema.Ref { return schema.Ref{Project: s.project.Meta.Name, Name: name} }
+func (s *suite) ref(name string) schema.Ref {
+	return schema.Ref{Project: s.project.Meta.Name, Name: name}
+}
 
 func (s *suite) workspace(name string, gpus, replicas int) *schema.Workspace {
 	task := schema.Task{Driver: "raw_exec", Command: "/bin/sleep", Args: []string{"3600"}}

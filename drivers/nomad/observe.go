@@ -355,4 +355,3 @@ func (d *Driver) WaitForChange(ctx context.Context, wait time.Duration) error {
 	}
 	return nil
 }
-
