@@ -1,0 +1,488 @@
+package nomad_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/drivers/drivertest"
+	"github.com/berth-dev/berth/drivers/nomad"
+	"github.com/berth-dev/berth/drivers/nomad/nomadfake"
+	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/schema"
+	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/nomad/api"
+)
+
+var ctx = context.Background()
+
+func recorded(t *testing.T, prefix string) json.RawMessage {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join("testdata", prefix+"-*.json"))
+	if len(files) != 1 {
+		t.Fatalf("recording %s: %v", prefix, files)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var x struct {
+		Response struct {
+			Body json.RawMessage `json:"body"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal(b, &x); err != nil {
+		t.Fatal(err)
+	}
+	return x.Response.Body
+}
+
+// TestObserveRecordedNomad serves the bodies a real Nomad 1.6.5 sent
+// (nodes, the node after `berth agent` metadata, berth's job list with
+// meta, the running allocation) and checks what Observe makes of them.
+func TestObserveRecordedNomad(t *testing.T) {
+	const nodeID = "1317ad6e-a51d-6fef-4356-9a7348e09a61"
+	alloc := recorded(t, "29")
+	bodies := map[string]json.RawMessage{
+		"/v1/nodes":                           recorded(t, "03"),
+		"/v1/node/" + nodeID:                  recorded(t, "22"),
+		"/v1/node/" + nodeID + "/allocations": json.RawMessage("[" + string(alloc) + "]"),
+		"/v1/jobs":                            recorded(t, "26"),
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, ok := bodies[r.URL.Path]
+		if !ok {
+			http.Error(w, "not recorded: "+r.URL.Path, 404)
+			return
+		}
+		if r.URL.Path == "/v1/jobs" && (r.URL.Query().Get("meta") != "true" || r.URL.Query().Get("namespace") != "*") {
+			http.Error(w, "Observe must list jobs in every namespace with ?meta=true", 400)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Nomad-Index", "21")
+		_, _ = w.Write(b)
+	}))
+	defer srv.Close()
+	d, err := nomad.New(nomad.Config{Address: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := d.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu := func(i, domain, numa int, pci string) state.GPU {
+		return state.GPU{ID: "GPU-fake-" + pci, Index: i, Model: "H100-fake", MemoryBytes: 81559 << 20, Domain: domain, NUMA: numa, Healthy: true}
+	}
+	want := state.Snapshot{
+		ObservedAt: snap.ObservedAt,
+		Nodes: []state.Node{{
+			Name: "gpu-node-1", ID: nodeID, Pool: "default", Ready: true, Eligible: true,
+			CPUMilli: 2000, MemoryBytes: 24105 << 20,
+			// berth.gpu.topology "v1;pci=18,2a,ba,db;nvlink=0-1,2-3;numa=0:0-1,1:2-3"
+			GPUs: []state.GPU{gpu(0, 0, 0, "0"), gpu(1, 0, 0, "1"), gpu(2, 1, 1, "2"), gpu(3, 1, 1, "3")},
+		}},
+		Allocs: []state.Alloc{{
+			Workspace: schema.Ref{Project: "vision", Name: "ws-medium-train"}, Replica: 0, Node: "gpu-node-1",
+			GPUs: []string{"GPU-fake-3"}, MemoryBytes: 256 << 20, Phase: state.AllocRunning, Revision: "1",
+			StartedAt: time.Date(2026, 11, 29, 16, 26, 6, 676618170, time.UTC),
+		}},
+	}
+	if d := cmp.Diff(want, snap); d != "" {
+		t.Errorf("(-want +got)\n%s", d)
+	}
+}
+
+// hookFake wraps a fake so a test can act between the driver's reads and
+// its writes, as another writer would.
+type hookFake struct {
+	*nomadfake.Server
+	mu     sync.Mutex
+	before func(r *http.Request, body []byte)
+}
+
+func (h *hookFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	hook := h.before
+	h.mu.Unlock()
+	if hook != nil {
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		hook(r, b)
+	}
+	h.Server.ServeHTTP(w, r)
+}
+
+func newHooked(t *testing.T) (*hookFake, *nomad.Driver, []state.Node) {
+	t.Helper()
+	nodes := drivertest.Nodes()
+	fake, _ := fakeCluster(t, nodes)
+	h := &hookFake{Server: fake}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	d, err := nomad.New(nomad.Config{Address: srv.URL, PollInterval: time.Millisecond, PlacementTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Observe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return h, d, nodes
+}
+
+var (
+	tier    = &schema.PriorityTier{Meta: schema.Meta{Name: "high"}, Spec: schema.TierSpec{Value: 80}}
+	project = &schema.Project{Meta: schema.Meta{Name: "vision"}, Spec: schema.ProjectSpec{Tier: "high", Description: "Vision team"}}
+)
+
+func startAction(name string, node string, gpus ...string) state.Action {
+	ws := &schema.Workspace{
+		Meta: schema.Meta{Name: name, Project: "vision"},
+		Spec: schema.WorkspaceSpec{
+			Task:       schema.Task{Driver: "docker", Image: "ghcr.io/acme/train:1", Command: "python", Args: []string{"train.py"}, Env: map[string]string{"EPOCHS": "3"}},
+			Resources:  schema.WorkResources{GPUs: len(gpus), CPUMilli: 1500, MemoryBytes: 1 << 30},
+			Checkpoint: schema.Checkpoint{Signal: "SIGUSR1", GracePeriod: 90 * time.Second},
+			Volumes:    []schema.VolumeMount{{Name: "datasets", MountPath: "/data", ReadOnly: true}},
+		},
+	}
+	return state.Action{
+		Kind: state.ActionStart, Workspace: ws.Ref(), Spec: ws, Project: project, Tier: tier, Revision: "abc123",
+		Placements: []state.Placement{{Node: node, GPUs: gpus}},
+	}
+}
+
+func jobOf(t *testing.T, d *nomad.Driver, ns, id string) *api.Job {
+	t.Helper()
+	j, _, err := d.Client().Jobs().Info(id, &api.QueryOptions{Namespace: ns})
+	if err != nil {
+		t.Fatalf("read job %s/%s: %v", ns, id, err)
+	}
+	return j
+}
+
+func TestStartRendersPinnedJob(t *testing.T) {
+	_, d, nodes := newHooked(t)
+	g := nodes[0].GPUs
+	if err := d.Apply(ctx, startAction("train", "gpu-a", g[5].ID, g[4].ID)); err != nil {
+		t.Fatal(err)
+	}
+	j := jobOf(t, d, "vision", "train")
+	tg := j.TaskGroups[0]
+	task := tg.Tasks[0]
+	got := map[string]any{
+		"type": *j.Type, "priority": *j.Priority,
+		"meta":      j.Meta,
+		"node":      *tg.Constraints[0],
+		"device":    task.Resources.Devices[0].Name,
+		"count":     *task.Resources.Devices[0].Count,
+		"pin":       *task.Resources.Devices[0].Constraints[0],
+		"signal":    task.KillSignal,
+		"grace":     *task.KillTimeout,
+		"cores":     *task.Resources.Cores,
+		"memoryMB":  *task.Resources.MemoryMB,
+		"config":    task.Config,
+		"env":       task.Env,
+		"mount":     *task.VolumeMounts[0].Destination,
+		"volume":    tg.Volumes["datasets"].Source,
+		"namespace": *j.Namespace,
+	}
+	want := map[string]any{
+		"type": "batch", "priority": 80,
+		"meta": map[string]string{
+			"berth.project": "vision", "berth.workspace": "train", "berth.revision": "abc123",
+			"berth.gpus": g[4].ID + "," + g[5].ID, "berth.spec-hash": j.Meta["berth.spec-hash"],
+		},
+		"node":      api.Constraint{LTarget: "${node.unique.id}", Operand: "=", RTarget: "00000001-aaaa-4bbb-8ccc-000000000001"},
+		"device":    "nvidia/gpu",
+		"count":     uint64(2),
+		"pin":       api.Constraint{LTarget: "${device.ids}", Operand: "set_contains_any", RTarget: g[4].ID + "," + g[5].ID},
+		"signal":    "SIGUSR1",
+		"grace":     90 * time.Second,
+		"cores":     2,
+		"memoryMB":  1024,
+		"config":    map[string]any{"image": "ghcr.io/acme/train:1", "command": "python", "args": []any{"train.py"}},
+		"env":       map[string]string{"EPOCHS": "3"},
+		"mount":     "/data",
+		"volume":    "datasets",
+		"namespace": "vision",
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("job (-want +got)\n%s", d)
+	}
+	ns, _, err := d.Client().Namespaces().Info("vision", nil)
+	if err != nil || ns.Description != "Vision team" || ns.Meta["berth.created-by"] != "berth" {
+		t.Errorf("namespace: %+v, %v", ns, err)
+	}
+	// A workspace asking to be restarted is a service job.
+	a := startAction("serve", "gpu-b", nodes[1].GPUs[0].ID)
+	a.Spec.Spec.RestartOnFailure = true
+	if err := d.Apply(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if typ := *jobOf(t, d, "vision", "serve").Type; typ != "service" {
+		t.Errorf("RestartOnFailure: type %s, want service", typ)
+	}
+}
+
+// TestPlacementMismatchIsStopped: another writer takes a pinned GPU
+// between berth's check and its register; Nomad 1.6 places the job with
+// no GPU (recording 82). berth stops it and reports a conflict.
+func TestPlacementMismatchIsStopped(t *testing.T) {
+	h, d, nodes := newHooked(t)
+	g := nodes[0].GPUs
+	h.before = func(r *http.Request, body []byte) {
+		if r.Method == "PUT" && strings.Contains(string(body), `"train"`) {
+			h.mu.Lock()
+			h.before = nil
+			h.mu.Unlock()
+			h.RegisterForeignJob("default", "squatter", "00000001-aaaa-4bbb-8ccc-000000000001", []string{g[1].ID})
+		}
+	}
+	err := d.Apply(ctx, startAction("train", "gpu-a", g[1].ID))
+	if err == nil || drivers.ClassOf(err) != drivers.ClassConflict || !strings.Contains(err.Error(), "not the pinned") {
+		t.Fatalf("Apply = %v, want a conflict naming the mismatch", err)
+	}
+	if j := jobOf(t, d, "vision", "train"); !*j.Stop {
+		t.Errorf("the wrongly placed job was left running")
+	}
+}
+
+// TestEnforceIndexConflict: another writer registers the job between
+// berth's read and its write; EnforceIndex makes Nomad refuse (500,
+// recording 34) and berth reports a conflict.
+func TestEnforceIndexConflict(t *testing.T) {
+	h, d, nodes := newHooked(t)
+	g := nodes[0].GPUs
+	if err := d.Apply(ctx, startAction("train", "gpu-a", g[0].ID)); err != nil {
+		t.Fatal(err)
+	}
+	h.Settle()
+	h.before = func(r *http.Request, body []byte) {
+		if r.Method == "PUT" && strings.HasPrefix(r.URL.Path, "/v1/job") {
+			h.mu.Lock()
+			h.before = nil
+			h.mu.Unlock()
+			j := jobOf(t, d, "vision", "train")
+			j.Meta["someone"] = "else"
+			if _, _, err := d.Client().Jobs().Register(j, &api.WriteOptions{Namespace: "vision"}); err != nil {
+				t.Errorf("other writer: %v", err)
+			}
+		}
+	}
+	a := startAction("train", "gpu-a", g[0].ID)
+	a.Kind, a.Revision = state.ActionUpdate, "def456"
+	err := d.Apply(ctx, a)
+	if drivers.ClassOf(err) != drivers.ClassConflict || !strings.Contains(err.Error(), "Enforcing job modify index") {
+		t.Fatalf("Apply = %v, want a conflict from EnforceIndex", err)
+	}
+}
+
+func TestNeverTouchesForeignJobs(t *testing.T) {
+	h, d, nodes := newHooked(t)
+	if _, err := d.Client().Namespaces().Register(&api.Namespace{Name: "vision", Description: "theirs"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.RegisterForeignJob("vision", "train", "00000001-aaaa-4bbb-8ccc-000000000001", nil)
+	err := d.Apply(ctx, startAction("train", "gpu-a", nodes[0].GPUs[0].ID))
+	if drivers.ClassOf(err) != drivers.ClassInvalid {
+		t.Errorf("Start over a foreign job: %v, want invalid", err)
+	}
+	err = d.Apply(ctx, state.Action{Kind: state.ActionStop, Workspace: schema.Ref{Project: "vision", Name: "train"}, Project: project})
+	if drivers.ClassOf(err) != drivers.ClassInvalid {
+		t.Errorf("Stop of a foreign job: %v, want invalid", err)
+	}
+	if j := jobOf(t, d, "vision", "train"); *j.Stop {
+		t.Errorf("berth stopped a job without its marker")
+	}
+	ns, _, _ := d.Client().Namespaces().Info("vision", nil)
+	if ns.Description != "theirs" {
+		t.Errorf("berth rewrote a namespace it did not create: %+v", ns)
+	}
+	deleted, err := d.PruneNamespaces(ctx, nil)
+	if err != nil || len(deleted) != 0 {
+		t.Errorf("PruneNamespaces deleted %v (%v); it must keep namespaces berth did not create", deleted, err)
+	}
+}
+
+func TestPruneNamespaces(t *testing.T) {
+	h, d, nodes := newHooked(t)
+	if err := d.Apply(ctx, startAction("train", "gpu-a", nodes[0].GPUs[0].ID)); err != nil {
+		t.Fatal(err)
+	}
+	if deleted, err := d.PruneNamespaces(ctx, nil); err != nil || len(deleted) != 0 {
+		t.Errorf("a namespace with jobs was deleted: %v %v", deleted, err)
+	}
+	ref := schema.Ref{Project: "vision", Name: "train"}
+	if err := d.Apply(ctx, state.Action{Kind: state.ActionStop, Workspace: ref, Project: project}); err != nil {
+		t.Fatal(err)
+	}
+	h.Settle()
+	if _, _, err := d.Client().Jobs().Deregister("train", true, &api.WriteOptions{Namespace: "vision"}); err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := d.PruneNamespaces(ctx, []string{"other"})
+	if err != nil || !cmp.Equal(deleted, []string{"vision"}) {
+		t.Errorf("PruneNamespaces = %v, %v; want [vision]", deleted, err)
+	}
+}
+
+func TestObserveTopologyAndForeignGPUs(t *testing.T) {
+	fake := nomadfake.New()
+	fake.AddNode(nomadfake.Node{ID: "n1", Name: "plain", GPUs: []nomadfake.GPU{
+		{ID: "GPU-b", PCIBusID: "00000000:2a:00.0", Healthy: true},
+		{ID: "GPU-a", PCIBusID: "00000000:18:00.0", Healthy: true},
+		{ID: "GPU-c", PCIBusID: "00000000:3a:00.0", Healthy: false},
+	}})
+	fake.AddNode(nomadfake.Node{ID: "n2", Name: "draining", Drain: true})
+	fake.AddNode(nomadfake.Node{ID: "n3", Name: "down", Down: true})
+	fake.RegisterForeignJob("default", "web", "n1", []string{"GPU-b"})
+	d, err := nomad.New(nomad.Config{Address: fake.Start(t).URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := d.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []state.Node{
+		{Name: "down", ID: "n3", Pool: "default", Eligible: true, CPUMilli: 0, MemoryBytes: 24105 << 20},
+		{Name: "draining", ID: "n2", Pool: "default", Ready: true, MemoryBytes: 24105 << 20},
+		{Name: "plain", ID: "n1", Pool: "default", Ready: true, Eligible: true, MemoryBytes: 24105 << 20, TopologyGuessed: true,
+			GPUs: []state.GPU{
+				{ID: "GPU-a", Index: 0, Model: "H100-fake", MemoryBytes: 81559 << 20, Healthy: true},
+				{ID: "GPU-b", Index: 1, Model: "H100-fake", MemoryBytes: 81559 << 20, Healthy: false}, // a foreign job holds it
+				{ID: "GPU-c", Index: 2, Model: "H100-fake", MemoryBytes: 81559 << 20, Healthy: false},
+			}},
+	}
+	if d := cmp.Diff(want, snap.Nodes); d != "" {
+		t.Errorf("(-want +got)\n%s", d)
+	}
+	if len(snap.Allocs) != 0 {
+		t.Errorf("a foreign job's allocation is in the snapshot: %v", snap.Allocs)
+	}
+}
+
+func TestHistoryInVariables(t *testing.T) {
+	fake := nomadfake.New()
+	url := fake.Start(t).URL
+	a, _ := nomad.New(nomad.Config{Address: url})
+	b, _ := nomad.New(nomad.Config{Address: url})
+	h, err := a.LoadHistory(ctx)
+	if err != nil || h.Usage != nil {
+		t.Fatalf("empty store: %+v, %v", h, err)
+	}
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	h = state.History{
+		UsageAt:     at,
+		Usage:       map[string]float64{"vision": 3600},
+		QueuedSince: map[schema.Ref]time.Time{{Project: "vision", Name: "train"}: at},
+		Preempted:   map[schema.Ref]state.Preemption{{Project: "vision", Name: "train"}: {Victim: schema.Ref{Project: "vision", Name: "train"}, By: schema.Ref{Project: "nlp", Name: "big"}, At: at, Reason: "tier high > low"}},
+	}
+	if err := a.SaveHistory(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.LoadHistory(ctx) // a restarted berth decides the same
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(h, got); d != "" {
+		t.Errorf("round trip (-want +got)\n%s", d)
+	}
+	if err := b.SaveHistory(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	// a saw index N; b wrote N+1: a's write must not overwrite b's.
+	err = a.SaveHistory(ctx, h)
+	if drivers.ClassOf(err) != drivers.ClassConflict {
+		t.Fatalf("stale SaveHistory = %v, want a conflict", err)
+	}
+	if _, err := a.LoadHistory(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SaveHistory(ctx, h); err != nil {
+		t.Errorf("after reloading, SaveHistory = %v", err)
+	}
+}
+
+func TestErrorClassesAndToken(t *testing.T) {
+	const secret = "s3cret-token-value"
+	fake := nomadfake.New(nomadfake.WithToken(secret))
+	url := fake.Start(t).URL
+	wrong, _ := nomad.New(nomad.Config{Address: url, Token: "not-" + secret})
+	_, err := wrong.Observe(ctx)
+	if drivers.ClassOf(err) != drivers.ClassInvalid {
+		t.Errorf("403: %v, want invalid", err)
+	}
+	cfg := nomad.Config{Address: url, Token: secret}
+	for _, s := range []string{cfg.String(), strings.ReplaceAll(strings.TrimSpace(strings.Join([]string{cfg.GoString()}, "")), "\n", "")} {
+		if strings.Contains(s, secret) {
+			t.Errorf("the token is printed: %s", s)
+		}
+	}
+	good, _ := nomad.New(cfg)
+	if _, err := good.Observe(ctx); err != nil {
+		t.Fatalf("with the right token: %v", err)
+	}
+	fake.Fail("GET", "/v1/nodes", 500, "rpc error: No cluster leader")
+	_, err = good.Observe(ctx)
+	if drivers.ClassOf(err) != drivers.ClassTransient || strings.Contains(err.Error(), secret) {
+		t.Errorf("500 no leader: %v, want transient without the token", err)
+	}
+	down, _ := nomad.New(nomad.Config{Address: "http://127.0.0.1:1", Token: secret})
+	_, err = down.Observe(ctx)
+	if drivers.ClassOf(err) != drivers.ClassTransient || strings.Contains(err.Error(), secret) {
+		t.Errorf("unreachable: %v, want transient without the token", err)
+	}
+}
+
+func TestWaitForChange(t *testing.T) {
+	fake := nomadfake.New()
+	fake.AddNode(nomadfake.Node{ID: "n1", Name: "a"})
+	d, _ := nomad.New(nomad.Config{Address: fake.Start(t).URL})
+	if _, err := d.Observe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		fake.SetNodeStatus("n1", "down", false)
+	}()
+	if err := d.WaitForChange(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Errorf("a change was seen after %s, want within a second", el)
+	}
+	snap, _ := d.Observe(ctx)
+	if snap.Nodes[0].Ready {
+		t.Errorf("node still ready after the change")
+	}
+}
+
+// TestBusyGPUIsNeverPinned: berth pins only GPUs it knows are free; a
+// GPU another job holds is refused before anything is registered.
+func TestBusyGPUIsNeverPinned(t *testing.T) {
+	h, d, nodes := newHooked(t)
+	g := nodes[0].GPUs
+	h.RegisterForeignJob("default", "web", "00000001-aaaa-4bbb-8ccc-000000000001", []string{g[2].ID})
+	err := d.Apply(ctx, startAction("train", "gpu-a", g[2].ID, g[3].ID))
+	if drivers.ClassOf(err) != drivers.ClassConflict || !strings.Contains(err.Error(), "held by job default/web") {
+		t.Fatalf("Apply = %v, want a conflict naming the holder", err)
+	}
+	for _, r := range h.Requests() {
+		if strings.HasPrefix(r, "PUT /v1/job") {
+			t.Errorf("a job was registered on a busy GPU: %s", r)
+		}
+	}
+}
