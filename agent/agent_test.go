@@ -1,0 +1,110 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/berth-dev/berth/drivers/nomad"
+	"github.com/berth-dev/berth/drivers/nomad/gpumeta"
+	"github.com/berth-dev/berth/drivers/nomad/nomadfake"
+	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/nomad/api"
+)
+
+type fixedReader struct{ gpus []gpumeta.GPU }
+
+func (r *fixedReader) Read() ([]gpumeta.GPU, error) { return r.gpus, nil }
+func (r *fixedReader) Close() error                 { return nil }
+
+func dgx(n int) []gpumeta.GPU {
+	buses := []string{"18", "2a", "3a", "5d", "9a", "ab", "ba", "db"}
+	var out []gpumeta.GPU
+	for i := 0; i < n; i++ {
+		out = append(out, gpumeta.GPU{Index: i, UUID: "GPU-" + buses[i], Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 81920,
+			PCIBusID: "00000000:" + strings.ToUpper(buses[i]) + ":00.0", NUMA: i / 4, Domain: i / 4})
+	}
+	return out
+}
+
+// TestPublishAndObserve: the agent publishes the node's topology once,
+// only again when it changes, unsets keys it no longer wants, and the
+// Nomad driver reads it into the snapshot.
+func TestPublishAndObserve(t *testing.T) {
+	fake := nomadfake.New()
+	var insts []nomadfake.GPU
+	for _, g := range dgx(8) {
+		insts = append(insts, nomadfake.GPU{ID: g.UUID, PCIBusID: strings.ToLower(g.PCIBusID), Healthy: true})
+	}
+	fake.AddNode(nomadfake.Node{ID: "node-1", Name: "dgx-1", GPUs: insts, Meta: map[string]string{"rack": "r1"}})
+	url := fake.Start(t).URL
+	client, err := api.NewClient(&api.Config{Address: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	r := &fixedReader{gpus: dgx(8)}
+	a := &Agent{Reader: r, Client: client, NodeID: "node-1", Log: &log}
+	ctx := context.Background()
+
+	d, _ := nomad.New(nomad.Config{Address: url})
+	snap, _ := d.Observe(ctx)
+	if !snap.Nodes[0].TopologyGuessed {
+		t.Errorf("before the agent ran the topology must be guessed")
+	}
+
+	for i, want := range []bool{true, false} {
+		changed, err := a.Once(ctx)
+		if err != nil || changed != want {
+			t.Fatalf("round %d: changed=%v err=%v, want changed=%v", i, changed, err, want)
+		}
+	}
+	meta, _ := client.Nodes().Meta().Read("node-1", nil)
+	if got := meta.Meta[gpumeta.KeyTopology]; got != "v1;pci=18,2a,3a,5d,9a,ab,ba,db;nvlink=0-3,4-7;numa=0:0-3,1:4-7" {
+		t.Errorf("published topology %q", got)
+	}
+	if meta.Meta["rack"] != "r1" {
+		t.Errorf("the agent disturbed static meta: %v", meta.Meta)
+	}
+	snap, err = d.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := snap.Nodes[0]
+	var domains, numa []int
+	for _, g := range n.GPUs {
+		domains, numa = append(domains, g.Domain), append(numa, g.NUMA)
+	}
+	if n.TopologyGuessed || !cmp.Equal(domains, []int{0, 0, 0, 0, 1, 1, 1, 1}) || !cmp.Equal(numa, []int{0, 0, 0, 0, 1, 1, 1, 1}) {
+		t.Errorf("driver read guessed=%v domains=%v numa=%v", n.TopologyGuessed, domains, numa)
+	}
+
+	// A GPU falls off the bus: the agent republishes and unsets its key.
+	r.gpus = dgx(7)
+	if changed, err := a.Once(ctx); err != nil || !changed {
+		t.Fatalf("after a change: changed=%v err=%v", changed, err)
+	}
+	meta, _ = client.Nodes().Meta().Read("node-1", nil)
+	if _, ok := meta.Meta["berth.gpu.7"]; ok || meta.Meta[gpumeta.KeyCount] != "7" {
+		t.Errorf("stale keys left: %v", meta.Meta)
+	}
+	if !strings.Contains(log.String(), "published berth.gpu.topology=") {
+		t.Errorf("log: %q", log.String())
+	}
+	// Nomad's instances no longer all match the topology: the driver
+	// falls back to a guess rather than trusting half of it.
+	snap, _ = d.Observe(ctx)
+	if !snap.Nodes[0].TopologyGuessed {
+		t.Errorf("a topology that misses a GPU must not be trusted")
+	}
+}
+
+func TestDiff(t *testing.T) {
+	s := func(v string) *string { return &v }
+	got := Diff(map[string]string{"a": "1", "b": "2", "c": "3"}, map[string]string{"a": "1", "b": "9", "d": "4"})
+	want := map[string]*string{"b": s("9"), "c": nil, "d": s("4")}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("(-want +got)\n%s", d)
+	}
+}
