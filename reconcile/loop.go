@@ -60,15 +60,16 @@ type DecideFunc func(policies.Input) policies.Decision
 // snap shows running. It does not mutate h.
 type AdvanceFunc func(h state.History, set *schema.Set, snap *state.Snapshot, now time.Time) state.History
 
-// Config wires a Loop. Source, Cluster, Store, Load and Decide are
-// required.
+// Config wires a Loop. Source, Cluster and Store are required; Load
+// defaults to LoadSpecs and Decide to policies.Decide.
 type Config struct {
 	Source  Source
 	Cluster Cluster
 	Store   Store
 	Load    LoadFunc
 	Decide  DecideFunc
-	// Advance advances decayed usage; nil leaves usage as stored.
+	// Advance advances decayed usage (default: policies.AdvanceUsage with
+	// the revision's half-life).
 	Advance AdvanceFunc
 	Logger  *slog.Logger
 	// Metrics receives the loop's figures; nil makes a private set.
@@ -118,10 +119,17 @@ func New(cfg Config) (*Loop, error) {
 		return nil, errors.New("reconcile: no cluster")
 	case cfg.Store == nil:
 		return nil, errors.New("reconcile: no store")
-	case cfg.Load == nil:
-		return nil, errors.New("reconcile: no loader")
-	case cfg.Decide == nil:
-		return nil, errors.New("reconcile: no decision engine")
+	}
+	if cfg.Load == nil {
+		cfg.Load = LoadSpecs
+	}
+	if cfg.Decide == nil {
+		cfg.Decide = policies.Decide
+	}
+	if cfg.Advance == nil {
+		cfg.Advance = func(h state.History, set *schema.Set, snap *state.Snapshot, now time.Time) state.History {
+			return policies.AdvanceUsage(h, *snap, now, set.Policy.Spec.FairShare.HalfLife)
+		}
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -144,6 +152,25 @@ func New(cfg Config) (*Loop, error) {
 
 // Metrics returns the loop's metrics.
 func (l *Loop) Metrics() *Metrics { return l.cfg.Metrics }
+
+// LoadSpecs is the LoadFunc of berth's spec loader: the problems are the
+// error diagnostics, "file:line:col: message"; warnings are left out.
+func LoadSpecs(fsys fs.FS, root string) (*schema.Set, []string, error) {
+	set, diags, err := schema.LoadFS(fsys, root)
+	if err != nil {
+		return nil, nil, err
+	}
+	var problems []string
+	for _, d := range diags {
+		if d.Severity == schema.SeverityError {
+			problems = append(problems, d.String())
+		}
+	}
+	if set == nil && len(problems) == 0 {
+		problems = []string{"the specs are invalid"}
+	}
+	return set, problems, nil
+}
 
 // StalledError says the loop cannot go on until the specs change: there
 // is no valid revision to apply.
@@ -250,12 +277,11 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("load history: %w", err)
 	}
-	if l.cfg.Advance != nil {
-		hist = l.cfg.Advance(hist, set, &snap, now)
-	}
+	hist = l.cfg.Advance(hist, set, &snap, now)
 
 	// 5. Decide; 6. plan.
 	d := l.cfg.Decide(policies.Input{Specs: set, Snapshot: &snap, History: &hist, Now: now})
+	hist = policies.RecordDecision(hist, d)
 	res.Plan = NewPlan(set, &snap, d)
 	l.cfg.Metrics.observeDecision(d)
 
@@ -358,17 +384,11 @@ func (l *Loop) apply(ctx context.Context, plan Plan) (applied []state.Action, de
 	return applied, deferred, nil
 }
 
-// record derives each workspace's state from the decision, the snapshot
-// and what was applied; appends transitions; and updates hist's
-// preemption records and queue places.
+// record derives each workspace's state from the decision, the snapshot,
+// what was applied and the preemption records in hist (read only), and
+// appends transitions.
 func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision, hist *state.History,
 	applied []state.Action, deferred []schema.Ref, now time.Time) []WorkspaceTransition {
-	if hist.Preempted == nil {
-		hist.Preempted = map[schema.Ref]state.Preemption{}
-	}
-	if hist.QueuedSince == nil {
-		hist.QueuedSince = map[schema.Ref]time.Time{}
-	}
 	decisions := map[schema.Ref]*policies.WorkspaceDecision{}
 	for i := range d.Workspaces {
 		decisions[d.Workspaces[i].Ref] = &d.Workspaces[i]
@@ -433,27 +453,14 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 			by := a.By
 			st.State, st.PreemptedBy, st.ReasonKind = StatePreempting, &by, policies.ReasonPreempted.String()
 			st.Reason = preemptReason(a)
-			hist.Preempted[ref] = state.Preemption{Victim: ref, By: a.By, At: now, Reason: st.Reason}
-			queued := rec.queuedAt
-			if queued.IsZero() {
-				queued = now
-			}
-			hist.QueuedSince[ref] = queued
 		case didAct && a.Kind == state.ActionStop:
 			st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), a.Reason
-			delete(hist.Preempted, ref)
-			delete(hist.QueuedSince, ref)
 		case didAct && a.Kind == state.ActionStart:
 			st.State = StateStarting
 			st.Node, st.GPUs = wherePlaced(a.Placements)
 			st.Reason = "placed"
 			if wasPreempted {
 				st.Reason = "resuming after preemption by " + pre.By.String()
-			}
-			if q, ok := hist.QueuedSince[ref]; ok {
-				rec.queuedAt = q
-			} else if rec.queuedAt.IsZero() {
-				rec.queuedAt = now
 			}
 		case len(own) > 0 && allStopping(own):
 			if wasPreempted {
@@ -469,22 +476,13 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 					st.State = StateStarting
 				}
 			}
-			if st.State == prev {
+			if st.State == StateStarting && prev == StateStarting {
 				st.Reason, st.ReasonKind = rec.status.Reason, rec.status.ReasonKind
-			}
-			if st.State == StateRunning {
-				delete(hist.Preempted, ref)
-				delete(hist.QueuedSince, ref)
-				st.Reason, st.ReasonKind = "", ""
 			}
 		case spec == nil:
 			st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), "no longer in the specs"
-			delete(hist.Preempted, ref)
-			delete(hist.QueuedSince, ref)
 		case spec.Spec.State == schema.DesiredStopped:
 			st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), "the specs want it stopped"
-			delete(hist.Preempted, ref)
-			delete(hist.QueuedSince, ref)
 		case wasPreempted:
 			by := pre.By
 			st.State, st.PreemptedBy, st.ReasonKind, st.Reason = StatePreempted, &by, policies.ReasonPreempted.String(), pre.Reason
@@ -501,8 +499,12 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 					st.Reason = "waiting for the GPUs it needs to be freed"
 				}
 			}
-			if _, ok := hist.QueuedSince[ref]; !ok {
-				hist.QueuedSince[ref] = now
+		}
+		st.Decision = ""
+		if wd := decisions[ref]; wd != nil {
+			st.Decision = wd.Verdict.String()
+			if wd.Reason.Message != "" {
+				st.Decision += ": " + wd.Reason.Message
 			}
 		}
 		if !known && st.State == StateStopped && len(own) == 0 {

@@ -107,6 +107,8 @@ type WorkspaceStatus struct {
 	Progress time.Duration `json:"progress"`
 	WorkLost time.Duration `json:"workLost"`
 	Revision string        `json:"revision,omitempty"`
+	// Decision is the last decision's verdict for it and why.
+	Decision string `json:"decision,omitempty"`
 }
 
 // Ref returns the workspace's reference.
@@ -143,9 +145,6 @@ type record struct {
 	// gone: it held no GPUs at the last observation after holding some,
 	// so the next run seen is a resume (work lost is measured then).
 	gone bool
-	// queuedAt is when it first queued before its current run, so a
-	// preempted workspace keeps its place.
-	queuedAt time.Time
 }
 
 func (r *record) clone() *record {
