@@ -438,10 +438,10 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 			st.Progress = own[0].Progress
 			st.Revision = own[0].Revision
 			if !allStopping(own) && rec.gone {
-				if lost := rec.lastProgress - st.Progress; lost > 0 {
-					st.WorkLost += lost
-				}
+				lost := max(0, rec.lastProgress-st.Progress)
+				st.WorkLost += lost
 				rec.gone = false
+				rec.resumed = fmt.Sprintf("resumed from its checkpoint: %s of work kept, %s lost", round(st.Progress), round(lost))
 			}
 			rec.lastProgress = st.Progress
 		} else if rec.lastProgress > 0 {
@@ -478,6 +478,12 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 			}
 			if st.State == StateStarting && prev == StateStarting {
 				st.Reason, st.ReasonKind = rec.status.Reason, rec.status.ReasonKind
+			}
+			if st.State == StateRunning && rec.resumed != "" {
+				if prev != StateRunning {
+					st.Reason = rec.resumed
+				}
+				rec.resumed = ""
 			}
 		case spec == nil:
 			st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), "no longer in the specs"
