@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/berth-dev/berth/reconcile/state"
@@ -113,7 +114,65 @@ type WorkspaceDecision struct {
 	Placements []state.Placement `json:"placements,omitempty"`
 	// Preempts: Start only, the victims that must be gone first.
 	Preempts []schema.Ref `json:"preempts,omitempty"`
-	// PreemptedBy: Preempt only.
+	// PreemptedBy: Preempt, and Wait of a workspace preempted earlier that
+	// has not resumed yet (who preempted it last).
 	PreemptedBy *schema.Ref `json:"preemptedBy,omitempty"`
-	Reason      Reason      `json:"reason"`
+	// Right: Preempt only, the right the preemptor used.
+	Right  Right  `json:"right,omitempty"`
+	Reason Reason `json:"reason"`
+}
+
+// Right names the right a preemptor uses to take a victim's GPUs.
+type Right int
+
+const (
+	RightNone Right = iota
+	// RightPriority: the preemptor's tier is strictly higher.
+	RightPriority
+	// RightReclaim: the preemptor is inside its project's guaranteed quota
+	// and the victim's project is beyond its own (borrowing).
+	RightReclaim
+)
+
+func (r Right) String() string {
+	switch r {
+	case RightNone:
+		return "none"
+	case RightPriority:
+		return "priority"
+	case RightReclaim:
+		return "reclaim"
+	}
+	return "unknown"
+}
+
+// MarshalText writes the right's name.
+func (r Right) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// MarshalText writes the verdict's name ("run", "start", …).
+func (v Verdict) MarshalText() ([]byte, error) { return []byte(v.String()), nil }
+
+// UnmarshalText reads a verdict's name.
+func (v *Verdict) UnmarshalText(b []byte) error {
+	for c := VerdictRun; c <= VerdictStop; c++ {
+		if c.String() == string(b) {
+			*v = c
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown verdict %q", b)
+}
+
+// MarshalText writes the reason kind's name ("quota", "capacity", …).
+func (k ReasonKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText reads a reason kind's name.
+func (k *ReasonKind) UnmarshalText(b []byte) error {
+	for c := ReasonNone; c <= ReasonPreempting; c++ {
+		if c.String() == string(b) {
+			*k = c
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown reason kind %q", b)
 }

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/berth-dev/berth/reconcile"
+	"github.com/spf13/cobra"
+)
+
+func init() { commands = append(commands, newApplyCmd) }
+
+func newApplyCmd() *cobra.Command {
+	var f loopFlags
+	cmd := &cobra.Command{
+		Use:   "apply --source DIR --cluster CLUSTER",
+		Short: "Run one reconcile cycle and print what it did",
+		Long: `apply runs one cycle of the loop: read and validate the specs under
+--source, observe the cluster, decide, apply the plan, and print the plan,
+what was applied and every workspace's state. Starts that wait for their
+victims to release GPUs are left for the next cycle.
+
+Exit status: 0 when everything was applied, 1 when the specs are invalid or
+an action failed, 2 when the command line is wrong.
+
+` + clusterHelp(),
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
+			log, err := newLogger(cmd.ErrOrStderr(), f.logFormat, f.logLevel)
+			if err != nil {
+				return err
+			}
+			c, err := openCluster(cmd.Context(), f.cluster, clusterOptions{SimSpeed: f.simSpeed, Logger: log})
+			if err != nil {
+				return err
+			}
+			if c.Close != nil {
+				defer c.Close()
+			}
+			loop, err := reconcile.New(reconcile.Config{
+				Source: reconcile.DirSource{Dir: f.source}, Cluster: c.Cluster, Store: c.Store,
+				Logger: log, ClusterName: c.Name, BerthVersion: berthVersion(),
+			})
+			if err != nil {
+				return err
+			}
+			res, err := loop.Once(cmd.Context())
+			out := cmd.OutOrStdout()
+			var stalled *reconcile.StalledError
+			if errors.As(err, &stalled) {
+				fmt.Fprintf(out, "revision %s is invalid; nothing applied:\n", stalled.Revision)
+				for _, p := range stalled.Problems {
+					fmt.Fprintln(out, "  "+p)
+				}
+				return &exitError{Code: exitFailure}
+			}
+			printApply(out, c.Name, res, loop.Status())
+			if err != nil {
+				return &exitError{Code: exitFailure, Err: err}
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.source, "source", "", "directory of specs to apply")
+	fl.StringVar(&f.cluster, "cluster", "", "the cluster to drive (see below)")
+	fl.Float64Var(&f.simSpeed, "sim-speed", 1, "how fast a simulated cluster's clock runs")
+	fl.StringVar(&f.logFormat, "log-format", "text", "text or json (logs go to stderr)")
+	fl.StringVar(&f.logLevel, "log-level", "warn", "debug, info, warn or error")
+	return cmd
+}
+
+func printApply(w io.Writer, cluster string, res reconcile.Result, st reconcile.Status) {
+	fmt.Fprintf(w, "revision %s on %s\n", res.Revision, cluster)
+	if res.Refused != nil {
+		fmt.Fprintf(w, "revision %s refused; %s stays in force:\n", res.Refused.ID, res.Revision)
+		for _, e := range res.Refused.Errors {
+			fmt.Fprintln(w, "  "+e)
+		}
+	}
+	fmt.Fprintf(w, "\nplan (%d actions):\n", len(res.Plan.Actions))
+	for _, line := range strings.Split(strings.TrimSuffix(res.Plan.Text(), "\n"), "\n") {
+		fmt.Fprintln(w, "  "+line)
+	}
+	fmt.Fprintf(w, "applied %d", len(res.Applied))
+	if len(res.Deferred) > 0 {
+		fmt.Fprintf(w, "; %d start(s) wait for their victims to release GPUs (next cycle)", len(res.Deferred))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w)
+	printWorkspaces(w, st.Workspaces, false)
+}
+
+// printWorkspaces writes the workspaces table; times only when withTimes.
+func printWorkspaces(w io.Writer, ws []reconcile.WorkspaceStatus, withTimes bool) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if withTimes {
+		fmt.Fprintln(tw, "WORKSPACE\tSTATE\tNODE\tGPUS\tSINCE\tPROGRESS\tLOST\tREASON")
+	} else {
+		fmt.Fprintln(tw, "WORKSPACE\tSTATE\tNODE\tGPUS\tREASON")
+	}
+	for _, s := range ws {
+		reason := s.Reason
+		if s.PreemptedBy != nil && !strings.Contains(reason, s.PreemptedBy.String()) {
+			reason = "by " + s.PreemptedBy.String() + ": " + reason
+		}
+		if withTimes {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.Ref(), s.State, dash(s.Node), len(s.GPUs),
+				s.Since.UTC().Format("15:04:05"), roundDur(s.Progress), roundDur(s.WorkLost), dash(reason))
+		} else {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", s.Ref(), s.State, dash(s.Node), len(s.GPUs), dash(reason))
+		}
+	}
+	tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

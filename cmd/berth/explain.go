@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/schema"
+	"github.com/spf13/cobra"
+)
+
+func init() { commands = append(commands, newExplainCmd) }
+
+func newExplainCmd() *cobra.Command {
+	var server string
+	cmd := &cobra.Command{
+		Use:   "explain PROJECT/WORKSPACE",
+		Short: "Say why a workspace is in its state",
+		Long: `explain asks a running 'berth reconcile' why a workspace is pending, why it
+was preempted and by whom, and when it resumed, in sentences, followed by
+its history of transitions.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var ref schema.Ref
+			if err := ref.UnmarshalText([]byte(args[0])); err != nil {
+				return usageError("%v", err)
+			}
+			var d reconcile.WorkspaceDetail
+			path := "/api/v1/workspaces/" + url.PathEscape(ref.Project) + "/" + url.PathEscape(ref.Name)
+			if _, err := getJSON(cmd.Context(), server, path, &d); err != nil {
+				return &exitError{Code: exitFailure, Err: err}
+			}
+			w := cmd.OutOrStdout()
+			for _, s := range d.Explanation {
+				fmt.Fprintln(w, s)
+			}
+			if d.Workspace.Decision != "" {
+				fmt.Fprintf(w, "Last decision: %s\n", d.Workspace.Decision)
+			}
+			fmt.Fprintln(w, "\nHistory:")
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			for _, t := range d.History {
+				from := string(t.From)
+				if from == "" {
+					from = "new"
+				}
+				detail := t.Reason
+				if t.Node != "" {
+					detail = strings.TrimSpace(fmt.Sprintf("on %s %s", t.Node, detail))
+				}
+				fmt.Fprintf(tw, "  %s\t%s → %s\tprogress %s\t%s\n", t.At.UTC().Format("15:04:05"), from, t.To, roundDur(t.Progress), detail)
+			}
+			tw.Flush()
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&server, "server", defaultServer(), "URL of a running berth reconcile")
+	return cmd
+}

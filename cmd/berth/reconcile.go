@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/berth-dev/berth/reconcile"
+	"github.com/spf13/cobra"
+)
+
+func init() { commands = append(commands, newReconcileCmd) }
+
+// defaultListen is where the loop serves its status.
+const defaultListen = "127.0.0.1:4680"
+
+func newReconcileCmd() *cobra.Command {
+	var (
+		f        loopFlags
+		listen   string
+		addrFile string
+		interval time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "reconcile --source DIR --cluster CLUSTER",
+		Short: "Keep a cluster matching the specs, continuously",
+		Long: `reconcile runs berth's loop: it reads the specs under --source, validates
+them, observes the cluster, decides who runs where, and applies the
+difference; again whenever a file changes and every --interval. An invalid
+revision is never applied: the last good one stays in force.
+
+Each workspace transition is logged as one line. The status is served on
+--listen: /api/v1/status, /api/v1/workspaces/PROJECT/NAME, /healthz,
+/metrics. Ctrl-C stops it.
+
+` + clusterHelp(),
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
+			log, err := newLogger(cmd.ErrOrStderr(), f.logFormat, f.logLevel)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			c, err := openCluster(ctx, f.cluster, clusterOptions{SimSpeed: f.simSpeed, Logger: log})
+			if err != nil {
+				return err
+			}
+			if c.Close != nil {
+				defer c.Close()
+			}
+			loop, err := reconcile.New(reconcile.Config{
+				Source: reconcile.DirSource{Dir: f.source}, Cluster: c.Cluster, Store: c.Store,
+				Logger: log, ClusterName: c.Name, BerthVersion: berthVersion(), Interval: interval,
+			})
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return &exitError{Code: exitFailure, Err: fmt.Errorf("listen on %s: %w", listen, err)}
+			}
+			addr := "http://" + ln.Addr().String()
+			if addrFile != "" {
+				if err := os.WriteFile(addrFile, []byte(addr+"\n"), 0o644); err != nil {
+					return &exitError{Code: exitFailure, Err: err}
+				}
+			}
+			srv := &http.Server{Handler: loop.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			go func() {
+				if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					log.Error("status server stopped", "err", err.Error())
+				}
+			}()
+			changes, err := reconcile.WatchDir(ctx, f.source, log)
+			if err != nil {
+				return &exitError{Code: exitFailure, Err: err}
+			}
+			log.Info("berth reconciling", "source", f.source, "cluster", c.Name, "status", addr+"/api/v1/status")
+			runErr := loop.Run(ctx, changes)
+			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			srv.Shutdown(shutdown)
+			log.Info("berth stopped")
+			return runErr
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.source, "source", "", "directory of specs to reconcile")
+	fl.StringVar(&f.cluster, "cluster", "", "the cluster to drive (see below)")
+	fl.Float64Var(&f.simSpeed, "sim-speed", 1, "how fast a simulated cluster's clock runs (60: a second is a minute)")
+	fl.StringVar(&listen, "listen", defaultListen, "address of the status API")
+	fl.DurationVar(&interval, "interval", 30*time.Second, "longest time between cycles")
+	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&addrFile, "addr-file", "", "write the status API's URL to this file once listening")
+	fl.MarkHidden("addr-file")
+	return cmd
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/berth-dev/berth/schema"
+	"github.com/spf13/cobra"
+)
+
+func init() { commands = append(commands, newValidateCmd) }
+
+// validateJSONVersion is the version of `berth validate --format json`'s
+// output; it changes only when a field changes meaning or goes away.
+const validateJSONVersion = 1
+
+func newValidateCmd() *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "validate [PATH...]",
+		Short: "Validate a tree of specs (for CI)",
+		Long: `validate reads every *.yaml and *.yml file under each PATH (default: the
+current directory), checks each document against berth's schema, checks the
+rules that span documents and the repo's own *.cue rules, and reports every
+problem at once, sorted by file and line.
+
+Exit status: 0 when the specs are valid (warnings allowed), 1 when they are
+not, 2 when the command line is wrong.
+
+Formats:
+  text     one problem per line, then a summary line
+  json     {"version": 1, "valid": ..., "summary": {...}, "diagnostics": [...]}
+  github   GitHub Actions annotations; with GITHUB_STEP_SUMMARY set, also a
+           markdown summary appended to that file`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch format {
+			case "text", "json", "github":
+			default:
+				return usageError("--format %q: want text, json or github", format)
+			}
+			if len(args) == 0 {
+				args = []string{"."}
+			}
+			for _, a := range args {
+				if _, err := os.Stat(a); err != nil {
+					if errors.Is(err, fs.ErrNotExist) {
+						return usageError("%s: no such file or directory", a)
+					}
+					return &exitError{Code: exitFailure, Err: err}
+				}
+			}
+			r, err := schema.Check(args...)
+			if err != nil {
+				return &exitError{Code: exitFailure, Err: err}
+			}
+			out := cmd.OutOrStdout()
+			switch format {
+			case "text":
+				writeText(out, r)
+			case "json":
+				if err := writeJSON(out, r); err != nil {
+					return &exitError{Code: exitFailure, Err: err}
+				}
+			case "github":
+				writeGitHub(out, r)
+				if path := os.Getenv("GITHUB_STEP_SUMMARY"); path != "" {
+					if err := appendStepSummary(path, r); err != nil {
+						return &exitError{Code: exitFailure, Err: fmt.Errorf("write GITHUB_STEP_SUMMARY: %w", err)}
+					}
+				}
+			}
+			if r.Diagnostics.HasErrors() {
+				return &exitError{Code: exitFailure}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text, json or github")
+	return cmd
+}
+
+func plural(n int, one string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %ss", n, one)
+}
+
+// summaryLine is "3 tiers, 4 projects, 12 workspaces: 2 errors, 1 warning".
+func summaryLine(r *schema.Report) string {
+	s := r.Summary
+	counts := fmt.Sprintf("%s, %s, %s", plural(s.Tiers, "tier"), plural(s.Projects, "project"), plural(s.Workspaces, "workspace"))
+	errs, warns := r.Diagnostics.Errors(), r.Diagnostics.Warnings()
+	switch {
+	case errs == 0 && warns == 0:
+		return counts + ": valid"
+	case errs == 0:
+		return counts + ": valid, " + plural(warns, "warning")
+	}
+	return counts + ": " + plural(errs, "error") + ", " + plural(warns, "warning")
+}
+
+func writeText(w io.Writer, r *schema.Report) {
+	for _, d := range r.Diagnostics {
+		fmt.Fprintln(w, d.String())
+	}
+	fmt.Fprintln(w, summaryLine(r))
+}
+
+type jsonDiagnostic struct {
+	File     string `json:"file"`
+	Line     int    `json:"line,omitempty"`
+	Col      int    `json:"col,omitempty"`
+	Severity string `json:"severity"`
+	Message  string `json:"message"`
+}
+
+type jsonReport struct {
+	Version     int              `json:"version"`
+	Valid       bool             `json:"valid"`
+	Summary     schema.Summary   `json:"summary"`
+	Errors      int              `json:"errors"`
+	Warnings    int              `json:"warnings"`
+	Diagnostics []jsonDiagnostic `json:"diagnostics"`
+}
+
+func writeJSON(w io.Writer, r *schema.Report) error {
+	out := jsonReport{
+		Version:     validateJSONVersion,
+		Valid:       !r.Diagnostics.HasErrors(),
+		Summary:     r.Summary,
+		Errors:      r.Diagnostics.Errors(),
+		Warnings:    r.Diagnostics.Warnings(),
+		Diagnostics: []jsonDiagnostic{},
+	}
+	for _, d := range r.Diagnostics {
+		out.Diagnostics = append(out.Diagnostics, jsonDiagnostic{
+			File: d.Pos.File, Line: d.Pos.Line, Col: d.Pos.Col,
+			Severity: d.Severity.String(), Message: d.Message,
+		})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// GitHub workflow commands escape %, CR and LF in messages, and also ':'
+// and ',' in properties.
+var (
+	ghData     = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A")
+	ghProperty = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C")
+)
+
+func writeGitHub(w io.Writer, r *schema.Report) {
+	for _, d := range r.Diagnostics {
+		props := []string{"file=" + ghProperty.Replace(d.Pos.File)}
+		if d.Pos.Line > 0 {
+			props = append(props, fmt.Sprintf("line=%d", d.Pos.Line))
+		}
+		if d.Pos.Col > 0 {
+			props = append(props, fmt.Sprintf("col=%d", d.Pos.Col))
+		}
+		props = append(props, "title="+ghProperty.Replace("berth validate"))
+		fmt.Fprintf(w, "::%s %s::%s\n", d.Severity, strings.Join(props, ","), ghData.Replace(d.Message))
+	}
+	fmt.Fprintln(w, summaryLine(r))
+}
+
+func appendStepSummary(path string, r *schema.Report) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	icon := "✅"
+	if r.Diagnostics.HasErrors() {
+		icon = "❌"
+	}
+	fmt.Fprintf(&b, "### %s berth validate\n\n%s\n", icon, summaryLine(r))
+	if len(r.Diagnostics) > 0 {
+		b.WriteString("\n| | Where | Problem |\n|---|---|---|\n")
+		for _, d := range r.Diagnostics {
+			mark := "error"
+			if d.Severity == schema.SeverityWarning {
+				mark = "warning"
+			}
+			fmt.Fprintf(&b, "| %s | `%s` | %s |\n", mark, d.Pos, mdCell(d.Message))
+		}
+	}
+	b.WriteString("\n")
+	if _, err := f.WriteString(b.String()); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func mdCell(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", "<br>").Replace(s)
+}

@@ -1,0 +1,312 @@
+package sim
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/schema"
+	"sigs.k8s.io/yaml"
+)
+
+// KindCluster is the kind of a simulated cluster file. The spec loader
+// skips documents of this kind; this package reads them.
+const KindCluster = "Cluster"
+
+// Spec is a simulated cluster as written in a cluster file:
+//
+//	apiVersion: berth.dev/v1
+//	kind: Cluster
+//	metadata: {name: walkthrough}
+//	spec:
+//	  startDelay: 5s          # optional: from start to running
+//	  checkpointTime: 10s     # optional: how long a checkpoint on signal takes
+//	  nodes:
+//	  - name: gpu-node        # with count > 1 the nodes are gpu-node-1..N
+//	    count: 1
+//	    preset: dgx-h100      # optional: 8 GPUs, 2 NVLink domains of 4, 2 NUMA nodes
+//	    cpu: 32
+//	    memory: 256Gi
+//	    gpus:                 # explicit GPUs when no preset
+//	    - {model: H100, memory: 80Gi, domain: 0, numa: 0}
+type Spec struct {
+	Name string
+	// StartDelay is how long a started workspace stays Starting.
+	StartDelay time.Duration
+	// CheckpointTime is how long a workspace needs to write a checkpoint
+	// after its signal; a grace period shorter than this loses the work
+	// since the last periodic checkpoint.
+	CheckpointTime time.Duration
+	Nodes          []state.Node
+}
+
+// Default timings of a simulated workspace.
+const (
+	DefaultStartDelay     = 5 * time.Second
+	DefaultCheckpointTime = 10 * time.Second
+)
+
+type fileDoc struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	Spec struct {
+		StartDelay     string     `json:"startDelay"`
+		CheckpointTime string     `json:"checkpointTime"`
+		Nodes          []nodeSpec `json:"nodes"`
+	} `json:"spec"`
+}
+
+type nodeSpec struct {
+	Name   string    `json:"name"`
+	Count  int       `json:"count"`
+	Pool   string    `json:"pool"`
+	Preset string    `json:"preset"`
+	CPU    quantity  `json:"cpu"`
+	Memory quantity  `json:"memory"`
+	GPUs   []gpuSpec `json:"gpus"`
+}
+
+type gpuSpec struct {
+	Model  string   `json:"model"`
+	Memory quantity `json:"memory"`
+	Domain int      `json:"domain"`
+	NUMA   int      `json:"numa"`
+	// Count repeats this GPU (default 1).
+	Count int `json:"count"`
+}
+
+// quantity is a YAML scalar that may be written as a number or a string
+// ("32", "500m", "256Gi").
+type quantity string
+
+func (q *quantity) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*q = quantity(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("want a number or a quantity string, got %s", b)
+	}
+	*q = quantity(n.String())
+	return nil
+}
+
+// preset is a node shape a cluster file can name.
+type preset struct {
+	cpu, memory string
+	gpus        []gpuSpec
+}
+
+var presets = map[string]preset{
+	"dgx-h100": {cpu: "112", memory: "2Ti", gpus: []gpuSpec{
+		{Model: "H100", Memory: "80Gi", Domain: 0, NUMA: 0, Count: 4},
+		{Model: "H100", Memory: "80Gi", Domain: 1, NUMA: 1, Count: 4},
+	}},
+	"dgx-a100": {cpu: "128", memory: "1Ti", gpus: []gpuSpec{
+		{Model: "A100", Memory: "80Gi", Domain: 0, NUMA: 0, Count: 4},
+		{Model: "A100", Memory: "80Gi", Domain: 1, NUMA: 1, Count: 4},
+	}},
+	"single-h100": {cpu: "32", memory: "256Gi", gpus: []gpuSpec{
+		{Model: "H100", Memory: "80Gi", Domain: 0, NUMA: 0, Count: 1},
+	}},
+}
+
+// Presets returns the names of the node presets, sorted.
+func Presets() []string {
+	names := make([]string, 0, len(presets))
+	for n := range presets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ReadFile reads a cluster file. Errors name the file and the field.
+func ReadFile(path string) (*Spec, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("sim: read cluster file: %w", err)
+	}
+	spec, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return spec, nil
+}
+
+// Parse reads a cluster file's content: one document of kind Cluster.
+func Parse(b []byte) (*Spec, error) {
+	var doc fileDoc
+	if err := yaml.UnmarshalStrict(b, &doc); err != nil {
+		return nil, fmt.Errorf("not a cluster file: %w", err)
+	}
+	if doc.APIVersion != schema.APIVersion {
+		return nil, fmt.Errorf("apiVersion %q: want %q", doc.APIVersion, schema.APIVersion)
+	}
+	if doc.Kind != KindCluster {
+		return nil, fmt.Errorf("kind %q: want %q", doc.Kind, KindCluster)
+	}
+	spec := &Spec{Name: doc.Metadata.Name, StartDelay: DefaultStartDelay, CheckpointTime: DefaultCheckpointTime}
+	if spec.Name == "" {
+		spec.Name = "sim"
+	}
+	var err error
+	if doc.Spec.StartDelay != "" {
+		if spec.StartDelay, err = time.ParseDuration(doc.Spec.StartDelay); err != nil || spec.StartDelay < 0 {
+			return nil, fmt.Errorf("spec.startDelay %q: want a duration such as 5s", doc.Spec.StartDelay)
+		}
+	}
+	if doc.Spec.CheckpointTime != "" {
+		if spec.CheckpointTime, err = time.ParseDuration(doc.Spec.CheckpointTime); err != nil || spec.CheckpointTime < 0 {
+			return nil, fmt.Errorf("spec.checkpointTime %q: want a duration such as 10s", doc.Spec.CheckpointTime)
+		}
+	}
+	if len(doc.Spec.Nodes) == 0 {
+		return nil, fmt.Errorf("spec.nodes: a cluster needs at least one node")
+	}
+	seen := map[string]bool{}
+	for i, ns := range doc.Spec.Nodes {
+		nodes, err := expandNode(ns)
+		if err != nil {
+			return nil, fmt.Errorf("spec.nodes[%d]: %w", i, err)
+		}
+		for _, n := range nodes {
+			if seen[n.Name] {
+				return nil, fmt.Errorf("spec.nodes[%d]: node name %q is used twice", i, n.Name)
+			}
+			seen[n.Name] = true
+			spec.Nodes = append(spec.Nodes, n)
+		}
+	}
+	sort.Slice(spec.Nodes, func(i, j int) bool { return spec.Nodes[i].Name < spec.Nodes[j].Name })
+	return spec, nil
+}
+
+func expandNode(ns nodeSpec) ([]state.Node, error) {
+	if ns.Name == "" {
+		return nil, fmt.Errorf("name is required")
+	}
+	count := ns.Count
+	if count == 0 {
+		count = 1
+	}
+	if count < 0 {
+		return nil, fmt.Errorf("count %d: want 1 or more", count)
+	}
+	cpu, memory, gpus := string(ns.CPU), string(ns.Memory), ns.GPUs
+	if ns.Preset != "" {
+		p, ok := presets[ns.Preset]
+		if !ok {
+			return nil, fmt.Errorf("preset %q: known presets are %s", ns.Preset, strings.Join(Presets(), ", "))
+		}
+		if len(gpus) > 0 {
+			return nil, fmt.Errorf("preset %q and gpus both given: use one", ns.Preset)
+		}
+		gpus = p.gpus
+		if cpu == "" {
+			cpu = p.cpu
+		}
+		if memory == "" {
+			memory = p.memory
+		}
+	}
+	cpuMilli, err := parseCPU(cpu)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	memBytes, err := parseBytes(memory)
+	if err != nil {
+		return nil, fmt.Errorf("memory: %w", err)
+	}
+	var out []state.Node
+	for k := 1; k <= count; k++ {
+		name := ns.Name
+		if count > 1 {
+			name = fmt.Sprintf("%s-%d", ns.Name, k)
+		}
+		n := state.Node{Name: name, ID: name, Pool: ns.Pool, Ready: true, Eligible: true, CPUMilli: cpuMilli, MemoryBytes: memBytes}
+		for gi, g := range gpus {
+			c := g.Count
+			if c == 0 {
+				c = 1
+			}
+			if c < 0 || g.Model == "" || g.Domain < 0 || g.NUMA < 0 {
+				return nil, fmt.Errorf("gpus[%d]: want a model, count >= 1, domain >= 0 and numa >= 0", gi)
+			}
+			mem, err := parseBytes(string(g.Memory))
+			if err != nil {
+				return nil, fmt.Errorf("gpus[%d].memory: %w", gi, err)
+			}
+			for range c {
+				idx := len(n.GPUs)
+				n.GPUs = append(n.GPUs, state.GPU{ID: gpuID(name, idx), Index: idx, Model: g.Model, MemoryBytes: mem, Domain: g.Domain, NUMA: g.NUMA, Healthy: true})
+			}
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// gpuID is a stable UUID-shaped device ID for GPU idx of node.
+func gpuID(node string, idx int) string {
+	h := sha256.Sum256([]byte(node + "/" + strconv.Itoa(idx)))
+	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+// parseCPU reads "4", "0.5" or "500m" into millicores; "" is 0.
+func parseCPU(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if m, ok := strings.CutSuffix(s, "m"); ok {
+		v, err := strconv.ParseInt(m, 10, 64)
+		if err != nil || v < 0 {
+			return 0, fmt.Errorf("%q: want cores (4) or millicores (500m)", s)
+		}
+		return v, nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%q: want cores (4) or millicores (500m)", s)
+	}
+	return int64(math.Round(f * 1000)), nil
+}
+
+var byteUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40},
+	{"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12},
+}
+
+// parseBytes reads "80Gi", "512M" or "1024" into bytes; "" is 0.
+func parseBytes(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	num, mult := s, int64(1)
+	for _, u := range byteUnits {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			num, mult = n, u.mult
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || f < 0 || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%q: want a size such as 80Gi or 512M", s)
+	}
+	return int64(f * float64(mult)), nil
+}

@@ -1,0 +1,460 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/schema"
+)
+
+// ErrInjected is the error an injected fault returns (wrapped).
+var ErrInjected = errors.New("sim: injected fault")
+
+// Cluster is a simulated cluster. It is safe for concurrent use. Time
+// moves with its Clock; the cluster catches up with it on every call.
+type Cluster struct {
+	mu    sync.Mutex
+	spec  Spec
+	clock Clock
+
+	runs map[schema.Ref]*run
+	// kept is the progress each workspace has saved over its finished runs.
+	kept map[schema.Ref]time.Duration
+	// lost is the work each workspace lost over its finished runs.
+	lost map[schema.Ref]time.Duration
+	// finished holds the GPU-seconds of runs that are over.
+	delivered, wasted float64
+
+	applied []state.Action
+
+	failApplies  int
+	failObserves int
+	applyFault   func(state.Action) error
+
+	history []byte // the reconciler's history, as JSON (a deep copy)
+}
+
+// run is one run of a workspace: all its replicas, started together.
+type run struct {
+	ref      schema.Ref
+	allocs   []state.Alloc // Phase and progress fields are computed on observe
+	gpus     int
+	revision string
+
+	startedAt time.Time
+	runningAt time.Time     // startedAt + StartDelay
+	base      time.Duration // progress kept before this run
+	interval  time.Duration
+	grace     time.Duration
+	signal    string
+
+	stopping bool
+	signalAt time.Time
+	doneAt   time.Time
+	saves    bool // the checkpoint on signal finishes within the grace
+}
+
+// New returns a cluster of spec's nodes on clock. The cluster owns a copy
+// of spec.
+func New(spec Spec, clock Clock) *Cluster {
+	s := spec
+	s.Nodes = slices.Clone(spec.Nodes)
+	for i := range s.Nodes {
+		s.Nodes[i].GPUs = slices.Clone(s.Nodes[i].GPUs)
+	}
+	return &Cluster{
+		spec:  s,
+		clock: clock,
+		runs:  map[schema.Ref]*run{},
+		kept:  map[schema.Ref]time.Duration{},
+		lost:  map[schema.Ref]time.Duration{},
+	}
+}
+
+// Name returns the cluster's name from its file.
+func (c *Cluster) Name() string { return c.spec.Name }
+
+// Now returns the cluster's clock.
+func (c *Cluster) Now() time.Time { return c.clock.Now() }
+
+// progress is the work r holds at t (kept before plus this run's).
+func (r *run) progress(t time.Time) time.Duration {
+	end := t
+	if r.stopping && r.signalAt.Before(end) {
+		end = r.signalAt
+	}
+	if end.Before(r.runningAt) {
+		return r.base
+	}
+	return r.base + end.Sub(r.runningAt)
+}
+
+// checkpoint returns the last periodic checkpoint of this run at t (zero
+// time when none) and the progress it saved.
+func (r *run) checkpoint(t time.Time) (time.Time, time.Duration) {
+	end := t
+	if r.stopping && r.signalAt.Before(end) {
+		end = r.signalAt
+	}
+	if r.interval <= 0 || end.Before(r.runningAt) {
+		return time.Time{}, r.base
+	}
+	k := end.Sub(r.runningAt) / r.interval
+	if k == 0 {
+		return time.Time{}, r.base
+	}
+	return r.runningAt.Add(k * r.interval), r.base + k*r.interval
+}
+
+// ranFor is how long r has held its GPUs doing work up to t.
+func (r *run) ranFor(t time.Time) time.Duration {
+	return r.progress(t) - r.base
+}
+
+// advance catches the cluster up with now: runs whose stop completed are
+// removed and their outcome recorded. Callers hold c.mu.
+func (c *Cluster) advance(now time.Time) {
+	for ref, r := range c.runs {
+		if !r.stopping || now.Before(r.doneAt) {
+			continue
+		}
+		ran := r.ranFor(r.signalAt)
+		c.delivered += float64(r.gpus) * ran.Seconds()
+		if r.saves {
+			c.kept[ref] = r.progress(r.signalAt)
+		} else {
+			_, saved := r.checkpoint(r.signalAt)
+			lost := r.progress(r.signalAt) - saved
+			c.kept[ref] = saved
+			c.lost[ref] += lost
+			c.wasted += float64(r.gpus) * lost.Seconds()
+		}
+		delete(c.runs, ref)
+	}
+}
+
+// Observe returns a complete snapshot at the cluster's now, or the
+// injected error.
+func (c *Cluster) Observe(ctx context.Context) (state.Snapshot, error) {
+	if err := ctx.Err(); err != nil {
+		return state.Snapshot{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failObserves > 0 {
+		c.failObserves--
+		return state.Snapshot{}, fmt.Errorf("sim: observe: %w", ErrInjected)
+	}
+	now := c.clock.Now()
+	c.advance(now)
+	snap := state.Snapshot{ObservedAt: now, Nodes: slices.Clone(c.spec.Nodes)}
+	for i := range snap.Nodes {
+		snap.Nodes[i].GPUs = slices.Clone(snap.Nodes[i].GPUs)
+	}
+	for _, r := range c.runs {
+		phase := state.AllocRunning
+		switch {
+		case r.stopping:
+			phase = state.AllocStopping
+		case now.Before(r.runningAt):
+			phase = state.AllocStarting
+		}
+		cpAt, _ := r.checkpoint(now)
+		for _, a := range r.allocs {
+			a.GPUs = slices.Clone(a.GPUs)
+			a.Phase = phase
+			a.StartedAt = r.startedAt
+			a.LastCheckpoint = cpAt
+			a.Progress = r.progress(now)
+			a.Revision = r.revision
+			snap.Allocs = append(snap.Allocs, a)
+		}
+	}
+	sort.Slice(snap.Allocs, func(i, j int) bool {
+		a, b := snap.Allocs[i], snap.Allocs[j]
+		if a.Workspace != b.Workspace {
+			return a.Workspace.Less(b.Workspace)
+		}
+		return a.Replica < b.Replica
+	})
+	return snap, nil
+}
+
+// Apply applies one action. Applying the same action twice has the effect
+// of applying it once: starting a running workspace, or stopping one that
+// is stopping or gone, does nothing. Wait is a barrier for the reconciler
+// and an error here.
+func (c *Cluster) Apply(ctx context.Context, a state.Action) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failApplies > 0 {
+		c.failApplies--
+		return fmt.Errorf("sim: %s %s: %w", a.Kind, a.Workspace, ErrInjected)
+	}
+	if c.applyFault != nil {
+		if err := c.applyFault(a); err != nil {
+			return fmt.Errorf("sim: %s %s: %w", a.Kind, a.Workspace, err)
+		}
+	}
+	now := c.clock.Now()
+	c.advance(now)
+	var err error
+	switch a.Kind {
+	case state.ActionStart:
+		err = c.start(now, a)
+	case state.ActionStop, state.ActionPreempt:
+		c.stop(now, a.Workspace)
+	case state.ActionUpdate:
+		if r := c.runs[a.Workspace]; r != nil && !r.stopping {
+			r.revision = a.Revision
+		}
+	case state.ActionWait:
+		err = fmt.Errorf("wait is a barrier for the reconciler; drivers never apply it")
+	default:
+		err = fmt.Errorf("unknown action kind %d", a.Kind)
+	}
+	if err != nil {
+		return fmt.Errorf("sim: %s %s: %w", a.Kind, a.Workspace, err)
+	}
+	c.applied = append(c.applied, a)
+	return nil
+}
+
+func (c *Cluster) start(now time.Time, a state.Action) error {
+	if r := c.runs[a.Workspace]; r != nil {
+		if r.stopping {
+			return fmt.Errorf("still stopping (until %s); start it again once it is gone", r.doneAt.Format(time.RFC3339))
+		}
+		return nil // already running: idempotent
+	}
+	if a.Spec == nil {
+		return fmt.Errorf("start needs the workspace spec")
+	}
+	if len(a.Placements) == 0 {
+		return fmt.Errorf("start needs a placement")
+	}
+	busy := map[string]schema.Ref{}
+	for _, r := range c.runs {
+		for _, al := range r.allocs {
+			for _, g := range al.GPUs {
+				busy[al.Node+"/"+g] = r.ref
+			}
+		}
+	}
+	r := &run{
+		ref:       a.Workspace,
+		revision:  a.Revision,
+		startedAt: now,
+		runningAt: now.Add(c.spec.StartDelay),
+		base:      c.kept[a.Workspace],
+		interval:  a.Spec.Spec.Checkpoint.Interval,
+		grace:     a.Spec.Spec.Checkpoint.GracePeriod,
+		signal:    a.Spec.Spec.Checkpoint.Signal,
+	}
+	for _, p := range a.Placements {
+		node := c.node(p.Node)
+		if node == nil {
+			return fmt.Errorf("replica %d: no node %q", p.Replica, p.Node)
+		}
+		if !node.Ready || !node.Eligible {
+			return fmt.Errorf("replica %d: node %q takes no new work", p.Replica, p.Node)
+		}
+		for _, g := range p.GPUs {
+			if !slices.ContainsFunc(node.GPUs, func(d state.GPU) bool { return d.ID == g }) {
+				return fmt.Errorf("replica %d: node %q has no GPU %s", p.Replica, p.Node, g)
+			}
+			if holder, ok := busy[p.Node+"/"+g]; ok {
+				return fmt.Errorf("replica %d: GPU %s on %q is held by %s", p.Replica, g, p.Node, holder)
+			}
+			busy[p.Node+"/"+g] = a.Workspace
+		}
+		gpus := slices.Clone(p.GPUs)
+		sort.Strings(gpus)
+		r.allocs = append(r.allocs, state.Alloc{
+			Workspace:   a.Workspace,
+			Replica:     p.Replica,
+			Node:        p.Node,
+			GPUs:        gpus,
+			CPUMilli:    a.Spec.Spec.Resources.CPUMilli,
+			MemoryBytes: a.Spec.Spec.Resources.MemoryBytes,
+		})
+		r.gpus += len(gpus)
+	}
+	c.runs[a.Workspace] = r
+	return nil
+}
+
+// stop sends r its checkpoint signal: it saves all its work when the grace
+// period covers the checkpoint time, else it is killed when the grace ends
+// and keeps only its last periodic checkpoint.
+func (c *Cluster) stop(now time.Time, ref schema.Ref) {
+	r := c.runs[ref]
+	if r == nil || r.stopping {
+		return
+	}
+	r.stopping = true
+	r.signalAt = now
+	switch {
+	case now.Before(r.runningAt):
+		// Never started working: nothing to save.
+		r.doneAt, r.saves = now, true
+	case r.signal != "" && r.grace >= c.spec.CheckpointTime:
+		r.doneAt, r.saves = now.Add(c.spec.CheckpointTime), true
+	default:
+		r.doneAt, r.saves = now.Add(r.grace), false
+	}
+	c.advance(now)
+}
+
+func (c *Cluster) node(name string) *state.Node {
+	for i := range c.spec.Nodes {
+		if c.spec.Nodes[i].Name == name {
+			return &c.spec.Nodes[i]
+		}
+	}
+	return nil
+}
+
+// Applied returns a copy of the actions applied so far, in order.
+func (c *Cluster) Applied() []state.Action {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.applied)
+}
+
+// FailApplies makes the next n Apply calls fail with ErrInjected.
+func (c *Cluster) FailApplies(n int) {
+	c.mu.Lock()
+	c.failApplies = n
+	c.mu.Unlock()
+}
+
+// FailObserves makes the next n Observe calls fail with ErrInjected.
+func (c *Cluster) FailObserves(n int) {
+	c.mu.Lock()
+	c.failObserves = n
+	c.mu.Unlock()
+}
+
+// InjectApplyFault calls f before each Apply; a non-nil error fails that
+// Apply with no effect. A nil f removes the fault.
+func (c *Cluster) InjectApplyFault(f func(state.Action) error) {
+	c.mu.Lock()
+	c.applyFault = f
+	c.mu.Unlock()
+}
+
+// Crash ends a workspace's run at once, as a failed task would: it keeps
+// only its last periodic checkpoint. Crashing a workspace that is not
+// running does nothing.
+func (c *Cluster) Crash(ref schema.Ref) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	c.advance(now)
+	r := c.runs[ref]
+	if r == nil {
+		return
+	}
+	if !r.stopping {
+		r.stopping, r.signalAt = true, now
+	}
+	r.doneAt, r.saves = now, false
+	c.advance(now)
+}
+
+// SetNodeReady marks a node up or down. A node going down kills what runs
+// on it, like Crash.
+func (c *Cluster) SetNodeReady(name string, ready bool) error {
+	c.mu.Lock()
+	n := c.node(name)
+	if n == nil {
+		c.mu.Unlock()
+		return fmt.Errorf("sim: no node %q", name)
+	}
+	n.Ready = ready
+	var victims []schema.Ref
+	if !ready {
+		for ref, r := range c.runs {
+			if slices.ContainsFunc(r.allocs, func(a state.Alloc) bool { return a.Node == name }) {
+				victims = append(victims, ref)
+			}
+		}
+	}
+	c.mu.Unlock()
+	for _, v := range victims {
+		c.Crash(v)
+	}
+	return nil
+}
+
+// WorkStats is what one workspace got from the cluster.
+type WorkStats struct {
+	// Progress is the work it holds now (or kept, when not running).
+	Progress time.Duration `json:"progress"`
+	// Lost is the work it lost to stops without enough grace, over all runs.
+	Lost time.Duration `json:"lost"`
+}
+
+// Stats is what the cluster delivered and lost so far.
+type Stats struct {
+	At                  time.Time                `json:"at"`
+	GPUSecondsDelivered float64                  `json:"gpuSecondsDelivered"`
+	GPUSecondsLost      float64                  `json:"gpuSecondsLost"`
+	Workspaces          map[schema.Ref]WorkStats `json:"workspaces"`
+}
+
+// Stats returns the cluster's accounting at its now. Delivered counts the
+// GPU-seconds of useful work (lost work included until it is lost); Lost
+// counts the GPU-seconds thrown away by stops without enough grace.
+func (c *Cluster) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	c.advance(now)
+	s := Stats{At: now, GPUSecondsDelivered: c.delivered, GPUSecondsLost: c.wasted, Workspaces: map[schema.Ref]WorkStats{}}
+	for ref, p := range c.kept {
+		s.Workspaces[ref] = WorkStats{Progress: p, Lost: c.lost[ref]}
+	}
+	for ref, r := range c.runs {
+		s.GPUSecondsDelivered += float64(r.gpus) * r.ranFor(now).Seconds()
+		s.Workspaces[ref] = WorkStats{Progress: r.progress(now), Lost: c.lost[ref]}
+	}
+	return s
+}
+
+// LoadHistory returns a copy of the history last saved (empty at first).
+func (c *Cluster) LoadHistory(ctx context.Context) (state.History, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var h state.History
+	if c.history == nil {
+		return h, nil
+	}
+	if err := json.Unmarshal(c.history, &h); err != nil {
+		return h, fmt.Errorf("sim: load history: %w", err)
+	}
+	return h, nil
+}
+
+// SaveHistory keeps a copy of h.
+func (c *Cluster) SaveHistory(ctx context.Context, h state.History) error {
+	b, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("sim: save history: %w", err)
+	}
+	c.mu.Lock()
+	c.history = b
+	c.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,363 @@
+package policies
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/schema"
+)
+
+// admit decides one queued workspace: start on free GPUs, start after
+// preempting, or wait with a reason.
+func (d *decider) admit(w *wsState) {
+	wi := d.byRef[w.ref]
+	p := d.projs[w.proj]
+	need := w.gpus * w.replicas
+
+	// 1. Quota: the project's guaranteed quota plus what it may borrow; a
+	// workspace that may not be preempted runs only inside the quota.
+	limit := -1
+	if !w.preemptible {
+		limit = p.quota
+	} else if p.borrow >= 0 {
+		limit = p.quota + p.borrow
+	}
+	if limit >= 0 && p.held+need > limit {
+		d.wait(w, d.quotaReason(p, w))
+		return
+	}
+	if w.gpus <= 0 {
+		d.startWithoutGPUs(w)
+		p.held += need
+		d.gen++
+		return
+	}
+	mi := d.c.modelIndex(w.model)
+	if mi < 0 {
+		d.wait(w, Reason{ReasonCapacity, fmt.Sprintf("capacity: no usable GPU of model %s in the cluster", w.model)})
+		return
+	}
+	inQuota := d.inQuota(p, w)
+	key := shapeKey{gen: d.gen, gpus: w.gpus, replicas: w.replicas, model: w.model, nvlink: d.nvlink(w), numa: d.numa(w), tier: w.tier, canPreempt: w.canPreempt, inQuota: inQuota, project: -1}
+	if inQuota {
+		key.project = w.proj
+	}
+	if f, ok := d.failMemo[key]; ok {
+		d.wait(w, f.reason)
+		return
+	}
+
+	// 2. Place every replica: free GPUs first, else by preemption.
+	d.journal = d.journal[:0]
+	var pls []state.Placement
+	type taken struct {
+		victim int32
+		right  Right
+	}
+	var victims []taken
+	waitFor := map[int32]bool{}
+	budget := d.policy.Preemption.MaxVictims
+	if !d.policy.Preemption.Enabled {
+		budget = 0
+	}
+	ok := true
+	for r := 0; r < w.replicas && ok; r++ {
+		if pl, found := d.placeFree(wi, w, mi, r); found {
+			pls = append(pls, pl)
+			continue
+		}
+		opt, found := d.searchPreempt(w, mi, inQuota, budget)
+		if !found {
+			ok = false
+			break
+		}
+		for _, v := range opt.victims {
+			victims = append(victims, taken{v, d.right(w, inQuota, d.ws[v])})
+		}
+		budget -= len(opt.victims)
+		pl := d.applyOption(wi, w, r, opt, waitFor)
+		pls = append(pls, pl)
+	}
+	if !ok {
+		d.rollback()
+		reason := d.waitReason(w, mi)
+		d.failMemo[key] = failure{reason}
+		if d.reservedBy < 0 && reason.Kind != ReasonQueue {
+			if msg := d.reserve(wi, w, mi); msg != "" {
+				reason.Message += "; " + msg
+			}
+		}
+		d.wait(w, reason)
+		return
+	}
+
+	// 3. Commit.
+	d.journal = d.journal[:0]
+	d.gen++
+	p.held += need
+	w.out.Verdict = VerdictStart
+	w.out.Placements = pls
+	var why []string
+	for _, t := range victims {
+		v := d.ws[t.victim]
+		by := w.ref
+		v.out.Verdict = VerdictPreempt
+		v.out.PreemptedBy = &by
+		v.out.Right = t.right
+		v.out.Reason = Reason{ReasonPreempted, fmt.Sprintf("preempted by %s: %s", w.ref, d.rightWhy(w, v, t.right))}
+		why = append(why, v.ref.String())
+	}
+	for v := range waitFor {
+		w.out.Preempts = append(w.out.Preempts, d.ws[v].ref)
+	}
+	sort.Slice(w.out.Preempts, func(i, j int) bool { return w.out.Preempts[i].Less(w.out.Preempts[j]) })
+	switch {
+	case len(why) > 0:
+		w.out.Reason = Reason{ReasonNone, "starts after preempting " + strings.Join(why, ", ")}
+	case len(w.out.Preempts) > 0:
+		w.out.Reason = Reason{ReasonNone, "starts once the GPUs it takes over are released"}
+	default:
+		w.out.Reason = Reason{ReasonNone, "starts on free GPUs"}
+	}
+	if w.preempted != nil {
+		w.out.Reason.Message = fmt.Sprintf("resumes (preempted by %s at %s); %s", w.preempted.By, stamp(w.preempted.At), w.out.Reason.Message)
+	}
+}
+
+func (d *decider) nvlink(w *wsState) schema.Constraint {
+	if c := w.spec.Spec.Topology.NVLink; c != "" {
+		return c
+	}
+	return d.policy.Defaults.Topology.NVLink
+}
+
+func (d *decider) numa(w *wsState) schema.Constraint {
+	if c := w.spec.Spec.Topology.NUMA; c != "" {
+		return c
+	}
+	return d.policy.Defaults.Topology.NUMA
+}
+
+func (d *decider) wait(w *wsState, r Reason) {
+	w.out.Verdict = VerdictWait
+	w.out.Placements = nil
+	if w.preempted != nil {
+		by := w.preempted.By
+		w.out.PreemptedBy = &by
+		r = Reason{ReasonPreempted, fmt.Sprintf("preempted by %s at %s; waiting to resume: %s", by, stamp(w.preempted.At), r.Message)}
+	}
+	w.out.Reason = r
+}
+
+func (d *decider) quotaReason(p *projState, w *wsState) Reason {
+	need := w.gpus * w.replicas
+	inQ := min(p.held, p.quota)
+	borrowed := max(p.held-p.quota, 0)
+	if !w.preemptible {
+		return Reason{ReasonQuota, fmt.Sprintf("quota: not preemptible, so it runs only inside project %s's guaranteed quota, which has %d/%d GPUs in use; it needs %d", p.name, inQ, p.quota, need)}
+	}
+	return Reason{ReasonQuota, fmt.Sprintf("quota: project %s uses %d/%d guaranteed GPUs and %d/%d borrowed; it needs %d", p.name, inQ, p.quota, borrowed, p.borrow, need)}
+}
+
+// startWithoutGPUs places a workspace that needs no GPU on the first
+// ready, eligible node.
+func (d *decider) startWithoutGPUs(w *wsState) {
+	for _, n := range d.c.nodes {
+		if n.Ready && n.Eligible {
+			w.out.Verdict = VerdictStart
+			for r := range w.replicas {
+				w.out.Placements = append(w.out.Placements, state.Placement{Replica: r, Node: n.Name, GPUs: []string{}})
+			}
+			w.out.Reason = Reason{ReasonNone, "starts; needs no GPU"}
+			return
+		}
+	}
+	d.wait(w, Reason{ReasonCapacity, "capacity: no ready, eligible node"})
+}
+
+// --- moves, with a journal so a failed gang leaves no trace ---
+
+func (d *decider) setOwner(si, owner int32, releasing bool) {
+	s := &d.c.slots[si]
+	d.journal = append(d.journal, undo{slot: si, owner: s.owner, releasing: s.releasing})
+	d.c.setOwner(si, owner)
+	s.releasing = releasing
+	d.gen++
+}
+
+func (d *decider) victimize(vi int32) {
+	v := d.ws[vi]
+	p := d.projs[v.proj]
+	d.journal = append(d.journal, undo{slot: -1, ws: vi, victim: v.victim, projHeld: p.held})
+	v.victim = true
+	p.held -= v.held
+	d.dirty = append(d.dirty, v.proj)
+	for _, si := range d.slotsOf(vi) {
+		d.journal = append(d.journal, undo{slot: si, owner: d.c.slots[si].owner, releasing: d.c.slots[si].releasing})
+		d.c.slots[si].releasing = true
+	}
+	d.gen++
+}
+
+func (d *decider) rollback() {
+	for i := len(d.journal) - 1; i >= 0; i-- {
+		u := d.journal[i]
+		if u.slot >= 0 {
+			d.c.setOwner(u.slot, u.owner)
+			d.c.slots[u.slot].releasing = u.releasing
+			continue
+		}
+		v := d.ws[u.ws]
+		v.victim = u.victim
+		d.projs[v.proj].held = u.projHeld
+	}
+	d.journal = d.journal[:0]
+	d.dirty = d.dirty[:0]
+}
+
+// --- free placement ---
+
+// placeFree places replica r on free GPUs: the first level (preferred
+// topology first) where a group fits, in the group with the fewest free
+// GPUs that still fits (least stranded capacity).
+func (d *decider) placeFree(wi int32, w *wsState, mi, r int) (state.Placement, bool) {
+	for _, l := range w.levels {
+		li := d.c.index[mi][l]
+		gi := li.bestFit(w.gpus)
+		if gi < 0 {
+			continue
+		}
+		slots := d.orderFree(mi, li.groups[gi].gpus)[:w.gpus]
+		for _, si := range slots {
+			d.setOwner(si, wi, false)
+		}
+		return d.placement(r, slots), true
+	}
+	return state.Placement{}, false
+}
+
+// orderFree returns the free slots of a group, those in the most used
+// NVLink domain first, so whole domains stay whole.
+func (d *decider) orderFree(mi int, gpus []int32) []int32 {
+	var out []int32
+	for _, si := range gpus {
+		if d.c.slots[si].owner == ownerFree {
+			out = append(out, si)
+		}
+	}
+	k := 0
+	if mi > 0 {
+		k = 1
+	}
+	dom := d.c.index[mi][levelDomain]
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := &d.c.slots[out[i]], &d.c.slots[out[j]]
+		fa, fb := dom.groups[a.groups[k][levelDomain]].free, dom.groups[b.groups[k][levelDomain]].free
+		if fa != fb {
+			return fa < fb
+		}
+		if a.dom != b.dom {
+			return a.dom < b.dom
+		}
+		return a.index < b.index
+	})
+	return out
+}
+
+func (d *decider) placement(r int, slots []int32) state.Placement {
+	pl := state.Placement{Replica: r, Node: d.c.nodes[d.c.slots[slots[0]].node].Name}
+	for _, si := range slots {
+		pl.GPUs = append(pl.GPUs, d.c.slots[si].id)
+	}
+	sort.Strings(pl.GPUs)
+	return pl
+}
+
+// --- waiting ---
+
+// waitReason explains why w cannot start; the cluster is as it was
+// before w was tried.
+func (d *decider) waitReason(w *wsState, mi int) Reason {
+	// Reserved for the head of the queue?
+	if d.reservedBy >= 0 && d.fitsWithoutReservation(w, mi) {
+		h := d.ws[d.reservedBy]
+		return Reason{ReasonQueue, fmt.Sprintf("queue: the free GPUs it fits in are held for %s, ahead of it in the queue since %s", h.ref, stamp(h.queuedSince))}
+	}
+	loosest := w.levels[len(w.levels)-1]
+	li := d.c.index[mi][loosest]
+	of := ""
+	if w.model != "" {
+		of = " of model " + w.model
+	}
+	best := func(li *levelIndex) string {
+		gi := li.most()
+		if gi < 0 {
+			return "no usable GPU"
+		}
+		return fmt.Sprintf("best: %s has %d", d.c.nodes[li.groups[gi].node].Name, li.groups[gi].free)
+	}
+	var r Reason
+	switch {
+	case w.replicas > 1 && li.bestFit(w.gpus) >= 0:
+		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: gang of %d×%d GPUs%s does not fit all at once (%d free)", w.replicas, w.gpus, of, d.c.totalFree[mi])}
+	case loosest != levelNode && d.c.index[mi][levelNode].bestFit(w.gpus) >= 0:
+		r = Reason{ReasonTopology, fmt.Sprintf("topology: no node has %d free GPUs%s in one %s (%s)", w.gpus, of, levelName[loosest], best(li))}
+	default:
+		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: no node has %d free GPUs%s (%s)", w.gpus, of, best(d.c.index[mi][levelNode]))}
+	}
+	if d.policy.Preemption.Enabled && (w.canPreempt || d.inQuota(d.projs[w.proj], w)) {
+		r.Message += "; nothing it may preempt would make room"
+	}
+	return r
+}
+
+// fitsWithoutReservation reports whether w would start on free GPUs if
+// nothing were reserved. It leaves the cluster as it found it.
+func (d *decider) fitsWithoutReservation(w *wsState, mi int) bool {
+	d.journal = d.journal[:0]
+	for _, si := range d.reserved {
+		d.setOwner(si, ownerFree, false)
+	}
+	ok := true
+	for r := 0; r < w.replicas && ok; r++ {
+		_, ok = d.placeFree(d.byRef[w.ref], w, mi, r)
+	}
+	gen := d.gen
+	d.rollback()
+	d.gen = gen
+	return ok
+}
+
+// reserve holds the best free GPUs for w, the first workspace of the
+// queue that waits for capacity, so later arrivals cannot keep taking
+// them: for each replica, the free GPUs of the group with the most free.
+func (d *decider) reserve(wi int32, w *wsState, mi int) string {
+	l := w.levels[len(w.levels)-1]
+	li := d.c.index[mi][l]
+	if li.maxK < w.gpus {
+		return "" // it fits nowhere even when the cluster is empty
+	}
+	var parts []string
+	for range w.replicas {
+		gi := li.most()
+		if gi < 0 || li.groups[gi].free == 0 {
+			break
+		}
+		slots := d.orderFree(mi, li.groups[gi].gpus)
+		slots = slots[:min(len(slots), w.gpus)]
+		for _, si := range slots {
+			d.c.setOwner(si, ownerReserved)
+			d.reserved = append(d.reserved, si)
+		}
+		parts = append(parts, fmt.Sprintf("%d on %s", len(slots), d.c.nodes[li.groups[gi].node].Name))
+	}
+	d.journal = d.journal[:0]
+	if len(parts) == 0 {
+		return ""
+	}
+	d.reservedBy = wi
+	d.gen++
+	return "holds free GPUs for itself as head of the queue (" + strings.Join(parts, ", ") + ")"
+}

@@ -1,0 +1,128 @@
+package policies
+
+import (
+	"maps"
+	"math"
+	"time"
+
+	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/schema"
+)
+
+// AdvanceUsage returns h with its usage decayed from h.UsageAt to now and
+// the GPU-seconds the snapshot's allocations used since then added (each
+// decayed from when it was used): usage(now) = usage(at)·0.5^(Δ/halfLife)
+// + Σ gpus·∫ 0.5^((now−t)/halfLife) dt. An allocation started after
+// UsageAt counts from its start. A zero halfLife means no decay. h is not
+// changed; the result shares no map with it. A now before h.UsageAt
+// returns a copy of h.
+func AdvanceUsage(h state.History, snap state.Snapshot, now time.Time, halfLife time.Duration) state.History {
+	out := copyHistory(h)
+	if !h.UsageAt.IsZero() && now.Before(h.UsageAt) {
+		return out
+	}
+	out.Usage = decayedUsage(h, &snap, now, halfLife)
+	out.UsageAt = now
+	return out
+}
+
+// decayedUsage is AdvanceUsage's usage map, without copying the rest.
+func decayedUsage(h state.History, snap *state.Snapshot, now time.Time, halfLife time.Duration) map[string]float64 {
+	usage := make(map[string]float64, len(h.Usage))
+	factor := 1.0
+	if !h.UsageAt.IsZero() && halfLife > 0 && now.After(h.UsageAt) {
+		factor = math.Pow(0.5, now.Sub(h.UsageAt).Seconds()/halfLife.Seconds())
+	}
+	for p, u := range h.Usage {
+		usage[p] = u * factor
+	}
+	if snap == nil {
+		return usage
+	}
+	for _, a := range snap.Allocs {
+		from := a.StartedAt
+		if h.UsageAt.After(from) {
+			from = h.UsageAt
+		}
+		dt := now.Sub(from).Seconds()
+		if dt <= 0 || len(a.GPUs) == 0 {
+			continue
+		}
+		g := float64(len(a.GPUs))
+		if halfLife > 0 {
+			tau := halfLife.Seconds() / math.Ln2
+			usage[a.Workspace.Project] += g * tau * (1 - math.Exp(-dt/tau))
+		} else {
+			usage[a.Workspace.Project] += g * dt
+		}
+	}
+	return usage
+}
+
+func copyHistory(h state.History) state.History {
+	out := state.History{UsageAt: h.UsageAt}
+	if h.Usage != nil {
+		out.Usage = maps.Clone(h.Usage)
+	}
+	if h.QueuedSince != nil {
+		out.QueuedSince = maps.Clone(h.QueuedSince)
+	}
+	if h.Preempted != nil {
+		out.Preempted = maps.Clone(h.Preempted)
+	}
+	return out
+}
+
+// RecordDecision returns h with the queue bookkeeping of decision d:
+// a workspace that waits or starts keeps its first QueuedSince (set to
+// d.Now when it had none), so a preempted workspace keeps its place in
+// the queue; a workspace told to stop, or gone from the decision, is
+// forgotten; each victim of d gets a Preemption record, which stays until
+// it runs again. Usage is left to AdvanceUsage. h is not changed.
+func RecordDecision(h state.History, d Decision) state.History {
+	out := copyHistory(h)
+	if out.QueuedSince == nil {
+		out.QueuedSince = map[schema.Ref]time.Time{}
+	}
+	if out.Preempted == nil {
+		out.Preempted = map[schema.Ref]state.Preemption{}
+	}
+	seen := make(map[schema.Ref]bool, len(d.Workspaces))
+	for _, w := range d.Workspaces {
+		seen[w.Ref] = true
+		switch w.Verdict {
+		case VerdictStop:
+			delete(out.QueuedSince, w.Ref)
+			delete(out.Preempted, w.Ref)
+		case VerdictRun:
+			delete(out.Preempted, w.Ref)
+			if _, ok := out.QueuedSince[w.Ref]; !ok {
+				out.QueuedSince[w.Ref] = d.Now
+			}
+		case VerdictWait, VerdictStart:
+			if _, ok := out.QueuedSince[w.Ref]; !ok {
+				out.QueuedSince[w.Ref] = d.Now
+			}
+		case VerdictPreempt:
+			if _, ok := out.QueuedSince[w.Ref]; !ok {
+				out.QueuedSince[w.Ref] = d.Now
+			}
+			if w.PreemptedBy != nil {
+				if old, ok := out.Preempted[w.Ref]; !ok || old.By != *w.PreemptedBy {
+					out.Preempted[w.Ref] = state.Preemption{Victim: w.Ref, By: *w.PreemptedBy, At: d.Now, Reason: w.Reason.Message}
+				}
+			}
+		}
+	}
+	for r := range out.QueuedSince {
+		if !seen[r] {
+			delete(out.QueuedSince, r)
+		}
+	}
+	for r := range out.Preempted {
+		if !seen[r] {
+			delete(out.Preempted, r)
+		}
+	}
+	return out
+}

@@ -1,0 +1,264 @@
+package policies
+
+import (
+	"math/bits"
+	"sort"
+
+	"github.com/berth-dev/berth/reconcile/state"
+)
+
+// Levels of GPU grouping inside a node, from the tightest to the loosest.
+// A placement takes all of one replica's GPUs from one group of a level.
+const (
+	levelCell   = iota // one NVLink domain and one NUMA node
+	levelDomain        // one NVLink domain
+	levelNUMA          // one NUMA node
+	levelNode          // anywhere on the node
+	numLevels
+)
+
+var levelName = [numLevels]string{"NVLink domain and NUMA node", "NVLink domain", "NUMA node", "node"}
+
+// GPU owner markers; owners ≥ 0 index Decide's workspace table.
+const (
+	ownerFree     = -1
+	ownerReserved = -2
+)
+
+// gpuSlot is one usable GPU: on a ready, eligible node, healthy.
+type gpuSlot struct {
+	node  int32
+	dom   int32
+	numa  int32
+	index int
+	id    string
+	model string
+	mi    int32 // model index of model
+	// owner is ownerFree, ownerReserved or the workspace holding it.
+	owner int32
+	// releasing: its owner is leaving (stopping, stopped by the specs or a
+	// victim of this decision); a start may use it after the owner is gone.
+	releasing bool
+	// groups[m][l] is the group of this GPU at level l in model index m
+	// (m 0: any model; m 1: its own model).
+	groups [2][numLevels]int32
+}
+
+// group is a set of usable GPUs that can host one replica at a level.
+type group struct {
+	node int32
+	dom  int32 // -1 above domain level
+	numa int32 // -1 above NUMA level
+	gpus []int32
+	free int
+}
+
+// levelIndex keeps the groups of one (model, level) bucketed by free
+// count, so "the group with the fewest free GPUs ≥ n" is a few word scans.
+type levelIndex struct {
+	groups []group
+	maxK   int
+	// buckets[k] is a bitset of the groups with exactly k free GPUs;
+	// counts[k] how many there are.
+	buckets [][]uint64
+	counts  []int
+}
+
+func (li *levelIndex) init() {
+	for _, g := range li.groups {
+		li.maxK = max(li.maxK, len(g.gpus))
+	}
+	words := (len(li.groups) + 63) / 64
+	li.buckets = make([][]uint64, li.maxK+1)
+	for k := range li.buckets {
+		li.buckets[k] = make([]uint64, words)
+	}
+	li.counts = make([]int, li.maxK+1)
+	for i := range li.groups {
+		li.set(i, li.groups[i].free)
+	}
+}
+
+func (li *levelIndex) set(gi, k int) {
+	li.buckets[k][gi/64] |= 1 << (gi % 64)
+	li.counts[k]++
+}
+
+func (li *levelIndex) clear(gi, k int) {
+	li.buckets[k][gi/64] &^= 1 << (gi % 64)
+	li.counts[k]--
+}
+
+func (li *levelIndex) add(gi, delta int) {
+	g := &li.groups[gi]
+	li.clear(gi, g.free)
+	g.free += delta
+	li.set(gi, g.free)
+}
+
+// first returns the first group (in node order) with exactly k free GPUs,
+// or -1.
+func (li *levelIndex) first(k int) int {
+	if k > li.maxK || li.counts[k] == 0 {
+		return -1
+	}
+	for w, word := range li.buckets[k] {
+		if word != 0 {
+			return w*64 + bits.TrailingZeros64(word)
+		}
+	}
+	return -1
+}
+
+// bestFit returns the group with the fewest free GPUs that still has n,
+// ties to the first in node order, or -1.
+func (li *levelIndex) bestFit(n int) int {
+	for k := max(n, 0); k <= li.maxK; k++ {
+		if g := li.first(k); g >= 0 {
+			return g
+		}
+	}
+	return -1
+}
+
+// most returns the group with the most free GPUs (first in node order), or -1.
+func (li *levelIndex) most() int {
+	for k := li.maxK; k >= 0; k-- {
+		if g := li.first(k); g >= 0 {
+			return g
+		}
+	}
+	return -1
+}
+
+// cluster is Decide's working copy of the usable GPUs. It is built from
+// the snapshot and changed only by the decision's own tentative moves.
+type cluster struct {
+	nodes  []state.Node
+	slots  []gpuSlot
+	models []string // sorted distinct models; model index m ≥ 1 is models[m-1]
+	// index[m][l]: m 0 is "any model", m ≥ 1 is models[m-1].
+	index [][numLevels]*levelIndex
+	// byID maps node index and GPU ID to a slot.
+	byID []map[string]int32
+	// totalFree counts free GPUs per model index.
+	totalFree []int
+}
+
+func newCluster(snap *state.Snapshot) *cluster {
+	c := &cluster{nodes: snap.Nodes}
+	modelSet := map[string]bool{}
+	for _, n := range snap.Nodes {
+		for _, g := range n.GPUs {
+			modelSet[g.Model] = true
+		}
+	}
+	for m := range modelSet {
+		c.models = append(c.models, m)
+	}
+	sort.Strings(c.models)
+	c.index = make([][numLevels]*levelIndex, len(c.models)+1)
+	for m := range c.index {
+		for l := range numLevels {
+			c.index[m][l] = &levelIndex{}
+		}
+	}
+	c.totalFree = make([]int, len(c.models)+1)
+	c.byID = make([]map[string]int32, len(snap.Nodes))
+	type gkey struct {
+		m, l, dom, numa int32
+	}
+	for ni, n := range snap.Nodes {
+		c.byID[ni] = map[string]int32{}
+		if !n.Ready || !n.Eligible {
+			continue
+		}
+		local := map[gkey]int32{}
+		for _, g := range n.GPUs {
+			if !g.Healthy {
+				continue
+			}
+			mi := int32(sort.SearchStrings(c.models, g.Model) + 1)
+			s := gpuSlot{node: int32(ni), dom: int32(g.Domain), numa: int32(g.NUMA), index: g.Index, id: g.ID, model: g.Model, mi: mi, owner: ownerFree}
+			si := int32(len(c.slots))
+			for k, m := range [2]int32{0, mi} {
+				for l := range int32(numLevels) {
+					key := gkey{m, l, -1, -1}
+					if l == levelCell || l == levelDomain {
+						key.dom = s.dom
+					}
+					if l == levelCell || l == levelNUMA {
+						key.numa = s.numa
+					}
+					gi, ok := local[key]
+					li := c.index[m][l]
+					if !ok {
+						gi = int32(len(li.groups))
+						li.groups = append(li.groups, group{node: int32(ni), dom: key.dom, numa: key.numa})
+						local[key] = gi
+					}
+					li.groups[gi].gpus = append(li.groups[gi].gpus, si)
+					li.groups[gi].free++
+					s.groups[k][l] = gi
+				}
+			}
+			c.byID[ni][g.ID] = si
+			c.slots = append(c.slots, s)
+			c.totalFree[0]++
+			c.totalFree[mi]++
+		}
+	}
+	for m := range c.index {
+		for l := range numLevels {
+			c.index[m][l].init()
+		}
+	}
+	return c
+}
+
+// modelIndex returns the model index for a gpuModel constraint ("" is any
+// model), or -1 when no GPU of that model exists.
+func (c *cluster) modelIndex(model string) int {
+	if model == "" {
+		return 0
+	}
+	i := sort.SearchStrings(c.models, model)
+	if i < len(c.models) && c.models[i] == model {
+		return i + 1
+	}
+	return -1
+}
+
+// setOwner changes who holds slot si, keeping the free indexes current.
+func (c *cluster) setOwner(si int32, owner int32) {
+	s := &c.slots[si]
+	wasFree := s.owner == ownerFree
+	s.owner = owner
+	isFree := owner == ownerFree
+	if wasFree == isFree {
+		return
+	}
+	delta := 1
+	if wasFree {
+		delta = -1
+	}
+	mi := s.mi
+	for k, m := range [2]int32{0, mi} {
+		for l := range numLevels {
+			c.index[m][l].add(int(s.groups[k][l]), delta)
+		}
+	}
+	c.totalFree[0] += delta
+	c.totalFree[mi] += delta
+}
+
+// slot finds the usable slot for a GPU ID on a node name's index, or -1.
+func (c *cluster) slot(node int, id string) int32 {
+	if node < 0 || node >= len(c.byID) {
+		return -1
+	}
+	if si, ok := c.byID[node][id]; ok {
+		return si
+	}
+	return -1
+}

@@ -1,0 +1,331 @@
+package policies
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/berth-dev/berth/reconcile/state"
+)
+
+// right returns the right preemptor w has over running workspace v, or
+// RightNone. inQuota: w fits inside its project's guaranteed quota.
+//
+//   - priority: w's tier may preempt and is strictly higher than v's; a
+//     preemptor that would itself be borrowing may only take GPUs v's
+//     project borrows (in-quota work is guaranteed against borrowers).
+//   - reclaim: w is inside its quota and v's project is beyond its own.
+//
+// Either way v must be preemptible (tier and workspace) and have run the
+// policy's minimum runtime.
+func (d *decider) right(w *wsState, inQuota bool, v *wsState) Right {
+	if !v.running || v.victim || !v.preemptible || v.proj < 0 {
+		return RightNone
+	}
+	if d.now.Sub(v.startedAt) < d.policy.Preemption.MinRuntime {
+		return RightNone
+	}
+	vp := d.projs[v.proj]
+	borrowed := vp.held > vp.quota
+	if w.canPreempt && v.tier < w.tier && (inQuota || borrowed) {
+		return RightPriority
+	}
+	if inQuota && v.proj != w.proj && borrowed {
+		return RightReclaim
+	}
+	return RightNone
+}
+
+func (d *decider) rightWhy(w, v *wsState, r Right) string {
+	switch r {
+	case RightPriority:
+		return fmt.Sprintf("tier %s (%d) outranks tier %s (%d)", w.tierName, w.tier, v.tierName, v.tier)
+	case RightReclaim:
+		vp := d.projs[v.proj]
+		return fmt.Sprintf("project %s reclaims its guaranteed quota of %d GPUs from project %s, which borrows beyond its quota of %d", w.ref.Project, d.projs[w.proj].quota, vp.name, vp.quota)
+	}
+	return ""
+}
+
+// cand is a possible victim inside one group: how many of the group's GPUs
+// it would free.
+type cand struct {
+	ws    int32
+	count int
+}
+
+// option is one way to place a replica by preemption.
+type option struct {
+	level, group int
+	victims      []int32 // in preference order
+	cost         setCost
+	leftover     int
+}
+
+// setCost orders victim sets: fewest, lowest tier, fewest in-quota, least
+// work lost, most recently started.
+type setCost struct {
+	count    int
+	maxTier  int
+	inQuota  int
+	lost     float64
+	earliest int64 // earliest start among the victims, unix ns (later is cheaper)
+}
+
+func (a setCost) less(b setCost) bool {
+	if a.count != b.count {
+		return a.count < b.count
+	}
+	if a.maxTier != b.maxTier {
+		return a.maxTier < b.maxTier
+	}
+	if a.inQuota != b.inQuota {
+		return a.inQuota < b.inQuota
+	}
+	if a.lost != b.lost {
+		return a.lost < b.lost
+	}
+	return a.earliest > b.earliest
+}
+
+// victimBefore is the preference order of single victims.
+func (d *decider) victimBefore(a, b int32) bool {
+	va, vb := d.ws[a], d.ws[b]
+	if va.tier != vb.tier {
+		return va.tier < vb.tier
+	}
+	if va.overQuota != vb.overQuota {
+		return va.overQuota
+	}
+	if va.workLost != vb.workLost {
+		return va.workLost < vb.workLost
+	}
+	if !va.startedAt.Equal(vb.startedAt) {
+		return va.startedAt.After(vb.startedAt)
+	}
+	return va.ref.Less(vb.ref)
+}
+
+// searchPreempt finds the cheapest way to place one replica of w using free
+// GPUs, GPUs already being released, and GPUs of workspaces w may preempt
+// (at most budget of them). Only groups where the victims' removal makes
+// the replica fit are considered, and within a group only minimal sets.
+func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (option, bool) {
+	var best option
+	found := false
+	n := w.gpus
+	rights := map[int32]Right{}
+	rightOf := func(o int32) Right {
+		r, ok := rights[o]
+		if !ok {
+			r = d.right(w, inQuota, d.ws[o])
+			rights[o] = r
+		}
+		return r
+	}
+	var cands []cand
+	for rank, l := range w.levels {
+		li := d.c.index[mi][l]
+		for gi := range li.groups {
+			g := &li.groups[gi]
+			if len(g.gpus) < n {
+				continue
+			}
+			free, rel := g.free, 0
+			cands = cands[:0]
+			total := 0
+			for _, si := range g.gpus {
+				s := &d.c.slots[si]
+				switch {
+				case s.owner < 0:
+				case s.releasing:
+					rel++
+				case rightOf(s.owner) != RightNone:
+					total++
+					found := false
+					for i := range cands {
+						if cands[i].ws == s.owner {
+							cands[i].count++
+							found = true
+							break
+						}
+					}
+					if !found {
+						cands = append(cands, cand{s.owner, 1})
+					}
+				}
+			}
+			deficit := n - free - rel
+			if deficit > total {
+				continue
+			}
+			opt := option{level: rank, group: gi, leftover: free + rel - n}
+			if deficit > 0 {
+				set, cost, ok := d.minSet(w, inQuota, cands, deficit, budget)
+				if !ok {
+					continue
+				}
+				opt.victims, opt.cost = set, cost
+				sum := 0
+				for _, c := range cands {
+					for _, v := range set {
+						if c.ws == v {
+							sum += c.count
+						}
+					}
+				}
+				opt.leftover += sum
+			}
+			if !found || opt.cost.less(best.cost) || (opt.cost == best.cost && (opt.level < best.level || (opt.level == best.level && opt.leftover < best.leftover))) {
+				best, found = opt, true
+				best.victims = append([]int32(nil), opt.victims...)
+			}
+		}
+	}
+	return best, found
+}
+
+// minSet picks the fewest victims among cands that free deficit GPUs, and
+// among sets of that size the cheapest. Victims whose right rests on their
+// project borrowing are taken only while it still borrows.
+func (d *decider) minSet(w *wsState, inQuota bool, cands []cand, deficit, budget int) ([]int32, setCost, bool) {
+	sort.Slice(cands, func(i, j int) bool { return d.victimBefore(cands[i].ws, cands[j].ws) })
+	counts := make([]int, len(cands))
+	for i, c := range cands {
+		counts[i] = c.count
+	}
+	sort.Sort(sort.Reverse(sort.IntSlice(counts)))
+	k, sum := 0, 0
+	for k < len(counts) && sum < deficit {
+		sum += counts[k]
+		k++
+	}
+	if sum < deficit || k > budget {
+		return nil, setCost{}, false
+	}
+	var best []int32
+	var bestCost setCost
+	found := false
+	idx := make([]int, k)
+	for i := range idx {
+		idx[i] = i
+	}
+	set := make([]int32, k)
+	for {
+		got := 0
+		for i, j := range idx {
+			set[i] = cands[j].ws
+			got += cands[j].count
+		}
+		if got >= deficit && d.borrowedOK(w, inQuota, set) {
+			c := d.cost(set)
+			if !found || c.less(bestCost) {
+				best, bestCost, found = append(best[:0], set...), c, true
+			}
+		}
+		// next combination
+		i := k - 1
+		for i >= 0 && idx[i] == len(cands)-k+i {
+			i--
+		}
+		if i < 0 {
+			break
+		}
+		idx[i]++
+		for j := i + 1; j < k; j++ {
+			idx[j] = idx[j-1] + 1
+		}
+	}
+	return best, bestCost, found
+}
+
+// borrowedOK checks that victims taken because their project borrows
+// take only borrowed GPUs: each project stays beyond its quota until its
+// last (smallest) victim is taken.
+func (d *decider) borrowedOK(w *wsState, inQuota bool, set []int32) bool {
+	for i, a := range set {
+		va := d.ws[a]
+		r := d.right(w, inQuota, va)
+		if r == RightPriority && inQuota {
+			continue
+		}
+		p := d.projs[va.proj]
+		taken, smallest := 0, va.held
+		for _, b := range set[:] {
+			vb := d.ws[b]
+			if vb.proj != va.proj {
+				continue
+			}
+			rb := d.right(w, inQuota, vb)
+			if rb == RightPriority && inQuota {
+				continue
+			}
+			taken += vb.held
+			smallest = min(smallest, vb.held)
+		}
+		_ = i
+		if p.held-taken+smallest <= p.quota {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *decider) cost(set []int32) setCost {
+	c := setCost{count: len(set)}
+	for i, vi := range set {
+		v := d.ws[vi]
+		c.maxTier = max(c.maxTier, v.tier)
+		if !v.overQuota {
+			c.inQuota++
+		}
+		c.lost += v.workLost
+		if t := v.startedAt.UnixNano(); i == 0 || t < c.earliest {
+			c.earliest = t
+		}
+	}
+	return c
+}
+
+// applyOption preempts the option's victims and takes the replica's GPUs:
+// free ones first, then ones already being released, then the victims'.
+// waitFor collects every workspace whose GPUs the start takes over.
+func (d *decider) applyOption(wi int32, w *wsState, r int, opt option, waitFor map[int32]bool) state.Placement {
+	mi := d.c.modelIndex(w.model)
+	li := d.c.index[mi][w.levels[opt.level]]
+	g := &li.groups[opt.group]
+	var old []int32
+	for _, si := range g.gpus {
+		if s := &d.c.slots[si]; s.owner >= 0 && s.releasing {
+			old = append(old, si)
+		}
+	}
+	for _, v := range opt.victims {
+		d.victimize(v)
+	}
+	var fresh []int32
+	for _, si := range g.gpus {
+		if s := &d.c.slots[si]; s.owner >= 0 && s.releasing && !containsSlot(old, si) {
+			fresh = append(fresh, si)
+		}
+	}
+	picked := d.orderFree(mi, g.gpus)
+	picked = append(picked, old...)
+	picked = append(picked, fresh...)
+	picked = picked[:w.gpus]
+	for _, si := range picked {
+		if o := d.c.slots[si].owner; o >= 0 {
+			waitFor[o] = true
+		}
+		d.setOwner(si, wi, false)
+	}
+	return d.placement(r, picked)
+}
+
+func containsSlot(s []int32, x int32) bool {
+	for _, y := range s {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,398 @@
+package policies
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/schema"
+	"github.com/google/go-cmp/cmp"
+	"github.com/rogpeppe/go-internal/txtar"
+)
+
+// TestScenarios runs every policies/testdata/*.txtar: specs, cluster,
+// history and now in (compact line formats, see parseScenario), the
+// rendered decision out. BERTH_UPDATE=1 rewrites the "decision" sections.
+func TestScenarios(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.txtar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no scenarios in testdata")
+	}
+	update := os.Getenv("BERTH_UPDATE") != ""
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txtar"), func(t *testing.T) {
+			ar, err := txtar.ParseFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, err := parseScenario(ar)
+			if err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			got := Render(Decide(in))
+			// Deciding twice gives the same bytes.
+			if again := Render(Decide(in)); again != got {
+				t.Errorf("second decision differs:\n%s", cmp.Diff(got, again))
+			}
+			idx := -1
+			for i, f := range ar.Files {
+				if f.Name == "decision" {
+					idx = i
+				}
+			}
+			if update {
+				if idx < 0 {
+					ar.Files = append(ar.Files, txtar.File{Name: "decision"})
+					idx = len(ar.Files) - 1
+				}
+				ar.Files[idx].Data = []byte(got)
+				if err := os.WriteFile(file, txtar.Format(ar), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if idx < 0 {
+				t.Fatalf("no decision section; run with BERTH_UPDATE=1")
+			}
+			if diff := cmp.Diff(string(ar.Files[idx].Data), got); diff != "" {
+				t.Errorf("decision (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// parseScenario reads a scenario archive. Sections:
+//
+//	-- now --      2026-03-02T10:00:00Z (every other time is relative to it: -30m)
+//	-- specs --    tier NAME VALUE [nopreempt] [noevict]
+//	               project NAME tier=T [quota=N] [borrow=N|unlimited] [weight=W]
+//	               workspace PROJECT/NAME gpus=N [replicas=K] [model=M] [nvlink=C] [numa=C]
+//	                         [state=Stopped] [preemptible=false]
+//	               policy [minRuntime=D] [maxVictims=N] [halfLife=D] [aging=INTERVAL/STEP/MAX]
+//	                      [preemption=off] [nvlink=C] [numa=C]
+//	-- cluster --  node NAME gpus=N [domains=D] [numa=U] [model=M] [notready] [ineligible]
+//	                    [unhealthy=I,J]      (GPU IDs are g0…gN-1, split evenly into domains/NUMA)
+//	               alloc PROJECT/NAME node=N gpus=I,J [replica=R] [phase=running|starting|stopping]
+//	                     [started=-1h] [checkpoint=-5m]
+//	-- history --  usageAt -1h | usage PROJECT GPU-SECONDS | queued PROJECT/NAME -30m
+//	               preempted PROJECT/NAME by=PROJECT/NAME at=-5m
+//
+// Lines starting with # are comments; the archive's comment describes it.
+func parseScenario(ar *txtar.Archive) (Input, error) {
+	sections := map[string]string{}
+	for _, f := range ar.Files {
+		sections[f.Name] = string(f.Data)
+	}
+	nowText := strings.TrimSpace(sections["now"])
+	now, err := time.Parse(time.RFC3339, nowText)
+	if err != nil {
+		return Input{}, fmt.Errorf("now: %w", err)
+	}
+	set, err := parseSpecs(sections["specs"], now)
+	if err != nil {
+		return Input{}, fmt.Errorf("specs: %w", err)
+	}
+	snap, err := parseCluster(sections["cluster"], now)
+	if err != nil {
+		return Input{}, fmt.Errorf("cluster: %w", err)
+	}
+	hist, err := parseHistory(sections["history"], now)
+	if err != nil {
+		return Input{}, fmt.Errorf("history: %w", err)
+	}
+	return Input{Specs: set, Snapshot: snap, History: hist, Now: now}, nil
+}
+
+type fields struct {
+	words []string
+	kv    map[string]string
+	flags map[string]bool
+}
+
+func lineFields(line string) fields {
+	f := fields{kv: map[string]string{}, flags: map[string]bool{}}
+	for _, w := range strings.Fields(line) {
+		if k, v, ok := strings.Cut(w, "="); ok {
+			f.kv[k] = v
+		} else {
+			f.words = append(f.words, w)
+			f.flags[w] = true
+		}
+	}
+	return f
+}
+
+func lines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+func atoi(f fields, key string, def int) (int, error) {
+	v, ok := f.kv[key]
+	if !ok {
+		return def, nil
+	}
+	if v == "unlimited" {
+		return schema.Unlimited, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: %w", key, v, err)
+	}
+	return n, nil
+}
+
+func rel(now time.Time, s string) (time.Time, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return now.Add(d), nil
+}
+
+func parseRef(s string) (schema.Ref, error) {
+	var r schema.Ref
+	err := r.UnmarshalText([]byte(s))
+	return r, err
+}
+
+func parseSpecs(text string, now time.Time) (*schema.Set, error) {
+	set := &schema.Set{Revision: "test", Policy: schema.DefaultPolicy()}
+	for _, l := range lines(text) {
+		f := lineFields(l)
+		switch f.words[0] {
+		case "tier":
+			v, err := strconv.Atoi(f.words[2])
+			if err != nil {
+				return nil, fmt.Errorf("%q: %w", l, err)
+			}
+			set.Tiers = append(set.Tiers, schema.PriorityTier{Meta: schema.Meta{Name: f.words[1]}, Spec: schema.TierSpec{Value: v, Preemptible: !f.flags["noevict"], CanPreempt: !f.flags["nopreempt"]}})
+		case "project":
+			p := schema.Project{Meta: schema.Meta{Name: f.words[1]}, Spec: schema.ProjectSpec{Tier: f.kv["tier"], BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited}, FairShare: schema.FairShare{Weight: 1}}}
+			var err error
+			if p.Spec.Quota.GPUs, err = atoi(f, "quota", 0); err != nil {
+				return nil, err
+			}
+			if p.Spec.BorrowLimit.GPUs, err = atoi(f, "borrow", schema.Unlimited); err != nil {
+				return nil, err
+			}
+			if w, ok := f.kv["weight"]; ok {
+				if p.Spec.FairShare.Weight, err = strconv.ParseFloat(w, 64); err != nil {
+					return nil, err
+				}
+			}
+			set.Projects = append(set.Projects, p)
+		case "workspace":
+			ref, err := parseRef(f.words[1])
+			if err != nil {
+				return nil, err
+			}
+			w := schema.Workspace{Meta: schema.Meta{Name: ref.Name, Project: ref.Project}, Spec: schema.WorkspaceSpec{State: schema.DesiredRunning, Preemptible: f.kv["preemptible"] != "false", Checkpoint: set.Policy.Spec.Defaults.Checkpoint}}
+			if w.Spec.Resources.GPUs, err = atoi(f, "gpus", 1); err != nil {
+				return nil, err
+			}
+			if w.Spec.Replicas, err = atoi(f, "replicas", 1); err != nil {
+				return nil, err
+			}
+			w.Spec.Resources.GPUModel = f.kv["model"]
+			w.Spec.Topology = set.Policy.Spec.Defaults.Topology
+			if c, ok := f.kv["nvlink"]; ok {
+				w.Spec.Topology.NVLink = schema.Constraint(c)
+			}
+			if c, ok := f.kv["numa"]; ok {
+				w.Spec.Topology.NUMA = schema.Constraint(c)
+			}
+			if s, ok := f.kv["state"]; ok {
+				w.Spec.State = schema.DesiredState(s)
+			}
+			set.Workspaces = append(set.Workspaces, w)
+		case "policy":
+			ps := &set.Policy.Spec
+			for k, v := range f.kv {
+				var err error
+				switch k {
+				case "minRuntime":
+					ps.Preemption.MinRuntime, err = time.ParseDuration(v)
+				case "maxVictims":
+					ps.Preemption.MaxVictims, err = strconv.Atoi(v)
+				case "halfLife":
+					ps.FairShare.HalfLife, err = time.ParseDuration(v)
+				case "preemption":
+					ps.Preemption.Enabled = v != "off"
+				case "aging":
+					parts := strings.Split(v, "/")
+					if len(parts) != 3 {
+						return nil, fmt.Errorf("aging=%q: want INTERVAL/STEP/MAX", v)
+					}
+					if ps.Aging.Interval, err = time.ParseDuration(parts[0]); err == nil {
+						if ps.Aging.Step, err = strconv.Atoi(parts[1]); err == nil {
+							ps.Aging.MaxBoost, err = strconv.Atoi(parts[2])
+						}
+					}
+				case "nvlink":
+					ps.Defaults.Topology.NVLink = schema.Constraint(v)
+				case "numa":
+					ps.Defaults.Topology.NUMA = schema.Constraint(v)
+				default:
+					return nil, fmt.Errorf("policy: unknown %s", k)
+				}
+				if err != nil {
+					return nil, fmt.Errorf("policy %s=%q: %w", k, v, err)
+				}
+			}
+			// Workspaces declared before the policy line keep its old
+			// defaults; state the policy first.
+		default:
+			return nil, fmt.Errorf("unknown line %q", l)
+		}
+	}
+	set.Sort()
+	return set, nil
+}
+
+func parseCluster(text string, now time.Time) (*state.Snapshot, error) {
+	snap := &state.Snapshot{ObservedAt: now}
+	for _, l := range lines(text) {
+		f := lineFields(l)
+		switch f.words[0] {
+		case "node":
+			n := state.Node{Name: f.words[1], ID: f.words[1], Ready: !f.flags["notready"], Eligible: !f.flags["ineligible"]}
+			count, err := atoi(f, "gpus", 8)
+			if err != nil {
+				return nil, err
+			}
+			doms, err := atoi(f, "domains", 1)
+			if err != nil {
+				return nil, err
+			}
+			numas, err := atoi(f, "numa", 1)
+			if err != nil {
+				return nil, err
+			}
+			bad := map[int]bool{}
+			if u, ok := f.kv["unhealthy"]; ok {
+				for _, s := range strings.Split(u, ",") {
+					i, err := strconv.Atoi(s)
+					if err != nil {
+						return nil, err
+					}
+					bad[i] = true
+				}
+			}
+			model := f.kv["model"]
+			if model == "" {
+				model = "H100"
+			}
+			for i := range count {
+				n.GPUs = append(n.GPUs, state.GPU{ID: fmt.Sprintf("g%d", i), Index: i, Model: model, Domain: i * doms / count, NUMA: i * numas / count, Healthy: !bad[i]})
+			}
+			snap.Nodes = append(snap.Nodes, n)
+		case "alloc":
+			ref, err := parseRef(f.words[1])
+			if err != nil {
+				return nil, err
+			}
+			a := state.Alloc{Workspace: ref, Node: f.kv["node"], Phase: state.AllocRunning}
+			if a.Replica, err = atoi(f, "replica", 0); err != nil {
+				return nil, err
+			}
+			for _, s := range strings.Split(f.kv["gpus"], ",") {
+				a.GPUs = append(a.GPUs, "g"+s)
+			}
+			sort.Strings(a.GPUs)
+			switch f.kv["phase"] {
+			case "", "running":
+			case "starting":
+				a.Phase = state.AllocStarting
+			case "stopping":
+				a.Phase = state.AllocStopping
+			default:
+				return nil, fmt.Errorf("phase %q", f.kv["phase"])
+			}
+			a.StartedAt = now.Add(-time.Hour)
+			if s, ok := f.kv["started"]; ok {
+				if a.StartedAt, err = rel(now, s); err != nil {
+					return nil, err
+				}
+			}
+			if s, ok := f.kv["checkpoint"]; ok {
+				if a.LastCheckpoint, err = rel(now, s); err != nil {
+					return nil, err
+				}
+			}
+			snap.Allocs = append(snap.Allocs, a)
+		default:
+			return nil, fmt.Errorf("unknown line %q", l)
+		}
+	}
+	sort.Slice(snap.Nodes, func(i, j int) bool { return snap.Nodes[i].Name < snap.Nodes[j].Name })
+	sort.Slice(snap.Allocs, func(i, j int) bool {
+		a, b := snap.Allocs[i], snap.Allocs[j]
+		if a.Workspace != b.Workspace {
+			return a.Workspace.Less(b.Workspace)
+		}
+		return a.Replica < b.Replica
+	})
+	return snap, nil
+}
+
+func parseHistory(text string, now time.Time) (*state.History, error) {
+	h := &state.History{}
+	for _, l := range lines(text) {
+		f := lineFields(l)
+		var err error
+		switch f.words[0] {
+		case "usageAt":
+			h.UsageAt, err = rel(now, f.words[1])
+		case "usage":
+			if h.Usage == nil {
+				h.Usage = map[string]float64{}
+			}
+			h.Usage[f.words[1]], err = strconv.ParseFloat(f.words[2], 64)
+		case "queued":
+			var ref schema.Ref
+			if ref, err = parseRef(f.words[1]); err == nil {
+				if h.QueuedSince == nil {
+					h.QueuedSince = map[schema.Ref]time.Time{}
+				}
+				h.QueuedSince[ref], err = rel(now, f.words[2])
+			}
+		case "preempted":
+			var p state.Preemption
+			if p.Victim, err = parseRef(f.words[1]); err == nil {
+				if p.By, err = parseRef(f.kv["by"]); err == nil {
+					p.At, err = rel(now, f.kv["at"])
+				}
+			}
+			if h.Preempted == nil {
+				h.Preempted = map[schema.Ref]state.Preemption{}
+			}
+			h.Preempted[p.Victim] = p
+		default:
+			err = fmt.Errorf("unknown line %q", l)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if h.UsageAt.IsZero() {
+		h.UsageAt = now
+	}
+	return h, nil
+}

@@ -1,0 +1,15 @@
+// Package reconcile is berth's loop: read the specs (a Source), load and
+// validate them, observe the cluster (a Cluster), decide (policies), plan
+// the actions that close the gap, apply them, and record every
+// workspace's state, its transitions and the reconciler's history (a
+// Store). Loop.Once is one cycle; Loop.Run schedules it on file changes
+// and an interval. Loop.Handler serves the status over HTTP.
+//
+// The plan (NewPlan) is a pure function of the decision and the snapshot.
+// The loop is the only place that reads the clock, and it reads the
+// cluster's: a snapshot's ObservedAt is the decision's now.
+//
+// It must never talk to a cluster except through Cluster, import a
+// driver, apply an invalid revision, or apply anything after a failed
+// observation. See README.md for the pipeline and the glossary.
+package reconcile

@@ -1,0 +1,103 @@
+package reconcile
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Explain answers, in sentences, why a workspace is in its state: why it
+// is pending, who preempted it and why, when it resumed and from what
+// progress. It reads only its arguments.
+func Explain(ws WorkspaceStatus, history []Transition) []string {
+	ref := ws.Ref().String()
+	at := func(t time.Time) string { return t.UTC().Format("15:04:05") }
+	var out []string
+	switch ws.State {
+	case StatePending:
+		s := ref + " is pending since " + at(ws.Since)
+		if ws.Reason != "" {
+			s += ": " + ws.Reason
+		}
+		out = append(out, sentence(s))
+		if ws.ReasonKind == "preempting" {
+			out = append(out, "It has preempted lower-tier workspaces and starts once they have checkpointed and released their GPUs.")
+		}
+	case StateStarting:
+		out = append(out, sentence(fmt.Sprintf("%s is starting on %s since %s", ref, placement(ws), at(ws.Since))))
+	case StateRunning:
+		out = append(out, sentence(fmt.Sprintf("%s is running on %s since %s", ref, placement(ws), at(ws.Since))))
+	case StatePreempting:
+		out = append(out, sentence(fmt.Sprintf("%s is being preempted by %s since %s: %s", ref, byName(ws), at(ws.Since), ws.Reason)))
+		out = append(out, "It got its checkpoint signal and keeps its GPUs until it has saved its work or its grace period ends.")
+	case StatePreempted:
+		out = append(out, sentence(fmt.Sprintf("%s was preempted by %s at %s: %s", ref, byName(ws), at(ws.Since), ws.Reason)))
+		out = append(out, "It keeps its place in the queue and resumes on its own, from its last checkpoint, when capacity returns.")
+	case StateStopped:
+		s := ref + " is stopped since " + at(ws.Since)
+		if ws.Reason != "" {
+			s += ": " + ws.Reason
+		}
+		out = append(out, sentence(s))
+	case StateFailed:
+		out = append(out, sentence(fmt.Sprintf("%s failed at %s: %s", ref, at(ws.Since), ws.Reason)))
+		out = append(out, "berth starts it again when the decision allows.")
+	}
+	// The story of its last preemption, when it has resumed since.
+	for i := len(history) - 1; i >= 0; i-- {
+		t := history[i]
+		if t.To != StatePreempting || ws.State == StatePreempting || ws.State == StatePreempted {
+			continue
+		}
+		s := fmt.Sprintf("It was preempted by %s at %s (%s)", refName(t), at(t.At), t.Reason)
+		for _, r := range history[i+1:] {
+			if r.To == StateStarting || r.To == StateRunning {
+				s += fmt.Sprintf(" and resumed at %s from %s of progress", at(r.At), round(r.Progress))
+				break
+			}
+		}
+		out = append(out, sentence(s))
+		break
+	}
+	if ws.Progress > 0 {
+		s := "Progress so far: " + round(ws.Progress)
+		if ws.WorkLost > 0 {
+			s += "; work lost to preemptions and failures: " + round(ws.WorkLost)
+		} else {
+			s += "; no work lost"
+		}
+		out = append(out, sentence(s))
+	}
+	return out
+}
+
+func placement(ws WorkspaceStatus) string {
+	if ws.Node == "" {
+		return "its node"
+	}
+	return fmt.Sprintf("%s (GPUs %s)", ws.Node, strings.Join(shortGPUs(ws.GPUs), ", "))
+}
+
+func byName(ws WorkspaceStatus) string {
+	if ws.PreemptedBy == nil {
+		return "a higher tier"
+	}
+	return ws.PreemptedBy.String()
+}
+
+func refName(t Transition) string {
+	if t.PreemptedBy == nil {
+		return "a higher tier"
+	}
+	return t.PreemptedBy.String()
+}
+
+func round(d time.Duration) string { return d.Round(time.Second).String() }
+
+func sentence(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.HasSuffix(s, ".") {
+		return s
+	}
+	return s + "."
+}

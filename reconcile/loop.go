@@ -1,0 +1,673 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/berth-dev/berth/policies"
+	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/schema"
+)
+
+// Cluster is what the loop drives: a Nomad cluster or the simulator.
+type Cluster interface {
+	// Observe returns one complete, consistent snapshot, or an error;
+	// never a partial one. It changes nothing.
+	Observe(ctx context.Context) (state.Snapshot, error)
+	// Apply applies one action; applying it twice has the effect of
+	// applying it once. It never receives ActionWait.
+	Apply(ctx context.Context, a state.Action) error
+}
+
+// Store is the reconciler's memory between cycles and restarts: usage
+// history, preemption records and queue places.
+type Store interface {
+	LoadHistory(ctx context.Context) (state.History, error)
+	SaveHistory(ctx context.Context, h state.History) error
+}
+
+// Source gives the loop the current revision of the specs.
+type Source interface {
+	Read(ctx context.Context) (Revision, error)
+}
+
+// Revision is one version of the spec files: an ID that changes whenever
+// the content does, and the files (rooted at Root in FS).
+type Revision struct {
+	ID   string
+	FS   fs.FS
+	Root string
+}
+
+// LoadFunc turns a revision's files into a validated Set. A nil Set with
+// problems ("file:line:col: message") means the revision is invalid; an
+// error means the files could not be read.
+type LoadFunc func(fsys fs.FS, root string) (*schema.Set, []string, error)
+
+// DecideFunc is the decision engine (policies.Decide).
+type DecideFunc func(policies.Input) policies.Decision
+
+// AdvanceFunc returns h with its decayed usage advanced to now from what
+// snap shows running. It does not mutate h.
+type AdvanceFunc func(h state.History, set *schema.Set, snap *state.Snapshot, now time.Time) state.History
+
+// Config wires a Loop. Source, Cluster and Store are required; Load
+// defaults to LoadSpecs and Decide to policies.Decide.
+type Config struct {
+	Source  Source
+	Cluster Cluster
+	Store   Store
+	Load    LoadFunc
+	Decide  DecideFunc
+	// Advance advances decayed usage (default: policies.AdvanceUsage with
+	// the revision's half-life).
+	Advance AdvanceFunc
+	Logger  *slog.Logger
+	// Metrics receives the loop's figures; nil makes a private set.
+	Metrics *Metrics
+	// ClusterName and BerthVersion are reported in the status.
+	ClusterName  string
+	BerthVersion string
+
+	// Interval is the longest time between cycles (default 30s).
+	Interval time.Duration
+	// Debounce is how long the files must be quiet after a change
+	// before a cycle runs (default 500ms).
+	Debounce time.Duration
+	// Settle is the time between cycles while something is on its way:
+	// a workspace starting or stopping, a start waiting for its victims
+	// (default 1s).
+	Settle time.Duration
+	// BackoffMin and BackoffMax bound the wait after a failed cycle; it
+	// doubles from min to max (defaults 1s and 1m).
+	BackoffMin, BackoffMax time.Duration
+}
+
+// Loop keeps a cluster matching the specs. Once is one cycle; Run calls
+// Once on changes and on an interval. The Loop is safe for concurrent use:
+// the HTTP server reads its status while Run runs.
+type Loop struct {
+	cfg Config
+	log *slog.Logger
+
+	cycle sync.Mutex // one Once at a time
+
+	mu        sync.Mutex
+	good      *schema.Set
+	goodRev   *RevisionStatus
+	attempted *RevisionStatus
+	records   map[schema.Ref]*record
+	projects  []ProjectStatus
+	last      *CycleStatus
+}
+
+// New checks cfg and fills its defaults.
+func New(cfg Config) (*Loop, error) {
+	switch {
+	case cfg.Source == nil:
+		return nil, errors.New("reconcile: no source")
+	case cfg.Cluster == nil:
+		return nil, errors.New("reconcile: no cluster")
+	case cfg.Store == nil:
+		return nil, errors.New("reconcile: no store")
+	}
+	if cfg.Load == nil {
+		cfg.Load = LoadSpecs
+	}
+	if cfg.Decide == nil {
+		cfg.Decide = policies.Decide
+	}
+	if cfg.Advance == nil {
+		cfg.Advance = func(h state.History, set *schema.Set, snap *state.Snapshot, now time.Time) state.History {
+			return policies.AdvanceUsage(h, *snap, now, set.Policy.Spec.FairShare.HalfLife)
+		}
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.Interval, 30*time.Second)
+	def(&cfg.Debounce, 500*time.Millisecond)
+	def(&cfg.Settle, time.Second)
+	def(&cfg.BackoffMin, time.Second)
+	def(&cfg.BackoffMax, time.Minute)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	return &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}}, nil
+}
+
+// Metrics returns the loop's metrics.
+func (l *Loop) Metrics() *Metrics { return l.cfg.Metrics }
+
+// LoadSpecs is the LoadFunc of berth's spec loader: the problems are the
+// error diagnostics, "file:line:col: message"; warnings are left out.
+func LoadSpecs(fsys fs.FS, root string) (*schema.Set, []string, error) {
+	set, diags, err := schema.LoadFS(fsys, root)
+	if err != nil {
+		return nil, nil, err
+	}
+	var problems []string
+	for _, d := range diags {
+		if d.Severity == schema.SeverityError {
+			problems = append(problems, d.String())
+		}
+	}
+	if set == nil && len(problems) == 0 {
+		problems = []string{"the specs are invalid"}
+	}
+	return set, problems, nil
+}
+
+// StalledError says the loop cannot go on until the specs change: there
+// is no valid revision to apply.
+type StalledError struct {
+	Revision string
+	Problems []string
+}
+
+func (e *StalledError) Error() string {
+	return fmt.Sprintf("revision %s is invalid and no earlier revision is in force:\n%s", e.Revision, strings.Join(e.Problems, "\n"))
+}
+
+// Result is what one cycle did.
+type Result struct {
+	// Revision is the revision in force.
+	Revision string
+	// Refused is the newest revision when it was invalid (and not applied).
+	Refused *RevisionStatus
+	Plan    Plan
+	// Applied are the actions the cluster accepted, in order.
+	Applied []state.Action
+	// Deferred are workspaces whose start waits for victims to be gone.
+	Deferred []schema.Ref
+	// Transitions are the state changes this cycle recorded.
+	Transitions []WorkspaceTransition
+	// Settling: something is on its way (starting, stopping, waiting); the
+	// next cycle should come soon.
+	Settling bool
+}
+
+// WorkspaceTransition is a Transition of a named workspace.
+type WorkspaceTransition struct {
+	Workspace schema.Ref `json:"workspace"`
+	Transition
+}
+
+// Once runs one cycle:
+//
+// 1. read the source; 2. load and validate it (an invalid revision is
+// refused and the last good one stays in force); 3. observe the cluster
+// (a failed observation applies nothing); 4. advance the history;
+// 5. decide; 6. plan; 7. apply in order, holding back starts whose
+// victims still hold their GPUs; 8. record states, transitions and
+// history.
+//
+// A failed apply leaves the rest of the plan for the next cycle, which
+// plans again from a fresh snapshot: actions already applied are not
+// repeated. Errors wrap their cause; a *StalledError means only a new
+// revision can help.
+func (l *Loop) Once(ctx context.Context) (Result, error) {
+	l.cycle.Lock()
+	defer l.cycle.Unlock()
+	started := time.Now()
+	res, err := l.once(ctx)
+	l.cfg.Metrics.observeCycle(time.Since(started), err)
+	l.mu.Lock()
+	l.last = &CycleStatus{At: l.observedAt(res), Duration: time.Since(started), Actions: len(res.Applied)}
+	if err != nil {
+		l.last.Error = err.Error()
+	}
+	l.mu.Unlock()
+	return res, err
+}
+
+func (l *Loop) observedAt(res Result) time.Time {
+	if len(res.Transitions) > 0 {
+		return res.Transitions[0].At
+	}
+	return time.Time{}
+}
+
+func (l *Loop) once(ctx context.Context) (Result, error) {
+	var res Result
+	// 1. Read the source.
+	rev, err := l.cfg.Source.Read(ctx)
+	if err != nil {
+		return res, fmt.Errorf("read specs: %w", err)
+	}
+	// 2. Load and validate; keep the last good revision on problems.
+	set, err := l.load(rev)
+	if err != nil {
+		return res, err
+	}
+	l.mu.Lock()
+	if l.attempted != nil {
+		a := *l.attempted
+		res.Refused = &a
+	}
+	l.mu.Unlock()
+	if set == nil {
+		return res, &StalledError{Revision: rev.ID, Problems: res.Refused.Errors}
+	}
+	res.Revision = set.Revision
+
+	// 3. Observe. A failed observation applies nothing.
+	snap, err := l.cfg.Cluster.Observe(ctx)
+	if err != nil {
+		return res, fmt.Errorf("observe cluster: %w", err)
+	}
+	now := snap.ObservedAt
+
+	// 4. History.
+	hist, err := l.cfg.Store.LoadHistory(ctx)
+	if err != nil {
+		return res, fmt.Errorf("load history: %w", err)
+	}
+	hist = l.cfg.Advance(hist, set, &snap, now)
+
+	// 5. Decide; 6. plan.
+	d := l.cfg.Decide(policies.Input{Specs: set, Snapshot: &snap, History: &hist, Now: now})
+	hist = policies.RecordDecision(hist, d)
+	res.Plan = NewPlan(set, &snap, d)
+	l.cfg.Metrics.observeDecision(d)
+
+	// 7. Apply.
+	applied, deferred, applyErr := l.apply(ctx, res.Plan)
+	res.Applied, res.Deferred = applied, deferred
+	for _, a := range applied {
+		if a.Kind == state.ActionPreempt {
+			l.cfg.Metrics.preempted(set, a.Workspace)
+		}
+	}
+
+	// 8. Record, even after a failed apply: what was applied is done.
+	res.Transitions = l.record(set, &snap, d, &hist, applied, deferred, now)
+	res.Settling = len(deferred) > 0 || applyErr != nil
+	for _, a := range snap.Allocs {
+		if a.Phase != state.AllocRunning {
+			res.Settling = true
+		}
+	}
+	for _, a := range applied {
+		if a.Kind != state.ActionUpdate {
+			res.Settling = true
+		}
+	}
+	if err := l.cfg.Store.SaveHistory(ctx, hist); err != nil {
+		return res, errors.Join(applyErr, fmt.Errorf("save history: %w", err))
+	}
+	return res, applyErr
+}
+
+// load returns the Set to apply: the new revision when valid, else the
+// last good one (nil when there is none). Only I/O failures are errors.
+func (l *Loop) load(rev Revision) (*schema.Set, error) {
+	l.mu.Lock()
+	good, attempted := l.good, l.attempted
+	l.mu.Unlock()
+	if good != nil && good.Revision == rev.ID {
+		l.setAttempted(nil)
+		return good, nil
+	}
+	if attempted != nil && attempted.ID == rev.ID {
+		return good, nil // refused already; it has not changed
+	}
+	set, problems, err := l.cfg.Load(rev.FS, rev.Root)
+	if err != nil {
+		return nil, fmt.Errorf("load revision %s: %w", rev.ID, err)
+	}
+	now := time.Now()
+	if set == nil {
+		if len(problems) == 0 {
+			problems = []string{"the specs are invalid"}
+		}
+		l.setAttempted(&RevisionStatus{ID: rev.ID, LoadedAt: now, Errors: slices.Clone(problems)})
+		l.cfg.Metrics.revision(rev.ID, false)
+		inForce := "none"
+		if good != nil {
+			inForce = good.Revision
+		}
+		l.log.Warn("revision "+rev.ID+" refused; "+inForce+" stays in force", "errors", strings.Join(problems, "; "))
+		return good, nil
+	}
+	if set.Revision == "" {
+		set.Revision = rev.ID // before anyone else sees the set
+	}
+	l.mu.Lock()
+	l.good, l.goodRev, l.attempted = set, &RevisionStatus{ID: set.Revision, LoadedAt: now}, nil
+	l.mu.Unlock()
+	l.cfg.Metrics.revision(set.Revision, true)
+	l.log.Info("revision "+set.Revision+" in force", "workspaces", len(set.Workspaces), "projects", len(set.Projects))
+	return set, nil
+}
+
+func (l *Loop) setAttempted(a *RevisionStatus) {
+	l.mu.Lock()
+	l.attempted = a
+	l.mu.Unlock()
+}
+
+// apply applies plan's actions in order. A Wait holds back the Start of
+// its workspace (deferred to a later cycle); drivers never see it. It
+// stops at the first error.
+func (l *Loop) apply(ctx context.Context, plan Plan) (applied []state.Action, deferred []schema.Ref, err error) {
+	held := map[schema.Ref]bool{}
+	for _, a := range plan.Actions {
+		if a.Kind == state.ActionWait {
+			held[a.Workspace] = true
+			deferred = append(deferred, a.Workspace)
+			continue
+		}
+		if a.Kind == state.ActionStart && held[a.Workspace] {
+			continue
+		}
+		if err := l.cfg.Cluster.Apply(ctx, a); err != nil {
+			return applied, deferred, fmt.Errorf("apply %s %s: %w", a.Kind, a.Workspace, err)
+		}
+		l.log.Debug("applied "+ActionLine(a), "revision", a.Revision)
+		applied = append(applied, a)
+	}
+	return applied, deferred, nil
+}
+
+// record derives each workspace's state from the decision, the snapshot,
+// what was applied and the preemption records in hist (read only), and
+// appends transitions.
+func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision, hist *state.History,
+	applied []state.Action, deferred []schema.Ref, now time.Time) []WorkspaceTransition {
+	decisions := map[schema.Ref]*policies.WorkspaceDecision{}
+	for i := range d.Workspaces {
+		decisions[d.Workspaces[i].Ref] = &d.Workspaces[i]
+	}
+	allocs := map[schema.Ref][]state.Alloc{}
+	for _, a := range snap.Allocs {
+		allocs[a.Workspace] = append(allocs[a.Workspace], a)
+	}
+	acted := map[schema.Ref]state.Action{}
+	for _, a := range applied {
+		if a.Kind != state.ActionUpdate {
+			acted[a.Workspace] = a
+		}
+	}
+	waiting := map[schema.Ref]bool{}
+	for _, r := range deferred {
+		waiting[r] = true
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	refs := map[schema.Ref]bool{}
+	for _, w := range set.Workspaces {
+		refs[w.Ref()] = true
+	}
+	for r := range allocs {
+		refs[r] = true
+	}
+	for r := range l.records {
+		refs[r] = true
+	}
+	var out []WorkspaceTransition
+	for _, ref := range sortedRefs(refs) {
+		rec := l.records[ref]
+		known := rec != nil
+		if !known {
+			rec = &record{status: WorkspaceStatus{Project: ref.Project, Name: ref.Name}}
+		}
+		prev := rec.status.State
+		st := rec.status
+		st.PreemptedBy, st.Node, st.GPUs, st.Reason, st.ReasonKind = nil, "", nil, "", ""
+		spec := set.Workspace(ref)
+		own := allocs[ref]
+		pre, wasPreempted := hist.Preempted[ref]
+		if len(own) > 0 {
+			st.Node, st.GPUs = where(own)
+			st.Progress = own[0].Progress
+			st.Revision = own[0].Revision
+			if !allStopping(own) && rec.gone {
+				lost := max(0, rec.lastProgress-st.Progress)
+				st.WorkLost += lost
+				rec.gone = false
+				rec.resumed = fmt.Sprintf("resumed from its checkpoint: %s of work kept, %s lost", round(st.Progress), round(lost))
+			}
+			rec.lastProgress = st.Progress
+		} else if rec.lastProgress > 0 {
+			rec.gone = true
+		}
+		a, didAct := acted[ref]
+		switch {
+		case didAct && a.Kind == state.ActionPreempt:
+			by := a.By
+			st.State, st.PreemptedBy, st.ReasonKind = StatePreempting, &by, policies.ReasonPreempted.String()
+			st.Reason = preemptReason(a)
+		case didAct && a.Kind == state.ActionStop:
+			st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), a.Reason
+		case didAct && a.Kind == state.ActionStart:
+			st.State = StateStarting
+			st.Node, st.GPUs = wherePlaced(a.Placements)
+			st.Reason = "placed"
+			if wasPreempted {
+				st.Reason = "resuming after preemption by " + pre.By.String()
+			}
+		case len(own) > 0 && allStopping(own):
+			if wasPreempted {
+				by := pre.By
+				st.State, st.PreemptedBy, st.ReasonKind, st.Reason = StatePreempting, &by, policies.ReasonPreempted.String(), pre.Reason
+			} else {
+				st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), "stopping: checkpoint signal sent"
+			}
+		case len(own) > 0:
+			st.State = StateRunning
+			for _, al := range own {
+				if al.Phase == state.AllocStarting {
+					st.State = StateStarting
+				}
+			}
+			if st.State == StateStarting && prev == StateStarting {
+				st.Reason, st.ReasonKind = rec.status.Reason, rec.status.ReasonKind
+			}
+			if st.State == StateRunning && rec.resumed != "" {
+				if prev != StateRunning {
+					st.Reason = rec.resumed
+				}
+				rec.resumed = ""
+			}
+		case spec == nil:
+			st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), "no longer in the specs"
+		case spec.Spec.State == schema.DesiredStopped:
+			st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), "the specs want it stopped"
+		case wasPreempted:
+			by := pre.By
+			st.State, st.PreemptedBy, st.ReasonKind, st.Reason = StatePreempted, &by, policies.ReasonPreempted.String(), pre.Reason
+		case prev == StateRunning || prev == StateStarting:
+			st.State, st.Reason = StateFailed, "its allocation ended without berth stopping it"
+		default:
+			st.State = StatePending
+			if wd := decisions[ref]; wd != nil {
+				st.ReasonKind, st.Reason = wd.Reason.Kind.String(), wd.Reason.Message
+			}
+			if waiting[ref] {
+				st.ReasonKind = policies.ReasonPreempting.String()
+				if st.Reason == "" {
+					st.Reason = "waiting for the GPUs it needs to be freed"
+				}
+			}
+		}
+		st.Decision = ""
+		if wd := decisions[ref]; wd != nil {
+			st.Decision = wd.Verdict.String()
+			if wd.Reason.Message != "" {
+				st.Decision += ": " + wd.Reason.Message
+			}
+		}
+		if !known && st.State == StateStopped && len(own) == 0 {
+			continue // never seen running: nothing to report
+		}
+		if st.State != prev {
+			st.Since = now
+			t := Transition{At: now, From: prev, To: st.State, Reason: st.Reason, Node: st.Node,
+				GPUs: slices.Clone(st.GPUs), PreemptedBy: st.PreemptedBy, Progress: st.Progress, WorkLost: st.WorkLost}
+			rec.history = append(rec.history, t)
+			out = append(out, WorkspaceTransition{Workspace: ref, Transition: t})
+			l.logTransition(ref, t)
+		}
+		rec.status = st
+		l.records[ref] = rec
+	}
+	l.projects = projectStatus(set, snap, hist)
+	l.cfg.Metrics.observeStatus(l.records)
+	return out
+}
+
+func preemptReason(a state.Action) string {
+	if a.Reason != "" {
+		return a.Reason
+	}
+	return "preempted by " + a.By.String()
+}
+
+func (l *Loop) logTransition(ref schema.Ref, t Transition) {
+	from := string(t.From)
+	if from == "" {
+		from = "new"
+	}
+	attrs := []any{"workspace", ref.String(), "from", from, "to", string(t.To)}
+	if t.Reason != "" {
+		attrs = append(attrs, "reason", t.Reason)
+	}
+	if t.PreemptedBy != nil {
+		attrs = append(attrs, "by", t.PreemptedBy.String())
+	}
+	if t.Node != "" {
+		attrs = append(attrs, "node", t.Node, "gpus", strings.Join(shortGPUs(t.GPUs), ","))
+	}
+	if t.Progress > 0 {
+		attrs = append(attrs, "progress", t.Progress.Round(time.Second).String())
+	}
+	if t.WorkLost > 0 {
+		attrs = append(attrs, "lost", t.WorkLost.Round(time.Second).String())
+	}
+	l.log.Info(fmt.Sprintf("%s: %s → %s", ref, from, t.To), attrs[6:]...)
+}
+
+func where(allocs []state.Alloc) (string, []string) {
+	var nodes, gpus []string
+	for _, a := range allocs {
+		if !slices.Contains(nodes, a.Node) {
+			nodes = append(nodes, a.Node)
+		}
+		gpus = append(gpus, a.GPUs...)
+	}
+	sort.Strings(gpus)
+	return strings.Join(nodes, ","), gpus
+}
+
+func wherePlaced(ps []state.Placement) (string, []string) {
+	var allocs []state.Alloc
+	for _, p := range ps {
+		allocs = append(allocs, state.Alloc{Node: p.Node, GPUs: p.GPUs})
+	}
+	return where(allocs)
+}
+
+// projectStatus reports each project's quota, usage and share.
+func projectStatus(set *schema.Set, snap *state.Snapshot, hist *state.History) []ProjectStatus {
+	used := map[string]int{}
+	for _, a := range snap.Allocs {
+		used[a.Workspace.Project] += len(a.GPUs)
+	}
+	var weights, usage float64
+	for _, p := range set.Projects {
+		weights += weight(p)
+		usage += hist.Usage[p.Meta.Name]
+	}
+	out := make([]ProjectStatus, 0, len(set.Projects))
+	for _, p := range set.Projects {
+		ps := ProjectStatus{
+			Name: p.Meta.Name, Tier: p.Spec.Tier, QuotaGPUs: p.Spec.Quota.GPUs, BorrowLimitGPUs: p.Spec.BorrowLimit.GPUs,
+			UsedGPUs: used[p.Meta.Name], DecayedUsage: hist.Usage[p.Meta.Name],
+		}
+		if t := set.Tier(p.Spec.Tier); t != nil {
+			ps.TierValue = t.Spec.Value
+		}
+		ps.BorrowedGPUs = max(0, ps.UsedGPUs-ps.QuotaGPUs)
+		if weights > 0 {
+			ps.Share = weight(p) / weights
+		}
+		if usage > 0 {
+			ps.UsageShare = ps.DecayedUsage / usage
+		}
+		out = append(out, ps)
+	}
+	return out
+}
+
+func weight(p schema.Project) float64 {
+	if p.Spec.FairShare.Weight <= 0 {
+		return 1
+	}
+	return p.Spec.FairShare.Weight
+}
+
+// Status returns the current status; the caller owns the copy.
+func (l *Loop) Status() Status {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := Status{Version: APIVersion, Berth: l.cfg.BerthVersion, Cluster: l.cfg.ClusterName,
+		Projects: slices.Clone(l.projects), Workspaces: []WorkspaceStatus{}}
+	if s.Projects == nil {
+		s.Projects = []ProjectStatus{}
+	}
+	if l.goodRev != nil {
+		r := *l.goodRev
+		s.Revision = &r
+	}
+	if l.attempted != nil {
+		a := *l.attempted
+		a.Errors = slices.Clone(a.Errors)
+		s.Attempted = &a
+	}
+	if l.last != nil {
+		c := *l.last
+		s.LastReconcile = &c
+	}
+	for _, ref := range slices.SortedFunc(maps.Keys(l.records), func(a, b schema.Ref) int {
+		if a.Less(b) {
+			return -1
+		}
+		if b.Less(a) {
+			return 1
+		}
+		return 0
+	}) {
+		r := l.records[ref].clone()
+		s.Workspaces = append(s.Workspaces, r.status)
+	}
+	return s
+}
+
+// Workspace returns one workspace's status, history and explanation;
+// false when berth knows no such workspace.
+func (l *Loop) Workspace(ref schema.Ref) (WorkspaceDetail, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rec, ok := l.records[ref]
+	if !ok {
+		return WorkspaceDetail{}, false
+	}
+	r := rec.clone()
+	return WorkspaceDetail{Version: APIVersion, Workspace: r.status, History: r.history, Explanation: Explain(r.status, r.history)}, true
+}

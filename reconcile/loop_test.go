@@ -1,0 +1,419 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"testing/synctest"
+	"time"
+
+	"github.com/berth-dev/berth/drivers/sim"
+	"github.com/berth-dev/berth/policies"
+	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/schema"
+	"github.com/google/go-cmp/cmp"
+)
+
+// fakeSource serves revisions by name; each is a Set built in the test
+// or, when invalid, a list of problems.
+type fakeSource struct {
+	mu    sync.Mutex
+	rev   string
+	err   error
+	reads []time.Time
+}
+
+func (s *fakeSource) set(rev string) {
+	s.mu.Lock()
+	s.rev = rev
+	s.mu.Unlock()
+}
+
+func (s *fakeSource) Read(ctx context.Context) (Revision, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reads = append(s.reads, time.Now())
+	if s.err != nil {
+		return Revision{}, s.err
+	}
+	return Revision{ID: s.rev, FS: fstest.MapFS{"rev": {Data: []byte(s.rev)}}, Root: "."}, nil
+}
+
+func (s *fakeSource) readCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.reads)
+}
+
+// testSets are the revisions the fake loader knows; a missing one is
+// invalid.
+type testSets map[string]*schema.Set
+
+func (ts testSets) load(fsys fs.FS, root string) (*schema.Set, []string, error) {
+	b, err := fs.ReadFile(fsys, "rev")
+	if err != nil {
+		return nil, nil, err
+	}
+	s, ok := ts[string(b)]
+	if !ok {
+		return nil, []string{fmt.Sprintf("workspaces.yaml:3:9: revision %s: spec.tier: no tier named \"hgih\"", b)}, nil
+	}
+	c := *s
+	c.Revision = ""
+	return &c, nil, nil
+}
+
+func tiersAndProjects() *schema.Set {
+	s := &schema.Set{Policy: schema.DefaultPolicy()}
+	s.Tiers = []schema.PriorityTier{
+		{Meta: schema.Meta{Name: "high"}, Spec: schema.TierSpec{Value: 80, Preemptible: true, CanPreempt: true}},
+		{Meta: schema.Meta{Name: "medium"}, Spec: schema.TierSpec{Value: 50, Preemptible: true, CanPreempt: true}},
+	}
+	s.Projects = []schema.Project{
+		{Meta: schema.Meta{Name: "hi"}, Spec: schema.ProjectSpec{Tier: "high", Quota: schema.Resources{GPUs: 1}}},
+		{Meta: schema.Meta{Name: "med"}, Spec: schema.ProjectSpec{Tier: "medium", Quota: schema.Resources{GPUs: 1}}},
+	}
+	return s
+}
+
+func workspace(project, name string, desired schema.DesiredState) schema.Workspace {
+	w := schema.Workspace{Meta: schema.Meta{Name: name, Project: project}}
+	w.Spec.State = desired
+	w.Spec.Replicas = 1
+	w.Spec.Resources.GPUs = 1
+	w.Spec.Preemptible = true
+	w.Spec.Checkpoint = schema.Checkpoint{Signal: "SIGTERM", GracePeriod: 30 * time.Second, Interval: time.Minute}
+	return w
+}
+
+func withWorkspaces(ws ...schema.Workspace) *schema.Set {
+	s := tiersAndProjects()
+	s.Workspaces = ws
+	s.Sort()
+	return s
+}
+
+// fifoDecide is a test double for the decision engine: workspaces that
+// run keep running, stopped or unknown ones stop, the others start on the
+// first free GPUs in name order or wait for capacity. No priorities.
+func fifoDecide(in policies.Input) policies.Decision {
+	d := policies.Decision{Now: in.Now}
+	busy := map[string]bool{}
+	running := map[schema.Ref]bool{}
+	for _, a := range in.Snapshot.Allocs {
+		running[a.Workspace] = true
+		for _, g := range a.GPUs {
+			busy[g] = true
+		}
+	}
+	for _, w := range in.Specs.Workspaces {
+		ref := w.Ref()
+		wd := policies.WorkspaceDecision{Ref: ref}
+		switch {
+		case w.Spec.State == schema.DesiredStopped:
+			wd.Verdict, wd.Reason = policies.VerdictStop, policies.Reason{Kind: policies.ReasonStopped, Message: "the specs want it stopped"}
+		case running[ref]:
+			wd.Verdict = policies.VerdictRun
+		default:
+			wd.Verdict, wd.Reason = policies.VerdictWait, policies.Reason{Kind: policies.ReasonCapacity, Message: "no free GPU"}
+			for _, n := range in.Snapshot.Nodes {
+				for _, g := range n.GPUs {
+					if !busy[g.ID] && wd.Verdict == policies.VerdictWait {
+						busy[g.ID] = true
+						wd.Verdict, wd.Reason = policies.VerdictStart, policies.Reason{}
+						wd.Placements = []state.Placement{{Node: n.Name, GPUs: []string{g.ID}}}
+					}
+				}
+			}
+		}
+		d.Workspaces = append(d.Workspaces, wd)
+	}
+	for ref := range running {
+		if in.Specs.Workspace(ref) == nil {
+			d.Workspaces = append(d.Workspaces, policies.WorkspaceDecision{Ref: ref, Verdict: policies.VerdictStop,
+				Reason: policies.Reason{Kind: policies.ReasonStopped, Message: "no longer in the specs"}})
+		}
+	}
+	return d
+}
+
+const twoGPUs = `
+apiVersion: berth.dev/v1
+kind: Cluster
+metadata: {name: two}
+spec:
+  nodes:
+  - name: node
+    gpus:
+    - {model: H100, memory: 80Gi}
+    - {model: H100, memory: 80Gi}
+`
+
+type harness struct {
+	loop    *Loop
+	cluster *sim.Cluster
+	source  *fakeSource
+}
+
+// newHarness builds a loop over the simulator on a clock that follows
+// time.Now (the bubble's fake clock under synctest).
+func newHarness(t *testing.T, sets testSets, first string) *harness {
+	t.Helper()
+	spec, err := sim.Parse([]byte(twoGPUs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sim.New(*spec, sim.NewScaledClock(1))
+	src := &fakeSource{rev: first}
+	l, err := New(Config{Source: src, Cluster: c, Store: c, Load: sets.load, Decide: fifoDecide,
+		Interval: 30 * time.Second, Debounce: 500 * time.Millisecond, Settle: time.Second,
+		BackoffMin: time.Second, BackoffMax: 8 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{loop: l, cluster: c, source: src}
+}
+
+func (h *harness) states() map[string]State {
+	out := map[string]State{}
+	for _, w := range h.loop.Status().Workspaces {
+		out[w.Project+"/"+w.Name] = w.State
+	}
+	return out
+}
+
+func TestDebounce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, testSets{"r1": withWorkspaces()}, "r1")
+		ctx, cancel := context.WithCancel(t.Context())
+		changes := make(chan struct{})
+		done := make(chan error)
+		go func() { done <- h.loop.Run(ctx, changes) }()
+		synctest.Wait()
+		if n := h.source.readCount(); n != 1 {
+			t.Fatalf("%d cycles at start, want 1", n)
+		}
+		// A burst of changes 100ms apart is one cycle, 500ms after the last.
+		for range 5 {
+			changes <- struct{}{}
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(399 * time.Millisecond)
+		synctest.Wait()
+		if n := h.source.readCount(); n != 1 {
+			t.Fatalf("%d cycles before the files were quiet, want 1", n)
+		}
+		time.Sleep(2 * time.Millisecond)
+		synctest.Wait()
+		if n := h.source.readCount(); n != 2 {
+			t.Fatalf("%d cycles after the burst, want 2", n)
+		}
+		// Without changes, the interval.
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		if n := h.source.readCount(); n != 3 {
+			t.Fatalf("%d cycles after an interval, want 3", n)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, testSets{"r1": withWorkspaces()}, "r1")
+		h.source.err = errors.New("disk on fire")
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		start := time.Now()
+		go func() { done <- h.loop.Run(ctx, nil) }()
+		time.Sleep(40 * time.Second)
+		synctest.Wait()
+		var gaps []time.Duration
+		prev := start
+		for _, r := range h.source.reads {
+			gaps = append(gaps, r.Sub(prev))
+			prev = r
+		}
+		want := []time.Duration{0, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second, 8 * time.Second, 8 * time.Second}
+		if diff := cmp.Diff(want, gaps); diff != "" {
+			t.Errorf("waits between failed cycles (-want +got):\n%s", diff)
+		}
+		// Success resets the backoff: back to the interval.
+		h.source.mu.Lock()
+		h.source.err = nil
+		h.source.mu.Unlock()
+		time.Sleep(8 * time.Second)
+		synctest.Wait()
+		n := h.source.readCount()
+		time.Sleep(28 * time.Second)
+		synctest.Wait()
+		if h.source.readCount() != n {
+			t.Errorf("a cycle ran before the interval after a success")
+		}
+		if st := h.loop.Status(); st.LastReconcile == nil || st.LastReconcile.Error != "" {
+			t.Errorf("last reconcile after recovery: %+v", st.LastReconcile)
+		}
+		cancel()
+		<-done
+	})
+}
+
+func TestInvalidRevisionKeepsLastGood(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sets := testSets{"r1": withWorkspaces(workspace("med", "train", schema.DesiredRunning))}
+		h := newHarness(t, sets, "r1")
+		ctx := t.Context()
+		if _, err := h.loop.Once(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second)
+		h.source.set("r2-broken")
+		res, err := h.loop.Once(ctx)
+		if err != nil {
+			t.Fatalf("an invalid revision with a good one in force is not an error: %v", err)
+		}
+		if res.Refused == nil || res.Refused.ID != "r2-broken" {
+			t.Fatalf("refused %+v", res.Refused)
+		}
+		st := h.loop.Status()
+		if st.Revision == nil || st.Revision.ID != "r1" {
+			t.Fatalf("revision in force %+v, want r1", st.Revision)
+		}
+		wantErr := []string{`workspaces.yaml:3:9: revision r2-broken: spec.tier: no tier named "hgih"`}
+		if st.Attempted == nil || !cmp.Equal(st.Attempted.Errors, wantErr) {
+			t.Fatalf("attempted %+v, want the errors with file:line", st.Attempted)
+		}
+		if got := h.states()["med/train"]; got != StateRunning {
+			t.Errorf("med/train %s under the last good revision, want Running", got)
+		}
+		// Fixing the specs brings the new revision in force.
+		sets["r3"] = withWorkspaces(workspace("med", "train", schema.DesiredStopped))
+		h.source.set("r3")
+		if _, err := h.loop.Once(ctx); err != nil {
+			t.Fatal(err)
+		}
+		st = h.loop.Status()
+		if st.Revision.ID != "r3" || st.Attempted != nil {
+			t.Errorf("after the fix: revision %+v attempted %+v", st.Revision, st.Attempted)
+		}
+		if got := h.states()["med/train"]; got != StateStopped {
+			t.Errorf("med/train %s, want Stopped", got)
+		}
+	})
+}
+
+func TestNoGoodRevisionStalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, testSets{}, "broken")
+		_, err := h.loop.Once(t.Context())
+		var stalled *StalledError
+		if !errors.As(err, &stalled) {
+			t.Fatalf("err %v, want a StalledError", err)
+		}
+		if len(h.cluster.Applied()) != 0 {
+			t.Error("applied something without a valid revision")
+		}
+	})
+}
+
+func TestObserveFailureAppliesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, testSets{"r1": withWorkspaces(workspace("med", "train", schema.DesiredRunning))}, "r1")
+		h.cluster.FailObserves(1)
+		if _, err := h.loop.Once(t.Context()); !errors.Is(err, sim.ErrInjected) {
+			t.Fatalf("err %v, want the injected observe failure", err)
+		}
+		if n := len(h.cluster.Applied()); n != 0 {
+			t.Fatalf("applied %d actions after a failed observation", n)
+		}
+		if _, err := h.loop.Once(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(h.cluster.Applied()); n != 1 {
+			t.Fatalf("applied %d actions on retry, want 1", n)
+		}
+	})
+}
+
+func TestApplyFailureMidwayRetriedWithoutDuplicates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sets := testSets{"r1": withWorkspaces(
+			workspace("hi", "a", schema.DesiredRunning),
+			workspace("med", "b", schema.DesiredRunning),
+		)}
+		h := newHarness(t, sets, "r1")
+		failed := false
+		h.cluster.InjectApplyFault(func(a state.Action) error {
+			if a.Workspace.Name == "b" && !failed {
+				failed = true
+				return sim.ErrInjected
+			}
+			return nil
+		})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- h.loop.Run(ctx, nil) }()
+		synctest.Wait()
+		if got := h.cluster.Applied(); len(got) != 1 || got[0].Workspace.Name != "a" {
+			t.Fatalf("after the failure: applied %v, want only the start of a", got)
+		}
+		time.Sleep(time.Second) // the first backoff
+		synctest.Wait()
+		var got []string
+		for _, a := range h.cluster.Applied() {
+			got = append(got, a.Kind.String()+" "+a.Workspace.String())
+		}
+		if diff := cmp.Diff([]string{"start hi/a", "start med/b"}, got); diff != "" {
+			t.Errorf("applied (-want +got):\n%s", diff)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if diff := cmp.Diff(map[string]State{"hi/a": StateRunning, "med/b": StateRunning}, h.states()); diff != "" {
+			t.Errorf("states (-want +got):\n%s", diff)
+		}
+		if n := len(h.cluster.Applied()); n != 2 {
+			t.Errorf("%d actions applied in all, want 2", n)
+		}
+		cancel()
+		<-done
+	})
+}
+
+func TestStoppedAndRemovedWorkspacesStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sets := testSets{
+			"r1": withWorkspaces(workspace("hi", "a", schema.DesiredRunning), workspace("med", "b", schema.DesiredRunning)),
+			"r2": withWorkspaces(workspace("hi", "a", schema.DesiredStopped)),
+		}
+		h := newHarness(t, sets, "r1")
+		ctx := t.Context()
+		h.loop.Once(ctx)
+		time.Sleep(10 * time.Second)
+		h.loop.Once(ctx)
+		if diff := cmp.Diff(map[string]State{"hi/a": StateRunning, "med/b": StateRunning}, h.states()); diff != "" {
+			t.Fatalf("states (-want +got):\n%s", diff)
+		}
+		h.source.set("r2")
+		h.loop.Once(ctx)
+		time.Sleep(time.Minute)
+		h.loop.Once(ctx)
+		if diff := cmp.Diff(map[string]State{"hi/a": StateStopped, "med/b": StateStopped}, h.states()); diff != "" {
+			t.Errorf("states (-want +got):\n%s", diff)
+		}
+		snap, _ := h.cluster.Observe(ctx)
+		if len(snap.Allocs) != 0 {
+			t.Errorf("still running: %+v", snap.Allocs)
+		}
+		d, _ := h.loop.Workspace(schema.Ref{Project: "med", Name: "b"})
+		if d.Workspace.Reason != "no longer in the specs" {
+			t.Errorf("reason %q", d.Workspace.Reason)
+		}
+	})
+}

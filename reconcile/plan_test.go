@@ -1,0 +1,118 @@
+package reconcile
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/policies"
+	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/schema"
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestNewPlan(t *testing.T) {
+	med := schema.Ref{Project: "med", Name: "train"}
+	hi := schema.Ref{Project: "hi", Name: "eval"}
+	set := withWorkspaces(workspace("med", "train", schema.DesiredRunning), workspace("hi", "eval", schema.DesiredRunning))
+	set.Revision = "r2"
+	alloc := func(ref schema.Ref, phase state.AllocPhase, rev string) state.Alloc {
+		return state.Alloc{Workspace: ref, Node: "n", GPUs: []string{"g0"}, Phase: phase, Revision: rev}
+	}
+	place := []state.Placement{{Node: "n", GPUs: []string{"g0"}}}
+	tests := map[string]struct {
+		allocs    []state.Alloc
+		decisions []policies.WorkspaceDecision
+		want      []string
+	}{
+		"preempt, then wait for the victim, then start": {
+			allocs: []state.Alloc{alloc(med, state.AllocRunning, "r2")},
+			decisions: []policies.WorkspaceDecision{
+				{Ref: hi, Verdict: policies.VerdictStart, Placements: place, Preempts: []schema.Ref{med}},
+				{Ref: med, Verdict: policies.VerdictPreempt, PreemptedBy: &hi, Reason: policies.Reason{Kind: policies.ReasonPreempted, Message: "tier high (80) > medium (50)"}},
+			},
+			want: []string{"preempt med/train for hi/eval: tier high (80) > medium (50)", "wait hi/eval until med/train gone", "start hi/eval on n [g0]"},
+		},
+		"victim still stopping: wait, no second preempt": {
+			allocs: []state.Alloc{alloc(med, state.AllocStopping, "r2")},
+			decisions: []policies.WorkspaceDecision{
+				{Ref: hi, Verdict: policies.VerdictStart, Placements: place, Preempts: []schema.Ref{med}},
+				{Ref: med, Verdict: policies.VerdictPreempt, PreemptedBy: &hi},
+			},
+			want: []string{"wait hi/eval until med/train gone", "start hi/eval on n [g0]"},
+		},
+		"victim gone: start": {
+			decisions: []policies.WorkspaceDecision{
+				{Ref: hi, Verdict: policies.VerdictStart, Placements: place, Preempts: []schema.Ref{med}},
+				{Ref: med, Verdict: policies.VerdictWait},
+			},
+			want: []string{"start hi/eval on n [g0]"},
+		},
+		"a GPU held by someone the decision forgot is waited for": {
+			allocs: []state.Alloc{alloc(med, state.AllocStopping, "r2")},
+			decisions: []policies.WorkspaceDecision{
+				{Ref: hi, Verdict: policies.VerdictStart, Placements: place},
+				{Ref: med, Verdict: policies.VerdictStop},
+			},
+			want: []string{"wait hi/eval until med/train gone", "start hi/eval on n [g0]"},
+		},
+		"stop what runs; nothing for what is stopping": {
+			allocs: []state.Alloc{alloc(med, state.AllocRunning, "r2"), {Workspace: hi, Node: "n", GPUs: []string{"g1"}, Phase: state.AllocStopping}},
+			decisions: []policies.WorkspaceDecision{
+				{Ref: hi, Verdict: policies.VerdictStop},
+				{Ref: med, Verdict: policies.VerdictStop, Reason: policies.Reason{Message: "the specs want it stopped"}},
+			},
+			want: []string{"stop med/train: the specs want it stopped"},
+		},
+		"running from an older revision: update in place": {
+			allocs:    []state.Alloc{alloc(med, state.AllocRunning, "r1")},
+			decisions: []policies.WorkspaceDecision{{Ref: med, Verdict: policies.VerdictRun}},
+			want:      []string{"update med/train on n [g0]: revision r2"},
+		},
+		"running the current revision: nothing": {
+			allocs:    []state.Alloc{alloc(med, state.AllocRunning, "r2")},
+			decisions: []policies.WorkspaceDecision{{Ref: med, Verdict: policies.VerdictRun}},
+		},
+		"an allocation the decision does not mention is stopped": {
+			allocs: []state.Alloc{alloc(schema.Ref{Project: "old", Name: "x"}, state.AllocRunning, "r1")},
+			want:   []string{"stop old/x: no longer in the specs"},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			snap := &state.Snapshot{ObservedAt: time.Unix(0, 0), Allocs: tt.allocs}
+			before := cloneSnap(snap)
+			d := policies.Decision{Workspaces: tt.decisions}
+			plan := NewPlan(set, snap, d)
+			var got []string
+			for _, a := range plan.Actions {
+				got = append(got, strings.Join(strings.Fields(ActionLine(a)), " "))
+				if (a.Kind == state.ActionStart || a.Kind == state.ActionUpdate) && (a.Spec == nil || a.Project == nil || a.Tier == nil) {
+					t.Errorf("%s without its spec, project and tier", ActionLine(a))
+				}
+				if a.Revision != "r2" {
+					t.Errorf("%s: revision %q", ActionLine(a), a.Revision)
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(before, snap); diff != "" {
+				t.Errorf("NewPlan mutated the snapshot (-before +after):\n%s", diff)
+			}
+			if again := NewPlan(set, snap, d); again.Text() != plan.Text() {
+				t.Errorf("same input, different plan:\n%s\n%s", plan.Text(), again.Text())
+			}
+		})
+	}
+}
+
+func cloneSnap(s *state.Snapshot) *state.Snapshot {
+	c := *s
+	c.Allocs = nil
+	for _, a := range s.Allocs {
+		a.GPUs = append([]string(nil), a.GPUs...)
+		c.Allocs = append(c.Allocs, a)
+	}
+	return &c
+}

@@ -1,0 +1,157 @@
+package reconcile
+
+import (
+	"slices"
+	"time"
+
+	"github.com/berth-dev/berth/schema"
+)
+
+// APIVersion is the version of the status documents the HTTP API serves.
+const APIVersion = "berth.dev/v1"
+
+// State is where a workspace is in its life, as berth reports it.
+type State string
+
+// The states of a workspace (DESIGN.md).
+const (
+	// StatePending: it wants to run and waits; the reason says why.
+	StatePending State = "Pending"
+	// StateStarting: placed; its allocation is not running yet.
+	StateStarting State = "Starting"
+	// StateRunning: running and holding its GPUs.
+	StateRunning State = "Running"
+	// StatePreempting: it got its checkpoint signal to make room for a
+	// higher tier and still holds its GPUs.
+	StatePreempting State = "Preempting"
+	// StatePreempted: it was preempted and waits to resume on its own.
+	StatePreempted State = "Preempted"
+	// StateStopped: the specs want it stopped or no longer list it.
+	StateStopped State = "Stopped"
+	// StateFailed: its allocation ended without berth stopping it.
+	StateFailed State = "Failed"
+)
+
+func (s State) String() string { return string(s) }
+
+// Status is the reconciler's report: what is in force, what was last
+// tried, and every project and workspace. Slices are sorted by name
+// (workspaces by project, then name).
+type Status struct {
+	Version string `json:"version"`
+	// Berth is the berth build serving the status.
+	Berth   string `json:"berth,omitempty"`
+	Cluster string `json:"cluster,omitempty"`
+	// Revision is the revision in force (last good); nil before the first.
+	Revision *RevisionStatus `json:"revision"`
+	// Attempted is the last revision read, when it differs from Revision
+	// (it was refused: Errors say why).
+	Attempted *RevisionStatus `json:"attempted,omitempty"`
+	// LastReconcile is the last completed cycle.
+	LastReconcile *CycleStatus      `json:"lastReconcile,omitempty"`
+	Projects      []ProjectStatus   `json:"projects"`
+	Workspaces    []WorkspaceStatus `json:"workspaces"`
+}
+
+// RevisionStatus is one revision of the specs.
+type RevisionStatus struct {
+	ID       string    `json:"id"`
+	LoadedAt time.Time `json:"loadedAt"`
+	// Errors are the problems that made it invalid, "file:line:col: message".
+	Errors []string `json:"errors,omitempty"`
+}
+
+// CycleStatus is the outcome of one reconcile cycle.
+type CycleStatus struct {
+	At       time.Time     `json:"at"`
+	Duration time.Duration `json:"duration"`
+	Actions  int           `json:"actions"`
+	Error    string        `json:"error,omitempty"`
+}
+
+// ProjectStatus is one project's standing.
+type ProjectStatus struct {
+	Name      string `json:"name"`
+	Tier      string `json:"tier"`
+	TierValue int    `json:"tierValue"`
+	QuotaGPUs int    `json:"quotaGPUs"`
+	// BorrowLimitGPUs < 0 means unlimited.
+	BorrowLimitGPUs int `json:"borrowLimitGPUs"`
+	UsedGPUs        int `json:"usedGPUs"`
+	// BorrowedGPUs are the GPUs it uses beyond its quota.
+	BorrowedGPUs int `json:"borrowedGPUs"`
+	// DecayedUsage is its time-decayed usage in GPU-seconds.
+	DecayedUsage float64 `json:"decayedUsage"`
+	// Share is its fair-share weight over the sum of all weights;
+	// UsageShare its decayed usage over all projects' decayed usage.
+	Share      float64 `json:"share"`
+	UsageShare float64 `json:"usageShare"`
+}
+
+// WorkspaceStatus is one workspace's state and why.
+type WorkspaceStatus struct {
+	Project string `json:"project"`
+	Name    string `json:"name"`
+	State   State  `json:"state"`
+	// ReasonKind classifies Reason (quota, capacity, topology, queue,
+	// preempted, stopped, preempting) when there is one.
+	ReasonKind  string      `json:"reasonKind,omitempty"`
+	Reason      string      `json:"reason,omitempty"`
+	Node        string      `json:"node,omitempty"`
+	GPUs        []string    `json:"gpus,omitempty"`
+	PreemptedBy *schema.Ref `json:"preemptedBy,omitempty"`
+	// Since is when it entered State.
+	Since time.Time `json:"since"`
+	// Progress is the work it holds (when the driver knows it) and
+	// WorkLost the work it lost to preemptions and failures, over all runs.
+	Progress time.Duration `json:"progress"`
+	WorkLost time.Duration `json:"workLost"`
+	Revision string        `json:"revision,omitempty"`
+	// Decision is the last decision's verdict for it and why.
+	Decision string `json:"decision,omitempty"`
+}
+
+// Ref returns the workspace's reference.
+func (w WorkspaceStatus) Ref() schema.Ref { return schema.Ref{Project: w.Project, Name: w.Name} }
+
+// Transition is one change of a workspace's state.
+type Transition struct {
+	At          time.Time     `json:"at"`
+	From        State         `json:"from,omitempty"`
+	To          State         `json:"to"`
+	Reason      string        `json:"reason,omitempty"`
+	Node        string        `json:"node,omitempty"`
+	GPUs        []string      `json:"gpus,omitempty"`
+	PreemptedBy *schema.Ref   `json:"preemptedBy,omitempty"`
+	Progress    time.Duration `json:"progress"`
+	WorkLost    time.Duration `json:"workLost,omitempty"`
+}
+
+// WorkspaceDetail is one workspace with its history and an explanation of
+// its current state in sentences.
+type WorkspaceDetail struct {
+	Version     string          `json:"version"`
+	Workspace   WorkspaceStatus `json:"workspace"`
+	History     []Transition    `json:"history"`
+	Explanation []string        `json:"explanation"`
+}
+
+// record is the loop's memory of one workspace.
+type record struct {
+	status  WorkspaceStatus
+	history []Transition
+	// lastProgress is the progress last observed while it held GPUs.
+	lastProgress time.Duration
+	// gone: it held no GPUs at the last observation after holding some,
+	// so the next run seen is a resume (work lost is measured then).
+	gone bool
+	// resumed is the note for its next Running transition after a resume.
+	resumed string
+}
+
+func (r *record) clone() *record {
+	c := *r
+	c.status.GPUs = slices.Clone(r.status.GPUs)
+	c.history = slices.Clone(r.history)
+	return &c
+}

@@ -1,0 +1,232 @@
+package schema
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// build converts the documents that passed the schema into a Set with
+// defaults filled, and checks the rules that span documents. Documents
+// that failed the schema still count as existing, so a reference to them
+// is not reported a second time.
+func build(docs []*doc) (*Set, []Diagnostic) {
+	var diags []Diagnostic
+	add := func(d ...Diagnostic) { diags = append(diags, d...) }
+	byKind := map[string][]*doc{}
+	for _, d := range docs {
+		byKind[d.kind] = append(byKind[d.kind], d)
+	}
+	set := &Set{Policy: DefaultPolicy()}
+
+	// 1. The policy first: workspace defaults come from it.
+	var policyDoc *doc
+	for _, d := range byKind[KindSchedulingPolicy] {
+		if policyDoc != nil {
+			add(errorf(d.start, "a second SchedulingPolicy %q: a repo has at most one (the first is %q at %s); merge them", d.name, policyDoc.name, policyDoc.start))
+			continue
+		}
+		policyDoc = d
+		if d.valid {
+			p, ds := convertPolicy(d)
+			add(ds...)
+			set.Policy = p
+		}
+	}
+
+	// 2. Names: duplicates per kind (per project for workspaces).
+	firsts := map[string]*doc{}
+	for _, kind := range []string{KindPriorityTier, KindProject, KindVolume, KindWorkspace} {
+		for _, d := range byKind[kind] {
+			if d.name == "" {
+				continue
+			}
+			key := kind + "/" + d.name
+			what := fmt.Sprintf("%s %q", kind, d.name)
+			if kind == KindWorkspace {
+				key = kind + "/" + d.project + "/" + d.name
+				what = fmt.Sprintf("Workspace %q in project %q", d.name, d.project)
+			}
+			if first, dup := firsts[key]; dup {
+				add(errorf(d.pos("metadata.name"), "duplicate %s: it is already defined at %s; rename or remove one", what, first.start))
+				d.valid = false
+				continue
+			}
+			firsts[key] = d
+		}
+	}
+	exists := func(kind, name string) bool { _, ok := firsts[kind+"/"+name]; return ok }
+	names := func(kind string) []string {
+		var out []string
+		for _, d := range byKind[kind] {
+			if d.name != "" {
+				out = append(out, d.name)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	missing := func(kind, name string) string {
+		msg := fmt.Sprintf("there is no %s %q", kind, name)
+		all := names(kind)
+		if s := closest(name, all); s != "" {
+			return msg + fmt.Sprintf("; did you mean %q?", s)
+		}
+		if len(all) == 0 {
+			return msg + fmt.Sprintf("; define one (the specs have no %s yet)", kind)
+		}
+		return msg + "; use one of " + strings.Join(all, ", ")
+	}
+
+	// 3. Tiers: values unique, and far enough apart for Nomad.
+	for _, d := range byKind[KindPriorityTier] {
+		if d.valid {
+			set.Tiers = append(set.Tiers, convertTier(d))
+		}
+	}
+	diags = append(diags, checkTierValues(set.Tiers)...)
+
+	// 4. Projects: their tier exists; namespaces unique.
+	nsOwner := map[string]*Project{}
+	for _, d := range byKind[KindProject] {
+		if !d.valid {
+			continue
+		}
+		p, ds := convertProject(d)
+		add(ds...)
+		if !exists(KindPriorityTier, p.Spec.Tier) {
+			add(errorf(d.pos("spec.tier"), "project %q: %s", p.Meta.Name, missing(KindPriorityTier, p.Spec.Tier)))
+		}
+		ns := p.Spec.Namespace
+		if ns == "" {
+			ns = p.Meta.Name
+		}
+		if other, dup := nsOwner[ns]; dup {
+			add(errorf(d.pos("spec.namespace"), "project %q uses Nomad namespace %q, which project %q (%s) already uses; give each project its own namespace", p.Meta.Name, ns, other.Meta.Name, other.Meta.Source))
+		} else {
+			nsOwner[ns] = &p
+		}
+		set.Projects = append(set.Projects, p)
+	}
+
+	// 5. Volumes: the projects they list exist.
+	for _, d := range byKind[KindVolume] {
+		if !d.valid {
+			continue
+		}
+		v, ds := convertVolume(d)
+		add(ds...)
+		for i, p := range v.Spec.Projects {
+			if !exists(KindProject, p) {
+				add(errorf(d.pos(fmt.Sprintf("spec.projects.%d", i)), "volume %q: %s", v.Meta.Name, missing(KindProject, p)))
+			}
+		}
+		set.Volumes = append(set.Volumes, v)
+	}
+	set.Sort()
+
+	// 6. Workspaces: project, owner and volumes resolve; the workspace can
+	// fit its project's quota plus borrow limit, and some set of nodes.
+	clusters := clusterShapes(byKind[KindCluster])
+	for _, d := range byKind[KindWorkspace] {
+		if !d.valid {
+			continue
+		}
+		w, ds := convertWorkspace(d, set.Policy)
+		add(ds...)
+		set.Workspaces = append(set.Workspaces, w)
+		if !exists(KindProject, w.Meta.Project) {
+			add(errorf(d.pos("metadata.project"), "workspace %q: %s", w.Meta.Name, missing(KindProject, w.Meta.Project)))
+			continue
+		}
+		p := set.Project(w.Meta.Project)
+		if p == nil {
+			continue // the project is invalid; its own errors say why
+		}
+		if w.Spec.Owner != "" && len(p.Spec.Members) > 0 && !contains(p.Spec.Members, w.Spec.Owner) {
+			add(errorf(d.pos("spec.owner"), "workspace %q: owner %q is not a member of project %q; add them to the project's spec.members (%s) or change the owner", w.Meta.Name, w.Spec.Owner, p.Meta.Name, p.Meta.FieldPos("spec.members")))
+		}
+		seenMount := map[string]int{}
+		for i, m := range w.Spec.Volumes {
+			field := fmt.Sprintf("spec.volumes.%d", i)
+			if j, dup := seenMount[m.MountPath]; dup {
+				add(errorf(d.pos(field+".mountPath"), "workspace %q mounts two volumes at %s (spec.volumes.%d and spec.volumes.%d); give each its own mountPath", w.Meta.Name, m.MountPath, j, i))
+			}
+			seenMount[m.MountPath] = i
+			if !exists(KindVolume, m.Name) {
+				add(errorf(d.pos(field+".name"), "workspace %q: %s", w.Meta.Name, missing(KindVolume, m.Name)))
+				continue
+			}
+			if v := set.Volume(m.Name); v != nil && !contains(v.Spec.Projects, p.Meta.Name) {
+				add(errorf(d.pos(field+".name"), "workspace %q may not mount volume %q: the volume is not shared with project %q; add %s to spec.projects of the volume (%s)", w.Meta.Name, m.Name, p.Meta.Name, p.Meta.Name, v.Meta.FieldPos("spec.projects")))
+			}
+		}
+		if dg, ok := checkQuotaFit(&w, p, d); !ok {
+			add(dg)
+		}
+		for _, c := range clusters {
+			if dg, ok := c.fits(&w, d); !ok {
+				add(dg)
+			}
+		}
+	}
+	set.Sort()
+	return set, diags
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// checkTierValues reports tier values used twice and, as warnings,
+// neighbours less than 10 apart where the higher may preempt the lower:
+// Nomad only preempts across a priority gap of at least 10.
+func checkTierValues(tiers []PriorityTier) []Diagnostic {
+	var diags []Diagnostic
+	sorted := append([]PriorityTier(nil), tiers...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		if sorted[i].Spec.Value != sorted[j].Spec.Value {
+			return sorted[i].Spec.Value < sorted[j].Spec.Value
+		}
+		return sorted[i].Meta.Source.less(sorted[j].Meta.Source)
+	})
+	for i := 1; i < len(sorted); i++ {
+		lo, hi := sorted[i-1], sorted[i]
+		gap := hi.Spec.Value - lo.Spec.Value
+		switch {
+		case gap == 0:
+			diags = append(diags, errorf(hi.Meta.FieldPos("spec.value"), "tier %q has value %d, which tier %q (%s) already has; give each tier its own value", hi.Meta.Name, hi.Spec.Value, lo.Meta.Name, lo.Meta.Source))
+		case gap < 10 && hi.Spec.CanPreempt && lo.Spec.Preemptible:
+			diags = append(diags, warnf(hi.Meta.FieldPos("spec.value"), "tier %q (%d) is only %d above tier %q (%d): Nomad's own preemption needs priorities at least 10 apart; space the values further if you rely on it", hi.Meta.Name, hi.Spec.Value, gap, lo.Meta.Name, lo.Spec.Value))
+		}
+	}
+	return diags
+}
+
+func (p Pos) less(o Pos) bool {
+	return Diagnostic{Pos: p}.less(Diagnostic{Pos: o})
+}
+
+// checkQuotaFit reports a workspace whose gang can never fit its
+// project's quota plus borrow limit.
+func checkQuotaFit(w *Workspace, p *Project, d *doc) (Diagnostic, bool) {
+	if p.Spec.BorrowLimit.GPUs < 0 {
+		return Diagnostic{}, true
+	}
+	need := w.Spec.Resources.GPUs * w.Spec.Replicas
+	limit := p.Spec.Quota.GPUs + p.Spec.BorrowLimit.GPUs
+	if need <= limit {
+		return Diagnostic{}, true
+	}
+	needs := fmt.Sprintf("%d GPUs", need)
+	if w.Spec.Replicas > 1 {
+		needs = fmt.Sprintf("%d GPUs (%d replicas × %d)", need, w.Spec.Replicas, w.Spec.Resources.GPUs)
+	}
+	return errorf(d.pos("spec.resources.gpus"), "workspace %q can never run: it needs %s but project %q may use at most %d (quota %d + borrowLimit %d); lower its GPUs or replicas, or raise the project's quota or borrowLimit",
+		w.Meta.Name, needs, p.Meta.Name, limit, p.Spec.Quota.GPUs, p.Spec.BorrowLimit.GPUs), false
+}

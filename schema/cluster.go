@@ -1,0 +1,145 @@
+package schema
+
+import (
+	"fmt"
+
+	"strings"
+)
+
+// Cluster files (kind: Cluster) describe a simulated cluster; drivers/sim
+// owns their format and reports their errors. The loader reads them only
+// leniently, for capacity: when a spec tree holds one, a workspace whose
+// gang cannot fit any set of its nodes is an error. A file it cannot read
+// is ignored here.
+
+type gpuShape struct {
+	model        string
+	domain, numa int
+}
+
+type clusterShape struct {
+	name  string
+	nodes [][]gpuShape
+}
+
+// presets are the node presets of the cluster file format.
+var presets = map[string][]gpuShape{
+	"dgx-h100": {
+		{"H100", 0, 0}, {"H100", 0, 0}, {"H100", 0, 0}, {"H100", 0, 0},
+		{"H100", 1, 1}, {"H100", 1, 1}, {"H100", 1, 1}, {"H100", 1, 1},
+	},
+}
+
+func clusterShapes(docs []*doc) []clusterShape {
+	var out []clusterShape
+	for _, d := range docs {
+		if c, ok := readCluster(d); ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func readCluster(d *doc) (clusterShape, bool) {
+	c := clusterShape{name: d.name}
+	m, _ := d.raw.(map[string]any)
+	spec, _ := m["spec"].(map[string]any)
+	nodes, _ := spec["nodes"].([]any)
+	if len(nodes) == 0 {
+		return c, false
+	}
+	for _, n := range nodes {
+		node, _ := n.(map[string]any)
+		if node == nil {
+			return c, false
+		}
+		count := int64(1)
+		if v, ok := node["count"].(int64); ok {
+			count = v
+		}
+		if count < 0 || count > 100000 {
+			return c, false
+		}
+		var gpus []gpuShape
+		if p, ok := node["preset"].(string); ok {
+			g, known := presets[p]
+			if !known {
+				return c, false
+			}
+			gpus = g
+		}
+		if list, ok := node["gpus"].([]any); ok {
+			gpus = nil
+			for _, g := range list {
+				gm, _ := g.(map[string]any)
+				model, _ := gm["model"].(string)
+				dom, _ := gm["domain"].(int64)
+				numa, _ := gm["numa"].(int64)
+				gpus = append(gpus, gpuShape{model: model, domain: int(dom), numa: int(numa)})
+			}
+		}
+		for range count {
+			c.nodes = append(c.nodes, gpus)
+		}
+	}
+	return c, true
+}
+
+// slots counts how many replicas of w fit on one node, all at once.
+func slots(node []gpuShape, w *Workspace) int {
+	g := w.Spec.Resources.GPUs
+	groups := map[[2]int]int{}
+	for _, gpu := range node {
+		if w.Spec.Resources.GPUModel != "" && !strings.EqualFold(gpu.model, w.Spec.Resources.GPUModel) {
+			continue
+		}
+		key := [2]int{-1, -1}
+		if w.Spec.Topology.NVLink == ConstraintRequired {
+			key[0] = gpu.domain
+		}
+		if w.Spec.Topology.NUMA == ConstraintRequired {
+			key[1] = gpu.numa
+		}
+		groups[key]++
+	}
+	n := 0
+	for _, free := range groups {
+		n += free / g
+	}
+	return n
+}
+
+// fits reports a workspace whose gang no set of the cluster's nodes can
+// hold, even when the cluster is empty.
+func (c clusterShape) fits(w *Workspace, d *doc) (Diagnostic, bool) {
+	if w.Spec.Resources.GPUs == 0 {
+		return Diagnostic{}, true
+	}
+	total, best := 0, 0
+	for _, node := range c.nodes {
+		s := slots(node, w)
+		total += s
+		best = max(best, s)
+	}
+	if total >= w.Spec.Replicas {
+		return Diagnostic{}, true
+	}
+	shape := fmt.Sprintf("%d GPUs", w.Spec.Resources.GPUs)
+	if w.Spec.Resources.GPUModel != "" {
+		shape = fmt.Sprintf("%d %s GPUs", w.Spec.Resources.GPUs, w.Spec.Resources.GPUModel)
+	}
+	var in []string
+	if w.Spec.Topology.NVLink == ConstraintRequired {
+		in = append(in, "one NVLink domain")
+	}
+	if w.Spec.Topology.NUMA == ConstraintRequired {
+		in = append(in, "one NUMA node")
+	}
+	if len(in) > 0 {
+		shape += " in " + strings.Join(in, " and ")
+	}
+	if total == 0 {
+		return errorf(d.pos("spec.resources.gpus"), "workspace %q can never run: no node of cluster %q has %s; lower its GPUs or relax its topology", w.Meta.Name, c.name, shape), false
+	}
+	return errorf(d.pos("spec.replicas"), "workspace %q can never run: its gang needs %d replicas of %s, but cluster %q can hold at most %d at once; lower its replicas or GPUs", w.Meta.Name, w.Spec.Replicas, shape, c.name, total), false
+}

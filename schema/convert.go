@@ -1,0 +1,185 @@
+package schema
+
+// Conversions from the documents as written to the spec types, filling
+// every default. Each returns the diagnostics of quantities that the
+// schema's patterns accepted but that do not parse (too large, fractions
+// of a byte).
+
+func boolOr(p *bool, def bool) bool {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func intOr(p *int, def int) int {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func meta(d *doc, r rawMeta) Meta {
+	m := d.meta()
+	m.Labels, m.Annotations = nilIfEmpty(r.Labels), nilIfEmpty(r.Annotations)
+	return m
+}
+
+func convertTier(d *doc) PriorityTier {
+	r := d.raw.(*rawTier)
+	return PriorityTier{
+		Meta: meta(d, r.Metadata),
+		Spec: TierSpec{
+			Value:       r.Spec.Value,
+			Description: r.Spec.Description,
+			Preemptible: boolOr(r.Spec.Preemptible, true),
+			CanPreempt:  boolOr(r.Spec.CanPreempt, true),
+		},
+	}
+}
+
+func convertProject(d *doc) (Project, []Diagnostic) {
+	r := d.raw.(*rawProject)
+	fe := &fieldErrs{d: d}
+	p := Project{
+		Meta: meta(d, r.Metadata),
+		Spec: ProjectSpec{
+			Tier:        r.Spec.Tier,
+			Description: r.Spec.Description,
+			Members:     r.Spec.Members,
+			BorrowLimit: BorrowLimit{GPUs: Unlimited},
+			FairShare:   FairShare{Weight: 1},
+			Namespace:   r.Spec.Namespace,
+		},
+	}
+	if q := r.Spec.Quota; q != nil {
+		p.Spec.Quota = Resources{
+			GPUs:        q.GPUs,
+			CPUMilli:    fe.cpu("spec.quota.cpu", q.CPU),
+			MemoryBytes: fe.bytes("spec.quota.memory", q.Memory),
+		}
+	}
+	if b := r.Spec.BorrowLimit; b != nil && b.GPUs != nil {
+		p.Spec.BorrowLimit.GPUs = *b.GPUs
+	}
+	if f := r.Spec.FairShare; f != nil && f.Weight != nil {
+		p.Spec.FairShare.Weight = *f.Weight
+	}
+	return p, fe.diag
+}
+
+func convertVolume(d *doc) (Volume, []Diagnostic) {
+	r := d.raw.(*rawVolume)
+	fe := &fieldErrs{d: d}
+	v := Volume{
+		Meta: meta(d, r.Metadata),
+		Spec: VolumeSpec{
+			SizeBytes:  fe.bytes("spec.size", r.Spec.Size),
+			Type:       r.Spec.Type,
+			Source:     r.Spec.Source,
+			AccessMode: r.Spec.AccessMode,
+			Projects:   r.Spec.Projects,
+		},
+	}
+	if v.Spec.Type == "" {
+		v.Spec.Type = "host"
+	}
+	if v.Spec.Source == "" {
+		v.Spec.Source = v.Meta.Name
+	}
+	return v, fe.diag
+}
+
+func topology(r *rawTopology, def Topology) Topology {
+	if r == nil {
+		return def
+	}
+	t := def
+	if r.NVLink != nil {
+		t.NVLink = *r.NVLink
+	}
+	if r.NUMA != nil {
+		t.NUMA = *r.NUMA
+	}
+	return t
+}
+
+func checkpoint(fe *fieldErrs, prefix string, r *rawCheckpoint, def Checkpoint) Checkpoint {
+	if r == nil {
+		return def
+	}
+	c := def
+	if r.Signal != nil {
+		c.Signal = *r.Signal
+	}
+	c.GracePeriod = fe.duration(prefix+".gracePeriod", r.GracePeriod, def.GracePeriod)
+	c.Interval = fe.duration(prefix+".interval", r.Interval, def.Interval)
+	return c
+}
+
+func convertWorkspace(d *doc, policy SchedulingPolicy) (Workspace, []Diagnostic) {
+	r := d.raw.(*rawWorkspace)
+	fe := &fieldErrs{d: d}
+	s := r.Spec
+	w := Workspace{
+		Meta: meta(d, r.Metadata),
+		Spec: WorkspaceSpec{
+			Owner: s.Owner,
+			State: s.State,
+			Task:  s.Task,
+			Resources: WorkResources{
+				GPUs:        s.Resources.GPUs,
+				GPUModel:    s.Resources.GPUModel,
+				CPUMilli:    fe.cpu("spec.resources.cpu", s.Resources.CPU),
+				MemoryBytes: fe.bytes("spec.resources.memory", s.Resources.Memory),
+			},
+			Topology:         topology(s.Topology, policy.Spec.Defaults.Topology),
+			Replicas:         intOr(s.Replicas, 1),
+			Volumes:          s.Volumes,
+			Checkpoint:       checkpoint(fe, "spec.checkpoint", s.Checkpoint, policy.Spec.Defaults.Checkpoint),
+			Preemptible:      boolOr(s.Preemptible, true),
+			RestartOnFailure: s.RestartOnFailure,
+		},
+	}
+	w.Spec.Task.Env = nilIfEmpty(w.Spec.Task.Env)
+	if w.Spec.State == "" {
+		w.Spec.State = DesiredRunning
+	}
+	if w.Spec.Task.Driver == "" {
+		w.Spec.Task.Driver = "docker"
+	}
+	return w, fe.diag
+}
+
+func convertPolicy(d *doc) (SchedulingPolicy, []Diagnostic) {
+	r := d.raw.(*rawPolicy)
+	fe := &fieldErrs{d: d}
+	p := DefaultPolicy()
+	p.Meta = meta(d, r.Metadata)
+	s := r.Spec
+	if f := s.FairShare; f != nil {
+		p.Spec.FairShare.HalfLife = fe.duration("spec.fairShare.halfLife", f.HalfLife, p.Spec.FairShare.HalfLife)
+	}
+	if a := s.Aging; a != nil {
+		p.Spec.Aging.Interval = fe.duration("spec.aging.interval", a.Interval, p.Spec.Aging.Interval)
+		p.Spec.Aging.Step = intOr(a.Step, p.Spec.Aging.Step)
+		p.Spec.Aging.MaxBoost = intOr(a.MaxBoost, p.Spec.Aging.MaxBoost)
+	}
+	if pr := s.Preemption; pr != nil {
+		p.Spec.Preemption.Enabled = boolOr(pr.Enabled, p.Spec.Preemption.Enabled)
+		p.Spec.Preemption.MinRuntime = fe.duration("spec.preemption.minRuntime", pr.MinRuntime, p.Spec.Preemption.MinRuntime)
+		p.Spec.Preemption.MaxVictims = intOr(pr.MaxVictims, p.Spec.Preemption.MaxVictims)
+	}
+	if df := s.Defaults; df != nil {
+		p.Spec.Defaults.Topology = topology(df.Topology, p.Spec.Defaults.Topology)
+		p.Spec.Defaults.Checkpoint = checkpoint(fe, "spec.defaults.checkpoint", df.Checkpoint, p.Spec.Defaults.Checkpoint)
+	}
+	return p, fe.diag
+}
+
+func nilIfEmpty(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}

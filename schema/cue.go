@@ -1,0 +1,440 @@
+package schema
+
+import (
+	_ "embed"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/cuecontext"
+	cueerrors "cuelang.org/go/cue/errors"
+)
+
+// Source is the CUE schema of the specs, embedded in the binary.
+//
+//go:embed schema.cue
+var Source []byte
+
+// Kinds lists the kinds of documents berth reads, in order.
+var Kinds = []string{KindPriorityTier, KindProject, KindWorkspace, KindVolume, KindSchedulingPolicy}
+
+// KindCluster is the kind of a simulated cluster's file; the spec loader
+// skips such documents (drivers/sim reads them).
+const KindCluster = "Cluster"
+
+// checker validates documents against the schema. A checker owns its
+// cue.Context, which keeps every value it builds until it is dropped: the
+// loader uses a checker for a bounded number of documents, then a new one.
+type checker struct {
+	ctx    *cue.Context
+	defs   map[string]cue.Value
+	docs   int
+	shapes map[string]*shape
+}
+
+// shape is what the schema allows at one place: the fields of a struct,
+// whether a pattern admits any other label, and the schema beneath.
+type shape struct {
+	v        cue.Value
+	isStruct bool
+	isList   bool
+	fields   map[string]bool
+	pattern  bool
+}
+
+func newChecker() *checker {
+	ctx := cuecontext.New()
+	v := ctx.CompileBytes(Source, cue.Filename("schema.cue"))
+	if err := v.Err(); err != nil {
+		panic(fmt.Sprintf("schema: embedded schema does not compile: %v", err))
+	}
+	c := &checker{ctx: ctx, defs: map[string]cue.Value{}, shapes: map[string]*shape{}}
+	for _, k := range Kinds {
+		c.defs[k] = v.LookupPath(cue.MakePath(cue.Def(k)))
+	}
+	return c
+}
+
+// check validates one document of kind against its definition and returns
+// the data as a CUE value with the problems found, each at the position of
+// the field it is about.
+func (c *checker) check(kind string, expr ast.Expr, fields map[string]Pos, start Pos) (cue.Value, []Diagnostic) {
+	c.docs++
+	def := c.defs[kind]
+	data := c.ctx.BuildExpr(expr)
+	if err := data.Err(); err != nil {
+		return data, cueDiagnostics(err, def, data, fields, start, kind)
+	}
+	// CUE stops looking for unknown fields in a struct that has another
+	// error; berth looks for them itself, so every one is reported.
+	unknown := c.unknownFields(kind, def, expr, fields, start)
+	u := def.Unify(data)
+	if err := u.Validate(cue.Concrete(true)); err != nil {
+		return data, append(unknown, cueDiagnostics(err, def, data, fields, start, kind)...)
+	}
+	return data, unknown
+}
+
+func (c *checker) shapeAt(key string, v cue.Value) *shape {
+	if sh, ok := c.shapes[key]; ok {
+		return sh
+	}
+	sh := &shape{v: v}
+	switch v.IncompleteKind() {
+	case cue.StructKind:
+		sh.isStruct = true
+		sh.fields = map[string]bool{}
+		if it, err := v.Fields(cue.Optional(true)); err == nil {
+			for it.Next() {
+				sh.fields[it.Selector().Unquoted()] = true
+			}
+		}
+		sh.pattern = v.LookupPath(cue.MakePath(cue.AnyString)).Exists()
+	case cue.ListKind:
+		sh.isList = true
+	}
+	c.shapes[key] = sh
+	return sh
+}
+
+// unknownFields reports every field of the document that the schema does
+// not allow, with the closest allowed name when there is one.
+func (c *checker) unknownFields(kind string, def cue.Value, expr ast.Expr, fields map[string]Pos, start Pos) []Diagnostic {
+	var out []Diagnostic
+	var walk func(key string, path []string, v cue.Value, e ast.Expr)
+	walk = func(key string, path []string, v cue.Value, e ast.Expr) {
+		sh := c.shapeAt(key, v)
+		switch x := e.(type) {
+		case *ast.StructLit:
+			if !sh.isStruct {
+				return
+			}
+			for _, d := range x.Elts {
+				f, ok := d.(*ast.Field)
+				if !ok {
+					continue
+				}
+				name, _, err := ast.LabelName(f.Label)
+				if err != nil {
+					continue
+				}
+				p := append(path[:len(path):len(path)], name)
+				switch {
+				case sh.fields[name]:
+					walk(key+"."+name, p, v.LookupPath(cue.MakePath(cue.Str(name).Optional())), f.Value)
+				case sh.pattern:
+					walk(key+".*", p, v.LookupPath(cue.MakePath(cue.AnyString)), f.Value)
+				default:
+					allowed := make([]string, 0, len(sh.fields))
+					for n := range sh.fields {
+						allowed = append(allowed, n)
+					}
+					sort.Strings(allowed)
+					msg := fmt.Sprintf("unknown field %q in %s", name, where(path, kind))
+					if s := closest(name, allowed); s != "" {
+						msg += fmt.Sprintf("; did you mean %q?", s)
+					} else {
+						msg += "; allowed fields are " + strings.Join(allowed, ", ")
+					}
+					out = append(out, errorf(posOf(fields, p, start), "%s", msg))
+				}
+			}
+		case *ast.ListLit:
+			if !sh.isList {
+				return
+			}
+			ev := v.LookupPath(cue.MakePath(cue.AnyIndex))
+			if !ev.Exists() {
+				return
+			}
+			for i, el := range x.Elts {
+				walk(key+".[]", append(path[:len(path):len(path)], strconv.Itoa(i)), ev, el)
+			}
+		}
+	}
+	walk(kind, nil, def, expr)
+	return out
+}
+
+// cueDiagnostics turns CUE's errors into diagnostics a person can act on,
+// one per field, at the field's position in the YAML.
+func cueDiagnostics(err error, def, data cue.Value, fields map[string]Pos, start Pos, kind string) []Diagnostic {
+	var out []Diagnostic
+	seen := map[string]bool{}
+	for _, e := range cueerrors.Errors(err) {
+		path := e.Path()
+		if len(path) > 0 && strings.HasPrefix(path[0], "#") {
+			path = path[1:]
+		}
+		dotted := strings.Join(path, ".")
+		if seen[dotted] || format(e) == "field not allowed" {
+			continue // reported by unknownFields
+		}
+		msg := explain(e, path, def, data, kind)
+		if msg == "" {
+			continue
+		}
+		seen[dotted] = true
+		out = append(out, errorf(posOf(fields, path, start), "%s", msg))
+	}
+	return out
+}
+
+// posOf returns where the field at path (or its nearest written parent)
+// is written.
+func posOf(fields map[string]Pos, path []string, start Pos) Pos {
+	for i := len(path); i > 0; i-- {
+		if p, ok := fields[strings.Join(path[:i], ".")]; ok {
+			return p
+		}
+	}
+	return start
+}
+
+// schemaAt finds the schema of the field at path, following list indices
+// and pattern constraints.
+func schemaAt(def cue.Value, path []string) (cue.Value, bool) {
+	v := def
+	for _, sel := range path {
+		if _, err := strconv.Atoi(sel); err == nil && v.IncompleteKind() == cue.ListKind {
+			v = v.LookupPath(cue.MakePath(cue.AnyIndex))
+		} else if f := v.LookupPath(cue.MakePath(cue.Str(sel).Optional())); f.Exists() {
+			v = f
+		} else if f := v.LookupPath(cue.MakePath(cue.Str(sel).Required())); f.Exists() {
+			v = f
+		} else {
+			v = v.LookupPath(cue.MakePath(cue.AnyString))
+		}
+		if !v.Exists() {
+			return v, false
+		}
+	}
+	return v, true
+}
+
+func hint(def cue.Value, path []string) string {
+	v, ok := schemaAt(def, path)
+	if !ok {
+		return ""
+	}
+	a := v.Attribute("hint")
+	if a.Err() != nil {
+		return ""
+	}
+	s, err := a.String(0)
+	if err != nil {
+		return ""
+	}
+	return s
+}
+
+// allowedFields lists the fields the schema allows at path, sorted.
+func allowedFields(def cue.Value, path []string) []string {
+	v, ok := schemaAt(def, path)
+	if !ok {
+		return nil
+	}
+	it, err := v.Fields(cue.Optional(true))
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for it.Next() {
+		names = append(names, it.Selector().Unquoted())
+	}
+	sort.Strings(names)
+	return names
+}
+
+// explain writes one sentence for a CUE error: what is wrong with the
+// field and what would fix it.
+func explain(e cueerrors.Error, path []string, def, data cue.Value, kind string) string {
+	format, args := e.Msg()
+	field := strings.Join(path, ".")
+	if field == "" {
+		field = "the document"
+	}
+	withHint := func(s string) string {
+		if h := hint(def, path); h != "" {
+			return s + ": " + h
+		}
+		return s
+	}
+	got := func() string {
+		v := data.LookupPath(cue.ParsePath(quotePath(path)))
+		if !v.Exists() {
+			return ""
+		}
+		b, err := v.MarshalJSON()
+		if err != nil {
+			return ""
+		}
+		return string(b)
+	}
+	switch {
+	case format == "field not allowed":
+		name := path[len(path)-1]
+		allowed := allowedFields(def, path[:len(path)-1])
+		msg := fmt.Sprintf("unknown field %q in %s", name, where(path[:len(path)-1], kind))
+		if s := closest(name, allowed); s != "" {
+			return msg + fmt.Sprintf("; did you mean %q?", s)
+		}
+		if len(allowed) > 0 {
+			return msg + "; allowed fields are " + strings.Join(allowed, ", ")
+		}
+		return msg
+	case format == "field is required but not present":
+		if h := hint(def, path); h != "" {
+			return fmt.Sprintf("%s is missing: %s", field, h)
+		}
+		return fmt.Sprintf("%s is missing; every %s needs it", field, kind)
+	case strings.HasPrefix(format, "conflicting values") || strings.HasPrefix(format, "conflicting value "):
+		if enum := enumOf(def, path); enum != "" {
+			return fmt.Sprintf("%s: %s is not allowed; use one of %s", field, got(), enum)
+		}
+		if want := wantKind(def, path); want != "" {
+			return withHint(fmt.Sprintf("%s: got %s, want %s", field, got(), want))
+		}
+	case strings.HasPrefix(format, "invalid value"):
+		if len(args) == 2 {
+			if bound := fmt.Sprint(args[1]); !strings.HasPrefix(bound, "=~") && !strings.Contains(bound, "MaxRunes") {
+				if h := hint(def, path); h != "" {
+					return fmt.Sprintf("%s: %s is out of range: %s", field, got(), h)
+				}
+				return (fmt.Sprintf("%s: %s is out of range (it must be %s)", field, got(), bound))
+			}
+		}
+		return withHint(fmt.Sprintf("%s: %s is not valid", field, got()))
+	case strings.Contains(format, "empty disjunction"):
+		if enum := enumOf(def, path); enum != "" {
+			return fmt.Sprintf("%s: %s is not allowed; use one of %s", field, got(), enum)
+		}
+		return withHint(fmt.Sprintf("%s: %s is not valid", field, got()))
+	case strings.HasPrefix(format, "incomplete value"):
+		return withHint(fmt.Sprintf("%s is missing or incomplete", field))
+	}
+	return withHint(fmt.Sprintf("%s: %s", field, fmt.Sprintf(format, args...)))
+}
+
+func where(parent []string, kind string) string {
+	if len(parent) == 0 {
+		return "a " + kind
+	}
+	return strings.Join(parent, ".") + " of a " + kind
+}
+
+func quotePath(path []string) string {
+	var b strings.Builder
+	for i, p := range path {
+		if _, err := strconv.Atoi(p); err == nil {
+			b.WriteString("[" + p + "]")
+			continue
+		}
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		if false {
+		} else if ast.IsValidIdent(p) && !strings.HasPrefix(p, "#") && !strings.HasPrefix(p, "_") {
+			b.WriteString(p)
+		} else {
+			b.WriteString(strconv.Quote(p))
+		}
+	}
+	return b.String()
+}
+
+// enumOf lists the allowed strings when the schema of path is a
+// disjunction of string literals, such as "Running" | "Stopped".
+func enumOf(def cue.Value, path []string) string {
+	v, ok := schemaAt(def, path)
+	if !ok {
+		return ""
+	}
+	op, parts := v.Expr()
+	if op != cue.OrOp {
+		return ""
+	}
+	var out []string
+	for _, p := range parts {
+		s, err := p.String()
+		if err != nil {
+			return ""
+		}
+		out = append(out, strconv.Quote(s))
+	}
+	return strings.Join(out, ", ")
+}
+
+// wantKind says in words what type the schema wants at path.
+func wantKind(def cue.Value, path []string) string {
+	v, ok := schemaAt(def, path)
+	if !ok {
+		return ""
+	}
+	var kinds []string
+	k := v.IncompleteKind()
+	for _, c := range []struct {
+		k    cue.Kind
+		name string
+	}{
+		{cue.StructKind, "a mapping"}, {cue.ListKind, "a list"}, {cue.StringKind, "a string"},
+		{cue.BoolKind, "true or false"}, {cue.IntKind, "a whole number"}, {cue.FloatKind, "a number"},
+	} {
+		if k&c.k != 0 {
+			kinds = append(kinds, c.name)
+		}
+	}
+	if k&cue.NumberKind == cue.NumberKind {
+		kinds = slicesDelete(kinds, "a whole number")
+	}
+	return strings.Join(kinds, " or ")
+}
+
+func slicesDelete(s []string, x string) []string {
+	out := s[:0]
+	for _, v := range s {
+		if v != x {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// closest returns the candidate within edit distance 2 of name, if any.
+func closest(name string, candidates []string) string {
+	best, bestD := "", 3
+	for _, c := range candidates {
+		if d := editDistance(strings.ToLower(name), strings.ToLower(c)); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func format(e cueerrors.Error) string {
+	f, _ := e.Msg()
+	return f
+}

@@ -1,0 +1,178 @@
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"time"
+)
+
+// The raw* types mirror the YAML as written: optional fields are pointers
+// so defaults can be told apart from values, and quantities stay text
+// until they are parsed strictly.
+
+type rawMeta struct {
+	Name        string            `json:"name"`
+	Project     string            `json:"project"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+type rawTier struct {
+	Metadata rawMeta `json:"metadata"`
+	Spec     struct {
+		Value       int    `json:"value"`
+		Description string `json:"description"`
+		Preemptible *bool  `json:"preemptible"`
+		CanPreempt  *bool  `json:"canPreempt"`
+	} `json:"spec"`
+}
+
+type rawResources struct {
+	GPUs     int      `json:"gpus"`
+	GPUModel string   `json:"gpuModel"`
+	CPU      quantity `json:"cpu"`
+	Memory   quantity `json:"memory"`
+}
+
+type rawProject struct {
+	Metadata rawMeta `json:"metadata"`
+	Spec     struct {
+		Tier        string        `json:"tier"`
+		Description string        `json:"description"`
+		Members     []string      `json:"members"`
+		Quota       *rawResources `json:"quota"`
+		BorrowLimit *struct {
+			GPUs *int `json:"gpus"`
+		} `json:"borrowLimit"`
+		FairShare *struct {
+			Weight *float64 `json:"weight"`
+		} `json:"fairShare"`
+		Namespace string `json:"namespace"`
+	} `json:"spec"`
+}
+
+type rawTopology struct {
+	NVLink *Constraint `json:"nvlink"`
+	NUMA   *Constraint `json:"numa"`
+}
+
+type rawCheckpoint struct {
+	Signal      *string   `json:"signal"`
+	GracePeriod *quantity `json:"gracePeriod"`
+	Interval    *quantity `json:"interval"`
+}
+
+type rawWorkspace struct {
+	Metadata rawMeta `json:"metadata"`
+	Spec     struct {
+		Owner            string         `json:"owner"`
+		State            DesiredState   `json:"state"`
+		Task             Task           `json:"task"`
+		Resources        rawResources   `json:"resources"`
+		Topology         *rawTopology   `json:"topology"`
+		Replicas         *int           `json:"replicas"`
+		Volumes          []VolumeMount  `json:"volumes"`
+		Checkpoint       *rawCheckpoint `json:"checkpoint"`
+		Preemptible      *bool          `json:"preemptible"`
+		RestartOnFailure bool           `json:"restartOnFailure"`
+	} `json:"spec"`
+}
+
+type rawVolume struct {
+	Metadata rawMeta `json:"metadata"`
+	Spec     struct {
+		Size       quantity `json:"size"`
+		Type       string   `json:"type"`
+		Source     string   `json:"source"`
+		AccessMode string   `json:"accessMode"`
+		Projects   []string `json:"projects"`
+	} `json:"spec"`
+}
+
+type rawPolicy struct {
+	Metadata rawMeta `json:"metadata"`
+	Spec     struct {
+		FairShare *struct {
+			HalfLife *quantity `json:"halfLife"`
+		} `json:"fairShare"`
+		Aging *struct {
+			Interval *quantity `json:"interval"`
+			Step     *int      `json:"step"`
+			MaxBoost *int      `json:"maxBoost"`
+		} `json:"aging"`
+		Preemption *struct {
+			Enabled    *bool     `json:"enabled"`
+			MinRuntime *quantity `json:"minRuntime"`
+			MaxVictims *int      `json:"maxVictims"`
+		} `json:"preemption"`
+		Defaults *struct {
+			Topology   *rawTopology   `json:"topology"`
+			Checkpoint *rawCheckpoint `json:"checkpoint"`
+		} `json:"defaults"`
+	} `json:"spec"`
+}
+
+// quantity is a scalar kept as text: a YAML number or string.
+type quantity struct {
+	text string
+	set  bool
+}
+
+func (q *quantity) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		s, err := strconv.Unquote(string(b))
+		if err != nil {
+			var js string
+			if err := json.Unmarshal(b, &js); err != nil {
+				return err
+			}
+			s = js
+		}
+		*q = quantity{text: s, set: true}
+		return nil
+	}
+	*q = quantity{text: string(b), set: true}
+	return nil
+}
+
+// fieldErrs collects diagnostics at field positions of one document.
+type fieldErrs struct {
+	d    *doc
+	diag []Diagnostic
+}
+
+func (f *fieldErrs) cpu(field string, q quantity) int64 {
+	if !q.set {
+		return 0
+	}
+	n, err := ParseCPU(q.text)
+	if err != nil {
+		f.diag = append(f.diag, errorf(f.d.pos(field), "%s: %v", field, err))
+	}
+	return n
+}
+
+func (f *fieldErrs) bytes(field string, q quantity) int64 {
+	if !q.set {
+		return 0
+	}
+	n, err := ParseBytes(q.text)
+	if err != nil {
+		f.diag = append(f.diag, errorf(f.d.pos(field), "%s: %v", field, err))
+	}
+	return n
+}
+
+func (f *fieldErrs) duration(field string, q *quantity, def time.Duration) time.Duration {
+	if q == nil || !q.set {
+		return def
+	}
+	d, err := ParseDuration(q.text)
+	if err != nil {
+		f.diag = append(f.diag, errorf(f.d.pos(field), "%s: %v", field, err))
+		return def
+	}
+	return d
+}

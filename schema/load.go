@@ -1,0 +1,357 @@
+package schema
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/encoding/yaml"
+)
+
+// Summary counts what a load found, valid or not.
+type Summary struct {
+	Files      int `json:"files"`
+	Tiers      int `json:"tiers"`
+	Projects   int `json:"projects"`
+	Workspaces int `json:"workspaces"`
+	Volumes    int `json:"volumes"`
+	Policies   int `json:"policies"`
+	Rules      int `json:"rules"`
+}
+
+// Report is everything a load found: the Set (nil when any diagnostic is
+// an error), the diagnostics sorted by file, line and column, and counts.
+type Report struct {
+	Set         *Set
+	Diagnostics Diagnostics
+	Summary     Summary
+}
+
+// Load reads every *.yaml and *.yml file under paths (directories are
+// walked recursively; hidden directories and files and what .berthignore
+// names are skipped; a path naming a file is read as it is), validates the
+// documents against the schema, the cross-document rules and any *.cue
+// rule files, fills defaults and returns the sorted Set.
+//
+// The error is for I/O trouble only. Problems in the specs are
+// Diagnostics; the Set is nil when any of them is an error.
+func Load(paths ...string) (*Set, Diagnostics, error) {
+	r, err := Check(paths...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r.Set, r.Diagnostics, nil
+}
+
+// LoadFS is Load over the tree under root in fsys (for example a git
+// commit's tree). Diagnostics name files by their path in fsys.
+func LoadFS(fsys fs.FS, root string) (*Set, Diagnostics, error) {
+	r, err := CheckFS(fsys, root)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r.Set, r.Diagnostics, nil
+}
+
+// Check is Load returning the whole Report.
+func Check(paths ...string) (*Report, error) {
+	if len(paths) == 0 {
+		paths = []string{"."}
+	}
+	files, err := readPaths(paths)
+	if err != nil {
+		return nil, err
+	}
+	return check(files), nil
+}
+
+// CheckFS is LoadFS returning the whole Report.
+func CheckFS(fsys fs.FS, root string) (*Report, error) {
+	if root == "" {
+		root = "."
+	}
+	files, err := walkFS(fsys, path.Clean(root), func(p string) string { return p })
+	if err != nil {
+		return nil, err
+	}
+	return check(files), nil
+}
+
+// doc is one document of a spec file as the loader sees it.
+type doc struct {
+	kind    string
+	name    string
+	project string
+	start   Pos
+	fields  map[string]Pos
+	expr    ast.Expr // kept while rules need it
+	valid   bool     // passed the schema
+	raw     any      // *rawTier, *rawProject, ... when valid
+}
+
+func (d *doc) pos(field string) Pos {
+	if p, ok := d.fields[field]; ok {
+		return p
+	}
+	return d.start
+}
+
+func (d *doc) meta() Meta {
+	return Meta{Name: d.name, Project: d.project, Source: d.start, Fields: d.fields}
+}
+
+// docsPerContext bounds how many documents one cue.Context validates
+// before it is dropped: a context keeps every value built in it.
+const docsPerContext = 512
+
+type fileResult struct {
+	docs  []*doc
+	diags []Diagnostic
+}
+
+// check runs every stage over files and builds the report.
+func check(files []sourceFile) *Report {
+	files = dedupe(files)
+	var specs, rules []sourceFile
+	for _, f := range files {
+		if isRuleFile(f.name) {
+			rules = append(rules, f)
+		} else {
+			specs = append(specs, f)
+		}
+	}
+	keepExpr := len(rules) > 0
+
+	// 1. Parse and validate each document on its own, in parallel; each
+	// worker renews its cue.Context every docsPerContext documents.
+	results := make([]fileResult, len(specs))
+	workers := min(runtime.GOMAXPROCS(0), max(1, len(specs)))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var c *checker
+			for i := range next {
+				if c == nil || c.docs >= docsPerContext {
+					c = newChecker()
+				}
+				results[i] = parseFile(c, specs[i], keepExpr)
+			}
+		}()
+	}
+	for i := range specs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+
+	r := &Report{Summary: Summary{Files: len(specs), Rules: len(rules)}}
+	var docs []*doc
+	for _, fr := range results {
+		r.Diagnostics = append(r.Diagnostics, fr.diags...)
+		docs = append(docs, fr.docs...)
+	}
+
+	// 2. Cross-document rules over the documents that parsed.
+	set, diags := build(docs)
+	r.Diagnostics = append(r.Diagnostics, diags...)
+	for _, d := range docs {
+		switch d.kind {
+		case KindPriorityTier:
+			r.Summary.Tiers++
+		case KindProject:
+			r.Summary.Projects++
+		case KindWorkspace:
+			r.Summary.Workspaces++
+		case KindVolume:
+			r.Summary.Volumes++
+		case KindSchedulingPolicy:
+			r.Summary.Policies++
+		}
+	}
+
+	// 3. The repo's own CUE rules over the data.
+	if len(rules) > 0 {
+		r.Diagnostics = append(r.Diagnostics, checkRules(rules, docs)...)
+	}
+
+	r.Diagnostics.Sort()
+	if !r.Diagnostics.HasErrors() {
+		r.Set = set
+	}
+	return r
+}
+
+func dedupe(files []sourceFile) []sourceFile {
+	seen := map[string]bool{}
+	out := files[:0]
+	for _, f := range files {
+		if !seen[f.name] {
+			seen[f.name] = true
+			out = append(out, f)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// parseFile reads the documents of one YAML file and validates each
+// against the schema. It never panics: a panic inside a library becomes a
+// diagnostic.
+func parseFile(c *checker, f sourceFile, keepExpr bool) (fr fileResult) {
+	defer func() {
+		if p := recover(); p != nil {
+			fr.diags = append(fr.diags, errorf(Pos{File: f.name}, "internal error reading this file (please report it): %v", p))
+		}
+	}()
+	if !bytes.ContainsFunc(f.data, func(r rune) bool { return r != ' ' && r != '\n' && r != '\t' && r != '\r' }) {
+		return fr
+	}
+	dec := yaml.NewDecoder(f.name, bytes.NewReader(f.data))
+	for {
+		expr, err := dec.Extract()
+		if errors.Is(err, io.EOF) {
+			return fr
+		}
+		if err != nil {
+			fr.diags = append(fr.diags, yamlError(f.name, err))
+			return fr
+		}
+		d, diags := parseDoc(c, f.name, expr, keepExpr)
+		fr.diags = append(fr.diags, diags...)
+		if d != nil {
+			fr.docs = append(fr.docs, d)
+		}
+	}
+}
+
+func yamlError(file string, err error) Diagnostic {
+	p := Pos{File: file}
+	msg := err.Error()
+	if ps := errorPositions(err); ps.Line > 0 {
+		p = ps
+	}
+	// The YAML library's messages start "yaml: line N: "; the position
+	// says that already.
+	if i := strings.Index(msg, "yaml: "); i >= 0 {
+		msg = msg[i+len("yaml: "):]
+		if strings.HasPrefix(msg, "line ") {
+			if j := strings.Index(msg, ": "); j >= 0 {
+				msg = msg[j+2:]
+			}
+		}
+	}
+	if p.File != file {
+		p = Pos{File: file, Line: p.Line, Col: p.Col}
+	}
+	return errorf(p, "invalid YAML: %s", msg)
+}
+
+func errorPositions(err error) Pos {
+	var line int
+	msg := err.Error()
+	if i := strings.Index(msg, "line "); i >= 0 {
+		fmt.Sscanf(msg[i:], "line %d", &line)
+	}
+	for _, e := range cueErrors(err) {
+		if p := toPos(e.Position()); p.Line > 0 {
+			return p
+		}
+	}
+	return Pos{Line: line}
+}
+
+// parseDoc reads one document's header, then validates it against the
+// schema of its kind. It returns nil for empty documents and Cluster
+// files.
+func parseDoc(c *checker, file string, expr ast.Expr, keepExpr bool) (*doc, []Diagnostic) {
+	start := toPos(expr.Pos())
+	if start.File == "" {
+		start.File = file
+	}
+	if lit, ok := expr.(*ast.BasicLit); ok && lit.Value == "null" {
+		return nil, nil // an empty document, such as a trailing ---
+	}
+	st, ok := expr.(*ast.StructLit)
+	if !ok {
+		return nil, []Diagnostic{errorf(start, "a document must be a mapping with apiVersion, kind, metadata and spec")}
+	}
+	if len(st.Elts) == 0 {
+		return nil, nil
+	}
+	fields := fieldPositions(expr)
+	d := &doc{start: start, fields: fields}
+	d.kind, _ = stringField(expr, "kind")
+	d.name, _ = stringField(expr, "metadata.name")
+	d.project, _ = stringField(expr, "metadata.project")
+	switch {
+	case d.kind == KindCluster:
+		d.raw = plain(expr)
+		return d, nil
+	case lookupField(expr, "kind") == nil:
+		return nil, []Diagnostic{errorf(start, "kind is missing; set it to one of %s", strings.Join(Kinds, ", "))}
+	case !isKind(d.kind):
+		k := "kind"
+		if d.kind != "" {
+			k = fmt.Sprintf("kind %q", d.kind)
+		}
+		msg := fmt.Sprintf("%s is not a berth kind; use one of %s", k, strings.Join(Kinds, ", "))
+		if s := closest(d.kind, Kinds); s != "" && d.kind != "" {
+			msg = fmt.Sprintf("%s is not a berth kind; did you mean %q?", k, s)
+		}
+		return nil, []Diagnostic{errorf(d.pos("kind"), "%s", msg)}
+	}
+	if keepExpr {
+		d.expr = expr
+	}
+	data, diags := c.check(d.kind, expr, fields, start)
+	if len(diags) > 0 {
+		return d, diags
+	}
+	raw, err := decodeRaw(d.kind, data)
+	if err != nil {
+		return d, []Diagnostic{errorf(start, "%v", err)}
+	}
+	d.raw, d.valid = raw, true
+	return d, nil
+}
+
+func isKind(k string) bool {
+	for _, x := range Kinds {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+func decodeRaw(kind string, v cue.Value) (any, error) {
+	var raw any
+	switch kind {
+	case KindPriorityTier:
+		raw = &rawTier{}
+	case KindProject:
+		raw = &rawProject{}
+	case KindWorkspace:
+		raw = &rawWorkspace{}
+	case KindVolume:
+		raw = &rawVolume{}
+	case KindSchedulingPolicy:
+		raw = &rawPolicy{}
+	}
+	if err := v.Decode(raw); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", kind, err)
+	}
+	return raw, nil
+}
