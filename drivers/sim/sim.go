@@ -211,7 +211,9 @@ func (c *Cluster) Apply(ctx context.Context, a state.Action) error {
 	var err error
 	switch a.Kind {
 	case state.ActionStart:
-		err = c.start(now, a)
+		if err = validate(a); err == nil {
+			err = c.start(now, a)
+		}
 	case state.ActionStop, state.ActionPreempt:
 		c.stop(now, a.Workspace)
 	case state.ActionUpdate:
@@ -224,7 +226,7 @@ func (c *Cluster) Apply(ctx context.Context, a state.Action) error {
 		err = fmt.Errorf("unknown action kind %d", a.Kind)
 	}
 	if err != nil {
-		return fmt.Errorf("sim: %s %s: %w", a.Kind, a.Workspace, err)
+		return classify(a, fmt.Errorf("sim: %s %s: %w", a.Kind, a.Workspace, err))
 	}
 	c.applied = append(c.applied, a)
 	return nil
