@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/berth-dev/berth/agent"
+	"github.com/hashicorp/nomad/api"
+	"github.com/spf13/cobra"
+)
+
+func init() { commands = append(commands, newAgentCmd) }
+
+func newAgentCmd() *cobra.Command {
+	var nodeID string
+	var interval time.Duration
+	var once bool
+	cmd := &cobra.Command{
+		Use:   "agent [--node-id ID] [--interval 30s] [--once]",
+		Short: "Publish this GPU node's topology (NVML) as Nomad node metadata",
+		Long: `agent runs on each GPU node (examples/deploy/berth-agent.nomad.hcl is a
+Nomad system job for it). It reads the GPUs with NVML -- UUID, model, memory,
+PCI bus ID, NUMA node and NVLink peers -- and publishes them as dynamic node
+metadata under berth.gpu. through the local Nomad client (NOMAD_ADDR,
+NOMAD_TOKEN), refreshed every --interval and whenever they change. berth reads
+it to place workspaces within one NVLink domain or NUMA node.
+
+Without the NVIDIA driver (no libnvidia-ml.so.1) it exits with status 1.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			reader, err := agent.NewNVMLReader()
+			if err != nil {
+				return &exitError{Code: exitFailure, Err: fmt.Errorf("agent: %w", err)}
+			}
+			defer reader.Close()
+			cfg := api.DefaultConfig()
+			client, err := api.NewClient(cfg)
+			if err != nil {
+				return &exitError{Code: exitFailure, Err: fmt.Errorf("agent: nomad client for %s: %w", cfg.Address, err)}
+			}
+			a := &agent.Agent{Reader: reader, Client: client, NodeID: nodeID, Interval: interval, Log: cmd.ErrOrStderr()}
+			if once {
+				changed, err := a.Once(cmd.Context())
+				if err != nil {
+					return &exitError{Code: exitFailure, Err: err}
+				}
+				gpus, _ := reader.Read()
+				fmt.Fprintf(cmd.OutOrStdout(), "%s; metadata %s\n", agent.Summary(gpus), map[bool]string{true: "published", false: "already current"}[changed])
+				return nil
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if err := a.Run(ctx); err != nil {
+				return &exitError{Code: exitFailure, Err: err}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&nodeID, "node-id", os.Getenv("BERTH_NODE_ID"), "Nomad node ID to write (default $BERTH_NODE_ID, else the local client's node)")
+	cmd.Flags().DurationVar(&interval, "interval", 30*time.Second, "how often to read the GPUs again")
+	cmd.Flags().BoolVar(&once, "once", false, "publish once and exit")
+	return cmd
+}

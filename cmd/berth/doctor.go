@@ -1,0 +1,131 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/berth-dev/berth/drivers/nomad"
+	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/spf13/cobra"
+)
+
+func init() { commands = append(commands, newDoctorCmd) }
+
+func newDoctorCmd() *cobra.Command {
+	var cluster string
+	var fix bool
+	cmd := &cobra.Command{
+		Use:   "doctor --cluster nomad [--fix]",
+		Short: "Check that a Nomad cluster is set up for berth",
+		Long: `doctor reads a Nomad cluster and reports what stands in berth's way:
+Nomad's native preemption (it evicts whole allocations of jobs 10 or more
+priority points lower, without checkpoint grace, quotas or berth's choice of
+victims) and GPU nodes without the topology 'berth agent' publishes (berth
+then assumes one NVLink domain per node).
+
+It changes nothing unless --fix is given; --fix turns native preemption off
+for batch and service jobs with a check-and-set write of the whole scheduler
+configuration.
+
+Exit status: 0 when nothing is wrong (or --fix fixed it), 1 when a problem
+remains, 2 when the command line is wrong.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			name, _, _ := strings.Cut(cluster, ":")
+			if name != "nomad" {
+				return usageError("--cluster %q: doctor checks a Nomad cluster (nomad or nomad://HOST:PORT)", cluster)
+			}
+			c, err := openCluster(cmd.Context(), cluster, clusterOptions{})
+			if err != nil {
+				return err
+			}
+			d := c.Cluster.(*nomad.Driver)
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "cluster: %s\n", c.Name)
+			rep, err := d.Scheduler(cmd.Context())
+			if err != nil {
+				return &exitError{Code: exitFailure, Err: err}
+			}
+			printScheduler(out, rep)
+			problems := rep.Problems
+			if fix && len(rep.Problems) > 0 {
+				changed, err := d.FixScheduler(cmd.Context())
+				if err != nil {
+					return &exitError{Code: exitFailure, Err: err}
+				}
+				if changed {
+					fmt.Fprintln(out, "fixed: native preemption is now off for batch and service jobs (check-and-set write of the whole configuration)")
+				}
+				if rep, err = d.Scheduler(cmd.Context()); err != nil {
+					return &exitError{Code: exitFailure, Err: err}
+				}
+				problems = rep.Problems
+			}
+			snap, err := d.Observe(cmd.Context())
+			if err != nil {
+				return &exitError{Code: exitFailure, Err: err}
+			}
+			problems = append(problems, printNodes(out, snap)...)
+			if len(problems) == 0 {
+				fmt.Fprintln(out, "ok: nothing stands in berth's way")
+				return nil
+			}
+			for _, p := range problems {
+				fmt.Fprintln(out, "problem: "+p)
+			}
+			return &exitError{Code: exitFailure}
+		},
+	}
+	cmd.Flags().StringVar(&cluster, "cluster", "nomad", "the Nomad cluster: nomad or nomad://HOST:PORT")
+	cmd.Flags().BoolVar(&fix, "fix", false, "turn Nomad's native preemption off for batch and service jobs")
+	return cmd
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func printScheduler(w io.Writer, rep nomad.SchedulerReport) {
+	c := rep.Config
+	fmt.Fprintf(w, "scheduler: algorithm %s, memory oversubscription %s, modify index %d\n",
+		c.SchedulerAlgorithm, onOff(c.MemoryOversubscriptionEnabled), c.ModifyIndex)
+	p := c.PreemptionConfig
+	fmt.Fprintf(w, "native preemption: batch %s, service %s, system %s, sysbatch %s\n",
+		onOff(p.BatchSchedulerEnabled), onOff(p.ServiceSchedulerEnabled), onOff(p.SystemSchedulerEnabled), onOff(p.SysBatchSchedulerEnabled))
+}
+
+// printNodes lists GPU nodes and where their topology comes from; it
+// returns a problem for each GPU node without the agent's topology.
+func printNodes(w io.Writer, snap state.Snapshot) []string {
+	var problems []string
+	nodes := append([]state.Node(nil), snap.Nodes...)
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	for _, n := range nodes {
+		if len(n.GPUs) == 0 {
+			continue
+		}
+		domains := map[int]bool{}
+		for _, g := range n.GPUs {
+			domains[g.Domain] = true
+		}
+		src := "from berth agent"
+		if n.TopologyGuessed {
+			src = "guessed: one NVLink domain (run berth agent on it)"
+			problems = append(problems, fmt.Sprintf("node %s has no GPU topology from berth agent; berth assumes one NVLink domain", n.Name))
+		}
+		status := "ready"
+		if !n.Ready {
+			status = "down"
+		} else if !n.Eligible {
+			status = "ineligible"
+		}
+		fmt.Fprintf(w, "node %s: %s, %d GPUs in %d NVLink domain(s), topology %s\n", n.Name, status, len(n.GPUs), len(domains), src)
+	}
+	return problems
+}
+
