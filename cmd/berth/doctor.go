@@ -128,4 +128,3 @@ func printNodes(w io.Writer, snap state.Snapshot) []string {
 	}
 	return problems
 }
-

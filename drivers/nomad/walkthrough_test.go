@@ -168,4 +168,3 @@ func wsState(st reconcile.Status, ref schema.Ref) reconcile.State {
 	}
 	return ""
 }
-
