@@ -19,6 +19,7 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:           "testdata/script",
 		UpdateScripts: os.Getenv("BERTH_UPDATE") != "",
+		Cmds:          map[string]func(ts *testscript.TestScript, neg bool, args []string){"fakenomad": fakeNomad},
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("GITHUB_STEP_SUMMARY", "")
 			return nil

@@ -196,6 +196,16 @@ func (s *Server) SetNodeStatus(id, status string, eligible bool) {
 	n.n.ModifyIndex = s.bump()
 }
 
+// SetPreemption sets native preemption for batch and service jobs, as an
+// operator would.
+func (s *Server) SetPreemption(batch, service bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sched.PreemptionConfig.BatchSchedulerEnabled = batch
+	s.sched.PreemptionConfig.ServiceSchedulerEnabled = service
+	s.sched.ModifyIndex = s.bump()
+}
+
 // Fail makes the next request matching method and path prefix answer
 // status with a plain-text body, once per call.
 func (s *Server) Fail(method, pathPrefix string, status int, body string) {
