@@ -1,0 +1,63 @@
+# berth agent on every GPU node: reads the GPUs with NVML (UUID, model,
+# memory, PCI bus, NUMA node, NVLink peers) and publishes them as dynamic
+# node metadata under berth.gpu. through the local Nomad client.
+#
+#   nomad var put nomad/jobs/berth-agent token=<secret of a token with node:write>
+#   nomad job run examples/deploy/berth-agent.nomad.hcl
+#
+# It must run on the host (raw_exec) or in a container that sees
+# libnvidia-ml.so.1, with a berth built with cgo. It requests no GPU: it
+# only reads them, and must never hold one a workspace could use.
+job "berth-agent" {
+  type     = "system"
+  priority = 90
+
+  # Only GPU nodes: give them `meta { gpu = "true" }` in their client
+  # configuration (or put them in their own node pool).
+  constraint {
+    attribute = "${meta.gpu}"
+    value     = "true"
+  }
+
+  group "agent" {
+    restart {
+      attempts = 10
+      interval = "30m"
+      delay    = "15s"
+      mode     = "delay"
+    }
+
+    task "agent" {
+      driver = "raw_exec"
+
+      artifact {
+        source = "https://example.invalid/berth/releases/latest/berth_linux_amd64.tar.gz"
+      }
+
+      config {
+        command = "local/berth"
+        args    = ["agent", "--interval", "30s"]
+      }
+
+      env {
+        BERTH_NODE_ID = "${node.unique.id}"
+        NOMAD_ADDR    = "http://${attr.unique.network.ip-address}:4646"
+      }
+
+      # The ACL token (node:write) comes from a Nomad Variable; it is never
+      # in the job file, and berth never prints it.
+      template {
+        destination = "secrets/env"
+        env         = true
+        data        = <<-EOT
+          {{ with nomadVar "nomad/jobs/berth-agent" }}NOMAD_TOKEN={{ .token }}{{ end }}
+        EOT
+      }
+
+      resources {
+        cpu    = 50
+        memory = 64
+      }
+    }
+  }
+}

@@ -1,0 +1,4 @@
+# berth agent writes dynamic node metadata (POST /v1/client/metadata).
+node {
+  policy = "write"
+}
