@@ -16,7 +16,7 @@ import (
 
 // fakeCluster starts a fake Nomad holding nodes (with the topology
 // metadata `berth agent` would publish) and a driver over it.
-func fakeCluster(t *testing.T, nodes []state.Node) (*nomadfake.Server, *nomad.Driver) {
+func fakeCluster(t testing.TB, nodes []state.Node) (*nomadfake.Server, *nomad.Driver) {
 	t.Helper()
 	fake := nomadfake.New()
 	for n, node := range nodes {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -483,6 +484,58 @@ func TestBusyGPUIsNeverPinned(t *testing.T) {
 	for _, r := range h.Requests() {
 		if strings.HasPrefix(r, "PUT /v1/job") {
 			t.Errorf("a job was registered on a busy GPU: %s", r)
+		}
+	}
+}
+
+func TestWatch(t *testing.T) {
+	fake := nomadfake.New()
+	fake.AddNode(nomadfake.Node{ID: "n1", Name: "a"})
+	d, _ := nomad.New(nomad.Config{Address: fake.Start(t).URL})
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch := d.Watch(wctx)
+	if _, err := d.Observe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	fake.SetNodeStatus("n1", "down", false)
+	select {
+	case <-ch:
+	case <-time.After(2 * time.Second):
+		t.Fatal("no change seen within 2s")
+	}
+}
+
+// BenchmarkObserve: one observation of a 64-node, 512-GPU cluster with
+// 256 running workspaces, over HTTP against the fake.
+func BenchmarkObserve(b *testing.B) {
+	var nodes []state.Node
+	for n := 0; n < 64; n++ {
+		node := state.Node{Name: fmt.Sprintf("gpu-%02d", n), Ready: true, Eligible: true}
+		for i := 0; i < 8; i++ {
+			node.GPUs = append(node.GPUs, state.GPU{ID: fmt.Sprintf("GPU-%02d-%d", n, i), Index: i, Domain: i / 4, NUMA: i / 4, Healthy: true})
+		}
+		nodes = append(nodes, node)
+	}
+	fake, d := fakeCluster(b, nodes)
+	if _, err := d.Observe(ctx); err != nil {
+		b.Fatal(err)
+	}
+	for n := 0; n < 64; n++ {
+		for w := 0; w < 4; w++ {
+			a := startAction(fmt.Sprintf("ws-%02d-%d", n, w), nodes[n].Name, nodes[n].GPUs[2*w].ID, nodes[n].GPUs[2*w+1].ID)
+			if err := d.Apply(ctx, a); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	fake.Settle()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		snap, err := d.Observe(ctx)
+		if err != nil || len(snap.Allocs) != 256 {
+			b.Fatalf("%d allocs, %v", len(snap.Allocs), err)
 		}
 	}
 }

@@ -355,3 +355,44 @@ func (d *Driver) WaitForChange(ctx context.Context, wait time.Duration) error {
 	}
 	return nil
 }
+
+// Watch sends on the returned channel each time Nomad's nodes, jobs or
+// allocations change after an Observe (blocking queries, so within a
+// second of Nomad knowing), until ctx ends. The loop can merge it with its
+// spec-change channel. Errors wait a second and try again.
+func (d *Driver) Watch(ctx context.Context) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	go func() {
+		defer close(ch)
+		for ctx.Err() == nil {
+			d.mu.Lock()
+			before := d.lastIndex
+			d.mu.Unlock()
+			if before == 0 {
+				if _, err := d.Observe(ctx); err != nil {
+					_ = sleep(ctx, time.Second)
+				}
+				continue
+			}
+			if err := d.WaitForChange(ctx, 5*time.Minute); err != nil {
+				_ = sleep(ctx, time.Second)
+				continue
+			}
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+			// The receiver observes; until it does, do not spin.
+			for ctx.Err() == nil {
+				d.mu.Lock()
+				after := d.lastIndex
+				d.mu.Unlock()
+				if after != before {
+					break
+				}
+				_ = sleep(ctx, 50*time.Millisecond)
+			}
+		}
+	}()
+	return ch
+}
