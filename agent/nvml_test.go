@@ -141,3 +141,28 @@ func TestDomains(t *testing.T) {
 		t.Errorf("(-want +got)\n%s", d)
 	}
 }
+
+// TestLiveNVML reads the real GPUs where NVML is there (a GPU node) and
+// checks the metadata round-trips; elsewhere it skips, saying why.
+func TestLiveNVML(t *testing.T) {
+	r, err := NewNVMLReader()
+	if err != nil {
+		t.Skipf("no NVML on this machine: %v", err)
+	}
+	defer r.Close()
+	gpus, err := r.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := gpumeta.Encode(gpus)
+	back, err := gpumeta.Decode(meta)
+	if err != nil || len(back) != len(gpus) {
+		t.Fatalf("decode %v: %v", meta, err)
+	}
+	for i, g := range gpus {
+		if !strings.HasPrefix(g.UUID, "GPU-") || !gpumeta.SamePCI(g.PCIBusID, back[i].PCIBusID) || g.MemoryMiB <= 0 || g.Model == "" {
+			t.Errorf("GPU %d: %+v", i, g)
+		}
+	}
+	t.Logf("%s: %s", Summary(gpus), meta[gpumeta.KeyTopology])
+}

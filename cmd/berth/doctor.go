@@ -68,6 +68,12 @@ remains, 2 when the command line is wrong.`,
 				return &exitError{Code: exitFailure, Err: err}
 			}
 			problems = append(problems, printNodes(out, snap)...)
+			for _, e := range d.Evictions() {
+				fmt.Fprintf(out, "evicted: %s replica %d on %s: %s\n", e.Workspace, e.Replica, e.Node, e.Reason)
+				if e.By != "" {
+					problems = append(problems, fmt.Sprintf("Nomad's native preemption evicted %s; berth's own preemption gives a checkpoint grace", e.Workspace))
+				}
+			}
 			if len(problems) == 0 {
 				fmt.Fprintln(out, "ok: nothing stands in berth's way")
 				return nil

@@ -274,7 +274,8 @@ func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job 
 			return wrap(err, ref, "list evaluations of job "+ns+"/"+id)
 		}
 		for _, e := range evals {
-			if e.Status == "blocked" && e.JobModifyIndex >= *job.JobModifyIndex {
+			// Blocked evals carry no JobModifyIndex (recording 57): order by creation.
+			if e.Status == "blocked" && e.CreateIndex >= *job.JobModifyIndex {
 				return d.withdraw(ctx, ref, ns, id, "Nomad could not place it on the pinned node and GPUs (blocked evaluation "+e.ID+")")
 			}
 		}

@@ -96,6 +96,7 @@ type Driver struct {
 	nodeIDs   map[string]string // node name (and ID) -> ID, from the last observation
 	lastIndex uint64
 	histIndex uint64 // ModifyIndex of the history variable as last read or written
+	evicted   []Eviction
 }
 
 // New connects a driver to Nomad (no request is made until used).

@@ -22,6 +22,7 @@ import (
 	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -537,5 +538,47 @@ func BenchmarkObserve(b *testing.B) {
 		if err != nil || len(snap.Allocs) != 256 {
 			b.Fatalf("%d allocs, %v", len(snap.Allocs), err)
 		}
+	}
+}
+
+// TestEvictionsAreReported: an allocation Nomad evicted (native
+// preemption, recording 52) leaves the snapshot and is reported with its
+// cause.
+func TestEvictionsAreReported(t *testing.T) {
+	h, d, nodes := newHooked(t)
+	if err := d.Apply(ctx, startAction("train", "gpu-a", nodes[0].GPUs[0].ID)); err != nil {
+		t.Fatal(err)
+	}
+	h.Settle()
+	allocs := h.AllocsOf("vision", "train")
+	h.Evict(allocs[0].ID, "dbe3c873-416e-52f2-c498-a3a5aaa70b04")
+	snap, err := d.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Allocs) != 0 {
+		t.Errorf("an evicted allocation holds nothing, but the snapshot has %v", snap.Allocs)
+	}
+	ev := d.Evictions()
+	want := []nomad.Eviction{{
+		Workspace: schema.Ref{Project: "vision", Name: "train"}, Node: "gpu-a", GPUs: []string{nodes[0].GPUs[0].ID},
+		AllocID: allocs[0].ID, By: "dbe3c873-416e-52f2-c498-a3a5aaa70b04",
+		Reason: "Preempted by alloc ID dbe3c873-416e-52f2-c498-a3a5aaa70b04",
+	}}
+	if d := cmp.Diff(want, ev, cmpopts.IgnoreFields(nomad.Eviction{}, "At")); d != "" {
+		t.Errorf("(-want +got)\n%s", d)
+	}
+	// Starting it again replaces the evicted run.
+	if err := d.Apply(ctx, startAction("train", "gpu-a", nodes[0].GPUs[0].ID)); err == nil {
+		h.Settle()
+	} else if drivers.ClassOf(err) != drivers.ClassConflict {
+		t.Fatalf("restart after eviction: %v", err)
+	} else if err := d.Apply(ctx, startAction("train", "gpu-a", nodes[0].GPUs[0].ID)); err != nil {
+		t.Fatalf("second restart after eviction: %v", err)
+	}
+	h.Settle()
+	snap, _ = d.Observe(ctx)
+	if len(snap.Allocs) != 1 || snap.Allocs[0].Phase != state.AllocRunning {
+		t.Errorf("after restarting: %+v", snap.Allocs)
 	}
 }

@@ -98,10 +98,12 @@ func (d *Driver) observe(ctx context.Context) (state.Snapshot, bool, error) {
 
 	snap := state.Snapshot{ObservedAt: now}
 	ids := map[string]string{}
+	var evicted []Eviction
 	for _, nd := range data {
-		node, allocs := buildNode(nd, berth)
+		node, allocs, ev := buildNode(nd, berth)
 		snap.Nodes = append(snap.Nodes, node)
 		snap.Allocs = append(snap.Allocs, allocs...)
+		evicted = append(evicted, ev...)
 		ids[node.Name] = node.ID
 		ids[node.ID] = node.ID
 	}
@@ -113,7 +115,18 @@ func (d *Driver) observe(ctx context.Context) (state.Snapshot, bool, error) {
 		}
 		return a.Replica < b.Replica
 	})
+	sort.Slice(evicted, func(i, j int) bool {
+		a, b := evicted[i], evicted[j]
+		if a.Workspace != b.Workspace {
+			return a.Workspace.Less(b.Workspace)
+		}
+		if a.Replica != b.Replica {
+			return a.Replica < b.Replica
+		}
+		return a.At.Before(b.At)
+	})
 	d.mu.Lock()
+	d.evicted = evicted
 	d.nodeIDs = ids
 	d.lastIndex = max(d.lastIndex, index)
 	d.mu.Unlock()
@@ -122,9 +135,9 @@ func (d *Driver) observe(ctx context.Context) (state.Snapshot, bool, error) {
 
 // buildNode turns one Nomad node and its allocations into berth's node
 // and berth's allocations on it.
-func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (state.Node, []state.Alloc) {
+func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (out state.Node, allocs []state.Alloc, evicted []Eviction) {
 	n := nd.node
-	out := state.Node{
+	out = state.Node{
 		Name: n.Name, ID: n.ID, Pool: n.NodePool,
 		Ready:    n.Status == "ready",
 		Eligible: n.SchedulingEligibility == "eligible" && !n.Drain && n.DrainStrategy == nil,
@@ -182,7 +195,6 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (state.Node, [
 		}
 	}
 	held := map[string]bool{} // GPUs held by jobs that are not berth's
-	var allocs []state.Alloc
 	for _, a := range nd.allocs {
 		if terminal(a) {
 			continue
@@ -195,6 +207,15 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (state.Node, [
 			continue
 		}
 		allocs = append(allocs, buildAlloc(a, stub, n))
+	}
+	for _, a := range nd.allocs {
+		if stub := berth[[2]string{a.Namespace, a.JobID}]; stub != nil && terminal(a) && (a.DesiredStatus == "evict" || a.ClientStatus == "lost") {
+			evicted = append(evicted, Eviction{
+				Workspace: refOf(stub.Meta), Replica: replicaOf(a), Node: n.Name, GPUs: gpuIDs(a), AllocID: a.ID,
+				By: a.PreemptedByAllocation, Reason: firstNonEmpty(a.DesiredDescription, a.ClientDescription, a.ClientStatus),
+				At: time.Unix(0, a.ModifyTime).UTC(),
+			})
+		}
 	}
 	byIndex := map[int]gpumeta.GPU{}
 	for _, g := range topo {
@@ -213,7 +234,40 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (state.Node, [
 	}
 	sort.Slice(out.GPUs, func(i, j int) bool { return out.GPUs[i].Index < out.GPUs[j].Index })
 	out.TopologyGuessed = guessed && len(out.GPUs) > 0
-	return out, allocs
+	return out, allocs, evicted
+}
+
+// Eviction is an allocation of berth's that Nomad ended without berth
+// asking: evicted by Nomad's native preemption, or lost with its node.
+type Eviction struct {
+	Workspace schema.Ref
+	Replica   int
+	Node      string
+	GPUs      []string
+	AllocID   string
+	// By is the allocation that preempted it ("" when lost).
+	By     string
+	Reason string
+	At     time.Time
+}
+
+// Evictions returns the evictions the last Observe saw, sorted by
+// workspace, replica, then time. berth preempts by stopping jobs, so any
+// eviction means something else (Nomad's native preemption, a lost node)
+// ended a workspace; berth doctor reports the first cause.
+func (d *Driver) Evictions() []Eviction {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]Eviction(nil), d.evicted...)
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 func buildAlloc(a *api.Allocation, stub *api.JobListStub, n *api.Node) state.Alloc {

@@ -206,6 +206,30 @@ func (s *Server) SetPreemption(batch, service bool) {
 	s.sched.ModifyIndex = s.bump()
 }
 
+// Evict ends an allocation as Nomad's native preemption does (recording
+// 52): DesiredStatus "evict", ClientStatus "complete", the preemptor named.
+// The job stays registered, as Nomad leaves it.
+func (s *Server) Evict(allocID, byAllocID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.allocs[allocID]
+	if a == nil {
+		return
+	}
+	idx := s.bump()
+	a.DesiredStatus, a.DesiredDescription, a.PreemptedByAllocation = "evict", "Preempted by alloc ID "+byAllocID, byAllocID
+	a.ModifyIndex = idx
+	s.finish(a, "complete", "All tasks have completed")
+	// A preemption eval, then a blocked one for the queued alloc
+	// (recordings 56, 57); the blocked eval carries no JobModifyIndex.
+	pre := s.newEval(a.Job, "preemption", idx)
+	b := s.newEval(a.Job, "queued-allocs", idx)
+	b.Status, b.StatusDescription, b.PreviousEval, b.JobModifyIndex = "blocked", "created to place remaining allocations", pre.ID, 0
+	b.FailedTGAllocs = map[string]*api.AllocationMetric{a.TaskGroup: {NodesEvaluated: len(s.nodes)}}
+	pre.BlockedEval = b.ID
+	s.updateJobStatus(a.Job)
+}
+
 // Fail makes the next request matching method and path prefix answer
 // status with a plain-text body, once per call.
 func (s *Server) Fail(method, pathPrefix string, status int, body string) {

@@ -229,6 +229,7 @@ func (s *Server) schedule(jb *job, newGroups map[string][]byte, eval *api.Evalua
 	if len(failed) > 0 {
 		b := s.newEval(j, "queued-allocs", idx)
 		b.Status, b.StatusDescription, b.PreviousEval = "blocked", "created to place remaining allocations", eval.ID
+		b.JobModifyIndex = 0 // blocked evals carry none (recording 57)
 		b.FailedTGAllocs = map[string]*api.AllocationMetric{}
 		for _, g := range failed {
 			b.FailedTGAllocs[g] = &api.AllocationMetric{NodesEvaluated: len(s.nodes), DimensionExhausted: map[string]int{"devices: no devices match request": 1}}
