@@ -582,3 +582,24 @@ func TestEvictionsAreReported(t *testing.T) {
 		t.Errorf("after restarting: %+v", snap.Allocs)
 	}
 }
+
+func TestConfigFromEnv(t *testing.T) {
+	t.Setenv("NOMAD_ADDR", "https://nomad.example:4646")
+	t.Setenv("NOMAD_TOKEN", "secret-id")
+	t.Setenv("NOMAD_REGION", "eu")
+	t.Setenv("NOMAD_CACERT", "/etc/nomad/ca.pem")
+	t.Setenv("NOMAD_CLIENT_CERT", "/etc/nomad/cli.pem")
+	t.Setenv("NOMAD_CLIENT_KEY", "/etc/nomad/cli-key.pem")
+	got := nomad.ConfigFromEnv("")
+	want := nomad.Config{Address: "https://nomad.example:4646", Region: "eu", Token: "secret-id",
+		CACert: "/etc/nomad/ca.pem", ClientCert: "/etc/nomad/cli.pem", ClientKey: "/etc/nomad/cli-key.pem"}
+	if d := cmp.Diff(want, got, cmpopts.IgnoreFields(nomad.Config{}, "Now", "HTTPClient")); d != "" {
+		t.Errorf("(-want +got)\n%s", d)
+	}
+	if got := nomad.ConfigFromEnv("http://10.0.0.1:4646").Address; got != "http://10.0.0.1:4646" {
+		t.Errorf("override: %s", got)
+	}
+	if s := fmt.Sprintf("%v %+v %#v %s", got, got, got, got); strings.Contains(s, "secret-id") {
+		t.Errorf("the token is printed: %s", s)
+	}
+}
