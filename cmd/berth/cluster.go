@@ -33,6 +33,9 @@ type openedCluster struct {
 	Store   reconcile.Store
 	// Close releases what Open took; nil when nothing.
 	Close func() error
+	// Watch, when not nil, signals changes in the cluster (nodes, jobs,
+	// allocations) so the loop reacts at once instead of at its interval.
+	Watch func(ctx context.Context) <-chan struct{}
 }
 
 // clusterScheme opens clusters of one kind.

@@ -85,6 +85,9 @@ Each workspace transition is logged as one line. The status is served on
 			if err != nil {
 				return &exitError{Code: exitFailure, Err: err}
 			}
+			if c.Watch != nil {
+				changes = mergeChanges(ctx, changes, c.Watch(ctx))
+			}
 			log.Info("berth reconciling", "source", f.source, "cluster", c.Name, "status", addr+"/api/v1/status")
 			runErr := loop.Run(ctx, changes)
 			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestNomadConfig(t *testing.T) {
+	t.Setenv("NOMAD_ADDR", "http://10.0.0.9:4646")
+	t.Setenv("NOMAD_CACERT", "")
+	t.Setenv("NOMAD_CLIENT_CERT", "")
+	for arg, want := range map[string]string{"": "http://10.0.0.9:4646", "//nomad.lab:4646": "http://nomad.lab:4646"} {
+		c, err := nomadConfig(arg)
+		if err != nil || c.Address != want {
+			t.Errorf("nomadConfig(%q) = %q, %v; want %q", arg, c.Address, err, want)
+		}
+	}
+	t.Setenv("NOMAD_CACERT", "/ca.pem")
+	if c, _ := nomadConfig("//nomad.lab:4646"); c.Address != "https://nomad.lab:4646" {
+		t.Errorf("with TLS set: %q, want https", c.Address)
+	}
+	for _, bad := range []string{"nomad.lab", "//", "//h:1/x"} {
+		if _, err := nomadConfig(bad); err == nil {
+			t.Errorf("nomadConfig(%q) accepted", bad)
+		}
+	}
+}
+
+func TestMergeChanges(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, b := make(chan struct{}), make(chan struct{})
+	out := mergeChanges(ctx, a, b)
+	for _, in := range []chan struct{}{a, b} {
+		in <- struct{}{}
+		select {
+		case <-out:
+		case <-time.After(time.Second):
+			t.Fatal("a signal was not forwarded")
+		}
+	}
+}
