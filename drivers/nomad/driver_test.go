@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -602,4 +603,55 @@ func TestConfigFromEnv(t *testing.T) {
 	if s := fmt.Sprintf("%v %+v %#v %s", got, got, got, got); strings.Contains(s, "secret-id") {
 		t.Errorf("the token is printed: %s", s)
 	}
+}
+
+// TestRegisterErrorClasses: Nomad's answers to a register, as recorded,
+// sorted into what the loop does next.
+func TestRegisterErrorClasses(t *testing.T) {
+	var stale, prio struct {
+		Response struct{ Body string } `json:"response"`
+	}
+	_ = json.Unmarshal(mustRead(t, "34"), &stale)
+	_ = json.Unmarshal(mustRead(t, "36"), &prio)
+	tests := map[string]struct {
+		status int
+		body   string
+		want   drivers.Class
+	}{
+		"stale EnforceIndex (34)": {500, stale.Response.Body, drivers.ClassConflict},
+		"priority 101 (36)":       {500, prio.Response.Body, drivers.ClassInvalid},
+		"no leader":               {500, "rpc error: No cluster leader", drivers.ClassTransient},
+		"unavailable":             {503, "Service Unavailable", drivers.ClassTransient},
+		"bad request":             {400, "Request body is invalid", drivers.ClassInvalid},
+		"permission denied":       {403, "Permission denied", drivers.ClassInvalid},
+		"nonexistent namespace":   {500, "1 error occurred:\n\t* job \"x\" is in nonexistent namespace \"y\"\n\n", drivers.ClassConflict},
+		"too many requests":       {429, "Too Many Requests", drivers.ClassTransient},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			h, d, nodes := newHooked(t)
+			h.Fail("PUT", "/v1/job", tt.status, tt.body)
+			err := d.Apply(ctx, startAction("train", "gpu-a", nodes[0].GPUs[0].ID))
+			if got := drivers.ClassOf(err); got != tt.want {
+				t.Errorf("class %s, want %s (%v)", got, tt.want, err)
+			}
+			var de *drivers.Error
+			if !errors.As(err, &de) || de.Workspace != (schema.Ref{Project: "vision", Name: "train"}) {
+				t.Errorf("the error must name the workspace: %#v", err)
+			}
+		})
+	}
+}
+
+func mustRead(t *testing.T, prefix string) []byte {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join("testdata", prefix+"-*.json"))
+	if len(files) != 1 {
+		t.Fatalf("recording %s: %v", prefix, files)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -199,7 +199,7 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (out state.Nod
 		if terminal(a) {
 			continue
 		}
-		stub := berth[[2]string{a.Namespace, a.JobID}]
+		stub := ownerOf(a, berth)
 		if stub == nil {
 			for _, id := range gpuIDs(a) {
 				held[id] = true
@@ -209,7 +209,7 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (out state.Nod
 		allocs = append(allocs, buildAlloc(a, stub, n))
 	}
 	for _, a := range nd.allocs {
-		if stub := berth[[2]string{a.Namespace, a.JobID}]; stub != nil && terminal(a) && (a.DesiredStatus == "evict" || a.ClientStatus == "lost") {
+		if stub := ownerOf(a, berth); stub != nil && terminal(a) && (a.DesiredStatus == "evict" || a.ClientStatus == "lost") {
 			evicted = append(evicted, Eviction{
 				Workspace: refOf(stub.Meta), Replica: replicaOf(a), Node: n.Name, GPUs: gpuIDs(a), AllocID: a.ID,
 				By: a.PreemptedByAllocation, Reason: firstNonEmpty(a.DesiredDescription, a.ClientDescription, a.ClientStatus),
@@ -268,6 +268,20 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// ownerOf returns berth's job of an allocation: from the job list, or,
+// for a job registered after the list was read, from the job the
+// allocation embeds. Nil: not berth's.
+func ownerOf(a *api.Allocation, berth map[[2]string]*api.JobListStub) *api.JobListStub {
+	if stub := berth[[2]string{a.Namespace, a.JobID}]; stub != nil {
+		return stub
+	}
+	if a.Job != nil && isBerths(a.Job.Meta) {
+		stop := a.Job.Stop != nil && *a.Job.Stop
+		return &api.JobListStub{ID: a.JobID, Namespace: a.Namespace, Meta: a.Job.Meta, Stop: stop}
+	}
+	return nil
 }
 
 func buildAlloc(a *api.Allocation, stub *api.JobListStub, n *api.Node) state.Alloc {
