@@ -513,8 +513,8 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 				st.Decision += ": " + wd.Reason.Message
 			}
 		}
-		if !known && st.State == StateStopped && len(own) == 0 {
-			continue // never seen running: nothing to report
+		if !known && spec == nil && len(own) == 0 {
+			continue // gone from the specs before berth saw it
 		}
 		if st.State != prev {
 			st.Since = now
