@@ -196,6 +196,9 @@ type Result struct {
 	Deferred []schema.Ref
 	// Transitions are the state changes this cycle recorded.
 	Transitions []WorkspaceTransition
+	// ObservedAt is the cluster's time of the cycle's snapshot (zero when
+	// it did not get that far).
+	ObservedAt time.Time
 	// Settling: something is on its way (starting, stopping, waiting); the
 	// next cycle should come soon.
 	Settling bool
@@ -227,19 +230,12 @@ func (l *Loop) Once(ctx context.Context) (Result, error) {
 	res, err := l.once(ctx)
 	l.cfg.Metrics.observeCycle(time.Since(started), err)
 	l.mu.Lock()
-	l.last = &CycleStatus{At: l.observedAt(res), Duration: time.Since(started), Actions: len(res.Applied)}
+	l.last = &CycleStatus{At: res.ObservedAt, Duration: time.Since(started), Actions: len(res.Applied)}
 	if err != nil {
 		l.last.Error = err.Error()
 	}
 	l.mu.Unlock()
 	return res, err
-}
-
-func (l *Loop) observedAt(res Result) time.Time {
-	if len(res.Transitions) > 0 {
-		return res.Transitions[0].At
-	}
-	return time.Time{}
 }
 
 func (l *Loop) once(ctx context.Context) (Result, error) {
@@ -271,6 +267,7 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("observe cluster: %w", err)
 	}
 	now := snap.ObservedAt
+	res.ObservedAt = now
 
 	// 4. History.
 	hist, err := l.cfg.Store.LoadHistory(ctx)
