@@ -106,6 +106,7 @@ type Loop struct {
 	goodRev   *RevisionStatus
 	attempted *RevisionStatus
 	records   map[schema.Ref]*record
+	rejected  map[schema.Ref]rejection
 	projects  []ProjectStatus
 	last      *CycleStatus
 }
@@ -147,7 +148,7 @@ func New(cfg Config) (*Loop, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
-	return &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}}, nil
+	return &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}, rejected: map[schema.Ref]rejection{}}, nil
 }
 
 // Metrics returns the loop's metrics.
@@ -359,8 +360,10 @@ func (l *Loop) setAttempted(a *RevisionStatus) {
 }
 
 // apply applies plan's actions in order. A Wait holds back the Start of
-// its workspace (deferred to a later cycle); drivers never see it. It
-// stops at the first error.
+// its workspace (deferred to a later cycle); drivers never see it. An
+// action the cluster refuses as invalid is recorded against its
+// workspace and not retried until the revision changes; the rest of the
+// plan goes on. Any other error stops the plan there.
 func (l *Loop) apply(ctx context.Context, plan Plan) (applied []state.Action, deferred []schema.Ref, err error) {
 	held := map[schema.Ref]bool{}
 	for _, a := range plan.Actions {
@@ -372,13 +375,48 @@ func (l *Loop) apply(ctx context.Context, plan Plan) (applied []state.Action, de
 		if a.Kind == state.ActionStart && held[a.Workspace] {
 			continue
 		}
+		l.mu.Lock()
+		rej, refused := l.rejected[a.Workspace]
+		l.mu.Unlock()
+		if refused && rej.revision == plan.Revision && (a.Kind == state.ActionStart || a.Kind == state.ActionUpdate) {
+			continue
+		}
 		if err := l.cfg.Cluster.Apply(ctx, a); err != nil {
-			return applied, deferred, fmt.Errorf("apply %s %s: %w", a.Kind, a.Workspace, err)
+			err = fmt.Errorf("apply %s %s: %w", a.Kind, a.Workspace, err)
+			if hasClass(err, "invalid") {
+				l.mu.Lock()
+				l.rejected[a.Workspace] = rejection{revision: plan.Revision, reason: err.Error()}
+				l.mu.Unlock()
+				l.log.Error("the cluster refused "+a.Kind.String()+" of "+a.Workspace.String()+"; not retried until the specs change", "err", err.Error())
+				continue
+			}
+			return applied, deferred, err
 		}
 		l.log.Debug("applied "+ActionLine(a), "revision", a.Revision)
 		applied = append(applied, a)
 	}
 	return applied, deferred, nil
+}
+
+// rejection is an action the cluster refused as invalid, for a revision.
+type rejection struct {
+	revision string
+	reason   string
+}
+
+// hasClass reports whether err carries a driver's classification (the
+// drivers package's errors answer Conflict(), Invalid(), Transient());
+// reconcile may not import drivers, so it asks through an interface.
+func hasClass(err error, class string) bool {
+	switch class {
+	case "invalid":
+		var c interface{ Invalid() bool }
+		return errors.As(err, &c) && c.Invalid()
+	case "conflict":
+		var c interface{ Conflict() bool }
+		return errors.As(err, &c) && c.Conflict()
+	}
+	return false
 }
 
 // record derives each workspace's state from the decision, the snapshot,
@@ -484,6 +522,8 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 			}
 		case spec == nil:
 			st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), "no longer in the specs"
+		case spec.Spec.State == schema.DesiredRunning && l.rejected[ref].revision == set.Revision:
+			st.State, st.Reason = StateFailed, "the cluster refused it: "+l.rejected[ref].reason+"; fix the spec"
 		case spec.Spec.State == schema.DesiredStopped:
 			st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), "the specs want it stopped"
 		case wasPreempted:
