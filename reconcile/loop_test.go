@@ -422,7 +422,9 @@ func TestStoppedAndRemovedWorkspacesStop(t *testing.T) {
 // classed is a driver error with a class, as package drivers makes them.
 type classed struct{ invalid, conflict bool }
 
-func (c classed) Error() string   { return fmt.Sprintf("classed invalid=%v conflict=%v", c.invalid, c.conflict) }
+func (c classed) Error() string {
+	return fmt.Sprintf("classed invalid=%v conflict=%v", c.invalid, c.conflict)
+}
 func (c classed) Invalid() bool   { return c.invalid }
 func (c classed) Conflict() bool  { return c.conflict }
 func (c classed) Transient() bool { return !c.invalid && !c.conflict }
