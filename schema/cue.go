@@ -125,7 +125,7 @@ func (c *checker) unknownFields(kind string, def cue.Value, expr ast.Expr, field
 				switch {
 				case sh.fields[name]:
 					walk(key+"."+name, p, v.LookupPath(cue.MakePath(cue.Str(name).Optional())), f.Value)
-				case sh.pattern:
+				case sh.pattern || v.Allows(cue.Str(name)):
 					walk(key+".*", p, v.LookupPath(cue.MakePath(cue.AnyString)), f.Value)
 				default:
 					allowed := make([]string, 0, len(sh.fields))
@@ -165,7 +165,7 @@ func cueDiagnostics(err error, def, data cue.Value, fields map[string]Pos, start
 	var out []Diagnostic
 	seen := map[string]bool{}
 	for _, e := range cueerrors.Errors(err) {
-		path := e.Path()
+		path := cleanPath(e.Path())
 		if len(path) > 0 && strings.HasPrefix(path[0], "#") {
 			path = path[1:]
 		}
@@ -437,4 +437,18 @@ func editDistance(a, b string) int {
 func format(e cueerrors.Error) string {
 	f, _ := e.Msg()
 	return f
+}
+
+// cleanPath unquotes the selectors of a CUE error path ("\"my-name\"").
+func cleanPath(path []string) []string {
+	out := make([]string, len(path))
+	for i, p := range path {
+		if strings.HasPrefix(p, `"`) {
+			if u, err := strconv.Unquote(p); err == nil {
+				p = u
+			}
+		}
+		out[i] = p
+	}
+	return out
 }
