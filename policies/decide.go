@@ -82,6 +82,9 @@ type decider struct {
 	reservedBy int32   // workspace holding the reservation; -1 none
 	journal    []undo
 	dirty      []int // projects whose holdings a preemption changed
+	// couldPreempt: the last preemption search saw a workspace it may
+	// preempt (for the wait reason).
+	couldPreempt bool
 }
 
 // shapeKey identifies what a placement attempt depends on besides the

@@ -41,7 +41,7 @@ func (d *decider) rightWhy(w, v *wsState, r Right) string {
 		return fmt.Sprintf("tier %s (%d) outranks tier %s (%d)", w.tierName, w.tier, v.tierName, v.tier)
 	case RightReclaim:
 		vp := d.projs[v.proj]
-		return fmt.Sprintf("project %s reclaims its guaranteed quota of %d GPUs from project %s, which borrows beyond its quota of %d", w.ref.Project, d.projs[w.proj].quota, vp.name, vp.quota)
+		return fmt.Sprintf("project %s reclaims its guaranteed quota of %s from project %s, which borrows beyond its quota of %d", w.ref.Project, plural(d.projs[w.proj].quota, "GPU"), vp.name, vp.quota)
 	}
 	return ""
 }
@@ -140,6 +140,7 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 				case s.releasing:
 					rel++
 				case rightOf(s.owner) != RightNone:
+					d.couldPreempt = true
 					total++
 					found := false
 					for i := range cands {
