@@ -473,15 +473,20 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 			st.Progress = own[0].Progress
 			st.Revision = own[0].Revision
 			if !allStopping(own) && rec.gone {
-				lost := max(0, rec.lastProgress-st.Progress)
+				kept := own[0].ResumedFrom
+				lost := max(0, rec.lastProgress-kept)
 				st.WorkLost += lost
 				rec.gone = false
-				rec.resumed = fmt.Sprintf("resumed from its checkpoint: %s of work kept, %s lost", round(st.Progress), round(lost))
+				rec.resumed = fmt.Sprintf("resumed from its checkpoint at %s of progress; %s of work lost", round(kept), round(lost))
 			}
 			rec.lastProgress = st.Progress
-		} else if rec.lastProgress > 0 {
+		} else if rec.held {
 			rec.gone = true
 		}
+		// It held GPUs at the last observation, berth did not stop it, and
+		// they are gone: it failed (even if it is started again at once).
+		failed := len(own) == 0 && rec.held && !wasPreempted && (prev == StateRunning || prev == StateStarting)
+		rec.held = len(own) > 0
 		a, didAct := acted[ref]
 		switch {
 		case didAct && a.Kind == state.ActionPreempt:
@@ -529,7 +534,7 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 		case wasPreempted:
 			by := pre.By
 			st.State, st.PreemptedBy, st.ReasonKind, st.Reason = StatePreempted, &by, policies.ReasonPreempted.String(), pre.Reason
-		case prev == StateRunning || prev == StateStarting:
+		case failed:
 			st.State, st.Reason = StateFailed, "its allocation ended without berth stopping it"
 		default:
 			st.State = StatePending
@@ -552,6 +557,14 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 		}
 		if !known && spec == nil && len(own) == 0 {
 			continue // gone from the specs before berth saw it
+		}
+		if failed && st.State != StateFailed {
+			t := Transition{At: now, From: prev, To: StateFailed, Reason: "its allocation ended without berth stopping it",
+				Progress: st.Progress, WorkLost: st.WorkLost}
+			rec.history = append(rec.history, t)
+			out = append(out, WorkspaceTransition{Workspace: ref, Transition: t})
+			l.logTransition(ref, t)
+			prev = StateFailed
 		}
 		if st.State != prev {
 			st.Since = now

@@ -498,3 +498,32 @@ func TestConflictReobservesWithoutBackoff(t *testing.T) {
 		}
 	})
 }
+
+func TestFailureLosesWorkSinceCheckpoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, testSets{"r1": withWorkspaces(workspace("med", "b", schema.DesiredRunning))}, "r1")
+		ref := schema.Ref{Project: "med", Name: "b"}
+		ctx := t.Context()
+		h.loop.Once(ctx)
+		time.Sleep(sim.DefaultStartDelay + 150*time.Second) // checkpoints every minute: the last at 2m
+		h.loop.Once(ctx)
+		h.cluster.Crash(ref)
+		h.loop.Once(ctx) // gone without a stop: Failed, started again
+		time.Sleep(10 * time.Second)
+		h.loop.Once(ctx)
+		d, _ := h.loop.Workspace(ref)
+		var path []string
+		for _, tr := range d.History {
+			path = append(path, string(tr.To))
+		}
+		if diff := cmp.Diff([]string{"Starting", "Running", "Failed", "Starting", "Running"}, path); diff != "" {
+			t.Errorf("history (-want +got):\n%s", diff)
+		}
+		if d.Workspace.WorkLost != 30*time.Second {
+			t.Errorf("work lost %s, want the 30s since the checkpoint at 2m", d.Workspace.WorkLost)
+		}
+		if last := d.History[len(d.History)-1]; !strings.Contains(last.Reason, "resumed from its checkpoint at 2m0s of progress; 30s of work lost") {
+			t.Errorf("resume reason %q", last.Reason)
+		}
+	})
+}
