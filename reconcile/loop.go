@@ -72,6 +72,9 @@ type Config struct {
 	// the revision's half-life).
 	Advance AdvanceFunc
 	Logger  *slog.Logger
+	// LogTransitionFields adds workspace, from and to as fields of each
+	// transition's log record (for JSON logs); the message has them anyway.
+	LogTransitionFields bool
 	// Metrics receives the loop's figures; nil makes a private set.
 	Metrics *Metrics
 	// ClusterName and BerthVersion are reported in the status.
@@ -610,7 +613,10 @@ func (l *Loop) logTransition(ref schema.Ref, t Transition) {
 	if t.WorkLost > 0 {
 		attrs = append(attrs, "lost", t.WorkLost.Round(time.Second).String())
 	}
-	l.log.Info(fmt.Sprintf("%s: %s → %s", ref, from, t.To), attrs[6:]...)
+	if !l.cfg.LogTransitionFields {
+		attrs = attrs[6:] // the message says them
+	}
+	l.log.Info(fmt.Sprintf("%s: %s → %s", ref, from, t.To), attrs...)
 }
 
 func where(allocs []state.Alloc) (string, []string) {
