@@ -345,9 +345,7 @@ func (l *Loop) load(rev Revision) (*schema.Set, error) {
 		l.log.Warn("revision "+rev.ID+" refused; "+inForce+" stays in force", "errors", strings.Join(problems, "; "))
 		return good, nil
 	}
-	if set.Revision == "" {
-		set.Revision = rev.ID // before anyone else sees the set
-	}
+	set.Revision = rev.ID // the source names revisions; before anyone else sees the set
 	l.mu.Lock()
 	l.good, l.goodRev, l.attempted = set, &RevisionStatus{ID: set.Revision, LoadedAt: now}, nil
 	l.mu.Unlock()
