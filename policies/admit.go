@@ -280,6 +280,7 @@ func (d *decider) placement(r int, slots []int32) state.Placement {
 // waitReason explains why w cannot start; the cluster is as it was
 // before w was tried.
 func (d *decider) waitReason(w *wsState, mi int) Reason {
+	defer func() { d.couldPreempt = false }()
 	// Reserved for the head of the queue?
 	if d.reservedBy >= 0 && d.fitsWithoutReservation(w, mi) {
 		h := d.ws[d.reservedBy]
@@ -301,14 +302,14 @@ func (d *decider) waitReason(w *wsState, mi int) Reason {
 	var r Reason
 	switch {
 	case w.replicas > 1 && li.bestFit(w.gpus) >= 0:
-		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: gang of %d×%d GPUs%s does not fit all at once (%d free)", w.replicas, w.gpus, of, d.c.totalFree[mi])}
+		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: gang of %d×%s%s does not fit all at once (%d free)", w.replicas, plural(w.gpus, "GPU"), of, d.c.totalFree[mi])}
 	case loosest != levelNode && d.c.index[mi][levelNode].bestFit(w.gpus) >= 0:
-		r = Reason{ReasonTopology, fmt.Sprintf("topology: no node has %d free GPUs%s in one %s (%s)", w.gpus, of, levelName[loosest], best(li))}
+		r = Reason{ReasonTopology, fmt.Sprintf("topology: no node has %s%s in one %s (%s)", plural(w.gpus, "free GPU"), of, levelName[loosest], best(li))}
 	default:
-		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: no node has %d free GPUs%s (%s)", w.gpus, of, best(d.c.index[mi][levelNode]))}
+		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: no node has %s%s (%s)", plural(w.gpus, "free GPU"), of, best(d.c.index[mi][levelNode]))}
 	}
-	if d.policy.Preemption.Enabled && (w.canPreempt || d.inQuota(d.projs[w.proj], w)) {
-		r.Message += "; nothing it may preempt would make room"
+	if d.couldPreempt {
+		r.Message += "; preempting what it may would not make room"
 	}
 	return r
 }
@@ -360,4 +361,12 @@ func (d *decider) reserve(wi int32, w *wsState, mi int) string {
 	d.reservedBy = wi
 	d.gen++
 	return "holds free GPUs for itself as head of the queue (" + strings.Join(parts, ", ") + ")"
+}
+
+// plural writes "1 GPU", "2 GPUs".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

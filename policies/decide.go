@@ -56,9 +56,48 @@ type projState struct {
 	held   int     // GPUs counted against its quota now (changes as the decision goes)
 	usage  float64 // decayed GPU-seconds at Now
 
-	queue   []int32 // pending workspaces, in queue order
-	next    int
+	queue   []int32 // pending workspaces, in the project's queue order
+	done    []bool  // by queue position: decided
+	left    int     // positions not decided yet
+	next    int     // first position that may not be decided
+	needs   []needBucket
 	heapIdx int
+}
+
+// needBucket lists the queue positions of a project's workspaces that need
+// the same number of GPUs, in queue order, so the first one that still
+// fits inside the quota is found in a few steps.
+type needBucket struct {
+	need int
+	pos  []int
+	cur  int
+}
+
+// head returns the queue position the project offers next: the first
+// workspace (in its queue order) that fits inside the project's remaining
+// guaranteed quota, else its first workspace.
+func (p *projState) head() int {
+	room := p.quota - p.held
+	best := -1
+	for i := range p.needs {
+		b := &p.needs[i]
+		if b.need > room {
+			break
+		}
+		for b.cur < len(b.pos) && p.done[b.pos[b.cur]] {
+			b.cur++
+		}
+		if b.cur < len(b.pos) && (best < 0 || b.pos[b.cur] < best) {
+			best = b.pos[b.cur]
+		}
+	}
+	if best >= 0 {
+		return best
+	}
+	for p.next < len(p.queue) && p.done[p.next] {
+		p.next++
+	}
+	return p.next
 }
 
 // decider holds one Decide call's working state. Nothing in it is shared
@@ -82,6 +121,9 @@ type decider struct {
 	reservedBy int32   // workspace holding the reservation; -1 none
 	journal    []undo
 	dirty      []int // projects whose holdings a preemption changed
+	// couldPreempt: the last preemption search saw a workspace it may
+	// preempt (for the wait reason).
+	couldPreempt bool
 }
 
 // shapeKey identifies what a placement attempt depends on besides the
@@ -117,9 +159,10 @@ type undo struct {
 // Ref: one per workspace in the specs and one per workspace holding GPUs
 // that the specs no longer list.
 //
-// Workspaces are considered in queue order: tier (highest first), then
-// whether the workspace fits in its project's guaranteed quota, then aging
-// boost (bounded), then the project's fair share (decayed usage, plus its
+// Workspaces are considered in queue order: first those that fit inside
+// their project's guaranteed quota (so a borrower, whatever its tier, never
+// takes capacity an in-quota workspace would reclaim right back), then tier
+// (highest first), then aging boost (bounded), then the project's fair share (decayed usage, plus its
 // held GPUs at their steady-state usage, per unit of weight), then time
 // queued, then Ref. Each one starts on free GPUs if it can (the placement
 // that leaves the least stranded capacity, preferred topology first); else
@@ -142,10 +185,11 @@ func Decide(in Input) Decision {
 	// 3. Admit in queue order.
 	for h.Len() > 0 {
 		p := d.projs[h.items[0]]
-		wi := p.queue[p.next]
-		d.admit(d.ws[wi])
-		p.next++
-		if p.next < len(p.queue) {
+		pos := p.head()
+		d.admit(d.ws[p.queue[pos]])
+		p.done[pos] = true
+		p.left--
+		if p.left > 0 {
 			heap.Fix(h, 0)
 		} else {
 			heap.Pop(h)
@@ -464,12 +508,12 @@ func (d *decider) inQuota(p *projState, w *wsState) bool {
 // before reports whether project a's head comes before project b's.
 func (d *decider) before(a, b int) bool {
 	pa, pb := d.projs[a], d.projs[b]
-	wa, wb := d.ws[pa.queue[pa.next]], d.ws[pb.queue[pb.next]]
-	if wa.tier != wb.tier {
-		return wa.tier > wb.tier
-	}
+	wa, wb := d.ws[pa.queue[pa.head()]], d.ws[pb.queue[pb.head()]]
 	if qa, qb := d.inQuota(pa, wa), d.inQuota(pb, wb); qa != qb {
 		return qa
+	}
+	if wa.tier != wb.tier {
+		return wa.tier > wb.tier
 	}
 	if wa.boost != wb.boost {
 		return wa.boost > wb.boost
@@ -511,6 +555,21 @@ func (d *decider) buildQueue() *projHeap {
 			}
 			return a.ref.Less(b.ref)
 		})
+		p.done = make([]bool, len(p.queue))
+		p.left = len(p.queue)
+		byNeed := map[int]int{}
+		for pos, wi := range p.queue {
+			w := d.ws[wi]
+			need := w.gpus * w.replicas
+			bi, ok := byNeed[need]
+			if !ok {
+				bi = len(p.needs)
+				byNeed[need] = bi
+				p.needs = append(p.needs, needBucket{need: need})
+			}
+			p.needs[bi].pos = append(p.needs[bi].pos, pos)
+		}
+		sort.Slice(p.needs, func(i, j int) bool { return p.needs[i].need < p.needs[j].need })
 		h.items = append(h.items, pi)
 		p.heapIdx = len(h.items) - 1
 	}

@@ -11,12 +11,14 @@ import (
 // RightNone. inQuota: w fits inside its project's guaranteed quota.
 //
 //   - priority: w's tier may preempt and is strictly higher than v's; a
-//     preemptor that would itself be borrowing may only take GPUs v's
+//     preemptor that would itself be borrowing may only take what v's
 //     project borrows (in-quota work is guaranteed against borrowers).
-//   - reclaim: w is inside its quota and v's project is beyond its own.
+//   - reclaim: w is inside its quota and v's project borrows at least all
+//     of v's GPUs beyond its own quota.
 //
 // Either way v must be preemptible (tier and workspace) and have run the
-// policy's minimum runtime.
+// policy's minimum runtime. "Borrowed" is strict: taking v must leave its
+// project at or above its quota.
 func (d *decider) right(w *wsState, inQuota bool, v *wsState) Right {
 	if !v.running || v.victim || !v.preemptible || v.proj < 0 {
 		return RightNone
@@ -25,7 +27,7 @@ func (d *decider) right(w *wsState, inQuota bool, v *wsState) Right {
 		return RightNone
 	}
 	vp := d.projs[v.proj]
-	borrowed := vp.held > vp.quota
+	borrowed := vp.held-v.held >= vp.quota
 	if w.canPreempt && v.tier < w.tier && (inQuota || borrowed) {
 		return RightPriority
 	}
@@ -41,7 +43,7 @@ func (d *decider) rightWhy(w, v *wsState, r Right) string {
 		return fmt.Sprintf("tier %s (%d) outranks tier %s (%d)", w.tierName, w.tier, v.tierName, v.tier)
 	case RightReclaim:
 		vp := d.projs[v.proj]
-		return fmt.Sprintf("project %s reclaims its guaranteed quota of %d GPUs from project %s, which borrows beyond its quota of %d", w.ref.Project, d.projs[w.proj].quota, vp.name, vp.quota)
+		return fmt.Sprintf("project %s reclaims its guaranteed quota of %s from project %s, which borrows beyond its quota of %d", w.ref.Project, plural(d.projs[w.proj].quota, "GPU"), vp.name, vp.quota)
 	}
 	return ""
 }
@@ -140,6 +142,7 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 				case s.releasing:
 					rel++
 				case rightOf(s.owner) != RightNone:
+					d.couldPreempt = true
 					total++
 					found := false
 					for i := range cands {
@@ -239,31 +242,23 @@ func (d *decider) minSet(w *wsState, inQuota bool, cands []cand, deficit, budget
 }
 
 // borrowedOK checks that victims taken because their project borrows
-// take only borrowed GPUs: each project stays beyond its quota until its
-// last (smallest) victim is taken.
+// take only borrowed GPUs: together they leave each project at or above
+// its quota.
 func (d *decider) borrowedOK(w *wsState, inQuota bool, set []int32) bool {
 	for i, a := range set {
 		va := d.ws[a]
-		r := d.right(w, inQuota, va)
-		if r == RightPriority && inQuota {
-			continue
+		if inQuota && w.canPreempt && va.tier < w.tier {
+			continue // a priority right that needs no borrowing
 		}
-		p := d.projs[va.proj]
-		taken, smallest := 0, va.held
-		for _, b := range set[:] {
+		taken := 0
+		for _, b := range set {
 			vb := d.ws[b]
-			if vb.proj != va.proj {
-				continue
+			if vb.proj == va.proj && !(inQuota && w.canPreempt && vb.tier < w.tier) {
+				taken += vb.held
 			}
-			rb := d.right(w, inQuota, vb)
-			if rb == RightPriority && inQuota {
-				continue
-			}
-			taken += vb.held
-			smallest = min(smallest, vb.held)
 		}
 		_ = i
-		if p.held-taken+smallest <= p.quota {
+		if p := d.projs[va.proj]; p.held-taken < p.quota {
 			return false
 		}
 	}

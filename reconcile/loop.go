@@ -72,6 +72,9 @@ type Config struct {
 	// the revision's half-life).
 	Advance AdvanceFunc
 	Logger  *slog.Logger
+	// LogTransitionFields adds workspace, from and to as fields of each
+	// transition's log record (for JSON logs); the message has them anyway.
+	LogTransitionFields bool
 	// Metrics receives the loop's figures; nil makes a private set.
 	Metrics *Metrics
 	// ClusterName and BerthVersion are reported in the status.
@@ -106,6 +109,7 @@ type Loop struct {
 	goodRev   *RevisionStatus
 	attempted *RevisionStatus
 	records   map[schema.Ref]*record
+	rejected  map[schema.Ref]rejection
 	projects  []ProjectStatus
 	last      *CycleStatus
 }
@@ -147,7 +151,7 @@ func New(cfg Config) (*Loop, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
-	return &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}}, nil
+	return &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}, rejected: map[schema.Ref]rejection{}}, nil
 }
 
 // Metrics returns the loop's metrics.
@@ -196,6 +200,9 @@ type Result struct {
 	Deferred []schema.Ref
 	// Transitions are the state changes this cycle recorded.
 	Transitions []WorkspaceTransition
+	// ObservedAt is the cluster's time of the cycle's snapshot (zero when
+	// it did not get that far).
+	ObservedAt time.Time
 	// Settling: something is on its way (starting, stopping, waiting); the
 	// next cycle should come soon.
 	Settling bool
@@ -227,19 +234,12 @@ func (l *Loop) Once(ctx context.Context) (Result, error) {
 	res, err := l.once(ctx)
 	l.cfg.Metrics.observeCycle(time.Since(started), err)
 	l.mu.Lock()
-	l.last = &CycleStatus{At: l.observedAt(res), Duration: time.Since(started), Actions: len(res.Applied)}
+	l.last = &CycleStatus{At: res.ObservedAt, Duration: time.Since(started), Actions: len(res.Applied)}
 	if err != nil {
 		l.last.Error = err.Error()
 	}
 	l.mu.Unlock()
 	return res, err
-}
-
-func (l *Loop) observedAt(res Result) time.Time {
-	if len(res.Transitions) > 0 {
-		return res.Transitions[0].At
-	}
-	return time.Time{}
 }
 
 func (l *Loop) once(ctx context.Context) (Result, error) {
@@ -271,6 +271,7 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("observe cluster: %w", err)
 	}
 	now := snap.ObservedAt
+	res.ObservedAt = now
 
 	// 4. History.
 	hist, err := l.cfg.Store.LoadHistory(ctx)
@@ -344,9 +345,7 @@ func (l *Loop) load(rev Revision) (*schema.Set, error) {
 		l.log.Warn("revision "+rev.ID+" refused; "+inForce+" stays in force", "errors", strings.Join(problems, "; "))
 		return good, nil
 	}
-	if set.Revision == "" {
-		set.Revision = rev.ID // before anyone else sees the set
-	}
+	set.Revision = rev.ID // the source names revisions; before anyone else sees the set
 	l.mu.Lock()
 	l.good, l.goodRev, l.attempted = set, &RevisionStatus{ID: set.Revision, LoadedAt: now}, nil
 	l.mu.Unlock()
@@ -362,8 +361,10 @@ func (l *Loop) setAttempted(a *RevisionStatus) {
 }
 
 // apply applies plan's actions in order. A Wait holds back the Start of
-// its workspace (deferred to a later cycle); drivers never see it. It
-// stops at the first error.
+// its workspace (deferred to a later cycle); drivers never see it. An
+// action the cluster refuses as invalid is recorded against its
+// workspace and not retried until the revision changes; the rest of the
+// plan goes on. Any other error stops the plan there.
 func (l *Loop) apply(ctx context.Context, plan Plan) (applied []state.Action, deferred []schema.Ref, err error) {
 	held := map[schema.Ref]bool{}
 	for _, a := range plan.Actions {
@@ -375,13 +376,48 @@ func (l *Loop) apply(ctx context.Context, plan Plan) (applied []state.Action, de
 		if a.Kind == state.ActionStart && held[a.Workspace] {
 			continue
 		}
+		l.mu.Lock()
+		rej, refused := l.rejected[a.Workspace]
+		l.mu.Unlock()
+		if refused && rej.revision == plan.Revision && (a.Kind == state.ActionStart || a.Kind == state.ActionUpdate) {
+			continue
+		}
 		if err := l.cfg.Cluster.Apply(ctx, a); err != nil {
-			return applied, deferred, fmt.Errorf("apply %s %s: %w", a.Kind, a.Workspace, err)
+			err = fmt.Errorf("apply %s %s: %w", a.Kind, a.Workspace, err)
+			if hasClass(err, "invalid") {
+				l.mu.Lock()
+				l.rejected[a.Workspace] = rejection{revision: plan.Revision, reason: err.Error()}
+				l.mu.Unlock()
+				l.log.Error("the cluster refused "+a.Kind.String()+" of "+a.Workspace.String()+"; not retried until the specs change", "err", err.Error())
+				continue
+			}
+			return applied, deferred, err
 		}
 		l.log.Debug("applied "+ActionLine(a), "revision", a.Revision)
 		applied = append(applied, a)
 	}
 	return applied, deferred, nil
+}
+
+// rejection is an action the cluster refused as invalid, for a revision.
+type rejection struct {
+	revision string
+	reason   string
+}
+
+// hasClass reports whether err carries a driver's classification (the
+// drivers package's errors answer Conflict(), Invalid(), Transient());
+// reconcile may not import drivers, so it asks through an interface.
+func hasClass(err error, class string) bool {
+	switch class {
+	case "invalid":
+		var c interface{ Invalid() bool }
+		return errors.As(err, &c) && c.Invalid()
+	case "conflict":
+		var c interface{ Conflict() bool }
+		return errors.As(err, &c) && c.Conflict()
+	}
+	return false
 }
 
 // record derives each workspace's state from the decision, the snapshot,
@@ -438,15 +474,20 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 			st.Progress = own[0].Progress
 			st.Revision = own[0].Revision
 			if !allStopping(own) && rec.gone {
-				lost := max(0, rec.lastProgress-st.Progress)
+				kept := own[0].ResumedFrom
+				lost := max(0, rec.lastProgress-kept)
 				st.WorkLost += lost
 				rec.gone = false
-				rec.resumed = fmt.Sprintf("resumed from its checkpoint: %s of work kept, %s lost", round(st.Progress), round(lost))
+				rec.resumed = fmt.Sprintf("resumed from its checkpoint at %s of progress; %s of work lost", round(kept), round(lost))
 			}
 			rec.lastProgress = st.Progress
-		} else if rec.lastProgress > 0 {
+		} else if rec.held {
 			rec.gone = true
 		}
+		// It held GPUs at the last observation, berth did not stop it, and
+		// they are gone: it failed (even if it is started again at once).
+		failed := len(own) == 0 && rec.held && !wasPreempted && (prev == StateRunning || prev == StateStarting)
+		rec.held = len(own) > 0
 		a, didAct := acted[ref]
 		switch {
 		case didAct && a.Kind == state.ActionPreempt:
@@ -487,12 +528,14 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 			}
 		case spec == nil:
 			st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), "no longer in the specs"
+		case spec.Spec.State == schema.DesiredRunning && l.rejected[ref].revision == set.Revision:
+			st.State, st.Reason = StateFailed, "the cluster refused it: "+l.rejected[ref].reason+"; fix the spec"
 		case spec.Spec.State == schema.DesiredStopped:
 			st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), "the specs want it stopped"
 		case wasPreempted:
 			by := pre.By
 			st.State, st.PreemptedBy, st.ReasonKind, st.Reason = StatePreempted, &by, policies.ReasonPreempted.String(), pre.Reason
-		case prev == StateRunning || prev == StateStarting:
+		case failed:
 			st.State, st.Reason = StateFailed, "its allocation ended without berth stopping it"
 		default:
 			st.State = StatePending
@@ -513,8 +556,16 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 				st.Decision += ": " + wd.Reason.Message
 			}
 		}
-		if !known && st.State == StateStopped && len(own) == 0 {
-			continue // never seen running: nothing to report
+		if !known && spec == nil && len(own) == 0 {
+			continue // gone from the specs before berth saw it
+		}
+		if failed && st.State != StateFailed {
+			t := Transition{At: now, From: prev, To: StateFailed, Reason: "its allocation ended without berth stopping it",
+				Progress: st.Progress, WorkLost: st.WorkLost}
+			rec.history = append(rec.history, t)
+			out = append(out, WorkspaceTransition{Workspace: ref, Transition: t})
+			l.logTransition(ref, t)
+			prev = StateFailed
 		}
 		if st.State != prev {
 			st.Since = now
@@ -560,7 +611,10 @@ func (l *Loop) logTransition(ref schema.Ref, t Transition) {
 	if t.WorkLost > 0 {
 		attrs = append(attrs, "lost", t.WorkLost.Round(time.Second).String())
 	}
-	l.log.Info(fmt.Sprintf("%s: %s → %s", ref, from, t.To), attrs[6:]...)
+	if !l.cfg.LogTransitionFields {
+		attrs = attrs[6:] // the message says them
+	}
+	l.log.Info(fmt.Sprintf("%s: %s → %s", ref, from, t.To), attrs...)
 }
 
 func where(allocs []state.Alloc) (string, []string) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
@@ -414,6 +415,115 @@ func TestStoppedAndRemovedWorkspacesStop(t *testing.T) {
 		d, _ := h.loop.Workspace(schema.Ref{Project: "med", Name: "b"})
 		if d.Workspace.Reason != "no longer in the specs" {
 			t.Errorf("reason %q", d.Workspace.Reason)
+		}
+	})
+}
+
+// classed is a driver error with a class, as package drivers makes them.
+type classed struct{ invalid, conflict bool }
+
+func (c classed) Error() string {
+	return fmt.Sprintf("classed invalid=%v conflict=%v", c.invalid, c.conflict)
+}
+func (c classed) Invalid() bool   { return c.invalid }
+func (c classed) Conflict() bool  { return c.conflict }
+func (c classed) Transient() bool { return !c.invalid && !c.conflict }
+
+func TestInvalidActionNotRetriedUntilTheSpecsChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sets := testSets{
+			"r1": withWorkspaces(workspace("hi", "a", schema.DesiredRunning), workspace("med", "b", schema.DesiredRunning)),
+		}
+		sets["r2"] = withWorkspaces(workspace("hi", "a", schema.DesiredRunning), workspace("med", "b", schema.DesiredRunning))
+		sets["r2"].Workspaces[1].Spec.Owner = "fixed"
+		h := newHarness(t, sets, "r1")
+		tries := 0
+		h.cluster.InjectApplyFault(func(a state.Action) error {
+			if a.Workspace.Name == "b" && a.Kind == state.ActionStart {
+				tries++
+				if tries == 1 {
+					return classed{invalid: true}
+				}
+			}
+			return nil
+		})
+		ctx := t.Context()
+		if _, err := h.loop.Once(ctx); err != nil {
+			t.Fatalf("an invalid action is reported against its workspace, not as a cycle error: %v", err)
+		}
+		time.Sleep(10 * time.Second)
+		h.loop.Once(ctx)
+		if tries != 1 {
+			t.Errorf("the refused start was tried %d times under the same revision, want 1", tries)
+		}
+		d, _ := h.loop.Workspace(schema.Ref{Project: "med", Name: "b"})
+		if d.Workspace.State != StateFailed || !strings.Contains(d.Workspace.Reason, "the cluster refused it") {
+			t.Errorf("med/b %s %q, want Failed with the refusal", d.Workspace.State, d.Workspace.Reason)
+		}
+		if got := h.states()["hi/a"]; got != StateRunning {
+			t.Errorf("hi/a %s: the rest of the plan must go on", got)
+		}
+		h.source.set("r2")
+		h.loop.Once(ctx)
+		if tries != 2 || h.states()["med/b"] != StateStarting {
+			t.Errorf("after a new revision: %d tries, med/b %s", tries, h.states()["med/b"])
+		}
+	})
+}
+
+func TestConflictReobservesWithoutBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, testSets{"r1": withWorkspaces(workspace("med", "b", schema.DesiredRunning))}, "r1")
+		var at []time.Time
+		h.cluster.InjectApplyFault(func(a state.Action) error {
+			at = append(at, time.Now())
+			if len(at) <= 4 {
+				return classed{conflict: true}
+			}
+			return nil
+		})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- h.loop.Run(ctx, nil) }()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+		var gaps []time.Duration
+		for i := 1; i < len(at); i++ {
+			gaps = append(gaps, at[i].Sub(at[i-1]))
+		}
+		if diff := cmp.Diff([]time.Duration{time.Second, time.Second, time.Second, time.Second}, gaps); diff != "" {
+			t.Errorf("waits after conflicts (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestFailureLosesWorkSinceCheckpoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, testSets{"r1": withWorkspaces(workspace("med", "b", schema.DesiredRunning))}, "r1")
+		ref := schema.Ref{Project: "med", Name: "b"}
+		ctx := t.Context()
+		h.loop.Once(ctx)
+		time.Sleep(sim.DefaultStartDelay + 150*time.Second) // checkpoints every minute: the last at 2m
+		h.loop.Once(ctx)
+		h.cluster.Crash(ref)
+		h.loop.Once(ctx) // gone without a stop: Failed, started again
+		time.Sleep(10 * time.Second)
+		h.loop.Once(ctx)
+		d, _ := h.loop.Workspace(ref)
+		var path []string
+		for _, tr := range d.History {
+			path = append(path, string(tr.To))
+		}
+		if diff := cmp.Diff([]string{"Starting", "Running", "Failed", "Starting", "Running"}, path); diff != "" {
+			t.Errorf("history (-want +got):\n%s", diff)
+		}
+		if d.Workspace.WorkLost != 30*time.Second {
+			t.Errorf("work lost %s, want the 30s since the checkpoint at 2m", d.Workspace.WorkLost)
+		}
+		if last := d.History[len(d.History)-1]; !strings.Contains(last.Reason, "resumed from its checkpoint at 2m0s of progress; 30s of work lost") {
+			t.Errorf("resume reason %q", last.Reason)
 		}
 	})
 }

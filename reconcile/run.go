@@ -10,7 +10,8 @@ import (
 // until changes have been quiet for Debounce) and at least every
 // Interval; sooner (every Settle) while something is on its way. After a
 // failed cycle it waits with backoff, doubling from BackoffMin to
-// BackoffMax, unless the specs change. An invalid revision with nothing
+// BackoffMax, unless the specs change; after a conflict (the cluster
+// changed under berth) it observes again after Settle. An invalid revision with nothing
 // in force waits for a change. Run returns nil when ctx ends. changes may
 // be nil.
 func (l *Loop) Run(ctx context.Context, changes <-chan struct{}) error {
@@ -29,6 +30,10 @@ func (l *Loop) Run(ctx context.Context, changes <-chan struct{}) error {
 		case errors.As(err, &stalled):
 			backoff = 0
 			l.log.Error("no valid revision to apply; waiting for the specs to change", "revision", stalled.Revision)
+		case err != nil && hasClass(err, "conflict"):
+			backoff = 0
+			next = l.cfg.Settle
+			l.log.Info("the cluster changed under berth; observing again", "err", err.Error())
 		case err != nil:
 			if backoff == 0 {
 				backoff = l.cfg.BackoffMin

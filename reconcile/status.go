@@ -145,6 +145,8 @@ type record struct {
 	// gone: it held no GPUs at the last observation after holding some,
 	// so the next run seen is a resume (work lost is measured then).
 	gone bool
+	// held: the last observation showed it holding GPUs.
+	held bool
 	// resumed is the note for its next Running transition after a resume.
 	resumed string
 }

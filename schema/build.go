@@ -164,10 +164,18 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 		if dg, ok := checkQuotaFit(&w, p, d); !ok {
 			add(dg)
 		}
+		// With several cluster files, fitting any one of them is enough.
+		var misfits []Diagnostic
 		for _, c := range clusters {
-			if dg, ok := c.fits(&w, d); !ok {
-				add(dg)
+			dg, ok := c.fits(&w, d)
+			if ok {
+				misfits = nil
+				break
 			}
+			misfits = append(misfits, dg)
+		}
+		if len(misfits) > 0 {
+			add(misfits[0])
 		}
 	}
 	set.Sort()

@@ -124,9 +124,13 @@ func (c clusterShape) fits(w *Workspace, d *doc) (Diagnostic, bool) {
 	if total >= w.Spec.Replicas {
 		return Diagnostic{}, true
 	}
-	shape := fmt.Sprintf("%d GPUs", w.Spec.Resources.GPUs)
+	model := ""
 	if w.Spec.Resources.GPUModel != "" {
-		shape = fmt.Sprintf("%d %s GPUs", w.Spec.Resources.GPUs, w.Spec.Resources.GPUModel)
+		model = w.Spec.Resources.GPUModel + " "
+	}
+	shape := fmt.Sprintf("%d %sGPUs", w.Spec.Resources.GPUs, model)
+	if w.Spec.Resources.GPUs == 1 {
+		shape = fmt.Sprintf("1 %sGPU", model)
 	}
 	var in []string
 	if w.Spec.Topology.NVLink == ConstraintRequired {

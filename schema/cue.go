@@ -2,6 +2,7 @@ package schema
 
 import (
 	_ "embed"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/cuecontext"
 	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/token"
 )
 
 // Source is the CUE schema of the specs, embedded in the binary.
@@ -30,6 +32,7 @@ const KindCluster = "Cluster"
 // loader uses a checker for a bounded number of documents, then a new one.
 type checker struct {
 	ctx    *cue.Context
+	root   cue.Value
 	defs   map[string]cue.Value
 	docs   int
 	shapes map[string]*shape
@@ -43,6 +46,29 @@ type shape struct {
 	isList   bool
 	fields   map[string]bool
 	pattern  bool
+	children map[string]cue.Value
+}
+
+// child returns the schema of field name ("*" for any label, "[]" for a
+// list element), looked up once.
+func (sh *shape) child(name string) cue.Value {
+	if v, ok := sh.children[name]; ok {
+		return v
+	}
+	var v cue.Value
+	switch name {
+	case "*":
+		v = sh.v.LookupPath(cue.MakePath(cue.AnyString))
+	case "[]":
+		v = sh.v.LookupPath(cue.MakePath(cue.AnyIndex))
+	default:
+		v = sh.v.LookupPath(cue.MakePath(cue.Str(name).Optional()))
+	}
+	if sh.children == nil {
+		sh.children = map[string]cue.Value{}
+	}
+	sh.children[name] = v
+	return v
 }
 
 func newChecker() *checker {
@@ -51,7 +77,7 @@ func newChecker() *checker {
 	if err := v.Err(); err != nil {
 		panic(fmt.Sprintf("schema: embedded schema does not compile: %v", err))
 	}
-	c := &checker{ctx: ctx, defs: map[string]cue.Value{}, shapes: map[string]*shape{}}
+	c := &checker{ctx: ctx, root: v, defs: map[string]cue.Value{}, shapes: map[string]*shape{}}
 	for _, k := range Kinds {
 		c.defs[k] = v.LookupPath(cue.MakePath(cue.Def(k)))
 	}
@@ -61,21 +87,20 @@ func newChecker() *checker {
 // check validates one document of kind against its definition and returns
 // the data as a CUE value with the problems found, each at the position of
 // the field it is about.
-func (c *checker) check(kind string, expr ast.Expr, fields map[string]Pos, start Pos) (cue.Value, []Diagnostic) {
+func (c *checker) check(kind string, expr ast.Expr, fields map[string]Pos, start Pos) []Diagnostic {
 	c.docs++
 	def := c.defs[kind]
-	data := c.ctx.BuildExpr(expr)
-	if err := data.Err(); err != nil {
-		return data, cueDiagnostics(err, def, data, fields, start, kind)
-	}
 	// CUE stops looking for unknown fields in a struct that has another
 	// error; berth looks for them itself, so every one is reported.
 	unknown := c.unknownFields(kind, def, expr, fields, start)
-	u := def.Unify(data)
-	if err := u.Validate(cue.Concrete(true)); err != nil {
-		return data, append(unknown, cueDiagnostics(err, def, data, fields, start, kind)...)
+	// "#Kind & document", built in the schema's scope, is one evaluation
+	// where building the document and unifying it with the definition
+	// would be two.
+	v := c.ctx.BuildExpr(ast.NewBinExpr(token.AND, ast.NewIdent("#"+kind), expr), cue.Scope(c.root), cue.InferBuiltins(true))
+	if err := v.Validate(cue.Concrete(true)); err != nil {
+		return append(unknown, cueDiagnostics(err, def, expr, fields, start, kind)...)
 	}
-	return data, unknown
+	return unknown
 }
 
 func (c *checker) shapeAt(key string, v cue.Value) *shape {
@@ -124,9 +149,9 @@ func (c *checker) unknownFields(kind string, def cue.Value, expr ast.Expr, field
 				p := append(path[:len(path):len(path)], name)
 				switch {
 				case sh.fields[name]:
-					walk(key+"."+name, p, v.LookupPath(cue.MakePath(cue.Str(name).Optional())), f.Value)
-				case sh.pattern:
-					walk(key+".*", p, v.LookupPath(cue.MakePath(cue.AnyString)), f.Value)
+					walk(key+"."+name, p, sh.child(name), f.Value)
+				case sh.pattern || v.Allows(cue.Str(name)):
+					walk(key+".*", p, sh.child("*"), f.Value)
 				default:
 					allowed := make([]string, 0, len(sh.fields))
 					for n := range sh.fields {
@@ -146,7 +171,7 @@ func (c *checker) unknownFields(kind string, def cue.Value, expr ast.Expr, field
 			if !sh.isList {
 				return
 			}
-			ev := v.LookupPath(cue.MakePath(cue.AnyIndex))
+			ev := sh.child("[]")
 			if !ev.Exists() {
 				return
 			}
@@ -161,11 +186,11 @@ func (c *checker) unknownFields(kind string, def cue.Value, expr ast.Expr, field
 
 // cueDiagnostics turns CUE's errors into diagnostics a person can act on,
 // one per field, at the field's position in the YAML.
-func cueDiagnostics(err error, def, data cue.Value, fields map[string]Pos, start Pos, kind string) []Diagnostic {
+func cueDiagnostics(err error, def cue.Value, data ast.Expr, fields map[string]Pos, start Pos, kind string) []Diagnostic {
 	var out []Diagnostic
 	seen := map[string]bool{}
 	for _, e := range cueerrors.Errors(err) {
-		path := e.Path()
+		path := cleanPath(e.Path())
 		if len(path) > 0 && strings.HasPrefix(path[0], "#") {
 			path = path[1:]
 		}
@@ -251,7 +276,7 @@ func allowedFields(def cue.Value, path []string) []string {
 
 // explain writes one sentence for a CUE error: what is wrong with the
 // field and what would fix it.
-func explain(e cueerrors.Error, path []string, def, data cue.Value, kind string) string {
+func explain(e cueerrors.Error, path []string, def cue.Value, data ast.Expr, kind string) string {
 	format, args := e.Msg()
 	field := strings.Join(path, ".")
 	if field == "" {
@@ -264,11 +289,11 @@ func explain(e cueerrors.Error, path []string, def, data cue.Value, kind string)
 		return s
 	}
 	got := func() string {
-		v := data.LookupPath(cue.ParsePath(quotePath(path)))
-		if !v.Exists() {
+		v := lookupField(data, strings.Join(path, "."))
+		if v == nil {
 			return ""
 		}
-		b, err := v.MarshalJSON()
+		b, err := json.Marshal(plain(v))
 		if err != nil {
 			return ""
 		}
@@ -324,26 +349,6 @@ func where(parent []string, kind string) string {
 		return "a " + kind
 	}
 	return strings.Join(parent, ".") + " of a " + kind
-}
-
-func quotePath(path []string) string {
-	var b strings.Builder
-	for i, p := range path {
-		if _, err := strconv.Atoi(p); err == nil {
-			b.WriteString("[" + p + "]")
-			continue
-		}
-		if i > 0 {
-			b.WriteByte('.')
-		}
-		if false {
-		} else if ast.IsValidIdent(p) && !strings.HasPrefix(p, "#") && !strings.HasPrefix(p, "_") {
-			b.WriteString(p)
-		} else {
-			b.WriteString(strconv.Quote(p))
-		}
-	}
-	return b.String()
 }
 
 // enumOf lists the allowed strings when the schema of path is a
@@ -437,4 +442,18 @@ func editDistance(a, b string) int {
 func format(e cueerrors.Error) string {
 	f, _ := e.Msg()
 	return f
+}
+
+// cleanPath unquotes the selectors of a CUE error path ("\"my-name\"").
+func cleanPath(path []string) []string {
+	out := make([]string, len(path))
+	for i, p := range path {
+		if strings.HasPrefix(p, `"`) {
+			if u, err := strconv.Unquote(p); err == nil {
+				p = u
+			}
+		}
+		out[i] = p
+	}
+	return out
 }

@@ -23,6 +23,20 @@ const IgnoreFile = ".berthignore"
 type sourceFile struct {
 	name string
 	data []byte
+	// read loads data when it is nil, so workers read files in parallel
+	// and no more of them are in memory at once than they need.
+	read func() ([]byte, error)
+}
+
+func (f *sourceFile) load() ([]byte, error) {
+	if f.data != nil || f.read == nil {
+		return f.data, nil
+	}
+	b, err := f.read()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", f.name, err)
+	}
+	return b, nil
 }
 
 // isSpecFile reports whether name is a YAML spec file.
@@ -125,11 +139,7 @@ func walkFS(fsys fs.FS, root string, name func(string) string) ([]sourceFile, er
 		if !isSpecFile(p) && !isRuleFile(p) {
 			return nil
 		}
-		b, err := fs.ReadFile(fsys, p)
-		if err != nil {
-			return fmt.Errorf("read %s: %w", name(p), err)
-		}
-		files = append(files, sourceFile{name: name(p), data: b})
+		files = append(files, sourceFile{name: name(p), read: func() ([]byte, error) { return fs.ReadFile(fsys, p) }})
 		return nil
 	})
 	return files, err

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"io"
+	"net/http"
 	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -19,10 +23,44 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:           "testdata/script",
 		UpdateScripts: os.Getenv("BERTH_UPDATE") != "",
-		Cmds:          map[string]func(ts *testscript.TestScript, neg bool, args []string){"fakenomad": fakeNomad},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"waitfor":   cmdWaitFor,
+			"fakenomad": fakeNomad,
+		},
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("GITHUB_STEP_SUMMARY", "")
 			return nil
 		},
 	})
+}
+
+// cmdWaitFor waits (up to 30s) for a berth reconcile started in the
+// background to write its URL to ADDRFILE and to serve PATH with a body
+// containing TEXT, then sets BERTH_SERVER to that URL.
+//
+//	waitfor ADDRFILE PATH TEXT
+func cmdWaitFor(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: waitfor ADDRFILE PATH TEXT")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(ts.MkAbs(args[0]))
+		if err == nil && len(b) > 0 {
+			addr := strings.TrimSpace(string(b))
+			resp, err := http.Get(addr + args[1])
+			if err == nil {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				last = string(body)
+				if strings.Contains(last, args[2]) {
+					ts.Setenv("BERTH_SERVER", addr)
+					return
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ts.Fatalf("waitfor: %s never contained %q; last:\n%s", args[1], args[2], last)
 }

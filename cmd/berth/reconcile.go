@@ -60,7 +60,8 @@ Each workspace transition is logged as one line. The status is served on
 			}
 			loop, err := reconcile.New(reconcile.Config{
 				Source: reconcile.DirSource{Dir: f.source}, Cluster: c.Cluster, Store: c.Store,
-				Logger: log, ClusterName: c.Name, BerthVersion: berthVersion(), Interval: interval,
+				Logger: log, LogTransitionFields: f.logFormat == "json",
+				ClusterName: c.Name, BerthVersion: berthVersion(), Interval: interval,
 			})
 			if err != nil {
 				return err

@@ -173,6 +173,7 @@ func (c *Cluster) Observe(ctx context.Context) (state.Snapshot, error) {
 			a.StartedAt = r.startedAt
 			a.LastCheckpoint = cpAt
 			a.Progress = r.progress(now)
+			a.ResumedFrom = r.base
 			a.Revision = r.revision
 			snap.Allocs = append(snap.Allocs, a)
 		}

@@ -209,8 +209,8 @@ func TestPreemptionGrace(t *testing.T) {
 			// Resuming continues from what was kept.
 			mustApply(t, c, startAction(c, ref, 5*time.Minute, tt.grace))
 			clock.Advance(5*time.Second + time.Minute)
-			if a := observe(t, c).Allocs[0]; a.Progress != tt.kept+time.Minute {
-				t.Errorf("resumed progress %s, want %s", a.Progress, tt.kept+time.Minute)
+			if a := observe(t, c).Allocs[0]; a.Progress != tt.kept+time.Minute || a.ResumedFrom != tt.kept {
+				t.Errorf("resumed from %s, progress %s; want from %s, progress %s", a.ResumedFrom, a.Progress, tt.kept, tt.kept+time.Minute)
 			}
 		})
 	}

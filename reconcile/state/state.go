@@ -97,6 +97,9 @@ type Alloc struct {
 	// (run time up to its last checkpoint plus this run's), when the driver
 	// knows it (the simulator does); zero otherwise.
 	Progress time.Duration `json:"progress,omitempty"`
+	// ResumedFrom is the progress this run started from (what earlier
+	// runs kept), when the driver knows progress; zero otherwise.
+	ResumedFrom time.Duration `json:"resumedFrom,omitempty"`
 	// Revision is the spec revision the allocation was started from.
 	Revision string `json:"revision,omitempty"`
 }

@@ -1,0 +1,76 @@
+package reconcile
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestWatchDirSeesNewSubdirectories(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	changes, err := WatchDir(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect := func(what string, want bool) {
+		t.Helper()
+		select {
+		case <-changes:
+			if !want {
+				t.Fatalf("%s: a change was signalled", what)
+			}
+		case <-time.After(300 * time.Millisecond):
+			if want {
+				t.Fatalf("%s: no change signalled", what)
+			}
+		}
+	}
+	write := func(rel string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, rel), []byte("kind: Project\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(".git/index")
+	expect("a write under .git", false)
+	write("a.yaml")
+	expect("a new file", true)
+	if err := os.MkdirAll(filepath.Join(dir, "team"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	expect("a new directory", true)
+	time.Sleep(50 * time.Millisecond) // let the watcher add it
+	write("team/b.yaml")
+	expect("a file in the new directory", true)
+	cancel()
+	for range changes {
+	}
+}
+
+func TestDirSourceRevisionFollowsContent(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("one"), 0o644)
+	src := DirSource{Dir: dir}
+	r1, err := src.Read(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(dir, ".git"), 0o755)
+	os.WriteFile(filepath.Join(dir, ".git", "HEAD"), []byte("ref"), 0o644)
+	r2, _ := src.Read(t.Context())
+	os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("two"), 0o644)
+	r3, _ := src.Read(t.Context())
+	if r1.ID != r2.ID {
+		t.Errorf("a hidden file changed the revision: %s → %s", r1.ID, r2.ID)
+	}
+	if r3.ID == r2.ID {
+		t.Errorf("new content, same revision %s", r3.ID)
+	}
+}

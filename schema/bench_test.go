@@ -1,0 +1,123 @@
+package schema
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+)
+
+// writeRepo writes a valid generated spec repo of n files into dir: four
+// tiers, one project per 100 files, one volume, and a workspace in every
+// other file.
+func writeRepo(tb testing.TB, dir string, n int) {
+	tb.Helper()
+	write := func(name, body string) {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	for i, t := range []string{"low", "medium", "high", "highest"} {
+		write("tiers/"+t+".yaml", fmt.Sprintf("apiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: %s}\nspec:\n  value: %d\n", t, 20+i*25))
+	}
+	projects := max(1, n/100)
+	var names string
+	for p := range projects {
+		names += fmt.Sprintf("  - team-%d\n", p)
+	}
+	write("volumes/shared.yaml", "apiVersion: berth.dev/v1\nkind: Volume\nmetadata: {name: shared}\nspec:\n  size: 10Ti\n  projects:\n"+names)
+	for p := range projects {
+		write(fmt.Sprintf("team-%d/project.yaml", p), fmt.Sprintf(`apiVersion: berth.dev/v1
+kind: Project
+metadata:
+  name: team-%d
+spec:
+  tier: %s
+  members: [user-%d, user-%d]
+  quota: {gpus: 64, cpu: 512, memory: 4Ti}
+  borrowLimit: {gpus: 32}
+  fairShare: {weight: %d}
+`, p, []string{"low", "medium", "high"}[p%3], p, p+1, 1+p%4))
+	}
+	for i := range n - projects - 5 {
+		p := i % projects
+		write(fmt.Sprintf("team-%d/ws-%05d.yaml", p, i), fmt.Sprintf(`apiVersion: berth.dev/v1
+kind: Workspace
+metadata:
+  name: ws-%d
+  project: team-%d
+  labels: {purpose: training}
+spec:
+  owner: user-%d
+  state: Running
+  task:
+    image: nvcr.io/nvidia/pytorch:24.10-py3
+    command: torchrun
+    args: [--nproc-per-node=%d, train.py]
+    env: {RUN_ID: "%d"}
+  resources: {gpus: %d, cpu: 8, memory: 64Gi}
+  topology: {nvlink: preferred}
+  replicas: %d
+  volumes:
+  - {name: shared, mountPath: /data, readOnly: true}
+  checkpoint: {signal: SIGUSR1, gracePeriod: 2m, interval: 30m}
+`, i, p, p, 1+i%8, i, 1+i%8, 1+i%4))
+	}
+}
+
+// BenchmarkValidate loads generated repos of 1,000 and 10,000 files.
+// scripts/bench-validate-vs-cue.sh compares it with `cue vet` and reports
+// peak memory.
+func BenchmarkValidate(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run("files="+strconv.Itoa(n), func(b *testing.B) {
+			dir := b.TempDir()
+			writeRepo(b, dir, n)
+			var ru0, ru1 syscall.Rusage
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+			for b.Loop() {
+				set, diags, err := Load(dir)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if set == nil {
+					b.Fatalf("generated repo is invalid: %v", diags.Err())
+				}
+			}
+			// CPU time is steadier than wall time on a shared machine.
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+			cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
+			b.ReportMetric(float64(cpu)/float64(b.N)/1e9, "cpu-s/op")
+		})
+	}
+}
+
+// TestGeneratedRepo checks the generator writes a valid repo, and writes
+// one to $BERTH_GEN_DIR (of $BERTH_GEN_FILES files) for the comparison
+// script.
+func TestGeneratedRepo(t *testing.T) {
+	dir, n := t.TempDir(), 200
+	if d := os.Getenv("BERTH_GEN_DIR"); d != "" {
+		dir = d
+		if v, err := strconv.Atoi(os.Getenv("BERTH_GEN_FILES")); err == nil {
+			n = v
+		}
+	}
+	writeRepo(t, dir, n)
+	r, err := Check(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Diagnostics.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r.Summary.Files != n {
+		t.Errorf("generated %d files, want %d", r.Summary.Files, n)
+	}
+}
