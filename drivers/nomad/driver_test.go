@@ -424,8 +424,8 @@ func TestErrorClassesAndToken(t *testing.T) {
 	url := fake.Start(t).URL
 	wrong, _ := nomad.New(nomad.Config{Address: url, Token: "not-" + secret})
 	_, err := wrong.Observe(ctx)
-	if drivers.ClassOf(err) != drivers.ClassInvalid {
-		t.Errorf("403: %v, want invalid", err)
+	if drivers.ClassOf(err) != drivers.ClassTransient || !strings.Contains(err.Error(), "403") {
+		t.Errorf("403: %v, want transient (the operator fixes the token or policy)", err)
 	}
 	cfg := nomad.Config{Address: url, Token: secret}
 	for _, s := range []string{cfg.String(), strings.ReplaceAll(strings.TrimSpace(strings.Join([]string{cfg.GoString()}, "")), "\n", "")} {
@@ -623,7 +623,7 @@ func TestRegisterErrorClasses(t *testing.T) {
 		"no leader":               {500, "rpc error: No cluster leader", drivers.ClassTransient},
 		"unavailable":             {503, "Service Unavailable", drivers.ClassTransient},
 		"bad request":             {400, "Request body is invalid", drivers.ClassInvalid},
-		"permission denied":       {403, "Permission denied", drivers.ClassInvalid},
+		"permission denied":       {403, "Permission denied", drivers.ClassTransient},
 		"nonexistent namespace":   {500, "1 error occurred:\n\t* job \"x\" is in nonexistent namespace \"y\"\n\n", drivers.ClassConflict},
 		"too many requests":       {429, "Too Many Requests", drivers.ClassTransient},
 	}

@@ -47,9 +47,12 @@ func classOf(err error) drivers.Class {
 		return drivers.ClassTransient // no answer: network, TLS, timeout
 	case code == http.StatusConflict, code == http.StatusNotFound:
 		return drivers.ClassConflict
-	case code == http.StatusBadRequest, code == http.StatusForbidden, code == http.StatusUnauthorized,
-		code == http.StatusMethodNotAllowed:
+	case code == http.StatusBadRequest, code == http.StatusMethodNotAllowed:
 		return drivers.ClassInvalid
+	case code == http.StatusForbidden, code == http.StatusUnauthorized:
+		// An ACL problem is the operator's to fix in Nomad, not the
+		// workspace's: keep retrying (with backoff) until the token works.
+		return drivers.ClassTransient
 	case code == http.StatusInternalServerError:
 		switch {
 		case strings.Contains(body, "Enforcing job modify index"),
