@@ -30,11 +30,14 @@ rm "$scratch/workspaces.yaml"
 mv "$scratch/ws-0.yaml" "$scratch/workspace-medium.yaml"
 mv "$scratch/ws-1.yaml" "$scratch/workspace-high.yaml.next"
 
+# Each step is a commit in the scratch repo (berth watches the files; with
+# no git installed the steps are plain edits).
+have_git=$(command -v git >/dev/null && echo yes || echo no)
 git_() { git -C "$scratch" -c user.name="berth walk-through" -c user.email=walkthrough@berth.invalid "$@"; }
-commit() { git_ add -A . >/dev/null; git_ commit -q -m "$1"; }
+commit() { if [ "$have_git" = yes ]; then git_ add -A . >/dev/null; git_ commit -q -m "$1"; fi; }
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 
-git_ init -q -b main
+if [ "$have_git" = yes ]; then git_ init -q; fi
 commit "tiers, projects, volume; start medium-training"
 
 say "berth reconcile on $scratch, simulated one-GPU cluster at ${speed}x (a real second is $((speed)) simulated seconds)"
@@ -48,8 +51,13 @@ stop() {
   exit 0
 }
 trap stop INT TERM
+sleep 1
+if ! kill -0 "$berth" 2>/dev/null; then
+  echo "berth did not start (is another one listening on $listen? try LISTEN=127.0.0.1:4681 make run)" >&2
+  exit 1
+fi
 
-sleep "$pause"
+sleep $((pause - 1))
 say "commit: start high-training in high-priority-project (tier high 80 > medium 50): it preempts medium-training"
 mv "$scratch/workspace-high.yaml.next" "$scratch/workspace-high.yaml"
 commit "start high-training"

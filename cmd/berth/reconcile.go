@@ -11,7 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/reconcile"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 )
 
@@ -66,6 +68,9 @@ Each workspace transition is logged as one line. The status is served on
 			if err != nil {
 				return err
 			}
+			if sc, ok := c.Cluster.(*sim.Cluster); ok {
+				registerSimMetrics(loop.Metrics().Registry, sc)
+			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return &exitError{Code: exitFailure, Err: fmt.Errorf("listen on %s: %w", listen, err)}
@@ -109,4 +114,17 @@ Each workspace transition is logged as one line. The status is served on
 	fl.StringVar(&addrFile, "addr-file", "", "write the status API's URL to this file once listening")
 	fl.MarkHidden("addr-file")
 	return cmd
+}
+
+// registerSimMetrics exports a simulated cluster's accounting: GPU-seconds
+// of work delivered and lost.
+func registerSimMetrics(reg *prometheus.Registry, c *sim.Cluster) {
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "berth_sim_gpu_seconds_delivered_total", Help: "GPU-seconds the simulated cluster ran workspaces (simulated time).",
+		}, func() float64 { return c.Stats().GPUSecondsDelivered }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "berth_sim_gpu_seconds_lost_total", Help: "GPU-seconds of work lost to stops without enough grace to checkpoint (simulated time).",
+		}, func() float64 { return c.Stats().GPUSecondsLost }),
+	)
 }

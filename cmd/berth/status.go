@@ -105,8 +105,12 @@ func printStatus(w io.Writer, st reconcile.Status) {
 			fmt.Fprintln(w, "  "+e)
 		}
 	}
-	if c := st.LastReconcile; c != nil && c.Error != "" {
-		fmt.Fprintf(w, "Last cycle failed: %s\n", c.Error)
+	if c := st.LastReconcile; c != nil {
+		if c.Error != "" {
+			fmt.Fprintf(w, "Last cycle failed: %s\n", c.Error)
+		} else {
+			fmt.Fprintf(w, "Observed:  %s on the cluster's clock (times below are on it too)\n", c.At.UTC().Format("15:04:05"))
+		}
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
