@@ -258,7 +258,7 @@ var yamlLine = regexp.MustCompile(`^(?:.*?:(\d+):(?:(\d+):)? )?(?:yaml: )?(?:lin
 
 func yamlError(file string, err error) Diagnostic {
 	p := Pos{File: file}
-	msg := err.Error()
+	msg := strings.TrimPrefix(err.Error(), file+": ")
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, col := m[1], m[2]
 		if line == "" {
