@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berth-dev/berth/agent"
+	"github.com/berth-dev/berth/drivers/nomad/agent"
 	"github.com/hashicorp/nomad/api"
 	"github.com/spf13/cobra"
 )

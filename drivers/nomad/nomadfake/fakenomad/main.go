@@ -4,7 +4,7 @@
 // start and stopping ones finish. It is not Nomad; never point real work
 // at it.
 //
-//	go run ./cmd/fakenomad --listen 127.0.0.1:4646 --nodes 2 --topology
+//	go run ./drivers/nomad/nomadfake/fakenomad --listen 127.0.0.1:4646 --nodes 2 --topology
 //	NOMAD_ADDR=http://127.0.0.1:4646 berth doctor
 package main
 
