@@ -20,8 +20,9 @@ func toPos(p token.Pos) Pos {
 
 // fieldPositions records where each field of a document is written,
 // keyed by dotted path ("spec.resources.gpus", "spec.volumes.0.name").
-func fieldPositions(expr ast.Expr) map[string]Pos {
-	m := make(map[string]Pos, 32)
+// A key written twice in one mapping is returned in dups.
+func fieldPositions(expr ast.Expr) (m map[string]Pos, dups []Diagnostic) {
+	m = make(map[string]Pos, 32)
 	var walk func(prefix string, e ast.Expr)
 	walk = func(prefix string, e ast.Expr) {
 		switch x := e.(type) {
@@ -39,7 +40,9 @@ func fieldPositions(expr ast.Expr) map[string]Pos {
 				if prefix != "" {
 					p = prefix + "." + name
 				}
-				if _, dup := m[p]; !dup {
+				if first, dup := m[p]; dup {
+					dups = append(dups, errorf(toPos(f.Label.Pos()), "%s is written twice in the same mapping (first at line %d); remove one", p, first.Line))
+				} else {
 					m[p] = toPos(f.Label.Pos())
 				}
 				walk(p, f.Value)
@@ -53,7 +56,7 @@ func fieldPositions(expr ast.Expr) map[string]Pos {
 		}
 	}
 	walk("", expr)
-	return m
+	return m, dups
 }
 
 // lookupField returns the value written at the dotted path in a document,

@@ -59,7 +59,7 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 	names := func(kind string) []string {
 		var out []string
 		for _, d := range byKind[kind] {
-			if d.name != "" {
+			if d.name != "" && !contains(out, d.name) {
 				out = append(out, d.name)
 			}
 		}

@@ -117,7 +117,8 @@ func checkpoint(fe *fieldErrs, prefix string, r *rawCheckpoint, def Checkpoint) 
 	return c
 }
 
-func convertWorkspace(d *doc, policy SchedulingPolicy) (Workspace, []Diagnostic) {
+func convertWorkspace(d0 *doc, policy SchedulingPolicy) (Workspace, []Diagnostic) {
+	d := d0
 	r := d.raw.(*rawWorkspace)
 	fe := &fieldErrs{d: d}
 	s := r.Spec
@@ -147,6 +148,9 @@ func convertWorkspace(d *doc, policy SchedulingPolicy) (Workspace, []Diagnostic)
 	}
 	if w.Spec.Task.Driver == "" {
 		w.Spec.Task.Driver = "docker"
+	}
+	if d := w.Spec.Task.Driver; (d == "docker" || d == "podman") && w.Spec.Task.Image == "" {
+		fe.diag = append(fe.diag, errorf(d0.pos("spec.task"), "spec.task.image is missing: the %s driver runs a container image; set image, or use driver exec or raw_exec", d))
 	}
 	return w, fe.diag
 }

@@ -46,6 +46,7 @@ type shape struct {
 	isList   bool
 	fields   map[string]bool
 	pattern  bool
+	required []string
 	children map[string]cue.Value
 }
 
@@ -114,7 +115,11 @@ func (c *checker) shapeAt(key string, v cue.Value) *shape {
 		sh.fields = map[string]bool{}
 		if it, err := v.Fields(cue.Optional(true)); err == nil {
 			for it.Next() {
-				sh.fields[it.Selector().Unquoted()] = true
+				sel := it.Selector()
+				sh.fields[sel.Unquoted()] = true
+				if sel.ConstraintType() == cue.RequiredConstraint {
+					sh.required = append(sh.required, sel.Unquoted())
+				}
 			}
 		}
 		sh.pattern = v.LookupPath(cue.MakePath(cue.AnyString)).Exists()
@@ -152,6 +157,12 @@ func (c *checker) unknownFields(kind string, def cue.Value, expr ast.Expr, field
 					walk(key+"."+name, p, sh.child(name), f.Value)
 				case sh.pattern || v.Allows(cue.Str(name)):
 					walk(key+".*", p, sh.child("*"), f.Value)
+				case len(sh.fields) == 0:
+					msg := fmt.Sprintf("%s: %q is not a valid name", strings.Join(path, "."), name)
+					if h := hint(def, path); h != "" {
+						msg += ": " + h
+					}
+					out = append(out, errorf(posOf(fields, p, start), "%s", msg))
 				default:
 					allowed := make([]string, 0, len(sh.fields))
 					for n := range sh.fields {
@@ -165,6 +176,14 @@ func (c *checker) unknownFields(kind string, def cue.Value, expr ast.Expr, field
 						msg += "; allowed fields are " + strings.Join(allowed, ", ")
 					}
 					out = append(out, errorf(posOf(fields, p, start), "%s", msg))
+				}
+			}
+			// CUE reports a missing required field only when nothing
+			// else is wrong; berth looks for them itself too.
+			for _, req := range sh.required {
+				if !hasField(x, req) {
+					p := append(path[:len(path):len(path)], req)
+					out = append(out, errorf(posOf(fields, p, start), "%s", missingMsg(def, p, kind)))
 				}
 			}
 		case *ast.ListLit:
@@ -195,7 +214,7 @@ func cueDiagnostics(err error, def cue.Value, data ast.Expr, fields map[string]P
 			path = path[1:]
 		}
 		dotted := strings.Join(path, ".")
-		if seen[dotted] || format(e) == "field not allowed" {
+		if seen[dotted] || format(e) == "field not allowed" || format(e) == "field is required but not present" {
 			continue // reported by unknownFields
 		}
 		msg := explain(e, path, def, data, kind)
@@ -312,11 +331,13 @@ func explain(e cueerrors.Error, path []string, def cue.Value, data ast.Expr, kin
 		}
 		return msg
 	case format == "field is required but not present":
-		if h := hint(def, path); h != "" {
-			return fmt.Sprintf("%s is missing: %s", field, h)
-		}
-		return fmt.Sprintf("%s is missing; every %s needs it", field, kind)
+		return "" // reported by unknownFields
+	case strings.HasPrefix(format, "incompatible list lengths"):
+		return withHint(fmt.Sprintf("%s: %s is not valid", field, got()))
 	case strings.HasPrefix(format, "conflicting values") || strings.HasPrefix(format, "conflicting value "):
+		if s, ok := schemaAt(def, path); ok && s.IsConcrete() {
+			return withHint(fmt.Sprintf("%s: %s is not valid", field, got()))
+		}
 		if enum := enumOf(def, path); enum != "" {
 			return fmt.Sprintf("%s: %s is not allowed; use one of %s", field, got(), enum)
 		}
@@ -456,4 +477,23 @@ func cleanPath(path []string) []string {
 		out[i] = p
 	}
 	return out
+}
+
+func hasField(s *ast.StructLit, name string) bool {
+	for _, d := range s.Elts {
+		if f, ok := d.(*ast.Field); ok {
+			if n, _, err := ast.LabelName(f.Label); err == nil && n == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func missingMsg(def cue.Value, path []string, kind string) string {
+	field := strings.Join(path, ".")
+	if h := hint(def, path); h != "" {
+		return fmt.Sprintf("%s is missing: %s", field, h)
+	}
+	return fmt.Sprintf("%s is missing; every %s needs it", field, kind)
 }

@@ -3,7 +3,10 @@ package schema
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // TestExamples loads every example spec repo: each must be valid, with no
@@ -29,5 +32,43 @@ func TestExamples(t *testing.T) {
 				t.Fatal("Load returned no Set")
 			}
 		})
+	}
+}
+
+// TestCIExample: the GitHub Actions example runs berth validate with
+// GitHub annotations on pull requests.
+func TestCIExample(t *testing.T) {
+	b, err := os.ReadFile("../examples/ci/validate.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf struct {
+		On map[string]any `json:"on"`
+		// YAML 1.1 readers take the key on for true.
+		OnTrue map[string]any `json:"true"`
+		Jobs   map[string]struct {
+			Steps []struct {
+				Run string `json:"run"`
+			} `json:"steps"`
+		} `json:"jobs"`
+	}
+	if err := yaml.Unmarshal(b, &wf); err != nil {
+		t.Fatal(err)
+	}
+	_, onPR := wf.On["pull_request"]
+	_, onPRTrue := wf.OnTrue["pull_request"]
+	if !onPR && !onPRTrue {
+		t.Error("the workflow does not run on pull requests")
+	}
+	found := false
+	for _, job := range wf.Jobs {
+		for _, s := range job.Steps {
+			if strings.Contains(s.Run, "berth validate --format github") {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Error("no step runs berth validate --format github")
 	}
 }

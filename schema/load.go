@@ -8,8 +8,10 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"regexp"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -250,40 +252,23 @@ func parseFile(c *checker, name string, data []byte, keepExpr bool) (fr fileResu
 	}
 }
 
+// yamlLine matches the YAML library's "file:line: message" and
+// "yaml: line N: message" forms.
+var yamlLine = regexp.MustCompile(`^(?:.*?:(\d+):(?:(\d+):)? )?(?:yaml: )?(?:line (\d+): )?(.*)$`)
+
 func yamlError(file string, err error) Diagnostic {
 	p := Pos{File: file}
-	msg := err.Error()
-	if ps := errorPositions(err); ps.Line > 0 {
-		p = ps
-	}
-	// The YAML library's messages start "yaml: line N: "; the position
-	// says that already.
-	if i := strings.Index(msg, "yaml: "); i >= 0 {
-		msg = msg[i+len("yaml: "):]
-		if strings.HasPrefix(msg, "line ") {
-			if j := strings.Index(msg, ": "); j >= 0 {
-				msg = msg[j+2:]
-			}
+	msg := strings.TrimPrefix(err.Error(), file+": ")
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, col := m[1], m[2]
+		if line == "" {
+			line = m[3]
 		}
-	}
-	if p.File != file {
-		p = Pos{File: file, Line: p.Line, Col: p.Col}
+		p.Line, _ = strconv.Atoi(line)
+		p.Col, _ = strconv.Atoi(col)
+		msg = m[4]
 	}
 	return errorf(p, "invalid YAML: %s", msg)
-}
-
-func errorPositions(err error) Pos {
-	var line int
-	msg := err.Error()
-	if i := strings.Index(msg, "line "); i >= 0 {
-		fmt.Sscanf(msg[i:], "line %d", &line)
-	}
-	for _, e := range cueErrors(err) {
-		if p := toPos(e.Position()); p.Line > 0 {
-			return p
-		}
-	}
-	return Pos{Line: line}
 }
 
 // parseDoc reads one document's header, then validates it against the
@@ -304,7 +289,7 @@ func parseDoc(c *checker, file string, expr ast.Expr, keepExpr bool) (*doc, []Di
 	if len(st.Elts) == 0 {
 		return nil, nil
 	}
-	fields := fieldPositions(expr)
+	fields, dups := fieldPositions(expr)
 	d := &doc{start: start, fields: fields}
 	d.kind, _ = stringField(expr, "kind")
 	d.name, _ = stringField(expr, "metadata.name")
@@ -330,6 +315,22 @@ func parseDoc(c *checker, file string, expr ast.Expr, keepExpr bool) (*doc, []Di
 		d.expr = expr
 	}
 	diags := c.check(d.kind, expr, fields, start)
+	if len(dups) > 0 {
+		// CUE sees a key written twice as two values for one field; say
+		// what happened instead.
+		skip := map[Pos]bool{}
+		for _, dg := range dups {
+			skip[dg.Pos] = true
+			skip[fields[strings.SplitN(dg.Message, " ", 2)[0]]] = true
+		}
+		kept := dups
+		for _, dg := range diags {
+			if !skip[dg.Pos] {
+				kept = append(kept, dg)
+			}
+		}
+		return d, kept
+	}
 	if len(diags) > 0 {
 		return d, diags
 	}

@@ -1,0 +1,229 @@
+package schema
+
+import (
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+const minimal = `apiVersion: berth.dev/v1
+kind: PriorityTier
+metadata: {name: low}
+spec: {value: 20}
+---
+apiVersion: berth.dev/v1
+kind: Project
+metadata: {name: ml}
+spec: {tier: low}
+---
+apiVersion: berth.dev/v1
+kind: Volume
+metadata: {name: data}
+spec: {projects: [ml]}
+---
+apiVersion: berth.dev/v1
+kind: Workspace
+metadata: {name: train, project: ml}
+spec:
+  task: {image: x}
+  resources: {gpus: 1}
+`
+
+var ignorePositions = cmpopts.IgnoreFields(Meta{}, "Source", "Fields")
+
+// TestDefaults: every field a document leaves out gets its documented
+// default.
+func TestDefaults(t *testing.T) {
+	set, diags, err := LoadFS(fstest.MapFS{"specs.yaml": {Data: []byte(minimal)}}, ".")
+	if err != nil || set == nil {
+		t.Fatalf("LoadFS: %v %v", err, diags)
+	}
+	def := DefaultPolicy()
+	want := &Set{
+		Tiers: []PriorityTier{{Meta: Meta{Name: "low"}, Spec: TierSpec{Value: 20, Preemptible: true, CanPreempt: true}}},
+		Projects: []Project{{Meta: Meta{Name: "ml"}, Spec: ProjectSpec{
+			Tier: "low", BorrowLimit: BorrowLimit{GPUs: Unlimited}, FairShare: FairShare{Weight: 1},
+		}}},
+		Volumes: []Volume{{Meta: Meta{Name: "data"}, Spec: VolumeSpec{Type: "host", Source: "data", Projects: []string{"ml"}}}},
+		Workspaces: []Workspace{{Meta: Meta{Name: "train", Project: "ml"}, Spec: WorkspaceSpec{
+			State:       DesiredRunning,
+			Task:        Task{Driver: "docker", Image: "x"},
+			Resources:   WorkResources{GPUs: 1},
+			Topology:    def.Spec.Defaults.Topology,
+			Replicas:    1,
+			Checkpoint:  def.Spec.Defaults.Checkpoint,
+			Preemptible: true,
+		}}},
+		Policy: def,
+	}
+	if diff := cmp.Diff(want, set, ignorePositions); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+}
+
+// TestPolicyDefaults: a SchedulingPolicy's defaults fill workspaces, field
+// by field, and its own unset fields keep berth's defaults.
+func TestPolicyDefaults(t *testing.T) {
+	src := minimal + `---
+apiVersion: berth.dev/v1
+kind: SchedulingPolicy
+metadata: {name: p}
+spec:
+  preemption: {minRuntime: 15m}
+  defaults:
+    topology: {numa: required}
+    checkpoint: {gracePeriod: 2m}
+---
+apiVersion: berth.dev/v1
+kind: Workspace
+metadata: {name: tuned, project: ml}
+spec:
+  task: {image: x}
+  resources: {gpus: 2, cpu: 500m, memory: 1.5Gi}
+  topology: {nvlink: none}
+  checkpoint: {signal: SIGUSR1, interval: 1h}
+  replicas: 3
+  preemptible: false
+  state: Stopped
+`
+	set, diags, err := LoadFS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
+	if err != nil || set == nil {
+		t.Fatalf("LoadFS: %v %v", err, diags)
+	}
+	wantPolicy := DefaultPolicy().Spec
+	wantPolicy.Preemption.MinRuntime = 15 * time.Minute
+	wantPolicy.Defaults.Topology.NUMA = ConstraintRequired
+	wantPolicy.Defaults.Checkpoint.GracePeriod = 2 * time.Minute
+	if diff := cmp.Diff(wantPolicy, set.Policy.Spec); diff != "" {
+		t.Errorf("policy (-want +got):\n%s", diff)
+	}
+	if got := set.Workspace(Ref{Project: "ml", Name: "train"}); got == nil ||
+		got.Spec.Topology != (Topology{NVLink: ConstraintPreferred, NUMA: ConstraintRequired}) ||
+		got.Spec.Checkpoint != (Checkpoint{Signal: "SIGTERM", GracePeriod: 2 * time.Minute}) {
+		t.Errorf("train did not take the policy's defaults: %+v", got)
+	}
+	want := WorkspaceSpec{
+		State:       DesiredStopped,
+		Task:        Task{Driver: "docker", Image: "x"},
+		Resources:   WorkResources{GPUs: 2, CPUMilli: 500, MemoryBytes: 3 << 29},
+		Topology:    Topology{NVLink: ConstraintNone, NUMA: ConstraintRequired},
+		Replicas:    3,
+		Checkpoint:  Checkpoint{Signal: "SIGUSR1", GracePeriod: 2 * time.Minute, Interval: time.Hour},
+		Preemptible: false,
+	}
+	if diff := cmp.Diff(want, set.Workspace(Ref{Project: "ml", Name: "tuned"}).Spec); diff != "" {
+		t.Errorf("tuned (-want +got):\n%s", diff)
+	}
+}
+
+// TestInvalidHasNoSet: any error means no Set; warnings alone keep it.
+func TestInvalidHasNoSet(t *testing.T) {
+	tests := map[string]struct {
+		src      string
+		wantSet  bool
+		errs     int
+		warnings int
+	}{
+		"valid":   {minimal, true, 0, 0},
+		"warning": {minimal + "---\napiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: low2}\nspec: {value: 25}\n", true, 0, 1},
+		"error":   {minimal + "---\napiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: low2}\nspec: {value: 20}\n", false, 1, 0},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			set, diags, err := LoadFS(fstest.MapFS{"s.yaml": {Data: []byte(tt.src)}}, ".")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (set != nil) != tt.wantSet || diags.Errors() != tt.errs || diags.Warnings() != tt.warnings {
+				t.Errorf("set=%v errors=%d warnings=%d; want set=%v errors=%d warnings=%d: %v", set != nil, diags.Errors(), diags.Warnings(), tt.wantSet, tt.errs, tt.warnings, diags)
+			}
+			if (diags.Err() != nil) != (tt.errs > 0) || (tt.errs > 0 && !IsInvalid(diags.Err())) {
+				t.Errorf("Err() = %v", diags.Err())
+			}
+		})
+	}
+}
+
+// TestDiagnosticsSorted: problems in several files come back sorted by
+// file, line and column, whatever order the checks found them in.
+func TestDiagnosticsSorted(t *testing.T) {
+	fsys := fstest.MapFS{
+		"b.yaml":   {Data: []byte("apiVersion: berth.dev/v1\nkind: Project\nmetadata: {name: p}\nspec: {tier: nope}\n")},
+		"a.yaml":   {Data: []byte("apiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: X}\nspec: {value: 0, extra: 1}\n")},
+		"c/d.yaml": {Data: []byte("kind: Nope\n")},
+	}
+	_, diags, err := LoadFS(fsys, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range diags {
+		got = append(got, d.Pos.String())
+	}
+	want := []string{"a.yaml:3:12", "a.yaml:4:8", "a.yaml:4:18", "b.yaml:4:8", "c/d.yaml:1:1"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("positions (-want +got):\n%s\n%v", diff, diags)
+	}
+}
+
+func TestDiagnosticString(t *testing.T) {
+	tests := map[string]struct {
+		d    Diagnostic
+		want string
+	}{
+		"error":   {Diagnostic{Pos: Pos{File: "a.yaml", Line: 3, Col: 5}, Message: "bad"}, "a.yaml:3:5: bad"},
+		"warning": {Diagnostic{Pos: Pos{File: "a.yaml", Line: 3}, Severity: SeverityWarning, Message: "hmm"}, "a.yaml:3: warning: hmm"},
+		"no pos":  {Diagnostic{Message: "bad"}, "bad"},
+	}
+	for name, tt := range tests {
+		if got := tt.d.String(); got != tt.want {
+			t.Errorf("%s: String() = %q, want %q", name, got, tt.want)
+		}
+	}
+}
+
+// TestLoadFSRoot: LoadFS reads only under root and names files by their
+// path in the file system; hidden and ignored paths are skipped.
+func TestLoadFSRoot(t *testing.T) {
+	fsys := fstest.MapFS{
+		"repo/specs.yaml":       {Data: []byte(minimal)},
+		"repo/.berthignore":     {Data: []byte("drafts/\n")},
+		"repo/drafts/x.yaml":    {Data: []byte("broken: [")},
+		"repo/.github/ci.yaml":  {Data: []byte("on: push")},
+		"elsewhere/broken.yaml": {Data: []byte("broken: [")},
+		"repo/sub/more.yml":     {Data: []byte("apiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: high}\nspec: {value: 80}\n")},
+		"repo/sub/notes.txt":    {Data: []byte("ignored")},
+	}
+	set, diags, err := LoadFS(fsys, "repo")
+	if err != nil || set == nil {
+		t.Fatalf("LoadFS: %v %v", err, diags)
+	}
+	if len(set.Tiers) != 2 || set.Tiers[0].Meta.Name != "high" || set.Tiers[1].Meta.Source.File != "repo/specs.yaml" {
+		t.Errorf("tiers = %+v", set.Tiers)
+	}
+}
+
+// TestFieldPositions: cross-document errors point at the field.
+func TestFieldPositions(t *testing.T) {
+	set, _, err := LoadFS(fstest.MapFS{"s.yaml": {Data: []byte(minimal)}}, ".")
+	if err != nil || set == nil {
+		t.Fatal(err)
+	}
+	w := set.Workspaces[0]
+	if got := w.Meta.FieldPos("spec.resources.gpus"); got != (Pos{File: "s.yaml", Line: 21, Col: 15}) {
+		t.Errorf("spec.resources.gpus at %v", got)
+	}
+	if got := w.Meta.FieldPos("no.such.field"); got != w.Meta.Source || got.Line != 16 {
+		t.Errorf("fallback = %v, want the document start %v", got, w.Meta.Source)
+	}
+}
+
+func TestLoadIOError(t *testing.T) {
+	if _, _, err := Load("does/not/exist"); err == nil || !strings.Contains(err.Error(), "does/not/exist") {
+		t.Errorf("Load of a missing path: err = %v", err)
+	}
+}

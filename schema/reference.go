@@ -1,0 +1,203 @@
+package schema
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/cuecontext"
+	cueformat "cuelang.org/go/cue/format"
+)
+
+// RefField is one field of the schema as the reference page shows it.
+type RefField struct {
+	Kind     string // PriorityTier, Project, ...
+	Path     string // "spec.resources.gpus"; list elements as "spec.volumes[].name"
+	Type     string // the CUE constraint, shortened
+	Required bool
+	Doc      string // the field's comment, one paragraph
+}
+
+// ReferenceFields lists every field of every kind, in schema order.
+func ReferenceFields() []RefField {
+	ctx := cuecontext.New()
+	root := ctx.CompileBytes(Source, cue.Filename("schema.cue"))
+	var out []RefField
+	for _, kind := range Kinds {
+		var walk func(prefix string, v cue.Value)
+		walk = func(prefix string, v cue.Value) {
+			it, err := v.Fields(cue.Optional(true))
+			if err != nil {
+				return
+			}
+			for it.Next() {
+				f, sel := it.Value(), it.Selector()
+				path := prefix + sel.Unquoted()
+				out = append(out, RefField{
+					Kind:     kind,
+					Path:     path,
+					Type:     typeOf(f),
+					Required: sel.ConstraintType() == cue.RequiredConstraint,
+					Doc:      docOf(f),
+				})
+				switch f.IncompleteKind() {
+				case cue.StructKind:
+					walk(path+".", f)
+				case cue.ListKind:
+					if el := f.LookupPath(cue.MakePath(cue.AnyIndex)); el.Exists() && el.IncompleteKind() == cue.StructKind {
+						walk(path+"[].", el)
+					}
+				}
+			}
+		}
+		walk("", root.LookupPath(cue.MakePath(cue.Def(kind))))
+	}
+	return out
+}
+
+func docOf(v cue.Value) string {
+	var parts []string
+	for _, c := range v.Doc() {
+		parts = append(parts, strings.TrimSpace(c.Text()))
+	}
+	return strings.Join(strings.Fields(strings.Join(parts, " ")), " ")
+}
+
+// typeOf writes the field's constraint as the schema spells it, without
+// its comments and attributes; structs and lists of structs are named.
+func typeOf(v cue.Value) string {
+	switch v.IncompleteKind() {
+	case cue.StructKind:
+		return "mapping"
+	case cue.ListKind:
+		if el := v.LookupPath(cue.MakePath(cue.AnyIndex)); el.Exists() && el.IncompleteKind() == cue.StructKind {
+			return "list of mappings"
+		}
+	}
+	f, ok := v.Source().(*ast.Field)
+	if !ok {
+		return v.IncompleteKind().String()
+	}
+	b, err := cueformat.Node(f.Value)
+	if err != nil {
+		return v.IncompleteKind().String()
+	}
+	return strings.Join(strings.Fields(string(b)), " ")
+}
+
+// Reference renders docs/reference.md from the schema.
+func Reference() []byte {
+	var b bytes.Buffer
+	b.WriteString(referenceIntro)
+	kind := ""
+	for _, f := range ReferenceFields() {
+		if f.Kind != kind {
+			kind = f.Kind
+			fmt.Fprintf(&b, "\n## %s\n\n| field | type | required | description |\n|---|---|---|---|\n", kind)
+		}
+		req := ""
+		if f.Required {
+			req = "yes"
+		}
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s |\n", f.Path, strings.ReplaceAll(f.Type, "|", `\|`), req, strings.ReplaceAll(f.Doc, "|", `\|`))
+	}
+	b.WriteString("\n## Types\n\n| name | definition | description |\n|---|---|---|\n")
+	ctx := cuecontext.New()
+	root := ctx.CompileBytes(Source, cue.Filename("schema.cue"))
+	it, err := root.Fields(cue.Definitions(true))
+	for err == nil && it.Next() {
+		name := it.Selector().String()
+		if isKind(strings.TrimPrefix(name, "#")) {
+			continue
+		}
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s |\n", name, strings.ReplaceAll(typeOf(it.Value()), "|", `\|`), strings.ReplaceAll(docOf(it.Value()), "|", `\|`))
+	}
+	b.WriteString(referenceOutro)
+	return b.Bytes()
+}
+
+const referenceIntro = `# berth spec reference
+
+<!-- Generated from schema/schema.cue by ` + "`BERTH_UPDATE=1 go test ./schema`" + `; do not edit.
+     A test fails when this page is stale or a field has no comment. -->
+
+A spec repo is a tree of YAML files (` + "`*.yaml`, `*.yml`" + `; several documents per file,
+separated by ` + "`---`" + `). berth reads every file under the paths it is given,
+recursively, skipping hidden files and directories and the paths a
+` + "`.berthignore`" + ` file names (one pattern per line; ` + "`dir/`" + ` matches directories only;
+a pattern with a ` + "`/`" + ` is relative to the ` + "`.berthignore`" + `, any other matches base
+names at any depth). Documents of ` + "`kind: Cluster`" + ` are simulated clusters for
+` + "`drivers/sim`" + `; the spec loader skips them but uses their nodes to check that
+every workspace could fit.
+
+Every document has ` + "`apiVersion: berth.dev/v1`" + `, a ` + "`kind`" + `, ` + "`metadata.name`" + ` and a
+` + "`spec`" + `. Fields not listed here are errors. Names are DNS-label-like: lowercase
+letters, digits and ` + "`-`" + `, starting and ending with a letter or digit, at most 63
+characters.
+
+Quantities: CPU is cores (` + "`4`, `0.5`" + `) or millicores (` + "`\"500m\"`" + `); memory and
+sizes are bytes or a number with a binary (` + "`Ki Mi Gi Ti Pi`" + `) or decimal
+(` + "`k M G T P`" + `) suffix (` + "`16Gi`" + `); durations are Go durations (` + "`30s`, `10m`, `1h30m`" + `).
+A quantity must be a whole number of millicores or bytes.
+`
+
+const referenceOutro = `
+## Rules across documents
+
+- Every reference resolves: a project's ` + "`tier`" + `, a workspace's ` + "`metadata.project`" + `, a
+  volume's ` + "`projects`" + `, a workspace's ` + "`volumes[].name`" + ` (and the volume must list the
+  workspace's project), a workspace's ` + "`owner`" + ` (one of the project's ` + "`members`" + ` when
+  the project lists members).
+- Names are unique per kind, and per project for workspaces; two projects may
+  not share a Nomad namespace; a repo has at most one SchedulingPolicy.
+- Tier values are unique. Two tiers less than 10 apart get a warning when the
+  higher may preempt the lower: Nomad's own preemption needs a gap of 10.
+- A workspace whose gang (` + "`replicas × resources.gpus`" + `) exceeds its project's
+  ` + "`quota.gpus + borrowLimit.gpus`" + ` can never run: an error. When the tree holds a
+  Cluster file, a workspace whose replicas no set of its nodes can hold at once
+  (counting ` + "`gpuModel`" + ` and required NVLink/NUMA topology) is an error too.
+
+## The repo's own rules (` + "`*.cue`" + `)
+
+Every ` + "`*.cue`" + ` file in the tree is a set of rules, compiled on its own (the CUE
+standard library may be imported; a package clause is allowed) and unified with
+the documents as written, arranged as:
+
+` + "```cue" + `
+tiers:      [name]: document
+projects:   [name]: document
+workspaces: [project]: [name]: document
+volumes:    [name]: document
+policy:     document
+` + "```" + `
+
+A failure is reported at the document's field with the rule's position, and
+with the rule's ` + "`@msg(\"...\")`" + ` attribute as the message when it has one:
+
+` + "```cue" + `
+projects: [Name=string]: spec: {
+	if Name != "serving" {
+		tier: !="highest" @msg("only project serving may use tier highest")
+	}
+}
+` + "```" + `
+
+## Cluster files
+
+` + "```yaml" + `
+apiVersion: berth.dev/v1
+kind: Cluster
+metadata: {name: walkthrough}
+spec:
+  nodes:
+  - name: gpu-node            # with count > 1 the nodes are gpu-node-1..N
+    count: 1
+    preset: dgx-h100          # optional: 8 GPUs, 2 NVLink domains of 4, 2 NUMA nodes
+    cpu: 32
+    memory: 256Gi
+    gpus:                     # explicit GPUs when no preset
+    - {model: H100, memory: 80Gi, domain: 0, numa: 0}
+` + "```" + `
+`
