@@ -180,10 +180,7 @@ func (d *decider) startWithoutGPUs(w *wsState) {
 // --- moves, with a journal so a failed gang leaves no trace ---
 
 func (d *decider) setOwner(si, owner int32, releasing bool) {
-	s := &d.c.slots[si]
-	d.journal = append(d.journal, undo{slot: si, owner: s.owner, releasing: s.releasing})
-	d.c.setOwner(si, owner)
-	s.releasing = releasing
+	d.changeSlot(si, owner, releasing, true)
 	d.gen++
 }
 
@@ -191,13 +188,12 @@ func (d *decider) victimize(vi int32) {
 	v := d.ws[vi]
 	p := d.projs[v.proj]
 	d.journal = append(d.journal, undo{slot: -1, ws: vi, victim: v.victim, projHeld: p.held})
+	for _, si := range d.slotsOf(vi) {
+		d.changeSlot(si, vi, true, true)
+	}
 	v.victim = true
 	p.held -= v.held
 	d.dirty = append(d.dirty, v.proj)
-	for _, si := range d.slotsOf(vi) {
-		d.journal = append(d.journal, undo{slot: si, owner: d.c.slots[si].owner, releasing: d.c.slots[si].releasing})
-		d.c.slots[si].releasing = true
-	}
 	d.gen++
 }
 
@@ -205,8 +201,7 @@ func (d *decider) rollback() {
 	for i := len(d.journal) - 1; i >= 0; i-- {
 		u := d.journal[i]
 		if u.slot >= 0 {
-			d.c.setOwner(u.slot, u.owner)
-			d.c.slots[u.slot].releasing = u.releasing
+			d.changeSlot(u.slot, u.owner, u.releasing, false)
 			continue
 		}
 		v := d.ws[u.ws]
@@ -314,21 +309,31 @@ func (d *decider) waitReason(w *wsState, mi int) Reason {
 	return r
 }
 
-// fitsWithoutReservation reports whether w would start on free GPUs if
-// nothing were reserved. It leaves the cluster as it found it.
+// fitsWithoutReservation reports whether one replica of w would fit in
+// free GPUs if the reserved ones were free too: some group at one of its
+// levels holding reserved GPUs has enough free and reserved together.
 func (d *decider) fitsWithoutReservation(w *wsState, mi int) bool {
-	d.journal = d.journal[:0]
-	for _, si := range d.reserved {
-		d.setOwner(si, ownerFree, false)
+	k := 0
+	if mi > 0 {
+		k = 1
 	}
-	ok := true
-	for r := 0; r < w.replicas && ok; r++ {
-		_, ok = d.placeFree(d.byRef[w.ref], w, mi, r)
+	for _, l := range w.levels {
+		li := d.c.index[mi][l]
+		seen := map[int32]int{}
+		for _, si := range d.reserved {
+			s := &d.c.slots[si]
+			if mi > 0 && s.mi != int32(mi) {
+				continue
+			}
+			seen[s.groups[k][l]]++
+		}
+		for gi, r := range seen {
+			if li.groups[gi].free+r >= w.gpus {
+				return true
+			}
+		}
 	}
-	gen := d.gen
-	d.rollback()
-	d.gen = gen
-	return ok
+	return false
 }
 
 // reserve holds the best free GPUs for w, the first workspace of the
@@ -349,7 +354,7 @@ func (d *decider) reserve(wi int32, w *wsState, mi int) string {
 		slots := d.orderFree(mi, li.groups[gi].gpus)
 		slots = slots[:min(len(slots), w.gpus)]
 		for _, si := range slots {
-			d.c.setOwner(si, ownerReserved)
+			d.changeSlot(si, ownerReserved, false, false)
 			d.reserved = append(d.reserved, si)
 		}
 		parts = append(parts, fmt.Sprintf("%d on %s", len(slots), d.c.nodes[li.groups[gi].node].Name))

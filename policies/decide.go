@@ -42,7 +42,11 @@ type wsState struct {
 	preempted   *state.Preemption // last preemption (history), if waiting to resume
 
 	victim bool // preempted in this decision
-	out    WorkspaceDecision
+	// candidate: may be preempted at all (running, preemptible, past the
+	// minimum runtime); rank: how many tiers are below its own.
+	candidate bool
+	rank      int
+	out       WorkspaceDecision
 }
 
 // projState is Decide's working record of one project.
@@ -124,6 +128,20 @@ type decider struct {
 	// couldPreempt: the last preemption search saw a workspace it may
 	// preempt (for the wait reason).
 	couldPreempt bool
+
+	// avail[m][l][k] counts, per group, the GPUs a preemptor could get:
+	// free, releasing, and held by candidates of the k lowest tiers
+	// (k = numTiers: of any tier). It bounds the preemption search.
+	avail    [][numLevels][]*countIndex
+	numTiers int
+	// rights caches right() per workspace for one search.
+	searchID   int32
+	rightStamp []int32
+	rightVal   []Right
+	buf        struct {
+		counts, idx []int
+		set         []int32
+	}
 }
 
 // shapeKey identifies what a placement attempt depends on besides the
@@ -341,6 +359,25 @@ func newDecider(in Input) *decider {
 		}
 	}
 
+	// Preemption candidates and tier ranks.
+	values := map[int]bool{}
+	for _, t := range specs.Tiers {
+		values[t.Spec.Value] = true
+	}
+	var sorted []int
+	for v := range values {
+		sorted = append(sorted, v)
+	}
+	sort.Ints(sorted)
+	d.numTiers = len(sorted)
+	for _, w := range d.ws {
+		w.rank = sort.SearchInts(sorted, w.tier)
+		w.candidate = w.running && w.preemptible && w.proj >= 0 && in.Now.Sub(w.startedAt) >= d.policy.Preemption.MinRuntime
+	}
+	d.rightStamp = make([]int32, len(d.ws))
+	d.rightVal = make([]Right, len(d.ws))
+	d.initAvail()
+
 	// Waiting and aging.
 	ag := d.policy.Aging
 	for _, w := range d.ws {
@@ -369,7 +406,85 @@ func (d *decider) add(w *wsState) int32 {
 // markReleasing marks every GPU workspace wi holds as releasing.
 func (d *decider) markReleasing(wi int32) {
 	for _, si := range d.slotsOf(wi) {
-		d.c.slots[si].releasing = true
+		d.changeSlot(si, wi, true, false)
+	}
+}
+
+// contrib is the set of avail indexes (bit k) slot si counts in.
+func (d *decider) contrib(si int32) uint64 {
+	all := uint64(1)<<(d.numTiers+1) - 1
+	s := &d.c.slots[si]
+	switch {
+	case s.owner == ownerFree || (s.owner >= 0 && s.releasing):
+		return all
+	case s.owner == ownerReserved:
+		return 0
+	}
+	w := d.ws[s.owner]
+	if !w.candidate || w.victim {
+		return 0
+	}
+	// Held by a candidate of rank r: counts for k > r.
+	return all &^ (uint64(1)<<(w.rank+1) - 1)
+}
+
+// changeSlot sets slot si's owner and releasing flag, keeping the free
+// and avail indexes current; record journals it for rollback.
+func (d *decider) changeSlot(si, owner int32, releasing, record bool) {
+	s := &d.c.slots[si]
+	if record {
+		d.journal = append(d.journal, undo{slot: si, owner: s.owner, releasing: s.releasing})
+	}
+	var before uint64
+	if d.avail != nil {
+		before = d.contrib(si)
+	}
+	d.c.setOwner(si, owner)
+	s.releasing = releasing
+	if d.avail == nil {
+		return
+	}
+	after := d.contrib(si)
+	if before == after {
+		return
+	}
+	for k := 0; k <= d.numTiers; k++ {
+		var delta int
+		switch {
+		case before&(1<<k) != 0 && after&(1<<k) == 0:
+			delta = -1
+		case before&(1<<k) == 0 && after&(1<<k) != 0:
+			delta = 1
+		default:
+			continue
+		}
+		for gk, m := range [2]int32{0, s.mi} {
+			for l := range numLevels {
+				d.avail[m][l][k].add(int(s.groups[gk][l]), delta)
+			}
+		}
+	}
+}
+
+// initAvail builds the avail indexes from the cluster as it is now.
+func (d *decider) initAvail() {
+	d.avail = make([][numLevels][]*countIndex, len(d.c.index))
+	for m := range d.c.index {
+		for l := range numLevels {
+			li := d.c.index[m][l]
+			d.avail[m][l] = make([]*countIndex, d.numTiers+1)
+			for k := 0; k <= d.numTiers; k++ {
+				d.avail[m][l][k] = newCountIndex(li.groups, func(gi int) int {
+					n := 0
+					for _, si := range li.groups[gi].gpus {
+						if d.contrib(si)&(1<<k) != 0 {
+							n++
+						}
+					}
+					return n
+				})
+			}
+		}
 	}
 }
 

@@ -262,3 +262,72 @@ func (c *cluster) slot(node int, id string) int32 {
 	}
 	return -1
 }
+
+// countIndex buckets the groups of one (model, level) by a per-group count,
+// so the group with the smallest count ≥ n, and all groups in ascending
+// count from n, are found without scanning every group.
+type countIndex struct {
+	count   []int32
+	maxK    int
+	buckets [][]uint64
+	counts  []int
+}
+
+func newCountIndex(groups []group, initial func(gi int) int) *countIndex {
+	ci := &countIndex{count: make([]int32, len(groups))}
+	for _, g := range groups {
+		ci.maxK = max(ci.maxK, len(g.gpus))
+	}
+	words := (len(groups) + 63) / 64
+	ci.buckets = make([][]uint64, ci.maxK+1)
+	for k := range ci.buckets {
+		ci.buckets[k] = make([]uint64, words)
+	}
+	ci.counts = make([]int, ci.maxK+1)
+	for gi := range groups {
+		c := initial(gi)
+		ci.count[gi] = int32(c)
+		ci.buckets[c][gi/64] |= 1 << (gi % 64)
+		ci.counts[c]++
+	}
+	return ci
+}
+
+func (ci *countIndex) add(gi, delta int) {
+	c := int(ci.count[gi])
+	ci.buckets[c][gi/64] &^= 1 << (gi % 64)
+	ci.counts[c]--
+	c += delta
+	ci.count[gi] = int32(c)
+	ci.buckets[c][gi/64] |= 1 << (gi % 64)
+	ci.counts[c]++
+}
+
+// each calls fn for every group with a count ≥ from, smallest count
+// first, then in group order, until fn returns false.
+func (ci *countIndex) each(from int, fn func(gi int) bool) {
+	for k := max(from, 0); k <= ci.maxK; k++ {
+		if ci.counts[k] == 0 {
+			continue
+		}
+		for w, word := range ci.buckets[k] {
+			for word != 0 {
+				b := bits.TrailingZeros64(word)
+				word &^= 1 << b
+				if !fn(w*64 + b) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// bestFit returns the first group with the smallest count ≥ n, or -1.
+func (ci *countIndex) bestFit(n int) int {
+	found := -1
+	ci.each(n, func(gi int) bool {
+		found = gi
+		return false
+	})
+	return found
+}

@@ -107,84 +107,118 @@ func (d *decider) victimBefore(a, b int32) bool {
 	return va.ref.Less(vb.ref)
 }
 
+// searchLimit bounds, per placement level, how many nodes or domains the
+// preemption search weighs once none fits without victims: the tightest
+// ones that could fit (fewest GPUs a preemptor could get there), so the
+// search costs the same on 10 nodes and on 10,000. Below this many, the
+// choice is exact.
+const searchLimit = 32
+
 // searchPreempt finds the cheapest way to place one replica of w using free
 // GPUs, GPUs already being released, and GPUs of workspaces w may preempt
 // (at most budget of them). Only groups where the victims' removal makes
 // the replica fit are considered, and within a group only minimal sets.
 func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (option, bool) {
+	d.searchID++
+	n := w.gpus
+	// 1. No victims: free and releasing GPUs, preferred level first,
+	// tightest fit.
+	for rank, l := range w.levels {
+		ci := d.avail[mi][l][0]
+		if gi := ci.bestFit(n); gi >= 0 {
+			return option{level: rank, group: gi, leftover: int(ci.count[gi]) - n}, true
+		}
+	}
+	k := 0
+	if d.policy.Preemption.Enabled && budget > 0 {
+		if inQuota {
+			k = d.numTiers
+		} else if w.canPreempt {
+			k = w.rank
+		}
+	}
+	if k == 0 {
+		return option{}, false
+	}
+	// 2. Victims: the groups where enough GPUs could come free, tightest
+	// first, at most searchLimit per level.
 	var best option
 	found := false
-	n := w.gpus
-	rights := map[int32]Right{}
-	rightOf := func(o int32) Right {
-		r, ok := rights[o]
-		if !ok {
-			r = d.right(w, inQuota, d.ws[o])
-			rights[o] = r
-		}
-		return r
-	}
-	var cands []cand
 	for rank, l := range w.levels {
-		li := d.c.index[mi][l]
-		for gi := range li.groups {
-			g := &li.groups[gi]
-			if len(g.gpus) < n {
-				continue
-			}
-			free, rel := g.free, 0
-			cands = cands[:0]
-			total := 0
-			for _, si := range g.gpus {
-				s := &d.c.slots[si]
-				switch {
-				case s.owner < 0:
-				case s.releasing:
-					rel++
-				case rightOf(s.owner) != RightNone:
-					d.couldPreempt = true
-					total++
-					found := false
-					for i := range cands {
-						if cands[i].ws == s.owner {
-							cands[i].count++
-							found = true
-							break
-						}
-					}
-					if !found {
-						cands = append(cands, cand{s.owner, 1})
-					}
-				}
-			}
-			deficit := n - free - rel
-			if deficit > total {
-				continue
-			}
-			opt := option{level: rank, group: gi, leftover: free + rel - n}
-			if deficit > 0 {
-				set, cost, ok := d.minSet(w, inQuota, cands, deficit, budget)
-				if !ok {
-					continue
-				}
-				opt.victims, opt.cost = set, cost
-				sum := 0
-				for _, c := range cands {
-					for _, v := range set {
-						if c.ws == v {
-							sum += c.count
-						}
-					}
-				}
-				opt.leftover += sum
-			}
-			if !found || opt.cost.less(best.cost) || (opt.cost == best.cost && (opt.level < best.level || (opt.level == best.level && opt.leftover < best.leftover))) {
+		ci := d.avail[mi][l][k]
+		weighed := 0
+		ci.each(n, func(gi int) bool {
+			weighed++
+			opt, ok := d.evalGroup(w, mi, inQuota, budget, rank, l, gi)
+			if ok && (!found || opt.cost.less(best.cost) || (opt.cost == best.cost && (opt.level < best.level || (opt.level == best.level && opt.leftover < best.leftover)))) {
 				best, found = opt, true
-				best.victims = append([]int32(nil), opt.victims...)
 			}
-		}
+			return weighed < searchLimit
+		})
 	}
 	return best, found
+}
+
+// rightOf is right() cached for the current search.
+func (d *decider) rightOf(w *wsState, inQuota bool, o int32) Right {
+	if d.rightStamp[o] != d.searchID {
+		d.rightStamp[o] = d.searchID
+		d.rightVal[o] = d.right(w, inQuota, d.ws[o])
+	}
+	return d.rightVal[o]
+}
+
+// evalGroup weighs placing one replica of w in group gi of level l by
+// preempting a minimal set of the workspaces holding its GPUs.
+func (d *decider) evalGroup(w *wsState, mi int, inQuota bool, budget, rank, l, gi int) (option, bool) {
+	g := &d.c.index[mi][l].groups[gi]
+	n := w.gpus
+	free, rel := g.free, 0
+	var cands []cand
+	total := 0
+	for _, si := range g.gpus {
+		s := &d.c.slots[si]
+		switch {
+		case s.owner < 0:
+		case s.releasing:
+			rel++
+		case d.rightOf(w, inQuota, s.owner) != RightNone:
+			d.couldPreempt = true
+			total++
+			found := false
+			for i := range cands {
+				if cands[i].ws == s.owner {
+					cands[i].count++
+					found = true
+					break
+				}
+			}
+			if !found {
+				cands = append(cands, cand{s.owner, 1})
+			}
+		}
+	}
+	deficit := n - free - rel
+	if deficit > total {
+		return option{}, false
+	}
+	opt := option{level: rank, group: gi, leftover: free + rel - n}
+	if deficit <= 0 {
+		return opt, true
+	}
+	set, cost, ok := d.minSet(w, inQuota, cands, deficit, budget)
+	if !ok {
+		return option{}, false
+	}
+	opt.victims, opt.cost = set, cost
+	for _, c := range cands {
+		for _, v := range set {
+			if c.ws == v {
+				opt.leftover += c.count
+			}
+		}
+	}
+	return opt, true
 }
 
 // minSet picks the fewest victims among cands that free deficit GPUs, and
@@ -199,6 +233,7 @@ func (d *decider) minSet(w *wsState, inQuota bool, cands []cand, deficit, budget
 	sort.Sort(sort.Reverse(sort.IntSlice(counts)))
 	k, sum := 0, 0
 	for k < len(counts) && sum < deficit {
+		// (k counts victims here)
 		sum += counts[k]
 		k++
 	}
