@@ -338,11 +338,11 @@ func (l *Loop) load(rev Revision) (*schema.Set, error) {
 		}
 		l.setAttempted(&RevisionStatus{ID: rev.ID, LoadedAt: now, Errors: slices.Clone(problems)})
 		l.cfg.Metrics.revision(rev.ID, false)
-		inForce := "none"
+		kept := "no earlier revision is in force"
 		if good != nil {
-			inForce = good.Revision
+			kept = good.Revision + " stays in force"
 		}
-		l.log.Warn("revision "+rev.ID+" refused; "+inForce+" stays in force", "errors", strings.Join(problems, "; "))
+		l.log.Warn("revision "+rev.ID+" refused; "+kept, "errors", strings.Join(problems, "; "))
 		return good, nil
 	}
 	set.Revision = rev.ID // the source names revisions; before anyone else sees the set
