@@ -201,9 +201,10 @@ func Decide(in Input) Decision {
 	// 2. The queue: every workspace that wants to run and holds nothing.
 	h := d.buildQueue()
 	// 3. Admit in queue order.
-	for h.Len() > 0 {
+	for n := 1; h.Len() > 0; n++ {
 		p := d.projs[h.items[0]]
 		pos := p.head()
+		d.ws[p.queue[pos]].out.Queue = n
 		d.admit(d.ws[p.queue[pos]])
 		p.done[pos] = true
 		p.left--

@@ -120,6 +120,9 @@ type WorkspaceDecision struct {
 	// Right: Preempt only, the right the preemptor used.
 	Right  Right  `json:"right,omitempty"`
 	Reason Reason `json:"reason"`
+	// Queue is its place (1, 2, …) in the order this decision considered
+	// the workspaces that wanted to run and held nothing; 0 for the rest.
+	Queue int `json:"queue,omitempty"`
 }
 
 // Right names the right a preemptor uses to take a victim's GPUs.

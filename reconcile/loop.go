@@ -112,6 +112,9 @@ type Loop struct {
 	rejected  map[schema.Ref]rejection
 	projects  []ProjectStatus
 	last      *CycleStatus
+	view      view // the last cycle's inputs, for the dashboard
+
+	feed *feed // the dashboard's event feed (events.go)
 }
 
 // New checks cfg and fills its defaults.
@@ -151,7 +154,7 @@ func New(cfg Config) (*Loop, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
-	return &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}, rejected: map[schema.Ref]rejection{}}, nil
+	return &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}, rejected: map[schema.Ref]rejection{}, feed: newFeed()}, nil
 }
 
 // Metrics returns the loop's metrics.
@@ -239,6 +242,7 @@ func (l *Loop) Once(ctx context.Context) (Result, error) {
 		l.last.Error = err.Error()
 	}
 	l.mu.Unlock()
+	l.publish(res.Transitions)
 	return res, err
 }
 
@@ -297,6 +301,7 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 
 	// 8. Record, even after a failed apply: what was applied is done.
 	res.Transitions = l.record(set, &snap, d, &hist, applied, deferred, now)
+	l.keepView(set, &snap, &d, &hist)
 	res.Settling = len(deferred) > 0 || applyErr != nil
 	for _, a := range snap.Allocs {
 		if a.Phase != state.AllocRunning {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,6 +28,7 @@ func newReconcileCmd() *cobra.Command {
 		f        loopFlags
 		listen   string
 		addrFile string
+		uiToken  string
 		interval time.Duration
 	)
 	cmd := &cobra.Command{
@@ -39,12 +41,24 @@ revision is never applied: the last good one stays in force.
 
 Each workspace transition is logged as one line. The status is served on
 --listen: /api/v1/status, /api/v1/workspaces/PROJECT/NAME, /healthz,
-/metrics. Ctrl-C stops it.
+/metrics, and a live dashboard at / (its feed: the WebSocket
+/api/v1/events). Ctrl-C stops it.
+
+--listen is loopback by default. On any other address berth requires a
+bearer token, read from --ui-token-file, for everything but the
+dashboard's static files and /healthz: the API, the event feed and
+/metrics (they all show the same cluster). Open the dashboard and paste
+the token, or go to http://HOST:PORT/#token=TOKEN (the fragment never
+reaches a server or its logs).
 
 ` + clusterHelp(),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.check(); err != nil {
+				return err
+			}
+			token, err := readUIToken(uiToken, listen)
+			if err != nil {
 				return err
 			}
 			log, err := newLogger(cmd.ErrOrStderr(), f.logFormat, f.logLevel)
@@ -81,7 +95,11 @@ Each workspace transition is logged as one line. The status is served on
 					return &exitError{Code: exitFailure, Err: err}
 				}
 			}
-			srv := &http.Server{Handler: loop.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			handler := loop.Handler()
+			if token != "" {
+				handler = reconcile.RequireToken(handler, token)
+			}
+			srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 			go func() {
 				if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					log.Error("status server stopped", "err", err.Error())
@@ -94,7 +112,10 @@ Each workspace transition is logged as one line. The status is served on
 			if c.Watch != nil {
 				changes = mergeChanges(ctx, changes, c.Watch(ctx))
 			}
-			log.Info("berth reconciling", "source", f.source, "cluster", c.Name, "status", addr+"/api/v1/status")
+			log.Info("berth reconciling", "source", f.source, "cluster", c.Name, "status", addr+"/api/v1/status", "dashboard", addr+"/")
+			if token != "" {
+				log.Info("the API, the dashboard's feed and /metrics need the bearer token in " + uiToken + " (Authorization: Bearer TOKEN; in the browser, paste it or open " + addr + "/#token=TOKEN)")
+			}
 			runErr := loop.Run(ctx, changes)
 			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -111,6 +132,7 @@ Each workspace transition is logged as one line. The status is served on
 	fl.DurationVar(&interval, "interval", 30*time.Second, "longest time between cycles")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&uiToken, "ui-token-file", "", "file holding the bearer token the API and dashboard require (required when --listen is not loopback)")
 	fl.StringVar(&addrFile, "addr-file", "", "write the status API's URL to this file once listening")
 	fl.MarkHidden("addr-file")
 	return cmd
@@ -127,4 +149,24 @@ func registerSimMetrics(reg *prometheus.Registry, c *sim.Cluster) {
 			Name: "berth_sim_gpu_seconds_lost_total", Help: "GPU-seconds of work lost to stops without enough grace to checkpoint (simulated time).",
 		}, func() float64 { return c.Stats().GPUSecondsLost }),
 	)
+}
+
+// readUIToken reads the bearer token from file; it is required when
+// listen is not a loopback address.
+func readUIToken(file, listen string) (string, error) {
+	if file == "" {
+		if !reconcile.IsLoopback(listen) {
+			return "", usageError("--listen %s is not loopback: anyone who reaches it would see the cluster; give --ui-token-file FILE (a bearer token the API and the dashboard will require), or listen on 127.0.0.1", listen)
+		}
+		return "", nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", usageError("--ui-token-file: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if len(token) < 16 {
+		return "", usageError("--ui-token-file %s: the token must be at least 16 characters (try: head -c 24 /dev/urandom | base64 > %s)", file, file)
+	}
+	return token, nil
 }
