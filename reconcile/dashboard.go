@@ -322,5 +322,8 @@ func victimsGone(victims []schema.Ref, v view) (*time.Time, string) {
 	for i, r := range victims {
 		names[i] = r.String()
 	}
-	return &latest, "once " + strings.Join(names, ", ") + " finish their grace period"
+	if len(names) == 1 {
+		return &latest, "once " + names[0] + " ends its grace period"
+	}
+	return &latest, "once " + strings.Join(names, ", ") + " end their grace periods"
 }

@@ -59,7 +59,7 @@ const recorder = `(() => {
 // the real loop on the simulated walk-through cluster, plays the
 // walk-through, and checks that the medium workspace's tile and the events
 // timeline show Running → Preempted → Running, also across a dropped
-// connection. It saves a screenshot (BERTH_SCREENSHOT=FILE: also there).
+// connection. It saves a screenshot (see savePNG).
 func TestBrowserWalkthrough(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end in a browser")
@@ -126,18 +126,7 @@ func TestBrowserWalkthrough(t *testing.T) {
 		}
 	}()
 
-	// The browser.
-	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000))
-	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-	bctx, tcancel := context.WithTimeout(bctx, 3*time.Minute)
-	defer tcancel()
+	bctx := browser(t, ctx, exe)
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(bctx, steps...); err != nil {
@@ -185,7 +174,7 @@ func TestBrowserWalkthrough(t *testing.T) {
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
-	savePNG(t, shot)
+	savePNG(t, "dashboard.png", shot)
 	dropAll()
 	until("the page reconnected", 0, `__rec.conn.includes("reconnecting") && document.getElementById("conn").dataset.state === "live"`)
 	until("high Running on the GPU", 2*time.Second, `!!document.querySelector('#nodes .gpu[data-workspace="`+high+`"]') && `+tile("Preempted"))
@@ -241,6 +230,23 @@ func TestBrowserWalkthrough(t *testing.T) {
 	}
 }
 
+// browser starts headless Chromium (flags that let it run as root in a
+// container and keep it off the network) with a fresh profile.
+func browser(t *testing.T, ctx context.Context, exe string) context.Context {
+	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000))
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(acancel)
+	bctx, bcancel := chromedp.NewContext(actx)
+	t.Cleanup(bcancel)
+	bctx, tcancel := context.WithTimeout(bctx, 3*time.Minute)
+	t.Cleanup(tcancel)
+	return bctx
+}
+
 // eval evaluates a JavaScript expression in the page.
 func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 	t.Helper()
@@ -261,18 +267,20 @@ func subsequence(got []string, want ...string) bool {
 	return i == len(want)
 }
 
-func savePNG(t *testing.T, png []byte) {
+// savePNG writes a screenshot under the test's temp dir and, when
+// BERTH_SCREENSHOT_DIR is set (make screenshot), there too.
+func savePNG(t *testing.T, name string, png []byte) {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "dashboard.png")
-	if err := os.WriteFile(p, png, 0o644); err != nil {
-		t.Fatal(err)
+	dirs := []string{t.TempDir()}
+	if d := os.Getenv("BERTH_SCREENSHOT_DIR"); d != "" {
+		dirs = append(dirs, d)
 	}
-	t.Logf("screenshot: %s", p)
-	if out := os.Getenv("BERTH_SCREENSHOT"); out != "" {
-		if err := os.WriteFile(out, png, 0o644); err != nil {
+	for _, d := range dirs {
+		p := filepath.Join(d, name)
+		if err := os.WriteFile(p, png, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("screenshot: %s", out)
+		t.Logf("screenshot: %s", p)
 	}
 }
 

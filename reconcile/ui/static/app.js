@@ -8,6 +8,9 @@ const MAX_EVENTS = 1000;
 const LARGE_NODES = 8;    // up to this many nodes, GPU tiles are large and labelled
 const MINIMAP_NODES = 24; // beyond this many, an overview map and a filter
 const ROW = 30;           // px per node row in the virtualised list
+const MAX_CHIPS = 18;     // workspaces shown per project
+const STATE_ORDER = { Failed: 0, Preempting: 1, Preempted: 2, Pending: 3, Starting: 4, Running: 5, Stopped: 6 };
+const byNodeName = new Intl.Collator("en", { numeric: true }).compare;
 
 let S = null;        // the dashboard state
 let seq = -1;        // Seq of the last message applied
@@ -46,6 +49,7 @@ async function connect() {
     const m = JSON.parse(ev.data);
     if (m.type === "state") {
       S = m.state; seq = m.seq;
+      S.nodes.sort((a, b) => byNodeName(a.name, b.name)); // gpu-2 before gpu-10
       lastEvent = S.events.length ? S.events[S.events.length - 1].seq : 0;
       backoff = 500;
       setConn("live", "live");
@@ -86,7 +90,7 @@ function applyDelta(d) {
     const byName = new Map(S.nodes.map((n) => [n.name, n]));
     for (const n of d.nodes || []) byName.set(n.name, n);
     for (const n of d.removedNodes || []) byName.delete(n);
-    S.nodes = [...byName.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    S.nodes = [...byName.values()].sort((a, b) => byNodeName(a.name, b.name));
   }
   if (d.workspaces || d.removedWorkspaces) {
     const key = (w) => w.project + "/" + w.name;
@@ -287,9 +291,17 @@ function drawProjects() {
       el("div", { class: "borrowed", style: `left:${100 * inQuota / cap}%;width:${100 * p.borrowedGPUs / cap}%;background-color:${color}` }),
       el("div", { class: "quota", style: `left:calc(${100 * p.quotaGPUs / cap}% - 1px)` }));
     const chips = el("div", { class: "chips" });
-    for (const w of S.workspaces.filter((w) => w.project === p.name)) {
+    // Those that need attention first; at most MAX_CHIPS, then a count.
+    const mine = S.workspaces.filter((w) => w.project === p.name)
+      .sort((a, b) => (STATE_ORDER[a.state] ?? 9) - (STATE_ORDER[b.state] ?? 9));
+    for (const w of mine.slice(0, MAX_CHIPS)) {
       chips.append(el("a", { class: "ws", href: "#/ws/" + w.project + "/" + w.name, "data-workspace": w.project + "/" + w.name, "data-state": w.state, title: w.reason || w.state },
         el("i", { class: "dot", style: "background:" + color }), w.name, stateBadge(w.state)));
+    }
+    if (mine.length > MAX_CHIPS) {
+      const more = {};
+      for (const w of mine.slice(MAX_CHIPS)) more[w.state] = (more[w.state] || 0) + 1;
+      chips.append(el("span", { class: "muted", text: "and " + Object.entries(more).map(([st, n]) => n + " more " + st).join(", ") }));
     }
     const borrow = p.borrowLimitGPUs < 0 ? "unlimited" : String(p.borrowLimitGPUs);
     box.append(el("div", { class: "project", "data-project": p.name },
