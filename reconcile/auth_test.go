@@ -21,7 +21,7 @@ func TestRequireToken(t *testing.T) {
 	}{
 		"status without token":            {"/api/v1/status", nil, http.StatusUnauthorized},
 		"status with token":               {"/api/v1/status", bearer(token), http.StatusTeapot},
-		"status with a wrong token":        {"/api/v1/status", bearer(token + "x"), http.StatusUnauthorized},
+		"status with a wrong token":       {"/api/v1/status", bearer(token + "x"), http.StatusUnauthorized},
 		"workspace without token":         {"/api/v1/workspaces/p/w", nil, http.StatusUnauthorized},
 		"metrics without token":           {"/metrics", nil, http.StatusUnauthorized},
 		"metrics with token":              {"/metrics", bearer(token), http.StatusTeapot},
