@@ -220,6 +220,14 @@ func TestBrowserWalkthrough(t *testing.T) {
 		t.Errorf("%d events of other projects shown with the filter on medium-priority-project", others)
 	}
 
+	// An invalid revision: the banner shows it refused, with file:line,
+	// and the revision in force.
+	write(t, dir, "broken.yaml", "apiVersion: berth.dev/v1\nkind: Project\nmetadata:\n  name: broken\nspec:\n  tier: hgih\n")
+	until("the refused revision", time.Second, `!!document.getElementById("refused")`)
+	if got := eval[string](t, bctx, `document.getElementById("revision").innerText`); !strings.Contains(got, "broken.yaml:6:") || !strings.Contains(got, "revision in force "+loop.Status().Revision.ID) {
+		t.Errorf("revision banner %q: want the refused revision's error at broken.yaml:6 and the one in force", got)
+	}
+
 	// The workspace page: its history and the explanation.
 	do("open the workspace page", chromedp.Click(chromedp.CSS(`#projects .ws[data-workspace="`+medium+`"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#ws-explain p`)))
