@@ -3,7 +3,8 @@
 // the actions that close the gap, apply them, and record every
 // workspace's state, its transitions and the reconciler's history (a
 // Store). Loop.Once is one cycle; Loop.Run schedules it on file changes
-// and an interval. Loop.Handler serves the status over HTTP.
+// and an interval. Loop.Handler serves the status over HTTP, and the live
+// dashboard (reconcile/ui) with its WebSocket feed of changes (events.go).
 //
 // The plan (NewPlan) is a pure function of the decision and the snapshot.
 // The loop is the only place that reads the clock, and it reads the

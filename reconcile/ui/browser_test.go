@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -250,7 +251,7 @@ func browser(t *testing.T, ctx context.Context, exe string) context.Context {
 	t.Cleanup(acancel)
 	bctx, bcancel := chromedp.NewContext(actx)
 	t.Cleanup(bcancel)
-	bctx, tcancel := context.WithTimeout(bctx, 3*time.Minute)
+	bctx, tcancel := context.WithTimeout(bctx, 90*time.Second)
 	t.Cleanup(tcancel)
 	return bctx
 }
@@ -307,5 +308,65 @@ func write(t *testing.T, dir, name, content string) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBrowserToken: behind a bearer token (berth beyond loopback) the
+// page asks for it, then talks to the API and the feed with it; a token
+// in the URL's fragment works too and leaves the address bar.
+func TestBrowserToken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end in a browser")
+	}
+	exe := chromium(t)
+	dir := t.TempDir()
+	for _, f := range []string{"tiers.yaml", "projects.yaml", "volume.yaml"} {
+		copyFile(t, filepath.Join(example, f), filepath.Join(dir, f))
+	}
+	b, err := os.ReadFile(filepath.Join(example, "workspaces.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "medium.yaml", strings.Split(string(b), "\n---\n")[0]+"\n")
+	spec, err := sim.ReadFile(filepath.Join(example, "cluster.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := sim.NewManualClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
+	cluster := sim.New(*spec, clock)
+	loop, err := reconcile.New(reconcile.Config{Source: reconcile.DirSource{Dir: dir}, Cluster: cluster, Store: cluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := loop.Once(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(10 * time.Second)
+	}
+	const token = "a token/with+odd=chars 0123456789"
+	srv := httptest.NewServer(reconcile.RequireToken(loop.Handler(), token))
+	defer srv.Close()
+
+	bctx := browser(t, t.Context(), exe)
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.ID("login"))); err != nil {
+		t.Fatalf("the page did not ask for a token: %v", err)
+	}
+	if err := chromedp.Do(bctx, chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.CSS(`#login button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="live"]`)), chromedp.WaitVisible(chromedp.CSS(`#nodes .gpu[data-workspace="`+medium+`"]`))); err != nil {
+		t.Fatalf("with the token typed in: %v", err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/#/ws/"+medium), chromedp.WaitVisible(chromedp.CSS(`#ws-explain p`))); err != nil {
+		t.Fatalf("workspace page with the token: %v", err)
+	}
+
+	// A fresh tab, the token in the fragment.
+	tab, cancel := chromedp.NewContext(bctx)
+	defer cancel()
+	if err := chromedp.Do(tab, chromedp.Navigate(srv.URL+"/#token="+url.PathEscape(token)), chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="live"]`))); err != nil {
+		t.Fatalf("token in the fragment: %v", err)
+	}
+	if href := eval[string](t, tab, `location.href`); strings.Contains(href, "token") {
+		t.Errorf("the address bar still shows the token: %s", href)
 	}
 }
