@@ -313,7 +313,9 @@ function drawProjects() {
         el("span", { text: `quota ${p.quotaGPUs} · may borrow ${borrow}` }),
         el("span", { title: "time-decayed GPU usage", text: `decayed usage ${(p.decayedUsage / 3600).toFixed(2)} GPU-h` }),
         el("span", { title: "fair-share weight over all weights, and decayed usage over all projects'", text: `share ${(100 * p.share).toFixed(0)}% · using ${(100 * p.usageShare).toFixed(0)}%` }),
-        el("span", { text: p.waiting.length ? `${p.waiting.length} waiting` : "none waiting" })),
+        el("span", { class: "waiting", text: p.waiting.length
+          ? "waiting: " + p.waiting.slice(0, 4).map(shortName).join(", ") + (p.waiting.length > 4 ? ` and ${p.waiting.length - 4} more` : "")
+          : "none waiting" })),
       chips));
   }
 }
