@@ -93,6 +93,7 @@ type doc struct {
 	kind    string
 	name    string
 	project string
+	tier    string // spec.tier as written (projects), for references of invalid documents
 	start   Pos
 	fields  map[string]Pos
 	expr    ast.Expr // kept while rules need it
@@ -294,6 +295,7 @@ func parseDoc(c *checker, file string, expr ast.Expr, keepExpr bool) (*doc, []Di
 	d.kind, _ = stringField(expr, "kind")
 	d.name, _ = stringField(expr, "metadata.name")
 	d.project, _ = stringField(expr, "metadata.project")
+	d.tier, _ = stringField(expr, "spec.tier")
 	switch {
 	case d.kind == KindCluster:
 		d.raw = plain(expr)
