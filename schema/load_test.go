@@ -3,11 +3,10 @@ package schema
 import (
 	"strings"
 	"testing"
-
-	"cuelang.org/go/cue"
 	"testing/fstest"
 	"time"
 
+	"cuelang.org/go/cue"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
