@@ -96,9 +96,9 @@ type doc struct {
 	tier    string // spec.tier as written (projects), for references of invalid documents
 	start   Pos
 	fields  map[string]Pos
-	expr    ast.Expr // kept while rules need it
-	valid   bool     // passed the schema
-	raw     any      // *rawTier, *rawProject, ... when valid
+	json    []byte // the document as JSON, kept only when there are rules
+	valid   bool   // passed the schema
+	raw     any    // *rawTier, *rawProject, ... when valid
 }
 
 func (d *doc) pos(field string) Pos {
@@ -313,8 +313,12 @@ func parseDoc(c *checker, file string, expr ast.Expr, keepExpr bool) (*doc, []Di
 		}
 		return nil, []Diagnostic{errorf(d.pos("kind"), "%s", msg)}
 	}
+	b, err := json.Marshal(plain(expr))
+	if err != nil {
+		return d, []Diagnostic{errorf(start, "cannot read the document: %v", err)}
+	}
 	if keepExpr {
-		d.expr = expr
+		d.json = b
 	}
 	diags := c.check(d.kind, expr, fields, start)
 	if len(dups) > 0 {
@@ -336,7 +340,7 @@ func parseDoc(c *checker, file string, expr ast.Expr, keepExpr bool) (*doc, []Di
 	if len(diags) > 0 {
 		return d, diags
 	}
-	raw, err := decodeRaw(d.kind, expr)
+	raw, err := decodeRaw(d.kind, b)
 	if err != nil {
 		return d, []Diagnostic{errorf(start, "%v", err)}
 	}
@@ -356,7 +360,7 @@ func isKind(k string) bool {
 // decodeRaw reads a document that passed the schema into its raw type.
 // It goes through JSON rather than cue.Value.Decode, which is several
 // times slower.
-func decodeRaw(kind string, expr ast.Expr) (any, error) {
+func decodeRaw(kind string, b []byte) (any, error) {
 	var raw any
 	switch kind {
 	case KindPriorityTier:
@@ -369,10 +373,6 @@ func decodeRaw(kind string, expr ast.Expr) (any, error) {
 		raw = &rawVolume{}
 	case KindSchedulingPolicy:
 		raw = &rawPolicy{}
-	}
-	b, err := json.Marshal(plain(expr))
-	if err != nil {
-		return nil, fmt.Errorf("decode %s: %w", kind, err)
 	}
 	if err := json.Unmarshal(b, raw); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", kind, err)
