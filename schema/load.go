@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/token"
 	"cuelang.org/go/encoding/yaml"
 )
 
@@ -280,8 +281,11 @@ func parseDoc(c *checker, file string, expr ast.Expr, keepExpr bool) (*doc, []Di
 	if start.File == "" {
 		start.File = file
 	}
-	if lit, ok := expr.(*ast.BasicLit); ok && lit.Value == "null" {
+	if lit, ok := expr.(*ast.BasicLit); ok && lit.Kind == token.NULL {
 		return nil, nil // an empty document, such as a trailing ---
+	}
+	if b, ok := expr.(*ast.BinaryExpr); ok && b.Op == token.OR {
+		return nil, nil // a file of comments only reads as *null | _
 	}
 	st, ok := expr.(*ast.StructLit)
 	if !ok {
