@@ -317,11 +317,11 @@ func parseDoc(c *checker, file string, expr ast.Expr, keepExpr bool) (*doc, []Di
 		}
 		return nil, []Diagnostic{errorf(d.pos("kind"), "%s", msg)}
 	}
-	b, err := json.Marshal(plain(expr))
-	if err != nil {
-		return d, []Diagnostic{errorf(start, "cannot read the document: %v", err)}
-	}
 	if keepExpr {
+		b, err := json.Marshal(plain(expr))
+		if err != nil {
+			return d, []Diagnostic{errorf(start, "cannot read the document: %v", err)}
+		}
 		d.json = b
 	}
 	diags := c.check(d.kind, expr, fields, start)
@@ -344,7 +344,7 @@ func parseDoc(c *checker, file string, expr ast.Expr, keepExpr bool) (*doc, []Di
 	if len(diags) > 0 {
 		return d, diags
 	}
-	raw, err := decodeRaw(d.kind, b)
+	raw, err := decodeRaw(d.kind, expr)
 	if err != nil {
 		return d, []Diagnostic{errorf(start, "%v", err)}
 	}
@@ -361,10 +361,10 @@ func isKind(k string) bool {
 	return false
 }
 
-// decodeRaw reads a document that passed the schema into its raw type.
-// It goes through JSON rather than cue.Value.Decode, which is several
-// times slower.
-func decodeRaw(kind string, b []byte) (any, error) {
+// decodeRaw reads a document that passed the schema into its raw type,
+// straight from its syntax tree (cue.Value.Decode is several times slower,
+// and a JSON round trip costs a marshal and a parse).
+func decodeRaw(kind string, expr ast.Expr) (any, error) {
 	var raw any
 	switch kind {
 	case KindPriorityTier:
@@ -378,7 +378,7 @@ func decodeRaw(kind string, b []byte) (any, error) {
 	case KindSchedulingPolicy:
 		raw = &rawPolicy{}
 	}
-	if err := json.Unmarshal(b, raw); err != nil {
+	if err := decodeAST(expr, raw); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", kind, err)
 	}
 	return raw, nil
