@@ -97,7 +97,9 @@ reaches a server or its logs).
 			}
 			handler := loop.Handler()
 			if token != "" {
-				handler = reconcile.RequireToken(handler, token)
+				// Git webhooks (/api/v1/hooks/…) prove themselves with their
+				// own signature: a forge cannot send berth's bearer token.
+				handler = reconcile.RequireToken(handler, token, "/api/v1/hooks/")
 			}
 			srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 			go func() {
