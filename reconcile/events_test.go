@@ -294,7 +294,7 @@ func TestEventsSlowBrowserDroppedLoopNotSlowed(t *testing.T) {
 			}
 			return c, err
 		}}}})
-	waitFor(t, "both subscribed", func() bool { return d.loop.feedClients() == 2 })
+	eventually(t, "both subscribed", func() bool { return d.loop.feedClients() == 2 })
 
 	var slowest time.Duration
 	for i := range 60 {
@@ -345,7 +345,7 @@ func (l *Loop) feedDrops() int {
 	return l.feed.drops
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for !cond() {
