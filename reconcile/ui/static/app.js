@@ -343,7 +343,7 @@ function drawEvents() {
   const sel = $("event-filter");
   const want = sel.value;
   const names = S.projects.map((p) => p.name);
-  if (sel.options.length !== names.length + 1) {
+  if ([...sel.options].slice(1).map((o) => o.value).join("\n") !== names.join("\n")) {
     sel.replaceChildren(el("option", { value: "", text: "all projects" }), ...names.map((n) => el("option", { value: n, text: n })));
     sel.value = want;
   }
