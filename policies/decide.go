@@ -111,6 +111,9 @@ type decider struct {
 	policy schema.PolicySpec
 	now    time.Time
 	steady float64 // usage one held GPU amounts to in steady state
+	// stepCredit is what one aging step takes off a workspace's fair-share
+	// key: one GPU used for one aging interval (GPU-seconds).
+	stepCredit float64
 
 	c     *cluster
 	ws    []*wsState
@@ -180,11 +183,15 @@ type undo struct {
 // Workspaces are considered in queue order: first those that fit inside
 // their project's guaranteed quota (so a borrower, whatever its tier, never
 // takes capacity an in-quota workspace would reclaim right back), then tier
-// (highest first), then aging boost (bounded), then the project's fair share (decayed usage, plus its
-// held GPUs at their steady-state usage, per unit of weight), then time
-// queued, then Ref. Each one starts on free GPUs if it can (the placement
-// that leaves the least stranded capacity, preferred topology first); else
-// preempts (strictly lower tiers; or, inside its quota, other projects'
+// (highest first), then the project's fair share (decayed usage, plus its
+// held GPUs at their steady-state usage, per unit of weight) less an aging
+// credit (each aging step, at most MaxBoost, counts as one GPU used for one
+// aging interval forgiven: bounded, and it never crosses a tier), then time
+// queued, then Ref. Within a project, workspaces go by aging boost, then
+// time queued: first come, first served.
+//
+// Each one starts on free GPUs if it can (the placement that leaves the
+// least stranded capacity, preferred topology first); else preempts (strictly lower tiers; or, inside its quota, other projects'
 // borrowed GPUs); else waits with a reason. The first workspace that must
 // wait for capacity reserves the best free GPUs for itself, so later, smaller
 // ones cannot starve it.
@@ -246,6 +253,7 @@ func newDecider(in Input) *decider {
 		d.steady = hl.Seconds() / math.Ln2
 	}
 	d.c = newCluster(snap)
+	d.stepCredit = d.policy.Aging.Interval.Seconds()
 
 	// Projects.
 	projIdx := map[string]int{}
@@ -630,10 +638,7 @@ func (d *decider) before(a, b int) bool {
 	if wa.tier != wb.tier {
 		return wa.tier > wb.tier
 	}
-	if wa.boost != wb.boost {
-		return wa.boost > wb.boost
-	}
-	if sa, sb := d.share(pa), d.share(pb); sa != sb {
+	if sa, sb := d.share(pa)-float64(wa.boost)*d.stepCredit, d.share(pb)-float64(wb.boost)*d.stepCredit; sa != sb {
 		return sa < sb
 	}
 	if !wa.queuedSince.Equal(wb.queuedSince) {
