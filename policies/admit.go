@@ -187,10 +187,12 @@ func (d *decider) setOwner(si, owner int32, releasing bool) {
 func (d *decider) victimize(vi int32) {
 	v := d.ws[vi]
 	p := d.projs[v.proj]
-	d.journal = append(d.journal, undo{slot: -1, ws: vi, victim: v.victim, projHeld: p.held})
+	// Slots first, then the workspace: rollback undoes the workspace first,
+	// so each slot's avail contribution is recomputed as it was.
 	for _, si := range d.slotsOf(vi) {
 		d.changeSlot(si, vi, true, true)
 	}
+	d.journal = append(d.journal, undo{slot: -1, ws: vi, victim: v.victim, projHeld: p.held})
 	v.victim = true
 	p.held -= v.held
 	d.dirty = append(d.dirty, v.proj)

@@ -14,6 +14,12 @@ import (
 
 var propNow = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 
+// verifying turns on Decide's index self-check for one test.
+func verifying(t *testing.T) {
+	verifyIndexes = true
+	t.Cleanup(func() { verifyIndexes = false })
+}
+
 // genInput draws a small cluster and workload: nodes with NVLink domains,
 // NUMA nodes, two GPU models, some unhealthy GPUs and unusable nodes;
 // tiers, projects with quotas, borrow limits and weights; workspaces of
@@ -352,6 +358,7 @@ func apply(in Input, d Decision, now time.Time) Input {
 }
 
 func TestPropInvariants(t *testing.T) {
+	verifying(t)
 	rapid.Check(t, func(t *rapid.T) {
 		in := genInput(t)
 		before := mustJSON(t, in)
@@ -373,6 +380,7 @@ func TestPropInvariants(t *testing.T) {
 // preemption takes it; repeating converges within a few cycles to a
 // decision that changes nothing, and stays there (no ping-pong).
 func TestPropApplyThenDecide(t *testing.T) {
+	verifying(t)
 	rapid.Check(t, func(t *rapid.T) {
 		in := genInput(t)
 		d := Decide(in)
@@ -434,6 +442,7 @@ func quiet(d Decision) bool {
 // ever preempts B after B preempted A, or if a workspace flips between
 // running and preempted more than a cascade allows.
 func TestPropNoPingPong(t *testing.T) {
+	verifying(t)
 	rapid.Check(t, func(t *rapid.T) {
 		cur := genInput(t)
 		preempted := map[[2]schema.Ref]bool{}

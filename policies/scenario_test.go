@@ -27,6 +27,7 @@ func TestScenarios(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no scenarios in testdata")
 	}
+	verifying(t)
 	update := os.Getenv("BERTH_UPDATE") != ""
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txtar"), func(t *testing.T) {
