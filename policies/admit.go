@@ -39,6 +39,17 @@ func (d *decider) admit(w *wsState) {
 		d.wait(w, Reason{ReasonCapacity, fmt.Sprintf("capacity: no usable GPU of model %s in the cluster", w.model)})
 		return
 	}
+	guarded := false
+	if d.reservedBy == wi {
+		guarded = d.guardMsg != ""
+		// Its own reservation is its to use: free it, and reserve again
+		// below if it still cannot start.
+		for _, si := range d.reserved {
+			d.changeSlot(si, ownerFree, false, false)
+		}
+		d.reserved, d.reservedBy = nil, -1
+		d.gen++
+	}
 	inQuota := d.inQuota(p, w)
 	key := shapeKey{gen: d.gen, gpus: w.gpus, replicas: w.replicas, model: w.model, nvlink: d.nvlink(w), numa: d.numa(w), tier: w.tier, canPreempt: w.canPreempt, inQuota: inQuota, project: -1}
 	if inQuota {
@@ -85,7 +96,11 @@ func (d *decider) admit(w *wsState) {
 		reason := d.waitReason(w, mi)
 		d.failMemo[key] = failure{reason}
 		if d.reservedBy < 0 && reason.Kind != ReasonQueue {
-			if msg := d.reserve(wi, w, mi); msg != "" {
+			as := "head of the queue"
+			if guarded {
+				as = "the longest-starved workspace (aging at its maximum)"
+			}
+			if msg := d.reserve(wi, w, mi, as); msg != "" {
 				reason.Message += "; " + msg
 			}
 		}
@@ -281,7 +296,7 @@ func (d *decider) waitReason(w *wsState, mi int) Reason {
 	// Reserved for the head of the queue?
 	if d.reservedBy >= 0 && d.fitsWithoutReservation(w, mi) {
 		h := d.ws[d.reservedBy]
-		return Reason{ReasonQueue, fmt.Sprintf("queue: the free GPUs it fits in are held for %s, ahead of it in the queue since %s", h.ref, stamp(h.queuedSince))}
+		return Reason{ReasonQueue, fmt.Sprintf("queue: the free GPUs it fits in are held for %s, waiting since %s", h.ref, stamp(h.queuedSince))}
 	}
 	loosest := w.levels[len(w.levels)-1]
 	li := d.c.index[mi][loosest]
@@ -341,7 +356,7 @@ func (d *decider) fitsWithoutReservation(w *wsState, mi int) bool {
 // reserve holds the best free GPUs for w, the first workspace of the
 // queue that waits for capacity, so later arrivals cannot keep taking
 // them: for each replica, the free GPUs of the group with the most free.
-func (d *decider) reserve(wi int32, w *wsState, mi int) string {
+func (d *decider) reserve(wi int32, w *wsState, mi int, as string) string {
 	l := w.levels[len(w.levels)-1]
 	li := d.c.index[mi][l]
 	if li.maxK < w.gpus {
@@ -367,7 +382,7 @@ func (d *decider) reserve(wi int32, w *wsState, mi int) string {
 	}
 	d.reservedBy = wi
 	d.gen++
-	return "holds free GPUs for itself as head of the queue (" + strings.Join(parts, ", ") + ")"
+	return "holds free GPUs for itself as " + as + " (" + strings.Join(parts, ", ") + ")"
 }
 
 // plural writes "1 GPU", "2 GPUs".
@@ -376,4 +391,57 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// guardStarvation reserves, before the queue runs, the best free GPUs for
+// the workspace that has waited longest among those whose aging boost is
+// at its maximum, that need more GPUs than the smallest workspace waiting
+// in their tier (only those can be starved by smaller arrivals taking GPUs
+// one by one) and whose quota would let them run; highest tier first, then
+// longest waiting, then Ref.
+func (d *decider) guardStarvation() {
+	ag := d.policy.Aging
+	if ag.Interval <= 0 || ag.Step <= 0 || ag.MaxBoost <= 0 {
+		return
+	}
+	minNeed := map[int]int{}
+	for _, p := range d.projs {
+		for _, wi := range p.queue {
+			w := d.ws[wi]
+			if n, ok := minNeed[w.tier]; !ok || w.gpus*w.replicas < n {
+				minNeed[w.tier] = w.gpus * w.replicas
+			}
+		}
+	}
+	var best *wsState
+	bestIdx := int32(-1)
+	for _, p := range d.projs {
+		for _, wi := range p.queue {
+			w := d.ws[wi]
+			need := w.gpus * w.replicas
+			if w.boost < ag.MaxBoost || w.gpus <= 0 || need <= minNeed[w.tier] {
+				continue
+			}
+			if best != nil && (w.tier < best.tier || (w.tier == best.tier && (w.queuedSince.After(best.queuedSince) || (w.queuedSince.Equal(best.queuedSince) && !w.ref.Less(best.ref))))) {
+				continue
+			}
+			limit := -1
+			if !w.preemptible {
+				limit = p.quota
+			} else if p.borrow >= 0 {
+				limit = p.quota + p.borrow
+			}
+			if limit >= 0 && p.held+need > limit {
+				continue
+			}
+			mi := d.c.modelIndex(w.model)
+			if mi < 0 || d.c.index[mi][w.levels[len(w.levels)-1]].maxK < w.gpus {
+				continue
+			}
+			best, bestIdx = w, wi
+		}
+	}
+	if best != nil {
+		d.guardMsg = d.reserve(bestIdx, best, d.c.modelIndex(best.model), "the longest-starved workspace (aging at its maximum)")
+	}
 }

@@ -127,7 +127,8 @@ type decider struct {
 	reserved   []int32 // slots held for the head of the queue
 	reservedBy int32   // workspace holding the reservation; -1 none
 	journal    []undo
-	dirty      []int // projects whose holdings a preemption changed
+	guardMsg   string // set when the starvation guard made the reservation
+	dirty      []int  // projects whose holdings a preemption changed
 	// couldPreempt: the last preemption search saw a workspace it may
 	// preempt (for the wait reason).
 	couldPreempt bool
@@ -185,16 +186,20 @@ type undo struct {
 // takes capacity an in-quota workspace would reclaim right back), then tier
 // (highest first), then the project's fair share (decayed usage, plus its
 // held GPUs at their steady-state usage, per unit of weight) less an aging
-// credit (each aging step, at most MaxBoost, counts as one GPU used for one
-// aging interval forgiven: bounded, and it never crosses a tier), then time
-// queued, then Ref. Within a project, workspaces go by aging boost, then
+// credit (each aging step, at most MaxBoost, forgives one GPU used for one
+// aging interval: bounded, and it never crosses a tier or grants a
+// preemption), then time queued, then Ref. Within a project, workspaces go by aging boost, then
 // time queued: first come, first served.
 //
 // Each one starts on free GPUs if it can (the placement that leaves the
 // least stranded capacity, preferred topology first); else preempts (strictly lower tiers; or, inside its quota, other projects'
 // borrowed GPUs); else waits with a reason. The first workspace that must
 // wait for capacity reserves the best free GPUs for itself, so later, smaller
-// ones cannot starve it.
+// ones cannot starve it. Before the queue runs, the starvation guard gives
+// that reservation instead to the longest-waiting workspace whose aging is
+// at its maximum and that fits in no free GPUs (highest tier first): GPUs
+// freed one by one then gather for it instead of going to later arrivals,
+// whatever fair share says.
 //
 // A preemptor whose victims are still stopping gets VerdictStart with those
 // victims in Preempts (and they keep VerdictPreempt): the plan is
@@ -205,8 +210,10 @@ func Decide(in Input) Decision {
 	d := newDecider(in)
 	// 1. Verdicts that need no capacity: stop, keep running, keep stopping.
 	d.settleHolders()
-	// 2. The queue: every workspace that wants to run and holds nothing.
+	// 2. The queue: every workspace that wants to run and holds nothing;
+	// the starvation guard reserves for the longest starved.
 	h := d.buildQueue()
+	d.guardStarvation()
 	// 3. Admit in queue order.
 	for h.Len() > 0 {
 		p := d.projs[h.items[0]]
@@ -255,8 +262,8 @@ func newDecider(in Input) *decider {
 	if hl > 0 {
 		d.steady = hl.Seconds() / math.Ln2
 	}
-	d.c = newCluster(snap)
 	d.stepCredit = d.policy.Aging.Interval.Seconds()
+	d.c = newCluster(snap)
 
 	// Projects.
 	projIdx := map[string]int{}
