@@ -15,6 +15,7 @@ func (d *decider) admit(w *wsState) {
 	wi := d.byRef[w.ref]
 	p := d.projs[w.proj]
 	need := w.gpus * w.replicas
+	d.couldPreempt = false
 
 	// 1. Quota: the project's guaranteed quota plus what it may borrow; a
 	// workspace that may not be preempted runs only inside the quota.

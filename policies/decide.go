@@ -142,10 +142,6 @@ type decider struct {
 	searchID   int32
 	rightStamp []int32
 	rightVal   []Right
-	buf        struct {
-		counts, idx []int
-		set         []int32
-	}
 }
 
 // shapeKey identifies what a placement attempt depends on besides the
@@ -159,7 +155,6 @@ type shapeKey struct {
 	canPreempt     bool
 	inQuota        bool
 	project        int
-	preemptible    bool
 }
 
 type failure struct {
