@@ -50,15 +50,22 @@ func (d *decider) admit(w *wsState) {
 		}
 		d.reserved, d.reservedBy = nil, -1
 		d.gen++
+		d.memoGen++
 	}
 	inQuota := d.inQuota(p, w)
-	key := shapeKey{gen: d.gen, gpus: w.gpus, replicas: w.replicas, model: w.model, nvlink: d.nvlink(w), numa: d.numa(w), tier: w.tier, canPreempt: w.canPreempt, inQuota: inQuota, project: -1}
+	key := shapeKey{gen: d.memoGen, gpus: w.gpus, replicas: w.replicas, model: w.model, nvlink: d.nvlink(w), numa: d.numa(w), tier: w.tier, canPreempt: w.canPreempt, inQuota: inQuota, project: -1}
 	if inQuota {
 		key.project = w.proj
 	}
-	if f, ok := d.failMemo[key]; ok {
-		d.wait(w, f.reason)
-		return
+	// A shape that failed since the last preemption fails again: free
+	// GPUs only get fewer, and only a preemption releases more. (A project
+	// that starts borrowing later in the pass can make its workspaces
+	// reclaimable; the next decision sees that.)
+	ok := true
+	could, memo := d.failMemo[key]
+	if memo {
+		ok = false
+		d.couldPreempt = could
 	}
 
 	// 2. Place every replica: free GPUs first, else by preemption.
@@ -74,7 +81,6 @@ func (d *decider) admit(w *wsState) {
 	if !d.policy.Preemption.Enabled {
 		budget = 0
 	}
-	ok := true
 	for r := 0; r < w.replicas && ok; r++ {
 		if pl, found := d.placeFree(wi, w, mi, r); found {
 			pls = append(pls, pl)
@@ -94,8 +100,8 @@ func (d *decider) admit(w *wsState) {
 	}
 	if !ok {
 		d.rollback()
+		d.failMemo[key] = d.couldPreempt
 		reason := d.waitReason(w, mi)
-		d.failMemo[key] = failure{reason}
 		if d.reservedBy < 0 && reason.Kind != ReasonQueue {
 			as := "head of the queue"
 			if guarded {
@@ -213,6 +219,7 @@ func (d *decider) victimize(vi int32) {
 	p.held -= v.held
 	d.dirty = append(d.dirty, v.proj)
 	d.gen++
+	d.memoGen++
 }
 
 func (d *decider) rollback() {

@@ -162,15 +162,29 @@ func benchInput(s benchSize) Input {
 // BenchmarkDecide measures one decision at each of the sizes.
 // make bench runs it; targets on the 2-core machine: ≤ 10 ms, ≤ 100 ms,
 // ≤ 1 s per decision.
+//
+// After each size it logs the growth against the previous size next to
+// the growth of n log n (n = pending + GPUs); the cost must grow no faster.
 func BenchmarkDecide(b *testing.B) {
-	for _, s := range allBenchSizes() {
+	var prev, prevN float64
+	for i, s := range allBenchSizes() {
+		if i == len(benchSizes) {
+			prev = 0
+		}
 		in := benchInput(s)
+		var perOp float64
 		b.Run(s.String(), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				Decide(in)
 			}
+			perOp = float64(b.Elapsed()) / float64(b.N)
 		})
+		n := float64(s.pending + s.gpus)
+		if prev > 0 && perOp > 0 {
+			fmt.Printf("growth %s: ×%.1f time per decision for ×%.1f n log n\n", s, perOp/prev, n*math.Log2(n)/(prevN*math.Log2(prevN)))
+		}
+		prev, prevN = perOp, n
 	}
 }
 

@@ -123,9 +123,10 @@ type decider struct {
 	// gen changes whenever the cluster or a project's holdings change, so
 	// memoized failures are recomputed only when they could differ.
 	gen        int
-	failMemo   map[shapeKey]failure
-	reserved   []int32 // slots held for the head of the queue
-	reservedBy int32   // workspace holding the reservation; -1 none
+	failMemo   map[shapeKey]bool // failed shapes → couldPreempt
+	memoGen    int               // changes when a preemption or a freed reservation adds GPUs
+	reserved   []int32           // slots held for the head of the queue
+	reservedBy int32             // workspace holding the reservation; -1 none
 	journal    []undo
 	guardMsg   string // set when the starvation guard made the reservation
 	dirty      []int  // projects whose holdings a preemption changed
@@ -155,10 +156,6 @@ type shapeKey struct {
 	canPreempt     bool
 	inQuota        bool
 	project        int
-}
-
-type failure struct {
-	reason Reason
 }
 
 type undo struct {
@@ -242,11 +239,13 @@ func Decide(in Input) Decision {
 }
 
 func newDecider(in Input) *decider {
-	d := &decider{in: in, now: in.Now, byRef: map[schema.Ref]int32{}, failMemo: map[shapeKey]failure{}, reservedBy: -1}
+	d := &decider{in: in, now: in.Now, failMemo: map[shapeKey]bool{}, reservedBy: -1}
 	specs := in.Specs
 	if specs == nil {
 		specs = &schema.Set{Policy: schema.DefaultPolicy()}
 	}
+	d.byRef = make(map[schema.Ref]int32, len(specs.Workspaces))
+	d.ws = make([]*wsState, 0, len(specs.Workspaces))
 	d.policy = specs.Policy.Spec
 	snap := in.Snapshot
 	if snap == nil {
