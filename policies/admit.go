@@ -117,6 +117,7 @@ func (d *decider) admit(w *wsState) {
 
 	// 3. Commit.
 	d.journal = d.journal[:0]
+	d.admitted++
 	d.gen++
 	p.held += need
 	w.out.Verdict = VerdictStart
@@ -308,6 +309,17 @@ func (d *decider) waitReason(w *wsState, mi int) Reason {
 	}
 	loosest := w.levels[len(w.levels)-1]
 	li := d.c.index[mi][loosest]
+	if d.admitted > 0 && w.replicas == 1 {
+		for _, l := range w.levels {
+			if d.initialFree[mi][l].bestFit(w.gpus) >= 0 {
+				r := Reason{ReasonQueue, fmt.Sprintf("queue: %s ahead of it in the queue took the free GPUs it fits in", plural(d.admitted, "workspace"))}
+				if d.couldPreempt {
+					r.Message += "; preempting what it may would not make room"
+				}
+				return r
+			}
+		}
+	}
 	of := ""
 	if w.model != "" {
 		of = " of model " + w.model

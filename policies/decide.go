@@ -129,7 +129,11 @@ type decider struct {
 	reservedBy int32             // workspace holding the reservation; -1 none
 	journal    []undo
 	guardMsg   string // set when the starvation guard made the reservation
-	dirty      []int  // projects whose holdings a preemption changed
+	// initialFree indexes the free GPUs as the decision found them;
+	// admitted counts the workspaces started so far.
+	initialFree [][numLevels]*countIndex
+	admitted    int
+	dirty       []int // projects whose holdings a preemption changed
 	// couldPreempt: the last preemption search saw a workspace it may
 	// preempt (for the wait reason).
 	couldPreempt bool
@@ -389,6 +393,14 @@ func newDecider(in Input) *decider {
 	d.rightStamp = make([]int32, len(d.ws))
 	d.rightVal = make([]Right, len(d.ws))
 	d.initAvail()
+	// What was free before anyone was admitted, for "queue" reasons.
+	d.initialFree = make([][numLevels]*countIndex, len(d.c.index))
+	for m := range d.c.index {
+		for l := range numLevels {
+			li := d.c.index[m][l]
+			d.initialFree[m][l] = newCountIndex(li.groups, func(gi int) int { return li.groups[gi].free })
+		}
+	}
 
 	// Waiting and aging.
 	ag := d.policy.Aging
