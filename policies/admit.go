@@ -13,6 +13,7 @@ import (
 // preempting, or wait with a reason.
 func (d *decider) admit(w *wsState) {
 	wi := d.byRef[w.ref]
+	d.decidedWS[wi] = true
 	p := d.projs[w.proj]
 	need := w.gpus * w.replicas
 	d.couldPreempt = false
@@ -413,16 +414,16 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// guardStarvation reserves, before the queue runs, the best free GPUs for
-// the workspace that has waited longest among those whose aging boost is
+// starved picks, before the queue runs, the workspace the starvation guard
+// reserves the best free GPUs for: the workspace that has waited longest among those whose aging boost is
 // at its maximum, that need more GPUs than the smallest workspace waiting
 // in their tier (only those can be starved by smaller arrivals taking GPUs
 // one by one) and whose quota would let them run; highest tier first, then
 // longest waiting, then Ref.
-func (d *decider) guardStarvation() {
+func (d *decider) starved() int32 {
 	ag := d.policy.Aging
 	if ag.Interval <= 0 || ag.Step <= 0 || ag.MaxBoost <= 0 {
-		return
+		return -1
 	}
 	minNeed := map[int]int{}
 	for _, p := range d.projs {
@@ -461,7 +462,10 @@ func (d *decider) guardStarvation() {
 			best, bestIdx = w, wi
 		}
 	}
-	if best != nil {
-		d.guardMsg = d.reserve(bestIdx, best, d.c.modelIndex(best.model), "the longest-starved workspace (aging at its maximum)")
-	}
+	return bestIdx
+}
+
+// decided reports whether queued workspace wi has had its turn.
+func (d *decider) decided(wi int32) bool {
+	return d.decidedWS[wi]
 }

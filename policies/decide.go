@@ -129,6 +129,7 @@ type decider struct {
 	reservedBy int32             // workspace holding the reservation; -1 none
 	journal    []undo
 	guardMsg   string // set when the starvation guard made the reservation
+	decidedWS  []bool // queued workspaces already admitted or told to wait
 	// initialFree indexes the free GPUs as the decision found them;
 	// admitted counts the workspaces started so far.
 	initialFree [][numLevels]*countIndex
@@ -209,12 +210,21 @@ func Decide(in Input) Decision {
 	// 2. The queue: every workspace that wants to run and holds nothing;
 	// the starvation guard reserves for the longest starved.
 	h := d.buildQueue()
-	d.guardStarvation()
-	// 3. Admit in queue order.
+	guard := d.starved()
+	// 3. Admit in queue order. The starvation guard's reservation is made
+	// just before the first workspace of the starved one's tier or lower:
+	// higher tiers still see those GPUs free.
 	for h.Len() > 0 {
 		p := d.projs[h.items[0]]
 		pos := p.head()
-		d.admit(d.ws[p.queue[pos]])
+		w := d.ws[p.queue[pos]]
+		if guard >= 0 && w.tier <= d.ws[guard].tier {
+			if g := d.ws[guard]; !d.decided(guard) {
+				d.guardMsg = d.reserve(guard, g, d.c.modelIndex(g.model), "the longest-starved workspace (aging at its maximum)")
+			}
+			guard = -1
+		}
+		d.admit(w)
 		p.done[pos] = true
 		p.left--
 		if p.left > 0 {
@@ -391,6 +401,7 @@ func newDecider(in Input) *decider {
 		w.candidate = w.running && w.preemptible && w.proj >= 0 && in.Now.Sub(w.startedAt) >= d.policy.Preemption.MinRuntime
 	}
 	d.rightStamp = make([]int32, len(d.ws))
+	d.decidedWS = make([]bool, len(d.ws))
 	d.rightVal = make([]Right, len(d.ws))
 	d.initAvail()
 	// What was free before anyone was admitted, for "queue" reasons.
