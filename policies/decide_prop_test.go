@@ -229,6 +229,9 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 				}
 			}
 			if w.Verdict == VerdictRun {
+				if len(w.Placements) == 0 {
+					t.Fatalf("%s runs without placements (it holds nothing)", w.Ref)
+				}
 				continue
 			}
 			if len(w.Placements) != max(spec.Spec.Replicas, 1) {
