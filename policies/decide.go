@@ -148,6 +148,10 @@ type decider struct {
 	searchID   int32
 	rightStamp []int32
 	rightVal   []Right
+	// Buffers the preemption search reuses.
+	bufCands          []cand
+	bufCounts, bufIdx []int
+	bufSet, bufBest   []int32
 }
 
 // shapeKey identifies what a placement attempt depends on besides the

@@ -2,7 +2,6 @@ package policies
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/berth-dev/berth/reconcile/state"
 )
@@ -151,6 +150,7 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 			weighed++
 			opt, ok := d.evalGroup(w, mi, inQuota, budget, rank, l, gi)
 			if ok && (!found || opt.cost.less(best.cost) || (opt.cost == best.cost && (opt.level < best.level || (opt.level == best.level && opt.leftover < best.leftover)))) {
+				opt.victims = append(best.victims[:0], opt.victims...)
 				best, found = opt, true
 			}
 			return weighed < searchLimit
@@ -174,7 +174,8 @@ func (d *decider) evalGroup(w *wsState, mi int, inQuota bool, budget, rank, l, g
 	g := &d.c.index[mi][l].groups[gi]
 	n := w.gpus
 	free, rel := g.free, 0
-	var cands []cand
+	cands := d.bufCands[:0]
+	defer func() { d.bufCands = cands[:0] }()
 	total := 0
 	for _, si := range g.gpus {
 		s := &d.c.slots[si]
@@ -223,31 +224,55 @@ func (d *decider) evalGroup(w *wsState, mi int, inQuota bool, budget, rank, l, g
 
 // minSet picks the fewest victims among cands that free deficit GPUs, and
 // among sets of that size the cheapest. Victims whose right rests on their
-// project borrowing are taken only while it still borrows.
+// project borrowing are taken only while it still borrows; when no set of
+// the smallest size passes that, the next size is tried. The returned set
+// lives in a buffer the next call reuses.
 func (d *decider) minSet(w *wsState, inQuota bool, cands []cand, deficit, budget int) ([]int32, setCost, bool) {
-	sort.Slice(cands, func(i, j int) bool { return d.victimBefore(cands[i].ws, cands[j].ws) })
-	counts := make([]int, len(cands))
+	// Insertion sorts: a node has a handful of candidates.
+	for i := 1; i < len(cands); i++ {
+		for j := i; j > 0 && d.victimBefore(cands[j].ws, cands[j-1].ws); j-- {
+			cands[j], cands[j-1] = cands[j-1], cands[j]
+		}
+	}
+	counts := append(d.bufCounts[:0], make([]int, len(cands))...)
 	for i, c := range cands {
 		counts[i] = c.count
 	}
-	sort.Sort(sort.Reverse(sort.IntSlice(counts)))
+	for i := 1; i < len(counts); i++ {
+		for j := i; j > 0 && counts[j] > counts[j-1]; j-- {
+			counts[j], counts[j-1] = counts[j-1], counts[j]
+		}
+	}
+	d.bufCounts = counts
 	k, sum := 0, 0
 	for k < len(counts) && sum < deficit {
-		// (k counts victims here)
 		sum += counts[k]
 		k++
 	}
-	if sum < deficit || k > budget {
+	if sum < deficit {
 		return nil, setCost{}, false
 	}
-	var best []int32
+	for ; k <= min(budget, len(cands)); k++ {
+		if set, cost, ok := d.bestOfSize(w, inQuota, cands, deficit, k); ok {
+			return set, cost, true
+		}
+	}
+	return nil, setCost{}, false
+}
+
+// bestOfSize returns the cheapest set of k candidates that frees deficit
+// GPUs and takes only borrowed GPUs where its right needs that.
+func (d *decider) bestOfSize(w *wsState, inQuota bool, cands []cand, deficit, k int) ([]int32, setCost, bool) {
 	var bestCost setCost
 	found := false
-	idx := make([]int, k)
-	for i := range idx {
-		idx[i] = i
+	idx := d.bufIdx[:0]
+	for i := range k {
+		idx = append(idx, i)
 	}
-	set := make([]int32, k)
+	d.bufIdx = idx
+	set := append(d.bufSet[:0], make([]int32, k)...)
+	d.bufSet = set
+	best := d.bufBest[:0]
 	for {
 		got := 0
 		for i, j := range idx {
@@ -273,6 +298,7 @@ func (d *decider) minSet(w *wsState, inQuota bool, cands []cand, deficit, budget
 			idx[j] = idx[j-1] + 1
 		}
 	}
+	d.bufBest = best
 	return best, bestCost, found
 }
 
