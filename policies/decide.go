@@ -116,6 +116,7 @@ type decider struct {
 	stepCredit float64
 
 	c     *cluster
+	pool  []wsState // backing store of ws; never grows past its capacity
 	ws    []*wsState
 	projs []*projState
 	byRef map[schema.Ref]int32
@@ -298,10 +299,13 @@ func newDecider(in Input) *decider {
 		d.projs = append(d.projs, ps)
 	}
 
-	// Workspaces in the specs.
+	// Workspaces in the specs. Their records live in one slice, sized for
+	// every workspace and orphan, so pointers into it stay valid.
+	d.pool = make([]wsState, 0, len(specs.Workspaces)+len(snap.Allocs))
+	levelsOf := map[schema.Topology][]int{} // shared, read-only
 	for i := range specs.Workspaces {
 		sw := &specs.Workspaces[i]
-		w := &wsState{ref: sw.Ref(), spec: sw, proj: -1, gpus: sw.Spec.Resources.GPUs, replicas: max(sw.Spec.Replicas, 1), model: sw.Spec.Resources.GPUModel}
+		w := d.newWS(wsState{ref: sw.Ref(), spec: sw, proj: -1, gpus: sw.Spec.Resources.GPUs, replicas: max(sw.Spec.Replicas, 1), model: sw.Spec.Resources.GPUModel})
 		if pi, ok := projIdx[w.ref.Project]; ok {
 			w.proj = pi
 			p := d.projs[pi]
@@ -312,7 +316,13 @@ func newDecider(in Input) *decider {
 				w.preemptible = t.Spec.Preemptible && sw.Spec.Preemptible
 			}
 		}
-		w.levels = levels(sw.Spec.Topology, d.policy.Defaults.Topology)
+		topo := sw.Spec.Topology
+		lv, ok := levelsOf[topo]
+		if !ok {
+			lv = levels(topo, d.policy.Defaults.Topology)
+			levelsOf[topo] = lv
+		}
+		w.levels = lv
 		w.out = WorkspaceDecision{Ref: w.ref}
 		d.add(w)
 	}
@@ -323,7 +333,7 @@ func newDecider(in Input) *decider {
 		a := &snap.Allocs[ai]
 		wi, ok := d.byRef[a.Workspace]
 		if !ok {
-			w := &wsState{ref: a.Workspace, proj: -1}
+			w := d.newWS(wsState{ref: a.Workspace, proj: -1})
 			w.out = WorkspaceDecision{Ref: w.ref}
 			if pi, ok := projIdx[a.Workspace.Project]; ok {
 				w.proj = pi
@@ -433,6 +443,12 @@ func newDecider(in Input) *decider {
 		}
 	}
 	return d
+}
+
+// newWS stores a workspace record in the pool and returns it.
+func (d *decider) newWS(w wsState) *wsState {
+	d.pool = append(d.pool, w)
+	return &d.pool[len(d.pool)-1]
 }
 
 func (d *decider) add(w *wsState) int32 {
