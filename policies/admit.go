@@ -17,6 +17,18 @@ func (d *decider) admit(w *wsState) {
 	p := d.projs[w.proj]
 	need := w.gpus * w.replicas
 	d.couldPreempt = false
+	guarded := false
+	if d.reservedBy == wi {
+		guarded = d.guardMsg != ""
+		// Its own reservation is its to use: free it, and reserve again
+		// below if it still cannot start for want of capacity.
+		for _, si := range d.reserved {
+			d.changeSlot(si, ownerFree, false, false)
+		}
+		d.reserved, d.reservedBy = nil, -1
+		d.gen++
+		d.memoGen++
+	}
 
 	// 1. Quota: the project's guaranteed quota plus what it may borrow; a
 	// workspace that may not be preempted runs only inside the quota.
@@ -40,18 +52,6 @@ func (d *decider) admit(w *wsState) {
 	if mi < 0 {
 		d.wait(w, Reason{ReasonCapacity, fmt.Sprintf("capacity: no usable GPU of model %s in the cluster", w.model)})
 		return
-	}
-	guarded := false
-	if d.reservedBy == wi {
-		guarded = d.guardMsg != ""
-		// Its own reservation is its to use: free it, and reserve again
-		// below if it still cannot start.
-		for _, si := range d.reserved {
-			d.changeSlot(si, ownerFree, false, false)
-		}
-		d.reserved, d.reservedBy = nil, -1
-		d.gen++
-		d.memoGen++
 	}
 	inQuota := d.inQuota(p, w)
 	key := shapeKey{gen: d.memoGen, gpus: w.gpus, replicas: w.replicas, model: w.model, nvlink: d.nvlink(w), numa: d.numa(w), tier: w.tier, canPreempt: w.canPreempt, inQuota: inQuota, project: -1}

@@ -217,13 +217,14 @@ func Decide(in Input) Decision {
 	h := d.buildQueue()
 	guard := d.starved()
 	// 3. Admit in queue order. The starvation guard's reservation is made
-	// just before the first workspace of the starved one's tier or lower:
-	// higher tiers still see those GPUs free.
+	// just before the first workspace that does not outrank the starved one
+	// (in-quota before borrowing, then tier): those ahead of it still see
+	// the GPUs free.
 	for h.Len() > 0 {
 		p := d.projs[h.items[0]]
 		pos := p.head()
 		w := d.ws[p.queue[pos]]
-		if guard >= 0 && w.tier <= d.ws[guard].tier {
+		if guard >= 0 && d.boundBy(w, d.ws[guard]) {
 			if g := d.ws[guard]; !d.decided(guard) {
 				d.guardMsg = d.reserve(guard, g, d.c.modelIndex(g.model), "the longest-starved workspace (aging at its maximum)")
 			}
@@ -443,6 +444,17 @@ func newDecider(in Input) *decider {
 		}
 	}
 	return d
+}
+
+// boundBy reports whether w comes no earlier in the queue's classes than
+// g: w borrows while g fits in its quota, or both are alike and w's tier
+// is not higher.
+func (d *decider) boundBy(w, g *wsState) bool {
+	wq, gq := d.inQuota(d.projs[w.proj], w), d.inQuota(d.projs[g.proj], g)
+	if wq != gq {
+		return gq
+	}
+	return w.tier <= g.tier
 }
 
 // newWS stores a workspace record in the pool and returns it.
