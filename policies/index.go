@@ -322,6 +322,23 @@ func (ci *countIndex) each(from int, fn func(gi int) bool) {
 	}
 }
 
+// eachAt calls fn for every group whose count is exactly k, in group
+// order, until fn returns false.
+func (ci *countIndex) eachAt(k int, fn func(gi int) bool) {
+	if k < 0 || k > ci.maxK || ci.counts[k] == 0 {
+		return
+	}
+	for w, word := range ci.buckets[k] {
+		for word != 0 {
+			b := bits.TrailingZeros64(word)
+			word &^= 1 << b
+			if !fn(w*64 + b) {
+				return
+			}
+		}
+	}
+}
+
 // bestFit returns the first group with the smallest count ≥ n, or -1.
 func (ci *countIndex) bestFit(n int) int {
 	found := -1

@@ -107,11 +107,15 @@ func (d *decider) victimBefore(a, b int32) bool {
 }
 
 // searchLimit bounds, per placement level, how many nodes or domains the
-// preemption search weighs once none fits without victims: the tightest
-// ones that could fit (fewest GPUs a preemptor could get there), so the
-// search costs the same on 10 nodes and on 10,000. Below this many, the
-// choice is exact.
+// preemption search weighs once none fits without victims: among those
+// where enough GPUs could come free, the ones with the most GPUs free or
+// being released (the fewest victims needed), so the search costs the
+// same on 10 nodes and on 10,000. Below this many, the choice is exact.
 const searchLimit = 32
+
+// scanLimit bounds how many groups the search looks at to find those
+// searchLimit.
+const scanLimit = 8 * searchLimit
 
 // searchPreempt finds the cheapest way to place one replica of w using free
 // GPUs, GPUs already being released, and GPUs of workspaces w may preempt
@@ -139,22 +143,42 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 	if k == 0 {
 		return option{}, false
 	}
-	// 2. Victims: the groups where enough GPUs could come free, tightest
-	// first, at most searchLimit per level.
+	// 2. Victims: the groups where enough GPUs could come free, those
+	// with the most free and releasing GPUs first (they need the fewest
+	// victims), at most searchLimit per level.
 	var best option
 	found := false
 	for rank, l := range w.levels {
-		ci := d.avail[mi][l][k]
-		weighed := 0
-		ci.each(n, func(gi int) bool {
-			weighed++
+		zero, ci := d.avail[mi][l][0], d.avail[mi][l][k]
+		if ci.bestFit(n) < 0 {
+			continue // nowhere could enough GPUs come free
+		}
+		weigh := func(gi int) {
 			opt, ok := d.evalGroup(w, mi, inQuota, budget, rank, l, gi)
 			if ok && (!found || opt.cost.less(best.cost) || (opt.cost == best.cost && (opt.level < best.level || (opt.level == best.level && opt.leftover < best.leftover)))) {
 				opt.victims = append(best.victims[:0], opt.victims...)
 				best, found = opt, true
 			}
-			return weighed < searchLimit
-		})
+		}
+		weighed, scanned := 0, 0
+		for c := min(n-1, zero.maxK); c >= 0 && weighed < searchLimit && scanned < scanLimit; c-- {
+			zero.eachAt(c, func(gi int) bool {
+				scanned++
+				if int(ci.count[gi]) >= n {
+					weighed++
+					weigh(gi)
+				}
+				return weighed < searchLimit && scanned < scanLimit
+			})
+		}
+		if weighed == 0 {
+			// None in the scanned window: the tightest that could fit.
+			ci.each(n, func(gi int) bool {
+				weighed++
+				weigh(gi)
+				return weighed < searchLimit
+			})
+		}
 	}
 	return best, found
 }
