@@ -2,6 +2,7 @@ package policies
 
 import (
 	"fmt"
+	"math/bits"
 	"sort"
 	"strings"
 
@@ -54,7 +55,7 @@ func (d *decider) admit(w *wsState) {
 		return
 	}
 	inQuota := d.inQuota(p, w)
-	key := shapeKey{gen: d.memoGen, gpus: w.gpus, replicas: w.replicas, model: w.model, nvlink: d.nvlink(w), numa: d.numa(w), tier: w.tier, canPreempt: w.canPreempt, inQuota: inQuota, project: -1}
+	key := shapeKey{gen: d.memoGen, gpus: w.gpus, replicas: w.replicas, cpu: w.cpu, mem: w.mem, model: w.model, nvlink: d.nvlink(w), numa: d.numa(w), tier: w.tier, canPreempt: w.canPreempt, inQuota: inQuota, project: -1}
 	if inQuota {
 		key.project = w.proj
 	}
@@ -231,6 +232,19 @@ func (d *decider) rollback() {
 			d.changeSlot(u.slot, u.owner, u.releasing, false)
 			continue
 		}
+		if u.slot == -2 {
+			d.cpuFree[u.node], d.memFree[u.node] = u.cpu, u.mem
+			continue
+		}
+		if u.slot == -3 {
+			key := [2]int32{u.owner, u.node}
+			if u.victim {
+				d.relLeft[key] = [2]int64{u.cpu, u.mem}
+			} else {
+				delete(d.relLeft, key)
+			}
+			continue
+		}
 		v := d.ws[u.ws]
 		v.victim = u.victim
 		d.projs[v.proj].held = u.projHeld
@@ -247,7 +261,14 @@ func (d *decider) rollback() {
 func (d *decider) placeFree(wi int32, w *wsState, mi, r int) (state.Placement, bool) {
 	for _, l := range w.levels {
 		li := d.c.index[mi][l]
-		gi := li.bestFit(w.gpus)
+		gi := -1
+		li.each(w.gpus, func(g int) bool {
+			if d.fitsNode(int(li.groups[g].node), w, 0, 0) {
+				gi = g
+				return false
+			}
+			return true
+		})
 		if gi < 0 {
 			continue
 		}
@@ -255,6 +276,7 @@ func (d *decider) placeFree(wi int32, w *wsState, mi, r int) (state.Placement, b
 		for _, si := range slots {
 			d.setOwner(si, wi, false)
 		}
+		d.takeNode(int(li.groups[gi].node), w, 0, 0)
 		return d.placement(r, slots), true
 	}
 	return state.Placement{}, false
@@ -332,8 +354,16 @@ func (d *decider) waitReason(w *wsState, mi int) Reason {
 		}
 		return fmt.Sprintf("best: %s has %d", d.c.nodes[li.groups[gi].node].Name, li.groups[gi].free)
 	}
+	gpuFits := false
+	for _, l := range w.levels {
+		if d.c.index[mi][l].bestFit(w.gpus) >= 0 {
+			gpuFits = true
+		}
+	}
 	var r Reason
 	switch {
+	case gpuFits && (w.cpu > 0 || w.mem > 0) && w.replicas == 1:
+		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: no node with %s%s free also has %s free", plural(w.gpus, "GPU"), of, resources(w.cpu, w.mem))}
 	case w.replicas > 1 && li.bestFit(w.gpus) >= 0:
 		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: gang of %d×%s%s does not fit all at once (%d free)", w.replicas, plural(w.gpus, "GPU"), of, d.c.totalFree[mi])}
 	case loosest != levelNode && d.c.index[mi][levelNode].bestFit(w.gpus) >= 0:
@@ -384,9 +414,34 @@ func (d *decider) reserve(wi int32, w *wsState, mi int, as string) string {
 		return "" // it fits nowhere even when the cluster is empty
 	}
 	var parts []string
+	// A node whose whole CPU or memory is too small is no use to it.
+	big := func(ni int32) bool {
+		n := &d.c.nodes[ni]
+		return (n.CPUMilli == 0 || w.cpu <= n.CPUMilli) && (n.MemoryBytes == 0 || w.mem <= n.MemoryBytes)
+	}
+	if !d.anyNodeBig(w) {
+		return ""
+	}
 	for range w.replicas {
-		gi := li.most()
-		if gi < 0 || li.groups[gi].free == 0 {
+		gi := -1
+		for k := li.maxK; k >= 1 && gi < 0; k-- {
+			if li.counts[k] == 0 {
+				continue
+			}
+			for wd, word := range li.buckets[k] {
+				for word != 0 && gi < 0 {
+					b := bits.TrailingZeros64(word)
+					word &^= 1 << b
+					if g := wd*64 + b; len(li.groups[g].gpus) >= w.gpus && big(li.groups[g].node) {
+						gi = g
+					}
+				}
+				if gi >= 0 {
+					break
+				}
+			}
+		}
+		if gi < 0 {
 			break
 		}
 		slots := d.orderFree(mi, li.groups[gi].gpus)
@@ -468,4 +523,26 @@ func (d *decider) starved() int32 {
 // decided reports whether queued workspace wi has had its turn.
 func (d *decider) decided(wi int32) bool {
 	return d.decidedWS[wi]
+}
+
+// resources writes CPU and memory for a person: "16 CPUs and 64 GiB".
+func resources(cpu, mem int64) string {
+	var parts []string
+	if cpu > 0 {
+		if cpu%1000 == 0 {
+			parts = append(parts, plural(int(cpu/1000), "CPU"))
+		} else {
+			parts = append(parts, fmt.Sprintf("%dm CPU", cpu))
+		}
+	}
+	if mem > 0 {
+		parts = append(parts, fmt.Sprintf("%.4g GiB memory", float64(mem)/(1<<30)))
+	}
+	return strings.Join(parts, " and ")
+}
+
+// anyNodeBig reports whether some node's whole CPU and some node's whole
+// memory could hold one replica of w (a quick filter).
+func (d *decider) anyNodeBig(w *wsState) bool {
+	return w.cpu <= d.bigCPU && w.mem <= d.bigMem
 }

@@ -24,6 +24,7 @@ type wsState struct {
 	preemptible bool // tier and workspace both allow it
 
 	gpus, replicas int
+	cpu, mem       int64 // per replica; zero: not asked for
 	model          string
 	levels         []int // placement levels, preferred first
 
@@ -115,11 +116,21 @@ type decider struct {
 	// key: one GPU used for one aging interval (GPU-seconds).
 	stepCredit float64
 
-	c     *cluster
-	pool  []wsState // backing store of ws; never grows past its capacity
-	ws    []*wsState
-	projs []*projState
-	byRef map[schema.Ref]int32
+	c *cluster
+	// cpuFree and memFree are each node's allocatable CPU and memory not
+	// held by an allocation (stopping ones included); only meaningful
+	// where the node tracks it (Node.CPUMilli, MemoryBytes > 0).
+	cpuFree, memFree []int64
+	// relLeft: per (workspace, node), the CPU and memory its leaving
+	// allocations free that no start has claimed yet (once touched).
+	relLeft map[[2]int32][2]int64
+	// bigCPU, bigMem: the most any usable node has in all (MaxInt64: a
+	// node does not track it).
+	bigCPU, bigMem int64
+	pool           []wsState // backing store of ws; never grows past its capacity
+	ws             []*wsState
+	projs          []*projState
+	byRef          map[schema.Ref]int32
 
 	// gen changes whenever the cluster or a project's holdings change, so
 	// memoized failures are recomputed only when they could differ.
@@ -160,6 +171,7 @@ type decider struct {
 type shapeKey struct {
 	gen            int
 	gpus, replicas int
+	cpu, mem       int64 // per replica; zero: not asked for
 	model          string
 	nvlink, numa   schema.Constraint
 	tier           int
@@ -169,8 +181,10 @@ type shapeKey struct {
 }
 
 type undo struct {
-	slot      int32 // -1: a workspace change
+	slot      int32 // -1: a workspace change; -2: a node's free CPU and memory; -3: relLeft
 	owner     int32
+	node      int32
+	cpu, mem  int64
 	releasing bool
 	ws        int32
 	victim    bool
@@ -306,7 +320,8 @@ func newDecider(in Input) *decider {
 	levelsOf := map[schema.Topology][]int{} // shared, read-only
 	for i := range specs.Workspaces {
 		sw := &specs.Workspaces[i]
-		w := d.newWS(wsState{ref: sw.Ref(), spec: sw, proj: -1, gpus: sw.Spec.Resources.GPUs, replicas: max(sw.Spec.Replicas, 1), model: sw.Spec.Resources.GPUModel})
+		w := d.newWS(wsState{ref: sw.Ref(), spec: sw, proj: -1, gpus: sw.Spec.Resources.GPUs, replicas: max(sw.Spec.Replicas, 1), model: sw.Spec.Resources.GPUModel,
+			cpu: sw.Spec.Resources.CPUMilli, mem: sw.Spec.Resources.MemoryBytes})
 		if pi, ok := projIdx[w.ref.Project]; ok {
 			w.proj = pi
 			p := d.projs[pi]
@@ -365,6 +380,31 @@ func newDecider(in Input) *decider {
 			if si := d.c.slot(ni, id); si >= 0 {
 				d.c.setOwner(si, wi)
 			}
+		}
+	}
+	d.relLeft = map[[2]int32][2]int64{}
+	for _, n := range snap.Nodes {
+		if !n.Ready || !n.Eligible {
+			continue
+		}
+		cpu, mem := n.CPUMilli, n.MemoryBytes
+		if cpu == 0 {
+			cpu = math.MaxInt64
+		}
+		if mem == 0 {
+			mem = math.MaxInt64
+		}
+		d.bigCPU, d.bigMem = max(d.bigCPU, cpu), max(d.bigMem, mem)
+	}
+	d.cpuFree = make([]int64, len(snap.Nodes))
+	d.memFree = make([]int64, len(snap.Nodes))
+	for ni, n := range snap.Nodes {
+		d.cpuFree[ni], d.memFree[ni] = n.CPUMilli, n.MemoryBytes
+	}
+	for _, a := range snap.Allocs {
+		if ni := nodeIndex(snap.Nodes, a.Node); ni >= 0 {
+			d.cpuFree[ni] -= a.CPUMilli
+			d.memFree[ni] -= a.MemoryBytes
 		}
 	}
 	for wi, w := range d.ws {
@@ -455,6 +495,40 @@ func (d *decider) boundBy(w, g *wsState) bool {
 		return gq
 	}
 	return w.tier <= g.tier
+}
+
+// nodeIndex finds a node by name in nodes (sorted by name), or -1.
+func nodeIndex(nodes []state.Node, name string) int {
+	i := sort.Search(len(nodes), func(i int) bool { return nodes[i].Name >= name })
+	if i < len(nodes) && nodes[i].Name == name {
+		return i
+	}
+	return -1
+}
+
+// fitsNode reports whether node ni has the CPU and memory one replica of
+// w asks for, counting extra as freed (the allocations it waits for).
+func (d *decider) fitsNode(ni int, w *wsState, extraCPU, extraMem int64) bool {
+	n := &d.c.nodes[ni]
+	if n.CPUMilli > 0 && w.cpu > 0 && d.cpuFree[ni]+extraCPU < w.cpu {
+		return false
+	}
+	if n.MemoryBytes > 0 && w.mem > 0 && d.memFree[ni]+extraMem < w.mem {
+		return false
+	}
+	return true
+}
+
+// takeNode takes one replica's CPU and memory on node ni, first from
+// what the allocations it waits for free (extra), then from the free pool;
+// journaled.
+func (d *decider) takeNode(ni int, w *wsState, extraCPU, extraMem int64) {
+	if w.cpu == 0 && w.mem == 0 {
+		return
+	}
+	d.journal = append(d.journal, undo{slot: -2, node: int32(ni), cpu: d.cpuFree[ni], mem: d.memFree[ni]})
+	d.cpuFree[ni] -= max(w.cpu-extraCPU, 0)
+	d.memFree[ni] -= max(w.mem-extraMem, 0)
 }
 
 // newWS stores a workspace record in the pool and returns it.

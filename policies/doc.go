@@ -29,7 +29,9 @@
 //     started victims whose removal makes it fit on that node or domain,
 //     at most MaxVictims, none younger than MinRuntime); else wait with a
 //     reason, and the first that waits for capacity reserves the free GPUs
-//     it will need. Gangs place every replica or none.
+//     it will need. Gangs place every replica or none. A node that tracks
+//     CPU and memory (Node.CPUMilli, MemoryBytes) must also have what the
+//     replica asks for; a victim may be taken for its CPU or memory.
 //  4. Output sorted by Ref; Render prints it for people.
 //
 // Free GPUs are indexed per (GPU model, level) — node, NVLink domain,

@@ -128,8 +128,17 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 	// tightest fit.
 	for rank, l := range w.levels {
 		ci := d.avail[mi][l][0]
-		if gi := ci.bestFit(n); gi >= 0 {
-			return option{level: rank, group: gi, leftover: int(ci.count[gi]) - n}, true
+		groups := d.c.index[mi][l].groups
+		found := -1
+		ci.each(n, func(gi int) bool {
+			if d.fitsAfter(w, &groups[gi], nil) {
+				found = gi
+				return false
+			}
+			return true
+		})
+		if found >= 0 {
+			return option{level: rank, group: found, leftover: int(ci.count[found]) - n}, true
 		}
 	}
 	k := 0
@@ -161,7 +170,7 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 			}
 		}
 		weighed, scanned := 0, 0
-		for c := min(n-1, zero.maxK); c >= 0 && weighed < searchLimit && scanned < scanLimit; c-- {
+		for c := zero.maxK; c >= 0 && weighed < searchLimit && scanned < scanLimit; c-- {
 			zero.eachAt(c, func(gi int) bool {
 				scanned++
 				if int(ci.count[gi]) >= n {
@@ -228,10 +237,11 @@ func (d *decider) evalGroup(w *wsState, mi int, inQuota bool, budget, rank, l, g
 		return option{}, false
 	}
 	opt := option{level: rank, group: gi, leftover: free + rel - n}
-	if deficit <= 0 {
+	if deficit <= 0 && d.fitsAfter(w, g, nil) {
 		return opt, true
 	}
-	set, cost, ok := d.minSet(w, inQuota, cands, deficit, budget)
+	// Victims for the GPUs it lacks, or for the CPU and memory.
+	set, cost, ok := d.minSet(w, inQuota, g, cands, max(deficit, 0), budget)
 	if !ok {
 		return option{}, false
 	}
@@ -251,7 +261,7 @@ func (d *decider) evalGroup(w *wsState, mi int, inQuota bool, budget, rank, l, g
 // project borrowing are taken only while it still borrows; when no set of
 // the smallest size passes that, the next size is tried. The returned set
 // lives in a buffer the next call reuses.
-func (d *decider) minSet(w *wsState, inQuota bool, cands []cand, deficit, budget int) ([]int32, setCost, bool) {
+func (d *decider) minSet(w *wsState, inQuota bool, g *group, cands []cand, deficit, budget int) ([]int32, setCost, bool) {
 	// Insertion sorts: a node has a handful of candidates.
 	for i := 1; i < len(cands); i++ {
 		for j := i; j > 0 && d.victimBefore(cands[j].ws, cands[j-1].ws); j-- {
@@ -276,8 +286,10 @@ func (d *decider) minSet(w *wsState, inQuota bool, cands []cand, deficit, budget
 	if sum < deficit {
 		return nil, setCost{}, false
 	}
+	// With GPUs enough, victims are wanted for CPU or memory only.
+	k = max(k, 1)
 	for ; k <= min(budget, len(cands)); k++ {
-		if set, cost, ok := d.bestOfSize(w, inQuota, cands, deficit, k); ok {
+		if set, cost, ok := d.bestOfSize(w, inQuota, g, cands, deficit, k); ok {
 			return set, cost, true
 		}
 	}
@@ -286,7 +298,7 @@ func (d *decider) minSet(w *wsState, inQuota bool, cands []cand, deficit, budget
 
 // bestOfSize returns the cheapest set of k candidates that frees deficit
 // GPUs and takes only borrowed GPUs where its right needs that.
-func (d *decider) bestOfSize(w *wsState, inQuota bool, cands []cand, deficit, k int) ([]int32, setCost, bool) {
+func (d *decider) bestOfSize(w *wsState, inQuota bool, g *group, cands []cand, deficit, k int) ([]int32, setCost, bool) {
 	var bestCost setCost
 	found := false
 	idx := d.bufIdx[:0]
@@ -303,7 +315,7 @@ func (d *decider) bestOfSize(w *wsState, inQuota bool, cands []cand, deficit, k 
 			set[i] = cands[j].ws
 			got += cands[j].count
 		}
-		if got >= deficit && d.borrowedOK(w, inQuota, set) {
+		if got >= deficit && d.borrowedOK(w, inQuota, set) && d.fitsAfter(w, g, set) {
 			c := d.cost(set)
 			if !found || c.less(bestCost) {
 				best, bestCost, found = append(best[:0], set...), c, true
@@ -392,13 +404,109 @@ func (d *decider) applyOption(wi int32, w *wsState, r int, opt option, waitFor m
 	picked = append(picked, old...)
 	picked = append(picked, fresh...)
 	picked = picked[:w.gpus]
+	// It waits for every victim (one taken for CPU or memory may keep
+	// its GPUs free) and for the owners of the GPUs it takes.
+	owners := append([]int32(nil), opt.victims...)
+	for _, v := range opt.victims {
+		waitFor[v] = true
+	}
 	for _, si := range picked {
 		if o := d.c.slots[si].owner; o >= 0 {
 			waitFor[o] = true
+			if !containsSlot(owners, o) {
+				owners = append(owners, o)
+			}
 		}
 		d.setOwner(si, wi, false)
 	}
+	// CPU and memory: first what the owners it waits for free, then the
+	// node's free pool, then what other leaving workspaces in the group
+	// free (it waits for those too).
+	ni := int(g.node)
+	n := &d.c.nodes[ni]
+	needCPU, needMem := w.cpu, w.mem
+	if n.CPUMilli <= 0 {
+		needCPU = 0
+	}
+	if n.MemoryBytes <= 0 {
+		needMem = 0
+	}
+	claim := func(o int32) {
+		c, m := d.freedOn(o, ni)
+		tc, tm := min(c, needCPU), min(m, needMem)
+		if tc > 0 || tm > 0 {
+			d.claimFreed(o, ni, tc, tm)
+		}
+		needCPU, needMem = needCPU-tc, needMem-tm
+	}
+	for _, o := range owners {
+		claim(o)
+	}
+	for _, si := range g.gpus {
+		if needCPU <= max(d.cpuFree[ni], 0) && needMem <= max(d.memFree[ni], 0) {
+			break
+		}
+		if o := d.c.slots[si].owner; o >= 0 && d.c.slots[si].releasing && !waitFor[o] {
+			waitFor[o] = true
+			claim(o)
+		}
+	}
+	d.takeNode(ni, &wsState{cpu: needCPU, mem: needMem}, 0, 0)
 	return d.placement(r, picked)
+}
+
+// freedOn returns the CPU and memory workspace o's allocations on node ni
+// will free that no start of this decision has claimed yet.
+func (d *decider) freedOn(o int32, ni int) (cpu, mem int64) {
+	if r, ok := d.relLeft[[2]int32{o, int32(ni)}]; ok {
+		return r[0], r[1]
+	}
+	name := d.c.nodes[ni].Name
+	for _, a := range d.ws[o].allocs {
+		if a.Node == name {
+			cpu += a.CPUMilli
+			mem += a.MemoryBytes
+		}
+	}
+	return cpu, mem
+}
+
+// claimFreed records that a start claimed cpu and mem of what o frees on
+// node ni; journaled.
+func (d *decider) claimFreed(o int32, ni int, cpu, mem int64) {
+	key := [2]int32{o, int32(ni)}
+	c, m := d.freedOn(o, ni)
+	old, had := d.relLeft[key]
+	d.journal = append(d.journal, undo{slot: -3, owner: o, node: int32(ni), cpu: old[0], mem: old[1], victim: had})
+	d.relLeft[key] = [2]int64{c - cpu, m - mem}
+}
+
+// fitsAfter reports whether group g's node has the CPU and memory for one
+// replica of w once the workspaces releasing GPUs in g and the victims in
+// set are gone (an estimate: it counts every releasing owner in g).
+func (d *decider) fitsAfter(w *wsState, g *group, set []int32) bool {
+	if w.cpu == 0 && w.mem == 0 {
+		return true
+	}
+	ni := int(g.node)
+	var cpu, mem int64
+	seen := map[int32]bool{}
+	add := func(o int32) {
+		if !seen[o] {
+			seen[o] = true
+			c, m := d.freedOn(o, ni)
+			cpu, mem = cpu+c, mem+m
+		}
+	}
+	for _, si := range g.gpus {
+		if s := &d.c.slots[si]; s.owner >= 0 && s.releasing {
+			add(s.owner)
+		}
+	}
+	for _, v := range set {
+		add(v)
+	}
+	return d.fitsNode(ni, w, cpu, mem)
 }
 
 func containsSlot(s []int32, x int32) bool {
