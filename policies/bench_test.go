@@ -166,25 +166,32 @@ func benchInput(s benchSize) Input {
 // After each size it logs the growth against the previous size next to
 // the growth of n log n (n = pending + GPUs); the cost must grow no faster.
 func BenchmarkDecide(b *testing.B) {
-	var prev, prevN float64
+	var prev, prevAllocs, prevN float64
 	for i, s := range allBenchSizes() {
 		if i == len(benchSizes) {
 			prev = 0
 		}
 		in := benchInput(s)
-		var perOp float64
+		var perOp, allocsPerOp float64
 		b.Run(s.String(), func(b *testing.B) {
 			b.ReportAllocs()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
 			for b.Loop() {
 				Decide(in)
 			}
+			runtime.ReadMemStats(&after)
 			perOp = float64(b.Elapsed()) / float64(b.N)
+			allocsPerOp = float64(after.Mallocs-before.Mallocs) / float64(b.N)
 		})
 		n := float64(s.pending + s.gpus)
 		if prev > 0 && perOp > 0 {
-			fmt.Printf("growth %s: ×%.1f time per decision for ×%.1f n log n\n", s, perOp/prev, n*math.Log2(n)/(prevN*math.Log2(prevN)))
+			// Time is noisy on a shared machine; allocations count work
+			// and do not depend on the neighbours.
+			fmt.Printf("growth %s: ×%.1f time, ×%.1f allocations per decision, for ×%.1f n log n\n",
+				s, perOp/prev, allocsPerOp/prevAllocs, n*math.Log2(n)/(prevN*math.Log2(prevN)))
 		}
-		prev, prevN = perOp, n
+		prev, prevAllocs, prevN = perOp, allocsPerOp, n
 	}
 }
 
