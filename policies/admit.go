@@ -13,7 +13,7 @@ import (
 // admit decides one queued workspace: start on free GPUs, start after
 // preempting, or wait with a reason.
 func (d *decider) admit(w *wsState) {
-	wi := d.byRef[w.ref]
+	wi := w.idx
 	d.decidedWS[wi] = true
 	p := d.projs[w.proj]
 	need := w.gpus * w.replicas

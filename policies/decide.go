@@ -14,6 +14,7 @@ import (
 // wsState is Decide's working record of one workspace: in the specs, or
 // holding GPUs without being in them.
 type wsState struct {
+	idx  int32 // index in decider.ws
 	ref  schema.Ref
 	spec *schema.Workspace // nil: not in the specs
 	proj int               // index into decider.projs; -1: unknown project
@@ -541,6 +542,7 @@ func (d *decider) add(w *wsState) int32 {
 	wi := int32(len(d.ws))
 	d.ws = append(d.ws, w)
 	d.byRef[w.ref] = wi
+	w.idx = wi
 	return wi
 }
 
