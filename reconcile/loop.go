@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -46,6 +47,10 @@ type Revision struct {
 	ID   string
 	FS   fs.FS
 	Root string
+	// Problems, when not empty, make the revision invalid before its
+	// files are read (the git source: an unsigned commit, a missing
+	// --path); it is refused like one that fails validation.
+	Problems []string
 }
 
 // LoadFunc turns a revision's files into a validated Set. A nil Set with
@@ -93,6 +98,16 @@ type Config struct {
 	// BackoffMin and BackoffMax bound the wait after a failed cycle; it
 	// doubles from min to max (defaults 1s and 1m).
 	BackoffMin, BackoffMax time.Duration
+
+	// PruneDelay is how long a workspace must stay out of the specs before
+	// its job is purged (default DefaultPruneDelay); until then it is only
+	// stopped, and a revert brings it back with what it saved.
+	PruneDelay time.Duration
+	// AllowMassPrune applies revisions that stop or remove many managed
+	// workspaces at once (CheckMassPrune); without it they are refused.
+	AllowMassPrune bool
+	// Routes, when set, adds routes to the HTTP API (the git webhook).
+	Routes func(mux *http.ServeMux)
 }
 
 // Loop keeps a cluster matching the specs. Once is one cycle; Run calls
@@ -112,6 +127,7 @@ type Loop struct {
 	rejected  map[schema.Ref]rejection
 	projects  []ProjectStatus
 	last      *CycleStatus
+	absent    map[schema.Ref]*absence
 }
 
 // New checks cfg and fills its defaults.
@@ -145,6 +161,7 @@ func New(cfg Config) (*Loop, error) {
 	def(&cfg.Settle, time.Second)
 	def(&cfg.BackoffMin, time.Second)
 	def(&cfg.BackoffMax, time.Minute)
+	def(&cfg.PruneDelay, DefaultPruneDelay)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -250,6 +267,9 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("read specs: %w", err)
 	}
 	// 2. Load and validate; keep the last good revision on problems.
+	l.mu.Lock()
+	prev, prevRev := l.good, l.goodRev
+	l.mu.Unlock()
 	set, err := l.load(rev)
 	if err != nil {
 		return res, err
@@ -272,6 +292,22 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 	}
 	now := snap.ObservedAt
 	res.ObservedAt = now
+
+	// 3b. Deletion safety: a new revision that would stop or remove too
+	// many workspaces at once is refused; the previous one stays.
+	if set != prev && set.Revision == rev.ID {
+		set = l.admit(prev, prevRev, set, &snap)
+		l.mu.Lock()
+		if l.attempted != nil {
+			a := *l.attempted
+			res.Refused = &a
+		}
+		l.mu.Unlock()
+		if set == nil {
+			return res, &StalledError{Revision: rev.ID, Problems: res.Refused.Errors}
+		}
+		res.Revision = set.Revision
+	}
 
 	// 4. History.
 	hist, err := l.cfg.Store.LoadHistory(ctx)
@@ -308,6 +344,9 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 			res.Settling = true
 		}
 	}
+	if err := l.prune(ctx, set, &snap, now); err != nil && applyErr == nil {
+		applyErr = err
+	}
 	if err := l.cfg.Store.SaveHistory(ctx, hist); err != nil {
 		return res, errors.Join(applyErr, fmt.Errorf("save history: %w", err))
 	}
@@ -327,7 +366,14 @@ func (l *Loop) load(rev Revision) (*schema.Set, error) {
 	if attempted != nil && attempted.ID == rev.ID {
 		return good, nil // refused already; it has not changed
 	}
-	set, problems, err := l.cfg.Load(rev.FS, rev.Root)
+	var (
+		set      *schema.Set
+		problems = slices.Clone(rev.Problems)
+		err      error
+	)
+	if len(problems) == 0 {
+		set, problems, err = l.cfg.Load(rev.FS, rev.Root)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("load revision %s: %w", rev.ID, err)
 	}

@@ -39,6 +39,9 @@ func (l *Loop) Handler() http.Handler {
 		w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{}))
+	if l.cfg.Routes != nil {
+		l.cfg.Routes(mux)
+	}
 	return mux
 }
 
