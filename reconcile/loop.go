@@ -744,6 +744,7 @@ func (l *Loop) Status() Status {
 		c := *l.last
 		s.LastReconcile = &c
 	}
+	s.Source = l.sourceStatus()
 	for _, ref := range slices.SortedFunc(maps.Keys(l.records), func(a, b schema.Ref) int {
 		if a.Less(b) {
 			return -1
