@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -395,6 +397,8 @@ func verifyCommit(c *object.Commit, keyring string) string {
 	return ""
 }
 
+var errNoDir = errors.New("no such directory")
+
 // treeFS copies the files of commit under dir into memory.
 func treeFS(c *object.Commit, dir string) (fstest.MapFS, error) {
 	tree, err := c.Tree()
@@ -405,7 +409,7 @@ func treeFS(c *object.Commit, dir string) (fstest.MapFS, error) {
 	if dir != "" {
 		tree, err = tree.Tree(dir)
 		if err != nil {
-			return nil, fmt.Errorf("commit %s has no directory %q (--path)", short(c.Hash), dir)
+			return nil, fmt.Errorf("commit %s has no directory %q (--path): %w", short(c.Hash), dir, errNoDir)
 		}
 	}
 	fsys := fstest.MapFS{}
@@ -462,4 +466,56 @@ func (l *Loop) sourceStatus() *SourceStatus {
 		st.LastAttemptErrors = append(st.LastAttemptErrors, st.FetchError)
 	}
 	return &st
+}
+
+// GitRevisionFS returns the files of dir, a directory inside a git
+// working tree, as they are at ref (a branch, tag, commit or an
+// expression such as origin/main or HEAD~1), and the commit's short hash.
+// Hidden entries are left out, as DirSource leaves them out.
+func GitRevisionFS(dir, ref string) (fs.FS, string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	repo, err := git.PlainOpenWithOptions(abs, &git.PlainOpenOptions{DetectDotGit: true})
+	if err != nil {
+		return nil, "", fmt.Errorf("open git repository at %s: %w", dir, err)
+	}
+	wt, err := repo.Worktree()
+	if err != nil {
+		return nil, "", fmt.Errorf("git repository at %s: %w", dir, err)
+	}
+	root, err := filepath.EvalSymlinks(wt.Filesystem.Root())
+	if err != nil {
+		return nil, "", err
+	}
+	if a, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = a
+	}
+	rel, err := filepath.Rel(root, abs)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return nil, "", fmt.Errorf("%s is not inside the git working tree %s", dir, root)
+	}
+	h, err := repo.ResolveRevision(plumbing.Revision(ref))
+	if err != nil {
+		return nil, "", fmt.Errorf("git revision %q: %w", ref, err)
+	}
+	c, err := repo.CommitObject(*h)
+	if err != nil {
+		return nil, "", fmt.Errorf("git revision %q: %w", ref, err)
+	}
+	fsys, err := treeFS(c, filepath.ToSlash(rel))
+	if errors.Is(err, errNoDir) {
+		return fstest.MapFS{}, short(c.Hash), nil // the specs are new since ref
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	return fsys, short(c.Hash), nil
+}
+
+// InGitWorkTree reports whether dir is inside a git working tree.
+func InGitWorkTree(dir string) bool {
+	_, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
+	return err == nil
 }
