@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing/fstest"
 	"time"
 
@@ -68,11 +69,18 @@ type GitSource struct {
 	Logger     *slog.Logger
 	// Now is the clock of the status times (default time.Now).
 	Now func() time.Time
+	// FetchEvery, when positive, is the least time between fetches: a
+	// Read sooner than that after the last fetch serves what it has (the
+	// loop cycles every second while workspaces settle), unless Poke was
+	// called since. Zero fetches on every Read.
+	FetchEvery time.Duration
 
-	read sync.Mutex // one Read at a time; guards repo, head, rev
-	repo *git.Repository
-	head plumbing.Hash
-	rev  Revision
+	read      sync.Mutex // one Read at a time; guards repo, head, rev, lastFetch
+	repo      *git.Repository
+	head      plumbing.Hash
+	rev       Revision
+	lastFetch time.Time
+	poked     atomic.Bool
 
 	mu     sync.Mutex // guards what the status reads, never held over I/O
 	branch string
@@ -126,6 +134,10 @@ func (s *GitSource) SourceStatus() SourceStatus {
 	return st
 }
 
+// Poke makes the next Read fetch whatever FetchEvery says (the webhook
+// calls it).
+func (s *GitSource) Poke() { s.poked.Store(true) }
+
 // fullRevision names a short ID as BRANCH@sha1:HASH when the source saw it.
 func (s *GitSource) fullRevision(id string) string {
 	s.mu.Lock()
@@ -163,7 +175,13 @@ func (s *GitSource) Read(ctx context.Context) (Revision, error) {
 	if s.Auth.InsecureIgnoreHostKey && isSSHURL(s.URL) {
 		log.Warn("git host key checking is OFF (--git-insecure-skip-host-key-check): anyone between berth and " + RedactURL(s.URL) + " can serve it specs")
 	}
-	// 1. Clone once, fetch after.
+	// 1. Clone once, fetch after (not more often than FetchEvery unless
+	// poked).
+	poked := s.poked.Swap(false)
+	if s.repo != nil && s.rev.FS != nil && s.FetchEvery > 0 && !poked && now().Sub(s.lastFetch) < s.FetchEvery {
+		return s.rev, nil
+	}
+	s.lastFetch = now()
 	if err := s.fetch(ctx); err != nil {
 		s.mu.Lock()
 		s.status.FetchError = err.Error()

@@ -307,3 +307,20 @@ func TestLoopOverGit(t *testing.T) {
 		}
 	}
 }
+
+func TestGitSourceFetchEveryAndPoke(t *testing.T) {
+	r := newTestRepo(t)
+	c1 := r.commit("one", map[string]string{"tiers.yaml": gitTiers}, nil)
+	src := &GitSource{URL: r.url(), FetchEvery: time.Hour}
+	if rev, _ := src.Read(t.Context()); rev.ID != c1.String()[:12] {
+		t.Fatalf("first read %s", rev.ID)
+	}
+	c2 := r.commit("two", map[string]string{"a.yaml": gitWorkspace("a")}, nil)
+	if rev, _ := src.Read(t.Context()); rev.ID != c1.String()[:12] {
+		t.Errorf("fetched again within FetchEvery: %s", rev.ID)
+	}
+	src.Poke()
+	if rev, _ := src.Read(t.Context()); rev.ID != c2.String()[:12] {
+		t.Errorf("a poke did not fetch: %s, want %s", rev.ID, c2)
+	}
+}

@@ -81,14 +81,18 @@ func TestWebhookAppliesWithinASecond(t *testing.T) {
 	c := sim.New(*spec, sim.NewScaledClock(1))
 	changes := make(chan struct{}, 1)
 	secret := []byte("hook-secret")
+	src := &GitSource{URL: r.url(), FetchEvery: time.Hour}
 	hook := &Webhook{Secret: secret, Trigger: func() {
+		src.Poke()
 		select {
 		case changes <- struct{}{}:
 		default:
 		}
 	}}
-	l, err := New(Config{Source: &GitSource{URL: r.url()}, Cluster: c, Store: c, Routes: hook.Routes,
-		Interval: time.Hour, Debounce: 10 * time.Millisecond, Settle: time.Hour})
+	// Settle is short, as in berth reconcile: cycles come often, but the
+	// source fetches only when poked (or hourly).
+	l, err := New(Config{Source: src, Cluster: c, Store: c, Routes: hook.Routes,
+		Interval: time.Hour, Debounce: 10 * time.Millisecond, Settle: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

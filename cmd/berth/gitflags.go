@@ -60,7 +60,7 @@ type openedSource struct {
 
 // open returns the source --source names: a git URL is cloned; anything
 // else is a local directory (a git working tree too), watched.
-func (f *sourceFlags) open(source string, log *slog.Logger) (*openedSource, error) {
+func (f *sourceFlags) open(source string, interval time.Duration, log *slog.Logger) (*openedSource, error) {
 	if !reconcile.IsGitURL(source) {
 		dir := source
 		if f.path != "" {
@@ -84,7 +84,7 @@ func (f *sourceFlags) open(source string, log *slog.Logger) (*openedSource, erro
 	if auth.SSHKeyPassphrase, err = secret(f.sshPassphraseFile, envGitSSHPassphrase); err != nil {
 		return nil, err
 	}
-	src := &reconcile.GitSource{URL: source, Branch: f.branch, Path: f.path, Auth: auth, Logger: log}
+	src := &reconcile.GitSource{URL: source, Branch: f.branch, Path: f.path, Auth: auth, Logger: log, FetchEvery: interval}
 	if f.verifyKeys != "" {
 		b, err := os.ReadFile(f.verifyKeys)
 		if err != nil {
@@ -98,14 +98,15 @@ func (f *sourceFlags) open(source string, log *slog.Logger) (*openedSource, erro
 // webhook returns the webhook for a git source, nil for a directory or
 // when no secret is configured.
 func (f *sourceFlags) webhook(src *openedSource, log *slog.Logger, trigger func()) (*reconcile.Webhook, error) {
-	if _, ok := src.Source.(*reconcile.GitSource); !ok {
+	gs, ok := src.Source.(*reconcile.GitSource)
+	if !ok {
 		return nil, nil
 	}
 	s, err := secret(f.webhookSecretFile, envWebhookSecret)
 	if err != nil || s == "" {
 		return nil, err
 	}
-	return &reconcile.Webhook{Secret: []byte(s), Trigger: trigger, Logger: log}, nil
+	return &reconcile.Webhook{Secret: []byte(s), Trigger: func() { gs.Poke(); trigger() }, Logger: log}, nil
 }
 
 // secret reads a secret from file, else from the environment variable;

@@ -68,7 +68,7 @@ would stop or remove many workspaces at once is refused unless allowed.
 			if c.Close != nil {
 				defer c.Close()
 			}
-			src, err := sf.open(f.source, log)
+			src, err := sf.open(f.source, interval, log)
 			if err != nil {
 				return err
 			}
