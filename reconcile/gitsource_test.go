@@ -3,6 +3,8 @@ package reconcile
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/pem"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -20,6 +22,7 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"golang.org/x/crypto/ssh"
 )
 
 // testRepo is a git repository in a temporary directory, written with
@@ -322,5 +325,57 @@ func TestGitSourceFetchEveryAndPoke(t *testing.T) {
 	src.Poke()
 	if rev, _ := src.Read(t.Context()); rev.ID != c2.String()[:12] {
 		t.Errorf("a poke did not fetch: %s, want %s", rev.ID, c2)
+	}
+}
+
+func TestGitSourceSSHAuth(t *testing.T) {
+	_, priv, _ := ed25519.GenerateKey(nil)
+	const passphrase = "correct horse battery"
+	block, err := ssh.MarshalPrivateKeyWithPassphrase(priv, "", []byte(passphrase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := pem.EncodeToMemory(block)
+	// Port 1 on localhost refuses at once: every test fails before talking.
+	const url = "ssh://git@127.0.0.1:1/org/specs.git"
+
+	// Host keys are checked by default: a known_hosts file that is not
+	// there is an error that says what to do.
+	src := &GitSource{URL: url, Auth: GitAuth{SSHKey: key, SSHKeyPassphrase: passphrase, KnownHosts: filepath.Join(t.TempDir(), "known_hosts")}}
+	_, err = src.Read(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "--git-known-hosts") {
+		t.Errorf("missing known_hosts: %v", err)
+	}
+	// A wrong passphrase is reported without the passphrase.
+	src = &GitSource{URL: url, Auth: GitAuth{SSHKey: key, SSHKeyPassphrase: "wrong passphrase", InsecureIgnoreHostKey: true}}
+	_, err = src.Read(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "ssh key") || strings.Contains(err.Error(), "wrong passphrase") {
+		t.Errorf("wrong passphrase: %v", err)
+	}
+	// Turning host key checks off warns on every fetch.
+	var logs bytes.Buffer
+	src = &GitSource{URL: "git@127.0.0.1:org/specs.git", Auth: GitAuth{SSHKey: key, SSHKeyPassphrase: passphrase, InsecureIgnoreHostKey: true},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	src.Read(t.Context())
+	src.Read(t.Context())
+	if n := strings.Count(logs.String(), "host key checking is OFF"); n != 2 {
+		t.Errorf("%d warnings over 2 fetches, want 2:\n%s", n, logs.String())
+	}
+	if strings.Contains(logs.String(), passphrase) || strings.Contains(logs.String(), "PRIVATE KEY") {
+		t.Errorf("the logs show the key or its passphrase")
+	}
+}
+
+func TestIsGitURL(t *testing.T) {
+	for src, want := range map[string]bool{
+		"https://github.com/org/specs.git": true, "ssh://git@host/org/specs.git": true, "git@github.com:org/specs.git": true,
+		"file:///srv/specs": true, "./specs": false, "/srv/specs": false, "specs": false, "C:/specs": false,
+	} {
+		if got := IsGitURL(src); got != want {
+			t.Errorf("IsGitURL(%q) = %v, want %v", src, got, want)
+		}
+	}
+	if got := RedactURL("https://bot:tok3n@host/org/r.git"); got != "https://bot:***@host/org/r.git" {
+		t.Errorf("RedactURL: %s", got)
 	}
 }
