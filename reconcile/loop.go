@@ -123,11 +123,11 @@ type Loop struct {
 	good      *schema.Set
 	goodRev   *RevisionStatus
 	attempted *RevisionStatus
+	absent    map[schema.Ref]*absence // workspaces out of the specs (prune.go)
 	records   map[schema.Ref]*record
 	rejected  map[schema.Ref]rejection
 	projects  []ProjectStatus
 	last      *CycleStatus
-	absent    map[schema.Ref]*absence
 }
 
 // New checks cfg and fills its defaults.

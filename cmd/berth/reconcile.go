@@ -38,16 +38,16 @@ them, observes the cluster, decides who runs where, and applies the
 difference; again whenever a file changes and every --interval. An invalid
 revision is never applied: the last good one stays in force.
 
-Each workspace transition is logged as one line. The status is served on
---listen: /api/v1/status, /api/v1/workspaces/PROJECT/NAME, /healthz,
-/metrics. Ctrl-C stops it.
-
 --source is a directory (watched for changes) or a git URL (https://…,
 ssh://…, git@host:org/repo.git, file://…), cloned with its full history
 and fetched every --interval, or at once on a signed POST to
 /api/v1/hooks/git (--webhook-secret-file). A workspace removed from the
 specs is stopped, and purged only after --prune-delay; a revision that
 would stop or remove many workspaces at once is refused unless allowed.
+
+Each workspace transition is logged as one line. The status is served on
+--listen: /api/v1/status, /api/v1/workspaces/PROJECT/NAME, /healthz,
+/metrics. Ctrl-C stops it.
 
 ` + clusterHelp(),
 		Args: cobra.NoArgs,
@@ -72,6 +72,7 @@ would stop or remove many workspaces at once is refused unless allowed.
 			if err != nil {
 				return err
 			}
+			f.source = src.Name // from here on, without a password in its URL
 			hookCh, trigger := triggerChan()
 			hook, err := sf.webhook(src, log, trigger)
 			if err != nil {
@@ -119,7 +120,7 @@ would stop or remove many workspaces at once is refused unless allowed.
 			if c.Watch != nil {
 				changes = mergeChanges(ctx, changes, c.Watch(ctx))
 			}
-			log.Info("berth reconciling", "source", src.Name, "cluster", c.Name, "status", addr+"/api/v1/status")
+			log.Info("berth reconciling", "source", f.source, "cluster", c.Name, "status", addr+"/api/v1/status")
 			runErr := loop.Run(ctx, changes)
 			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
