@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -131,4 +132,43 @@ func triggerChan() (chan struct{}, func()) {
 		default:
 		}
 	}
+}
+
+// printSource writes what berth status says of a git source: where, the
+// revision applied and the newest seen, a failed fetch, force-pushes.
+func printSource(w io.Writer, s *reconcile.SourceStatus) {
+	if s == nil {
+		return
+	}
+	where := s.URL
+	if s.Branch != "" {
+		where += " branch " + s.Branch
+	}
+	if s.Path != "" {
+		where += " path " + s.Path
+	}
+	fmt.Fprintf(w, "Source:    %s %s", s.Kind, where)
+	if !s.LastFetchedAt.IsZero() {
+		fmt.Fprintf(w, " (fetched %s)", s.LastFetchedAt.UTC().Format("15:04:05"))
+	}
+	fmt.Fprintln(w)
+	if s.LastAppliedRevision != "" {
+		fmt.Fprintf(w, "Applied:   %s\n", s.LastAppliedRevision)
+	}
+	if s.LastAttemptedRevision != "" && s.LastAttemptedRevision != s.LastAppliedRevision {
+		fmt.Fprintf(w, "Attempted: %s\n", s.LastAttemptedRevision)
+	}
+	if s.FetchError != "" {
+		fmt.Fprintf(w, "Fetch failed: %s\n", s.FetchError)
+	}
+	for _, fp := range s.ForcePushes {
+		fmt.Fprintf(w, "Force-push: %s → %s at %s\n", shortHash(fp.From), shortHash(fp.To), fp.At.UTC().Format(time.RFC3339))
+	}
+}
+
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
 }
