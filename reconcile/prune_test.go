@@ -3,6 +3,7 @@ package reconcile
 import (
 	"strings"
 	"testing"
+	"testing/fstest"
 	"testing/synctest"
 	"time"
 
@@ -252,4 +253,29 @@ func countKind(as []state.Action, k state.ActionKind) int {
 		}
 	}
 	return n
+}
+
+// The annotation is read from the SchedulingPolicy as the loader gives it.
+func TestMassPruneAnnotationFromYAML(t *testing.T) {
+	fsys := fstest.MapFS{"specs.yaml": {Data: []byte(`apiVersion: berth.dev/v1
+kind: PriorityTier
+metadata: {name: medium}
+spec: {value: 50}
+---
+apiVersion: berth.dev/v1
+kind: SchedulingPolicy
+metadata:
+  name: default
+  annotations:
+    berth.dev/allow-mass-prune: "true"
+spec: {}
+`)}}
+	set, problems, err := LoadSpecs(fsys, ".")
+	if err != nil || set == nil {
+		t.Fatalf("%v %v", problems, err)
+	}
+	m := CheckMassPrune(withWorkspaces(fiveRunning()...), set, nil, false)
+	if !m.Mass() || m.Refused() {
+		t.Errorf("%+v: want a mass prune, allowed by the annotation", m)
+	}
 }

@@ -118,10 +118,18 @@ func runPlan(cmd *cobra.Command, args []string, o planOptions) error {
 			return &exitError{Code: exitFailure, Err: fmt.Errorf("--base %s: %w", o.base, err)}
 		}
 		in.Base, err = loadPlanSpecs(cmd.ErrOrStderr(), dir+" at "+o.base, fsys, id)
+		var ee *exitError
+		if errors.As(err, &ee) && ee.Err == nil {
+			// The base is invalid: plan without spec changes.
+			fmt.Fprintf(cmd.ErrOrStderr(), "planning without spec changes against %s\n", o.base)
+			in.Base, err = nil, nil
+		}
 		if err != nil {
 			return err
 		}
-		in.BaseName = o.base + "@" + id
+		if in.Base != nil {
+			in.BaseName = o.base + "@" + id
+		}
 	}
 
 	// 3. The cluster, observed once, read-only.
@@ -144,6 +152,7 @@ func runPlan(cmd *cobra.Command, args []string, o planOptions) error {
 
 	// 4. Report.
 	r := reconcile.NewReport(in)
+	r.Warnings = append(r.Warnings, doc.Notes...)
 	out := cmd.OutOrStdout()
 	switch o.output {
 	case "text":

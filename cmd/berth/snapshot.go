@@ -31,6 +31,9 @@ type snapshotDoc struct {
 	// NativePreemption lists the Nomad schedulers with native preemption
 	// on ("batch", "service").
 	NativePreemption []string `json:"nativePreemption,omitempty"`
+	// Notes are what could not be observed (the scheduler configuration
+	// without operator:read), as sentences.
+	Notes []string `json:"notes,omitempty"`
 }
 
 func newSnapshotCmd() *cobra.Command {
@@ -106,7 +109,8 @@ func observeDoc(ctx context.Context, c *openedCluster) (*snapshotDoc, error) {
 	if d, ok := c.Cluster.(*nomad.Driver); ok {
 		rep, err := d.Scheduler(ctx)
 		if err != nil {
-			return nil, err
+			doc.Notes = append(doc.Notes, "could not read Nomad's scheduler configuration, so native preemption is not checked: "+err.Error())
+			return doc, nil
 		}
 		if rep.Config.PreemptionConfig.BatchSchedulerEnabled {
 			doc.NativePreemption = append(doc.NativePreemption, "batch")
