@@ -106,6 +106,9 @@ type Config struct {
 	// AllowMassPrune applies revisions that stop or remove many managed
 	// workspaces at once (CheckMassPrune); without it they are refused.
 	AllowMassPrune bool
+	// MassPrunePercent and MassPruneMin are the mass-prune threshold
+	// (defaults 25 and 3: more than 25% and more than 3 workspaces).
+	MassPrunePercent, MassPruneMin int
 	// Routes, when set, adds routes to the HTTP API (the git webhook).
 	Routes func(mux *http.ServeMux)
 }

@@ -102,6 +102,9 @@ type PlanInput struct {
 	History            *state.History
 	// AllowMassPrune is berth reconcile's --allow-mass-prune.
 	AllowMassPrune bool
+	// MassPrune is berth reconcile's threshold (PruneGuard; Allow is
+	// AllowMassPrune).
+	MassPrunePercent, MassPruneMin int
 	// PruneDelay is berth reconcile's --prune-delay (default 24h).
 	PruneDelay time.Duration
 	// NativePreemption lists the Nomad schedulers ("batch", "service")
@@ -217,7 +220,7 @@ func NewReport(in PlanInput) Report {
 	}
 
 	// 3. Warnings.
-	r.MassPrune = CheckMassPrune(in.Base, in.Head, snap, in.AllowMassPrune)
+	r.MassPrune = CheckMassPrune(in.Base, in.Head, snap, PruneGuard{Percent: in.MassPrunePercent, Min: in.MassPruneMin, Allow: in.AllowMassPrune})
 	if r.MassPrune.Refused() {
 		r.Warnings = append(r.Warnings, "berth reconcile will refuse this revision: "+r.MassPrune.Problem())
 	} else if r.MassPrune.Mass() {

@@ -19,6 +19,24 @@ const AllowMassPruneAnnotation = "berth.dev/allow-mass-prune"
 // before its job is purged.
 const DefaultPruneDelay = 24 * time.Hour
 
+// PruneGuard is the mass-prune threshold: a revision is refused when it
+// stops or removes more than Percent% and more than Min of the managed
+// workspaces (defaults 25 and 3), unless Allow.
+type PruneGuard struct {
+	Percent, Min int
+	Allow        bool
+}
+
+func (g PruneGuard) withDefaults() PruneGuard {
+	if g.Percent <= 0 {
+		g.Percent = 25
+	}
+	if g.Min <= 0 {
+		g.Min = 3
+	}
+	return g
+}
+
 // MassPrune is what a revision would stop or remove, against what berth
 // manages now.
 type MassPrune struct {
@@ -32,13 +50,16 @@ type MassPrune struct {
 	Empty bool `json:"empty,omitempty"`
 	// Allowed: the flag or the policy annotation allows it.
 	Allowed bool `json:"allowed,omitempty"`
+	// Percent and Min are the threshold it was checked against.
+	Percent int `json:"percent"`
+	Min     int `json:"min"`
 }
 
-// Mass reports whether it crosses the threshold: more than 25% and more
-// than 3 of the managed workspaces, or no specs at all.
+// Mass reports whether it crosses the threshold: more than Percent% and
+// more than Min of the managed workspaces, or no specs at all.
 func (m MassPrune) Mass() bool {
 	n := len(m.Affected)
-	return m.Empty || (n > 3 && 4*n > m.Managed)
+	return m.Empty || (n > m.Min && 100*n > m.Percent*m.Managed)
 }
 
 // Refused reports whether the revision must not be applied.
@@ -53,14 +74,15 @@ func (m MassPrune) Problem() string {
 	for i, r := range m.Affected {
 		names[i] = r.String()
 	}
-	return fmt.Sprintf("mass prune refused: the revision would stop or remove %d of %d managed workspaces (%s); allow it with --allow-mass-prune or the %s: \"true\" annotation on the SchedulingPolicy",
-		len(m.Affected), m.Managed, strings.Join(names, ", "), AllowMassPruneAnnotation)
+	return fmt.Sprintf("mass prune refused: the revision would stop or remove %d of %d managed workspaces (%s), more than %d%% and more than %d; allow it with --allow-mass-prune or the %s: \"true\" annotation on the SchedulingPolicy",
+		len(m.Affected), m.Managed, strings.Join(names, ", "), m.Percent, m.Min, AllowMassPruneAnnotation)
 }
 
 // CheckMassPrune compares next against what berth manages: workspaces
 // holding GPUs in snap (not already stopping) and those prev (the
 // revision in force, may be nil) wants Running. It is pure.
-func CheckMassPrune(prev, next *schema.Set, snap *state.Snapshot, allow bool) MassPrune {
+func CheckMassPrune(prev, next *schema.Set, snap *state.Snapshot, guard PruneGuard) MassPrune {
+	guard = guard.withDefaults()
 	managed := map[schema.Ref]bool{}
 	if snap != nil {
 		held := map[schema.Ref][]state.Alloc{}
@@ -80,7 +102,7 @@ func CheckMassPrune(prev, next *schema.Set, snap *state.Snapshot, allow bool) Ma
 			}
 		}
 	}
-	m := MassPrune{Managed: len(managed)}
+	m := MassPrune{Managed: len(managed), Percent: guard.Percent, Min: guard.Min}
 	m.Empty = len(next.Tiers) == 0 && len(next.Projects) == 0 && len(next.Workspaces) == 0
 	for ref := range managed {
 		w := next.Workspace(ref)
@@ -89,7 +111,7 @@ func CheckMassPrune(prev, next *schema.Set, snap *state.Snapshot, allow bool) Ma
 		}
 	}
 	sort.Slice(m.Affected, func(i, j int) bool { return m.Affected[i].Less(m.Affected[j]) })
-	m.Allowed = allow || next.Policy.Meta.Annotations[AllowMassPruneAnnotation] == "true"
+	m.Allowed = guard.Allow || next.Policy.Meta.Annotations[AllowMassPruneAnnotation] == "true"
 	return m
 }
 
@@ -97,7 +119,7 @@ func CheckMassPrune(prev, next *schema.Set, snap *state.Snapshot, allow bool) Ma
 // previous revision stays in force (nil when there was none) and the new
 // one is reported as attempted with the reason.
 func (l *Loop) admit(prev *schema.Set, prevRev *RevisionStatus, set *schema.Set, snap *state.Snapshot) *schema.Set {
-	m := CheckMassPrune(prev, set, snap, l.cfg.AllowMassPrune)
+	m := CheckMassPrune(prev, set, snap, PruneGuard{Percent: l.cfg.MassPrunePercent, Min: l.cfg.MassPruneMin, Allow: l.cfg.AllowMassPrune})
 	if !m.Refused() {
 		if m.Mass() {
 			l.log.Warn("revision "+set.Revision+" stops or removes many workspaces; allowed", "affected", len(m.Affected), "managed", m.Managed)

@@ -42,9 +42,14 @@ func TestCheckMassPrune(t *testing.T) {
 		"no specs at all":        {prev: nil, next: &schema.Set{Policy: schema.DefaultPolicy()}, refused: true},
 		"running in the cluster": {next: withWorkspaces(), snap: &state.Snapshot{Allocs: allocs(ref("a"), ref("b"), ref("c"), ref("d"))}, refused: true, affected: 4},
 	}
+	// A stricter threshold: more than 10% and more than 1.
+	strict := CheckMassPrune(five, withWorkspaces(fiveRunning()[:3]...), nil, PruneGuard{Percent: 10, Min: 1})
+	if !strict.Refused() || !strings.Contains(strict.Problem(), "more than 10% and more than 1") {
+		t.Errorf("strict threshold: %+v %q", strict, strict.Problem())
+	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			m := CheckMassPrune(tt.prev, tt.next, tt.snap, tt.allow)
+			m := CheckMassPrune(tt.prev, tt.next, tt.snap, PruneGuard{Allow: tt.allow})
 			if m.Refused() != tt.refused || len(m.Affected) != tt.affected {
 				t.Errorf("refused %v with %d affected (%+v), want %v with %d", m.Refused(), len(m.Affected), m, tt.refused, tt.affected)
 			}
@@ -274,7 +279,7 @@ spec: {}
 	if err != nil || set == nil {
 		t.Fatalf("%v %v", problems, err)
 	}
-	m := CheckMassPrune(withWorkspaces(fiveRunning()...), set, nil, false)
+	m := CheckMassPrune(withWorkspaces(fiveRunning()...), set, nil, PruneGuard{})
 	if !m.Mass() || m.Refused() {
 		t.Errorf("%+v: want a mass prune, allowed by the annotation", m)
 	}

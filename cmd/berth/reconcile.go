@@ -83,6 +83,7 @@ Each workspace transition is logged as one line. The status is served on
 				Logger: log, LogTransitionFields: f.logFormat == "json",
 				ClusterName: c.Name, BerthVersion: berthVersion(), Interval: interval,
 				PruneDelay: sf.pruneDelay, AllowMassPrune: sf.allowMassPrune,
+				MassPrunePercent: sf.massPrunePercent, MassPruneMin: sf.massPruneMin,
 			}
 			if hook != nil {
 				cfg.Routes = hook.Routes
