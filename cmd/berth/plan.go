@@ -20,6 +20,7 @@ func newPlanCmd() *cobra.Command {
 		cluster, base, output string
 		detailed, allowMass   bool
 		pruneDelay            time.Duration
+		percent, minimum      int
 	)
 	cmd := &cobra.Command{
 		Use:   "plan [PATH] --cluster CLUSTER [--base REF] [--output text|markdown|json] [--detailed-exitcode]",
@@ -51,7 +52,7 @@ Exit status: 0 success, 1 error (invalid specs, cluster unreachable, bad
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			err := runPlan(cmd, args, planOptions{cluster: cluster, base: base, baseSet: cmd.Flags().Changed("base"),
-				output: output, allowMass: allowMass, pruneDelay: pruneDelay})
+				output: output, allowMass: allowMass, pruneDelay: pruneDelay, percent: percent, minimum: minimum})
 			var changed errChanges
 			switch {
 			case errors.As(err, &changed):
@@ -75,6 +76,8 @@ Exit status: 0 success, 1 error (invalid specs, cluster unreachable, bad
 	fl.StringVarP(&output, "output", "o", "text", "text, markdown or json")
 	fl.BoolVar(&detailed, "detailed-exitcode", false, "exit 0 when nothing changes, 2 when something does, 1 on errors")
 	fl.BoolVar(&allowMass, "allow-mass-prune", false, "plan as berth reconcile --allow-mass-prune would apply")
+	fl.IntVar(&percent, "mass-prune-percent", 25, "berth reconcile's --mass-prune-percent")
+	fl.IntVar(&minimum, "mass-prune-min", 3, "berth reconcile's --mass-prune-min")
 	fl.DurationVar(&pruneDelay, "prune-delay", reconcile.DefaultPruneDelay, "berth reconcile's --prune-delay, for the purge times shown")
 	return cmd
 }
@@ -83,6 +86,7 @@ type planOptions struct {
 	cluster, base, output string
 	baseSet, allowMass    bool
 	pruneDelay            time.Duration
+	percent, minimum      int
 }
 
 // errChanges says the plan has changes (for --detailed-exitcode).
@@ -109,7 +113,8 @@ func runPlan(cmd *cobra.Command, args []string, o planOptions) error {
 	if err != nil {
 		return err
 	}
-	in := reconcile.PlanInput{Head: head, HeadName: dir + "@" + rev.ID, AllowMassPrune: o.allowMass, PruneDelay: o.pruneDelay}
+	in := reconcile.PlanInput{Head: head, HeadName: dir + "@" + rev.ID, AllowMassPrune: o.allowMass, PruneDelay: o.pruneDelay,
+		MassPrunePercent: o.percent, MassPruneMin: o.minimum}
 
 	// 2. The specs before: the same directory at --base.
 	if o.baseSet || reconcile.InGitWorkTree(dir) {
