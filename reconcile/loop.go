@@ -271,7 +271,7 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 	}
 	// 2. Load and validate; keep the last good revision on problems.
 	l.mu.Lock()
-	prev, prevRev := l.good, l.goodRev
+	prev := l.good
 	l.mu.Unlock()
 	set, err := l.load(rev)
 	if err != nil {
@@ -299,8 +299,9 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 	// 3b. Deletion safety: a new revision that would stop or remove too
 	// many workspaces at once is refused; the previous one stays.
 	if set != prev && set.Revision == rev.ID {
-		set = l.admit(prev, prevRev, set, &snap)
+		set = l.admit(prev, set, &snap)
 		l.mu.Lock()
+		res.Refused = nil
 		if l.attempted != nil {
 			a := *l.attempted
 			res.Refused = &a
@@ -356,8 +357,9 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 	return res, applyErr
 }
 
-// load returns the Set to apply: the new revision when valid, else the
-// last good one (nil when there is none). Only I/O failures are errors.
+// load returns the Set to apply: the new revision when valid (not yet in
+// force: admit decides), else the last good one (nil when there is none).
+// Only I/O failures are errors.
 func (l *Loop) load(rev Revision) (*schema.Set, error) {
 	l.mu.Lock()
 	good, attempted := l.good, l.attempted
@@ -395,12 +397,7 @@ func (l *Loop) load(rev Revision) (*schema.Set, error) {
 		return good, nil
 	}
 	set.Revision = rev.ID // the source names revisions; before anyone else sees the set
-	l.mu.Lock()
-	l.good, l.goodRev, l.attempted = set, &RevisionStatus{ID: set.Revision, LoadedAt: now}, nil
-	l.mu.Unlock()
-	l.cfg.Metrics.revision(set.Revision, true)
-	l.log.Info("revision "+set.Revision+" in force", "workspaces", len(set.Workspaces), "projects", len(set.Projects))
-	return set, nil
+	return set, nil       // in force once admitted (prune.go)
 }
 
 func (l *Loop) setAttempted(a *RevisionStatus) {

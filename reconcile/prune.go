@@ -115,19 +115,24 @@ func CheckMassPrune(prev, next *schema.Set, snap *state.Snapshot, guard PruneGua
 	return m
 }
 
-// admit refuses a newly loaded revision that would prune too much: the
-// previous revision stays in force (nil when there was none) and the new
-// one is reported as attempted with the reason.
-func (l *Loop) admit(prev *schema.Set, prevRev *RevisionStatus, set *schema.Set, snap *state.Snapshot) *schema.Set {
+// admit puts a newly loaded, valid revision in force, unless it would
+// prune too much: then the previous revision stays in force (nil when
+// there was none) and the new one is reported as attempted with the
+// reason.
+func (l *Loop) admit(prev, set *schema.Set, snap *state.Snapshot) *schema.Set {
 	m := CheckMassPrune(prev, set, snap, PruneGuard{Percent: l.cfg.MassPrunePercent, Min: l.cfg.MassPruneMin, Allow: l.cfg.AllowMassPrune})
 	if !m.Refused() {
 		if m.Mass() {
 			l.log.Warn("revision "+set.Revision+" stops or removes many workspaces; allowed", "affected", len(m.Affected), "managed", m.Managed)
 		}
+		l.mu.Lock()
+		l.good, l.goodRev, l.attempted = set, &RevisionStatus{ID: set.Revision, LoadedAt: time.Now()}, nil
+		l.mu.Unlock()
+		l.cfg.Metrics.revision(set.Revision, true)
+		l.log.Info("revision "+set.Revision+" in force", "workspaces", len(set.Workspaces), "projects", len(set.Projects))
 		return set
 	}
 	l.mu.Lock()
-	l.good, l.goodRev = prev, prevRev
 	l.attempted = &RevisionStatus{ID: set.Revision, LoadedAt: time.Now(), Errors: []string{m.Problem()}}
 	l.mu.Unlock()
 	l.cfg.Metrics.revision(set.Revision, false)
