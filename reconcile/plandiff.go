@@ -46,12 +46,13 @@ type Summary struct {
 	Stop        int `json:"stop"`
 	Purge       int `json:"purge"`
 	Wait        int `json:"wait"`
+	Update      int `json:"update"`
 }
 
 // Changes reports whether the change does anything: a spec change or a
 // consequence other than waiting.
 func (s Summary) Changes() bool {
-	return s.SpecChanges+s.Start+s.Preempt+s.Stop+s.Purge > 0
+	return s.SpecChanges+s.Start+s.Preempt+s.Stop+s.Purge+s.Update > 0
 }
 
 // ProjectReport is one project's changes and consequences.
@@ -74,8 +75,9 @@ type WorkspaceChange struct {
 // Consequence is what would happen to one workspace on the cluster.
 type Consequence struct {
 	Workspace schema.Ref `json:"workspace"`
-	// Kind is start, preempt, wait, stop or purge (stopped now, purged
-	// after the prune delay unless it comes back).
+	// Kind is start, preempt, wait, stop, purge (stopped now, purged
+	// after the prune delay unless it comes back) or update (running, its
+	// spec changed: its job is registered again where it runs).
 	Kind  string   `json:"kind"`
 	Node  string   `json:"node,omitempty"`
 	GPUs  []string `json:"gpus,omitempty"`
@@ -89,7 +91,7 @@ type Consequence struct {
 	Reason        string        `json:"reason,omitempty"`
 }
 
-var consequenceOrder = map[string]int{"preempt": 0, "stop": 1, "purge": 2, "start": 3, "wait": 4}
+var consequenceOrder = map[string]int{"preempt": 0, "stop": 1, "purge": 2, "start": 3, "update": 4, "wait": 5}
 
 // PlanInput is what NewReport compares.
 type PlanInput struct {
@@ -181,6 +183,19 @@ func NewReport(in PlanInput) Report {
 			c.Node, c.GPUs = where(allocs[a.Workspace])
 			c.AtRisk = atRisk(allocs[a.Workspace], snap.ObservedAt)
 			c.AtRiskSeconds = int64(c.AtRisk / time.Second)
+		case state.ActionUpdate:
+			// Every running workspace gets an update on a new revision;
+			// only those whose spec changed are news.
+			old := (*schema.Workspace)(nil)
+			if in.Base != nil {
+				old = in.Base.Workspace(a.Workspace)
+			}
+			if old == nil || a.Spec == nil || reflect.DeepEqual(old.Spec, a.Spec.Spec) {
+				continue
+			}
+			c.Kind = "update"
+			c.Node, c.GPUs = where(allocs[a.Workspace])
+			c.Reason = "its spec changed: its job is registered again where it runs (" + strings.Join(workspaceDetails(old.Spec, a.Spec.Spec), "; ") + ")"
 		case state.ActionStop:
 			c.Kind = "stop"
 			c.Node, c.GPUs = where(allocs[a.Workspace])
@@ -255,6 +270,8 @@ func NewReport(in PlanInput) Report {
 				r.Summary.Purge++
 			case "wait":
 				r.Summary.Wait++
+			case "update":
+				r.Summary.Update++
 			}
 		}
 		if p.Change == "unchanged" && len(p.Consequences) == 0 {

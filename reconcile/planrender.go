@@ -13,25 +13,29 @@ const GitHubCommentLimit = 65535
 // one (Markdown's parts, as `berth plan --output markdown` prints them).
 const MarkdownSplit = "\n<!-- berth plan: next comment -->\n"
 
-// SummaryLine is the report in one line.
+// SummaryLine is the report in one line; counts that are zero are left
+// out.
 func (r Report) SummaryLine() string {
 	s := r.Summary
-	if !s.Changes() && s.Wait == 0 {
-		return "no changes: the cluster already matches these specs"
+	var parts []string
+	add := func(n int, text string) {
+		if n > 0 {
+			parts = append(parts, text)
+		}
 	}
-	parts := []string{
-		plural(s.SpecChanges, "spec change"),
-		fmt.Sprintf("%d to start", s.Start),
-		fmt.Sprintf("%d to preempt", s.Preempt),
-		fmt.Sprintf("%d to stop", s.Stop+s.Purge),
-		fmt.Sprintf("%d waiting", s.Wait),
-	}
+	add(s.SpecChanges, plural(s.SpecChanges, "spec change"))
+	add(s.Start, fmt.Sprintf("%d to start", s.Start))
+	add(s.Preempt, fmt.Sprintf("%d to preempt", s.Preempt))
+	add(s.Stop+s.Purge, fmt.Sprintf("%d to stop", s.Stop+s.Purge))
+	add(s.Update, fmt.Sprintf("%d to update", s.Update))
+	add(s.Wait, fmt.Sprintf("%d waiting", s.Wait))
+	add(len(r.Warnings), plural(len(r.Warnings), "warning"))
 	line := strings.Join(parts, ", ")
-	if !s.Changes() {
-		line = "no changes (" + line + ")"
-	}
-	if len(r.Warnings) > 0 {
-		line += ", " + plural(len(r.Warnings), "warning")
+	switch {
+	case !s.Changes() && line == "":
+		return "no changes: the cluster already matches these specs"
+	case !s.Changes():
+		return "no changes (" + line + ")"
 	}
 	return line
 }
@@ -70,7 +74,7 @@ func (c Consequence) Line() string {
 			fmt.Fprintf(&b, " on %s", c.Node)
 		}
 		fmt.Fprintf(&b, ", %s of work since its last checkpoint at risk", shortDur(c.AtRisk))
-	case "stop", "purge":
+	case "stop", "purge", "update":
 		if c.Node != "" {
 			fmt.Fprintf(&b, " on %s", c.Node)
 		}
