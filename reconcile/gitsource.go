@@ -415,7 +415,10 @@ func verifyCommit(c *object.Commit, keyring string) string {
 	return ""
 }
 
-var errNoDir = errors.New("no such directory")
+// noDirError: the commit has no such directory.
+type noDirError string
+
+func (e noDirError) Error() string { return string(e) }
 
 // treeFS copies the files of commit under dir into memory.
 func treeFS(c *object.Commit, dir string) (fstest.MapFS, error) {
@@ -427,7 +430,7 @@ func treeFS(c *object.Commit, dir string) (fstest.MapFS, error) {
 	if dir != "" {
 		tree, err = tree.Tree(dir)
 		if err != nil {
-			return nil, fmt.Errorf("commit %s has no directory %q (--path): %w", short(c.Hash), dir, errNoDir)
+			return nil, noDirError(fmt.Sprintf("commit %s has no directory %q (--path)", short(c.Hash), dir))
 		}
 	}
 	fsys := fstest.MapFS{}
@@ -523,7 +526,8 @@ func GitRevisionFS(dir, ref string) (fs.FS, string, error) {
 		return nil, "", fmt.Errorf("git revision %q: %w", ref, err)
 	}
 	fsys, err := treeFS(c, filepath.ToSlash(rel))
-	if errors.Is(err, errNoDir) {
+	var noDir noDirError
+	if errors.As(err, &noDir) {
 		return fstest.MapFS{}, short(c.Hash), nil // the specs are new since ref
 	}
 	if err != nil {
