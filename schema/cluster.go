@@ -22,12 +22,18 @@ type clusterShape struct {
 	nodes [][]gpuShape
 }
 
-// presets are the node presets of the cluster file format.
+// presets are the node presets of the cluster file format; they mirror
+// drivers/sim's (schema may not import it).
 var presets = map[string][]gpuShape{
 	"dgx-h100": {
 		{"H100", 0, 0}, {"H100", 0, 0}, {"H100", 0, 0}, {"H100", 0, 0},
 		{"H100", 1, 1}, {"H100", 1, 1}, {"H100", 1, 1}, {"H100", 1, 1},
 	},
+	"dgx-a100": {
+		{"A100", 0, 0}, {"A100", 0, 0}, {"A100", 0, 0}, {"A100", 0, 0},
+		{"A100", 1, 1}, {"A100", 1, 1}, {"A100", 1, 1}, {"A100", 1, 1},
+	},
+	"single-h100": {{"H100", 0, 0}},
 }
 
 func clusterShapes(docs []*doc) []clusterShape {
@@ -75,7 +81,16 @@ func readCluster(d *doc) (clusterShape, bool) {
 				model, _ := gm["model"].(string)
 				dom, _ := gm["domain"].(int64)
 				numa, _ := gm["numa"].(int64)
-				gpus = append(gpus, gpuShape{model: model, domain: int(dom), numa: int(numa)})
+				n, ok := gm["count"].(int64)
+				if !ok {
+					n = 1
+				}
+				if n < 0 || n > 1024 {
+					return c, false
+				}
+				for range n {
+					gpus = append(gpus, gpuShape{model: model, domain: int(dom), numa: int(numa)})
+				}
 			}
 		}
 		for range count {

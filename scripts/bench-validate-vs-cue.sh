@@ -22,13 +22,14 @@ package schema
 #Doc: #PriorityTier | #Project | #Workspace | #Volume | #SchedulingPolicy
 CUE
 
-# measure CMD...: prints "wall_s peak_MiB" for one run of CMD.
+# measure CMD...: prints wall time, CPU time (user+system: steadier than
+# wall on a shared machine) and peak memory for one run of CMD.
 measure() {
-  /usr/bin/time -o "$tmp/time" -f '%e %M %x' "$@" >/dev/null 2>"$tmp/stderr" || true
-  awk '{printf "%6.2f s  %6.0f MiB  exit %d", $1, $2/1024, $3}' "$tmp/time"
+  /usr/bin/time -o "$tmp/time" -f '%e %U %S %M %x' "$@" >/dev/null 2>"$tmp/stderr" || true
+  awk '{printf "%6.2f s wall %6.2f s cpu %5.0f MiB exit %d", $1, $2+$3, $4/1024, $5}' "$tmp/time"
 }
 
-printf '%-8s  %-30s  %-30s\n' files "berth validate" "cue vet -d '#Doc'"
+printf '%-6s  %-42s  %-42s\n' files "berth validate" "cue vet -d '#Doc'"
 for n in "${sizes[@]}"; do
   dir="$tmp/repo-$n"
   BERTH_GEN_DIR="$dir" BERTH_GEN_FILES="$n" go test -count=1 -run '^TestGeneratedRepo$' ./schema >/dev/null
@@ -37,5 +38,5 @@ for n in "${sizes[@]}"; do
   b=$(measure "$tmp/berth" validate "$dir")
   mapfile -t files < "$tmp/files-$n"
   c=$(cd "$dir" && measure "$tmp/cue" vet -c -d '#Doc' "$tmp/schema.cue" "$tmp/doc.cue" "${files[@]}")
-  printf '%-8s  %-30s  %-30s\n' "$n" "$b" "$c"
+  printf '%-6s  %-42s  %-42s\n' "$n" "$b" "$c"
 done
