@@ -22,20 +22,6 @@ type clusterShape struct {
 	nodes [][]gpuShape
 }
 
-// presets are the node presets of the cluster file format; they mirror
-// drivers/sim's (schema may not import it).
-var presets = map[string][]gpuShape{
-	"dgx-h100": {
-		{"H100", 0, 0}, {"H100", 0, 0}, {"H100", 0, 0}, {"H100", 0, 0},
-		{"H100", 1, 1}, {"H100", 1, 1}, {"H100", 1, 1}, {"H100", 1, 1},
-	},
-	"dgx-a100": {
-		{"A100", 0, 0}, {"A100", 0, 0}, {"A100", 0, 0}, {"A100", 0, 0},
-		{"A100", 1, 1}, {"A100", 1, 1}, {"A100", 1, 1}, {"A100", 1, 1},
-	},
-	"single-h100": {{"H100", 0, 0}},
-}
-
 func clusterShapes(docs []*doc) []clusterShape {
 	var out []clusterShape
 	for _, d := range docs {
@@ -68,11 +54,15 @@ func readCluster(d *doc) (clusterShape, bool) {
 		}
 		var gpus []gpuShape
 		if p, ok := node["preset"].(string); ok {
-			g, known := presets[p]
+			preset, known := LookupClusterPreset(p)
 			if !known {
 				return c, false
 			}
-			gpus = g
+			for _, g := range preset.GPUs {
+				for range g.Count {
+					gpus = append(gpus, gpuShape{model: g.Model, domain: g.Domain, numa: g.NUMA})
+				}
+			}
 		}
 		if list, ok := node["gpus"].([]any); ok {
 			gpus = nil
