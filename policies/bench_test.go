@@ -162,15 +162,36 @@ func benchInput(s benchSize) Input {
 // BenchmarkDecide measures one decision at each of the sizes.
 // make bench runs it; targets on the 2-core machine: ≤ 10 ms, ≤ 100 ms,
 // ≤ 1 s per decision.
+//
+// After each size it logs the growth against the previous size next to
+// the growth of n log n (n = pending + GPUs); the cost must grow no faster.
 func BenchmarkDecide(b *testing.B) {
-	for _, s := range allBenchSizes() {
+	var prev, prevAllocs, prevN float64
+	for i, s := range allBenchSizes() {
+		if i == len(benchSizes) {
+			prev = 0
+		}
 		in := benchInput(s)
+		var perOp, allocsPerOp float64
 		b.Run(s.String(), func(b *testing.B) {
 			b.ReportAllocs()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
 			for b.Loop() {
 				Decide(in)
 			}
+			runtime.ReadMemStats(&after)
+			perOp = float64(b.Elapsed()) / float64(b.N)
+			allocsPerOp = float64(after.Mallocs-before.Mallocs) / float64(b.N)
 		})
+		n := float64(s.pending + s.gpus)
+		if prev > 0 && perOp > 0 {
+			// Time is noisy on a shared machine; allocations count work
+			// and do not depend on the neighbours.
+			fmt.Printf("growth %s: ×%.1f time, ×%.1f allocations per decision, for ×%.1f n log n\n",
+				s, perOp/prev, allocsPerOp/prevAllocs, n*math.Log2(n)/(prevN*math.Log2(prevN)))
+		}
+		prev, prevAllocs, prevN = perOp, allocsPerOp, n
 	}
 }
 

@@ -112,7 +112,10 @@ type WorkspaceDecision struct {
 	Verdict Verdict    `json:"verdict"`
 	// Placements: Run and Start, one per replica.
 	Placements []state.Placement `json:"placements,omitempty"`
-	// Preempts: Start only, the victims that must be gone first.
+	// Preempts: Start only, every workspace that must be gone first: the
+	// victims it preempts (VerdictPreempt, PreemptedBy this one), victims
+	// of an earlier decision still stopping, and workspaces being stopped
+	// (VerdictStop) whose GPUs, CPU or memory it takes over. Sorted by Ref.
 	Preempts []schema.Ref `json:"preempts,omitempty"`
 	// PreemptedBy: Preempt, and Wait of a workspace preempted earlier that
 	// has not resumed yet (who preempted it last).

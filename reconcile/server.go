@@ -25,6 +25,9 @@ func (l *Loop) Handler() http.Handler {
 	gatherers := prometheus.Gatherers{l.cfg.Metrics.Registry, reg}
 
 	mux := http.NewServeMux()
+	if l.cfg.Routes != nil {
+		l.cfg.Routes(mux) // POST /api/v1/hooks/git with the git source
+	}
 	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, l.Status())
 	})

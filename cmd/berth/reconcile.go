@@ -30,14 +30,22 @@ func newReconcileCmd() *cobra.Command {
 		addrFile string
 		uiToken  string
 		interval time.Duration
+		sf       sourceFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "reconcile --source DIR --cluster CLUSTER",
+		Use:   "reconcile --source DIR|GIT-URL --cluster CLUSTER",
 		Short: "Keep a cluster matching the specs, continuously",
 		Long: `reconcile runs berth's loop: it reads the specs under --source, validates
 them, observes the cluster, decides who runs where, and applies the
 difference; again whenever a file changes and every --interval. An invalid
 revision is never applied: the last good one stays in force.
+
+--source is a directory (watched for changes) or a git URL (https://…,
+ssh://…, git@host:org/repo.git, file://…), cloned with its full history
+and fetched every --interval, or at once on a signed POST to
+/api/v1/hooks/git (--webhook-secret-file). A workspace removed from the
+specs is stopped, and purged only after --prune-delay; a revision that
+would stop or remove many workspaces at once is refused unless allowed.
 
 Each workspace transition is logged as one line. The status is served on
 --listen: /api/v1/status, /api/v1/workspaces/PROJECT/NAME, /healthz,
@@ -74,11 +82,28 @@ reaches a server or its logs).
 			if c.Close != nil {
 				defer c.Close()
 			}
-			loop, err := reconcile.New(reconcile.Config{
-				Source: reconcile.DirSource{Dir: f.source}, Cluster: c.Cluster, Store: c.Store,
+			src, err := sf.open(f.source, interval, log)
+			if err != nil {
+				return err
+			}
+			f.source = src.Name // from here on, without a password in its URL
+			hookCh, trigger := triggerChan()
+			hook, err := sf.webhook(src, log, trigger)
+			if err != nil {
+				return err
+			}
+			cfg := reconcile.Config{
+				Source: src.Source, Cluster: c.Cluster, Store: c.Store,
 				Logger: log, LogTransitionFields: f.logFormat == "json",
 				ClusterName: c.Name, BerthVersion: berthVersion(), Interval: interval,
-			})
+				PruneDelay: sf.pruneDelay, AllowMassPrune: sf.allowMassPrune,
+				MassPrunePercent: sf.massPrunePercent, MassPruneMin: sf.massPruneMin,
+			}
+			if hook != nil {
+				cfg.Routes = hook.Routes
+				cfg.Debounce = 10 * time.Millisecond // a push is whole: no need to wait for quiet
+			}
+			loop, err := reconcile.New(cfg)
 			if err != nil {
 				return err
 			}
@@ -107,9 +132,11 @@ reaches a server or its logs).
 					log.Error("status server stopped", "err", err.Error())
 				}
 			}()
-			changes, err := reconcile.WatchDir(ctx, f.source, log)
-			if err != nil {
-				return &exitError{Code: exitFailure, Err: err}
+			var changes <-chan struct{} = hookCh
+			if src.WatchDir != "" {
+				if changes, err = reconcile.WatchDir(ctx, src.WatchDir, log); err != nil {
+					return &exitError{Code: exitFailure, Err: err}
+				}
 			}
 			if c.Watch != nil {
 				changes = mergeChanges(ctx, changes, c.Watch(ctx))
@@ -127,11 +154,12 @@ reaches a server or its logs).
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.source, "source", "", "directory of specs to reconcile")
+	fl.StringVar(&f.source, "source", "", "directory or git URL of the specs to reconcile")
 	fl.StringVar(&f.cluster, "cluster", "", "the cluster to drive (see below)")
 	fl.Float64Var(&f.simSpeed, "sim-speed", 1, "how fast a simulated cluster's clock runs (60: a second is a minute)")
 	fl.StringVar(&listen, "listen", defaultListen, "address of the status API")
-	fl.DurationVar(&interval, "interval", 30*time.Second, "longest time between cycles")
+	fl.DurationVar(&interval, "interval", time.Minute, "longest time between cycles (and between git fetches)")
+	sf.add(fl)
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&uiToken, "ui-token-file", "", "file holding the bearer token the API and dashboard require (required when --listen is not loopback)")
