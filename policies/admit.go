@@ -61,8 +61,8 @@ func (d *decider) admit(w *wsState) {
 	}
 	// A shape that failed since the last preemption fails again: free
 	// GPUs only get fewer, and only a preemption releases more. (A project
-	// that starts borrowing later in the pass can make its workspaces
-	// reclaimable; the next decision sees that.)
+	// that starts borrowing later in the pass makes what it starts beyond
+	// its quota reclaimable; the next decision sees that.)
 	ok := true
 	could, memo := d.failMemo[key]
 	if memo {

@@ -37,7 +37,7 @@ type wsState struct {
 
 	startedAt time.Time // latest start over its allocations
 	workLost  float64   // GPU-seconds since the last checkpoint
-	overQuota bool      // beyond its project's quota in start order
+	overQuota bool      // admitted beyond its project's quota (markOverQuota)
 
 	queuedSince time.Time
 	boost       int
@@ -210,7 +210,7 @@ type undo struct {
 //
 // Each one starts on free GPUs if it can (the placement that leaves the
 // least stranded capacity, preferred topology first); else preempts (strictly lower tiers; or, inside its quota, other projects'
-// borrowed GPUs); else waits with a reason. The first workspace that must
+// borrowed work: see markOverQuota); else waits with a reason. The first workspace that must
 // wait for capacity reserves the best free GPUs for itself, so later, smaller
 // ones cannot starve it. Before the queue runs, the starvation guard gives
 // that reservation instead to the longest-waiting workspace whose aging is
@@ -420,8 +420,25 @@ func newDecider(in Input) *decider {
 		}
 	}
 
-	// Quota accounting: what stays counts against its project; the
-	// workspaces started last are the ones beyond quota.
+	// Waiting and aging. A running workspace keeps the QueuedSince it
+	// was admitted with (RecordDecision), which the quota accounting
+	// below reads.
+	ag := d.policy.Aging
+	for _, w := range d.ws {
+		w.queuedSince = in.Now
+		if t, ok := hist.QueuedSince[w.ref]; ok && t.Before(in.Now) {
+			w.queuedSince = t
+		}
+		if ag.Interval > 0 && ag.Step > 0 {
+			steps := int64(in.Now.Sub(w.queuedSince) / ag.Interval)
+			w.boost = int(min(steps*int64(ag.Step), int64(max(ag.MaxBoost, 0))))
+		}
+		if p, ok := hist.Preempted[w.ref]; ok {
+			w.preempted = &p
+		}
+	}
+
+	// Quota accounting: what stays counts against its project.
 	byProj := make([][]*wsState, len(d.projs))
 	for _, w := range d.ws {
 		if w.running && w.proj >= 0 {
@@ -429,17 +446,7 @@ func newDecider(in Input) *decider {
 		}
 	}
 	for pi, ws := range byProj {
-		sort.Slice(ws, func(i, j int) bool {
-			if !ws[i].startedAt.Equal(ws[j].startedAt) {
-				return ws[i].startedAt.Before(ws[j].startedAt)
-			}
-			return ws[i].ref.Less(ws[j].ref)
-		})
-		p := d.projs[pi]
-		for _, w := range ws {
-			p.held += w.held
-			w.overQuota = p.held > p.quota
-		}
+		d.projs[pi].held = markOverQuota(ws, d.projs[pi].quota)
 	}
 
 	// Preemption candidates and tier ranks.
@@ -469,23 +476,44 @@ func newDecider(in Input) *decider {
 			d.initialFree[m][l] = newCountIndex(li.groups, func(gi int) int { return li.groups[gi].free })
 		}
 	}
-
-	// Waiting and aging.
-	ag := d.policy.Aging
-	for _, w := range d.ws {
-		w.queuedSince = in.Now
-		if t, ok := hist.QueuedSince[w.ref]; ok && t.Before(in.Now) {
-			w.queuedSince = t
-		}
-		if ag.Interval > 0 && ag.Step > 0 {
-			steps := int64(in.Now.Sub(w.queuedSince) / ag.Interval)
-			w.boost = int(min(steps*int64(ag.Step), int64(max(ag.MaxBoost, 0))))
-		}
-		if p, ok := hist.Preempted[w.ref]; ok {
-			w.preempted = &p
-		}
-	}
 	return d
+}
+
+// markOverQuota sets overQuota on a project's running workspaces and
+// returns the GPUs they hold. The workspaces beyond the quota are the ones
+// admitted beyond it: in start order, those started after the project's
+// holdings passed its quota. Workspaces started together (one decision's
+// starts) are told apart as that decision admitted them: in queue order
+// (time queued, then Ref), the first that fit in what the quota had left
+// went in as in-quota work, the rest borrowed. So a workspace admitted
+// inside its quota stays inside it while it runs, whatever its project
+// starts after it; only older work leaving can move one inside.
+func markOverQuota(ws []*wsState, quota int) int {
+	sort.Slice(ws, func(i, j int) bool {
+		a, b := ws[i], ws[j]
+		if !a.startedAt.Equal(b.startedAt) {
+			return a.startedAt.Before(b.startedAt)
+		}
+		if !a.queuedSince.Equal(b.queuedSince) {
+			return a.queuedSince.Before(b.queuedSince)
+		}
+		return a.ref.Less(b.ref)
+	})
+	held := 0
+	for i := 0; i < len(ws); {
+		j := i
+		room := quota - held
+		for ; j < len(ws) && ws[j].startedAt.Equal(ws[i].startedAt); j++ {
+			w := ws[j]
+			w.overQuota = w.held > room
+			if !w.overQuota {
+				room -= w.held
+			}
+			held += w.held
+		}
+		i = j
+	}
+	return held
 }
 
 // boundBy reports whether w comes no earlier in the queue's classes than

@@ -34,6 +34,16 @@
 //     replica asks for; a victim may be taken for its CPU or memory.
 //  4. Output sorted by Ref; Render prints it for people.
 //
+// Borrowed work is a running workspace admitted beyond its project's
+// quota: in start order, and among workspaces started together in the
+// order their decision admitted them (time queued, those that fit the
+// quota first). Reclaim, and priority preemption by a preemptor that is
+// itself beyond its quota, take only borrowed work, and only while its
+// project stays at or above its quota. A workspace admitted inside its
+// quota stays in-quota work while it runs, whatever its project starts
+// after it, so what reclaimed a quota is never taken back by the borrower
+// it reclaimed from (no A↔B ping-pong).
+//
 // Free GPUs are indexed per (GPU model, level) — node, NVLink domain,
 // NUMA node, both — in buckets by free count, and per preemptor tier by
 // the GPUs a preemptor could get; so a decision over 50,000 pending

@@ -10,14 +10,19 @@ import (
 // RightNone. inQuota: w fits inside its project's guaranteed quota.
 //
 //   - priority: w's tier may preempt and is strictly higher than v's; a
-//     preemptor that would itself be borrowing may only take what v's
-//     project borrows (in-quota work is guaranteed against borrowers).
-//   - reclaim: w is inside its quota and v's project borrows at least all
-//     of v's GPUs beyond its own quota.
+//     preemptor that would itself be borrowing may only take borrowed
+//     work (in-quota work is guaranteed against borrowers).
+//   - reclaim: w is inside its quota and v is borrowed work of another
+//     project.
 //
 // Either way v must be preemptible (tier and workspace) and have run the
-// policy's minimum runtime. "Borrowed" is strict: taking v must leave its
-// project at or above its quota.
+// policy's minimum runtime. "Borrowed" is strict: v was admitted beyond
+// its project's quota (overQuota), and taking it leaves its project at or
+// above its quota. A workspace admitted inside its quota is never
+// borrowed work, even when its project borrows through workspaces started
+// after it: otherwise one that reclaimed its quota from a borrower could
+// be taken back by that borrower's priority once a sibling starts to
+// borrow, and the two would take turns (A↔B ping-pong).
 func (d *decider) right(w *wsState, inQuota bool, v *wsState) Right {
 	if !v.running || v.victim || !v.preemptible || v.proj < 0 {
 		return RightNone
@@ -26,7 +31,7 @@ func (d *decider) right(w *wsState, inQuota bool, v *wsState) Right {
 		return RightNone
 	}
 	vp := d.projs[v.proj]
-	borrowed := vp.held-v.held >= vp.quota
+	borrowed := v.overQuota && vp.held-v.held >= vp.quota
 	if w.canPreempt && v.tier < w.tier && (inQuota || borrowed) {
 		return RightPriority
 	}
