@@ -124,6 +124,7 @@ func (d *decider) admit(w *wsState) {
 	p.held += need
 	w.out.Verdict = VerdictStart
 	w.out.Placements = pls
+	w.out.Borrowed = !inQuota
 	var why []string
 	for _, t := range victims {
 		v := d.ws[t.victim]

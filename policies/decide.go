@@ -38,6 +38,8 @@ type wsState struct {
 	startedAt time.Time // latest start over its allocations
 	workLost  float64   // GPU-seconds since the last checkpoint
 	overQuota bool      // admitted beyond its project's quota (markOverQuota)
+	// admitted is its quota label as recorded in History.Borrowing.
+	admitted admission
 
 	queuedSince time.Time
 	boost       int
@@ -436,6 +438,12 @@ func newDecider(in Input) *decider {
 		if p, ok := hist.Preempted[w.ref]; ok {
 			w.preempted = &p
 		}
+		if b, ok := hist.Borrowing[w.ref]; ok && w.running {
+			w.admitted = admittedInQuota
+			if b {
+				w.admitted = admittedBorrowing
+			}
+		}
 	}
 
 	// Quota accounting: what stays counts against its project.
@@ -479,15 +487,37 @@ func newDecider(in Input) *decider {
 	return d
 }
 
+// admission is how a running workspace was admitted against its
+// project's quota, as History.Borrowing recorded it.
+type admission int8
+
+const (
+	admittedUnknown   admission = iota // no record: derived from start order
+	admittedInQuota                    // inside the quota
+	admittedBorrowing                  // beyond it
+)
+
 // markOverQuota sets overQuota on a project's running workspaces and
-// returns the GPUs they hold. The workspaces beyond the quota are the ones
-// admitted beyond it: in start order, those started after the project's
-// holdings passed its quota. Workspaces started together (one decision's
-// starts) are told apart as that decision admitted them: in queue order
-// (time queued, then Ref), the first that fit in what the quota had left
-// went in as in-quota work, the rest borrowed. So a workspace admitted
-// inside its quota stays inside it while it runs, whatever its project
-// starts after it; only older work leaving can move one inside.
+// returns the GPUs they hold.
+//
+// The label was decided when each was admitted, and History.Borrowing
+// remembers it: a workspace admitted inside the quota stays inside it
+// while it runs, whatever its project starts after it and whatever older
+// work leaves. Recorded in-quota work is counted first (in start order;
+// only a quota lowered below it leaves some beyond). A recorded borrower
+// moves inside the quota (and RecordDecision keeps that) when it fits in
+// what both the in-quota work and the rule below leave: promotion only
+// takes a right to preempt it away, never gives one.
+//
+// Workspaces with no record (an older history, an allocation berth did
+// not start) are labelled as their admission would have been, from start
+// order: those started after the project's holdings passed its quota are
+// beyond it. Workspaces started together (one decision's starts) are told
+// apart as that decision admitted them: in queue order (time queued, then
+// Ref), the first that fit in what the quota had left went in as in-quota
+// work, the rest borrowed. Re-deriving alone is not enough: once older
+// work leaves, two started together may swap labels (the reclaimer
+// becoming borrowed work that its victim takes back, scenario 58).
 func markOverQuota(ws []*wsState, quota int) int {
 	sort.Slice(ws, func(i, j int) bool {
 		a, b := ws[i], ws[j]
@@ -499,13 +529,28 @@ func markOverQuota(ws []*wsState, quota int) int {
 		}
 		return a.ref.Less(b.ref)
 	})
+	// inRoom: what the quota has left beside the work counted inside it.
+	inRoom := quota
+	for _, w := range ws {
+		if w.admitted == admittedInQuota {
+			w.overQuota = w.held > inRoom
+			if !w.overQuota {
+				inRoom -= w.held
+			}
+		}
+	}
 	held := 0
 	for i := 0; i < len(ws); {
 		j := i
 		room := quota - held
 		for ; j < len(ws) && ws[j].startedAt.Equal(ws[i].startedAt); j++ {
 			w := ws[j]
-			w.overQuota = w.held > room
+			if w.admitted != admittedInQuota {
+				w.overQuota = w.held > room || w.held > inRoom
+				if !w.overQuota {
+					inRoom -= w.held
+				}
+			}
 			if !w.overQuota {
 				room -= w.held
 			}
@@ -732,6 +777,7 @@ func (d *decider) settleHolders() {
 		case w.running:
 			w.out.Verdict = VerdictRun
 			w.out.Placements = placements(w.allocs)
+			w.out.Borrowed = w.overQuota
 		}
 	}
 }

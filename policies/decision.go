@@ -121,8 +121,13 @@ type WorkspaceDecision struct {
 	// has not resumed yet (who preempted it last).
 	PreemptedBy *schema.Ref `json:"preemptedBy,omitempty"`
 	// Right: Preempt only, the right the preemptor used.
-	Right  Right  `json:"right,omitempty"`
-	Reason Reason `json:"reason"`
+	Right Right `json:"right,omitempty"`
+	// Borrowed: Run and Start, the workspace counts beyond its project's
+	// guaranteed quota: a Start admitted beyond it, a Run admitted beyond
+	// it and not since moved inside by in-quota work leaving.
+	// RecordDecision keeps it in History.Borrowing.
+	Borrowed bool   `json:"borrowed,omitempty"`
+	Reason   Reason `json:"reason"`
 	// Queue is its place (1, 2, …) in the order this decision considered
 	// the workspaces that wanted to run and held nothing; 0 for the rest.
 	Queue int `json:"queue,omitempty"`

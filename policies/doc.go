@@ -35,14 +35,20 @@
 //  4. Output sorted by Ref; Render prints it for people.
 //
 // Borrowed work is a running workspace admitted beyond its project's
-// quota: in start order, and among workspaces started together in the
-// order their decision admitted them (time queued, those that fit the
-// quota first). Reclaim, and priority preemption by a preemptor that is
-// itself beyond its quota, take only borrowed work, and only while its
-// project stays at or above its quota. A workspace admitted inside its
-// quota stays in-quota work while it runs, whatever its project starts
-// after it, so what reclaimed a quota is never taken back by the borrower
-// it reclaimed from (no A↔B ping-pong).
+// quota. The label is decided once, when the workspace starts
+// (WorkspaceDecision.Borrowed), and History.Borrowing remembers it while
+// the workspace runs: a workspace admitted inside its quota stays in-quota
+// work whatever its project starts after it and whatever older work
+// leaves; a borrower moves inside the quota only when in-quota work
+// leaving makes room for it (that only takes a right away). Running
+// workspaces without a record (an older history, allocations berth did
+// not start) are labelled from start order, and among workspaces started
+// together in the order their decision admitted them (time queued, those
+// that fit the quota first). Reclaim, and priority preemption by a
+// preemptor that is itself beyond its quota, take only borrowed work, and
+// only while its project stays at or above its quota; so what reclaimed a
+// quota is never taken back by the borrower it reclaimed from (no A↔B
+// ping-pong).
 //
 // Free GPUs are indexed per (GPU model, level) — node, NVLink domain,
 // NUMA node, both — in buckets by free count, and per preemptor tier by
@@ -50,5 +56,6 @@
 // workspaces and 16,384 GPUs takes well under a second.
 //
 // The reconciler advances History between decisions with AdvanceUsage
-// (decayed usage) and RecordDecision (queue times, preemption records).
+// (decayed usage) and RecordDecision (queue times, preemption records,
+// quota labels).
 package policies

@@ -70,6 +70,9 @@ func copyHistory(h state.History) state.History {
 	if h.Preempted != nil {
 		out.Preempted = maps.Clone(h.Preempted)
 	}
+	if h.Borrowing != nil {
+		out.Borrowing = maps.Clone(h.Borrowing)
+	}
 	return out
 }
 
@@ -78,7 +81,9 @@ func copyHistory(h state.History) state.History {
 // d.Now when it had none), so a preempted workspace keeps its place in
 // the queue; a workspace told to stop, or gone from the decision, is
 // forgotten; each victim of d gets a Preemption record, which stays until
-// it runs again. Usage is left to AdvanceUsage. h is not changed.
+// it runs again. A workspace that starts or runs has its quota label
+// (WorkspaceDecision.Borrowed) kept in Borrowing; every other one has it
+// dropped. Usage is left to AdvanceUsage. h is not changed.
 func RecordDecision(h state.History, d Decision) state.History {
 	out := copyHistory(h)
 	if out.QueuedSince == nil {
@@ -87,9 +92,18 @@ func RecordDecision(h state.History, d Decision) state.History {
 	if out.Preempted == nil {
 		out.Preempted = map[schema.Ref]state.Preemption{}
 	}
+	if out.Borrowing == nil {
+		out.Borrowing = map[schema.Ref]bool{}
+	}
 	seen := make(map[schema.Ref]bool, len(d.Workspaces))
 	for _, w := range d.Workspaces {
 		seen[w.Ref] = true
+		switch w.Verdict {
+		case VerdictRun, VerdictStart:
+			out.Borrowing[w.Ref] = w.Borrowed
+		default:
+			delete(out.Borrowing, w.Ref)
+		}
 		switch w.Verdict {
 		case VerdictStop:
 			delete(out.QueuedSince, w.Ref)
@@ -122,6 +136,11 @@ func RecordDecision(h state.History, d Decision) state.History {
 	for r := range out.Preempted {
 		if !seen[r] {
 			delete(out.Preempted, r)
+		}
+	}
+	for r := range out.Borrowing {
+		if !seen[r] {
+			delete(out.Borrowing, r)
 		}
 	}
 	return out

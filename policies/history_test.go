@@ -67,24 +67,33 @@ func TestAdvanceUsage(t *testing.T) {
 func TestRecordDecision(t *testing.T) {
 	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 	a, b, c, gone := schema.Ref{Project: "p", Name: "a"}, schema.Ref{Project: "p", Name: "b"}, schema.Ref{Project: "p", Name: "c"}, schema.Ref{Project: "p", Name: "gone"}
+	e, f, g, s := schema.Ref{Project: "q", Name: "e"}, schema.Ref{Project: "q", Name: "f"}, schema.Ref{Project: "q", Name: "g"}, schema.Ref{Project: "q", Name: "s"}
 	h := state.History{
 		QueuedSince: map[schema.Ref]time.Time{a: t0.Add(-time.Hour), gone: t0.Add(-time.Hour)},
 		Preempted:   map[schema.Ref]state.Preemption{b: {Victim: b, By: c, At: t0.Add(-time.Hour)}},
+		// a (preempted now), f (waits), s (stopped) and gone lose their
+		// label; b keeps its in-quota one, e is promoted, g borrows still.
+		Borrowing: map[schema.Ref]bool{a: false, b: false, e: true, f: true, g: true, s: false, gone: true},
 	}
 	d := Decision{Now: t0, Workspaces: []WorkspaceDecision{
 		{Ref: a, Verdict: VerdictPreempt, PreemptedBy: &c, Right: RightPriority, Reason: Reason{ReasonPreempted, "preempted by p/c"}},
 		{Ref: b, Verdict: VerdictRun},
-		{Ref: c, Verdict: VerdictStart},
+		{Ref: c, Verdict: VerdictStart, Borrowed: true},
+		{Ref: e, Verdict: VerdictRun},
+		{Ref: f, Verdict: VerdictWait},
+		{Ref: g, Verdict: VerdictRun, Borrowed: true},
+		{Ref: s, Verdict: VerdictStop},
 	}}
 	got := RecordDecision(h, d)
 	want := state.History{
-		QueuedSince: map[schema.Ref]time.Time{a: t0.Add(-time.Hour), b: t0, c: t0},
+		QueuedSince: map[schema.Ref]time.Time{a: t0.Add(-time.Hour), b: t0, c: t0, e: t0, f: t0, g: t0},
 		Preempted:   map[schema.Ref]state.Preemption{a: {Victim: a, By: c, At: t0, Reason: "preempted by p/c"}},
+		Borrowing:   map[schema.Ref]bool{b: false, c: true, e: false, g: true},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("history (-want +got):\n%s", diff)
 	}
-	if _, ok := h.Preempted[a]; ok {
+	if _, ok := h.Preempted[a]; ok || !h.Borrowing[e] {
 		t.Errorf("RecordDecision changed its input")
 	}
 }

@@ -39,23 +39,31 @@ func TestScenarios(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", file, err)
 			}
-			got := Render(Decide(in))
+			d := Decide(in)
+			got := Render(d)
 			// Deciding twice gives the same bytes.
 			if again := Render(Decide(in)); again != got {
 				t.Errorf("second decision differs:\n%s", cmp.Diff(got, again))
 			}
-			idx := -1
+			idx, recIdx := -1, -1
 			for i, f := range ar.Files {
-				if f.Name == "decision" {
+				switch f.Name {
+				case "decision":
 					idx = i
+				case "recorded":
+					recIdx = i
 				}
 			}
+			rec := renderAdmitted(RecordDecision(*in.History, d))
 			if update {
 				if idx < 0 {
 					ar.Files = append(ar.Files, txtar.File{Name: "decision"})
 					idx = len(ar.Files) - 1
 				}
 				ar.Files[idx].Data = []byte(got)
+				if recIdx >= 0 {
+					ar.Files[recIdx].Data = []byte(rec)
+				}
 				if err := os.WriteFile(file, txtar.Format(ar), 0o644); err != nil {
 					t.Fatal(err)
 				}
@@ -66,6 +74,11 @@ func TestScenarios(t *testing.T) {
 			}
 			if diff := cmp.Diff(string(ar.Files[idx].Data), got); diff != "" {
 				t.Errorf("decision (-want +got):\n%s", diff)
+			}
+			if recIdx >= 0 {
+				if diff := cmp.Diff(string(ar.Files[recIdx].Data), rec); diff != "" {
+					t.Errorf("recorded (-want +got):\n%s", diff)
+				}
 			}
 		})
 	}
@@ -87,6 +100,10 @@ func TestScenarios(t *testing.T) {
 //	                     [started=-1h] [checkpoint=-5m] [cpu=CORES] [mem=SIZE]
 //	-- history --  usageAt -1h | usage PROJECT GPU-SECONDS | queued PROJECT/NAME -30m
 //	               preempted PROJECT/NAME by=PROJECT/NAME at=-5m
+//	               admitted PROJECT/NAME in-quota|borrowing
+//	-- decision -- the rendered decision (golden)
+//	-- recorded -- optional golden: the admission labels RecordDecision
+//	               keeps from the decision, as "admitted" history lines
 //
 // Lines starting with # are comments; the archive's comment describes it.
 func parseScenario(ar *txtar.Archive) (Input, error) {
@@ -416,6 +433,19 @@ func parseHistory(text string, now time.Time) (*state.History, error) {
 				}
 				h.QueuedSince[ref], err = rel(now, f.words[2])
 			}
+		case "admitted":
+			var ref schema.Ref
+			if ref, err = parseRef(f.words[1]); err == nil {
+				if h.Borrowing == nil {
+					h.Borrowing = map[schema.Ref]bool{}
+				}
+				switch label := f.words[2]; label {
+				case "in-quota", "borrowing":
+					h.Borrowing[ref] = label == "borrowing"
+				default:
+					err = fmt.Errorf("admitted %s %q: want in-quota or borrowing", ref, label)
+				}
+			}
 		case "preempted":
 			var p state.Preemption
 			if p.Victim, err = parseRef(f.words[1]); err == nil {
@@ -438,4 +468,23 @@ func parseHistory(text string, now time.Time) (*state.History, error) {
 		h.UsageAt = now
 	}
 	return h, nil
+}
+
+// renderAdmitted writes h's admission labels as "admitted" history lines,
+// by Ref.
+func renderAdmitted(h state.History) string {
+	refs := make([]schema.Ref, 0, len(h.Borrowing))
+	for r := range h.Borrowing {
+		refs = append(refs, r)
+	}
+	sort.Slice(refs, func(i, j int) bool { return refs[i].Less(refs[j]) })
+	var b strings.Builder
+	for _, r := range refs {
+		label := "in-quota"
+		if h.Borrowing[r] {
+			label = "borrowing"
+		}
+		fmt.Fprintf(&b, "admitted %s %s\n", r, label)
+	}
+	return b.String()
 }

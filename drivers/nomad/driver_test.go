@@ -391,6 +391,7 @@ func TestHistoryInVariables(t *testing.T) {
 		Usage:       map[string]float64{"vision": 3600},
 		QueuedSince: map[schema.Ref]time.Time{{Project: "vision", Name: "train"}: at},
 		Preempted:   map[schema.Ref]state.Preemption{{Project: "vision", Name: "train"}: {Victim: schema.Ref{Project: "vision", Name: "train"}, By: schema.Ref{Project: "nlp", Name: "big"}, At: at, Reason: "tier high > low"}},
+		Borrowing:   map[schema.Ref]bool{{Project: "nlp", Name: "big"}: false, {Project: "nlp", Name: "extra"}: true},
 	}
 	if err := a.SaveHistory(ctx, h); err != nil {
 		t.Fatal(err)

@@ -315,6 +315,7 @@ func TestHistoryStore(t *testing.T) {
 	h.UsageAt = t0
 	h.Usage = map[string]float64{"medium": 3}
 	h.QueuedSince = map[schema.Ref]time.Time{ref: t0}
+	h.Borrowing = map[schema.Ref]bool{ref: false, {Project: "medium", Name: "extra"}: true}
 	if err := c.SaveHistory(ctx, h); err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +324,8 @@ func TestHistoryStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := state.History{UsageAt: t0, Usage: map[string]float64{"medium": 3}, QueuedSince: map[schema.Ref]time.Time{ref: t0}}
+	want := state.History{UsageAt: t0, Usage: map[string]float64{"medium": 3}, QueuedSince: map[schema.Ref]time.Time{ref: t0},
+		Borrowing: map[schema.Ref]bool{ref: false, {Project: "medium", Name: "extra"}: true}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

@@ -118,6 +118,15 @@ type History struct {
 	// Preempted holds the last preemption of each workspace still waiting
 	// to resume.
 	Preempted map[schema.Ref]Preemption `json:"preempted,omitempty"`
+	// Borrowing records, for each running workspace, how it counts against
+	// its project's guaranteed quota, decided when it was admitted: true,
+	// it was admitted beyond the quota (borrowing, so a reclaim may take
+	// it); false, inside it. A borrower becomes false once in-quota work
+	// leaving makes room for it; an in-quota one never becomes true. A
+	// workspace that stops, is preempted or waits is forgotten. Running
+	// workspaces without an entry (an older history, an allocation berth
+	// did not start) are told apart by start order.
+	Borrowing map[schema.Ref]bool `json:"borrowing,omitempty"`
 }
 
 // Preemption records who preempted whom, when and why.
