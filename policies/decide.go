@@ -438,7 +438,10 @@ func newDecider(in Input) *decider {
 		if p, ok := hist.Preempted[w.ref]; ok {
 			w.preempted = &p
 		}
-		if b, ok := hist.Borrowing[w.ref]; ok && w.running {
+		if !w.running {
+			continue
+		}
+		if b, ok := hist.Borrowing[w.ref]; ok {
 			w.admitted = admittedInQuota
 			if b {
 				w.admitted = admittedBorrowing
