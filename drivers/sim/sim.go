@@ -461,3 +461,22 @@ func (c *Cluster) SaveHistory(ctx context.Context, h state.History) error {
 	c.mu.Unlock()
 	return nil
 }
+
+// Finish ends a workspace's run at once with all its work kept, as a job
+// that completed does: its GPUs are free and nothing is lost. Finishing a
+// workspace that is not running, or is already stopping, does nothing
+// (a stop ends as the stop says). Trace replay calls it when a job's work
+// is done.
+func (c *Cluster) Finish(ref schema.Ref) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	c.advance(now)
+	r := c.runs[ref]
+	if r == nil || r.stopping {
+		return
+	}
+	c.delivered += float64(r.gpus) * r.ranFor(now).Seconds()
+	c.kept[ref] = r.progress(now)
+	delete(c.runs, ref)
+}
