@@ -85,7 +85,8 @@ func Nomad(in policies.Input) policies.Decision {
 // to its borrow limit. Workspaces that fit inside their project's quota go
 // first, then by priority, then queued time (Kueue's BestEffortFIFO: one
 // that does not fit does not block). A workspace inside its quota may
-// reclaim GPUs from projects that borrow beyond theirs; any workspace may
+// reclaim GPUs that other projects borrow beyond theirs (only borrowed
+// ones: a victim's project stays at or above its quota); any workspace may
 // preempt lower-priority workspaces of its own project. Victims in Kueue's
 // order: other projects' borrowers first, then lower priority, then the
 // most recently started. Placement packs (bin-packing) without NVLink
@@ -116,7 +117,10 @@ func Quota(in policies.Input) policies.Decision {
 			if v.proj == w.proj {
 				return v.prio < w.prio
 			}
-			return reclaim && v.proj.held > v.proj.quota
+			// Only borrowed GPUs: taking v leaves its project at or
+			// above its quota (else the two would reclaim from each
+			// other back and forth).
+			return reclaim && v.proj.held-v.held >= v.proj.quota
 		}
 	}
 	order := func(a, b *work) bool {

@@ -27,7 +27,6 @@ type world struct {
 type node struct {
 	name string
 	gpus []*gpu // by index
-	byID map[string]*gpu
 }
 
 // gpu is one usable GPU (healthy, on a ready, eligible node).
@@ -88,16 +87,29 @@ func newWorld(in policies.Input) *world {
 	if snap == nil {
 		snap = &state.Snapshot{}
 	}
-	byName := map[string]*node{}
+	nodeIdx := make(map[string]int, len(snap.Nodes))
+	var all []gpu
 	for _, n := range snap.Nodes {
-		nd := &node{name: n.Name, byID: map[string]*gpu{}}
-		byName[n.Name] = nd
 		if n.Ready && n.Eligible {
 			for _, g := range n.GPUs {
 				if g.Healthy {
-					gp := &gpu{id: g.ID, node: nd}
-					nd.gpus = append(nd.gpus, gp)
-					nd.byID[g.ID] = gp
+					all = append(all, gpu{id: g.ID})
+				}
+			}
+		}
+	}
+	nodes := make([]node, len(snap.Nodes))
+	k := 0
+	for i, n := range snap.Nodes {
+		nd := &nodes[i]
+		nd.name = n.Name
+		nodeIdx[n.Name] = i
+		if n.Ready && n.Eligible {
+			for _, g := range n.GPUs {
+				if g.Healthy {
+					all[k].node = nd
+					nd.gpus = append(nd.gpus, &all[k])
+					k++
 				}
 			}
 		}
@@ -111,10 +123,11 @@ func newWorld(in policies.Input) *world {
 		p := &specs.Projects[i]
 		wd.projs[p.Meta.Name] = &project{name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs}
 	}
-	byRef := make(map[schema.Ref]*work, len(specs.Workspaces))
+	works := make([]work, len(specs.Workspaces))
 	for i := range specs.Workspaces {
 		sw := &specs.Workspaces[i]
-		w := &work{ref: sw.Ref(), spec: sw, gpus: sw.Spec.Resources.GPUs, replicas: max(sw.Spec.Replicas, 1)}
+		w := &works[i]
+		*w = work{ref: sw.Ref(), spec: sw, gpus: sw.Spec.Resources.GPUs, replicas: max(sw.Spec.Replicas, 1)}
 		w.out.Ref = w.ref
 		if p := specs.Project(w.ref.Project); p != nil {
 			w.proj = wd.projs[p.Meta.Name]
@@ -124,18 +137,23 @@ func newWorld(in policies.Input) *world {
 				w.preempt = t.Spec.Preemptible && sw.Spec.Preemptible
 			}
 		}
-		byRef[w.ref] = w
 		wd.ws = append(wd.ws, w)
 	}
+	// Allocations (sorted by workspace) join the workspaces (sorted by
+	// Ref) in one pass when both are sorted, else through a map.
+	find := wd.finder(specs)
 	var orphans []*work
 	for ai := range snap.Allocs {
 		a := &snap.Allocs[ai]
-		w := byRef[a.Workspace]
+		w := find(a.Workspace)
 		if w == nil {
-			w = &work{ref: a.Workspace, proj: wd.projs[a.Workspace.Project]}
-			w.out.Ref = w.ref
-			byRef[w.ref] = w
-			orphans = append(orphans, w)
+			if n := len(orphans); n > 0 && orphans[n-1].ref == a.Workspace {
+				w = orphans[n-1]
+			} else {
+				w = &work{ref: a.Workspace, proj: wd.projs[a.Workspace.Project]}
+				w.out.Ref = w.ref
+				orphans = append(orphans, w)
+			}
 		}
 		w.allocs = append(w.allocs, a)
 		w.held += len(a.GPUs)
@@ -145,13 +163,16 @@ func newWorld(in policies.Input) *world {
 		if a.StartedAt.After(w.started) {
 			w.started = a.StartedAt
 		}
-		nd := byName[a.Node]
-		if nd == nil {
+		ni, ok := nodeIdx[a.Node]
+		if !ok {
 			continue
 		}
 		for _, id := range a.GPUs {
-			if g := nd.byID[id]; g != nil {
-				g.owner = w
+			for _, g := range nodes[ni].gpus {
+				if g.id == id {
+					g.owner = w
+					break
+				}
 			}
 		}
 	}
@@ -477,4 +498,26 @@ func (wd *world) usable(w *work) bool {
 		}
 	}
 	return fits >= w.replicas || (w.gpus == 0)
+}
+
+// finder returns a lookup from Ref to the world's workspace in specs
+// order. Lookups in ascending Ref order (a snapshot's allocations) cost
+// one pass over the workspaces in all.
+func (wd *world) finder(specs *schema.Set) func(schema.Ref) *work {
+	i := 0
+	return func(ref schema.Ref) *work {
+		n := len(specs.Workspaces)
+		switch {
+		case i < n && specs.Workspaces[i].Ref() == ref:
+		case i < n && specs.Workspaces[i].Ref().Less(ref):
+			// Jump ahead by binary search over what is left.
+			i += sort.Search(n-i, func(k int) bool { return !specs.Workspaces[i+k].Ref().Less(ref) })
+		default:
+			i = sort.Search(n, func(k int) bool { return !specs.Workspaces[k].Ref().Less(ref) })
+		}
+		if i < n && specs.Workspaces[i].Ref() == ref {
+			return wd.ws[i]
+		}
+		return nil
+	}
 }

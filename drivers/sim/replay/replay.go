@@ -1,0 +1,355 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/berth-dev/berth/drivers/sim"
+	"github.com/berth-dev/berth/policies"
+	"github.com/berth-dev/berth/policies/baseline"
+	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/schema"
+)
+
+// Policy is a scheduler under test: a pure decision function.
+type Policy struct {
+	Name   string
+	Rule   string
+	Decide func(policies.Input) policies.Decision
+}
+
+// Policies are the four policies `berth simulate` compares, in report
+// order.
+func Policies() []Policy {
+	return []Policy{
+		{"fifo", "one queue in submit order, first-fit, no priorities, no preemption; the head blocks", baseline.FIFO},
+		{"nomad", "priority order, bin-packing, preempts whole allocations ≥10 priority points lower; no quotas, no checkpoint awareness", baseline.Nomad},
+		{"quota", "Kueue-like: guaranteed quotas, borrowing, reclaim from borrowers, priority within a project; no fair share, no aging", baseline.Quota},
+		{"berth", "berth's engine: tiers, quotas with borrowing and reclaim, decayed fair share, aging, checkpoint-aware victims, NVLink-aware packing", policies.Decide},
+	}
+}
+
+// PolicyByName returns the named policy of Policies.
+func PolicyByName(name string) (Policy, bool) {
+	for _, p := range Policies() {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Policy{}, false
+}
+
+// Progress is told, now and then, how far one policy's replay is.
+type Progress func(policy string, now time.Time, done, total int)
+
+// Options tune a replay.
+type Options struct {
+	// Parallel is how many policies replay at once (default 1).
+	Parallel int
+	Progress Progress
+}
+
+// Run replays wl on cluster under each policy (each on a fresh cluster)
+// and returns the report. Policies run in parallel up to opt.Parallel;
+// the report does not depend on it.
+func Run(wl *Workload, cluster sim.Spec, m Mapping, pols []Policy, opt Options) (*Report, error) {
+	rep := newReport(wl, cluster, m)
+	results := make([]PolicyResult, len(pols))
+	errs := make([]error, len(pols))
+	par := max(opt.Parallel, 1)
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for i, p := range pols {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			results[i], errs[i] = replayOne(wl, cluster, p, opt.Progress)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("replay %s: %w", pols[i].Name, err)
+		}
+	}
+	rep.Policies = results
+	return rep, nil
+}
+
+type jobStatus int
+
+const (
+	jobFuture jobStatus = iota
+	jobQueued
+	jobRunning
+	jobStopping
+	jobDone
+)
+
+// jobState is the replay's record of one job under one policy.
+type jobState struct {
+	status    jobStatus
+	runStart  time.Time
+	doneAt    time.Time // running: when its work is done; stopping: when its GPUs are free
+	held      time.Duration
+	firstRun  time.Time
+	completed time.Time
+	preempted int
+}
+
+// replayer runs one policy over the workload.
+type replayer struct {
+	wl     *Workload
+	pol    Policy
+	spec   sim.Spec
+	clock  *sim.ManualClock
+	cl     *sim.Cluster
+	set    schema.Set
+	hist   state.History
+	jobs   []jobState
+	byRef  map[schema.Ref]int
+	tenant map[string]int // berth project → index into wl.Projects
+	m      *meter
+	now    time.Time
+}
+
+func replayOne(wl *Workload, spec sim.Spec, pol Policy, progress Progress) (PolicyResult, error) {
+	ctx := context.Background()
+	if len(wl.Jobs) == 0 {
+		return PolicyResult{Name: pol.Name, Rule: pol.Rule}, nil
+	}
+	start := wl.Jobs[0].Submit
+	r := &replayer{wl: wl, pol: pol, spec: spec, clock: sim.NewManualClock(start), now: start,
+		jobs: make([]jobState, len(wl.Jobs)), byRef: make(map[schema.Ref]int, len(wl.Jobs)), tenant: map[string]int{}}
+	r.cl = sim.New(spec, r.clock)
+	r.set = *wl.Base
+	r.set.Workspaces = nil
+	r.hist = state.History{UsageAt: start, Usage: map[string]float64{}, QueuedSince: map[schema.Ref]time.Time{}, Preempted: map[schema.Ref]state.Preemption{}}
+	for i, j := range wl.Jobs {
+		r.byRef[j.Ref] = i
+	}
+	for _, p := range wl.Base.Projects {
+		for ti, pi := range wl.Projects {
+			if pi.Name == p.Meta.Labels["berth.dev/tenant"] {
+				r.tenant[p.Meta.Name] = ti
+			}
+		}
+	}
+	r.m = newMeter(wl, spec, start)
+	halfLife := wl.Base.Policy.Spec.FairShare.HalfLife
+	var prev state.Snapshot
+	next := 0 // next arrival
+	done := 0
+	var running []int // jobs holding GPUs (running or stopping)
+	cycles, same := 0, 0
+	for {
+		// 1. Account for [prev cycle, now) and advance usage.
+		r.m.interval(&prev, r.now, r.queuedGPUs())
+		r.advanceUsage(&prev, halfLife)
+		// 2. Jobs whose work is done finish; victims whose grace ended are gone.
+		keep := running[:0]
+		for _, ji := range running {
+			js := &r.jobs[ji]
+			if js.doneAt.After(r.now) {
+				keep = append(keep, ji)
+				continue
+			}
+			js.held += js.doneAt.Sub(js.runStart)
+			switch js.status {
+			case jobRunning:
+				r.cl.Finish(wl.Jobs[ji].Ref)
+				js.status, js.completed = jobDone, js.doneAt
+				r.remove(ji)
+				done++
+			case jobStopping:
+				js.status = jobQueued
+				r.m.queue(wl.Jobs[ji], +1)
+			}
+		}
+		running = keep
+		// 3. Arrivals.
+		for next < len(wl.Jobs) && !wl.Jobs[next].Submit.After(r.now) {
+			r.insert(next)
+			r.jobs[next].status = jobQueued
+			r.hist.QueuedSince[wl.Jobs[next].Ref] = wl.Jobs[next].Submit
+			r.m.queue(wl.Jobs[next], +1)
+			next++
+		}
+		// 4. Decide and apply, when someone waits: with no job waiting,
+		// no policy starts or preempts anything.
+		snap, err := r.cl.Observe(ctx)
+		if err != nil {
+			return PolicyResult{}, err
+		}
+		if r.waiting() {
+			t0 := time.Now()
+			d := pol.Decide(policies.Input{Specs: &r.set, Snapshot: &snap, History: &r.hist, Now: r.now})
+			r.m.decided(time.Since(t0))
+			started, changed, err := r.apply(ctx, d, &running)
+			if err != nil {
+				return PolicyResult{}, err
+			}
+			if changed {
+				if snap, err = r.cl.Observe(ctx); err != nil {
+					return PolicyResult{}, err
+				}
+			}
+			if len(started) > 0 {
+				resumed := map[schema.Ref]time.Duration{}
+				for _, a := range snap.Allocs {
+					resumed[a.Workspace] = a.ResumedFrom
+				}
+				for _, ji := range started {
+					j := wl.Jobs[ji]
+					r.jobs[ji].doneAt = r.now.Add(spec.StartDelay + j.Duration - resumed[j.Ref])
+				}
+			}
+		}
+		prev = snap
+		// 5. The next moment something changes.
+		var at time.Time
+		if next < len(wl.Jobs) {
+			at = wl.Jobs[next].Submit
+		}
+		for _, ji := range running {
+			if d := r.jobs[ji].doneAt; at.IsZero() || d.Before(at) {
+				at = d
+			}
+		}
+		cycles++
+		if progress != nil && cycles%2048 == 0 {
+			progress(pol.Name, r.now, done, len(wl.Jobs))
+		}
+		if at.IsZero() {
+			break // nothing runs, nothing arrives: what still waits can never run
+		}
+		if !at.After(r.now) {
+			if same++; same > 1000 {
+				return PolicyResult{}, fmt.Errorf("%s: 1000 decisions at %s without time moving: the policy keeps preempting what it just started", pol.Name, r.now.Format(time.RFC3339))
+			}
+			continue // a victim that never started is gone already: decide again now
+		}
+		same = 0
+		r.clock.Advance(at.Sub(r.now))
+		r.now = at
+	}
+	if progress != nil {
+		progress(pol.Name, r.now, done, len(wl.Jobs))
+	}
+	stats := r.cl.Stats()
+	return r.m.result(pol, r.jobs, stats, r.now), nil
+}
+
+// apply carries out decision d: preemptions first, then the starts whose
+// GPUs are free. started lists the jobs started; changed is true when the
+// cluster changed at all.
+func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]int) (started []int, changed bool, err error) {
+	var starts []*policies.WorkspaceDecision
+	for i := range d.Workspaces {
+		wd := &d.Workspaces[i]
+		ji, ok := r.byRef[wd.Ref]
+		if !ok {
+			continue
+		}
+		js := &r.jobs[ji]
+		switch wd.Verdict {
+		case policies.VerdictPreempt:
+			if js.status != jobRunning {
+				continue
+			}
+			if err := r.cl.Apply(ctx, state.Action{Kind: state.ActionPreempt, Workspace: wd.Ref}); err != nil {
+				return nil, false, err
+			}
+			changed = true
+			js.preempted++
+			r.m.preemptions++
+			if wd.PreemptedBy != nil {
+				r.hist.Preempted[wd.Ref] = state.Preemption{Victim: wd.Ref, By: *wd.PreemptedBy, At: r.now}
+			}
+			j := r.wl.Jobs[ji]
+			js.status = jobStopping
+			js.doneAt = r.now.Add(j.Spec.Spec.Checkpoint.GracePeriod)
+			if r.now.Before(js.runStart.Add(r.spec.StartDelay)) {
+				js.doneAt = r.now // it never started working: gone at once
+			}
+		case policies.VerdictStart:
+			if js.status == jobQueued {
+				starts = append(starts, wd)
+			}
+		}
+	}
+	for _, wd := range starts {
+		blocked := false
+		for _, v := range wd.Preempts {
+			if vi, ok := r.byRef[v]; ok && r.jobs[vi].status == jobStopping {
+				blocked = true
+				break
+			}
+		}
+		if blocked {
+			continue
+		}
+		ji := r.byRef[wd.Ref]
+		j := &r.wl.Jobs[ji]
+		err := r.cl.Apply(ctx, state.Action{Kind: state.ActionStart, Workspace: wd.Ref, Spec: &j.Spec, Placements: wd.Placements, Revision: "trace"})
+		if err != nil {
+			continue // its GPUs are not free yet: decided again when they are
+		}
+		changed = true
+		js := &r.jobs[ji]
+		if js.firstRun.IsZero() {
+			js.firstRun = r.now
+		}
+		js.status, js.runStart = jobRunning, r.now
+		delete(r.hist.Preempted, wd.Ref)
+		r.m.queue(*j, -1)
+		started = append(started, ji)
+		*running = append(*running, ji)
+	}
+	return started, changed, nil
+}
+
+// insert adds job ji's workspace to the specs, keeping them sorted.
+func (r *replayer) insert(ji int) {
+	ws := r.wl.Jobs[ji].Spec
+	ref := ws.Ref()
+	i := sort.Search(len(r.set.Workspaces), func(i int) bool { return !r.set.Workspaces[i].Ref().Less(ref) })
+	r.set.Workspaces = append(r.set.Workspaces, schema.Workspace{})
+	copy(r.set.Workspaces[i+1:], r.set.Workspaces[i:])
+	r.set.Workspaces[i] = ws
+}
+
+// remove takes job ji's workspace out of the specs.
+func (r *replayer) remove(ji int) {
+	ref := r.wl.Jobs[ji].Ref
+	i := sort.Search(len(r.set.Workspaces), func(i int) bool { return !r.set.Workspaces[i].Ref().Less(ref) })
+	if i < len(r.set.Workspaces) && r.set.Workspaces[i].Ref() == ref {
+		r.set.Workspaces = append(r.set.Workspaces[:i], r.set.Workspaces[i+1:]...)
+	}
+	delete(r.hist.QueuedSince, ref)
+	delete(r.hist.Preempted, ref)
+}
+
+// advanceUsage decays usage to now and adds what prev's allocations used
+// since the last cycle (they held their GPUs all that time).
+func (r *replayer) advanceUsage(prev *state.Snapshot, halfLife time.Duration) {
+	h := policies.AdvanceUsage(state.History{UsageAt: r.hist.UsageAt, Usage: r.hist.Usage}, *prev, r.now, halfLife)
+	r.hist.Usage, r.hist.UsageAt = h.Usage, h.UsageAt
+}
+
+func (r *replayer) queuedGPUs() []int { return r.m.queued }
+
+// waiting reports whether any job waits for GPUs.
+func (r *replayer) waiting() bool {
+	for _, q := range r.m.queued {
+		if q > 0 {
+			return true
+		}
+	}
+	return false
+}
