@@ -50,7 +50,7 @@ func newMeter(wl *Workload, spec sim.Spec, start time.Time) *meter {
 	m.queued = make([]int, len(wl.Projects))
 	m.held = make([]int, len(wl.Projects))
 	span := wl.Jobs[len(wl.Jobs)-1].Submit.Sub(start)
-	m.bucket = max(time.Minute, (span/buckets).Round(time.Minute))
+	m.bucket = max(time.Minute, (span / buckets).Round(time.Minute))
 	return m
 }
 
