@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -130,6 +131,9 @@ goes to stderr when it is a terminal.`,
 			if err != nil {
 				return &exitError{Code: exitFailure, Err: err}
 			}
+			// A replay allocates a snapshot and a decision per event and
+			// keeps little: collect garbage less often.
+			defer debug.SetGCPercent(debug.SetGCPercent(400))
 			opt := replay.Options{Parallel: runtime.GOMAXPROCS(0)}
 			stderr := cmd.ErrOrStderr()
 			var bar *progressBar

@@ -1,8 +1,6 @@
 package baseline
 
 import (
-	"sort"
-
 	"github.com/berth-dev/berth/policies"
 )
 
@@ -14,16 +12,27 @@ import (
 func FIFO(in policies.Input) policies.Decision {
 	wd := newWorld(in)
 	queue := wd.settle()
-	sort.SliceStable(queue, func(i, j int) bool { return queue[i].queued.Before(queue[j].queued) })
-	blocked := false
-	for _, w := range queue {
-		if blocked {
-			wd.wait(w, reasonFIFO)
-			continue
+	less := func(a, b *work) bool {
+		if !a.queued.Equal(b.queued) {
+			return a.queued.Before(b.queued)
 		}
-		if !wd.place(w, firstFit, nil, nil, nil) {
-			wd.wait(w, reasonCapacity)
-			blocked = wd.usable(w) // a workspace that can never fit does not block
+		return a.ref.Less(b.ref)
+	}
+	blocked := false
+	inOrder(queue, less, nil, func(w *work) bool {
+		if wd.place(w, firstFit, nil, nil, nil) {
+			return true
+		}
+		wd.wait(w, reasonCapacity)
+		// A workspace that can never fit does not block.
+		blocked = wd.usable(w)
+		return !blocked
+	})
+	if blocked {
+		for _, w := range queue {
+			if !w.decided {
+				wd.wait(w, reasonFIFO) // not reached: behind the head
+			}
 		}
 	}
 	return wd.decision()
@@ -45,13 +54,15 @@ const nomadDelta = 10
 func Nomad(in policies.Input) policies.Decision {
 	wd := newWorld(in)
 	queue := wd.settle()
-	sort.SliceStable(queue, func(i, j int) bool {
-		a, b := queue[i], queue[j]
+	less := func(a, b *work) bool {
 		if a.prio != b.prio {
 			return a.prio > b.prio
 		}
-		return a.queued.Before(b.queued)
-	})
+		if !a.queued.Equal(b.queued) {
+			return a.queued.Before(b.queued)
+		}
+		return a.ref.Less(b.ref)
+	}
 	may := func(w, v *work) bool { return v.prio <= w.prio-nomadDelta }
 	order := func(a, b *work) bool {
 		if a.prio != b.prio {
@@ -76,7 +87,7 @@ func Nomad(in policies.Input) policies.Decision {
 		}
 		return top(a) < top(b)
 	}
-	wd.admitAll(queue, bestFit, func(*work) right { return may }, order, cheaper, nil)
+	wd.admitAll(queue, less, nil, bestFit, func(*work) right { return may }, order, cheaper, nil)
 	return wd.decision()
 }
 
@@ -97,20 +108,18 @@ func Quota(in policies.Input) policies.Decision {
 	inQuota := func(w *work) bool { return w.proj.held+w.gpus*w.replicas <= w.proj.quota }
 	// The order is computed once, at the start: Kueue orders its heads when
 	// a cycle starts.
-	fits := make(map[*work]bool, len(queue))
 	for _, w := range queue {
-		fits[w] = inQuota(w)
+		w.fits = inQuota(w)
 	}
-	sort.SliceStable(queue, func(i, j int) bool {
-		a, b := queue[i], queue[j]
-		if fits[a] != fits[b] {
-			return fits[a]
-		}
+	less := func(a, b *work) bool {
 		if a.prio != b.prio {
 			return a.prio > b.prio
 		}
-		return a.queued.Before(b.queued)
-	})
+		if !a.queued.Equal(b.queued) {
+			return a.queued.Before(b.queued)
+		}
+		return a.ref.Less(b.ref)
+	}
 	rightsFor := func(w *work) right {
 		reclaim := inQuota(w)
 		return func(w, v *work) bool {
@@ -148,7 +157,9 @@ func Quota(in policies.Input) policies.Decision {
 		p := w.proj
 		return p.borrow < 0 || p.held+w.gpus*w.replicas <= p.quota+p.borrow
 	}
-	wd.admitAll(queue, bestFit, rightsFor, order, cheaper, limit)
+	// Those inside their quota first, then the rest.
+	wd.admitAll(queue, less, func(w *work) bool { return w.fits }, bestFit, rightsFor, order, cheaper, limit)
+	wd.admitAll(queue, less, func(w *work) bool { return !w.fits }, bestFit, rightsFor, order, cheaper, limit)
 	return wd.decision()
 }
 
@@ -162,12 +173,12 @@ type shape struct {
 // admitAll admits the queue in order without blocking; a failure is
 // remembered for the same shape until the cluster changes. allowed, when
 // set, is the quota check.
-func (wd *world) admitAll(queue []*work, how fit, rights func(*work) right, order victimOrder, cheaper func(a, b []*work) bool, allowed func(*work) bool) {
+func (wd *world) admitAll(queue []*work, less func(a, b *work) bool, passes func(*work) bool, how fit, rights func(*work) right, order victimOrder, cheaper func(a, b []*work) bool, allowed func(*work) bool) {
 	failed := map[shape]bool{}
-	for _, w := range queue {
+	inOrder(queue, less, passes, func(w *work) bool {
 		if allowed != nil && !allowed(w) {
 			wd.wait(w, reasonQuota)
-			continue
+			return true
 		}
 		key := shape{gen: wd.gen, gpus: w.gpus, replicas: w.replicas, prio: w.prio}
 		if allowed != nil {
@@ -176,7 +187,7 @@ func (wd *world) admitAll(queue []*work, how fit, rights func(*work) right, orde
 		}
 		if failed[key] {
 			wd.wait(w, reasonCapacity)
-			continue
+			return true
 		}
 		var may right
 		if w.canPre {
@@ -186,5 +197,6 @@ func (wd *world) admitAll(queue []*work, how fit, rights func(*work) right, orde
 			failed[key] = true
 			wd.wait(w, reasonCapacity)
 		}
-	}
+		return true
+	})
 }

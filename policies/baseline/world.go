@@ -54,6 +54,8 @@ type work struct {
 	started  time.Time
 	queued   time.Time
 	victim   bool
+	fits     bool // Quota: inside its project's quota when the cycle began
+	decided  bool // has its verdict
 	out      policies.WorkspaceDecision
 }
 
@@ -124,18 +126,25 @@ func newWorld(in policies.Input) *world {
 		wd.projs[p.Meta.Name] = &project{name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs}
 	}
 	works := make([]work, len(specs.Workspaces))
+	var lastProj *project
+	var lastTier *schema.PriorityTier
 	for i := range specs.Workspaces {
 		sw := &specs.Workspaces[i]
 		w := &works[i]
 		*w = work{ref: sw.Ref(), spec: sw, gpus: sw.Spec.Resources.GPUs, replicas: max(sw.Spec.Replicas, 1)}
 		w.out.Ref = w.ref
-		if p := specs.Project(w.ref.Project); p != nil {
-			w.proj = wd.projs[p.Meta.Name]
-			if t := tiers[p.Spec.Tier]; t != nil {
-				w.prio = t.Spec.Value
-				w.canPre = t.Spec.CanPreempt
-				w.preempt = t.Spec.Preemptible && sw.Spec.Preemptible
+		if i == 0 || w.ref.Project != specs.Workspaces[i-1].Meta.Project {
+			// Workspaces come by project: look each project up once.
+			lastProj, lastTier = nil, nil
+			if p := specs.Project(w.ref.Project); p != nil {
+				lastProj, lastTier = wd.projs[p.Meta.Name], tiers[p.Spec.Tier]
 			}
+		}
+		w.proj = lastProj
+		if t := lastTier; t != nil {
+			w.prio = t.Spec.Value
+			w.canPre = t.Spec.CanPreempt
+			w.preempt = t.Spec.Preemptible && sw.Spec.Preemptible
 		}
 		wd.ws = append(wd.ws, w)
 	}
@@ -454,6 +463,7 @@ func (wd *world) place(w *work, how fit, may right, order victimOrder, cheaper f
 		pls = append(pls, wd.take(w, r, nd, waitFor))
 	}
 	wd.journal = wd.journal[:0]
+	w.decided = true
 	w.out.Verdict = policies.VerdictStart
 	w.out.Placements = pls
 	w.out.Reason = policies.Reason{Message: "starts on free GPUs"}
@@ -478,6 +488,7 @@ func (wd *world) place(w *work, how fit, may right, order victimOrder, cheaper f
 }
 
 func (wd *world) wait(w *work, r policies.Reason) {
+	w.decided = true
 	w.out.Verdict = policies.VerdictWait
 	w.out.Reason = r
 }

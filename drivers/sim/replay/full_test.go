@@ -2,6 +2,8 @@ package replay
 
 import (
 	"os"
+	"runtime/debug"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -14,18 +16,15 @@ func BenchmarkSimulate(b *testing.B) {
 	if _, err := os.Stat(fullTrace); err != nil {
 		b.Skip("no Philly trace at " + fullTrace)
 	}
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	for b.Loop() {
 		start := time.Now()
 		jobs, err := ReadFile(fullTrace, "")
 		if err != nil {
 			b.Fatal(err)
 		}
-		if n := os.Getenv("BERTH_SIM_LIMIT"); n != "" {
-			var k int
-			for _, c := range n {
-				k = k*10 + int(c-'0')
-			}
-			jobs = jobs[:min(k, len(jobs))]
+		if n, err := strconv.Atoi(os.Getenv("BERTH_SIM_LIMIT")); err == nil && n > 0 {
+			jobs = jobs[:min(n, len(jobs))]
 		}
 		spec := DefaultCluster()
 		gpus, per := Shape(spec)

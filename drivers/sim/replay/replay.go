@@ -252,6 +252,9 @@ func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]in
 	var starts []*policies.WorkspaceDecision
 	for i := range d.Workspaces {
 		wd := &d.Workspaces[i]
+		if wd.Verdict != policies.VerdictPreempt && wd.Verdict != policies.VerdictStart {
+			continue // most of a long queue waits: skip the lookup
+		}
 		ji, ok := r.byRef[wd.Ref]
 		if !ok {
 			continue
