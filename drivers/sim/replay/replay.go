@@ -19,16 +19,20 @@ type Policy struct {
 	Name   string
 	Rule   string
 	Decide func(policies.Input) policies.Decision
+	// NeverPreempts: the policy only starts work on free GPUs, so the
+	// replay skips deciding while no waiting job's replica fits in the free
+	// GPUs (it could not start anything).
+	NeverPreempts bool
 }
 
 // Policies are the four policies `berth simulate` compares, in report
 // order.
 func Policies() []Policy {
 	return []Policy{
-		{"fifo", "one queue in submit order, first-fit, no priorities, no preemption; the head blocks", baseline.FIFO},
-		{"nomad", "priority order, bin-packing, preempts whole allocations ≥10 priority points lower; no quotas, no checkpoint awareness", baseline.Nomad},
-		{"quota", "Kueue-like: guaranteed quotas, borrowing, reclaim from borrowers, priority within a project; no fair share, no aging", baseline.Quota},
-		{"berth", "berth's engine: tiers, quotas with borrowing and reclaim, decayed fair share, aging, checkpoint-aware victims, NVLink-aware packing", policies.Decide},
+		{"fifo", "one queue in submit order, first-fit, no priorities, no preemption; the head blocks", baseline.FIFO, true},
+		{"nomad", "priority order, bin-packing, preempts whole allocations ≥10 priority points lower; no quotas, no checkpoint awareness", baseline.Nomad, false},
+		{"quota", "Kueue-like: guaranteed quotas, borrowing, reclaim from borrowers, priority within a project; no fair share, no aging", baseline.Quota, false},
+		{"berth", "berth's engine: tiers, quotas with borrowing and reclaim, decayed fair share, aging, checkpoint-aware victims, NVLink-aware packing", policies.Decide, false},
 	}
 }
 
@@ -114,6 +118,8 @@ type replayer struct {
 	jobs   []jobState
 	byRef  map[schema.Ref]int
 	tenant map[string]int // berth project → index into wl.Projects
+	// waitingBySize counts waiting jobs by GPUs per replica.
+	waitingBySize map[int]int
 	m      *meter
 	now    time.Time
 }
@@ -125,7 +131,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, progress Progress) (Poli
 	}
 	start := wl.Jobs[0].Submit
 	r := &replayer{wl: wl, pol: pol, spec: spec, clock: sim.NewManualClock(start), now: start,
-		jobs: make([]jobState, len(wl.Jobs)), byRef: make(map[schema.Ref]int, len(wl.Jobs)), tenant: map[string]int{}}
+		jobs: make([]jobState, len(wl.Jobs)), byRef: make(map[schema.Ref]int, len(wl.Jobs)), tenant: map[string]int{}, waitingBySize: map[int]int{}}
 	r.cl = sim.New(spec, r.clock)
 	r.set = *wl.Base
 	r.set.Workspaces = nil
@@ -168,7 +174,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, progress Progress) (Poli
 				done++
 			case jobStopping:
 				js.status = jobQueued
-				r.m.queue(wl.Jobs[ji], +1)
+				r.queue(wl.Jobs[ji], +1)
 			}
 		}
 		running = keep
@@ -177,7 +183,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, progress Progress) (Poli
 			r.insert(next)
 			r.jobs[next].status = jobQueued
 			r.hist.QueuedSince[wl.Jobs[next].Ref] = wl.Jobs[next].Submit
-			r.m.queue(wl.Jobs[next], +1)
+			r.queue(wl.Jobs[next], +1)
 			next++
 		}
 		// 4. Decide and apply, when someone waits: with no job waiting,
@@ -186,7 +192,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, progress Progress) (Poli
 		if err != nil {
 			return PolicyResult{}, err
 		}
-		if r.waiting() {
+		if r.waiting() && (!pol.NeverPreempts || r.startable(&snap)) {
 			t0 := time.Now()
 			d := pol.Decide(policies.Input{Specs: &r.set, Snapshot: &snap, History: &r.hist, Now: r.now})
 			r.m.decided(time.Since(t0))
@@ -310,7 +316,7 @@ func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]in
 		}
 		js.status, js.runStart = jobRunning, r.now
 		delete(r.hist.Preempted, wd.Ref)
-		r.m.queue(*j, -1)
+		r.queue(*j, -1)
 		started = append(started, ji)
 		*running = append(*running, ji)
 	}
@@ -346,6 +352,28 @@ func (r *replayer) advanceUsage(prev *state.Snapshot, halfLife time.Duration) {
 }
 
 func (r *replayer) queuedGPUs() []int { return r.m.queued }
+
+// queue counts job j joining (+1) or leaving (-1) the waiting jobs.
+func (r *replayer) queue(j MappedJob, delta int) {
+	r.m.queue(j, delta)
+	r.waitingBySize[j.PerGPUs] += delta
+}
+
+// startable reports whether the free GPUs of snap could hold a replica
+// of some waiting job.
+func (r *replayer) startable(snap *state.Snapshot) bool {
+	held := 0
+	for _, a := range snap.Allocs {
+		held += len(a.GPUs)
+	}
+	free := r.wl.Capacity - held
+	for size, n := range r.waitingBySize {
+		if n > 0 && size <= free {
+			return true
+		}
+	}
+	return false
+}
 
 // waiting reports whether any job waits for GPUs.
 func (r *replayer) waiting() bool {

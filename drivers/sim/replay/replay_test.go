@@ -217,3 +217,42 @@ func TestReportFormats(t *testing.T) {
 		}
 	}
 }
+
+// Skipping decisions while nothing fits the free GPUs changes nothing for
+// a policy that never preempts.
+func TestNeverPreemptsSkipIsExact(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays the sample twice")
+	}
+	jobs, err := ReadFile("testdata/philly-sample.csv", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := sim.ReadFile("testdata/cluster-64.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus, per := Shape(*spec)
+	m := DefaultMapping()
+	wl, err := Map(jobs, gpus, per, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fifo, _ := PolicyByName("fifo")
+	always := fifo
+	always.NeverPreempts = false
+	a, err := Run(wl, *spec, m, []Policy{fifo}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Run(wl, *spec, m, []Policy{always}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Policies[0].Timing.Decisions >= b.Policies[0].Timing.Decisions {
+		t.Errorf("skipping decided %d times, deciding always %d", a.Policies[0].Timing.Decisions, b.Policies[0].Timing.Decisions)
+	}
+	if ua, ub := untimed(t, a), untimed(t, b); ua != ub {
+		t.Errorf("skipping changed the outcome")
+	}
+}
