@@ -120,8 +120,8 @@ type replayer struct {
 	tenant map[string]int // berth project → index into wl.Projects
 	// waitingBySize counts waiting jobs by GPUs per replica.
 	waitingBySize map[int]int
-	m      *meter
-	now    time.Time
+	m             *meter
+	now           time.Time
 }
 
 func replayOne(wl *Workload, spec sim.Spec, pol Policy, progress Progress) (PolicyResult, error) {
