@@ -268,10 +268,16 @@ func newDecider(in Input) *decider {
 		d.projs = append(d.projs, ps)
 	}
 
-	// Workspaces in the specs.
+	// Workspaces in the specs. Their records are allocated in one block,
+	// and workspaces of the same topology share one (read-only) levels
+	// slice: a long queue costs few allocations.
+	block := make([]wsState, len(specs.Workspaces))
+	levelsOf := map[schema.Topology][]int{}
+	d.byRef = make(map[schema.Ref]int32, len(specs.Workspaces))
 	for i := range specs.Workspaces {
 		sw := &specs.Workspaces[i]
-		w := &wsState{ref: sw.Ref(), spec: sw, proj: -1, gpus: sw.Spec.Resources.GPUs, replicas: max(sw.Spec.Replicas, 1), model: sw.Spec.Resources.GPUModel}
+		w := &block[i]
+		*w = wsState{ref: sw.Ref(), spec: sw, proj: -1, gpus: sw.Spec.Resources.GPUs, replicas: max(sw.Spec.Replicas, 1), model: sw.Spec.Resources.GPUModel}
 		if pi, ok := projIdx[w.ref.Project]; ok {
 			w.proj = pi
 			p := d.projs[pi]
@@ -282,7 +288,12 @@ func newDecider(in Input) *decider {
 				w.preemptible = t.Spec.Preemptible && sw.Spec.Preemptible
 			}
 		}
-		w.levels = levels(sw.Spec.Topology, d.policy.Defaults.Topology)
+		lv, ok := levelsOf[sw.Spec.Topology]
+		if !ok {
+			lv = levels(sw.Spec.Topology, d.policy.Defaults.Topology)
+			levelsOf[sw.Spec.Topology] = lv
+		}
+		w.levels = lv
 		w.out = WorkspaceDecision{Ref: w.ref}
 		d.add(w)
 	}
