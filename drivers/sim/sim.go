@@ -178,12 +178,14 @@ func (c *Cluster) Observe(ctx context.Context) (state.Snapshot, error) {
 			snap.Allocs = append(snap.Allocs, a)
 		}
 	}
-	sort.Slice(snap.Allocs, func(i, j int) bool {
-		a, b := snap.Allocs[i], snap.Allocs[j]
+	slices.SortFunc(snap.Allocs, func(a, b state.Alloc) int {
 		if a.Workspace != b.Workspace {
-			return a.Workspace.Less(b.Workspace)
+			if a.Workspace.Less(b.Workspace) {
+				return -1
+			}
+			return 1
 		}
-		return a.Replica < b.Replica
+		return a.Replica - b.Replica
 	})
 	return snap, nil
 }
