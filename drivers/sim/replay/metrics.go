@@ -30,6 +30,7 @@ type meter struct {
 	util             []float64 // working GPU-seconds per bucket
 	decisions        []time.Duration
 	preemptions      int
+	peakQueue        int
 }
 
 // buckets is about how many points the utilization series has.
@@ -133,7 +134,7 @@ func (m *meter) work(from, to time.Time, g float64) {
 
 // result summarizes one policy's replay.
 func (m *meter) result(pol Policy, jobs []jobState, st sim.Stats, end time.Time) PolicyResult {
-	res := PolicyResult{Name: pol.Name, Rule: pol.Rule, Jobs: len(jobs), Preemptions: m.preemptions}
+	res := PolicyResult{Name: pol.Name, Rule: pol.Rule, Jobs: len(jobs), Preemptions: m.preemptions, PeakQueue: m.peakQueue}
 	var jct []float64
 	waits := map[string][]float64{}
 	var last time.Time

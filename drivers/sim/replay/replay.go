@@ -53,6 +53,11 @@ type Progress func(policy string, now time.Time, done, total int)
 type Options struct {
 	// Parallel is how many policies replay at once (default 1).
 	Parallel int
+	// Tick, when set, lets policies decide only on multiples of Tick from
+	// the first submit, as a reconciler that runs every Tick would; jobs
+	// still arrive and finish at their exact times. Zero: decide at every
+	// event (exact, slower on long traces).
+	Tick     time.Duration
 	Progress Progress
 }
 
@@ -72,7 +77,7 @@ func Run(wl *Workload, cluster sim.Spec, m Mapping, pols []Policy, opt Options) 
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			results[i], errs[i] = replayOne(wl, cluster, p, opt.Progress)
+			results[i], errs[i] = replayOne(wl, cluster, p, opt.Progress, opt.Tick)
 		}()
 	}
 	wg.Wait()
@@ -82,6 +87,7 @@ func Run(wl *Workload, cluster sim.Spec, m Mapping, pols []Policy, opt Options) 
 		}
 	}
 	rep.Policies = results
+	rep.Tick = opt.Tick
 	return rep, nil
 }
 
@@ -124,7 +130,7 @@ type replayer struct {
 	now           time.Time
 }
 
-func replayOne(wl *Workload, spec sim.Spec, pol Policy, progress Progress) (PolicyResult, error) {
+func replayOne(wl *Workload, spec sim.Spec, pol Policy, progress Progress, tick time.Duration) (PolicyResult, error) {
 	ctx := context.Background()
 	if len(wl.Jobs) == 0 {
 		return PolicyResult{Name: pol.Name, Rule: pol.Rule}, nil
@@ -186,13 +192,18 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, progress Progress) (Poli
 			r.queue(wl.Jobs[next], +1)
 			next++
 		}
+		r.m.peakQueue = max(r.m.peakQueue, r.waitingJobs())
 		// 4. Decide and apply, when someone waits: with no job waiting,
 		// no policy starts or preempts anything.
 		snap, err := r.cl.Observe(ctx)
 		if err != nil {
 			return PolicyResult{}, err
 		}
+		owed := false // a decision waits for the next tick
 		if r.waiting() && (!pol.NeverPreempts || r.startable(&snap)) {
+			owed = tick > 0 && r.now.Sub(start)%tick != 0
+		}
+		if r.waiting() && !owed && (!pol.NeverPreempts || r.startable(&snap)) {
 			t0 := time.Now()
 			d := pol.Decide(policies.Input{Specs: &r.set, Snapshot: &snap, History: &r.hist, Now: r.now})
 			r.m.decided(time.Since(t0))
@@ -225,6 +236,12 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, progress Progress) (Poli
 		for _, ji := range running {
 			if d := r.jobs[ji].doneAt; at.IsZero() || d.Before(at) {
 				at = d
+			}
+		}
+		if owed {
+			boundary := start.Add((r.now.Sub(start)/tick + 1) * tick)
+			if at.IsZero() || boundary.Before(at) {
+				at = boundary
 			}
 		}
 		cycles++
@@ -373,6 +390,15 @@ func (r *replayer) startable(snap *state.Snapshot) bool {
 		}
 	}
 	return false
+}
+
+// waitingJobs counts the jobs waiting for GPUs.
+func (r *replayer) waitingJobs() int {
+	n := 0
+	for _, c := range r.waitingBySize {
+		n += c
+	}
+	return n
 }
 
 // waiting reports whether any job waits for GPUs.

@@ -256,3 +256,43 @@ func TestNeverPreemptsSkipIsExact(t *testing.T) {
 		t.Errorf("skipping changed the outcome")
 	}
 }
+
+// With a tick, policies decide less often; jobs still arrive and finish
+// at their own times, so all the work is done and accounted for.
+func TestTick(t *testing.T) {
+	jobs, err := ReadFile("testdata/philly-sample.csv", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := sim.ReadFile("testdata/cluster-64.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus, per := Shape(*spec)
+	m := DefaultMapping()
+	wl, err := Map(jobs, gpus, per, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	berth, _ := PolicyByName("berth")
+	exact, err := Run(wl, *spec, m, []Policy{berth}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ticked, err := Run(wl, *spec, m, []Policy{berth}, Options{Tick: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, k := exact.Policies[0], ticked.Policies[0]
+	if k.Timing.Decisions >= e.Timing.Decisions {
+		t.Errorf("decisions: %d with a 5m tick, %d without", k.Timing.Decisions, e.Timing.Decisions)
+	}
+	g := k.GPUHours
+	if k.Completed != e.Completed || math.Abs(g.Delivered-ticked.Trace.GPUHours) > 1e-6*g.Capacity ||
+		math.Abs(g.Delivered+g.Lost+g.Overhead+g.Idle-g.Capacity) > 1e-6*g.Capacity {
+		t.Errorf("with a tick: %d/%d completed, GPU-hours %+v of %.3f asked", k.Completed, e.Completed, g, ticked.Trace.GPUHours)
+	}
+	if k.Wait[2].P50 < e.Wait[2].P50 {
+		t.Errorf("median low-tier wait %s with a 5m tick, %s without: a tick cannot make starts earlier", short(k.Wait[2].P50), short(e.Wait[2].P50))
+	}
+}

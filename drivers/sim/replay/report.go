@@ -15,9 +15,11 @@ import (
 // but each policy's Timing is a function of the trace, the cluster, the
 // mapping and the seed.
 type Report struct {
-	Trace    TraceInfo      `json:"trace"`
-	Cluster  ClusterInfo    `json:"cluster"`
-	Mapping  Mapping        `json:"mapping"`
+	Trace   TraceInfo   `json:"trace"`
+	Cluster ClusterInfo `json:"cluster"`
+	Mapping Mapping     `json:"mapping"`
+	// Tick is how often policies could decide (0: at every event).
+	Tick     time.Duration  `json:"tick"`
 	Projects []ProjectInfo  `json:"projects"`
 	Policies []PolicyResult `json:"policies"`
 }
@@ -56,11 +58,13 @@ type PolicyResult struct {
 	// Wait is the time a job held no GPUs between its submit and its
 	// completion (first queueing and every wait after a preemption), by
 	// tier, highest first.
-	Wait          []TierWait `json:"wait"`
-	MaxWait       float64    `json:"maxWait"`
-	Preemptions   int        `json:"preemptions"`
-	PreemptedJobs int        `json:"preemptedJobs"`
-	GPUHours      GPUHours   `json:"gpuHours"`
+	Wait        []TierWait `json:"wait"`
+	MaxWait     float64    `json:"maxWait"`
+	Preemptions int        `json:"preemptions"`
+	// PeakQueue is the most jobs waiting at once.
+	PeakQueue     int      `json:"peakQueue"`
+	PreemptedJobs int      `json:"preemptedJobs"`
+	GPUHours      GPUHours `json:"gpuHours"`
 	// LostShare is GPU-hours lost to preemption over GPU-hours delivered.
 	LostShare float64 `json:"lostShare"`
 	// Fairness is Jain's index of each project's GPUs held over its
@@ -161,6 +165,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	for _, l := range r.mappingLines() {
 		fmt.Fprintln(w, l)
 	}
+	if r.Tick > 0 {
+		fmt.Fprintf(w, "decisions: every %s of simulated time at most (--tick)\n", r.Tick)
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	row := func(label string, f func(p PolicyResult) string) {
@@ -186,6 +193,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	row("max wait", func(p PolicyResult) string { return short(p.MaxWait) })
+	row("peak queue (jobs)", func(p PolicyResult) string { return thousands(p.PeakQueue) })
 	row("preemptions", func(p PolicyResult) string { return thousands(p.Preemptions) })
 	row("GPU-hours lost", func(p PolicyResult) string {
 		return fmt.Sprintf("%s (%s)", thousands(int(p.GPUHours.Lost+0.5)), pct(p.LostShare))
