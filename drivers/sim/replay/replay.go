@@ -23,16 +23,20 @@ type Policy struct {
 	// replay skips deciding while no waiting job's replica fits in the free
 	// GPUs (it could not start anything).
 	NeverPreempts bool
+	// HeadBlocks: nothing starts while the job queued first waits (strict
+	// FIFO), so the replay also skips deciding while the free GPUs are
+	// fewer than that job needs.
+	HeadBlocks bool
 }
 
 // Policies are the four policies `berth simulate` compares, in report
 // order.
 func Policies() []Policy {
 	return []Policy{
-		{"fifo", "one queue in submit order, first-fit, no priorities, no preemption; the head blocks", baseline.FIFO, true},
-		{"nomad", "priority order, bin-packing, preempts whole allocations ≥10 priority points lower; no quotas, no checkpoint awareness", baseline.Nomad, false},
-		{"quota", "Kueue-like: guaranteed quotas, borrowing, reclaim from borrowers, priority within a project; no fair share, no aging", baseline.Quota, false},
-		{"berth", "berth's engine: tiers, quotas with borrowing and reclaim, decayed fair share, aging, checkpoint-aware victims, NVLink-aware packing", policies.Decide, false},
+		{"fifo", "one queue in submit order, first-fit, no priorities, no preemption; the head blocks", baseline.FIFO, true, true},
+		{"nomad", "priority order, bin-packing, preempts whole allocations ≥10 priority points lower; no quotas, no checkpoint awareness", baseline.Nomad, false, false},
+		{"quota", "Kueue-like: guaranteed quotas, borrowing, reclaim from borrowers, priority within a project; no fair share, no aging", baseline.Quota, false, false},
+		{"berth", "berth's engine: tiers, quotas with borrowing and reclaim, decayed fair share, aging, checkpoint-aware victims, NVLink-aware packing", policies.Decide, false, false},
 	}
 }
 
@@ -124,6 +128,8 @@ type replayer struct {
 	jobs   []jobState
 	byRef  map[schema.Ref]int
 	tenant map[string]int // berth project → index into wl.Projects
+	// head: the first job (in submit order) that may still be waiting.
+	head int
 	// waitingBySize counts waiting jobs by GPUs per replica.
 	waitingBySize map[int]int
 	m             *meter
@@ -377,13 +383,31 @@ func (r *replayer) queue(j MappedJob, delta int) {
 }
 
 // startable reports whether the free GPUs of snap could hold a replica
-// of some waiting job.
+// of some waiting job (for a policy whose head blocks: all of the head).
 func (r *replayer) startable(snap *state.Snapshot) bool {
 	held := 0
 	for _, a := range snap.Allocs {
 		held += len(a.GPUs)
 	}
 	free := r.wl.Capacity - held
+	if r.pol.HeadBlocks {
+		// The first queued job blocks the rest; it never leaves the queue
+		// but by starting, so the head only moves forward.
+		for r.head < len(r.jobs) && r.jobs[r.head].status != jobQueued && r.jobs[r.head].status != jobFuture {
+			r.head++
+		}
+		if r.head < len(r.jobs) && r.jobs[r.head].status == jobQueued {
+			// Jobs submitted at the same instant tie; FIFO breaks the tie
+			// its own way, so any of them may be its head.
+			at := r.wl.Jobs[r.head].Submit
+			for k := r.head; k < len(r.jobs) && r.wl.Jobs[k].Submit.Equal(at); k++ {
+				if h := r.wl.Jobs[k]; r.jobs[k].status == jobQueued && h.PerGPUs*h.Replicas <= free {
+					return true
+				}
+			}
+			return false
+		}
+	}
 	for size, n := range r.waitingBySize {
 		if n > 0 && size <= free {
 			return true

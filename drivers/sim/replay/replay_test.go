@@ -240,7 +240,7 @@ func TestNeverPreemptsSkipIsExact(t *testing.T) {
 	}
 	fifo, _ := PolicyByName("fifo")
 	always := fifo
-	always.NeverPreempts = false
+	always.NeverPreempts, always.HeadBlocks = false, false
 	a, err := Run(wl, *spec, m, []Policy{fifo}, Options{})
 	if err != nil {
 		t.Fatal(err)
