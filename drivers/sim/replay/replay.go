@@ -20,12 +20,12 @@ type Policy struct {
 	Rule   string
 	Decide func(policies.Input) policies.Decision
 	// NeverPreempts: the policy only starts work on free GPUs, so the
-	// replay skips deciding while no waiting job's replica fits in the free
-	// GPUs (it could not start anything).
+	// replay skips deciding while no node has room for a replica of any
+	// waiting job (it could not start anything).
 	NeverPreempts bool
 	// HeadBlocks: nothing starts while the job queued first waits (strict
-	// FIFO), so the replay also skips deciding while the free GPUs are
-	// fewer than that job needs.
+	// FIFO), so the replay also skips deciding while the nodes have no
+	// room for all of that job's replicas.
 	HeadBlocks bool
 }
 
@@ -118,16 +118,17 @@ type jobState struct {
 
 // replayer runs one policy over the workload.
 type replayer struct {
-	wl     *Workload
-	pol    Policy
-	spec   sim.Spec
-	clock  *sim.ManualClock
-	cl     *sim.Cluster
-	set    schema.Set
-	hist   state.History
-	jobs   []jobState
-	byRef  map[schema.Ref]int
-	tenant map[string]int // berth project → index into wl.Projects
+	wl      *Workload
+	pol     Policy
+	spec    sim.Spec
+	clock   *sim.ManualClock
+	cl      *sim.Cluster
+	set     schema.Set
+	hist    state.History
+	jobs    []jobState
+	byRef   map[schema.Ref]int
+	tenant  map[string]int // berth project → index into wl.Projects
+	freeBuf []int
 	// head: the first job (in submit order) that may still be waiting.
 	head int
 	// waitingBySize counts waiting jobs by GPUs per replica.
@@ -382,14 +383,18 @@ func (r *replayer) queue(j MappedJob, delta int) {
 	r.waitingBySize[j.PerGPUs] += delta
 }
 
-// startable reports whether the free GPUs of snap could hold a replica
-// of some waiting job (for a policy whose head blocks: all of the head).
+// startable reports whether the free GPUs of snap could hold some
+// waiting job: a node with room for one replica of it (for a policy whose
+// head blocks: room for all the replicas of the head).
 func (r *replayer) startable(snap *state.Snapshot) bool {
-	held := 0
-	for _, a := range snap.Allocs {
-		held += len(a.GPUs)
+	free := r.freeByNode(snap)
+	fits := func(j MappedJob) bool {
+		room := 0
+		for _, f := range free {
+			room += f / j.PerGPUs
+		}
+		return room >= j.Replicas
 	}
-	free := r.wl.Capacity - held
 	if r.pol.HeadBlocks {
 		// The first queued job blocks the rest; it never leaves the queue
 		// but by starting, so the head only moves forward.
@@ -401,19 +406,47 @@ func (r *replayer) startable(snap *state.Snapshot) bool {
 			// its own way, so any of them may be its head.
 			at := r.wl.Jobs[r.head].Submit
 			for k := r.head; k < len(r.jobs) && r.wl.Jobs[k].Submit.Equal(at); k++ {
-				if h := r.wl.Jobs[k]; r.jobs[k].status == jobQueued && h.PerGPUs*h.Replicas <= free {
+				if r.jobs[k].status == jobQueued && fits(r.wl.Jobs[k]) {
 					return true
 				}
 			}
 			return false
 		}
 	}
+	most := 0
+	for _, f := range free {
+		most = max(most, f)
+	}
 	for size, n := range r.waitingBySize {
-		if n > 0 && size <= free {
+		if n > 0 && size <= most {
 			return true
 		}
 	}
 	return false
+}
+
+// freeByNode counts the free usable GPUs of each node of snap.
+func (r *replayer) freeByNode(snap *state.Snapshot) []int {
+	free := r.freeBuf[:0]
+	for _, n := range snap.Nodes {
+		k := 0
+		if n.Ready && n.Eligible {
+			for _, g := range n.GPUs {
+				if g.Healthy {
+					k++
+				}
+			}
+		}
+		free = append(free, k)
+	}
+	for _, a := range snap.Allocs {
+		i := sort.Search(len(snap.Nodes), func(i int) bool { return snap.Nodes[i].Name >= a.Node })
+		if i < len(snap.Nodes) && snap.Nodes[i].Name == a.Node {
+			free[i] -= len(a.GPUs)
+		}
+	}
+	r.freeBuf = free
+	return free
 }
 
 // waitingJobs counts the jobs waiting for GPUs.
