@@ -175,6 +175,20 @@ type shape struct {
 // set, is the quota check.
 func (wd *world) admitAll(queue []*work, less func(a, b *work) bool, passes func(*work) bool, how fit, rights func(*work) right, order victimOrder, cheaper func(a, b []*work) bool, allowed func(*work) bool) {
 	failed := map[shape]bool{}
+	// lowest is the lowest priority running in each project.
+	lowest := map[*project]int{}
+	for _, v := range wd.ws {
+		if v.running && v.proj != nil {
+			if p, ok := lowest[v.proj]; !ok || v.prio < p {
+				lowest[v.proj] = v.prio
+			}
+		}
+	}
+	for _, p := range wd.projs {
+		if _, ok := lowest[p]; !ok {
+			lowest[p] = int(^uint(0) >> 1)
+		}
+	}
 	inOrder(queue, less, passes, func(w *work) bool {
 		if allowed != nil && !allowed(w) {
 			wd.wait(w, reasonQuota)
@@ -182,8 +196,14 @@ func (wd *world) admitAll(queue []*work, less func(a, b *work) bool, passes func
 		}
 		key := shape{gen: wd.gen, gpus: w.gpus, replicas: w.replicas, prio: w.prio}
 		if allowed != nil {
-			// Quota rights depend on the project and its holdings.
-			key.proj, key.inQuota = w.proj, w.proj.held+w.gpus*w.replicas <= w.proj.quota
+			// Quota rights depend on the project (never its own borrowers;
+			// its own lower priorities) and on whether it is in quota; a
+			// workspace beyond its quota, in a project with nothing of lower
+			// priority running, can only take free GPUs, like any other.
+			key.inQuota = w.proj.held+w.gpus*w.replicas <= w.proj.quota
+			if key.inQuota || lowest[w.proj] < w.prio {
+				key.proj = w.proj
+			}
 		}
 		if failed[key] {
 			wd.wait(w, reasonCapacity)

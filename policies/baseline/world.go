@@ -394,31 +394,59 @@ func (wd *world) preemptNode(w *work, nd *node, may right, order victimOrder, bu
 	if have >= w.gpus {
 		return nil, true
 	}
-	counts := map[*work]int{}
-	var cands []*work
+	// A node holds few workspaces: slices, not maps.
+	type cand struct {
+		w     *work
+		count int // GPUs on this node; -1: no right over it
+	}
+	var seen [16]cand
+	cs := seen[:0]
 	for _, g := range nd.gpus {
 		o := g.owner
 		if o == nil || g.taken != nil || g.releasing || o.victim || !o.running || !o.preempt || o.proj == nil {
 			continue
 		}
-		if _, seen := counts[o]; !seen {
-			if !may(w, o) {
-				counts[o] = -1
-				continue
+		k := -1
+		for i := range cs {
+			if cs[i].w == o {
+				k = i
+				break
 			}
-			cands = append(cands, o)
 		}
-		if counts[o] >= 0 {
-			counts[o]++
+		if k < 0 {
+			c := cand{w: o}
+			if !may(w, o) {
+				c.count = -1
+			}
+			cs = append(cs, c)
+			k = len(cs) - 1
+		}
+		if cs[k].count >= 0 {
+			cs[k].count++
 		}
 	}
-	sort.Slice(cands, func(i, j int) bool { return order(cands[i], cands[j]) })
+	var cands []cand
+	for _, c := range cs {
+		if c.count > 0 {
+			cands = append(cands, c)
+		}
+	}
+	if total := have + func() int {
+		n := 0
+		for _, c := range cands {
+			n += c.count
+		}
+		return n
+	}(); total < w.gpus {
+		return nil, false // not even all of them would make room
+	}
+	sort.Slice(cands, func(i, j int) bool { return order(cands[i].w, cands[j].w) })
 	for _, c := range cands {
 		if have >= w.gpus || len(victims) >= budget {
 			break
 		}
-		victims = append(victims, c)
-		have += counts[c]
+		victims = append(victims, c.w)
+		have += c.count
 	}
 	return victims, have >= w.gpus
 }

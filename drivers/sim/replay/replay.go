@@ -3,6 +3,8 @@ package replay
 import (
 	"context"
 	"fmt"
+	"os"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -295,6 +297,9 @@ func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]in
 			if js.status != jobRunning {
 				continue
 			}
+			if debugPingPong {
+				fmt.Printf("%s preempt %s by %v (%s)\n", r.now.Format(time.RFC3339), wd.Ref, wd.PreemptedBy, wd.Reason.Message)
+			}
 			if err := r.cl.Apply(ctx, state.Action{Kind: state.ActionPreempt, Workspace: wd.Ref}); err != nil {
 				return nil, false, err
 			}
@@ -307,8 +312,14 @@ func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]in
 			j := r.wl.Jobs[ji]
 			js.status = jobStopping
 			js.doneAt = r.now.Add(j.Spec.Spec.Checkpoint.GracePeriod)
-			if r.now.Before(js.runStart.Add(r.spec.StartDelay)) {
-				js.doneAt = r.now // it never started working: gone at once
+			if r.now.Before(js.runStart.Add(r.spec.StartDelay)) || !js.doneAt.After(r.now) {
+				// It never started working (or has no grace): the
+				// simulator drops it at once, so its preemptor may start
+				// in this same pass.
+				js.held += r.now.Sub(js.runStart)
+				js.status = jobQueued
+				r.queue(j, +1)
+				*running = slices.DeleteFunc(*running, func(k int) bool { return k == ji })
 			}
 		case policies.VerdictStart:
 			if js.status == jobQueued {
@@ -334,6 +345,9 @@ func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]in
 			continue // its GPUs are not free yet: decided again when they are
 		}
 		changed = true
+		if debugPingPong {
+			fmt.Printf("%s start %s %v (%s)\n", r.now.Format(time.RFC3339), wd.Ref, wd.Placements, wd.Reason.Message)
+		}
 		js := &r.jobs[ji]
 		if js.firstRun.IsZero() {
 			js.firstRun = r.now
@@ -374,6 +388,8 @@ func (r *replayer) advanceUsage(prev *state.Snapshot, halfLife time.Duration) {
 	h := policies.AdvanceUsage(state.History{UsageAt: r.hist.UsageAt, Usage: r.hist.Usage}, *prev, r.now, halfLife)
 	r.hist.Usage, r.hist.UsageAt = h.Usage, h.UsageAt
 }
+
+var debugPingPong = os.Getenv("BERTH_DEBUG_REPLAY") != ""
 
 func (r *replayer) queuedGPUs() []int { return r.m.queued }
 
