@@ -3,7 +3,6 @@ package replay
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"sort"
 	"sync"
@@ -297,9 +296,6 @@ func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]in
 			if js.status != jobRunning {
 				continue
 			}
-			if debugPingPong {
-				fmt.Printf("%s preempt %s by %v (%s)\n", r.now.Format(time.RFC3339), wd.Ref, wd.PreemptedBy, wd.Reason.Message)
-			}
 			if err := r.cl.Apply(ctx, state.Action{Kind: state.ActionPreempt, Workspace: wd.Ref}); err != nil {
 				return nil, false, err
 			}
@@ -345,9 +341,6 @@ func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]in
 			continue // its GPUs are not free yet: decided again when they are
 		}
 		changed = true
-		if debugPingPong {
-			fmt.Printf("%s start %s %v (%s)\n", r.now.Format(time.RFC3339), wd.Ref, wd.Placements, wd.Reason.Message)
-		}
 		js := &r.jobs[ji]
 		if js.firstRun.IsZero() {
 			js.firstRun = r.now
@@ -388,8 +381,6 @@ func (r *replayer) advanceUsage(prev *state.Snapshot, halfLife time.Duration) {
 	h := policies.AdvanceUsage(state.History{UsageAt: r.hist.UsageAt, Usage: r.hist.Usage}, *prev, r.now, halfLife)
 	r.hist.Usage, r.hist.UsageAt = h.Usage, h.UsageAt
 }
-
-var debugPingPong = os.Getenv("BERTH_DEBUG_REPLAY") != ""
 
 func (r *replayer) queuedGPUs() []int { return r.m.queued }
 
