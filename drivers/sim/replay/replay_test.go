@@ -296,3 +296,18 @@ func TestTick(t *testing.T) {
 		t.Errorf("median low-tier wait %s with a 5m tick, %s without: a tick cannot make starts earlier", short(k.Wait[2].P50), short(e.Wait[2].P50))
 	}
 }
+
+// A victim still starting is gone at once: its preemptor starts at the
+// same instant and no work is lost.
+func TestVictimStillStarting(t *testing.T) {
+	trace := "submit,duration,gpus,project,tier\n0,1h,8,a,low\n2,10m,8,b,high\n"
+	m := DefaultMapping()
+	m.Quotas = map[string]int{"a": 0, "b": 8} // a borrows everything
+	rep := replayText(t, trace, oneNode, m, Policies()[1], Policies()[3])
+	for _, p := range rep.Policies {
+		if p.Preemptions != 1 || p.GPUHours.Lost != 0 || p.Wait[0].Max != 0 || p.Completed != 2 {
+			t.Errorf("%s: %d preemptions, %.3f GPU-hours lost, high waited %s, %d completed; want 1, 0, 0s, 2",
+				p.Name, p.Preemptions, p.GPUHours.Lost, short(p.Wait[0].Max), p.Completed)
+		}
+	}
+}
