@@ -4,7 +4,7 @@ PKGS    := ./...
 BIN     := bin/berth
 FUZZTIME ?= 5s
 
-.PHONY: help run test bench lint build golden fuzz clean
+.PHONY: help run test bench lint build golden fuzz clean screenshot
 
 help: ## Show the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -34,6 +34,10 @@ build: ## Build bin/berth
 
 golden: ## Rewrite every golden file and txtar expectation from the code
 	BERTH_UPDATE=1 $(GO) test -count=1 $(PKGS) >/dev/null
+
+screenshot: ## Screenshot the dashboard during the walk-through (docs/dashboard.png; needs chromium)
+	@command -v chromium >/dev/null || { echo "make screenshot needs chromium (apt-get install -y chromium)"; exit 1; }
+	BERTH_SCREENSHOT_DIR=$(CURDIR)/docs $(GO) test -count=1 -run '^TestBrowser' ./reconcile/ui
 
 clean:
 	rm -rf bin

@@ -2,6 +2,7 @@ package policies
 
 import (
 	"fmt"
+	"math/bits"
 	"sort"
 	"strings"
 
@@ -12,9 +13,23 @@ import (
 // admit decides one queued workspace: start on free GPUs, start after
 // preempting, or wait with a reason.
 func (d *decider) admit(w *wsState) {
-	wi := d.byRef[w.ref]
+	wi := w.idx
+	d.decidedWS[wi] = true
 	p := d.projs[w.proj]
 	need := w.gpus * w.replicas
+	d.couldPreempt = false
+	guarded := false
+	if d.reservedBy == wi {
+		guarded = d.guardMsg != ""
+		// Its own reservation is its to use: free it, and reserve again
+		// below if it still cannot start for want of capacity.
+		for _, si := range d.reserved {
+			d.changeSlot(si, ownerFree, false, false)
+		}
+		d.reserved, d.reservedBy = nil, -1
+		d.gen++
+		d.memoGen++
+	}
 
 	// 1. Quota: the project's guaranteed quota plus what it may borrow; a
 	// workspace that may not be preempted runs only inside the quota.
@@ -40,13 +55,19 @@ func (d *decider) admit(w *wsState) {
 		return
 	}
 	inQuota := d.inQuota(p, w)
-	key := shapeKey{gen: d.gen, gpus: w.gpus, replicas: w.replicas, model: w.model, nvlink: d.nvlink(w), numa: d.numa(w), tier: w.tier, canPreempt: w.canPreempt, inQuota: inQuota, project: -1}
+	key := shapeKey{gen: d.memoGen, gpus: w.gpus, replicas: w.replicas, cpu: w.cpu, mem: w.mem, model: w.model, nvlink: d.nvlink(w), numa: d.numa(w), tier: w.tier, canPreempt: w.canPreempt, inQuota: inQuota, project: -1}
 	if inQuota {
 		key.project = w.proj
 	}
-	if f, ok := d.failMemo[key]; ok {
-		d.wait(w, f.reason)
-		return
+	// A shape that failed since the last preemption fails again: free
+	// GPUs only get fewer, and only a preemption releases more. (A project
+	// that starts borrowing later in the pass makes what it starts beyond
+	// its quota reclaimable; the next decision sees that.)
+	ok := true
+	could, memo := d.failMemo[key]
+	if memo {
+		ok = false
+		d.couldPreempt = could
 	}
 
 	// 2. Place every replica: free GPUs first, else by preemption.
@@ -62,7 +83,6 @@ func (d *decider) admit(w *wsState) {
 	if !d.policy.Preemption.Enabled {
 		budget = 0
 	}
-	ok := true
 	for r := 0; r < w.replicas && ok; r++ {
 		if pl, found := d.placeFree(wi, w, mi, r); found {
 			pls = append(pls, pl)
@@ -82,10 +102,14 @@ func (d *decider) admit(w *wsState) {
 	}
 	if !ok {
 		d.rollback()
+		d.failMemo[key] = d.couldPreempt
 		reason := d.waitReason(w, mi)
-		d.failMemo[key] = failure{reason}
 		if d.reservedBy < 0 && reason.Kind != ReasonQueue {
-			if msg := d.reserve(wi, w, mi); msg != "" {
+			as := "head of the queue"
+			if guarded {
+				as = "the longest-starved workspace (aging at its maximum)"
+			}
+			if msg := d.reserve(wi, w, mi, as); msg != "" {
 				reason.Message += "; " + msg
 			}
 		}
@@ -95,6 +119,7 @@ func (d *decider) admit(w *wsState) {
 
 	// 3. Commit.
 	d.journal = d.journal[:0]
+	d.admitted++
 	d.gen++
 	p.held += need
 	w.out.Verdict = VerdictStart
@@ -187,14 +212,17 @@ func (d *decider) setOwner(si, owner int32, releasing bool) {
 func (d *decider) victimize(vi int32) {
 	v := d.ws[vi]
 	p := d.projs[v.proj]
-	d.journal = append(d.journal, undo{slot: -1, ws: vi, victim: v.victim, projHeld: p.held})
+	// Slots first, then the workspace: rollback undoes the workspace first,
+	// so each slot's avail contribution is recomputed as it was.
 	for _, si := range d.slotsOf(vi) {
 		d.changeSlot(si, vi, true, true)
 	}
+	d.journal = append(d.journal, undo{slot: -1, ws: vi, victim: v.victim, projHeld: p.held})
 	v.victim = true
 	p.held -= v.held
 	d.dirty = append(d.dirty, v.proj)
 	d.gen++
+	d.memoGen++
 }
 
 func (d *decider) rollback() {
@@ -202,6 +230,19 @@ func (d *decider) rollback() {
 		u := d.journal[i]
 		if u.slot >= 0 {
 			d.changeSlot(u.slot, u.owner, u.releasing, false)
+			continue
+		}
+		if u.slot == -2 {
+			d.cpuFree[u.node], d.memFree[u.node] = u.cpu, u.mem
+			continue
+		}
+		if u.slot == -3 {
+			key := [2]int32{u.owner, u.node}
+			if u.victim {
+				d.relLeft[key] = [2]int64{u.cpu, u.mem}
+			} else {
+				delete(d.relLeft, key)
+			}
 			continue
 		}
 		v := d.ws[u.ws]
@@ -220,7 +261,14 @@ func (d *decider) rollback() {
 func (d *decider) placeFree(wi int32, w *wsState, mi, r int) (state.Placement, bool) {
 	for _, l := range w.levels {
 		li := d.c.index[mi][l]
-		gi := li.bestFit(w.gpus)
+		gi := -1
+		li.each(w.gpus, func(g int) bool {
+			if d.fitsNode(int(li.groups[g].node), w, 0, 0) {
+				gi = g
+				return false
+			}
+			return true
+		})
 		if gi < 0 {
 			continue
 		}
@@ -228,6 +276,7 @@ func (d *decider) placeFree(wi int32, w *wsState, mi, r int) (state.Placement, b
 		for _, si := range slots {
 			d.setOwner(si, wi, false)
 		}
+		d.takeNode(int(li.groups[gi].node), w, 0, 0)
 		return d.placement(r, slots), true
 	}
 	return state.Placement{}, false
@@ -279,10 +328,21 @@ func (d *decider) waitReason(w *wsState, mi int) Reason {
 	// Reserved for the head of the queue?
 	if d.reservedBy >= 0 && d.fitsWithoutReservation(w, mi) {
 		h := d.ws[d.reservedBy]
-		return Reason{ReasonQueue, fmt.Sprintf("queue: the free GPUs it fits in are held for %s, ahead of it in the queue since %s", h.ref, stamp(h.queuedSince))}
+		return Reason{ReasonQueue, fmt.Sprintf("queue: the free GPUs it fits in are held for %s, waiting since %s", h.ref, stamp(h.queuedSince))}
 	}
 	loosest := w.levels[len(w.levels)-1]
 	li := d.c.index[mi][loosest]
+	if d.admitted > 0 && w.replicas == 1 {
+		for _, l := range w.levels {
+			if d.initialFree[mi][l].bestFit(w.gpus) >= 0 {
+				r := Reason{ReasonQueue, fmt.Sprintf("queue: %s ahead of it in the queue took the free GPUs it fits in", plural(d.admitted, "workspace"))}
+				if d.couldPreempt {
+					r.Message += "; preempting what it may would not make room"
+				}
+				return r
+			}
+		}
+	}
 	of := ""
 	if w.model != "" {
 		of = " of model " + w.model
@@ -294,8 +354,16 @@ func (d *decider) waitReason(w *wsState, mi int) Reason {
 		}
 		return fmt.Sprintf("best: %s has %d", d.c.nodes[li.groups[gi].node].Name, li.groups[gi].free)
 	}
+	gpuFits := false
+	for _, l := range w.levels {
+		if d.c.index[mi][l].bestFit(w.gpus) >= 0 {
+			gpuFits = true
+		}
+	}
 	var r Reason
 	switch {
+	case gpuFits && (w.cpu > 0 || w.mem > 0) && w.replicas == 1:
+		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: no node with %s%s free also has %s free", plural(w.gpus, "GPU"), of, resources(w.cpu, w.mem))}
 	case w.replicas > 1 && li.bestFit(w.gpus) >= 0:
 		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: gang of %d×%s%s does not fit all at once (%d free)", w.replicas, plural(w.gpus, "GPU"), of, d.c.totalFree[mi])}
 	case loosest != levelNode && d.c.index[mi][levelNode].bestFit(w.gpus) >= 0:
@@ -339,16 +407,41 @@ func (d *decider) fitsWithoutReservation(w *wsState, mi int) bool {
 // reserve holds the best free GPUs for w, the first workspace of the
 // queue that waits for capacity, so later arrivals cannot keep taking
 // them: for each replica, the free GPUs of the group with the most free.
-func (d *decider) reserve(wi int32, w *wsState, mi int) string {
+func (d *decider) reserve(wi int32, w *wsState, mi int, as string) string {
 	l := w.levels[len(w.levels)-1]
 	li := d.c.index[mi][l]
 	if li.maxK < w.gpus {
 		return "" // it fits nowhere even when the cluster is empty
 	}
 	var parts []string
+	// A node whose whole CPU or memory is too small is no use to it.
+	big := func(ni int32) bool {
+		n := &d.c.nodes[ni]
+		return (n.CPUMilli == 0 || w.cpu <= n.CPUMilli) && (n.MemoryBytes == 0 || w.mem <= n.MemoryBytes)
+	}
+	if !d.anyNodeBig(w) {
+		return ""
+	}
 	for range w.replicas {
-		gi := li.most()
-		if gi < 0 || li.groups[gi].free == 0 {
+		gi := -1
+		for k := li.maxK; k >= 1 && gi < 0; k-- {
+			if li.counts[k] == 0 {
+				continue
+			}
+			for wd, word := range li.buckets[k] {
+				for word != 0 && gi < 0 {
+					b := bits.TrailingZeros64(word)
+					word &^= 1 << b
+					if g := wd*64 + b; len(li.groups[g].gpus) >= w.gpus && big(li.groups[g].node) {
+						gi = g
+					}
+				}
+				if gi >= 0 {
+					break
+				}
+			}
+		}
+		if gi < 0 {
 			break
 		}
 		slots := d.orderFree(mi, li.groups[gi].gpus)
@@ -365,7 +458,7 @@ func (d *decider) reserve(wi int32, w *wsState, mi int) string {
 	}
 	d.reservedBy = wi
 	d.gen++
-	return "holds free GPUs for itself as head of the queue (" + strings.Join(parts, ", ") + ")"
+	return "holds free GPUs for itself as " + as + " (" + strings.Join(parts, ", ") + ")"
 }
 
 // plural writes "1 GPU", "2 GPUs".
@@ -374,4 +467,82 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// starved picks, before the queue runs, the workspace the starvation guard
+// reserves the best free GPUs for: the workspace that has waited longest among those whose aging boost is
+// at its maximum, that need more GPUs than the smallest workspace waiting
+// in their tier (only those can be starved by smaller arrivals taking GPUs
+// one by one) and whose quota would let them run; highest tier first, then
+// longest waiting, then Ref.
+func (d *decider) starved() int32 {
+	ag := d.policy.Aging
+	if ag.Interval <= 0 || ag.Step <= 0 || ag.MaxBoost <= 0 {
+		return -1
+	}
+	minNeed := map[int]int{}
+	for _, p := range d.projs {
+		for _, wi := range p.queue {
+			w := d.ws[wi]
+			if n, ok := minNeed[w.tier]; !ok || w.gpus*w.replicas < n {
+				minNeed[w.tier] = w.gpus * w.replicas
+			}
+		}
+	}
+	var best *wsState
+	bestIdx := int32(-1)
+	for _, p := range d.projs {
+		for _, wi := range p.queue {
+			w := d.ws[wi]
+			need := w.gpus * w.replicas
+			if w.boost < ag.MaxBoost || w.gpus <= 0 || need <= minNeed[w.tier] {
+				continue
+			}
+			if best != nil && (w.tier < best.tier || (w.tier == best.tier && (w.queuedSince.After(best.queuedSince) || (w.queuedSince.Equal(best.queuedSince) && !w.ref.Less(best.ref))))) {
+				continue
+			}
+			limit := -1
+			if !w.preemptible {
+				limit = p.quota
+			} else if p.borrow >= 0 {
+				limit = p.quota + p.borrow
+			}
+			if limit >= 0 && p.held+need > limit {
+				continue
+			}
+			mi := d.c.modelIndex(w.model)
+			if mi < 0 || d.c.index[mi][w.levels[len(w.levels)-1]].maxK < w.gpus {
+				continue
+			}
+			best, bestIdx = w, wi
+		}
+	}
+	return bestIdx
+}
+
+// decided reports whether queued workspace wi has had its turn.
+func (d *decider) decided(wi int32) bool {
+	return d.decidedWS[wi]
+}
+
+// resources writes CPU and memory for a person: "16 CPUs and 64 GiB".
+func resources(cpu, mem int64) string {
+	var parts []string
+	if cpu > 0 {
+		if cpu%1000 == 0 {
+			parts = append(parts, plural(int(cpu/1000), "CPU"))
+		} else {
+			parts = append(parts, fmt.Sprintf("%dm CPU", cpu))
+		}
+	}
+	if mem > 0 {
+		parts = append(parts, fmt.Sprintf("%.4g GiB memory", float64(mem)/(1<<30)))
+	}
+	return strings.Join(parts, " and ")
+}
+
+// anyNodeBig reports whether some node's whole CPU and some node's whole
+// memory could hold one replica of w (a quick filter).
+func (d *decider) anyNodeBig(w *wsState) bool {
+	return w.cpu <= d.bigCPU && w.mem <= d.bigMem
 }

@@ -18,16 +18,34 @@ import (
 // half the GPUs already busy.
 type benchSize struct {
 	pending, gpus, projects int
+	// heavy: no quotas and every running workspace in a low-tier project,
+	// so once free GPUs run out the higher tiers preempt (the costly path).
+	heavy bool
 }
 
 var benchSizes = []benchSize{
-	{1_000, 512, 16},
-	{10_000, 4_096, 64},
-	{50_000, 16_384, 1_000},
+	{pending: 1_000, gpus: 512, projects: 16},
+	{pending: 10_000, gpus: 4_096, projects: 64},
+	{pending: 50_000, gpus: 16_384, projects: 1_000},
 }
 
 func (s benchSize) String() string {
-	return fmt.Sprintf("pending=%d/gpus=%d/projects=%d", s.pending, s.gpus, s.projects)
+	name := fmt.Sprintf("pending=%d/gpus=%d/projects=%d", s.pending, s.gpus, s.projects)
+	if s.heavy {
+		name += "/preempt-heavy"
+	}
+	return name
+}
+
+// allBenchSizes are the sizes, then the same in the
+// preemption-heavy variant.
+func allBenchSizes() []benchSize {
+	out := append([]benchSize(nil), benchSizes...)
+	for _, s := range benchSizes {
+		s.heavy = true
+		out = append(out, s)
+	}
+	return out
 }
 
 // benchInput generates a cluster and workload of size s from a fixed seed:
@@ -55,6 +73,9 @@ func benchInput(s benchSize) Input {
 		return "highest"
 	}
 	quota := s.gpus / s.projects
+	if s.heavy {
+		quota = 0
+	}
 	for p := range s.projects {
 		set.Projects = append(set.Projects, schema.Project{Meta: schema.Meta{Name: fmt.Sprintf("p%04d", p)}, Spec: schema.ProjectSpec{
 			Tier: tierFor(p), Quota: schema.Resources{GPUs: quota}, BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited},
@@ -76,8 +97,14 @@ func benchInput(s benchSize) Input {
 		hist.Usage[fmt.Sprintf("p%04d", p)] = float64(r.IntN(10_000_000))
 	}
 	id := 0
-	newWS := func(gpus, replicas int, nvlink schema.Constraint) schema.Ref {
+	newWS := func(gpus, replicas int, nvlink schema.Constraint, running bool) schema.Ref {
 		p := r.IntN(s.projects)
+		if running && s.heavy {
+			p = p/10*10 + r.IntN(5) // a low-tier project
+			if p >= s.projects {
+				p = r.IntN(5)
+			}
+		}
 		w := schema.Workspace{Meta: schema.Meta{Name: fmt.Sprintf("w%06d", id), Project: fmt.Sprintf("p%04d", p)}, Spec: schema.WorkspaceSpec{
 			State: schema.DesiredRunning, Replicas: replicas, Preemptible: true,
 			Resources: schema.WorkResources{GPUs: gpus},
@@ -100,7 +127,7 @@ func benchInput(s benchSize) Input {
 		want := min(r.IntN(9)-used, busy)
 		for want > 0 {
 			g := min([]int{1, 2, 4, 8}[r.IntN(4)], want)
-			ref := newWS(g, 1, schema.ConstraintPreferred)
+			ref := newWS(g, 1, schema.ConstraintPreferred, true)
 			a := state.Alloc{Workspace: ref, Node: snap.Nodes[n].Name, Phase: state.AllocRunning, StartedAt: now.Add(-time.Duration(1+r.IntN(600)) * time.Minute)}
 			for i := range g {
 				a.GPUs = append(a.GPUs, fmt.Sprintf("gpu-%d", used+i))
@@ -124,7 +151,7 @@ func benchInput(s benchSize) Input {
 		if r.IntN(50) == 0 {
 			replicas = 2
 		}
-		ref := newWS(g, replicas, nv)
+		ref := newWS(g, replicas, nv, false)
 		hist.QueuedSince[ref] = now.Add(-time.Duration(r.IntN(300)) * time.Minute)
 	}
 	set.Sort()
@@ -135,15 +162,36 @@ func benchInput(s benchSize) Input {
 // BenchmarkDecide measures one decision at each of the sizes.
 // make bench runs it; targets on the 2-core machine: ≤ 10 ms, ≤ 100 ms,
 // ≤ 1 s per decision.
+//
+// After each size it logs the growth against the previous size next to
+// the growth of n log n (n = pending + GPUs); the cost must grow no faster.
 func BenchmarkDecide(b *testing.B) {
-	for _, s := range benchSizes {
+	var prev, prevAllocs, prevN float64
+	for i, s := range allBenchSizes() {
+		if i == len(benchSizes) {
+			prev = 0
+		}
 		in := benchInput(s)
+		var perOp, allocsPerOp float64
 		b.Run(s.String(), func(b *testing.B) {
 			b.ReportAllocs()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
 			for b.Loop() {
 				Decide(in)
 			}
+			runtime.ReadMemStats(&after)
+			perOp = float64(b.Elapsed()) / float64(b.N)
+			allocsPerOp = float64(after.Mallocs-before.Mallocs) / float64(b.N)
 		})
+		n := float64(s.pending + s.gpus)
+		if prev > 0 && perOp > 0 {
+			// Time is noisy on a shared machine; allocations count work
+			// and do not depend on the neighbours.
+			fmt.Printf("growth %s: ×%.1f time, ×%.1f allocations per decision, for ×%.1f n log n\n",
+				s, perOp/prev, allocsPerOp/prevAllocs, n*math.Log2(n)/(prevN*math.Log2(prevN)))
+		}
+		prev, prevAllocs, prevN = perOp, allocsPerOp, n
 	}
 }
 
@@ -157,7 +205,10 @@ func TestDecideGrowth(t *testing.T) {
 	}
 	var prev time.Duration
 	var prevN float64
-	for _, s := range benchSizes {
+	for i, s := range allBenchSizes() {
+		if i == len(benchSizes) {
+			prev = 0 // the heavy variant starts its own ratios
+		}
 		in := benchInput(s)
 		counts := map[Verdict]int{}
 		for _, w := range Decide(in).Workspaces {

@@ -14,6 +14,7 @@ import (
 // wsState is Decide's working record of one workspace: in the specs, or
 // holding GPUs without being in them.
 type wsState struct {
+	idx  int32 // index in decider.ws
 	ref  schema.Ref
 	spec *schema.Workspace // nil: not in the specs
 	proj int               // index into decider.projs; -1: unknown project
@@ -24,6 +25,7 @@ type wsState struct {
 	preemptible bool // tier and workspace both allow it
 
 	gpus, replicas int
+	cpu, mem       int64 // per replica; zero: not asked for
 	model          string
 	levels         []int // placement levels, preferred first
 
@@ -35,7 +37,7 @@ type wsState struct {
 
 	startedAt time.Time // latest start over its allocations
 	workLost  float64   // GPU-seconds since the last checkpoint
-	overQuota bool      // beyond its project's quota in start order
+	overQuota bool      // admitted beyond its project's quota (markOverQuota)
 
 	queuedSince time.Time
 	boost       int
@@ -111,20 +113,41 @@ type decider struct {
 	policy schema.PolicySpec
 	now    time.Time
 	steady float64 // usage one held GPU amounts to in steady state
+	// stepCredit is what one aging step takes off a workspace's fair-share
+	// key: one GPU used for one aging interval (GPU-seconds).
+	stepCredit float64
 
-	c     *cluster
-	ws    []*wsState
-	projs []*projState
-	byRef map[schema.Ref]int32
+	c *cluster
+	// cpuFree and memFree are each node's allocatable CPU and memory not
+	// held by an allocation (stopping ones included); only meaningful
+	// where the node tracks it (Node.CPUMilli, MemoryBytes > 0).
+	cpuFree, memFree []int64
+	// relLeft: per (workspace, node), the CPU and memory its leaving
+	// allocations free that no start has claimed yet (once touched).
+	relLeft map[[2]int32][2]int64
+	// bigCPU, bigMem: the most any usable node has in all (MaxInt64: a
+	// node does not track it).
+	bigCPU, bigMem int64
+	pool           []wsState // backing store of ws; never grows past its capacity
+	ws             []*wsState
+	projs          []*projState
+	byRef          map[schema.Ref]int32
 
 	// gen changes whenever the cluster or a project's holdings change, so
 	// memoized failures are recomputed only when they could differ.
 	gen        int
-	failMemo   map[shapeKey]failure
-	reserved   []int32 // slots held for the head of the queue
-	reservedBy int32   // workspace holding the reservation; -1 none
+	failMemo   map[shapeKey]bool // failed shapes → couldPreempt
+	memoGen    int               // changes when a preemption or a freed reservation adds GPUs
+	reserved   []int32           // slots held for the head of the queue
+	reservedBy int32             // workspace holding the reservation; -1 none
 	journal    []undo
-	dirty      []int // projects whose holdings a preemption changed
+	guardMsg   string // set when the starvation guard made the reservation
+	decidedWS  []bool // queued workspaces already admitted or told to wait
+	// initialFree indexes the free GPUs as the decision found them;
+	// admitted counts the workspaces started so far.
+	initialFree [][numLevels]*countIndex
+	admitted    int
+	dirty       []int // projects whose holdings a preemption changed
 	// couldPreempt: the last preemption search saw a workspace it may
 	// preempt (for the wait reason).
 	couldPreempt bool
@@ -138,10 +161,10 @@ type decider struct {
 	searchID   int32
 	rightStamp []int32
 	rightVal   []Right
-	buf        struct {
-		counts, idx []int
-		set         []int32
-	}
+	// Buffers the preemption search reuses.
+	bufCands          []cand
+	bufCounts, bufIdx []int
+	bufSet, bufBest   []int32
 }
 
 // shapeKey identifies what a placement attempt depends on besides the
@@ -149,22 +172,20 @@ type decider struct {
 type shapeKey struct {
 	gen            int
 	gpus, replicas int
+	cpu, mem       int64 // per replica; zero: not asked for
 	model          string
 	nvlink, numa   schema.Constraint
 	tier           int
 	canPreempt     bool
 	inQuota        bool
 	project        int
-	preemptible    bool
-}
-
-type failure struct {
-	reason Reason
 }
 
 type undo struct {
-	slot      int32 // -1: a workspace change
+	slot      int32 // -1: a workspace change; -2: a node's free CPU and memory; -3: relLeft
 	owner     int32
+	node      int32
+	cpu, mem  int64
 	releasing bool
 	ws        int32
 	victim    bool
@@ -180,14 +201,22 @@ type undo struct {
 // Workspaces are considered in queue order: first those that fit inside
 // their project's guaranteed quota (so a borrower, whatever its tier, never
 // takes capacity an in-quota workspace would reclaim right back), then tier
-// (highest first), then aging boost (bounded), then the project's fair share (decayed usage, plus its
-// held GPUs at their steady-state usage, per unit of weight), then time
-// queued, then Ref. Each one starts on free GPUs if it can (the placement
-// that leaves the least stranded capacity, preferred topology first); else
-// preempts (strictly lower tiers; or, inside its quota, other projects'
-// borrowed GPUs); else waits with a reason. The first workspace that must
+// (highest first), then the project's fair share (decayed usage, plus its
+// held GPUs at their steady-state usage, per unit of weight) less an aging
+// credit (each aging step, at most MaxBoost, forgives one GPU used for one
+// aging interval: bounded, and it never crosses a tier or grants a
+// preemption), then time queued, then Ref. Within a project, workspaces go by aging boost, then
+// time queued: first come, first served.
+//
+// Each one starts on free GPUs if it can (the placement that leaves the
+// least stranded capacity, preferred topology first); else preempts (strictly lower tiers; or, inside its quota, other projects'
+// borrowed work: see markOverQuota); else waits with a reason. The first workspace that must
 // wait for capacity reserves the best free GPUs for itself, so later, smaller
-// ones cannot starve it.
+// ones cannot starve it. Before the queue runs, the starvation guard gives
+// that reservation instead to the longest-waiting workspace whose aging is
+// at its maximum and that fits in no free GPUs (highest tier first): GPUs
+// freed one by one then gather for it instead of going to later arrivals,
+// whatever fair share says.
 //
 // A preemptor whose victims are still stopping gets VerdictStart with those
 // victims in Preempts (and they keep VerdictPreempt): the plan is
@@ -198,13 +227,26 @@ func Decide(in Input) Decision {
 	d := newDecider(in)
 	// 1. Verdicts that need no capacity: stop, keep running, keep stopping.
 	d.settleHolders()
-	// 2. The queue: every workspace that wants to run and holds nothing.
+	// 2. The queue: every workspace that wants to run and holds nothing;
+	// the starvation guard reserves for the longest starved.
 	h := d.buildQueue()
-	// 3. Admit in queue order.
-	for h.Len() > 0 {
+	guard := d.starved()
+	// 3. Admit in queue order. The starvation guard's reservation is made
+	// just before the first workspace that does not outrank the starved one
+	// (in-quota before borrowing, then tier): those ahead of it still see
+	// the GPUs free.
+	for n := 1; h.Len() > 0; n++ {
 		p := d.projs[h.items[0]]
 		pos := p.head()
-		d.admit(d.ws[p.queue[pos]])
+		w := d.ws[p.queue[pos]]
+		w.out.Queue = n
+		if guard >= 0 && d.boundBy(w, d.ws[guard]) {
+			if g := d.ws[guard]; !d.decided(guard) {
+				d.guardMsg = d.reserve(guard, g, d.c.modelIndex(g.model), "the longest-starved workspace (aging at its maximum)")
+			}
+			guard = -1
+		}
+		d.admit(w)
 		p.done[pos] = true
 		p.left--
 		if p.left > 0 {
@@ -220,6 +262,9 @@ func Decide(in Input) Decision {
 		}
 		d.dirty = d.dirty[:0]
 	}
+	if verifyIndexes {
+		d.verify()
+	}
 	// 4. Collect, sorted by Ref.
 	out := Decision{Now: in.Now, Workspaces: make([]WorkspaceDecision, 0, len(d.ws))}
 	for _, w := range d.ws {
@@ -230,11 +275,13 @@ func Decide(in Input) Decision {
 }
 
 func newDecider(in Input) *decider {
-	d := &decider{in: in, now: in.Now, byRef: map[schema.Ref]int32{}, failMemo: map[shapeKey]failure{}, reservedBy: -1}
+	d := &decider{in: in, now: in.Now, failMemo: map[shapeKey]bool{}, reservedBy: -1}
 	specs := in.Specs
 	if specs == nil {
 		specs = &schema.Set{Policy: schema.DefaultPolicy()}
 	}
+	d.byRef = make(map[schema.Ref]int32, len(specs.Workspaces))
+	d.ws = make([]*wsState, 0, len(specs.Workspaces))
 	d.policy = specs.Policy.Spec
 	snap := in.Snapshot
 	if snap == nil {
@@ -245,6 +292,7 @@ func newDecider(in Input) *decider {
 	if hl > 0 {
 		d.steady = hl.Seconds() / math.Ln2
 	}
+	d.stepCredit = d.policy.Aging.Interval.Seconds()
 	d.c = newCluster(snap)
 
 	// Projects.
@@ -268,16 +316,14 @@ func newDecider(in Input) *decider {
 		d.projs = append(d.projs, ps)
 	}
 
-	// Workspaces in the specs. Their records are allocated in one block,
-	// and workspaces of the same topology share one (read-only) levels
-	// slice: a long queue costs few allocations.
-	block := make([]wsState, len(specs.Workspaces))
-	levelsOf := map[schema.Topology][]int{}
-	d.byRef = make(map[schema.Ref]int32, len(specs.Workspaces))
+	// Workspaces in the specs. Their records live in one slice, sized for
+	// every workspace and orphan, so pointers into it stay valid.
+	d.pool = make([]wsState, 0, len(specs.Workspaces)+len(snap.Allocs))
+	levelsOf := map[schema.Topology][]int{} // shared, read-only
 	for i := range specs.Workspaces {
 		sw := &specs.Workspaces[i]
-		w := &block[i]
-		*w = wsState{ref: sw.Ref(), spec: sw, proj: -1, gpus: sw.Spec.Resources.GPUs, replicas: max(sw.Spec.Replicas, 1), model: sw.Spec.Resources.GPUModel}
+		w := d.newWS(wsState{ref: sw.Ref(), spec: sw, proj: -1, gpus: sw.Spec.Resources.GPUs, replicas: max(sw.Spec.Replicas, 1), model: sw.Spec.Resources.GPUModel,
+			cpu: sw.Spec.Resources.CPUMilli, mem: sw.Spec.Resources.MemoryBytes})
 		if pi, ok := projIdx[w.ref.Project]; ok {
 			w.proj = pi
 			p := d.projs[pi]
@@ -288,10 +334,11 @@ func newDecider(in Input) *decider {
 				w.preemptible = t.Spec.Preemptible && sw.Spec.Preemptible
 			}
 		}
-		lv, ok := levelsOf[sw.Spec.Topology]
+		topo := sw.Spec.Topology
+		lv, ok := levelsOf[topo]
 		if !ok {
-			lv = levels(sw.Spec.Topology, d.policy.Defaults.Topology)
-			levelsOf[sw.Spec.Topology] = lv
+			lv = levels(topo, d.policy.Defaults.Topology)
+			levelsOf[topo] = lv
 		}
 		w.levels = lv
 		w.out = WorkspaceDecision{Ref: w.ref}
@@ -304,7 +351,7 @@ func newDecider(in Input) *decider {
 		a := &snap.Allocs[ai]
 		wi, ok := d.byRef[a.Workspace]
 		if !ok {
-			w := &wsState{ref: a.Workspace, proj: -1}
+			w := d.newWS(wsState{ref: a.Workspace, proj: -1})
 			w.out = WorkspaceDecision{Ref: w.ref}
 			if pi, ok := projIdx[a.Workspace.Project]; ok {
 				w.proj = pi
@@ -337,6 +384,31 @@ func newDecider(in Input) *decider {
 			}
 		}
 	}
+	d.relLeft = map[[2]int32][2]int64{}
+	for _, n := range snap.Nodes {
+		if !n.Ready || !n.Eligible {
+			continue
+		}
+		cpu, mem := n.CPUMilli, n.MemoryBytes
+		if cpu == 0 {
+			cpu = math.MaxInt64
+		}
+		if mem == 0 {
+			mem = math.MaxInt64
+		}
+		d.bigCPU, d.bigMem = max(d.bigCPU, cpu), max(d.bigMem, mem)
+	}
+	d.cpuFree = make([]int64, len(snap.Nodes))
+	d.memFree = make([]int64, len(snap.Nodes))
+	for ni, n := range snap.Nodes {
+		d.cpuFree[ni], d.memFree[ni] = n.CPUMilli, n.MemoryBytes
+	}
+	for _, a := range snap.Allocs {
+		if ni := nodeIndex(snap.Nodes, a.Node); ni >= 0 {
+			d.cpuFree[ni] -= a.CPUMilli
+			d.memFree[ni] -= a.MemoryBytes
+		}
+	}
 	for wi, w := range d.ws {
 		if w.held == 0 {
 			continue
@@ -348,8 +420,25 @@ func newDecider(in Input) *decider {
 		}
 	}
 
-	// Quota accounting: what stays counts against its project; the
-	// workspaces started last are the ones beyond quota.
+	// Waiting and aging. A running workspace keeps the QueuedSince it
+	// was admitted with (RecordDecision), which the quota accounting
+	// below reads.
+	ag := d.policy.Aging
+	for _, w := range d.ws {
+		w.queuedSince = in.Now
+		if t, ok := hist.QueuedSince[w.ref]; ok && t.Before(in.Now) {
+			w.queuedSince = t
+		}
+		if ag.Interval > 0 && ag.Step > 0 {
+			steps := int64(in.Now.Sub(w.queuedSince) / ag.Interval)
+			w.boost = int(min(steps*int64(ag.Step), int64(max(ag.MaxBoost, 0))))
+		}
+		if p, ok := hist.Preempted[w.ref]; ok {
+			w.preempted = &p
+		}
+	}
+
+	// Quota accounting: what stays counts against its project.
 	byProj := make([][]*wsState, len(d.projs))
 	for _, w := range d.ws {
 		if w.running && w.proj >= 0 {
@@ -357,17 +446,7 @@ func newDecider(in Input) *decider {
 		}
 	}
 	for pi, ws := range byProj {
-		sort.Slice(ws, func(i, j int) bool {
-			if !ws[i].startedAt.Equal(ws[j].startedAt) {
-				return ws[i].startedAt.Before(ws[j].startedAt)
-			}
-			return ws[i].ref.Less(ws[j].ref)
-		})
-		p := d.projs[pi]
-		for _, w := range ws {
-			p.held += w.held
-			w.overQuota = p.held > p.quota
-		}
+		d.projs[pi].held = markOverQuota(ws, d.projs[pi].quota)
 	}
 
 	// Preemption candidates and tier ranks.
@@ -386,31 +465,113 @@ func newDecider(in Input) *decider {
 		w.candidate = w.running && w.preemptible && w.proj >= 0 && in.Now.Sub(w.startedAt) >= d.policy.Preemption.MinRuntime
 	}
 	d.rightStamp = make([]int32, len(d.ws))
+	d.decidedWS = make([]bool, len(d.ws))
 	d.rightVal = make([]Right, len(d.ws))
 	d.initAvail()
-
-	// Waiting and aging.
-	ag := d.policy.Aging
-	for _, w := range d.ws {
-		w.queuedSince = in.Now
-		if t, ok := hist.QueuedSince[w.ref]; ok && t.Before(in.Now) {
-			w.queuedSince = t
-		}
-		if ag.Interval > 0 && ag.Step > 0 {
-			steps := int64(in.Now.Sub(w.queuedSince) / ag.Interval)
-			w.boost = int(min(steps*int64(ag.Step), int64(max(ag.MaxBoost, 0))))
-		}
-		if p, ok := hist.Preempted[w.ref]; ok {
-			w.preempted = &p
+	// What was free before anyone was admitted, for "queue" reasons.
+	d.initialFree = make([][numLevels]*countIndex, len(d.c.index))
+	for m := range d.c.index {
+		for l := range numLevels {
+			li := d.c.index[m][l]
+			d.initialFree[m][l] = newCountIndex(li.groups, func(gi int) int { return li.groups[gi].free })
 		}
 	}
 	return d
+}
+
+// markOverQuota sets overQuota on a project's running workspaces and
+// returns the GPUs they hold. The workspaces beyond the quota are the ones
+// admitted beyond it: in start order, those started after the project's
+// holdings passed its quota. Workspaces started together (one decision's
+// starts) are told apart as that decision admitted them: in queue order
+// (time queued, then Ref), the first that fit in what the quota had left
+// went in as in-quota work, the rest borrowed. So a workspace admitted
+// inside its quota stays inside it while it runs, whatever its project
+// starts after it; only older work leaving can move one inside.
+func markOverQuota(ws []*wsState, quota int) int {
+	sort.Slice(ws, func(i, j int) bool {
+		a, b := ws[i], ws[j]
+		if !a.startedAt.Equal(b.startedAt) {
+			return a.startedAt.Before(b.startedAt)
+		}
+		if !a.queuedSince.Equal(b.queuedSince) {
+			return a.queuedSince.Before(b.queuedSince)
+		}
+		return a.ref.Less(b.ref)
+	})
+	held := 0
+	for i := 0; i < len(ws); {
+		j := i
+		room := quota - held
+		for ; j < len(ws) && ws[j].startedAt.Equal(ws[i].startedAt); j++ {
+			w := ws[j]
+			w.overQuota = w.held > room
+			if !w.overQuota {
+				room -= w.held
+			}
+			held += w.held
+		}
+		i = j
+	}
+	return held
+}
+
+// boundBy reports whether w comes no earlier in the queue's classes than
+// g: w borrows while g fits in its quota, or both are alike and w's tier
+// is not higher.
+func (d *decider) boundBy(w, g *wsState) bool {
+	wq, gq := d.inQuota(d.projs[w.proj], w), d.inQuota(d.projs[g.proj], g)
+	if wq != gq {
+		return gq
+	}
+	return w.tier <= g.tier
+}
+
+// nodeIndex finds a node by name in nodes (sorted by name), or -1.
+func nodeIndex(nodes []state.Node, name string) int {
+	i := sort.Search(len(nodes), func(i int) bool { return nodes[i].Name >= name })
+	if i < len(nodes) && nodes[i].Name == name {
+		return i
+	}
+	return -1
+}
+
+// fitsNode reports whether node ni has the CPU and memory one replica of
+// w asks for, counting extra as freed (the allocations it waits for).
+func (d *decider) fitsNode(ni int, w *wsState, extraCPU, extraMem int64) bool {
+	n := &d.c.nodes[ni]
+	if n.CPUMilli > 0 && w.cpu > 0 && d.cpuFree[ni]+extraCPU < w.cpu {
+		return false
+	}
+	if n.MemoryBytes > 0 && w.mem > 0 && d.memFree[ni]+extraMem < w.mem {
+		return false
+	}
+	return true
+}
+
+// takeNode takes one replica's CPU and memory on node ni, first from
+// what the allocations it waits for free (extra), then from the free pool;
+// journaled.
+func (d *decider) takeNode(ni int, w *wsState, extraCPU, extraMem int64) {
+	if w.cpu == 0 && w.mem == 0 {
+		return
+	}
+	d.journal = append(d.journal, undo{slot: -2, node: int32(ni), cpu: d.cpuFree[ni], mem: d.memFree[ni]})
+	d.cpuFree[ni] -= max(w.cpu-extraCPU, 0)
+	d.memFree[ni] -= max(w.mem-extraMem, 0)
+}
+
+// newWS stores a workspace record in the pool and returns it.
+func (d *decider) newWS(w wsState) *wsState {
+	d.pool = append(d.pool, w)
+	return &d.pool[len(d.pool)-1]
 }
 
 func (d *decider) add(w *wsState) int32 {
 	wi := int32(len(d.ws))
 	d.ws = append(d.ws, w)
 	d.byRef[w.ref] = wi
+	w.idx = wi
 	return wi
 }
 
@@ -641,10 +802,7 @@ func (d *decider) before(a, b int) bool {
 	if wa.tier != wb.tier {
 		return wa.tier > wb.tier
 	}
-	if wa.boost != wb.boost {
-		return wa.boost > wb.boost
-	}
-	if sa, sb := d.share(pa), d.share(pb); sa != sb {
+	if sa, sb := d.share(pa)-float64(wa.boost)*d.stepCredit, d.share(pb)-float64(wb.boost)*d.stepCredit; sa != sb {
 		return sa < sb
 	}
 	if !wa.queuedSince.Equal(wb.queuedSince) {
@@ -701,4 +859,38 @@ func (d *decider) buildQueue() *projHeap {
 	}
 	heap.Init(h)
 	return h
+}
+
+// verifyIndexes makes Decide check, at its end, that its incremental
+// indexes match a recount; the property tests turn it on.
+var verifyIndexes = false
+
+func (d *decider) verify() {
+	for m := range d.c.index {
+		for l := range numLevels {
+			li := d.c.index[m][l]
+			for gi, g := range li.groups {
+				free := 0
+				for _, si := range g.gpus {
+					if d.c.slots[si].owner == ownerFree {
+						free++
+					}
+				}
+				if free != g.free || li.first(free) < 0 {
+					panic(fmt.Sprintf("free index of group %d (model %d, level %d): %d, recount %d", gi, m, l, g.free, free))
+				}
+				for k := 0; k <= d.numTiers; k++ {
+					n := 0
+					for _, si := range g.gpus {
+						if d.contrib(si)&(1<<k) != 0 {
+							n++
+						}
+					}
+					if got := int(d.avail[m][l][k].count[gi]); got != n {
+						panic(fmt.Sprintf("avail[%d][%d][%d] of group %d: %d, recount %d", m, l, k, gi, got, n))
+					}
+				}
+			}
+		}
+	}
 }

@@ -14,6 +14,12 @@ import (
 
 var propNow = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 
+// verifying turns on Decide's index self-check for one test.
+func verifying(t *testing.T) {
+	verifyIndexes = true
+	t.Cleanup(func() { verifyIndexes = false })
+}
+
 // genInput draws a small cluster and workload: nodes with NVLink domains,
 // NUMA nodes, two GPU models, some unhealthy GPUs and unusable nodes;
 // tiers, projects with quotas, borrow limits and weights; workspaces of
@@ -25,7 +31,8 @@ func genInput(t *rapid.T) Input {
 	snap.ObservedAt = propNow
 	nNodes := rapid.IntRange(1, 5).Draw(t, "nodes")
 	for i := range nNodes {
-		n := state.Node{Name: fmt.Sprintf("n%d", i), Ready: rapid.IntRange(0, 9).Draw(t, "ready") > 0, Eligible: rapid.IntRange(0, 9).Draw(t, "eligible") > 0}
+		n := state.Node{Name: fmt.Sprintf("n%d", i), Ready: rapid.IntRange(0, 9).Draw(t, "ready") > 0, Eligible: rapid.IntRange(0, 9).Draw(t, "eligible") > 0,
+			CPUMilli: rapid.SampledFrom([]int64{0, 16000, 32000, 64000}).Draw(t, "nodeCPU")}
 		n.ID = n.Name
 		count := rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "gpus")
 		doms := rapid.IntRange(1, 2).Draw(t, "domains")
@@ -58,6 +65,7 @@ func genInput(t *rapid.T) Input {
 	constraints := []schema.Constraint{schema.ConstraintNone, schema.ConstraintPreferred, schema.ConstraintRequired}
 	// owner of each GPU while placing running workspaces
 	used := map[[2]string]bool{}
+	cpuUsed := map[string]int64{}
 	hist := &state.History{UsageAt: propNow.Add(-time.Hour), Usage: map[string]float64{}, QueuedSince: map[schema.Ref]time.Time{}, Preempted: map[schema.Ref]state.Preemption{}}
 	nWS := rapid.IntRange(1, 12).Draw(t, "workspaces")
 	for i := range nWS {
@@ -66,8 +74,9 @@ func genInput(t *rapid.T) Input {
 			State:       schema.DesiredRunning,
 			Replicas:    rapid.SampledFrom([]int{1, 1, 1, 2}).Draw(t, "replicas"),
 			Preemptible: rapid.IntRange(0, 5).Draw(t, "wsPreemptible") > 0,
-			Resources:   schema.WorkResources{GPUs: rapid.SampledFrom([]int{1, 1, 2, 4}).Draw(t, "wsGPUs")},
-			Topology:    schema.Topology{NVLink: rapid.SampledFrom(constraints).Draw(t, "nvlink"), NUMA: rapid.SampledFrom(constraints).Draw(t, "numa")},
+			Resources: schema.WorkResources{GPUs: rapid.SampledFrom([]int{1, 1, 2, 4}).Draw(t, "wsGPUs"),
+				CPUMilli: rapid.SampledFrom([]int64{0, 0, 4000, 8000, 16000}).Draw(t, "wsCPU")},
+			Topology: schema.Topology{NVLink: rapid.SampledFrom(constraints).Draw(t, "nvlink"), NUMA: rapid.SampledFrom(constraints).Draw(t, "numa")},
 		}}
 		if rapid.IntRange(0, 4).Draw(t, "hasModel") == 0 {
 			w.Spec.Resources.GPUModel = rapid.SampledFrom(models).Draw(t, "wsModel")
@@ -87,7 +96,7 @@ func genInput(t *rapid.T) Input {
 			if rapid.Bool().Draw(t, "ckpt") {
 				ckpt = started.Add(time.Duration(rapid.IntRange(0, int(propNow.Sub(started)/time.Minute)).Draw(t, "ckptAt")) * time.Minute)
 			}
-			allocs := placeRunning(t, snap.Nodes, used, ref, w.Spec.Replicas, w.Spec.Resources.GPUs)
+			allocs := placeRunning(t, snap.Nodes, used, cpuUsed, ref, w.Spec.Replicas, w.Spec.Resources.GPUs, w.Spec.Resources.CPUMilli)
 			for _, a := range allocs {
 				a.Phase, a.StartedAt, a.LastCheckpoint = phase, started, ckpt
 				snap.Allocs = append(snap.Allocs, a)
@@ -100,7 +109,7 @@ func genInput(t *rapid.T) Input {
 	// An orphan: holds GPUs, no longer in the specs.
 	if rapid.IntRange(0, 3).Draw(t, "orphan") == 0 {
 		ref := schema.Ref{Project: "p0", Name: "gone"}
-		for _, a := range placeRunning(t, snap.Nodes, used, ref, 1, 1) {
+		for _, a := range placeRunning(t, snap.Nodes, used, cpuUsed, ref, 1, 1, 0) {
 			a.Phase, a.StartedAt = state.AllocRunning, propNow.Add(-time.Hour)
 			snap.Allocs = append(snap.Allocs, a)
 		}
@@ -116,11 +125,14 @@ func genInput(t *rapid.T) Input {
 // placeRunning places replicas on random nodes with free GPUs (any GPUs,
 // topology ignored, as a real cluster may have them); a replica that
 // finds no room is left out.
-func placeRunning(t *rapid.T, nodes []state.Node, used map[[2]string]bool, ref schema.Ref, replicas, gpus int) []state.Alloc {
+func placeRunning(t *rapid.T, nodes []state.Node, used map[[2]string]bool, cpuUsed map[string]int64, ref schema.Ref, replicas, gpus int, cpu int64) []state.Alloc {
 	var out []state.Alloc
 	for r := range replicas {
 		ni := rapid.IntRange(0, len(nodes)-1).Draw(t, "allocNode")
 		n := nodes[ni]
+		if n.CPUMilli > 0 && cpuUsed[n.Name]+cpu > n.CPUMilli {
+			continue
+		}
 		var ids []string
 		for _, g := range n.GPUs {
 			if len(ids) < gpus && !used[[2]string{n.Name, g.ID}] {
@@ -133,8 +145,9 @@ func placeRunning(t *rapid.T, nodes []state.Node, used map[[2]string]bool, ref s
 		for _, id := range ids {
 			used[[2]string{n.Name, id}] = true
 		}
+		cpuUsed[n.Name] += cpu
 		sort.Strings(ids)
-		out = append(out, state.Alloc{Workspace: ref, Replica: r, Node: n.Name, GPUs: ids})
+		out = append(out, state.Alloc{Workspace: ref, Replica: r, Node: n.Name, GPUs: ids, CPUMilli: cpu})
 	}
 	return out
 }
@@ -223,6 +236,9 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 				}
 			}
 			if w.Verdict == VerdictRun {
+				if len(w.Placements) == 0 {
+					t.Fatalf("%s runs without placements (it holds nothing)", w.Ref)
+				}
 				continue
 			}
 			if len(w.Placements) != max(spec.Spec.Replicas, 1) {
@@ -306,6 +322,33 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 			}
 		}
 	}
+	// CPU never overcommitted: once everything the decision waits for is
+	// gone (runs and starts), and right now (every allocation plus the
+	// starts that wait for nobody).
+	final, now := map[string]int64{}, map[string]int64{}
+	for _, a := range snap.Allocs {
+		now[a.Node] += a.CPUMilli
+		if byRef[a.Workspace].Verdict == VerdictRun {
+			final[a.Node] += a.CPUMilli
+		}
+	}
+	for _, w := range d.Workspaces {
+		if w.Verdict != VerdictStart {
+			continue
+		}
+		cpu := set.Workspace(w.Ref).Spec.Resources.CPUMilli
+		for _, p := range w.Placements {
+			final[p.Node] += cpu
+			if len(w.Preempts) == 0 {
+				now[p.Node] += cpu
+			}
+		}
+	}
+	for name, n := range nodes {
+		if n.CPUMilli > 0 && (final[name] > n.CPUMilli || now[name] > n.CPUMilli) {
+			t.Fatalf("node %s: %dm CPU once settled, %dm now, of %dm\n%s", name, final[name], now[name], n.CPUMilli, Render(d))
+		}
+	}
 	// Reclaim only takes borrowed capacity: per project, what reclaim
 	// takes leaves it at or above its quota.
 	taken := map[string]int{}
@@ -336,7 +379,8 @@ func apply(in Input, d Decision, now time.Time) Input {
 			keep[w.Ref] = true
 		case VerdictStart:
 			for _, p := range w.Placements {
-				snap.Allocs = append(snap.Allocs, state.Alloc{Workspace: w.Ref, Replica: p.Replica, Node: p.Node, GPUs: append([]string(nil), p.GPUs...), Phase: state.AllocRunning, StartedAt: now})
+				snap.Allocs = append(snap.Allocs, state.Alloc{Workspace: w.Ref, Replica: p.Replica, Node: p.Node, GPUs: append([]string(nil), p.GPUs...), Phase: state.AllocRunning, StartedAt: now,
+					CPUMilli: in.Specs.Workspace(w.Ref).Spec.Resources.CPUMilli, MemoryBytes: in.Specs.Workspace(w.Ref).Spec.Resources.MemoryBytes})
 			}
 		}
 	}
@@ -352,6 +396,7 @@ func apply(in Input, d Decision, now time.Time) Input {
 }
 
 func TestPropInvariants(t *testing.T) {
+	verifying(t)
 	rapid.Check(t, func(t *rapid.T) {
 		in := genInput(t)
 		before := mustJSON(t, in)
@@ -373,6 +418,7 @@ func TestPropInvariants(t *testing.T) {
 // preemption takes it; repeating converges within a few cycles to a
 // decision that changes nothing, and stays there (no ping-pong).
 func TestPropApplyThenDecide(t *testing.T) {
+	verifying(t)
 	rapid.Check(t, func(t *rapid.T) {
 		in := genInput(t)
 		d := Decide(in)
@@ -434,6 +480,7 @@ func quiet(d Decision) bool {
 // ever preempts B after B preempted A, or if a workspace flips between
 // running and preempted more than a cascade allows.
 func TestPropNoPingPong(t *testing.T) {
+	verifying(t)
 	rapid.Check(t, func(t *rapid.T) {
 		cur := genInput(t)
 		preempted := map[[2]schema.Ref]bool{}

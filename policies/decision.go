@@ -112,7 +112,10 @@ type WorkspaceDecision struct {
 	Verdict Verdict    `json:"verdict"`
 	// Placements: Run and Start, one per replica.
 	Placements []state.Placement `json:"placements,omitempty"`
-	// Preempts: Start only, the victims that must be gone first.
+	// Preempts: Start only, every workspace that must be gone first: the
+	// victims it preempts (VerdictPreempt, PreemptedBy this one), victims
+	// of an earlier decision still stopping, and workspaces being stopped
+	// (VerdictStop) whose GPUs, CPU or memory it takes over. Sorted by Ref.
 	Preempts []schema.Ref `json:"preempts,omitempty"`
 	// PreemptedBy: Preempt, and Wait of a workspace preempted earlier that
 	// has not resumed yet (who preempted it last).
@@ -120,6 +123,9 @@ type WorkspaceDecision struct {
 	// Right: Preempt only, the right the preemptor used.
 	Right  Right  `json:"right,omitempty"`
 	Reason Reason `json:"reason"`
+	// Queue is its place (1, 2, …) in the order this decision considered
+	// the workspaces that wanted to run and held nothing; 0 for the rest.
+	Queue int `json:"queue,omitempty"`
 }
 
 // Right names the right a preemptor uses to take a victim's GPUs.

@@ -5,4 +5,50 @@
 //
 // It must never do I/O, read a clock, use global randomness, import a
 // driver, or mutate its input.
+//
+// # The decision, in phases
+//
+//  1. Holders: a workspace the specs no longer list, or want Stopped, gets
+//     VerdictStop; one still stopping keeps VerdictPreempt; one running
+//     gets VerdictRun at its placements. GPUs of leaving workspaces are
+//     "releasing": a start may take them, listing the owner in Preempts.
+//  2. Queue: every workspace that wants to run and holds nothing, one
+//     queue per project (first come, first served, aging first), merged
+//     by a heap: in-quota before borrowing, then tier, then fair share
+//     (decayed usage plus held GPUs at steady state, per weight) less a
+//     bounded aging credit, then time queued, then Ref. A project offers
+//     its first workspace that still fits inside its quota, if any.
+//     The starvation guard reserves free GPUs for the longest-waiting
+//     workspace at maximum aging that needs more than the smallest one of
+//     its tier.
+//  3. Admission, in queue order: quota and borrow limit; free GPUs (best
+//     fit: the node or NVLink domain left with the fewest free GPUs,
+//     preferred topology first); else preemption (strictly lower tiers,
+//     or, inside its quota, whole workspaces other projects borrow; the
+//     fewest, lowest-tier, over-quota, least-work-lost, most recently
+//     started victims whose removal makes it fit on that node or domain,
+//     at most MaxVictims, none younger than MinRuntime); else wait with a
+//     reason, and the first that waits for capacity reserves the free GPUs
+//     it will need. Gangs place every replica or none. A node that tracks
+//     CPU and memory (Node.CPUMilli, MemoryBytes) must also have what the
+//     replica asks for; a victim may be taken for its CPU or memory.
+//  4. Output sorted by Ref; Render prints it for people.
+//
+// Borrowed work is a running workspace admitted beyond its project's
+// quota: in start order, and among workspaces started together in the
+// order their decision admitted them (time queued, those that fit the
+// quota first). Reclaim, and priority preemption by a preemptor that is
+// itself beyond its quota, take only borrowed work, and only while its
+// project stays at or above its quota. A workspace admitted inside its
+// quota stays in-quota work while it runs, whatever its project starts
+// after it, so what reclaimed a quota is never taken back by the borrower
+// it reclaimed from (no A↔B ping-pong).
+//
+// Free GPUs are indexed per (GPU model, level) — node, NVLink domain,
+// NUMA node, both — in buckets by free count, and per preemptor tier by
+// the GPUs a preemptor could get; so a decision over 50,000 pending
+// workspaces and 16,384 GPUs takes well under a second.
+//
+// The reconciler advances History between decisions with AdvanceUsage
+// (decayed usage) and RecordDecision (queue times, preemption records).
 package policies

@@ -110,6 +110,25 @@ func (li *levelIndex) first(k int) int {
 	return -1
 }
 
+// each calls fn for every group with at least n free GPUs, fewest free
+// first, then in node order, until fn returns false.
+func (li *levelIndex) each(n int, fn func(gi int) bool) {
+	for k := max(n, 0); k <= li.maxK; k++ {
+		if li.counts[k] == 0 {
+			continue
+		}
+		for w, word := range li.buckets[k] {
+			for word != 0 {
+				b := bits.TrailingZeros64(word)
+				word &^= 1 << b
+				if !fn(w*64 + b) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // bestFit returns the group with the fewest free GPUs that still has n,
 // ties to the first in node order, or -1.
 func (li *levelIndex) bestFit(n int) int {
@@ -332,6 +351,23 @@ func (ci *countIndex) each(from int, fn func(gi int) bool) {
 				if !fn(w*64 + b) {
 					return
 				}
+			}
+		}
+	}
+}
+
+// eachAt calls fn for every group whose count is exactly k, in group
+// order, until fn returns false.
+func (ci *countIndex) eachAt(k int, fn func(gi int) bool) {
+	if k < 0 || k > ci.maxK || ci.counts[k] == 0 {
+		return
+	}
+	for w, word := range ci.buckets[k] {
+		for word != 0 {
+			b := bits.TrailingZeros64(word)
+			word &^= 1 << b
+			if !fn(w*64 + b) {
+				return
 			}
 		}
 	}

@@ -2,7 +2,6 @@ package policies
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/berth-dev/berth/reconcile/state"
 )
@@ -11,14 +10,19 @@ import (
 // RightNone. inQuota: w fits inside its project's guaranteed quota.
 //
 //   - priority: w's tier may preempt and is strictly higher than v's; a
-//     preemptor that would itself be borrowing may only take what v's
-//     project borrows (in-quota work is guaranteed against borrowers).
-//   - reclaim: w is inside its quota and v's project borrows at least all
-//     of v's GPUs beyond its own quota.
+//     preemptor that would itself be borrowing may only take borrowed
+//     work (in-quota work is guaranteed against borrowers).
+//   - reclaim: w is inside its quota and v is borrowed work of another
+//     project.
 //
 // Either way v must be preemptible (tier and workspace) and have run the
-// policy's minimum runtime. "Borrowed" is strict: taking v must leave its
-// project at or above its quota.
+// policy's minimum runtime. "Borrowed" is strict: v was admitted beyond
+// its project's quota (overQuota), and taking it leaves its project at or
+// above its quota. A workspace admitted inside its quota is never
+// borrowed work, even when its project borrows through workspaces started
+// after it: otherwise one that reclaimed its quota from a borrower could
+// be taken back by that borrower's priority once a sibling starts to
+// borrow, and the two would take turns (A↔B ping-pong).
 func (d *decider) right(w *wsState, inQuota bool, v *wsState) Right {
 	if !v.running || v.victim || !v.preemptible || v.proj < 0 {
 		return RightNone
@@ -27,7 +31,7 @@ func (d *decider) right(w *wsState, inQuota bool, v *wsState) Right {
 		return RightNone
 	}
 	vp := d.projs[v.proj]
-	borrowed := vp.held-v.held >= vp.quota
+	borrowed := v.overQuota && vp.held-v.held >= vp.quota
 	if w.canPreempt && v.tier < w.tier && (inQuota || borrowed) {
 		return RightPriority
 	}
@@ -108,11 +112,15 @@ func (d *decider) victimBefore(a, b int32) bool {
 }
 
 // searchLimit bounds, per placement level, how many nodes or domains the
-// preemption search weighs once none fits without victims: the tightest
-// ones that could fit (fewest GPUs a preemptor could get there), so the
-// search costs the same on 10 nodes and on 10,000. Below this many, the
-// choice is exact.
+// preemption search weighs once none fits without victims: among those
+// where enough GPUs could come free, the ones with the most GPUs free or
+// being released (the fewest victims needed), so the search costs the
+// same on 10 nodes and on 10,000. Below this many, the choice is exact.
 const searchLimit = 32
+
+// scanLimit bounds how many groups the search looks at to find those
+// searchLimit.
+const scanLimit = 8 * searchLimit
 
 // searchPreempt finds the cheapest way to place one replica of w using free
 // GPUs, GPUs already being released, and GPUs of workspaces w may preempt
@@ -125,8 +133,17 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 	// tightest fit.
 	for rank, l := range w.levels {
 		ci := d.avail[mi][l][0]
-		if gi := ci.bestFit(n); gi >= 0 {
-			return option{level: rank, group: gi, leftover: int(ci.count[gi]) - n}, true
+		groups := d.c.index[mi][l].groups
+		found := -1
+		ci.each(n, func(gi int) bool {
+			if d.fitsAfter(w, &groups[gi], nil) {
+				found = gi
+				return false
+			}
+			return true
+		})
+		if found >= 0 {
+			return option{level: rank, group: found, leftover: int(ci.count[found]) - n}, true
 		}
 	}
 	k := 0
@@ -140,21 +157,42 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 	if k == 0 {
 		return option{}, false
 	}
-	// 2. Victims: the groups where enough GPUs could come free, tightest
-	// first, at most searchLimit per level.
+	// 2. Victims: the groups where enough GPUs could come free, those
+	// with the most free and releasing GPUs first (they need the fewest
+	// victims), at most searchLimit per level.
 	var best option
 	found := false
 	for rank, l := range w.levels {
-		ci := d.avail[mi][l][k]
-		weighed := 0
-		ci.each(n, func(gi int) bool {
-			weighed++
+		zero, ci := d.avail[mi][l][0], d.avail[mi][l][k]
+		if ci.bestFit(n) < 0 {
+			continue // nowhere could enough GPUs come free
+		}
+		weigh := func(gi int) {
 			opt, ok := d.evalGroup(w, mi, inQuota, budget, rank, l, gi)
 			if ok && (!found || opt.cost.less(best.cost) || (opt.cost == best.cost && (opt.level < best.level || (opt.level == best.level && opt.leftover < best.leftover)))) {
+				opt.victims = append(best.victims[:0], opt.victims...)
 				best, found = opt, true
 			}
-			return weighed < searchLimit
-		})
+		}
+		weighed, scanned := 0, 0
+		for c := zero.maxK; c >= 0 && weighed < searchLimit && scanned < scanLimit; c-- {
+			zero.eachAt(c, func(gi int) bool {
+				scanned++
+				if int(ci.count[gi]) >= n {
+					weighed++
+					weigh(gi)
+				}
+				return weighed < searchLimit && scanned < scanLimit
+			})
+		}
+		if weighed == 0 {
+			// None in the scanned window: the tightest that could fit.
+			ci.each(n, func(gi int) bool {
+				weighed++
+				weigh(gi)
+				return weighed < searchLimit
+			})
+		}
 	}
 	return best, found
 }
@@ -174,7 +212,8 @@ func (d *decider) evalGroup(w *wsState, mi int, inQuota bool, budget, rank, l, g
 	g := &d.c.index[mi][l].groups[gi]
 	n := w.gpus
 	free, rel := g.free, 0
-	var cands []cand
+	cands := d.bufCands[:0]
+	defer func() { d.bufCands = cands[:0] }()
 	total := 0
 	for _, si := range g.gpus {
 		s := &d.c.slots[si]
@@ -203,10 +242,11 @@ func (d *decider) evalGroup(w *wsState, mi int, inQuota bool, budget, rank, l, g
 		return option{}, false
 	}
 	opt := option{level: rank, group: gi, leftover: free + rel - n}
-	if deficit <= 0 {
+	if deficit <= 0 && d.fitsAfter(w, g, nil) {
 		return opt, true
 	}
-	set, cost, ok := d.minSet(w, inQuota, cands, deficit, budget)
+	// Victims for the GPUs it lacks, or for the CPU and memory.
+	set, cost, ok := d.minSet(w, inQuota, g, cands, max(deficit, 0), budget)
 	if !ok {
 		return option{}, false
 	}
@@ -223,38 +263,64 @@ func (d *decider) evalGroup(w *wsState, mi int, inQuota bool, budget, rank, l, g
 
 // minSet picks the fewest victims among cands that free deficit GPUs, and
 // among sets of that size the cheapest. Victims whose right rests on their
-// project borrowing are taken only while it still borrows.
-func (d *decider) minSet(w *wsState, inQuota bool, cands []cand, deficit, budget int) ([]int32, setCost, bool) {
-	sort.Slice(cands, func(i, j int) bool { return d.victimBefore(cands[i].ws, cands[j].ws) })
-	counts := make([]int, len(cands))
+// project borrowing are taken only while it still borrows; when no set of
+// the smallest size passes that, the next size is tried. The returned set
+// lives in a buffer the next call reuses.
+func (d *decider) minSet(w *wsState, inQuota bool, g *group, cands []cand, deficit, budget int) ([]int32, setCost, bool) {
+	// Insertion sorts: a node has a handful of candidates.
+	for i := 1; i < len(cands); i++ {
+		for j := i; j > 0 && d.victimBefore(cands[j].ws, cands[j-1].ws); j-- {
+			cands[j], cands[j-1] = cands[j-1], cands[j]
+		}
+	}
+	counts := append(d.bufCounts[:0], make([]int, len(cands))...)
 	for i, c := range cands {
 		counts[i] = c.count
 	}
-	sort.Sort(sort.Reverse(sort.IntSlice(counts)))
+	for i := 1; i < len(counts); i++ {
+		for j := i; j > 0 && counts[j] > counts[j-1]; j-- {
+			counts[j], counts[j-1] = counts[j-1], counts[j]
+		}
+	}
+	d.bufCounts = counts
 	k, sum := 0, 0
 	for k < len(counts) && sum < deficit {
-		// (k counts victims here)
 		sum += counts[k]
 		k++
 	}
-	if sum < deficit || k > budget {
+	if sum < deficit {
 		return nil, setCost{}, false
 	}
-	var best []int32
+	// With GPUs enough, victims are wanted for CPU or memory only.
+	k = max(k, 1)
+	for ; k <= min(budget, len(cands)); k++ {
+		if set, cost, ok := d.bestOfSize(w, inQuota, g, cands, deficit, k); ok {
+			return set, cost, true
+		}
+	}
+	return nil, setCost{}, false
+}
+
+// bestOfSize returns the cheapest set of k candidates that frees deficit
+// GPUs and takes only borrowed GPUs where its right needs that.
+func (d *decider) bestOfSize(w *wsState, inQuota bool, g *group, cands []cand, deficit, k int) ([]int32, setCost, bool) {
 	var bestCost setCost
 	found := false
-	idx := make([]int, k)
-	for i := range idx {
-		idx[i] = i
+	idx := d.bufIdx[:0]
+	for i := range k {
+		idx = append(idx, i)
 	}
-	set := make([]int32, k)
+	d.bufIdx = idx
+	set := append(d.bufSet[:0], make([]int32, k)...)
+	d.bufSet = set
+	best := d.bufBest[:0]
 	for {
 		got := 0
 		for i, j := range idx {
 			set[i] = cands[j].ws
 			got += cands[j].count
 		}
-		if got >= deficit && d.borrowedOK(w, inQuota, set) {
+		if got >= deficit && d.borrowedOK(w, inQuota, set) && d.fitsAfter(w, g, set) {
 			c := d.cost(set)
 			if !found || c.less(bestCost) {
 				best, bestCost, found = append(best[:0], set...), c, true
@@ -273,6 +339,7 @@ func (d *decider) minSet(w *wsState, inQuota bool, cands []cand, deficit, budget
 			idx[j] = idx[j-1] + 1
 		}
 	}
+	d.bufBest = best
 	return best, bestCost, found
 }
 
@@ -342,13 +409,109 @@ func (d *decider) applyOption(wi int32, w *wsState, r int, opt option, waitFor m
 	picked = append(picked, old...)
 	picked = append(picked, fresh...)
 	picked = picked[:w.gpus]
+	// It waits for every victim (one taken for CPU or memory may keep
+	// its GPUs free) and for the owners of the GPUs it takes.
+	owners := append([]int32(nil), opt.victims...)
+	for _, v := range opt.victims {
+		waitFor[v] = true
+	}
 	for _, si := range picked {
 		if o := d.c.slots[si].owner; o >= 0 {
 			waitFor[o] = true
+			if !containsSlot(owners, o) {
+				owners = append(owners, o)
+			}
 		}
 		d.setOwner(si, wi, false)
 	}
+	// CPU and memory: first what the owners it waits for free, then the
+	// node's free pool, then what other leaving workspaces in the group
+	// free (it waits for those too).
+	ni := int(g.node)
+	n := &d.c.nodes[ni]
+	needCPU, needMem := w.cpu, w.mem
+	if n.CPUMilli <= 0 {
+		needCPU = 0
+	}
+	if n.MemoryBytes <= 0 {
+		needMem = 0
+	}
+	claim := func(o int32) {
+		c, m := d.freedOn(o, ni)
+		tc, tm := min(c, needCPU), min(m, needMem)
+		if tc > 0 || tm > 0 {
+			d.claimFreed(o, ni, tc, tm)
+		}
+		needCPU, needMem = needCPU-tc, needMem-tm
+	}
+	for _, o := range owners {
+		claim(o)
+	}
+	for _, si := range g.gpus {
+		if needCPU <= max(d.cpuFree[ni], 0) && needMem <= max(d.memFree[ni], 0) {
+			break
+		}
+		if o := d.c.slots[si].owner; o >= 0 && d.c.slots[si].releasing && !waitFor[o] {
+			waitFor[o] = true
+			claim(o)
+		}
+	}
+	d.takeNode(ni, &wsState{cpu: needCPU, mem: needMem}, 0, 0)
 	return d.placement(r, picked)
+}
+
+// freedOn returns the CPU and memory workspace o's allocations on node ni
+// will free that no start of this decision has claimed yet.
+func (d *decider) freedOn(o int32, ni int) (cpu, mem int64) {
+	if r, ok := d.relLeft[[2]int32{o, int32(ni)}]; ok {
+		return r[0], r[1]
+	}
+	name := d.c.nodes[ni].Name
+	for _, a := range d.ws[o].allocs {
+		if a.Node == name {
+			cpu += a.CPUMilli
+			mem += a.MemoryBytes
+		}
+	}
+	return cpu, mem
+}
+
+// claimFreed records that a start claimed cpu and mem of what o frees on
+// node ni; journaled.
+func (d *decider) claimFreed(o int32, ni int, cpu, mem int64) {
+	key := [2]int32{o, int32(ni)}
+	c, m := d.freedOn(o, ni)
+	old, had := d.relLeft[key]
+	d.journal = append(d.journal, undo{slot: -3, owner: o, node: int32(ni), cpu: old[0], mem: old[1], victim: had})
+	d.relLeft[key] = [2]int64{c - cpu, m - mem}
+}
+
+// fitsAfter reports whether group g's node has the CPU and memory for one
+// replica of w once the workspaces releasing GPUs in g and the victims in
+// set are gone (an estimate: it counts every releasing owner in g).
+func (d *decider) fitsAfter(w *wsState, g *group, set []int32) bool {
+	if w.cpu == 0 && w.mem == 0 {
+		return true
+	}
+	ni := int(g.node)
+	var cpu, mem int64
+	seen := map[int32]bool{}
+	add := func(o int32) {
+		if !seen[o] {
+			seen[o] = true
+			c, m := d.freedOn(o, ni)
+			cpu, mem = cpu+c, mem+m
+		}
+	}
+	for _, si := range g.gpus {
+		if s := &d.c.slots[si]; s.owner >= 0 && s.releasing {
+			add(s.owner)
+		}
+	}
+	for _, v := range set {
+		add(v)
+	}
+	return d.fitsNode(ni, w, cpu, mem)
 }
 
 func containsSlot(s []int32, x int32) bool {

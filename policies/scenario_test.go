@@ -27,6 +27,7 @@ func TestScenarios(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no scenarios in testdata")
 	}
+	verifying(t)
 	update := os.Getenv("BERTH_UPDATE") != ""
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txtar"), func(t *testing.T) {
@@ -76,13 +77,14 @@ func TestScenarios(t *testing.T) {
 //	-- specs --    tier NAME VALUE [nopreempt] [noevict]
 //	               project NAME tier=T [quota=N] [borrow=N|unlimited] [weight=W]
 //	               workspace PROJECT/NAME gpus=N [replicas=K] [model=M] [nvlink=C] [numa=C]
-//	                         [state=Stopped] [preemptible=false]
+//	                         [state=Stopped] [preemptible=false] [cpu=CORES|500m] [mem=64Gi]
 //	               policy [minRuntime=D] [maxVictims=N] [halfLife=D] [aging=INTERVAL/STEP/MAX]
 //	                      [preemption=off] [nvlink=C] [numa=C]
 //	-- cluster --  node NAME gpus=N [domains=D] [numa=U] [model=M] [notready] [ineligible]
-//	                    [unhealthy=I,J]      (GPU IDs are g0…gN-1, split evenly into domains/NUMA)
+//	                    [unhealthy=I,J] [cpu=CORES] [mem=SIZE]
+//	                    (GPU IDs are g0…gN-1, split evenly into domains/NUMA)
 //	               alloc PROJECT/NAME node=N gpus=I,J [replica=R] [phase=running|starting|stopping]
-//	                     [started=-1h] [checkpoint=-5m]
+//	                     [started=-1h] [checkpoint=-5m] [cpu=CORES] [mem=SIZE]
 //	-- history --  usageAt -1h | usage PROJECT GPU-SECONDS | queued PROJECT/NAME -30m
 //	               preempted PROJECT/NAME by=PROJECT/NAME at=-5m
 //
@@ -158,6 +160,37 @@ func atoi(f fields, key string, def int) (int, error) {
 	return n, nil
 }
 
+// cpuMem reads cpu=CORES (millicores: 500m) and mem=SIZE (Gi/Mi) fields.
+func cpuMem(f fields) (cpu, mem int64, err error) {
+	if v, ok := f.kv["cpu"]; ok {
+		if m, ok := strings.CutSuffix(v, "m"); ok {
+			cpu, err = strconv.ParseInt(m, 10, 64)
+		} else {
+			var c int64
+			c, err = strconv.ParseInt(v, 10, 64)
+			cpu = c * 1000
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("cpu=%q: %w", v, err)
+		}
+	}
+	if v, ok := f.kv["mem"]; ok {
+		mult := int64(1)
+		switch {
+		case strings.HasSuffix(v, "Gi"):
+			v, mult = strings.TrimSuffix(v, "Gi"), 1<<30
+		case strings.HasSuffix(v, "Mi"):
+			v, mult = strings.TrimSuffix(v, "Mi"), 1<<20
+		}
+		var n int64
+		if n, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("mem=%q: %w", v, err)
+		}
+		mem = n * mult
+	}
+	return cpu, mem, nil
+}
+
 func rel(now time.Time, s string) (time.Time, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil {
@@ -221,6 +254,9 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 			if s, ok := f.kv["state"]; ok {
 				w.Spec.State = schema.DesiredState(s)
 			}
+			if w.Spec.Resources.CPUMilli, w.Spec.Resources.MemoryBytes, err = cpuMem(f); err != nil {
+				return nil, err
+			}
 			set.Workspaces = append(set.Workspaces, w)
 		case "policy":
 			ps := &set.Policy.Spec
@@ -273,6 +309,10 @@ func parseCluster(text string, now time.Time) (*state.Snapshot, error) {
 		switch f.words[0] {
 		case "node":
 			n := state.Node{Name: f.words[1], ID: f.words[1], Ready: !f.flags["notready"], Eligible: !f.flags["ineligible"]}
+			var err error
+			if n.CPUMilli, n.MemoryBytes, err = cpuMem(f); err != nil {
+				return nil, err
+			}
 			count, err := atoi(f, "gpus", 8)
 			if err != nil {
 				return nil, err
@@ -309,6 +349,9 @@ func parseCluster(text string, now time.Time) (*state.Snapshot, error) {
 				return nil, err
 			}
 			a := state.Alloc{Workspace: ref, Node: f.kv["node"], Phase: state.AllocRunning}
+			if a.CPUMilli, a.MemoryBytes, err = cpuMem(f); err != nil {
+				return nil, err
+			}
 			if a.Replica, err = atoi(f, "replica", 0); err != nil {
 				return nil, err
 			}

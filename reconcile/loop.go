@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -46,6 +47,10 @@ type Revision struct {
 	ID   string
 	FS   fs.FS
 	Root string
+	// Problems, when not empty, make the revision invalid before its
+	// files are read (the git source: an unsigned commit, a missing
+	// --path); it is refused like one that fails validation.
+	Problems []string
 }
 
 // LoadFunc turns a revision's files into a validated Set. A nil Set with
@@ -93,6 +98,19 @@ type Config struct {
 	// BackoffMin and BackoffMax bound the wait after a failed cycle; it
 	// doubles from min to max (defaults 1s and 1m).
 	BackoffMin, BackoffMax time.Duration
+
+	// PruneDelay is how long a workspace must stay out of the specs before
+	// its job is purged (default DefaultPruneDelay); until then it is only
+	// stopped, and a revert brings it back with what it saved.
+	PruneDelay time.Duration
+	// AllowMassPrune applies revisions that stop or remove many managed
+	// workspaces at once (CheckMassPrune); without it they are refused.
+	AllowMassPrune bool
+	// MassPrunePercent and MassPruneMin are the mass-prune threshold
+	// (defaults 25 and 3: more than 25% and more than 3 workspaces).
+	MassPrunePercent, MassPruneMin int
+	// Routes, when set, adds routes to the HTTP API (the git webhook).
+	Routes func(mux *http.ServeMux)
 }
 
 // Loop keeps a cluster matching the specs. Once is one cycle; Run calls
@@ -108,10 +126,14 @@ type Loop struct {
 	good      *schema.Set
 	goodRev   *RevisionStatus
 	attempted *RevisionStatus
+	absent    map[schema.Ref]*absence // workspaces out of the specs (prune.go)
 	records   map[schema.Ref]*record
 	rejected  map[schema.Ref]rejection
 	projects  []ProjectStatus
 	last      *CycleStatus
+	view      view // the last cycle's inputs, for the dashboard
+
+	feed *feed // the dashboard's event feed (events.go)
 }
 
 // New checks cfg and fills its defaults.
@@ -145,13 +167,14 @@ func New(cfg Config) (*Loop, error) {
 	def(&cfg.Settle, time.Second)
 	def(&cfg.BackoffMin, time.Second)
 	def(&cfg.BackoffMax, time.Minute)
+	def(&cfg.PruneDelay, DefaultPruneDelay)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
-	return &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}, rejected: map[schema.Ref]rejection{}}, nil
+	return &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}, rejected: map[schema.Ref]rejection{}, feed: newFeed()}, nil
 }
 
 // Metrics returns the loop's metrics.
@@ -239,6 +262,7 @@ func (l *Loop) Once(ctx context.Context) (Result, error) {
 		l.last.Error = err.Error()
 	}
 	l.mu.Unlock()
+	l.publish(res.Transitions)
 	return res, err
 }
 
@@ -250,6 +274,9 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("read specs: %w", err)
 	}
 	// 2. Load and validate; keep the last good revision on problems.
+	l.mu.Lock()
+	prev := l.good
+	l.mu.Unlock()
 	set, err := l.load(rev)
 	if err != nil {
 		return res, err
@@ -272,6 +299,23 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 	}
 	now := snap.ObservedAt
 	res.ObservedAt = now
+
+	// 3b. Deletion safety: a new revision that would stop or remove too
+	// many workspaces at once is refused; the previous one stays.
+	if set != prev && set.Revision == rev.ID {
+		set = l.admit(prev, set, &snap)
+		l.mu.Lock()
+		res.Refused = nil
+		if l.attempted != nil {
+			a := *l.attempted
+			res.Refused = &a
+		}
+		l.mu.Unlock()
+		if set == nil {
+			return res, &StalledError{Revision: rev.ID, Problems: res.Refused.Errors}
+		}
+		res.Revision = set.Revision
+	}
 
 	// 4. History.
 	hist, err := l.cfg.Store.LoadHistory(ctx)
@@ -297,6 +341,7 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 
 	// 8. Record, even after a failed apply: what was applied is done.
 	res.Transitions = l.record(set, &snap, d, &hist, applied, deferred, now)
+	l.keepView(set, &snap, &d, &hist)
 	res.Settling = len(deferred) > 0 || applyErr != nil
 	for _, a := range snap.Allocs {
 		if a.Phase != state.AllocRunning {
@@ -308,14 +353,18 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 			res.Settling = true
 		}
 	}
+	if err := l.prune(ctx, set, &snap, now); err != nil && applyErr == nil {
+		applyErr = err
+	}
 	if err := l.cfg.Store.SaveHistory(ctx, hist); err != nil {
 		return res, errors.Join(applyErr, fmt.Errorf("save history: %w", err))
 	}
 	return res, applyErr
 }
 
-// load returns the Set to apply: the new revision when valid, else the
-// last good one (nil when there is none). Only I/O failures are errors.
+// load returns the Set to apply: the new revision when valid (not yet in
+// force: admit decides), else the last good one (nil when there is none).
+// Only I/O failures are errors.
 func (l *Loop) load(rev Revision) (*schema.Set, error) {
 	l.mu.Lock()
 	good, attempted := l.good, l.attempted
@@ -327,7 +376,14 @@ func (l *Loop) load(rev Revision) (*schema.Set, error) {
 	if attempted != nil && attempted.ID == rev.ID {
 		return good, nil // refused already; it has not changed
 	}
-	set, problems, err := l.cfg.Load(rev.FS, rev.Root)
+	var (
+		set      *schema.Set
+		problems = slices.Clone(rev.Problems)
+		err      error
+	)
+	if len(problems) == 0 {
+		set, problems, err = l.cfg.Load(rev.FS, rev.Root)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("load revision %s: %w", rev.ID, err)
 	}
@@ -338,20 +394,15 @@ func (l *Loop) load(rev Revision) (*schema.Set, error) {
 		}
 		l.setAttempted(&RevisionStatus{ID: rev.ID, LoadedAt: now, Errors: slices.Clone(problems)})
 		l.cfg.Metrics.revision(rev.ID, false)
-		inForce := "none"
+		kept := "no earlier revision is in force"
 		if good != nil {
-			inForce = good.Revision
+			kept = good.Revision + " stays in force"
 		}
-		l.log.Warn("revision "+rev.ID+" refused; "+inForce+" stays in force", "errors", strings.Join(problems, "; "))
+		l.log.Warn("revision "+rev.ID+" refused; "+kept, "errors", strings.Join(problems, "; "))
 		return good, nil
 	}
 	set.Revision = rev.ID // the source names revisions; before anyone else sees the set
-	l.mu.Lock()
-	l.good, l.goodRev, l.attempted = set, &RevisionStatus{ID: set.Revision, LoadedAt: now}, nil
-	l.mu.Unlock()
-	l.cfg.Metrics.revision(set.Revision, true)
-	l.log.Info("revision "+set.Revision+" in force", "workspaces", len(set.Workspaces), "projects", len(set.Projects))
-	return set, nil
+	return set, nil       // in force once admitted (prune.go)
 }
 
 func (l *Loop) setAttempted(a *RevisionStatus) {
@@ -698,6 +749,7 @@ func (l *Loop) Status() Status {
 		c := *l.last
 		s.LastReconcile = &c
 	}
+	s.Source = l.sourceStatus()
 	for _, ref := range slices.SortedFunc(maps.Keys(l.records), func(a, b schema.Ref) int {
 		if a.Less(b) {
 			return -1

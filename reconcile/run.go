@@ -55,7 +55,7 @@ func (l *Loop) Run(ctx context.Context, changes <-chan struct{}) error {
 }
 
 // wait returns after d, or once changes have been quiet for Debounce
-// after the first one; false when ctx ended.
+// after the first one (at most Interval after it); false when ctx ended.
 func (l *Loop) wait(ctx context.Context, changes <-chan struct{}, d time.Duration) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -71,11 +71,16 @@ func (l *Loop) wait(ctx context.Context, changes <-chan struct{}, d time.Duratio
 	}
 	quiet := time.NewTimer(l.cfg.Debounce)
 	defer quiet.Stop()
+	// Files that never stop changing still get a cycle every Interval.
+	limit := time.NewTimer(l.cfg.Interval)
+	defer limit.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-quiet.C:
+			return true
+		case <-limit.C:
 			return true
 		case _, ok := <-changes:
 			if !ok {

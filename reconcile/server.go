@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/berth-dev/berth/reconcile/ui"
 	"github.com/berth-dev/berth/schema"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -16,12 +17,17 @@ import (
 //	GET /api/v1/workspaces/{project}/{name} a WorkspaceDetail as JSON
 //	GET /healthz                            200 "ok" while the loop runs
 //	GET /metrics                            Prometheus metrics
+//	GET /api/v1/events                      the dashboard's WebSocket feed (events.go)
+//	GET /                                   the dashboard (reconcile/ui)
 func (l *Loop) Handler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	gatherers := prometheus.Gatherers{l.cfg.Metrics.Registry, reg}
 
 	mux := http.NewServeMux()
+	if l.cfg.Routes != nil {
+		l.cfg.Routes(mux) // POST /api/v1/hooks/git with the git source
+	}
 	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, l.Status())
 	})
@@ -39,6 +45,8 @@ func (l *Loop) Handler() http.Handler {
 		w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /api/v1/events", l.serveEvents)
+	mux.Handle("GET /", ui.Handler())
 	return mux
 }
 

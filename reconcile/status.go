@@ -47,6 +47,10 @@ type Status struct {
 	// Attempted is the last revision read, when it differs from Revision
 	// (it was refused: Errors say why).
 	Attempted *RevisionStatus `json:"attempted,omitempty"`
+	// Source is where the specs come from (the git source reports its
+	// fetches, applied and attempted revisions, force-pushes); nil for a
+	// source that reports nothing.
+	Source *SourceStatus `json:"source,omitempty"`
 	// LastReconcile is the last completed cycle.
 	LastReconcile *CycleStatus      `json:"lastReconcile,omitempty"`
 	Projects      []ProjectStatus   `json:"projects"`

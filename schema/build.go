@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -59,7 +60,7 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 	names := func(kind string) []string {
 		var out []string
 		for _, d := range byKind[kind] {
-			if d.name != "" && !contains(out, d.name) {
+			if isName(d.name) && !contains(out, d.name) {
 				out = append(out, d.name)
 			}
 		}
@@ -90,6 +91,10 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 	nsOwner := map[string]*Project{}
 	for _, d := range byKind[KindProject] {
 		if !d.valid {
+			// Still check the reference, so one run shows every problem.
+			if isName(d.tier) && !exists(KindPriorityTier, d.tier) {
+				add(errorf(d.pos("spec.tier"), "project %q: %s", d.name, missing(KindPriorityTier, d.tier)))
+			}
 			continue
 		}
 		p, ds := convertProject(d)
@@ -130,6 +135,9 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 	clusters := clusterShapes(byKind[KindCluster])
 	for _, d := range byKind[KindWorkspace] {
 		if !d.valid {
+			if isName(d.project) && !exists(KindProject, d.project) {
+				add(errorf(d.pos("metadata.project"), "workspace %q: %s", d.name, missing(KindProject, d.project)))
+			}
 			continue
 		}
 		w, ds := convertWorkspace(d, set.Policy)
@@ -238,3 +246,8 @@ func checkQuotaFit(w *Workspace, p *Project, d *doc) (Diagnostic, bool) {
 	return errorf(d.pos("spec.resources.gpus"), "workspace %q can never run: it needs %s but project %q may use at most %d (quota %d + borrowLimit %d); lower its GPUs or replicas, or raise the project's quota or borrowLimit",
 		w.Meta.Name, needs, p.Meta.Name, limit, p.Spec.Quota.GPUs, p.Spec.BorrowLimit.GPUs), false
 }
+
+// nameRE is #Name of the schema.
+var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+func isName(s string) bool { return nameRE.MatchString(s) }

@@ -22,14 +22,6 @@ type clusterShape struct {
 	nodes [][]gpuShape
 }
 
-// presets are the node presets of the cluster file format.
-var presets = map[string][]gpuShape{
-	"dgx-h100": {
-		{"H100", 0, 0}, {"H100", 0, 0}, {"H100", 0, 0}, {"H100", 0, 0},
-		{"H100", 1, 1}, {"H100", 1, 1}, {"H100", 1, 1}, {"H100", 1, 1},
-	},
-}
-
 func clusterShapes(docs []*doc) []clusterShape {
 	var out []clusterShape
 	for _, d := range docs {
@@ -62,11 +54,15 @@ func readCluster(d *doc) (clusterShape, bool) {
 		}
 		var gpus []gpuShape
 		if p, ok := node["preset"].(string); ok {
-			g, known := presets[p]
+			preset, known := LookupClusterPreset(p)
 			if !known {
 				return c, false
 			}
-			gpus = g
+			for _, g := range preset.GPUs {
+				for range g.Count {
+					gpus = append(gpus, gpuShape{model: g.Model, domain: g.Domain, numa: g.NUMA})
+				}
+			}
 		}
 		if list, ok := node["gpus"].([]any); ok {
 			gpus = nil
@@ -75,7 +71,16 @@ func readCluster(d *doc) (clusterShape, bool) {
 				model, _ := gm["model"].(string)
 				dom, _ := gm["domain"].(int64)
 				numa, _ := gm["numa"].(int64)
-				gpus = append(gpus, gpuShape{model: model, domain: int(dom), numa: int(numa)})
+				n, ok := gm["count"].(int64)
+				if !ok {
+					n = 1
+				}
+				if n < 0 || n > 1024 {
+					return c, false
+				}
+				for range n {
+					gpus = append(gpus, gpuShape{model: model, domain: int(dom), numa: int(numa)})
+				}
 			}
 		}
 		for range count {

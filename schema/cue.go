@@ -335,7 +335,7 @@ func explain(e cueerrors.Error, path []string, def cue.Value, data ast.Expr, kin
 	case strings.HasPrefix(format, "incompatible list lengths"):
 		return withHint(fmt.Sprintf("%s: %s is not valid", field, got()))
 	case strings.HasPrefix(format, "conflicting values") || strings.HasPrefix(format, "conflicting value "):
-		if s, ok := schemaAt(def, path); ok && s.IsConcrete() {
+		if s, ok := schemaAt(def, path); ok && s.IsConcrete() && s.Kind()&(cue.StructKind|cue.ListKind) == 0 {
 			return withHint(fmt.Sprintf("%s: %s is not valid", field, got()))
 		}
 		if enum := enumOf(def, path); enum != "" {

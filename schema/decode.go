@@ -1,11 +1,6 @@
 package schema
 
-import (
-	"bytes"
-	"encoding/json"
-	"strconv"
-	"time"
-)
+import "time"
 
 // The raw* types mirror the YAML as written: optional fields are pointers
 // so defaults can be told apart from values, and quantities stay text
@@ -117,24 +112,6 @@ type rawPolicy struct {
 type quantity struct {
 	text string
 	set  bool
-}
-
-func (q *quantity) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '"' {
-		s, err := strconv.Unquote(string(b))
-		if err != nil {
-			var js string
-			if err := json.Unmarshal(b, &js); err != nil {
-				return err
-			}
-			s = js
-		}
-		*q = quantity{text: s, set: true}
-		return nil
-	}
-	*q = quantity{text: string(b), set: true}
-	return nil
 }
 
 // fieldErrs collects diagnostics at field positions of one document.

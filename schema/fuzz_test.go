@@ -34,6 +34,9 @@ var seeds = []string{
 	"apiVersion: berth.dev/v1\nkind: [PriorityTier]\n",
 	"apiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: low, labels: {a: {b: c}}}\nspec: {value: 20}\n",
 	"\xff\xfe\x00",
+	"# comments only\n",
+	"%YAML 1.2\n---\na: 1\n",
+	"\xef\xbb\xbfapiVersion: berth.dev/v1\r\nkind: PriorityTier\r\nmetadata: {name: low}\r\nspec: {value: 20}\r\n",
 }
 
 // FuzzLoad feeds arbitrary bytes to the loader, as a spec file and as a

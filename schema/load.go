@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/token"
 	"cuelang.org/go/encoding/yaml"
 )
 
@@ -93,11 +94,12 @@ type doc struct {
 	kind    string
 	name    string
 	project string
+	tier    string // spec.tier as written (projects), for references of invalid documents
 	start   Pos
 	fields  map[string]Pos
-	expr    ast.Expr // kept while rules need it
-	valid   bool     // passed the schema
-	raw     any      // *rawTier, *rawProject, ... when valid
+	json    []byte // the document as JSON, kept only when there are rules
+	valid   bool   // passed the schema
+	raw     any    // *rawTier, *rawProject, ... when valid
 }
 
 func (d *doc) pos(field string) Pos {
@@ -279,8 +281,11 @@ func parseDoc(c *checker, file string, expr ast.Expr, keepExpr bool) (*doc, []Di
 	if start.File == "" {
 		start.File = file
 	}
-	if lit, ok := expr.(*ast.BasicLit); ok && lit.Value == "null" {
+	if lit, ok := expr.(*ast.BasicLit); ok && lit.Kind == token.NULL {
 		return nil, nil // an empty document, such as a trailing ---
+	}
+	if b, ok := expr.(*ast.BinaryExpr); ok && b.Op == token.OR {
+		return nil, nil // a file of comments only reads as *null | _
 	}
 	st, ok := expr.(*ast.StructLit)
 	if !ok {
@@ -294,6 +299,7 @@ func parseDoc(c *checker, file string, expr ast.Expr, keepExpr bool) (*doc, []Di
 	d.kind, _ = stringField(expr, "kind")
 	d.name, _ = stringField(expr, "metadata.name")
 	d.project, _ = stringField(expr, "metadata.project")
+	d.tier, _ = stringField(expr, "spec.tier")
 	switch {
 	case d.kind == KindCluster:
 		d.raw = plain(expr)
@@ -312,7 +318,11 @@ func parseDoc(c *checker, file string, expr ast.Expr, keepExpr bool) (*doc, []Di
 		return nil, []Diagnostic{errorf(d.pos("kind"), "%s", msg)}
 	}
 	if keepExpr {
-		d.expr = expr
+		b, err := json.Marshal(plain(expr))
+		if err != nil {
+			return d, []Diagnostic{errorf(start, "cannot read the document: %v", err)}
+		}
+		d.json = b
 	}
 	diags := c.check(d.kind, expr, fields, start)
 	if len(dups) > 0 {
@@ -351,9 +361,9 @@ func isKind(k string) bool {
 	return false
 }
 
-// decodeRaw reads a document that passed the schema into its raw type.
-// It goes through JSON rather than cue.Value.Decode, which is several
-// times slower.
+// decodeRaw reads a document that passed the schema into its raw type,
+// straight from its syntax tree (cue.Value.Decode is several times slower,
+// and a JSON round trip costs a marshal and a parse).
 func decodeRaw(kind string, expr ast.Expr) (any, error) {
 	var raw any
 	switch kind {
@@ -368,11 +378,7 @@ func decodeRaw(kind string, expr ast.Expr) (any, error) {
 	case KindSchedulingPolicy:
 		raw = &rawPolicy{}
 	}
-	b, err := json.Marshal(plain(expr))
-	if err != nil {
-		return nil, fmt.Errorf("decode %s: %w", kind, err)
-	}
-	if err := json.Unmarshal(b, raw); err != nil {
+	if err := decodeAST(expr, raw); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", kind, err)
 	}
 	return raw, nil

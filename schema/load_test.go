@@ -6,6 +6,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"cuelang.org/go/cue"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -225,5 +226,17 @@ func TestFieldPositions(t *testing.T) {
 func TestLoadIOError(t *testing.T) {
 	if _, _, err := Load("does/not/exist"); err == nil || !strings.Contains(err.Error(), "does/not/exist") {
 		t.Errorf("Load of a missing path: err = %v", err)
+	}
+}
+
+// TestNameMatchesSchema: the Go copy of #Name agrees with the schema.
+func TestNameMatchesSchema(t *testing.T) {
+	c := newChecker()
+	name := c.root.LookupPath(cue.ParsePath("#Name"))
+	for _, s := range []string{"a", "ml", "team-1", "a-b-c", "1a", "-a", "a-", "A", "a_b", "", "a.b", strings.Repeat("a", 63), strings.Repeat("a", 64), "é"} {
+		schemaOK := name.Unify(c.ctx.Encode(s)).Validate(cue.Concrete(true)) == nil
+		if isName(s) != schemaOK {
+			t.Errorf("%q: isName=%v, schema says %v", s, isName(s), schemaOK)
+		}
 	}
 }

@@ -1,13 +1,13 @@
 package schema
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
 	"sort"
 
 	"cuelang.org/go/cue"
-	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/cuecontext"
 	cueerrors "cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/token"
@@ -56,12 +56,14 @@ func checkRules(rules []sourceFile, docs []*doc) (diags []Diagnostic) {
 	}()
 	ctx := cuecontext.New()
 
-	// 1. The data: every named document, first of each name only.
-	root := &ast.StructLit{}
+	// 1. The data: every named document, first of each name only, as
+	// JSON (a CUE subset): positions come from the documents' field maps,
+	// so the data need not keep its syntax trees.
+	root := map[string]any{}
 	byPath := map[string]*doc{}
 	for _, d := range docs {
 		path := ruleRoot(d)
-		if path == nil || d.expr == nil || d.name == "" || (d.kind == KindWorkspace && d.project == "") {
+		if path == nil || d.json == nil || d.name == "" || (d.kind == KindWorkspace && d.project == "") {
 			continue
 		}
 		key := strings.Join(path, "\x00")
@@ -69,9 +71,13 @@ func checkRules(rules []sourceFile, docs []*doc) (diags []Diagnostic) {
 			continue
 		}
 		byPath[key] = d
-		insert(root, path, d.expr)
+		insert(root, path, json.RawMessage(d.json))
 	}
-	data := ctx.BuildExpr(root)
+	src, err := json.Marshal(root)
+	if err != nil {
+		return []Diagnostic{errorf(Pos{File: rules[0].name}, "cannot prepare the documents for the CUE rules: %v", err)}
+	}
+	data := ctx.CompileBytes(src, cue.Filename("documents.json"))
 	if err := data.Err(); err != nil {
 		return []Diagnostic{errorf(Pos{File: rules[0].name}, "cannot prepare the documents for the CUE rules: %v", err)}
 	}
@@ -88,7 +94,7 @@ func checkRules(rules []sourceFile, docs []*doc) (diags []Diagnostic) {
 		}
 		u := data.Unify(rule)
 		// CUE reports some errors only when no other error hides them:
-		// validate each document on its own, then the whole.
+		// when the whole fails, validate each document on its own too.
 		seen := map[string]bool{}
 		report := func(err error) {
 			for _, e := range cueerrors.Errors(err) {
@@ -101,6 +107,10 @@ func checkRules(rules []sourceFile, docs []*doc) (diags []Diagnostic) {
 				diags = append(diags, ruleDiagnostic(e, path, u, f.name, byPath))
 			}
 		}
+		err := u.Validate(cue.Concrete(false), cue.Final())
+		if err == nil {
+			continue
+		}
 		keys := make([]string, 0, len(byPath))
 		for k := range byPath {
 			keys = append(keys, k)
@@ -111,34 +121,22 @@ func checkRules(rules []sourceFile, docs []*doc) (diags []Diagnostic) {
 				report(err)
 			}
 		}
-		if err := u.Validate(cue.Concrete(false), cue.Final()); err != nil {
-			report(err)
-		}
+		report(err)
 	}
 	return diags
 }
 
-// insert puts value at path in s, creating structs on the way.
-func insert(s *ast.StructLit, path []string, value ast.Expr) {
-	for i, sel := range path {
-		var next *ast.StructLit
-		for _, d := range s.Elts {
-			if f, ok := d.(*ast.Field); ok {
-				if name, _, _ := ast.LabelName(f.Label); name == sel {
-					next, _ = f.Value.(*ast.StructLit)
-				}
-			}
+// insert puts value at path in m, creating maps on the way.
+func insert(m map[string]any, path []string, value any) {
+	for _, sel := range path[:len(path)-1] {
+		next, ok := m[sel].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[sel] = next
 		}
-		if i == len(path)-1 {
-			s.Elts = append(s.Elts, &ast.Field{Label: ast.NewString(sel), Value: value})
-			return
-		}
-		if next == nil {
-			next = &ast.StructLit{}
-			s.Elts = append(s.Elts, &ast.Field{Label: ast.NewString(sel), Value: next})
-		}
-		s = next
+		m = next
 	}
+	m[path[len(path)-1]] = value
 }
 
 // rulePos is the position of e in the rule file, or the file itself.

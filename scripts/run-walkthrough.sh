@@ -56,6 +56,7 @@ if ! kill -0 "$berth" 2>/dev/null; then
   echo "berth did not start (is another one listening on $listen? try LISTEN=127.0.0.1:4681 make run)" >&2
   exit 1
 fi
+say "dashboard: http://$listen/  (open it now: the walk-through plays there live)"
 
 sleep $((pause - 1))
 say "commit: start high-training in high-priority-project (tier high 80 > medium 50): it preempts medium-training"
@@ -73,6 +74,7 @@ cat <<MSG
   Edit the specs in $scratch and watch berth react in this log, for example:
     sed -i 's/state: Stopped/state: Running/' $scratch/workspace-high.yaml   # preempt again
     echo 'oops: [' >> $scratch/workspace-high.yaml                             # invalid: refused, last good stays
+  Dashboard: http://$listen/
   Status:   $bin status --server http://$listen     (or curl http://$listen/api/v1/status)
   Explain:  $bin explain --server http://$listen medium-priority-project/medium-training
   Metrics:  curl http://$listen/metrics

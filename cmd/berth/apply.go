@@ -72,7 +72,7 @@ an action failed, 2 when the command line is wrong.
 	fl.StringVar(&f.cluster, "cluster", "", "the cluster to drive (see below)")
 	fl.Float64Var(&f.simSpeed, "sim-speed", 1, "how fast a simulated cluster's clock runs")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json (logs go to stderr)")
-	fl.StringVar(&f.logLevel, "log-level", "warn", "debug, info, warn or error")
+	fl.StringVar(&f.logLevel, "log-level", "error", "debug, info, warn or error")
 	return cmd
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,24 +28,45 @@ func newReconcileCmd() *cobra.Command {
 		f        loopFlags
 		listen   string
 		addrFile string
+		uiToken  string
 		interval time.Duration
+		sf       sourceFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "reconcile --source DIR --cluster CLUSTER",
+		Use:   "reconcile --source DIR|GIT-URL --cluster CLUSTER",
 		Short: "Keep a cluster matching the specs, continuously",
 		Long: `reconcile runs berth's loop: it reads the specs under --source, validates
 them, observes the cluster, decides who runs where, and applies the
 difference; again whenever a file changes and every --interval. An invalid
 revision is never applied: the last good one stays in force.
 
+--source is a directory (watched for changes) or a git URL (https://…,
+ssh://…, git@host:org/repo.git, file://…), cloned with its full history
+and fetched every --interval, or at once on a signed POST to
+/api/v1/hooks/git (--webhook-secret-file). A workspace removed from the
+specs is stopped, and purged only after --prune-delay; a revision that
+would stop or remove many workspaces at once is refused unless allowed.
+
 Each workspace transition is logged as one line. The status is served on
 --listen: /api/v1/status, /api/v1/workspaces/PROJECT/NAME, /healthz,
-/metrics. Ctrl-C stops it.
+/metrics, and a live dashboard at / (its feed: the WebSocket
+/api/v1/events). Ctrl-C stops it.
+
+--listen is loopback by default. On any other address berth requires a
+bearer token, read from --ui-token-file, for everything but the
+dashboard's static files and /healthz: the API, the event feed and
+/metrics (they all show the same cluster). Open the dashboard and paste
+the token, or go to http://HOST:PORT/#token=TOKEN (the fragment never
+reaches a server or its logs).
 
 ` + clusterHelp(),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.check(); err != nil {
+				return err
+			}
+			token, err := readUIToken(uiToken, listen)
+			if err != nil {
 				return err
 			}
 			log, err := newLogger(cmd.ErrOrStderr(), f.logFormat, f.logLevel)
@@ -60,11 +82,28 @@ Each workspace transition is logged as one line. The status is served on
 			if c.Close != nil {
 				defer c.Close()
 			}
-			loop, err := reconcile.New(reconcile.Config{
-				Source: reconcile.DirSource{Dir: f.source}, Cluster: c.Cluster, Store: c.Store,
+			src, err := sf.open(f.source, interval, log)
+			if err != nil {
+				return err
+			}
+			f.source = src.Name // from here on, without a password in its URL
+			hookCh, trigger := triggerChan()
+			hook, err := sf.webhook(src, log, trigger)
+			if err != nil {
+				return err
+			}
+			cfg := reconcile.Config{
+				Source: src.Source, Cluster: c.Cluster, Store: c.Store,
 				Logger: log, LogTransitionFields: f.logFormat == "json",
 				ClusterName: c.Name, BerthVersion: berthVersion(), Interval: interval,
-			})
+				PruneDelay: sf.pruneDelay, AllowMassPrune: sf.allowMassPrune,
+				MassPrunePercent: sf.massPrunePercent, MassPruneMin: sf.massPruneMin,
+			}
+			if hook != nil {
+				cfg.Routes = hook.Routes
+				cfg.Debounce = 10 * time.Millisecond // a push is whole: no need to wait for quiet
+			}
+			loop, err := reconcile.New(cfg)
 			if err != nil {
 				return err
 			}
@@ -81,20 +120,31 @@ Each workspace transition is logged as one line. The status is served on
 					return &exitError{Code: exitFailure, Err: err}
 				}
 			}
-			srv := &http.Server{Handler: loop.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			handler := loop.Handler()
+			if token != "" {
+				// Git webhooks (/api/v1/hooks/…) prove themselves with their
+				// own signature: a forge cannot send berth's bearer token.
+				handler = reconcile.RequireToken(handler, token, "/api/v1/hooks/")
+			}
+			srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 			go func() {
 				if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					log.Error("status server stopped", "err", err.Error())
 				}
 			}()
-			changes, err := reconcile.WatchDir(ctx, f.source, log)
-			if err != nil {
-				return &exitError{Code: exitFailure, Err: err}
+			var changes <-chan struct{} = hookCh
+			if src.WatchDir != "" {
+				if changes, err = reconcile.WatchDir(ctx, src.WatchDir, log); err != nil {
+					return &exitError{Code: exitFailure, Err: err}
+				}
 			}
 			if c.Watch != nil {
 				changes = mergeChanges(ctx, changes, c.Watch(ctx))
 			}
-			log.Info("berth reconciling", "source", f.source, "cluster", c.Name, "status", addr+"/api/v1/status")
+			log.Info("berth reconciling", "source", f.source, "cluster", c.Name, "status", addr+"/api/v1/status", "dashboard", addr+"/")
+			if token != "" {
+				log.Info("the API, the dashboard's feed and /metrics need the bearer token in " + uiToken + " (Authorization: Bearer TOKEN; in the browser, paste it or open " + addr + "/#token=TOKEN)")
+			}
 			runErr := loop.Run(ctx, changes)
 			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -104,13 +154,15 @@ Each workspace transition is logged as one line. The status is served on
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.source, "source", "", "directory of specs to reconcile")
+	fl.StringVar(&f.source, "source", "", "directory or git URL of the specs to reconcile")
 	fl.StringVar(&f.cluster, "cluster", "", "the cluster to drive (see below)")
 	fl.Float64Var(&f.simSpeed, "sim-speed", 1, "how fast a simulated cluster's clock runs (60: a second is a minute)")
 	fl.StringVar(&listen, "listen", defaultListen, "address of the status API")
-	fl.DurationVar(&interval, "interval", 30*time.Second, "longest time between cycles")
+	fl.DurationVar(&interval, "interval", time.Minute, "longest time between cycles (and between git fetches)")
+	sf.add(fl)
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&uiToken, "ui-token-file", "", "file holding the bearer token the API and dashboard require (required when --listen is not loopback)")
 	fl.StringVar(&addrFile, "addr-file", "", "write the status API's URL to this file once listening")
 	fl.MarkHidden("addr-file")
 	return cmd
@@ -127,4 +179,24 @@ func registerSimMetrics(reg *prometheus.Registry, c *sim.Cluster) {
 			Name: "berth_sim_gpu_seconds_lost_total", Help: "GPU-seconds of work lost to stops without enough grace to checkpoint (simulated time).",
 		}, func() float64 { return c.Stats().GPUSecondsLost }),
 	)
+}
+
+// readUIToken reads the bearer token from file; it is required when
+// listen is not a loopback address.
+func readUIToken(file, listen string) (string, error) {
+	if file == "" {
+		if !reconcile.IsLoopback(listen) {
+			return "", usageError("--listen %s is not loopback: anyone who reaches it would see the cluster; give --ui-token-file FILE (a bearer token the API and the dashboard will require), or listen on 127.0.0.1", listen)
+		}
+		return "", nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", usageError("--ui-token-file: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if len(token) < 16 {
+		return "", usageError("--ui-token-file %s: the token must be at least 16 characters (try: head -c 24 /dev/urandom | base64 > %s)", file, file)
+	}
+	return token, nil
 }

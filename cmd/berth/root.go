@@ -58,7 +58,7 @@ NVLink/NUMA-aware placement, gangs) and applies the decision.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &exitError{Code: exitUsage, Err: fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath())}
+		return &exitError{Code: exitUsage, Err: fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
 	})
 	for _, newCmd := range commands {
 		root.AddCommand(newCmd())

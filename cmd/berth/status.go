@@ -99,6 +99,7 @@ func printStatus(w io.Writer, st reconcile.Status) {
 	if st.Cluster != "" {
 		fmt.Fprintf(w, "Cluster:   %s\n", st.Cluster)
 	}
+	printSource(w, st.Source)
 	if st.Attempted != nil {
 		fmt.Fprintf(w, "Refused:   %s\n", st.Attempted.ID)
 		for _, e := range st.Attempted.Errors {

@@ -26,12 +26,16 @@ import (
 //   - Stop and Preempt deregister the job without purging it: the task
 //     gets its kill signal and grace period; the allocation shows Stopping
 //     until it is gone. The loop's Wait barrier waits for that.
+//   - Purge deregisters a stopped job with purge, once the loop's prune
+//     delay has passed.
 func (d *Driver) Apply(ctx context.Context, a state.Action) error {
 	switch a.Kind {
 	case state.ActionStart, state.ActionUpdate:
 		return d.start(ctx, a)
 	case state.ActionStop, state.ActionPreempt:
 		return d.stop(ctx, a)
+	case state.ActionPurge:
+		return d.purge(ctx, a)
 	}
 	return errorf(drivers.ClassInvalid, a.Workspace, "apply", "action %s never reaches a driver", a.Kind)
 }
@@ -77,6 +81,35 @@ func (d *Driver) stop(ctx context.Context, a state.Action) error {
 	}
 	if _, _, err := d.client.Jobs().Deregister(id, false, d.w(ctx, ns)); err != nil {
 		return wrap(err, ref, a.Kind.String()+" job "+ns+"/"+id)
+	}
+	return nil
+}
+
+// purge removes a stopped workspace's job for good (deregister with
+// purge). A job that is not stopped is refused: berth purges only what it
+// stopped earlier and the specs still leave out.
+func (d *Driver) purge(ctx context.Context, a state.Action) error {
+	ref := a.Workspace
+	ns, err := d.namespaceOf(ctx, a)
+	if err != nil || ns == "" {
+		return err // no job anywhere: already purged
+	}
+	id := JobID(ref, ns)
+	job, _, err := d.client.Jobs().Info(id, d.q(ctx, ns))
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return wrap(err, ref, "read job "+id)
+	}
+	if !isBerths(job.Meta) || refOf(job.Meta) != ref {
+		return errorf(drivers.ClassInvalid, ref, "purge job "+ns+"/"+id, "the job does not carry berth's marker for %s; berth never touches it", ref)
+	}
+	if job.Stop == nil || !*job.Stop {
+		return errorf(drivers.ClassInvalid, ref, "purge job "+ns+"/"+id, "the job is not stopped; berth purges only jobs it stopped")
+	}
+	if _, _, err := d.client.Jobs().Deregister(id, true, d.w(ctx, ns)); err != nil {
+		return wrap(err, ref, "purge job "+ns+"/"+id)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -103,35 +102,8 @@ func (q *quantity) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// preset is a node shape a cluster file can name.
-type preset struct {
-	cpu, memory string
-	gpus        []gpuSpec
-}
-
-var presets = map[string]preset{
-	"dgx-h100": {cpu: "112", memory: "2Ti", gpus: []gpuSpec{
-		{Model: "H100", Memory: "80Gi", Domain: 0, NUMA: 0, Count: 4},
-		{Model: "H100", Memory: "80Gi", Domain: 1, NUMA: 1, Count: 4},
-	}},
-	"dgx-a100": {cpu: "128", memory: "1Ti", gpus: []gpuSpec{
-		{Model: "A100", Memory: "80Gi", Domain: 0, NUMA: 0, Count: 4},
-		{Model: "A100", Memory: "80Gi", Domain: 1, NUMA: 1, Count: 4},
-	}},
-	"single-h100": {cpu: "32", memory: "256Gi", gpus: []gpuSpec{
-		{Model: "H100", Memory: "80Gi", Domain: 0, NUMA: 0, Count: 1},
-	}},
-}
-
 // Presets returns the names of the node presets, sorted.
-func Presets() []string {
-	names := make([]string, 0, len(presets))
-	for n := range presets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func Presets() []string { return schema.ClusterPresetNames() }
 
 // ReadFile reads a cluster file. Errors name the file and the field.
 func ReadFile(path string) (*Spec, error) {
@@ -207,19 +179,21 @@ func expandNode(ns nodeSpec) ([]state.Node, error) {
 	}
 	cpu, memory, gpus := string(ns.CPU), string(ns.Memory), ns.GPUs
 	if ns.Preset != "" {
-		p, ok := presets[ns.Preset]
+		p, ok := schema.LookupClusterPreset(ns.Preset)
 		if !ok {
 			return nil, fmt.Errorf("preset %q: known presets are %s", ns.Preset, strings.Join(Presets(), ", "))
 		}
 		if len(gpus) > 0 {
 			return nil, fmt.Errorf("preset %q and gpus both given: use one", ns.Preset)
 		}
-		gpus = p.gpus
+		for _, g := range p.GPUs {
+			gpus = append(gpus, gpuSpec{Model: g.Model, Memory: quantity(g.Memory), Domain: g.Domain, NUMA: g.NUMA, Count: g.Count})
+		}
 		if cpu == "" {
-			cpu = p.cpu
+			cpu = p.CPU
 		}
 		if memory == "" {
-			memory = p.memory
+			memory = p.Memory
 		}
 	}
 	cpuMilli, err := parseCPU(cpu)
@@ -270,26 +244,7 @@ func parseCPU(s string) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
-	if m, ok := strings.CutSuffix(s, "m"); ok {
-		v, err := strconv.ParseInt(m, 10, 64)
-		if err != nil || v < 0 {
-			return 0, fmt.Errorf("%q: want cores (4) or millicores (500m)", s)
-		}
-		return v, nil
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 0 || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("%q: want cores (4) or millicores (500m)", s)
-	}
-	return int64(math.Round(f * 1000)), nil
-}
-
-var byteUnits = []struct {
-	suffix string
-	mult   int64
-}{
-	{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40},
-	{"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12},
+	return schema.ParseCPU(s)
 }
 
 // parseBytes reads "80Gi", "512M" or "1024" into bytes; "" is 0.
@@ -297,16 +252,5 @@ func parseBytes(s string) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
-	num, mult := s, int64(1)
-	for _, u := range byteUnits {
-		if n, ok := strings.CutSuffix(s, u.suffix); ok {
-			num, mult = n, u.mult
-			break
-		}
-	}
-	f, err := strconv.ParseFloat(num, 64)
-	if err != nil || f < 0 || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("%q: want a size such as 80Gi or 512M", s)
-	}
-	return int64(f * float64(mult)), nil
+	return schema.ParseBytes(s)
 }

@@ -223,6 +223,8 @@ func (c *Cluster) Apply(ctx context.Context, a state.Action) error {
 		if r := c.runs[a.Workspace]; r != nil && !r.stopping {
 			r.revision = a.Revision
 		}
+	case state.ActionPurge:
+		err = c.purge(a.Workspace)
 	case state.ActionWait:
 		err = fmt.Errorf("wait is a barrier for the reconciler; drivers never apply it")
 	default:
@@ -319,6 +321,17 @@ func (c *Cluster) stop(now time.Time, ref schema.Ref) {
 		r.doneAt, r.saves = now.Add(r.grace), false
 	}
 	c.advance(now)
+}
+
+// purge forgets what a stopped workspace saved: a later start begins from
+// nothing. A workspace that still runs is not purged.
+func (c *Cluster) purge(ref schema.Ref) error {
+	if r := c.runs[ref]; r != nil {
+		return fmt.Errorf("%w: it still holds GPUs; stop it first", errInvalid)
+	}
+	delete(c.kept, ref)
+	delete(c.lost, ref)
+	return nil
 }
 
 func (c *Cluster) node(name string) *state.Node {

@@ -96,7 +96,7 @@ apiVersion: berth.dev/v1
 kind: Cluster
 spec:
   nodes: [{name: x, memory: lots}]
-`, err: `spec.nodes[0]: memory: "lots": want a size such as 80Gi or 512M`},
+`, err: `spec.nodes[0]: memory: quantity "lots": not a non-negative number; write a number with a unit such as 16Gi or 512Mi`},
 		"duplicate": {in: `
 apiVersion: berth.dev/v1
 kind: Cluster

@@ -20,6 +20,11 @@ const (
 	// ActionUpdate changes a running workspace in place (spec revision,
 	// meta) without moving it.
 	ActionUpdate
+	// ActionPurge removes what is left of a stopped workspace that the
+	// specs no longer list (its job and saved state), once the prune delay
+	// has passed. It never reaches a workspace that holds GPUs, and it is
+	// never part of a Plan: the loop issues it on its own schedule.
+	ActionPurge
 )
 
 func (k ActionKind) String() string {
@@ -34,6 +39,8 @@ func (k ActionKind) String() string {
 		return "wait"
 	case ActionUpdate:
 		return "update"
+	case ActionPurge:
+		return "purge"
 	}
 	return "unknown"
 }

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/berth-dev/berth/reconcile"
+	"github.com/spf13/pflag"
+)
+
+// sourceFlags are the flags of `berth reconcile` that pick and reach the
+// specs: a local directory (watched) or a git URL (cloned and fetched),
+// with its credentials, and the deletion-safety knobs. Secrets come from
+// files or the environment, never from the command line.
+type sourceFlags struct {
+	branch, path              string
+	tokenFile, username       string
+	sshKey, sshPassphraseFile string
+	knownHosts                string
+	insecureHostKey           bool
+	verifyKeys                string
+	webhookSecretFile         string
+	pruneDelay                time.Duration
+	allowMassPrune            bool
+	massPrunePercent          int
+	massPruneMin              int
+}
+
+// Environment variables that hold secrets.
+const (
+	envGitToken         = "BERTH_GIT_TOKEN"
+	envGitSSHPassphrase = "BERTH_GIT_SSH_PASSPHRASE"
+	envWebhookSecret    = "BERTH_WEBHOOK_SECRET"
+)
+
+func (f *sourceFlags) add(fl *pflag.FlagSet) {
+	fl.StringVar(&f.branch, "branch", "", "git branch to follow (default: the remote's HEAD)")
+	fl.StringVar(&f.path, "path", "", "directory of the repository that holds the specs")
+	fl.StringVar(&f.tokenFile, "git-token-file", "", "file holding an https token or password (or $"+envGitToken+")")
+	fl.StringVar(&f.username, "git-username", "", "https user name for the token (default git)")
+	fl.StringVar(&f.sshKey, "git-ssh-key", "", "ssh private key file for ssh URLs (default: the ssh agent)")
+	fl.StringVar(&f.sshPassphraseFile, "git-ssh-passphrase-file", "", "file holding the ssh key's passphrase (or $"+envGitSSHPassphrase+")")
+	fl.StringVar(&f.knownHosts, "git-known-hosts", "", "known_hosts file ssh host keys are checked against (default ~/.ssh/known_hosts)")
+	fl.BoolVar(&f.insecureHostKey, "git-insecure-skip-host-key-check", false, "do not check ssh host keys (insecure; warns on every fetch)")
+	fl.StringVar(&f.verifyKeys, "verify-keys", "", "armored OpenPGP public keys; apply only commits signed by one of them")
+	fl.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "file holding the git webhook secret (or $"+envWebhookSecret+"); enables POST "+reconcile.WebhookPath)
+	fl.DurationVar(&f.pruneDelay, "prune-delay", reconcile.DefaultPruneDelay, "how long a workspace removed from the specs stays stopped before its job is purged")
+	fl.BoolVar(&f.allowMassPrune, "allow-mass-prune", false, "apply revisions that stop or remove more than --mass-prune-percent (and more than --mass-prune-min) of the managed workspaces")
+	fl.IntVar(&f.massPrunePercent, "mass-prune-percent", 25, "a revision that stops or removes more than this percentage of the managed workspaces is a mass prune (refused)…")
+	fl.IntVar(&f.massPruneMin, "mass-prune-min", 3, "…when that is also more than this many workspaces")
+}
+
+// openedSource is the source the loop reads, and the directory to watch
+// when it is a local one.
+type openedSource struct {
+	Source   reconcile.Source
+	WatchDir string
+	Name     string
+}
+
+// open returns the source --source names: a git URL is cloned; anything
+// else is a local directory (a git working tree too), watched.
+func (f *sourceFlags) open(source string, interval time.Duration, log *slog.Logger) (*openedSource, error) {
+	if !reconcile.IsGitURL(source) {
+		dir := source
+		if f.path != "" {
+			dir = filepath.Join(source, f.path)
+		}
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return nil, usageError("--source %s: not a directory or a git URL (https://, ssh://, git@host:org/repo.git, file://)", dir)
+		}
+		return &openedSource{Source: reconcile.DirSource{Dir: dir}, WatchDir: dir, Name: dir}, nil
+	}
+	auth := reconcile.GitAuth{Username: f.username, KnownHosts: f.knownHosts, InsecureIgnoreHostKey: f.insecureHostKey}
+	var err error
+	if auth.Password, err = secret(f.tokenFile, envGitToken); err != nil {
+		return nil, err
+	}
+	if f.sshKey != "" {
+		if auth.SSHKey, err = os.ReadFile(f.sshKey); err != nil {
+			return nil, &exitError{Code: exitFailure, Err: fmt.Errorf("--git-ssh-key: %w", err)}
+		}
+	}
+	if auth.SSHKeyPassphrase, err = secret(f.sshPassphraseFile, envGitSSHPassphrase); err != nil {
+		return nil, err
+	}
+	src := &reconcile.GitSource{URL: source, Branch: f.branch, Path: f.path, Auth: auth, Logger: log, FetchEvery: interval}
+	if f.verifyKeys != "" {
+		b, err := os.ReadFile(f.verifyKeys)
+		if err != nil {
+			return nil, &exitError{Code: exitFailure, Err: fmt.Errorf("--verify-keys: %w", err)}
+		}
+		src.VerifyKeys = string(b)
+	}
+	return &openedSource{Source: src, Name: reconcile.RedactURL(source)}, nil
+}
+
+// webhook returns the webhook for a git source, nil for a directory or
+// when no secret is configured.
+func (f *sourceFlags) webhook(src *openedSource, log *slog.Logger, trigger func()) (*reconcile.Webhook, error) {
+	gs, ok := src.Source.(*reconcile.GitSource)
+	if !ok {
+		return nil, nil
+	}
+	s, err := secret(f.webhookSecretFile, envWebhookSecret)
+	if err != nil || s == "" {
+		return nil, err
+	}
+	return &reconcile.Webhook{Secret: []byte(s), Trigger: func() { gs.Poke(); trigger() }, Logger: log}, nil
+}
+
+// secret reads a secret from file, else from the environment variable;
+// the value is trimmed of surrounding white space.
+func secret(file, env string) (string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", &exitError{Code: exitFailure, Err: fmt.Errorf("read secret file: %w", err)}
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	return strings.TrimSpace(os.Getenv(env)), nil
+}
+
+// triggerChan is a channel the webhook signals without blocking.
+func triggerChan() (chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	return ch, func() {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// printSource writes what berth status says of a git source: where, the
+// revision applied and the newest seen, a failed fetch, force-pushes.
+func printSource(w io.Writer, s *reconcile.SourceStatus) {
+	if s == nil {
+		return
+	}
+	where := s.URL
+	if s.Branch != "" {
+		where += " branch " + s.Branch
+	}
+	if s.Path != "" {
+		where += " path " + s.Path
+	}
+	fmt.Fprintf(w, "Source:    %s %s", s.Kind, where)
+	if !s.LastFetchedAt.IsZero() {
+		fmt.Fprintf(w, " (fetched %s)", s.LastFetchedAt.UTC().Format("15:04:05"))
+	}
+	fmt.Fprintln(w)
+	if s.LastAppliedRevision != "" {
+		fmt.Fprintf(w, "Applied:   %s\n", s.LastAppliedRevision)
+	}
+	if s.LastAttemptedRevision != "" && s.LastAttemptedRevision != s.LastAppliedRevision {
+		fmt.Fprintf(w, "Attempted: %s\n", s.LastAttemptedRevision)
+	}
+	if s.FetchError != "" {
+		fmt.Fprintf(w, "Fetch failed: %s\n", s.FetchError)
+	}
+	for _, fp := range s.ForcePushes {
+		fmt.Fprintf(w, "Force-push: %s → %s at %s\n", shortHash(fp.From), shortHash(fp.To), fp.At.UTC().Format(time.RFC3339))
+	}
+}
+
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}

@@ -1,0 +1,97 @@
+package policies
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/schema"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func TestAdvanceUsage(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	hl := time.Hour
+	ref := schema.Ref{Project: "ml", Name: "train"}
+	tau := hl.Seconds() / math.Ln2
+	tests := map[string]struct {
+		h     state.History
+		snap  state.Snapshot
+		now   time.Time
+		want  map[string]float64
+		wantT time.Time
+	}{
+		"one half-life halves usage": {
+			h:    state.History{UsageAt: t0, Usage: map[string]float64{"ml": 1000}},
+			now:  t0.Add(hl),
+			want: map[string]float64{"ml": 500}, wantT: t0.Add(hl),
+		},
+		"a running GPU adds its decayed seconds": {
+			h:    state.History{UsageAt: t0},
+			snap: state.Snapshot{Allocs: []state.Alloc{{Workspace: ref, GPUs: []string{"g0", "g1"}, StartedAt: t0.Add(-time.Hour)}}},
+			now:  t0.Add(hl),
+			// 2 GPUs over one half-life: 2·τ·(1−½).
+			want: map[string]float64{"ml": 2 * tau * 0.5}, wantT: t0.Add(hl),
+		},
+		"an allocation started after UsageAt counts from its start": {
+			h:    state.History{UsageAt: t0},
+			snap: state.Snapshot{Allocs: []state.Alloc{{Workspace: ref, GPUs: []string{"g0"}, StartedAt: t0.Add(hl)}}},
+			now:  t0.Add(2 * hl),
+			want: map[string]float64{"ml": tau * 0.5}, wantT: t0.Add(2 * hl),
+		},
+		"now before UsageAt changes nothing": {
+			h:    state.History{UsageAt: t0, Usage: map[string]float64{"ml": 7}},
+			now:  t0.Add(-time.Minute),
+			want: map[string]float64{"ml": 7}, wantT: t0,
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			before := mustJSON(t, tt.h)
+			got := AdvanceUsage(tt.h, tt.snap, tt.now, hl)
+			if diff := cmp.Diff(tt.want, got.Usage, cmpopts.EquateApprox(1e-9, 1e-6)); diff != "" {
+				t.Errorf("usage (-want +got):\n%s", diff)
+			}
+			if !got.UsageAt.Equal(tt.wantT) {
+				t.Errorf("UsageAt = %s, want %s", got.UsageAt, tt.wantT)
+			}
+			if mustJSON(t, tt.h) != before {
+				t.Errorf("AdvanceUsage changed its input")
+			}
+		})
+	}
+}
+
+func TestRecordDecision(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	a, b, c, gone := schema.Ref{Project: "p", Name: "a"}, schema.Ref{Project: "p", Name: "b"}, schema.Ref{Project: "p", Name: "c"}, schema.Ref{Project: "p", Name: "gone"}
+	h := state.History{
+		QueuedSince: map[schema.Ref]time.Time{a: t0.Add(-time.Hour), gone: t0.Add(-time.Hour)},
+		Preempted:   map[schema.Ref]state.Preemption{b: {Victim: b, By: c, At: t0.Add(-time.Hour)}},
+	}
+	d := Decision{Now: t0, Workspaces: []WorkspaceDecision{
+		{Ref: a, Verdict: VerdictPreempt, PreemptedBy: &c, Right: RightPriority, Reason: Reason{ReasonPreempted, "preempted by p/c"}},
+		{Ref: b, Verdict: VerdictRun},
+		{Ref: c, Verdict: VerdictStart},
+	}}
+	got := RecordDecision(h, d)
+	want := state.History{
+		QueuedSince: map[schema.Ref]time.Time{a: t0.Add(-time.Hour), b: t0, c: t0},
+		Preempted:   map[schema.Ref]state.Preemption{a: {Victim: a, By: c, At: t0, Reason: "preempted by p/c"}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("history (-want +got):\n%s", diff)
+	}
+	if _, ok := h.Preempted[a]; ok {
+		t.Errorf("RecordDecision changed its input")
+	}
+}
+
+func TestDecideEmptyInput(t *testing.T) {
+	d := Decide(Input{Now: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)})
+	if len(d.Workspaces) != 0 {
+		t.Errorf("empty input decided %d workspaces", len(d.Workspaces))
+	}
+}

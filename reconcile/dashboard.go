@@ -1,0 +1,329 @@
+package reconcile
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/berth-dev/berth/policies"
+	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/schema"
+)
+
+// Dashboard is everything the live dashboard shows, as one document: the
+// first message of GET /api/v1/events. Nodes are sorted by name, their
+// GPUs by index; Projects by name; Workspaces by project, then name; Queue
+// in decision order; Events oldest first.
+type Dashboard struct {
+	Version string `json:"version"`
+	Berth   string `json:"berth,omitempty"`
+	Cluster string `json:"cluster,omitempty"`
+	// At is the cluster's clock at the last observation.
+	At            time.Time         `json:"at"`
+	Revision      *RevisionStatus   `json:"revision"`
+	Attempted     *RevisionStatus   `json:"attempted,omitempty"`
+	LastReconcile *CycleStatus      `json:"lastReconcile,omitempty"`
+	Nodes         []NodeView        `json:"nodes"`
+	Projects      []ProjectView     `json:"projects"`
+	Workspaces    []WorkspaceStatus `json:"workspaces"`
+	Queue         []QueueEntry      `json:"queue"`
+	Events        []Event           `json:"events"`
+}
+
+// NodeView is one node as the cluster view draws it.
+type NodeView struct {
+	Name     string `json:"name"`
+	Pool     string `json:"pool,omitempty"`
+	Ready    bool   `json:"ready"`
+	Eligible bool   `json:"eligible"`
+	// TopologyGuessed: the driver assumed one NVLink domain and NUMA node.
+	TopologyGuessed bool      `json:"topologyGuessed,omitempty"`
+	GPUs            []GPUView `json:"gpus"`
+}
+
+// GPUView is one GPU and who holds it.
+type GPUView struct {
+	ID      string `json:"id"`
+	Index   int    `json:"index"`
+	Model   string `json:"model"`
+	Domain  int    `json:"domain"`
+	NUMA    int    `json:"numa"`
+	Healthy bool   `json:"healthy"`
+	// Workspace holds it ("project/name"); empty when idle. Phase is the
+	// holding allocation's phase: starting, running or stopping.
+	Workspace string `json:"workspace,omitempty"`
+	Project   string `json:"project,omitempty"`
+	Phase     string `json:"phase,omitempty"`
+}
+
+func (g GPUView) equal(o GPUView) bool { return g == o }
+
+func (n *NodeView) equal(o *NodeView) bool {
+	return n.Name == o.Name && n.Pool == o.Pool && n.Ready == o.Ready && n.Eligible == o.Eligible &&
+		n.TopologyGuessed == o.TopologyGuessed && slices.EqualFunc(n.GPUs, o.GPUs, GPUView.equal)
+}
+
+// ProjectView is a project's standing with its weight and the workspaces
+// that wait (pending or preempted, in decision order).
+type ProjectView struct {
+	ProjectStatus
+	Weight  float64  `json:"weight"`
+	Waiting []string `json:"waiting"`
+}
+
+// QueueEntry is one workspace that wants to run and holds no GPUs.
+type QueueEntry struct {
+	Workspace string `json:"workspace"`
+	Project   string `json:"project"`
+	// Position is its place in the order the last decision considered the
+	// waiting workspaces (1 first); 0 when the decision did not queue it.
+	Position   int    `json:"position"`
+	State      State  `json:"state"`
+	ReasonKind string `json:"reasonKind,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+	// GPUs is what it needs, over all its replicas.
+	GPUs int    `json:"gpus"`
+	Tier string `json:"tier,omitempty"`
+	// QueuedSince is when it started waiting.
+	QueuedSince time.Time `json:"queuedSince,omitzero"`
+	// EstimatedStart is when berth expects it to start, where it can
+	// tell: the victims it waits for are gone by the end of their grace
+	// period. Nil: berth cannot estimate it (capacity frees up when
+	// running work ends, which berth does not know in advance).
+	EstimatedStart *time.Time `json:"estimatedStart,omitempty"`
+	// Estimate says how EstimatedStart was reached.
+	Estimate string `json:"estimate,omitempty"`
+}
+
+// Event is one workspace transition on the dashboard's timeline.
+type Event struct {
+	// Seq numbers events from 1, in the order berth recorded them.
+	Seq       uint64 `json:"seq"`
+	Workspace string `json:"workspace"`
+	Project   string `json:"project"`
+	// Kind is what happened in a word: started, resumed, preempted (the
+	// checkpoint signal was sent), vacated (its GPUs are free), stopped,
+	// failed, or the new state in lower case (starting, pending, …).
+	Kind string `json:"kind"`
+	Transition
+	// AtRisk is, for a preemption, the work done since the victim's last
+	// checkpoint (what it loses unless it checkpoints within Grace).
+	AtRisk time.Duration `json:"atRisk,omitempty"`
+	Grace  time.Duration `json:"grace,omitempty"`
+}
+
+// eventKind names a transition for the timeline.
+func eventKind(t Transition) string {
+	switch t.To {
+	case StateRunning:
+		if strings.HasPrefix(t.Reason, "resumed") {
+			return "resumed"
+		}
+		return "started"
+	case StatePreempting:
+		return "preempted"
+	case StatePreempted:
+		return "vacated"
+	}
+	return strings.ToLower(string(t.To))
+}
+
+// view is what the last cycle saw, kept for the dashboard. The loop
+// replaces it whole each cycle (under mu) and never mutates one.
+type view struct {
+	set      *schema.Set
+	snap     *state.Snapshot
+	decision *policies.Decision
+	hist     *state.History
+}
+
+// keepView remembers the cycle's inputs and outcome for the dashboard.
+func (l *Loop) keepView(set *schema.Set, snap *state.Snapshot, d *policies.Decision, hist *state.History) {
+	l.mu.Lock()
+	l.view = view{set: set, snap: snap, decision: d, hist: hist}
+	l.mu.Unlock()
+}
+
+// events turns a cycle's transitions into timeline events (without Seq).
+func (l *Loop) events(ts []WorkspaceTransition) []Event {
+	if len(ts) == 0 {
+		return nil
+	}
+	l.mu.Lock()
+	v := l.view
+	l.mu.Unlock()
+	out := make([]Event, 0, len(ts))
+	for _, t := range ts {
+		e := Event{Workspace: t.Workspace.String(), Project: t.Workspace.Project, Kind: eventKind(t.Transition), Transition: t.Transition}
+		e.GPUs = slices.Clone(e.GPUs)
+		if t.To == StatePreempting && v.snap != nil {
+			for _, a := range v.snap.Allocs {
+				if a.Workspace != t.Workspace {
+					continue
+				}
+				since := a.StartedAt
+				if a.LastCheckpoint.After(since) {
+					since = a.LastCheckpoint
+				}
+				e.AtRisk = max(e.AtRisk, t.At.Sub(since))
+			}
+			if v.set != nil {
+				if w := v.set.Workspace(t.Workspace); w != nil {
+					e.Grace = w.Spec.Checkpoint.GracePeriod
+				}
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// Dashboard returns the dashboard document as of the last cycle, with
+// events (oldest first) as given. The caller owns it.
+func (l *Loop) dashboard(events []Event) Dashboard {
+	st := l.Status()
+	l.mu.Lock()
+	v := l.view
+	l.mu.Unlock()
+	d := Dashboard{Version: APIVersion, Berth: st.Berth, Cluster: st.Cluster, Revision: st.Revision, Attempted: st.Attempted,
+		LastReconcile: st.LastReconcile, Workspaces: st.Workspaces, Nodes: []NodeView{}, Projects: []ProjectView{},
+		Queue: []QueueEntry{}, Events: events}
+	if d.Events == nil {
+		d.Events = []Event{}
+	}
+	if v.snap != nil {
+		d.At = v.snap.ObservedAt
+		d.Nodes = nodeViews(v.snap)
+	}
+	d.Queue = queue(st.Workspaces, v)
+	waiting := map[string][]string{}
+	for _, q := range d.Queue {
+		waiting[q.Project] = append(waiting[q.Project], q.Workspace)
+	}
+	for _, p := range st.Projects {
+		pv := ProjectView{ProjectStatus: p, Weight: 1, Waiting: waiting[p.Name]}
+		if v.set != nil {
+			if sp := v.set.Project(p.Name); sp != nil {
+				pv.Weight = weight(*sp)
+			}
+		}
+		if pv.Waiting == nil {
+			pv.Waiting = []string{}
+		}
+		d.Projects = append(d.Projects, pv)
+	}
+	return d
+}
+
+// nodeViews draws snap's nodes with the workspace holding each GPU.
+func nodeViews(snap *state.Snapshot) []NodeView {
+	type holder struct {
+		ref   schema.Ref
+		phase state.AllocPhase
+	}
+	held := map[string]holder{} // node + "\x00" + GPU ID
+	for _, a := range snap.Allocs {
+		for _, g := range a.GPUs {
+			held[a.Node+"\x00"+g] = holder{a.Workspace, a.Phase}
+		}
+	}
+	out := make([]NodeView, 0, len(snap.Nodes))
+	for _, n := range snap.Nodes {
+		nv := NodeView{Name: n.Name, Pool: n.Pool, Ready: n.Ready, Eligible: n.Eligible, TopologyGuessed: n.TopologyGuessed,
+			GPUs: make([]GPUView, 0, len(n.GPUs))}
+		for _, g := range n.GPUs {
+			gv := GPUView{ID: g.ID, Index: g.Index, Model: g.Model, Domain: g.Domain, NUMA: g.NUMA, Healthy: g.Healthy}
+			if h, ok := held[n.Name+"\x00"+g.ID]; ok {
+				gv.Workspace, gv.Project, gv.Phase = h.ref.String(), h.ref.Project, h.phase.String()
+			}
+			nv.GPUs = append(nv.GPUs, gv)
+		}
+		out = append(out, nv)
+	}
+	slices.SortFunc(out, func(a, b NodeView) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// queue lists the workspaces that want to run and hold no GPUs (Pending,
+// Preempted, Failed waiting to restart), in the last decision's order.
+func queue(ws []WorkspaceStatus, v view) []QueueEntry {
+	decisions := map[schema.Ref]*policies.WorkspaceDecision{}
+	if v.decision != nil {
+		for i := range v.decision.Workspaces {
+			decisions[v.decision.Workspaces[i].Ref] = &v.decision.Workspaces[i]
+		}
+	}
+	out := []QueueEntry{}
+	for _, w := range ws {
+		if w.State != StatePending && w.State != StatePreempted && w.State != StateFailed {
+			continue
+		}
+		ref := w.Ref()
+		var spec *schema.Workspace
+		if v.set != nil {
+			spec = v.set.Workspace(ref)
+		}
+		if spec == nil || spec.Spec.State != schema.DesiredRunning {
+			continue
+		}
+		q := QueueEntry{Workspace: ref.String(), Project: ref.Project, State: w.State, ReasonKind: w.ReasonKind, Reason: w.Reason,
+			GPUs: spec.Spec.Resources.GPUs * max(spec.Spec.Replicas, 1)}
+		if p := v.set.Project(ref.Project); p != nil {
+			q.Tier = p.Spec.Tier
+		}
+		if v.hist != nil {
+			q.QueuedSince = v.hist.QueuedSince[ref]
+		}
+		if d := decisions[ref]; d != nil {
+			q.Position = d.Queue
+			if d.Verdict == policies.VerdictStart && len(d.Preempts) > 0 {
+				q.EstimatedStart, q.Estimate = victimsGone(d.Preempts, v)
+			}
+		}
+		out = append(out, q)
+	}
+	slices.SortStableFunc(out, func(a, b QueueEntry) int {
+		// Decided positions first, in order; the rest by name (already).
+		switch {
+		case a.Position == 0 && b.Position == 0:
+			return 0
+		case a.Position == 0:
+			return 1
+		case b.Position == 0:
+			return -1
+		}
+		return cmp.Compare(a.Position, b.Position)
+	})
+	return out
+}
+
+// victimsGone estimates when the victims a start waits for are gone: the
+// end of the last one's grace period after its checkpoint signal.
+func victimsGone(victims []schema.Ref, v view) (*time.Time, string) {
+	var latest time.Time
+	for _, r := range victims {
+		if v.hist == nil || v.set == nil {
+			return nil, ""
+		}
+		p, ok := v.hist.Preempted[r]
+		w := v.set.Workspace(r)
+		if !ok || w == nil {
+			return nil, ""
+		}
+		if end := p.At.Add(w.Spec.Checkpoint.GracePeriod); end.After(latest) {
+			latest = end
+		}
+	}
+	if latest.IsZero() {
+		return nil, ""
+	}
+	names := make([]string, len(victims))
+	for i, r := range victims {
+		names[i] = r.String()
+	}
+	if len(names) == 1 {
+		return &latest, "once " + names[0] + " ends its grace period"
+	}
+	return &latest, "once " + strings.Join(names, ", ") + " end their grace periods"
+}

@@ -1,0 +1,543 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing/fstest"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+	"github.com/go-git/go-git/v5/storage/memory"
+	"golang.org/x/crypto/ssh"
+)
+
+// GitAuth is how the git source authenticates. It holds secrets: nothing
+// in it is ever logged, reported in the status or put in an error.
+type GitAuth struct {
+	// Username and Password (or a token as the password) for https. An
+	// empty Username with a Password uses "git".
+	Username, Password string
+	// SSHKey is a PEM private key for ssh URLs, SSHKeyPassphrase its
+	// passphrase (may be empty). Without a key, ssh uses the ssh agent.
+	SSHKey           []byte
+	SSHKeyPassphrase string
+	// KnownHosts is the known_hosts file host keys are checked against;
+	// empty uses $SSH_KNOWN_HOSTS, ~/.ssh/known_hosts and
+	// /etc/ssh/ssh_known_hosts.
+	KnownHosts string
+	// InsecureIgnoreHostKey turns host key checking off (a warning is
+	// logged on every fetch).
+	InsecureIgnoreHostKey bool
+}
+
+// GitSource reads specs from a branch of a git repository: it clones it
+// once (full history, in memory) and fetches on every Read. The revision
+// ID is the commit's hash, abbreviated to 12 characters. It is safe for
+// concurrent use.
+type GitSource struct {
+	// URL is https://…, ssh://…, user@host:path or file://….
+	URL string
+	// Branch; empty: the remote's HEAD.
+	Branch string
+	// Path is the directory of the repository that holds the specs ("" or
+	// "." for the root).
+	Path string
+	Auth GitAuth
+	// VerifyKeys is an armored OpenPGP key ring; when set, only commits
+	// signed by one of its keys are applied (an unsigned or badly signed
+	// commit is refused like an invalid one). go-git v5 verifies OpenPGP
+	// signatures only: SSH- and X.509-signed commits are refused.
+	VerifyKeys string
+	Logger     *slog.Logger
+	// Now is the clock of the status times (default time.Now).
+	Now func() time.Time
+	// FetchEvery, when positive, is the least time between fetches: a
+	// Read sooner than that after the last fetch serves what it has (the
+	// loop cycles every second while workspaces settle), unless Poke was
+	// called since. Zero fetches on every Read.
+	FetchEvery time.Duration
+
+	read      sync.Mutex // one Read at a time; guards repo, head, rev, lastFetch
+	repo      *git.Repository
+	head      plumbing.Hash
+	rev       Revision
+	lastFetch time.Time
+	poked     atomic.Bool
+
+	mu     sync.Mutex // guards what the status reads, never held over I/O
+	branch string
+	status SourceStatus
+	hashes map[string]string // short ID -> full hash of heads seen
+}
+
+// SourceStatus is what the status reports about the source, like Flux's
+// GitRepository status: the revision applied, the newest one seen and
+// why it was not applied, the last fetch and force-pushes.
+type SourceStatus struct {
+	Kind   string `json:"kind"`
+	URL    string `json:"url"`
+	Branch string `json:"branch,omitempty"`
+	Path   string `json:"path,omitempty"`
+	// LastAppliedRevision is the revision in force, BRANCH@sha1:HASH.
+	LastAppliedRevision string `json:"lastAppliedRevision,omitempty"`
+	// LastAttemptedRevision is the newest revision seen; its errors say
+	// why it is not in force when it differs from LastAppliedRevision.
+	LastAttemptedRevision string    `json:"lastAttemptedRevision,omitempty"`
+	LastAttemptErrors     []string  `json:"lastAttemptErrors,omitempty"`
+	LastFetchedAt         time.Time `json:"lastFetchedAt,omitzero"`
+	// FetchError is why the last fetch failed (unreachable remote, bad
+	// credentials, missing branch); empty after a good fetch.
+	FetchError string `json:"fetchError,omitempty"`
+	// ForcePushes are the last force-pushes seen, oldest first.
+	ForcePushes []ForcePush `json:"forcePushes,omitempty"`
+}
+
+// ForcePush is a branch head that moved to a commit that does not
+// descend from the previous one.
+type ForcePush struct {
+	At   time.Time `json:"at"`
+	From string    `json:"from"`
+	To   string    `json:"to"`
+}
+
+// maxForcePushes bounds the force-pushes kept in the status.
+const maxForcePushes = 10
+
+// SourceStatus returns the source's status; the caller owns the copy.
+func (s *GitSource) SourceStatus() SourceStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.status
+	st.Kind, st.URL, st.Branch, st.Path = "git", RedactURL(s.URL), s.branch, s.Path
+	if st.Branch == "" {
+		st.Branch = s.Branch
+	}
+	st.ForcePushes = append([]ForcePush(nil), s.status.ForcePushes...)
+	return st
+}
+
+// Poke makes the next Read fetch whatever FetchEvery says (the webhook
+// calls it).
+func (s *GitSource) Poke() { s.poked.Store(true) }
+
+// fullRevision names a short ID as BRANCH@sha1:HASH when the source saw it.
+func (s *GitSource) fullRevision(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h, ok := s.hashes[id]; ok {
+		return s.branch + "@sha1:" + h
+	}
+	return id
+}
+
+// GitError is a failed fetch or clone, with every secret taken out.
+type GitError struct {
+	Op  string
+	URL string
+	Msg string
+}
+
+func (e *GitError) Error() string { return fmt.Sprintf("git %s %s: %s", e.Op, e.URL, e.Msg) }
+
+// Read fetches the branch and returns its head's files. A failed fetch is
+// a *GitError (the loop backs off and leaves the cluster as it is); a
+// commit that fails signature verification, or lacks Path, is a Revision
+// with Problems.
+func (s *GitSource) Read(ctx context.Context) (Revision, error) {
+	s.read.Lock()
+	defer s.read.Unlock()
+	log := s.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	if s.Auth.InsecureIgnoreHostKey && isSSHURL(s.URL) {
+		log.Warn("git host key checking is OFF (--git-insecure-skip-host-key-check): anyone between berth and " + RedactURL(s.URL) + " can serve it specs")
+	}
+	// 1. Clone once, fetch after (not more often than FetchEvery unless
+	// poked).
+	poked := s.poked.Swap(false)
+	if s.repo != nil && s.rev.FS != nil && s.FetchEvery > 0 && !poked && now().Sub(s.lastFetch) < s.FetchEvery {
+		return s.rev, nil
+	}
+	s.lastFetch = now()
+	if err := s.fetch(ctx); err != nil {
+		s.mu.Lock()
+		s.status.FetchError = err.Error()
+		s.mu.Unlock()
+		return Revision{}, err
+	}
+	s.mu.Lock()
+	s.status.FetchError = ""
+	s.status.LastFetchedAt = now()
+	branch := s.branch
+	s.mu.Unlock()
+	// 2. The branch head, and whether it moved by force.
+	ref, err := s.repo.Reference(plumbing.NewRemoteReferenceName("origin", branch), true)
+	if err != nil {
+		return Revision{}, s.fail("read", fmt.Sprintf("branch %q: %v", branch, err))
+	}
+	head := ref.Hash()
+	if head == s.head && s.rev.FS != nil {
+		return s.rev, nil
+	}
+	commit, err := s.repo.CommitObject(head)
+	if err != nil {
+		return Revision{}, s.fail("read", fmt.Sprintf("commit %s: %v", head, err))
+	}
+	if !s.head.IsZero() {
+		if old, err := s.repo.CommitObject(s.head); err == nil {
+			if ok, err := old.IsAncestor(commit); err == nil && !ok {
+				fp := ForcePush{At: now(), From: s.head.String(), To: head.String()}
+				s.mu.Lock()
+				s.status.ForcePushes = append(s.status.ForcePushes, fp)
+				if n := len(s.status.ForcePushes); n > maxForcePushes {
+					s.status.ForcePushes = s.status.ForcePushes[n-maxForcePushes:]
+				}
+				s.mu.Unlock()
+				log.Warn("force-push on "+branch+": "+short(s.head)+" is not an ancestor of "+short(head), "from", fp.From, "to", fp.To)
+			}
+		}
+	}
+	s.head = head
+	s.mu.Lock()
+	if s.hashes == nil {
+		s.hashes = map[string]string{}
+	}
+	s.hashes[short(head)] = head.String()
+	s.status.LastAttemptedRevision = branch + "@sha1:" + head.String()
+	s.mu.Unlock()
+	rev := Revision{ID: short(head), Root: "."}
+	// 3. Signature.
+	if s.VerifyKeys != "" {
+		if p := verifyCommit(commit, s.VerifyKeys); p != "" {
+			rev.Problems = []string{p}
+			rev.FS = fstest.MapFS{}
+			s.rev = rev
+			return rev, nil
+		}
+	}
+	// 4. The files under Path.
+	fsys, err := treeFS(commit, s.Path)
+	if err != nil {
+		rev.Problems = []string{err.Error()}
+		fsys = fstest.MapFS{}
+	}
+	rev.FS = fsys
+	s.rev = rev
+	return rev, nil
+}
+
+// fetch clones the repository the first time and fetches the branch
+// after; callers hold s.read.
+func (s *GitSource) fetch(ctx context.Context) error {
+	auth, err := s.authMethod()
+	if err != nil {
+		return s.fail("auth", err.Error())
+	}
+	if s.repo == nil {
+		opts := &git.CloneOptions{URL: s.URL, Auth: auth, SingleBranch: true, NoCheckout: true, Tags: git.NoTags}
+		if s.Branch != "" {
+			opts.ReferenceName = plumbing.NewBranchReferenceName(s.Branch)
+		}
+		repo, err := git.CloneContext(ctx, memory.NewStorage(), nil, opts)
+		if err != nil {
+			if s.Branch != "" && (errors.Is(err, plumbing.ErrReferenceNotFound) || strings.Contains(err.Error(), "couldn't find remote ref")) {
+				return s.fail("clone", fmt.Sprintf("branch %q not found on the remote", s.Branch))
+			}
+			return s.fail("clone", err.Error())
+		}
+		head, err := repo.Head()
+		if err != nil {
+			return s.fail("clone", "the remote has no HEAD branch: "+err.Error())
+		}
+		s.repo = repo
+		s.mu.Lock()
+		s.branch = head.Name().Short()
+		s.mu.Unlock()
+		// Fetch at once too, so the remote-tracking ref is there.
+	}
+	s.mu.Lock()
+	branch := s.branch
+	s.mu.Unlock()
+	spec := config.RefSpec(fmt.Sprintf("+refs/heads/%s:refs/remotes/origin/%s", branch, branch))
+	err = s.repo.FetchContext(ctx, &git.FetchOptions{RemoteName: "origin", RefSpecs: []config.RefSpec{spec}, Auth: auth, Force: true, Tags: git.NoTags})
+	switch {
+	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
+		return nil
+	case errors.Is(err, git.NoMatchingRefSpecError{}) || strings.Contains(err.Error(), "couldn't find remote ref"):
+		return s.fail("fetch", fmt.Sprintf("branch %q not found on the remote", branch))
+	}
+	return s.fail("fetch", err.Error())
+}
+
+// fail makes a GitError with every secret the source knows taken out.
+func (s *GitSource) fail(op, msg string) error {
+	return &GitError{Op: op, URL: RedactURL(s.URL), Msg: s.redact(msg)}
+}
+
+// redact replaces every secret of the source in msg by "***".
+func (s *GitSource) redact(msg string) string {
+	secrets := []string{s.Auth.Password, s.Auth.SSHKeyPassphrase}
+	if u, err := url.Parse(s.URL); err == nil && u.User != nil {
+		if p, ok := u.User.Password(); ok {
+			secrets = append(secrets, p, url.QueryEscape(p))
+		}
+	}
+	msg = strings.ReplaceAll(msg, s.URL, RedactURL(s.URL))
+	for _, sec := range secrets {
+		if len(sec) >= 4 {
+			msg = strings.ReplaceAll(msg, sec, "***")
+		}
+	}
+	return msg
+}
+
+var scpLike = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:`)
+
+func isSSHURL(u string) bool {
+	return strings.HasPrefix(u, "ssh://") || (!strings.Contains(u, "://") && scpLike.MatchString(u))
+}
+
+// IsGitURL reports whether source names a remote to clone rather than a
+// local directory.
+func IsGitURL(source string) bool {
+	for _, p := range []string{"https://", "http://", "ssh://", "file://", "git://"} {
+		if strings.HasPrefix(source, p) {
+			return true
+		}
+	}
+	return isSSHURL(source)
+}
+
+// RedactURL drops the password (or token) of a URL's user info.
+func RedactURL(raw string) string {
+	if !strings.Contains(raw, "://") {
+		return raw // scp-like ssh or a path: no password there
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "***")
+		return strings.Replace(u.String(), "%2A%2A%2A", "***", 1)
+	}
+	return u.String()
+}
+
+func (s *GitSource) authMethod() (transport.AuthMethod, error) {
+	a := s.Auth
+	if isSSHURL(s.URL) {
+		user := "git"
+		if strings.HasPrefix(s.URL, "ssh://") {
+			if u, err := url.Parse(s.URL); err == nil && u.User != nil && u.User.Username() != "" {
+				user = u.User.Username()
+			}
+		} else if at := strings.Index(s.URL, "@"); at > 0 {
+			user = s.URL[:at]
+		}
+		var cb ssh.HostKeyCallback
+		if a.InsecureIgnoreHostKey {
+			cb = ssh.InsecureIgnoreHostKey()
+		} else {
+			var files []string
+			if a.KnownHosts != "" {
+				files = []string{a.KnownHosts}
+			}
+			k, err := gitssh.NewKnownHostsCallback(files...)
+			if err != nil {
+				return nil, fmt.Errorf("known_hosts: %v (give one with --git-known-hosts)", err)
+			}
+			cb = k
+		}
+		if len(a.SSHKey) == 0 {
+			agent, err := gitssh.NewSSHAgentAuth(user)
+			if err != nil {
+				return nil, fmt.Errorf("no ssh key given (--git-ssh-key) and no ssh agent: %v", err)
+			}
+			agent.HostKeyCallback = cb
+			return agent, nil
+		}
+		keys, err := gitssh.NewPublicKeys(user, a.SSHKey, a.SSHKeyPassphrase)
+		if err != nil {
+			return nil, errors.New("ssh key: cannot read it (wrong passphrase or not a PEM private key)")
+		}
+		keys.HostKeyCallback = cb
+		return keys, nil
+	}
+	if a.Password != "" {
+		user := a.Username
+		if user == "" {
+			user = "git"
+		}
+		return &githttp.BasicAuth{Username: user, Password: a.Password}, nil
+	}
+	return nil, nil
+}
+
+// verifyCommit returns why commit's signature is not good for keyring, or
+// "" when it is.
+func verifyCommit(c *object.Commit, keyring string) string {
+	sig := c.PGPSignature
+	switch {
+	case sig == "":
+		return fmt.Sprintf("commit %s is not signed; --verify-keys applies only signed commits", short(c.Hash))
+	case strings.Contains(sig, "BEGIN SSH SIGNATURE"):
+		return fmt.Sprintf("commit %s has an SSH signature; berth (go-git v5) verifies OpenPGP signatures only", short(c.Hash))
+	}
+	e, err := c.Verify(keyring)
+	if err != nil {
+		return fmt.Sprintf("commit %s: signature not verified by --verify-keys: %v", short(c.Hash), err)
+	}
+	_ = e
+	return ""
+}
+
+// noDirError: the commit has no such directory.
+type noDirError string
+
+func (e noDirError) Error() string { return string(e) }
+
+// treeFS copies the files of commit under dir into memory.
+func treeFS(c *object.Commit, dir string) (fstest.MapFS, error) {
+	tree, err := c.Tree()
+	if err != nil {
+		return nil, fmt.Errorf("commit %s: %w", short(c.Hash), err)
+	}
+	dir = strings.Trim(path.Clean("/"+dir), "/")
+	if dir != "" {
+		tree, err = tree.Tree(dir)
+		if err != nil {
+			return nil, noDirError(fmt.Sprintf("commit %s has no directory %q (--path)", short(c.Hash), dir))
+		}
+	}
+	fsys := fstest.MapFS{}
+	err = tree.Files().ForEach(func(f *object.File) error {
+		if !f.Mode.IsFile() || hiddenPath(f.Name) {
+			return nil
+		}
+		r, err := f.Reader()
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		b, err := io.ReadAll(r)
+		if err != nil {
+			return err
+		}
+		fsys[f.Name] = &fstest.MapFile{Data: b, Mode: 0o644}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("commit %s: read files: %w", short(c.Hash), err)
+	}
+	return fsys, nil
+}
+
+// hiddenPath reports whether a slash path is or is in a hidden entry
+// (.github, .gitignore): left out, as DirSource leaves them out.
+func hiddenPath(p string) bool {
+	for _, part := range strings.Split(p, "/") {
+		if strings.HasPrefix(part, ".") {
+			return true
+		}
+	}
+	return false
+}
+
+func short(h plumbing.Hash) string { return h.String()[:12] }
+
+// sourceStatus asks the source for its status, when it has one, and
+// fills in the revisions the loop applied and refused. Callers hold l.mu.
+func (l *Loop) sourceStatus() *SourceStatus {
+	gs, ok := l.cfg.Source.(*GitSource)
+	if !ok {
+		return nil
+	}
+	st := gs.SourceStatus()
+	if l.goodRev != nil {
+		st.LastAppliedRevision = gs.fullRevision(l.goodRev.ID)
+	}
+	if l.attempted != nil && gs.fullRevision(l.attempted.ID) == st.LastAttemptedRevision {
+		st.LastAttemptErrors = slices.Clone(l.attempted.Errors)
+	}
+	if st.FetchError != "" {
+		st.LastAttemptErrors = append(st.LastAttemptErrors, st.FetchError)
+	}
+	return &st
+}
+
+// GitRevisionFS returns the files of dir, a directory inside a git
+// working tree, as they are at ref (a branch, tag, commit or an
+// expression such as origin/main or HEAD~1), and the commit's short hash.
+// Hidden entries are left out, as DirSource leaves them out.
+func GitRevisionFS(dir, ref string) (fs.FS, string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	repo, err := git.PlainOpenWithOptions(abs, &git.PlainOpenOptions{DetectDotGit: true})
+	if err != nil {
+		return nil, "", fmt.Errorf("open git repository at %s: %w", dir, err)
+	}
+	wt, err := repo.Worktree()
+	if err != nil {
+		return nil, "", fmt.Errorf("git repository at %s: %w", dir, err)
+	}
+	root, err := filepath.EvalSymlinks(wt.Filesystem.Root())
+	if err != nil {
+		return nil, "", err
+	}
+	if a, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = a
+	}
+	rel, err := filepath.Rel(root, abs)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return nil, "", fmt.Errorf("%s is not inside the git working tree %s", dir, root)
+	}
+	h, err := repo.ResolveRevision(plumbing.Revision(ref))
+	if err != nil {
+		return nil, "", fmt.Errorf("git revision %q: %w", ref, err)
+	}
+	c, err := repo.CommitObject(*h)
+	if err != nil {
+		return nil, "", fmt.Errorf("git revision %q: %w", ref, err)
+	}
+	fsys, err := treeFS(c, filepath.ToSlash(rel))
+	var noDir noDirError
+	if errors.As(err, &noDir) {
+		return fstest.MapFS{}, short(c.Hash), nil // the specs are new since ref
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	return fsys, short(c.Hash), nil
+}
+
+// InGitWorkTree reports whether dir is inside a git working tree.
+func InGitWorkTree(dir string) bool {
+	_, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
+	return err == nil
+}

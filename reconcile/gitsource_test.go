@@ -1,0 +1,381 @@
+package reconcile
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/pem"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
+	"github.com/berth-dev/berth/drivers/sim"
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"golang.org/x/crypto/ssh"
+)
+
+// testRepo is a git repository in a temporary directory, written with
+// go-git; the source reads it through file://, which runs the git binary's
+// upload-pack (.ci/run installs git when it is missing).
+type testRepo struct {
+	t    *testing.T
+	dir  string
+	repo *git.Repository
+}
+
+func newTestRepo(t *testing.T) *testRepo {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("the file:// transport needs the git binary")
+	}
+	dir := t.TempDir()
+	r, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testRepo{t: t, dir: dir, repo: r}
+}
+
+func (r *testRepo) url() string { return "file://" + r.dir }
+
+// commit writes files (a nil content removes the file) and commits them.
+func (r *testRepo) commit(msg string, files map[string]string, sign *openpgp.Entity) plumbing.Hash {
+	r.t.Helper()
+	wt, err := r.repo.Worktree()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for name, content := range files {
+		p := filepath.Join(r.dir, name)
+		if content == "" {
+			if _, err := wt.Remove(name); err != nil {
+				r.t.Fatal(err)
+			}
+			continue
+		}
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			r.t.Fatal(err)
+		}
+		if _, err := wt.Add(name); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	h, err := wt.Commit(msg, &git.CommitOptions{AllowEmptyCommits: true, SignKey: sign,
+		Author: &object.Signature{Name: "t", Email: "t@example.com", When: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return h
+}
+
+// reset moves the branch to h (as before a force-push).
+func (r *testRepo) reset(h plumbing.Hash) {
+	r.t.Helper()
+	wt, _ := r.repo.Worktree()
+	if err := wt.Reset(&git.ResetOptions{Commit: h, Mode: git.HardReset}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+const gitTiers = `apiVersion: berth.dev/v1
+kind: PriorityTier
+metadata: {name: medium}
+spec: {value: 50}
+---
+apiVersion: berth.dev/v1
+kind: Project
+metadata: {name: research}
+spec:
+  tier: medium
+  quota: {gpus: 2}
+`
+
+func gitWorkspace(name string) string {
+	return `apiVersion: berth.dev/v1
+kind: Workspace
+metadata: {name: ` + name + `, project: research}
+spec:
+  state: Running
+  task: {driver: docker, image: pytorch/pytorch}
+  resources: {gpus: 1}
+`
+}
+
+func TestGitSourceReadsCommits(t *testing.T) {
+	r := newTestRepo(t)
+	c1 := r.commit("one", map[string]string{"specs/tiers.yaml": gitTiers, "README.md": "hi", "specs/.github/ci.yaml": "x"}, nil)
+	src := &GitSource{URL: r.url(), Path: "specs"}
+	ctx := t.Context()
+	rev, err := src.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev.ID != c1.String()[:12] || len(rev.Problems) > 0 {
+		t.Fatalf("revision %+v, want %s", rev, c1)
+	}
+	if _, err := fs.Stat(rev.FS, "tiers.yaml"); err != nil {
+		t.Errorf("tiers.yaml under --path: %v", err)
+	}
+	for _, name := range []string{"README.md", ".github/ci.yaml"} {
+		if _, err := fs.Stat(rev.FS, name); err == nil {
+			t.Errorf("%s should not be read", name)
+		}
+	}
+	st := src.SourceStatus()
+	if st.Branch != "main" || st.LastAttemptedRevision != "main@sha1:"+c1.String() || st.LastFetchedAt.IsZero() {
+		t.Errorf("status %+v", st)
+	}
+	c2 := r.commit("two", map[string]string{"specs/ws.yaml": gitWorkspace("a")}, nil)
+	rev, err = src.Read(ctx)
+	if err != nil || rev.ID != c2.String()[:12] {
+		t.Fatalf("after a new commit: %+v, %v; want %s", rev, err, c2)
+	}
+	if len(src.SourceStatus().ForcePushes) != 0 {
+		t.Errorf("a fast-forward reported as a force-push")
+	}
+}
+
+func TestGitSourceForcePush(t *testing.T) {
+	r := newTestRepo(t)
+	c1 := r.commit("one", map[string]string{"tiers.yaml": gitTiers}, nil)
+	c2 := r.commit("two", map[string]string{"a.yaml": gitWorkspace("a")}, nil)
+	var logs bytes.Buffer
+	src := &GitSource{URL: r.url(), Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	if _, err := src.Read(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r.reset(c1)
+	c3 := r.commit("three, rewritten", map[string]string{"b.yaml": gitWorkspace("b")}, nil)
+	rev, err := src.Read(t.Context())
+	if err != nil || rev.ID != c3.String()[:12] {
+		t.Fatalf("after the force-push: %+v, %v", rev, err)
+	}
+	fps := src.SourceStatus().ForcePushes
+	if len(fps) != 1 || fps[0].From != c2.String() || fps[0].To != c3.String() {
+		t.Errorf("force-pushes %+v, want %s → %s", fps, c2, c3)
+	}
+	if !strings.Contains(logs.String(), "force-push") {
+		t.Errorf("not logged:\n%s", logs.String())
+	}
+}
+
+func TestGitSourceBranchAndPathProblems(t *testing.T) {
+	r := newTestRepo(t)
+	r.commit("one", map[string]string{"tiers.yaml": gitTiers}, nil)
+	_, err := (&GitSource{URL: r.url(), Branch: "nope"}).Read(t.Context())
+	if err == nil || !strings.Contains(err.Error(), `branch "nope" not found`) {
+		t.Errorf("missing branch: %v", err)
+	}
+	rev, err := (&GitSource{URL: r.url(), Path: "nowhere"}).Read(t.Context())
+	if err != nil || len(rev.Problems) != 1 || !strings.Contains(rev.Problems[0], `no directory "nowhere"`) {
+		t.Errorf("missing path: %+v, %v", rev.Problems, err)
+	}
+	src := &GitSource{URL: "file://" + filepath.Join(t.TempDir(), "gone")}
+	if _, err := src.Read(t.Context()); err == nil {
+		t.Errorf("unreachable remote read without error")
+	}
+	if src.SourceStatus().FetchError == "" {
+		t.Errorf("status does not say the fetch failed")
+	}
+}
+
+// Secrets never appear in errors, status or logs, even when the server
+// refuses them.
+func TestGitSourceSecretsStayOut(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+		http.Error(w, "bad credentials", http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	const token, urlPass = "ghp_supersecrettoken123", "urlpassword987"
+	u := strings.Replace(srv.URL, "http://", "http://bot:"+urlPass+"@", 1) + "/org/repo.git"
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	src := &GitSource{URL: u, Auth: GitAuth{Password: token}, Logger: log}
+	spec, _ := sim.Parse([]byte(twoGPUs))
+	c := sim.New(*spec, sim.NewScaledClock(1))
+	l, err := New(Config{Source: src, Cluster: c, Store: c, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.Once(t.Context())
+	if err == nil {
+		t.Fatal("a refused fetch succeeded")
+	}
+	st := l.Status()
+	var status bytes.Buffer
+	writeJSON(httptestRecorder{&status}, 200, st)
+	for what, text := range map[string]string{"error": err.Error(), "status": status.String(), "logs": logs.String()} {
+		for _, secret := range []string{token, urlPass} {
+			if strings.Contains(text, secret) {
+				t.Errorf("%s shows a secret:\n%s", what, text)
+			}
+		}
+	}
+	if st.Source == nil || st.Source.FetchError == "" || !strings.Contains(st.Source.URL, "bot:***@") {
+		t.Errorf("source status %+v", st.Source)
+	}
+	if len(c.Applied()) != 0 {
+		t.Errorf("the cluster was touched: %v", c.Applied())
+	}
+}
+
+type httptestRecorder struct{ b *bytes.Buffer }
+
+func (r httptestRecorder) Header() http.Header         { return http.Header{} }
+func (r httptestRecorder) Write(p []byte) (int, error) { return r.b.Write(p) }
+func (r httptestRecorder) WriteHeader(int)             {}
+
+func TestGitSourceVerifyKeys(t *testing.T) {
+	r := newTestRepo(t)
+	key, err := openpgp.NewEntity("berth", "", "berth@example.com", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ring bytes.Buffer
+	w, _ := armor.Encode(&ring, openpgp.PublicKeyType, nil)
+	key.Serialize(w)
+	w.Close()
+	r.commit("signed", map[string]string{"tiers.yaml": gitTiers}, key)
+	src := &GitSource{URL: r.url(), VerifyKeys: ring.String()}
+	rev, err := src.Read(t.Context())
+	if err != nil || len(rev.Problems) != 0 {
+		t.Fatalf("signed commit: %v %v", rev.Problems, err)
+	}
+	r.commit("unsigned", map[string]string{"a.yaml": gitWorkspace("a")}, nil)
+	rev, err = src.Read(t.Context())
+	if err != nil || len(rev.Problems) != 1 || !strings.Contains(rev.Problems[0], "not signed") {
+		t.Fatalf("unsigned commit: %v %v", rev.Problems, err)
+	}
+	other, _ := openpgp.NewEntity("mallory", "", "m@example.com", nil)
+	r.commit("signed by another key", map[string]string{"b.yaml": gitWorkspace("b")}, other)
+	rev, _ = src.Read(t.Context())
+	if len(rev.Problems) != 1 || !strings.Contains(rev.Problems[0], "not verified") {
+		t.Fatalf("commit signed by an unknown key: %v", rev.Problems)
+	}
+}
+
+// The loop over a git repository: a new commit is applied, an invalid one
+// refused with the last good kept, and the status says both like Flux.
+func TestLoopOverGit(t *testing.T) {
+	r := newTestRepo(t)
+	c1 := r.commit("one", map[string]string{"tiers.yaml": gitTiers, "a.yaml": gitWorkspace("a")}, nil)
+	spec, _ := sim.Parse([]byte(twoGPUs))
+	c := sim.New(*spec, sim.NewScaledClock(1))
+	src := &GitSource{URL: r.url()}
+	l, err := New(Config{Source: src, Cluster: c, Store: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := l.Once(ctx)
+	if err != nil || res.Revision != c1.String()[:12] || len(res.Applied) != 1 {
+		t.Fatalf("first commit: %+v %v", res, err)
+	}
+	c2 := r.commit("two", map[string]string{"b.yaml": gitWorkspace("b")}, nil)
+	res, err = l.Once(ctx)
+	if err != nil || res.Revision != c2.String()[:12] || len(res.Applied) == 0 || res.Applied[0].Workspace.Name != "b" || res.Applied[0].Kind.String() != "start" {
+		t.Fatalf("second commit: %+v %v", res, err)
+	}
+	c3 := r.commit("broken", map[string]string{"c.yaml": strings.Replace(gitWorkspace("c"), "research", "nowhere", 1)}, nil)
+	res, err = l.Once(ctx)
+	if err != nil || res.Revision != c2.String()[:12] || res.Refused == nil {
+		t.Fatalf("invalid commit: %+v %v", res, err)
+	}
+	st := l.Status().Source
+	if st.LastAppliedRevision != "main@sha1:"+c2.String() || st.LastAttemptedRevision != "main@sha1:"+c3.String() || len(st.LastAttemptErrors) == 0 {
+		t.Errorf("source status %+v", st)
+	}
+	// A rename is invisible: same workspaces, no stop.
+	r.commit("rename", map[string]string{"c.yaml": "", "b.yaml": "", "renamed-b.yaml": gitWorkspace("b")}, nil)
+	res, err = l.Once(ctx)
+	if err != nil || res.Refused != nil {
+		t.Fatalf("rename: %+v %v", res, err)
+	}
+	for _, a := range res.Applied {
+		if a.Kind.String() == "stop" {
+			t.Errorf("renaming a file stopped %s", a.Workspace)
+		}
+	}
+}
+
+func TestGitSourceFetchEveryAndPoke(t *testing.T) {
+	r := newTestRepo(t)
+	c1 := r.commit("one", map[string]string{"tiers.yaml": gitTiers}, nil)
+	src := &GitSource{URL: r.url(), FetchEvery: time.Hour}
+	if rev, _ := src.Read(t.Context()); rev.ID != c1.String()[:12] {
+		t.Fatalf("first read %s", rev.ID)
+	}
+	c2 := r.commit("two", map[string]string{"a.yaml": gitWorkspace("a")}, nil)
+	if rev, _ := src.Read(t.Context()); rev.ID != c1.String()[:12] {
+		t.Errorf("fetched again within FetchEvery: %s", rev.ID)
+	}
+	src.Poke()
+	if rev, _ := src.Read(t.Context()); rev.ID != c2.String()[:12] {
+		t.Errorf("a poke did not fetch: %s, want %s", rev.ID, c2)
+	}
+}
+
+func TestGitSourceSSHAuth(t *testing.T) {
+	_, priv, _ := ed25519.GenerateKey(nil)
+	const passphrase = "correct horse battery"
+	block, err := ssh.MarshalPrivateKeyWithPassphrase(priv, "", []byte(passphrase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := pem.EncodeToMemory(block)
+	// Port 1 on localhost refuses at once: every test fails before talking.
+	const url = "ssh://git@127.0.0.1:1/org/specs.git"
+
+	// Host keys are checked by default: a known_hosts file that is not
+	// there is an error that says what to do.
+	src := &GitSource{URL: url, Auth: GitAuth{SSHKey: key, SSHKeyPassphrase: passphrase, KnownHosts: filepath.Join(t.TempDir(), "known_hosts")}}
+	_, err = src.Read(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "--git-known-hosts") {
+		t.Errorf("missing known_hosts: %v", err)
+	}
+	// A wrong passphrase is reported without the passphrase.
+	src = &GitSource{URL: url, Auth: GitAuth{SSHKey: key, SSHKeyPassphrase: "wrong passphrase", InsecureIgnoreHostKey: true}}
+	_, err = src.Read(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "ssh key") || strings.Contains(err.Error(), "wrong passphrase") {
+		t.Errorf("wrong passphrase: %v", err)
+	}
+	// Turning host key checks off warns on every fetch.
+	var logs bytes.Buffer
+	src = &GitSource{URL: "git@127.0.0.1:org/specs.git", Auth: GitAuth{SSHKey: key, SSHKeyPassphrase: passphrase, InsecureIgnoreHostKey: true},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	src.Read(t.Context())
+	src.Read(t.Context())
+	if n := strings.Count(logs.String(), "host key checking is OFF"); n != 2 {
+		t.Errorf("%d warnings over 2 fetches, want 2:\n%s", n, logs.String())
+	}
+	if strings.Contains(logs.String(), passphrase) || strings.Contains(logs.String(), "PRIVATE KEY") {
+		t.Errorf("the logs show the key or its passphrase")
+	}
+}
+
+func TestIsGitURL(t *testing.T) {
+	for src, want := range map[string]bool{
+		"https://github.com/org/specs.git": true, "ssh://git@host/org/specs.git": true, "git@github.com:org/specs.git": true,
+		"file:///srv/specs": true, "./specs": false, "/srv/specs": false, "specs": false, "C:/specs": false,
+	} {
+		if got := IsGitURL(src); got != want {
+			t.Errorf("IsGitURL(%q) = %v, want %v", src, got, want)
+		}
+	}
+	if got := RedactURL("https://bot:tok3n@host/org/r.git"); got != "https://bot:***@host/org/r.git" {
+		t.Errorf("RedactURL: %s", got)
+	}
+}

@@ -1,0 +1,113 @@
+package ui_test
+
+import (
+	"fmt"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/drivers/sim"
+	"github.com/berth-dev/berth/reconcile"
+	"github.com/chromedp/chromedp"
+)
+
+// largeSpecs is four projects with 500 workspaces of 1 to 8 GPUs between
+// them, for a cluster of 512 nodes of 8 GPUs.
+func largeSpecs(t *testing.T, dir string) {
+	copyFile(t, filepath.Join(example, "tiers.yaml"), filepath.Join(dir, "tiers.yaml"))
+	var b strings.Builder
+	projects := []struct{ name, tier string }{{"research", "low"}, {"training", "medium"}, {"inference", "high"}, {"eval", "medium"}}
+	for _, p := range projects {
+		fmt.Fprintf(&b, "apiVersion: berth.dev/v1\nkind: Project\nmetadata: {name: %s}\nspec:\n  tier: %s\n  members: [alice]\n  quota: {gpus: 800}\n---\n", p.name, p.tier)
+	}
+	sizes := []int{8, 8, 4, 2, 1, 8, 4}
+	for i := range 500 {
+		p := projects[i%len(projects)]
+		fmt.Fprintf(&b, "apiVersion: berth.dev/v1\nkind: Workspace\nmetadata: {name: job-%03d, project: %s}\nspec:\n  owner: alice\n  state: Running\n  task: {driver: docker, image: busybox}\n  resources: {gpus: %d, cpu: 1, memory: 1Gi}\n---\n",
+			i, p.name, sizes[i%len(sizes)])
+	}
+	write(t, dir, "specs.yaml", strings.TrimSuffix(b.String(), "---\n"))
+}
+
+// TestBrowserLargeCluster: at 512 nodes the page draws an overview (one
+// cell per node) and only the node rows in view, and a filter drills down
+// to one node.
+func TestBrowserLargeCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end in a browser")
+	}
+	exe := chromium(t)
+	dir := t.TempDir()
+	largeSpecs(t, dir)
+	spec, err := sim.Parse([]byte("apiVersion: berth.dev/v1\nkind: Cluster\nmetadata: {name: big}\nspec:\n  nodes:\n  - {name: dgx, count: 512, preset: dgx-h100}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := sim.NewManualClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
+	cluster := sim.New(*spec, clock)
+	loop, err := reconcile.New(reconcile.Config{Source: reconcile.DirSource{Dir: dir}, Cluster: cluster, Store: cluster, ClusterName: spec.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := loop.Once(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(10 * time.Second)
+	}
+	if err := cluster.SetNodeReady("dgx-300", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loop.Once(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(loop.Handler())
+	defer srv.Close()
+
+	bctx := browser(t, t.Context(), exe)
+	start := time.Now()
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="live"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#nodes .node`))); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("512 nodes: the page was live and drawn %s after navigating", time.Since(start).Round(time.Millisecond))
+
+	if got := eval[int](t, bctx, `document.querySelectorAll('#minimap i').length`); got != 512 {
+		t.Errorf("overview has %d cells, want 512", got)
+	}
+	if got := eval[int](t, bctx, `document.querySelectorAll('#minimap i.bad').length`); got != 1 {
+		t.Errorf("overview marks %d nodes down or unhealthy, want 1 (dgx-300)", got)
+	}
+	if rows := eval[int](t, bctx, `document.querySelectorAll('#nodes .node').length`); rows == 0 || rows > 60 {
+		t.Errorf("%d node rows in the page; want only those in view (virtualised)", rows)
+	}
+	if got := eval[[]string](t, bctx, `[...document.querySelectorAll('#nodes .node')].slice(0, 3).map(n => n.dataset.node)`); strings.Join(got, " ") != "dgx-1 dgx-2 dgx-3" {
+		t.Errorf("first rows %v; want nodes in natural order (dgx-1 dgx-2 dgx-3)", got)
+	}
+	if got := eval[int](t, bctx, `document.querySelectorAll('#projects .ws').length`); got > 4*18 {
+		t.Errorf("%d workspace chips for 500 workspaces; want at most 18 per project", got)
+	}
+	if got := eval[string](t, bctx, `document.getElementById("cluster-sum").textContent`); !strings.HasPrefix(got, "512 nodes") {
+		t.Errorf("cluster summary %q", got)
+	}
+	shot, err := chromedp.Run(bctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	savePNG(t, "dashboard-512.png", shot)
+
+	// Scrolling to the end draws the last nodes.
+	eval[bool](t, bctx, `(() => { const b = document.getElementById("nodes"); b.scrollTop = b.scrollHeight; b.dispatchEvent(new Event("scroll")); return true })()`)
+	time.Sleep(100 * time.Millisecond)
+	if !eval[bool](t, bctx, `!!document.querySelector('#nodes .node[data-node="dgx-512"]')`) {
+		t.Errorf("after scrolling to the end, the last node (dgx-512) is not drawn")
+	}
+	// Drill down: a click on the overview cell of dgx-300 shows that node.
+	eval[bool](t, bctx, `(() => { document.querySelector('#minimap i.bad').click(); return true })()`)
+	time.Sleep(100 * time.Millisecond)
+	if got := eval[[]string](t, bctx, `[...document.querySelectorAll('#nodes .node')].map(n => n.dataset.node + (n.classList.contains("down") ? " down" : ""))`); len(got) != 1 || got[0] != "dgx-300 down" {
+		t.Errorf("after a click on dgx-300's cell the page shows %v; want dgx-300, down", got)
+	}
+}
