@@ -25,6 +25,8 @@ var allowed = []struct {
 	{"schema", nil},
 	{"reconcile/state", []string{"schema"}},
 	{"policies", []string{"schema", "reconcile/state", "policies"}},
+	// Trace replay runs the decision functions it compares over the sim.
+	{"drivers/sim/replay", []string{"schema", "reconcile/state", "drivers", "policies"}},
 	{"drivers", []string{"schema", "reconcile/state", "drivers"}},
 	{"reconcile", []string{"schema", "reconcile", "policies"}},
 }

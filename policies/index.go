@@ -158,8 +158,9 @@ type cluster struct {
 	models []string // sorted distinct models; model index m ≥ 1 is models[m-1]
 	// index[m][l]: m 0 is "any model", m ≥ 1 is models[m-1].
 	index [][numLevels]*levelIndex
-	// byID maps node index and GPU ID to a slot.
-	byID []map[string]int32
+	// first[ni] is node ni's first slot; its slots run to first[ni+1]
+	// (a node's slots are contiguous, by GPU order).
+	first []int32
 	// totalFree counts free GPUs per model index.
 	totalFree []int
 }
@@ -183,16 +184,22 @@ func newCluster(snap *state.Snapshot) *cluster {
 		}
 	}
 	c.totalFree = make([]int, len(c.models)+1)
-	c.byID = make([]map[string]int32, len(snap.Nodes))
+	c.first = make([]int32, len(snap.Nodes)+1)
 	type gkey struct {
 		m, l, dom, numa int32
 	}
 	for ni, n := range snap.Nodes {
-		c.byID[ni] = map[string]int32{}
+		c.first[ni] = int32(len(c.slots))
+		c.first[ni+1] = int32(len(c.slots))
 		if !n.Ready || !n.Eligible {
 			continue
 		}
-		local := map[gkey]int32{}
+		// This node's groups, by key: few, so a slice beats a map.
+		type localGroup struct {
+			key gkey
+			gi  int32
+		}
+		var local []localGroup
 		for _, g := range n.GPUs {
 			if !g.Healthy {
 				continue
@@ -209,20 +216,26 @@ func newCluster(snap *state.Snapshot) *cluster {
 					if l == levelCell || l == levelNUMA {
 						key.numa = s.numa
 					}
-					gi, ok := local[key]
+					gi, ok := int32(0), false
+					for _, lg := range local {
+						if lg.key == key {
+							gi, ok = lg.gi, true
+							break
+						}
+					}
 					li := c.index[m][l]
 					if !ok {
 						gi = int32(len(li.groups))
 						li.groups = append(li.groups, group{node: int32(ni), dom: key.dom, numa: key.numa})
-						local[key] = gi
+						local = append(local, localGroup{key, gi})
 					}
 					li.groups[gi].gpus = append(li.groups[gi].gpus, si)
 					li.groups[gi].free++
 					s.groups[k][l] = gi
 				}
 			}
-			c.byID[ni][g.ID] = si
 			c.slots = append(c.slots, s)
+			c.first[ni+1] = int32(len(c.slots))
 			c.totalFree[0]++
 			c.totalFree[mi]++
 		}
@@ -273,11 +286,13 @@ func (c *cluster) setOwner(si int32, owner int32) {
 
 // slot finds the usable slot for a GPU ID on a node name's index, or -1.
 func (c *cluster) slot(node int, id string) int32 {
-	if node < 0 || node >= len(c.byID) {
+	if node < 0 || node+1 >= len(c.first) {
 		return -1
 	}
-	if si, ok := c.byID[node][id]; ok {
-		return si
+	for si := c.first[node]; si < c.first[node+1]; si++ {
+		if c.slots[si].id == id {
+			return si
+		}
 	}
 	return -1
 }

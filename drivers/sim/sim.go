@@ -178,12 +178,14 @@ func (c *Cluster) Observe(ctx context.Context) (state.Snapshot, error) {
 			snap.Allocs = append(snap.Allocs, a)
 		}
 	}
-	sort.Slice(snap.Allocs, func(i, j int) bool {
-		a, b := snap.Allocs[i], snap.Allocs[j]
+	slices.SortFunc(snap.Allocs, func(a, b state.Alloc) int {
 		if a.Workspace != b.Workspace {
-			return a.Workspace.Less(b.Workspace)
+			if a.Workspace.Less(b.Workspace) {
+				return -1
+			}
+			return 1
 		}
-		return a.Replica < b.Replica
+		return a.Replica - b.Replica
 	})
 	return snap, nil
 }
@@ -473,4 +475,23 @@ func (c *Cluster) SaveHistory(ctx context.Context, h state.History) error {
 	c.history = b
 	c.mu.Unlock()
 	return nil
+}
+
+// Finish ends a workspace's run at once with all its work kept, as a job
+// that completed does: its GPUs are free and nothing is lost. Finishing a
+// workspace that is not running, or is already stopping, does nothing
+// (a stop ends as the stop says). Trace replay calls it when a job's work
+// is done.
+func (c *Cluster) Finish(ref schema.Ref) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	c.advance(now)
+	r := c.runs[ref]
+	if r == nil || r.stopping {
+		return
+	}
+	c.delivered += float64(r.gpus) * r.ranFor(now).Seconds()
+	c.kept[ref] = r.progress(now)
+	delete(c.runs, ref)
 }

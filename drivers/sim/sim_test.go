@@ -339,3 +339,24 @@ func TestScaledClock(t *testing.T) {
 		t.Errorf("2 real seconds at 60x: %s, want 2m", got)
 	}
 }
+
+func TestFinishKeepsAllWork(t *testing.T) {
+	c, clock := newOne(t)
+	mustApply(t, c, startAction(c, ref, 5*time.Minute, 0))
+	clock.Advance(5*time.Second + 7*time.Minute)
+	c.Finish(ref)
+	if s := observe(t, c); len(s.Allocs) != 0 {
+		t.Fatalf("finished but still holds GPUs: %+v", s.Allocs)
+	}
+	st := c.Stats()
+	if got := st.Workspaces[ref]; got.Progress != 7*time.Minute || got.Lost != 0 {
+		t.Errorf("kept %s lost %s, want 7m0s and 0s", got.Progress, got.Lost)
+	}
+	if st.GPUSecondsDelivered != (7*time.Minute).Seconds() || st.GPUSecondsLost != 0 {
+		t.Errorf("GPU-seconds delivered %v lost %v, want 420 and 0", st.GPUSecondsDelivered, st.GPUSecondsLost)
+	}
+	c.Finish(ref) // not running: nothing happens
+	if st2 := c.Stats(); st2.GPUSecondsDelivered != st.GPUSecondsDelivered {
+		t.Errorf("finishing twice delivered more: %v", st2.GPUSecondsDelivered)
+	}
+}

@@ -1,0 +1,281 @@
+package replay
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/berth-dev/berth/schema"
+)
+
+// TierShare is one tier of the mapping and the share of each project's
+// jobs that get it when the trace gives none.
+type TierShare struct {
+	Name  string  `json:"name"`
+	Value int     `json:"value"`
+	Share float64 `json:"share"`
+}
+
+// Mapping turns trace jobs into berth specs. Every choice is here, and the
+// report states it.
+type Mapping struct {
+	// Seed drives the tier draw.
+	Seed uint64 `json:"seed"`
+	// Tiers, highest first; shares add up to 1.
+	Tiers []TierShare `json:"tiers"`
+	// CheckpointEvery is the checkpoint interval of jobs longer than
+	// CheckpointOver (jobs whose trace gives none); shorter jobs never
+	// checkpoint, so a preemption loses all their work.
+	CheckpointEvery time.Duration `json:"checkpointEvery"`
+	CheckpointOver  time.Duration `json:"checkpointOver"`
+	// Grace is how long a preempted job may run on after its signal. The
+	// jobs do not checkpoint on the signal: a preemption loses the work
+	// since the last periodic checkpoint.
+	Grace time.Duration `json:"grace"`
+	// GangSize: a job of more GPUs is a gang of ceil(gpus/GangSize)
+	// replicas of GangSize GPUs each.
+	GangSize int `json:"gangSize"`
+	// Quotas are guaranteed GPUs per trace project; nil: proportional to
+	// each project's share of the trace's GPU-time, adding up to the
+	// cluster.
+	Quotas map[string]int `json:"quotas,omitempty"`
+}
+
+// DefaultMapping is the mapping `berth simulate` uses.
+func DefaultMapping() Mapping {
+	return Mapping{
+		Seed:            1,
+		Tiers:           []TierShare{{"high", 80, 0.1}, {"medium", 50, 0.3}, {"low", 20, 0.6}},
+		CheckpointEvery: 30 * time.Minute,
+		CheckpointOver:  time.Hour,
+		Grace:           30 * time.Second,
+		GangSize:        8,
+	}
+}
+
+// Workload is a trace mapped onto berth's specs for one cluster.
+type Workload struct {
+	// Base holds the tiers, projects and policy; workspaces come and go
+	// during the replay.
+	Base *schema.Set
+	Jobs []MappedJob
+	// Projects are the trace's projects (Philly VCs), sorted by name.
+	Projects []ProjectInfo
+	// Skipped counts jobs that can never fit the cluster.
+	Skipped  int
+	Capacity int
+}
+
+// MappedJob is a trace job and the workspace that runs it.
+type MappedJob struct {
+	Job
+	// Tenant is the trace project; Ref.Project is the berth project
+	// "<tenant>-<tier>".
+	Tenant    string
+	Ref       schema.Ref
+	TierValue int
+	Replicas  int
+	PerGPUs   int
+	Spec      schema.Workspace
+}
+
+// ProjectInfo is one trace project: its quota over all its tiers and its
+// share of the trace's GPU-time.
+type ProjectInfo struct {
+	Name      string  `json:"name"`
+	Quota     int     `json:"quota"`
+	GPUTime   float64 `json:"gpuHours"`
+	Share     float64 `json:"share"`
+	Jobs      int     `json:"jobs"`
+	projIndex int
+}
+
+// Map maps jobs (sorted by submit) onto a cluster of capacity GPUs whose
+// largest node has nodeGPUs.
+func Map(jobs []Job, capacity, nodeGPUs int, m Mapping) (*Workload, error) {
+	if len(m.Tiers) == 0 {
+		return nil, fmt.Errorf("mapping: no tiers")
+	}
+	gang := m.GangSize
+	if gang <= 0 {
+		gang = 8
+	}
+	tierValue := map[string]int{}
+	for _, t := range m.Tiers {
+		tierValue[t.Name] = t.Value
+	}
+	wl := &Workload{Capacity: capacity}
+	// 1. Tiers: per trace project, a seeded draw of exactly the shares.
+	byTenant := map[string][]int{}
+	var tenants []string
+	for i, j := range jobs {
+		if _, ok := byTenant[j.Project]; !ok {
+			tenants = append(tenants, j.Project)
+		}
+		byTenant[j.Project] = append(byTenant[j.Project], i)
+	}
+	sort.Strings(tenants)
+	tiers := make([]string, len(jobs))
+	for _, tn := range tenants {
+		var open []int
+		for _, i := range byTenant[tn] {
+			if jobs[i].Tier != "" {
+				if _, ok := tierValue[jobs[i].Tier]; !ok {
+					return nil, fmt.Errorf("job %s: tier %q: want one of the mapping's tiers", jobs[i].ID, jobs[i].Tier)
+				}
+				tiers[i] = jobs[i].Tier
+				continue
+			}
+			open = append(open, i)
+		}
+		h := fnv.New64a()
+		h.Write([]byte(tn))
+		r := rand.New(rand.NewPCG(m.Seed, h.Sum64()))
+		r.Shuffle(len(open), func(a, b int) { open[a], open[b] = open[b], open[a] })
+		pos, acc := 0, 0.0
+		for ti, t := range m.Tiers {
+			acc += t.Share
+			end := int(acc*float64(len(open)) + 0.5)
+			if ti == len(m.Tiers)-1 {
+				end = len(open)
+			}
+			for ; pos < end && pos < len(open); pos++ {
+				tiers[open[pos]] = t.Name
+			}
+		}
+	}
+	// 2. Jobs → workspaces; jobs that can never fit are skipped.
+	type pkey struct{ tenant, tier string }
+	gpuTime := map[pkey]float64{}
+	tenantTime := map[string]float64{}
+	for i, j := range jobs {
+		per, reps := j.GPUs, 1
+		if j.GPUs > gang {
+			per, reps = gang, (j.GPUs+gang-1)/gang
+		}
+		if per > nodeGPUs || per*reps > capacity {
+			wl.Skipped++
+			continue
+		}
+		cp := j.Checkpoint
+		if cp < 0 {
+			cp = 0
+			if j.Duration > m.CheckpointOver {
+				cp = m.CheckpointEvery
+			}
+		}
+		j.Tier, j.Checkpoint = tiers[i], cp
+		mj := MappedJob{Job: j, Tenant: j.Project, Ref: schema.Ref{Project: j.Project + "-" + tiers[i], Name: j.ID}, TierValue: tierValue[tiers[i]], Replicas: reps, PerGPUs: per}
+		ws := schema.Workspace{Meta: schema.Meta{Name: j.ID, Project: mj.Ref.Project}}
+		ws.Spec.State = schema.DesiredRunning
+		ws.Spec.Task = schema.Task{Driver: "sim"}
+		ws.Spec.Resources.GPUs = per
+		ws.Spec.Replicas = reps
+		ws.Spec.Preemptible = true
+		ws.Spec.Checkpoint = schema.Checkpoint{GracePeriod: m.Grace, Interval: cp}
+		mj.Spec = ws
+		wl.Jobs = append(wl.Jobs, mj)
+		gt := j.Duration.Seconds() * float64(per*reps)
+		gpuTime[pkey{j.Project, tiers[i]}] += gt
+		tenantTime[j.Project] += gt
+	}
+	// 3. Projects and quotas: proportional to GPU-time, largest remainder.
+	set := &schema.Set{Revision: "trace", Policy: schema.DefaultPolicy()}
+	for _, t := range m.Tiers {
+		set.Tiers = append(set.Tiers, schema.PriorityTier{Meta: schema.Meta{Name: t.Name}, Spec: schema.TierSpec{Value: t.Value, Preemptible: true, CanPreempt: true}})
+	}
+	var keys []pkey
+	for k := range gpuTime {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(a, b int) bool {
+		if keys[a].tenant != keys[b].tenant {
+			return keys[a].tenant < keys[b].tenant
+		}
+		return keys[a].tier < keys[b].tier
+	})
+	var weights []float64
+	var total float64
+	for _, k := range keys {
+		weights = append(weights, gpuTime[k])
+		total += gpuTime[k]
+	}
+	var quotas []int
+	if m.Quotas == nil {
+		quotas = apportion(weights, capacity)
+	} else {
+		// A given tenant quota is split over its tiers by GPU-time.
+		quotas = make([]int, len(keys))
+		for _, tn := range tenants {
+			var idx []int
+			var ws []float64
+			for i, k := range keys {
+				if k.tenant == tn {
+					idx = append(idx, i)
+					ws = append(ws, weights[i])
+				}
+			}
+			for i, q := range apportion(ws, m.Quotas[tn]) {
+				quotas[idx[i]] = q
+			}
+		}
+	}
+	infos := map[string]*ProjectInfo{}
+	for i, k := range keys {
+		set.Projects = append(set.Projects, schema.Project{Meta: schema.Meta{Name: k.tenant + "-" + k.tier, Labels: map[string]string{"berth.dev/tenant": k.tenant}}, Spec: schema.ProjectSpec{
+			Tier: k.tier, Quota: schema.Resources{GPUs: quotas[i]}, BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited}, FairShare: schema.FairShare{Weight: 1},
+		}})
+		pi := infos[k.tenant]
+		if pi == nil {
+			pi = &ProjectInfo{Name: k.tenant}
+			infos[k.tenant] = pi
+		}
+		pi.Quota += quotas[i]
+		pi.GPUTime += gpuTime[k] / 3600
+	}
+	for _, mj := range wl.Jobs {
+		infos[mj.Tenant].Jobs++
+	}
+	for _, tn := range tenants {
+		if pi := infos[tn]; pi != nil {
+			pi.Share = tenantTime[tn] / total
+			pi.projIndex = len(wl.Projects)
+			wl.Projects = append(wl.Projects, *pi)
+		}
+	}
+	set.Sort()
+	wl.Base = set
+	return wl, nil
+}
+
+// apportion splits total in proportion to weights, by largest remainder
+// (ties to the first).
+func apportion(weights []float64, total int) []int {
+	out := make([]int, len(weights))
+	var sum float64
+	for _, w := range weights {
+		sum += w
+	}
+	if sum <= 0 || total <= 0 {
+		return out
+	}
+	type rem struct {
+		i int
+		r float64
+	}
+	var rems []rem
+	left := total
+	for i, w := range weights {
+		exact := w / sum * float64(total)
+		out[i] = int(exact)
+		left -= out[i]
+		rems = append(rems, rem{i, exact - float64(out[i])})
+	}
+	sort.SliceStable(rems, func(a, b int) bool { return rems[a].r > rems[b].r })
+	for k := 0; k < left && k < len(rems); k++ {
+		out[rems[k].i]++
+	}
+	return out
+}

@@ -1,0 +1,257 @@
+package replay
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"github.com/berth-dev/berth/drivers/sim"
+	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/schema"
+)
+
+// meter integrates what the cluster does between cycles.
+type meter struct {
+	wl         *Workload
+	capacity   int
+	startDelay time.Duration
+	start      time.Time
+	last       time.Time
+	tenantOf   map[string]int
+	quota      []int
+	// queued: GPUs each tenant waits for now.
+	queued []int
+	held   []int // scratch: GPUs each tenant holds
+
+	heldSec, workSec float64
+	jainSum, jainSec float64
+	contendedSec     float64
+	bucket           time.Duration
+	util             []float64 // working GPU-seconds per bucket
+	decisions        []time.Duration
+	preemptions      int
+	peakQueue        int
+}
+
+// buckets is about how many points the utilization series has.
+const buckets = 400
+
+func newMeter(wl *Workload, spec sim.Spec, start time.Time) *meter {
+	m := &meter{wl: wl, capacity: wl.Capacity, startDelay: spec.StartDelay, start: start, last: start, tenantOf: map[string]int{}}
+	for _, p := range wl.Base.Projects {
+		for ti, pi := range wl.Projects {
+			if pi.Name == p.Meta.Labels["berth.dev/tenant"] {
+				m.tenantOf[p.Meta.Name] = ti
+			}
+		}
+	}
+	for _, p := range wl.Projects {
+		m.quota = append(m.quota, p.Quota)
+	}
+	m.queued = make([]int, len(wl.Projects))
+	m.held = make([]int, len(wl.Projects))
+	span := wl.Jobs[len(wl.Jobs)-1].Submit.Sub(start)
+	m.bucket = max(time.Minute, (span / buckets).Round(time.Minute))
+	return m
+}
+
+func (m *meter) queue(j MappedJob, delta int) {
+	m.queued[m.tenantOf[j.Ref.Project]] += delta * j.PerGPUs * j.Replicas
+}
+
+func (m *meter) decided(d time.Duration) { m.decisions = append(m.decisions, d) }
+
+// interval accounts for [m.last, now): the allocations of prev held their
+// GPUs all of it, and worked from when they were running unless stopping.
+func (m *meter) interval(prev *state.Snapshot, now time.Time, queued []int) {
+	dt := now.Sub(m.last).Seconds()
+	if dt <= 0 {
+		return
+	}
+	clear(m.held)
+	for _, a := range prev.Allocs {
+		g := float64(len(a.GPUs))
+		m.heldSec += g * dt
+		m.held[m.tenantOf[a.Workspace.Project]] += len(a.GPUs)
+		if a.Phase == state.AllocStopping {
+			continue
+		}
+		from := a.StartedAt.Add(m.startDelay)
+		if from.Before(m.last) {
+			from = m.last
+		}
+		if now.After(from) {
+			m.work(from, now, g)
+		}
+	}
+	// Fairness while someone waits: each tenant with demand against what
+	// it is entitled to (its quota, or its demand when smaller).
+	waiting := false
+	for _, q := range queued {
+		if q > 0 {
+			waiting = true
+			break
+		}
+	}
+	if waiting {
+		var sum, sq float64
+		n := 0
+		for ti := range m.held {
+			e := min(m.held[ti]+queued[ti], m.quota[ti])
+			if e <= 0 {
+				continue
+			}
+			x := float64(m.held[ti]) / float64(e)
+			sum += x
+			sq += x * x
+			n++
+		}
+		if n > 0 && sq > 0 {
+			m.jainSum += sum * sum / (float64(n) * sq) * dt
+			m.jainSec += dt
+		}
+		m.contendedSec += dt
+	}
+	m.last = now
+}
+
+// work adds g GPUs working over [from, to) to the integral and the series.
+func (m *meter) work(from, to time.Time, g float64) {
+	m.workSec += g * to.Sub(from).Seconds()
+	for from.Before(to) {
+		b := int(from.Sub(m.start) / m.bucket)
+		end := m.start.Add(time.Duration(b+1) * m.bucket)
+		if end.After(to) {
+			end = to
+		}
+		for len(m.util) <= b {
+			m.util = append(m.util, 0)
+		}
+		m.util[b] += g * end.Sub(from).Seconds()
+		from = end
+	}
+}
+
+// result summarizes one policy's replay.
+func (m *meter) result(pol Policy, jobs []jobState, st sim.Stats, end time.Time) PolicyResult {
+	res := PolicyResult{Name: pol.Name, Rule: pol.Rule, Jobs: len(jobs), Preemptions: m.preemptions, PeakQueue: m.peakQueue}
+	var jct []float64
+	waits := map[string][]float64{}
+	var last time.Time
+	for i, js := range jobs {
+		j := m.wl.Jobs[i]
+		var wait time.Duration
+		if js.status == jobDone {
+			res.Completed++
+			jct = append(jct, js.completed.Sub(j.Submit).Seconds())
+			wait = js.completed.Sub(j.Submit) - js.held
+			if js.completed.After(last) {
+				last = js.completed
+			}
+		} else {
+			res.Unfinished++
+			wait = end.Sub(j.Submit) - js.held
+		}
+		if js.preempted > 0 {
+			res.PreemptedJobs++
+		}
+		waits[j.Tier] = append(waits[j.Tier], wait.Seconds())
+	}
+	res.JCT = summarize(jct)
+	for _, t := range m.wl.tiers() {
+		w := waits[t]
+		s := summarize(w)
+		res.Wait = append(res.Wait, TierWait{Tier: t, Jobs: len(w), P50: s.P50, P99: s.P99, Max: s.Max, Mean: s.Mean, CDF: cdf(w)})
+		res.MaxWait = math.Max(res.MaxWait, s.Max)
+	}
+	busy := last.Sub(m.start).Seconds()
+	res.BusySeconds = busy
+	capSec := float64(m.capacity) * m.last.Sub(m.start).Seconds()
+	res.GPUHours = GPUHours{
+		Capacity:  capSec / 3600,
+		Delivered: (st.GPUSecondsDelivered - st.GPUSecondsLost) / 3600,
+		Lost:      st.GPUSecondsLost / 3600,
+		Overhead:  (m.heldSec - m.workSec) / 3600,
+		Idle:      (capSec - m.heldSec) / 3600,
+		Worked:    m.workSec / 3600,
+	}
+	if res.GPUHours.Delivered > 0 {
+		res.LostShare = res.GPUHours.Lost / res.GPUHours.Delivered
+	}
+	if busy > 0 {
+		res.Utilization = st.GPUSecondsDelivered / (float64(m.capacity) * busy)
+	}
+	if m.jainSec > 0 {
+		res.Fairness = m.jainSum / m.jainSec
+	}
+	res.ContendedHours = m.contendedSec / 3600
+	res.Series = Series{BucketSeconds: m.bucket.Seconds()}
+	for _, u := range m.util {
+		res.Series.Utilization = append(res.Series.Utilization, round4(u/(float64(m.capacity)*m.bucket.Seconds())))
+	}
+	ds := make([]float64, len(m.decisions))
+	for i, d := range m.decisions {
+		ds[i] = d.Seconds() * 1000
+	}
+	s := summarize(ds)
+	res.Timing = Timing{Decisions: len(ds), P50Millis: s.P50, P99Millis: s.P99, TotalSeconds: s.Mean * float64(len(ds)) / 1000}
+	return res
+}
+
+// tiers lists the workload's tiers, highest value first.
+func (wl *Workload) tiers() []string {
+	ts := append([]schema.PriorityTier(nil), wl.Base.Tiers...)
+	sort.SliceStable(ts, func(i, j int) bool { return ts[i].Spec.Value > ts[j].Spec.Value })
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Meta.Name
+	}
+	return out
+}
+
+// Summary is a distribution in seconds (or milliseconds for timings).
+type Summary struct {
+	Mean float64 `json:"mean"`
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	Max  float64 `json:"max"`
+}
+
+func summarize(xs []float64) Summary {
+	if len(xs) == 0 {
+		return Summary{}
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	var sum float64
+	for _, x := range s {
+		sum += x
+	}
+	return Summary{Mean: sum / float64(len(s)), P50: quantile(s, 0.5), P90: quantile(s, 0.9), P99: quantile(s, 0.99), Max: s[len(s)-1]}
+}
+
+// quantile is the nearest-rank quantile of sorted s.
+func quantile(s []float64, q float64) float64 {
+	if len(s) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// cdf samples the distribution of xs at 101 quantiles (0%, 1%, … 100%).
+func cdf(xs []float64) []float64 {
+	if len(xs) == 0 {
+		return nil
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	out := make([]float64, 101)
+	for i := range out {
+		out[i] = quantile(s, float64(i)/100)
+	}
+	return out
+}
+
+func round4(x float64) float64 { return math.Round(x*1e4) / 1e4 }

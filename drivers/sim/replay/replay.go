@@ -1,0 +1,476 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/berth-dev/berth/drivers/sim"
+	"github.com/berth-dev/berth/policies"
+	"github.com/berth-dev/berth/policies/baseline"
+	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/schema"
+)
+
+// Policy is a scheduler under test: a pure decision function.
+type Policy struct {
+	Name   string
+	Rule   string
+	Decide func(policies.Input) policies.Decision
+	// NeverPreempts: the policy only starts work on free GPUs, so the
+	// replay skips deciding while no node has room for a replica of any
+	// waiting job (it could not start anything).
+	NeverPreempts bool
+	// HeadBlocks: nothing starts while the job queued first waits (strict
+	// FIFO), so the replay also skips deciding while the nodes have no
+	// room for all of that job's replicas.
+	HeadBlocks bool
+}
+
+// Policies are the four policies `berth simulate` compares, in report
+// order.
+func Policies() []Policy {
+	return []Policy{
+		{"fifo", "one queue in submit order, first-fit, no priorities, no preemption; the head blocks", baseline.FIFO, true, true},
+		{"nomad", "priority order, bin-packing, preempts whole allocations ≥10 priority points lower; no quotas, no checkpoint awareness", baseline.Nomad, false, false},
+		{"quota", "Kueue-like: guaranteed quotas, borrowing, reclaim from borrowers, priority within a project; no fair share, no aging", baseline.Quota, false, false},
+		{"berth", "berth's engine: tiers, quotas with borrowing and reclaim, decayed fair share, aging, checkpoint-aware victims, NVLink-aware packing", policies.Decide, false, false},
+	}
+}
+
+// PolicyByName returns the named policy of Policies.
+func PolicyByName(name string) (Policy, bool) {
+	for _, p := range Policies() {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Policy{}, false
+}
+
+// Progress is told, now and then, how far one policy's replay is.
+type Progress func(policy string, now time.Time, done, total int)
+
+// Options tune a replay.
+type Options struct {
+	// Parallel is how many policies replay at once (default 1).
+	Parallel int
+	// Tick, when set, lets policies decide only on multiples of Tick from
+	// the first submit, as a reconciler that runs every Tick would; jobs
+	// still arrive and finish at their exact times. Zero: decide at every
+	// event (exact, slower on long traces).
+	Tick     time.Duration
+	Progress Progress
+}
+
+// Run replays wl on cluster under each policy (each on a fresh cluster)
+// and returns the report. Policies run in parallel up to opt.Parallel;
+// the report does not depend on it.
+func Run(wl *Workload, cluster sim.Spec, m Mapping, pols []Policy, opt Options) (*Report, error) {
+	rep := newReport(wl, cluster, m)
+	results := make([]PolicyResult, len(pols))
+	errs := make([]error, len(pols))
+	par := max(opt.Parallel, 1)
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for i, p := range pols {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			results[i], errs[i] = replayOne(wl, cluster, p, opt.Progress, opt.Tick)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("replay %s: %w", pols[i].Name, err)
+		}
+	}
+	rep.Policies = results
+	rep.Tick = opt.Tick
+	return rep, nil
+}
+
+type jobStatus int
+
+const (
+	jobFuture jobStatus = iota
+	jobQueued
+	jobRunning
+	jobStopping
+	jobDone
+)
+
+// jobState is the replay's record of one job under one policy.
+type jobState struct {
+	status    jobStatus
+	runStart  time.Time
+	doneAt    time.Time // running: when its work is done; stopping: when its GPUs are free
+	held      time.Duration
+	firstRun  time.Time
+	completed time.Time
+	preempted int
+}
+
+// replayer runs one policy over the workload.
+type replayer struct {
+	wl      *Workload
+	pol     Policy
+	spec    sim.Spec
+	clock   *sim.ManualClock
+	cl      *sim.Cluster
+	set     schema.Set
+	hist    state.History
+	jobs    []jobState
+	byRef   map[schema.Ref]int
+	tenant  map[string]int // berth project → index into wl.Projects
+	freeBuf []int
+	// head: the first job (in submit order) that may still be waiting.
+	head int
+	// waitingBySize counts waiting jobs by GPUs per replica.
+	waitingBySize map[int]int
+	m             *meter
+	now           time.Time
+}
+
+func replayOne(wl *Workload, spec sim.Spec, pol Policy, progress Progress, tick time.Duration) (PolicyResult, error) {
+	ctx := context.Background()
+	if len(wl.Jobs) == 0 {
+		return PolicyResult{Name: pol.Name, Rule: pol.Rule}, nil
+	}
+	start := wl.Jobs[0].Submit
+	r := &replayer{wl: wl, pol: pol, spec: spec, clock: sim.NewManualClock(start), now: start,
+		jobs: make([]jobState, len(wl.Jobs)), byRef: make(map[schema.Ref]int, len(wl.Jobs)), tenant: map[string]int{}, waitingBySize: map[int]int{}}
+	r.cl = sim.New(spec, r.clock)
+	r.set = *wl.Base
+	r.set.Workspaces = nil
+	r.hist = state.History{UsageAt: start, Usage: map[string]float64{}, QueuedSince: map[schema.Ref]time.Time{}, Preempted: map[schema.Ref]state.Preemption{}}
+	for i, j := range wl.Jobs {
+		r.byRef[j.Ref] = i
+	}
+	for _, p := range wl.Base.Projects {
+		for ti, pi := range wl.Projects {
+			if pi.Name == p.Meta.Labels["berth.dev/tenant"] {
+				r.tenant[p.Meta.Name] = ti
+			}
+		}
+	}
+	r.m = newMeter(wl, spec, start)
+	halfLife := wl.Base.Policy.Spec.FairShare.HalfLife
+	var prev state.Snapshot
+	next := 0 // next arrival
+	done := 0
+	var running []int // jobs holding GPUs (running or stopping)
+	cycles, same := 0, 0
+	for {
+		// 1. Account for [prev cycle, now) and advance usage.
+		r.m.interval(&prev, r.now, r.queuedGPUs())
+		r.advanceUsage(&prev, halfLife)
+		// 2. Jobs whose work is done finish; victims whose grace ended are gone.
+		keep := running[:0]
+		for _, ji := range running {
+			js := &r.jobs[ji]
+			if js.doneAt.After(r.now) {
+				keep = append(keep, ji)
+				continue
+			}
+			js.held += js.doneAt.Sub(js.runStart)
+			switch js.status {
+			case jobRunning:
+				r.cl.Finish(wl.Jobs[ji].Ref)
+				js.status, js.completed = jobDone, js.doneAt
+				r.remove(ji)
+				done++
+			case jobStopping:
+				js.status = jobQueued
+				r.queue(wl.Jobs[ji], +1)
+			}
+		}
+		running = keep
+		// 3. Arrivals.
+		for next < len(wl.Jobs) && !wl.Jobs[next].Submit.After(r.now) {
+			r.insert(next)
+			r.jobs[next].status = jobQueued
+			r.hist.QueuedSince[wl.Jobs[next].Ref] = wl.Jobs[next].Submit
+			r.queue(wl.Jobs[next], +1)
+			next++
+		}
+		r.m.peakQueue = max(r.m.peakQueue, r.waitingJobs())
+		// 4. Decide and apply, when someone waits: with no job waiting,
+		// no policy starts or preempts anything.
+		snap, err := r.cl.Observe(ctx)
+		if err != nil {
+			return PolicyResult{}, err
+		}
+		owed := false // a decision waits for the next tick
+		if r.waiting() && (!pol.NeverPreempts || r.startable(&snap)) {
+			owed = tick > 0 && r.now.Sub(start)%tick != 0
+		}
+		if r.waiting() && !owed && (!pol.NeverPreempts || r.startable(&snap)) {
+			t0 := time.Now()
+			d := pol.Decide(policies.Input{Specs: &r.set, Snapshot: &snap, History: &r.hist, Now: r.now})
+			r.m.decided(time.Since(t0))
+			started, changed, err := r.apply(ctx, d, &running)
+			if err != nil {
+				return PolicyResult{}, err
+			}
+			if changed {
+				if snap, err = r.cl.Observe(ctx); err != nil {
+					return PolicyResult{}, err
+				}
+			}
+			if len(started) > 0 {
+				resumed := map[schema.Ref]time.Duration{}
+				for _, a := range snap.Allocs {
+					resumed[a.Workspace] = a.ResumedFrom
+				}
+				for _, ji := range started {
+					j := wl.Jobs[ji]
+					r.jobs[ji].doneAt = r.now.Add(spec.StartDelay + j.Duration - resumed[j.Ref])
+				}
+			}
+		}
+		prev = snap
+		// 5. The next moment something changes.
+		var at time.Time
+		if next < len(wl.Jobs) {
+			at = wl.Jobs[next].Submit
+		}
+		for _, ji := range running {
+			if d := r.jobs[ji].doneAt; at.IsZero() || d.Before(at) {
+				at = d
+			}
+		}
+		if owed {
+			boundary := start.Add((r.now.Sub(start)/tick + 1) * tick)
+			if at.IsZero() || boundary.Before(at) {
+				at = boundary
+			}
+		}
+		cycles++
+		if progress != nil && cycles%2048 == 0 {
+			progress(pol.Name, r.now, done, len(wl.Jobs))
+		}
+		if at.IsZero() {
+			break // nothing runs, nothing arrives: what still waits can never run
+		}
+		if !at.After(r.now) {
+			if same++; same > 1000 {
+				return PolicyResult{}, fmt.Errorf("%s: 1000 decisions at %s without time moving: the policy keeps preempting what it just started", pol.Name, r.now.Format(time.RFC3339))
+			}
+			continue // a victim that never started is gone already: decide again now
+		}
+		same = 0
+		r.clock.Advance(at.Sub(r.now))
+		r.now = at
+	}
+	if progress != nil {
+		progress(pol.Name, r.now, done, len(wl.Jobs))
+	}
+	stats := r.cl.Stats()
+	return r.m.result(pol, r.jobs, stats, r.now), nil
+}
+
+// apply carries out decision d: preemptions first, then the starts whose
+// GPUs are free. started lists the jobs started; changed is true when the
+// cluster changed at all.
+func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]int) (started []int, changed bool, err error) {
+	var starts []*policies.WorkspaceDecision
+	for i := range d.Workspaces {
+		wd := &d.Workspaces[i]
+		if wd.Verdict != policies.VerdictPreempt && wd.Verdict != policies.VerdictStart {
+			continue // most of a long queue waits: skip the lookup
+		}
+		ji, ok := r.byRef[wd.Ref]
+		if !ok {
+			continue
+		}
+		js := &r.jobs[ji]
+		switch wd.Verdict {
+		case policies.VerdictPreempt:
+			if js.status != jobRunning {
+				continue
+			}
+			if err := r.cl.Apply(ctx, state.Action{Kind: state.ActionPreempt, Workspace: wd.Ref}); err != nil {
+				return nil, false, err
+			}
+			changed = true
+			js.preempted++
+			r.m.preemptions++
+			if wd.PreemptedBy != nil {
+				r.hist.Preempted[wd.Ref] = state.Preemption{Victim: wd.Ref, By: *wd.PreemptedBy, At: r.now}
+			}
+			j := r.wl.Jobs[ji]
+			js.status = jobStopping
+			js.doneAt = r.now.Add(j.Spec.Spec.Checkpoint.GracePeriod)
+			if r.now.Before(js.runStart.Add(r.spec.StartDelay)) || !js.doneAt.After(r.now) {
+				// It never started working (or has no grace): the
+				// simulator drops it at once, so its preemptor may start
+				// in this same pass.
+				js.held += r.now.Sub(js.runStart)
+				js.status = jobQueued
+				r.queue(j, +1)
+				*running = slices.DeleteFunc(*running, func(k int) bool { return k == ji })
+			}
+		case policies.VerdictStart:
+			if js.status == jobQueued {
+				starts = append(starts, wd)
+			}
+		}
+	}
+	for _, wd := range starts {
+		blocked := false
+		for _, v := range wd.Preempts {
+			if vi, ok := r.byRef[v]; ok && r.jobs[vi].status == jobStopping {
+				blocked = true
+				break
+			}
+		}
+		if blocked {
+			continue
+		}
+		ji := r.byRef[wd.Ref]
+		j := &r.wl.Jobs[ji]
+		err := r.cl.Apply(ctx, state.Action{Kind: state.ActionStart, Workspace: wd.Ref, Spec: &j.Spec, Placements: wd.Placements, Revision: "trace"})
+		if err != nil {
+			continue // its GPUs are not free yet: decided again when they are
+		}
+		changed = true
+		js := &r.jobs[ji]
+		if js.firstRun.IsZero() {
+			js.firstRun = r.now
+		}
+		js.status, js.runStart = jobRunning, r.now
+		delete(r.hist.Preempted, wd.Ref)
+		r.queue(*j, -1)
+		started = append(started, ji)
+		*running = append(*running, ji)
+	}
+	return started, changed, nil
+}
+
+// insert adds job ji's workspace to the specs, keeping them sorted.
+func (r *replayer) insert(ji int) {
+	ws := r.wl.Jobs[ji].Spec
+	ref := ws.Ref()
+	i := sort.Search(len(r.set.Workspaces), func(i int) bool { return !r.set.Workspaces[i].Ref().Less(ref) })
+	r.set.Workspaces = append(r.set.Workspaces, schema.Workspace{})
+	copy(r.set.Workspaces[i+1:], r.set.Workspaces[i:])
+	r.set.Workspaces[i] = ws
+}
+
+// remove takes job ji's workspace out of the specs.
+func (r *replayer) remove(ji int) {
+	ref := r.wl.Jobs[ji].Ref
+	i := sort.Search(len(r.set.Workspaces), func(i int) bool { return !r.set.Workspaces[i].Ref().Less(ref) })
+	if i < len(r.set.Workspaces) && r.set.Workspaces[i].Ref() == ref {
+		r.set.Workspaces = append(r.set.Workspaces[:i], r.set.Workspaces[i+1:]...)
+	}
+	delete(r.hist.QueuedSince, ref)
+	delete(r.hist.Preempted, ref)
+}
+
+// advanceUsage decays usage to now and adds what prev's allocations used
+// since the last cycle (they held their GPUs all that time).
+func (r *replayer) advanceUsage(prev *state.Snapshot, halfLife time.Duration) {
+	h := policies.AdvanceUsage(state.History{UsageAt: r.hist.UsageAt, Usage: r.hist.Usage}, *prev, r.now, halfLife)
+	r.hist.Usage, r.hist.UsageAt = h.Usage, h.UsageAt
+}
+
+func (r *replayer) queuedGPUs() []int { return r.m.queued }
+
+// queue counts job j joining (+1) or leaving (-1) the waiting jobs.
+func (r *replayer) queue(j MappedJob, delta int) {
+	r.m.queue(j, delta)
+	r.waitingBySize[j.PerGPUs] += delta
+}
+
+// startable reports whether the free GPUs of snap could hold some
+// waiting job: a node with room for one replica of it (for a policy whose
+// head blocks: room for all the replicas of the head).
+func (r *replayer) startable(snap *state.Snapshot) bool {
+	free := r.freeByNode(snap)
+	fits := func(j MappedJob) bool {
+		room := 0
+		for _, f := range free {
+			room += f / j.PerGPUs
+		}
+		return room >= j.Replicas
+	}
+	if r.pol.HeadBlocks {
+		// The first queued job blocks the rest; it never leaves the queue
+		// but by starting, so the head only moves forward.
+		for r.head < len(r.jobs) && r.jobs[r.head].status != jobQueued && r.jobs[r.head].status != jobFuture {
+			r.head++
+		}
+		if r.head < len(r.jobs) && r.jobs[r.head].status == jobQueued {
+			// Jobs submitted at the same instant tie; FIFO breaks the tie
+			// its own way, so any of them may be its head.
+			at := r.wl.Jobs[r.head].Submit
+			for k := r.head; k < len(r.jobs) && r.wl.Jobs[k].Submit.Equal(at); k++ {
+				if r.jobs[k].status == jobQueued && fits(r.wl.Jobs[k]) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	most := 0
+	for _, f := range free {
+		most = max(most, f)
+	}
+	for size, n := range r.waitingBySize {
+		if n > 0 && size <= most {
+			return true
+		}
+	}
+	return false
+}
+
+// freeByNode counts the free usable GPUs of each node of snap.
+func (r *replayer) freeByNode(snap *state.Snapshot) []int {
+	free := r.freeBuf[:0]
+	for _, n := range snap.Nodes {
+		k := 0
+		if n.Ready && n.Eligible {
+			for _, g := range n.GPUs {
+				if g.Healthy {
+					k++
+				}
+			}
+		}
+		free = append(free, k)
+	}
+	for _, a := range snap.Allocs {
+		i := sort.Search(len(snap.Nodes), func(i int) bool { return snap.Nodes[i].Name >= a.Node })
+		if i < len(snap.Nodes) && snap.Nodes[i].Name == a.Node {
+			free[i] -= len(a.GPUs)
+		}
+	}
+	r.freeBuf = free
+	return free
+}
+
+// waitingJobs counts the jobs waiting for GPUs.
+func (r *replayer) waitingJobs() int {
+	n := 0
+	for _, c := range r.waitingBySize {
+		n += c
+	}
+	return n
+}
+
+// waiting reports whether any job waits for GPUs.
+func (r *replayer) waiting() bool {
+	for _, q := range r.m.queued {
+		if q > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,313 @@
+package replay
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/drivers/sim"
+)
+
+const oneNode = `apiVersion: berth.dev/v1
+kind: Cluster
+metadata: {name: one}
+spec:
+  startDelay: 5s
+  checkpointTime: 10s
+  nodes:
+  - {name: gpu, preset: dgx-h100}
+`
+
+// handTrace: project a fills the node with two low jobs of 4 GPUs at 0
+// and 1m (2h each, no checkpoints); at 10m project b submits a high job of
+// 4 GPUs for 10m. Quotas: 4 GPUs each, so a borrows 4.
+const handTrace = `submit,duration,gpus,project,tier
+0,2h,4,a,low
+60,2h,4,a,low
+600,10m,4,b,high
+`
+
+func replayText(t *testing.T, trace, cluster string, m Mapping, pols ...Policy) *Report {
+	t.Helper()
+	jobs, err := Read(strings.NewReader(trace), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := sim.Parse([]byte(cluster))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus, per := Shape(*spec)
+	wl, err := Map(jobs, gpus, per, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pols) == 0 {
+		pols = Policies()
+	}
+	rep, err := Run(wl, *spec, m, pols, Options{Parallel: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func TestBaselinesOnHandMadeTrace(t *testing.T) {
+	m := DefaultMapping()
+	m.Quotas = map[string]int{"a": 4, "b": 4}
+	rep := replayText(t, handTrace, oneNode, m)
+	// a1 works from 5s, a2 from 1m5s; the signal comes at 10m.
+	lostA1 := 4 * (10*time.Minute - 5*time.Second).Hours()
+	lostA2 := 4 * (10*time.Minute - 65*time.Second).Hours()
+	tests := map[string]struct {
+		preemptions int
+		lost        float64
+		highWait    time.Duration
+	}{
+		// FIFO: b waits for a1 to finish (2h after its start delay).
+		"fifo": {0, 0, 2*time.Hour + 5*time.Second - 10*time.Minute},
+		// Nomad: high preempts low, blind to work lost: a1 (frees as much, first).
+		"nomad": {1, lostA1, 30 * time.Second},
+		// Quota: b reclaims its quota from a's borrower, the latest started.
+		"quota": {1, lostA2, 30 * time.Second},
+		// berth: the victim that loses the least work.
+		"berth": {1, lostA2, 30 * time.Second},
+	}
+	for _, p := range rep.Policies {
+		tt := tests[p.Name]
+		if p.Preemptions != tt.preemptions {
+			t.Errorf("%s: %d preemptions, want %d", p.Name, p.Preemptions, tt.preemptions)
+		}
+		if math.Abs(p.GPUHours.Lost-tt.lost) > 1e-9 {
+			t.Errorf("%s: %.4f GPU-hours lost, want %.4f", p.Name, p.GPUHours.Lost, tt.lost)
+		}
+		if got := time.Duration(p.Wait[0].Max * float64(time.Second)); p.Wait[0].Tier != "high" || got != tt.highWait {
+			t.Errorf("%s: tier %s waited %s, want high %s", p.Name, p.Wait[0].Tier, got, tt.highWait)
+		}
+		if p.Completed != 3 {
+			t.Errorf("%s: %d jobs completed, want 3", p.Name, p.Completed)
+		}
+	}
+}
+
+// Without quotas for b, the Kueue-like scheduler has no right to take
+// anything for it: priority counts only within a project.
+func TestQuotaNeedsQuota(t *testing.T) {
+	m := DefaultMapping()
+	m.Quotas = map[string]int{"a": 8, "b": 0}
+	rep := replayText(t, handTrace, oneNode, m, Policies()[2])
+	if p := rep.Policies[0]; p.Preemptions != 0 || p.Wait[0].Max < time.Hour.Seconds() {
+		t.Errorf("quota: %d preemptions, high waited %s; want none and over an hour", p.Preemptions, short(p.Wait[0].Max))
+	}
+}
+
+func sampleReport(t *testing.T, seed uint64) *Report {
+	t.Helper()
+	jobs, err := ReadFile("testdata/philly-sample.csv", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := sim.ReadFile("testdata/cluster-64.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus, per := Shape(*spec)
+	m := DefaultMapping()
+	m.Seed = seed
+	wl, err := Map(jobs, gpus, per, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(wl, *spec, m, Policies(), Options{Parallel: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// untimed is the report as JSON without the decision timings.
+func untimed(t *testing.T, r *Report) string {
+	t.Helper()
+	for i := range r.Policies {
+		r.Policies[i].Timing = Timing{}
+	}
+	var b bytes.Buffer
+	if err := r.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func TestSampleDeterministic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays the sample three times")
+	}
+	a, b := untimed(t, sampleReport(t, 7)), untimed(t, sampleReport(t, 7))
+	if a != b {
+		t.Errorf("the same seed gave two reports")
+	}
+	if c := untimed(t, sampleReport(t, 8)); c == a {
+		t.Errorf("another seed gave the same report: the seed does nothing")
+	}
+}
+
+func TestSampleConservationAndRegression(t *testing.T) {
+	rep := sampleReport(t, 1)
+	byName := map[string]PolicyResult{}
+	for _, p := range rep.Policies {
+		byName[p.Name] = p
+		g := p.GPUHours
+		// Delivered + lost + overhead + idle = capacity × time.
+		if sum := g.Delivered + g.Lost + g.Overhead + g.Idle; math.Abs(sum-g.Capacity) > 1e-6*g.Capacity {
+			t.Errorf("%s: delivered %.3f + lost %.3f + overhead %.3f + idle %.3f = %.3f GPU-hours, capacity × time is %.3f",
+				p.Name, g.Delivered, g.Lost, g.Overhead, g.Idle, sum, g.Capacity)
+		}
+		// The replay's own integral of working GPUs agrees with the
+		// simulator's accounting.
+		if math.Abs(g.Worked-(g.Delivered+g.Lost)) > 1e-6*g.Capacity {
+			t.Errorf("%s: the replay saw %.3f GPU-hours of work, the simulator %.3f delivered + %.3f lost", p.Name, g.Worked, g.Delivered, g.Lost)
+		}
+		// Every job completes, and delivers exactly the work it asked for.
+		if p.Completed != rep.Trace.Jobs || math.Abs(g.Delivered-rep.Trace.GPUHours) > 1e-6*rep.Trace.GPUHours {
+			t.Errorf("%s: %d/%d jobs completed, %.3f GPU-hours delivered of %.3f asked", p.Name, p.Completed, rep.Trace.Jobs, g.Delivered, rep.Trace.GPUHours)
+		}
+		if p.Name == "fifo" && p.Preemptions != 0 {
+			t.Errorf("fifo preempted %d times", p.Preemptions)
+		}
+	}
+	fifo, berth := byName["fifo"], byName["berth"]
+	if !(berth.JCT.Mean < fifo.JCT.Mean) {
+		t.Errorf("mean JCT: berth %s, fifo %s; berth must beat fifo", short(berth.JCT.Mean), short(fifo.JCT.Mean))
+	}
+	if !(berth.Wait[0].P99 < fifo.Wait[0].P99) {
+		t.Errorf("p99 wait of tier %s: berth %s, fifo %s; berth must beat fifo", berth.Wait[0].Tier, short(berth.Wait[0].P99), short(fifo.Wait[0].P99))
+	}
+}
+
+func TestReportFormats(t *testing.T) {
+	m := DefaultMapping()
+	m.Quotas = map[string]int{"a": 4, "b": 4}
+	rep := replayText(t, handTrace, oneNode, m)
+	var table, html bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"fifo", "nomad", "quota", "berth", "wait p99 high", "fairness (Jain)", "GPU-hours lost", "a-<tier>"} {
+		if want == "a-<tier>" {
+			want = "<project>-<tier>"
+		}
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	if err := rep.WriteHTML(&html); err != nil {
+		t.Fatal(err)
+	}
+	h := html.String()
+	for _, want := range []string{"<svg", "Wait-time CDF, tier high", "GPU utilization over time", "</html>"} {
+		if !strings.Contains(h, want) {
+			t.Errorf("HTML lacks %q", want)
+		}
+	}
+	for _, bad := range []string{"<script", "http://", "https://"} {
+		if strings.Contains(strings.ReplaceAll(h, `xmlns="http://www.w3.org/2000/svg"`, ""), bad) {
+			t.Errorf("HTML is not self-contained: it has %q", bad)
+		}
+	}
+}
+
+// Skipping decisions while nothing fits the free GPUs changes nothing for
+// a policy that never preempts.
+func TestNeverPreemptsSkipIsExact(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays the sample twice")
+	}
+	jobs, err := ReadFile("testdata/philly-sample.csv", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := sim.ReadFile("testdata/cluster-64.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus, per := Shape(*spec)
+	m := DefaultMapping()
+	wl, err := Map(jobs, gpus, per, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fifo, _ := PolicyByName("fifo")
+	always := fifo
+	always.NeverPreempts, always.HeadBlocks = false, false
+	a, err := Run(wl, *spec, m, []Policy{fifo}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Run(wl, *spec, m, []Policy{always}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Policies[0].Timing.Decisions >= b.Policies[0].Timing.Decisions {
+		t.Errorf("skipping decided %d times, deciding always %d", a.Policies[0].Timing.Decisions, b.Policies[0].Timing.Decisions)
+	}
+	if ua, ub := untimed(t, a), untimed(t, b); ua != ub {
+		t.Errorf("skipping changed the outcome")
+	}
+}
+
+// With a tick, policies decide less often; jobs still arrive and finish
+// at their own times, so all the work is done and accounted for.
+func TestTick(t *testing.T) {
+	jobs, err := ReadFile("testdata/philly-sample.csv", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := sim.ReadFile("testdata/cluster-64.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus, per := Shape(*spec)
+	m := DefaultMapping()
+	wl, err := Map(jobs, gpus, per, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	berth, _ := PolicyByName("berth")
+	exact, err := Run(wl, *spec, m, []Policy{berth}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ticked, err := Run(wl, *spec, m, []Policy{berth}, Options{Tick: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, k := exact.Policies[0], ticked.Policies[0]
+	if k.Timing.Decisions >= e.Timing.Decisions {
+		t.Errorf("decisions: %d with a 5m tick, %d without", k.Timing.Decisions, e.Timing.Decisions)
+	}
+	g := k.GPUHours
+	if k.Completed != e.Completed || math.Abs(g.Delivered-ticked.Trace.GPUHours) > 1e-6*g.Capacity ||
+		math.Abs(g.Delivered+g.Lost+g.Overhead+g.Idle-g.Capacity) > 1e-6*g.Capacity {
+		t.Errorf("with a tick: %d/%d completed, GPU-hours %+v of %.3f asked", k.Completed, e.Completed, g, ticked.Trace.GPUHours)
+	}
+	if k.Wait[2].P50 < e.Wait[2].P50 {
+		t.Errorf("median low-tier wait %s with a 5m tick, %s without: a tick cannot make starts earlier", short(k.Wait[2].P50), short(e.Wait[2].P50))
+	}
+}
+
+// A victim still starting is gone at once: its preemptor starts at the
+// same instant and no work is lost.
+func TestVictimStillStarting(t *testing.T) {
+	trace := "submit,duration,gpus,project,tier\n0,1h,8,a,low\n2,10m,8,b,high\n"
+	m := DefaultMapping()
+	m.Quotas = map[string]int{"a": 0, "b": 8} // a borrows everything
+	rep := replayText(t, trace, oneNode, m, Policies()[1], Policies()[3])
+	for _, p := range rep.Policies {
+		if p.Preemptions != 1 || p.GPUHours.Lost != 0 || p.Wait[0].Max != 0 || p.Completed != 2 {
+			t.Errorf("%s: %d preemptions, %.3f GPU-hours lost, high waited %s, %d completed; want 1, 0, 0s, 2",
+				p.Name, p.Preemptions, p.GPUHours.Lost, short(p.Wait[0].Max), p.Completed)
+		}
+	}
+}

@@ -1,0 +1,244 @@
+package replay
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/berth-dev/berth/drivers/sim"
+)
+
+// Report is the outcome of one replay under several policies. Everything
+// but each policy's Timing is a function of the trace, the cluster, the
+// mapping and the seed.
+type Report struct {
+	Trace   TraceInfo   `json:"trace"`
+	Cluster ClusterInfo `json:"cluster"`
+	Mapping Mapping     `json:"mapping"`
+	// Tick is how often policies could decide (0: at every event).
+	Tick     time.Duration  `json:"tick"`
+	Projects []ProjectInfo  `json:"projects"`
+	Policies []PolicyResult `json:"policies"`
+}
+
+// TraceInfo describes the replayed jobs.
+type TraceInfo struct {
+	Name    string    `json:"name,omitempty"`
+	Jobs    int       `json:"jobs"`
+	Skipped int       `json:"skipped"`
+	First   time.Time `json:"firstSubmit"`
+	Last    time.Time `json:"lastSubmit"`
+	// GPUHours is the work the jobs ask for.
+	GPUHours float64 `json:"gpuHours"`
+}
+
+// ClusterInfo describes the simulated cluster.
+type ClusterInfo struct {
+	Name  string `json:"name"`
+	Nodes int    `json:"nodes"`
+	GPUs  int    `json:"gpus"`
+}
+
+// PolicyResult is how one policy did. Durations are in seconds.
+type PolicyResult struct {
+	Name        string  `json:"name"`
+	Rule        string  `json:"rule"`
+	Jobs        int     `json:"jobs"`
+	Completed   int     `json:"completed"`
+	Unfinished  int     `json:"unfinished"`
+	BusySeconds float64 `json:"busySeconds"`
+	// Utilization is GPU-time spent working (including work later lost)
+	// over capacity × the busy period (first submit to last completion).
+	Utilization float64 `json:"utilization"`
+	// JCT is the job completion time, submit to completion.
+	JCT Summary `json:"jct"`
+	// Wait is the time a job held no GPUs between its submit and its
+	// completion (first queueing and every wait after a preemption), by
+	// tier, highest first.
+	Wait        []TierWait `json:"wait"`
+	MaxWait     float64    `json:"maxWait"`
+	Preemptions int        `json:"preemptions"`
+	// PeakQueue is the most jobs waiting at once.
+	PeakQueue     int      `json:"peakQueue"`
+	PreemptedJobs int      `json:"preemptedJobs"`
+	GPUHours      GPUHours `json:"gpuHours"`
+	// LostShare is GPU-hours lost to preemption over GPU-hours delivered.
+	LostShare float64 `json:"lostShare"`
+	// Fairness is Jain's index of each project's GPUs held over its
+	// entitlement (min of quota and demand), averaged over the time some
+	// job waits; 1 is perfectly fair.
+	Fairness       float64 `json:"fairness"`
+	ContendedHours float64 `json:"contendedHours"`
+	Series         Series  `json:"series"`
+	Timing         Timing  `json:"timing"`
+}
+
+// TierWait is the wait distribution of one tier; CDF holds the 0th…100th
+// percentiles.
+type TierWait struct {
+	Tier string    `json:"tier"`
+	Jobs int       `json:"jobs"`
+	Mean float64   `json:"mean"`
+	P50  float64   `json:"p50"`
+	P99  float64   `json:"p99"`
+	Max  float64   `json:"max"`
+	CDF  []float64 `json:"cdf,omitempty"`
+}
+
+// GPUHours accounts for the capacity over the replay: Delivered (useful
+// work kept) + Lost (work thrown away by preemption) + Overhead (GPUs held
+// while starting or stopping) + Idle = Capacity.
+type GPUHours struct {
+	Capacity  float64 `json:"capacity"`
+	Delivered float64 `json:"delivered"`
+	Lost      float64 `json:"lost"`
+	Overhead  float64 `json:"overhead"`
+	Idle      float64 `json:"idle"`
+	// Worked is the replay's own integral of working GPU-time; it equals
+	// Delivered + Lost as the simulator counts them.
+	Worked float64 `json:"worked"`
+}
+
+// Series is utilization over time, one point per bucket from the first
+// submit.
+type Series struct {
+	BucketSeconds float64   `json:"bucketSeconds"`
+	Utilization   []float64 `json:"utilization"`
+}
+
+// Timing is how long the decisions took on this machine: the only part of
+// a report that differs between runs.
+type Timing struct {
+	Decisions    int     `json:"decisions"`
+	P50Millis    float64 `json:"p50Millis"`
+	P99Millis    float64 `json:"p99Millis"`
+	TotalSeconds float64 `json:"totalSeconds"`
+}
+
+func newReport(wl *Workload, cluster sim.Spec, m Mapping) *Report {
+	rep := &Report{Mapping: m, Projects: wl.Projects}
+	rep.Trace = TraceInfo{Jobs: len(wl.Jobs), Skipped: wl.Skipped}
+	if len(wl.Jobs) > 0 {
+		rep.Trace.First, rep.Trace.Last = wl.Jobs[0].Submit, wl.Jobs[len(wl.Jobs)-1].Submit
+	}
+	for _, j := range wl.Jobs {
+		rep.Trace.GPUHours += j.Duration.Hours() * float64(j.PerGPUs*j.Replicas)
+	}
+	rep.Cluster = ClusterInfo{Name: cluster.Name, Nodes: len(cluster.Nodes), GPUs: wl.Capacity}
+	return rep
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// Mapping sentences, for the table and the HTML report.
+func (r *Report) mappingLines() []string {
+	m := r.Mapping
+	var tiers []string
+	for _, t := range m.Tiers {
+		tiers = append(tiers, fmt.Sprintf("%s (%d) %.0f%%", t.Name, t.Value, t.Share*100))
+	}
+	quota := "quotas proportional to each project's share of GPU-time, adding up to the cluster"
+	if m.Quotas != nil {
+		quota = "quotas as given"
+	}
+	return []string{
+		fmt.Sprintf("projects: %d trace projects (Philly VCs); each becomes one berth project per tier, <project>-<tier>; %s, split over its tiers by GPU-time; borrowing unlimited", len(r.Projects), quota),
+		fmt.Sprintf("tiers: of each project's jobs, a seeded draw (seed %d) makes exactly %s", m.Seed, strings.Join(tiers, ", ")),
+		fmt.Sprintf("checkpoints: jobs over %s save every %s; shorter ones never; no checkpoint on the preemption signal, so a victim loses its work since its last save (grace %s)", short(m.CheckpointOver.Seconds()), short(m.CheckpointEvery.Seconds()), short(m.Grace.Seconds())),
+		fmt.Sprintf("gangs: a job of more than %d GPUs runs as a gang of %d-GPU replicas (GPUs rounded up to a multiple of %d)", m.GangSize, m.GangSize, m.GangSize),
+	}
+}
+
+// WriteTable writes the comparison as an aligned table.
+func (r *Report) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "trace: %s jobs (%d skipped: larger than the cluster), %s → %s, %s GPU-hours asked\n",
+		thousands(r.Trace.Jobs), r.Trace.Skipped, r.Trace.First.Format("2006-01-02"), r.Trace.Last.Format("2006-01-02"), thousands(int(r.Trace.GPUHours+0.5)))
+	fmt.Fprintf(w, "cluster: %s, %d nodes, %d GPUs\n", r.Cluster.Name, r.Cluster.Nodes, r.Cluster.GPUs)
+	for _, l := range r.mappingLines() {
+		fmt.Fprintln(w, l)
+	}
+	if r.Tick > 0 {
+		fmt.Fprintf(w, "decisions: every %s of simulated time at most (--tick)\n", r.Tick)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	row := func(label string, f func(p PolicyResult) string) {
+		fmt.Fprint(tw, label+"\t")
+		for _, p := range r.Policies {
+			fmt.Fprint(tw, f(p)+"\t")
+		}
+		fmt.Fprintln(tw)
+	}
+	row("", func(p PolicyResult) string { return p.Name })
+	row("jobs completed", func(p PolicyResult) string { return thousands(p.Completed) })
+	row("utilization (busy period)", func(p PolicyResult) string { return pct(p.Utilization) })
+	row("busy period", func(p PolicyResult) string { return short(p.BusySeconds) })
+	row("JCT mean", func(p PolicyResult) string { return short(p.JCT.Mean) })
+	row("JCT p50", func(p PolicyResult) string { return short(p.JCT.P50) })
+	row("JCT p90", func(p PolicyResult) string { return short(p.JCT.P90) })
+	row("JCT p99", func(p PolicyResult) string { return short(p.JCT.P99) })
+	if len(r.Policies) > 0 {
+		for i, tw := range r.Policies[0].Wait {
+			tier := tw.Tier
+			row("wait p50 "+tier, func(p PolicyResult) string { return short(p.Wait[i].P50) })
+			row("wait p99 "+tier, func(p PolicyResult) string { return short(p.Wait[i].P99) })
+		}
+	}
+	row("max wait", func(p PolicyResult) string { return short(p.MaxWait) })
+	row("peak queue (jobs)", func(p PolicyResult) string { return thousands(p.PeakQueue) })
+	row("preemptions", func(p PolicyResult) string { return thousands(p.Preemptions) })
+	row("GPU-hours lost", func(p PolicyResult) string {
+		return fmt.Sprintf("%s (%s)", thousands(int(p.GPUHours.Lost+0.5)), pct(p.LostShare))
+	})
+	row("fairness (Jain)", func(p PolicyResult) string { return fmt.Sprintf("%.3f", p.Fairness) })
+	row("decision p50 / p99", func(p PolicyResult) string {
+		return fmt.Sprintf("%s / %s", millis(p.Timing.P50Millis), millis(p.Timing.P99Millis))
+	})
+	return tw.Flush()
+}
+
+func pct(x float64) string { return fmt.Sprintf("%.1f%%", x*100) }
+
+func millis(ms float64) string {
+	if ms < 1 {
+		return fmt.Sprintf("%.0fµs", ms*1000)
+	}
+	return fmt.Sprintf("%.1fms", ms)
+}
+
+// short writes seconds compactly: 45s, 12.5m, 3.2h, 4.1d.
+func short(s float64) string {
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%.0fs", s)
+	case s < 3600:
+		return fmt.Sprintf("%.1fm", s/60)
+	case s < 48*3600:
+		return fmt.Sprintf("%.1fh", s/3600)
+	}
+	return fmt.Sprintf("%.1fd", s/86400)
+}
+
+// thousands writes n with thousands separators.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	if n < 0 {
+		return "-" + thousands(-n)
+	}
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}

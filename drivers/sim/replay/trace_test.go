@@ -1,0 +1,125 @@
+package replay
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestReadPhilly(t *testing.T) {
+	in := "timestamp,duration,num_gpus,gpu_time,cluster\n" +
+		"2017-10-09 07:01:55,66.0,1,66.0,11cb48\n" +
+		"2017-10-09 06:13:03,2951.0,16,47216.0,6214e9\n" +
+		"\n"
+	jobs, err := Read(strings.NewReader(in), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Job{
+		{ID: "j000001", Submit: time.Date(2017, 10, 9, 6, 13, 3, 0, time.UTC), Duration: 2951 * time.Second, GPUs: 16, Project: "vc-6214e9", Checkpoint: -1},
+		{ID: "j000002", Submit: time.Date(2017, 10, 9, 7, 1, 55, 0, time.UTC), Duration: 66 * time.Second, GPUs: 1, Project: "vc-11cb48", Checkpoint: -1},
+	}
+	if diff := cmp.Diff(want, jobs); diff != "" {
+		t.Errorf("sorted by submit, numbered in that order (-want +got)\n%s", diff)
+	}
+}
+
+func TestReadCSV(t *testing.T) {
+	in := "# my cluster's history\nsubmit,duration,gpus,project,tier,checkpoint\n" +
+		"2026-01-01T00:10:00Z,1h,8,vision,high,15m\n" +
+		"0,3600,2,nlp,,\n"
+	jobs, err := Read(strings.NewReader(in), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Job{
+		{ID: "j000001", Submit: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Duration: time.Hour, GPUs: 2, Project: "nlp", Checkpoint: -1},
+		{ID: "j000002", Submit: time.Date(2026, 1, 1, 0, 10, 0, 0, time.UTC), Duration: time.Hour, GPUs: 8, Project: "vision", Tier: "high", Checkpoint: 15 * time.Minute},
+	}
+	if diff := cmp.Diff(want, jobs); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+	// WriteCSV writes what Read reads back.
+	var buf bytes.Buffer
+	if err := WriteCSV(&buf, jobs); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Read(&buf, FormatCSV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(jobs, again); diff != "" {
+		t.Errorf("round trip (-want +got)\n%s", diff)
+	}
+}
+
+func TestReadErrors(t *testing.T) {
+	tests := map[string]struct {
+		in, want string
+	}{
+		"no header":      {"", "empty trace"},
+		"missing column": {"submit,duration,gpus\n0,1,1\n", `no "project" column`},
+		"bad gpus":       {"submit,duration,gpus,project\n0,1,zero,p\n", `line 2: gpus "zero"`},
+		"bad duration":   {"submit,duration,gpus,project\n0,-5,1,p\n", `line 2: duration "-5"`},
+		"bad submit":     {"submit,duration,gpus,project\nyesterday,5,1,p\n", `line 2: submit "yesterday"`},
+		"philly bad ts":  {"timestamp,duration,num_gpus,gpu_time,cluster\n10/09/2017,1,1,1,x\n", `line 2: timestamp "10/09/2017"`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := Read(strings.NewReader(tt.in), "")
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestMap(t *testing.T) {
+	var jobs []Job
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 100 {
+		jobs = append(jobs, Job{Submit: at.Add(time.Duration(i) * time.Minute), Duration: time.Duration(i%60+1) * time.Minute, GPUs: 1, Project: "a", Checkpoint: -1})
+	}
+	for i := range 20 {
+		jobs = append(jobs, Job{Submit: at.Add(time.Duration(i) * time.Minute), Duration: 3 * time.Hour, GPUs: 12, Project: "b", Checkpoint: -1})
+	}
+	jobs = append(jobs, Job{Submit: at, Duration: time.Hour, GPUs: 1024, Project: "b", Checkpoint: -1})
+	for i := range jobs {
+		jobs[i].ID = "j" + string(rune('a'+i/26)) + string(rune('a'+i%26))
+	}
+	wl, err := Map(jobs, 64, 8, DefaultMapping())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wl.Skipped != 1 {
+		t.Errorf("skipped %d, want the 1024-GPU job", wl.Skipped)
+	}
+	count := map[string]int{}
+	for _, j := range wl.Jobs {
+		count[j.Ref.Project]++
+		if j.Tenant == "b" && (j.Replicas != 2 || j.PerGPUs != 8 || j.Spec.Spec.Checkpoint.Interval != 30*time.Minute) {
+			t.Errorf("%s: %d×%d GPUs, checkpoint %s; want a gang of 2×8 saving every 30m", j.ID, j.Replicas, j.PerGPUs, j.Spec.Spec.Checkpoint.Interval)
+		}
+		if j.Tenant == "a" && j.Spec.Spec.Checkpoint.Interval != 0 {
+			t.Errorf("%s: a job of at most an hour checkpoints every %s", j.ID, j.Spec.Spec.Checkpoint.Interval)
+		}
+	}
+	want := map[string]int{"a-high": 10, "a-medium": 30, "a-low": 60, "b-high": 2, "b-medium": 6, "b-low": 12}
+	if diff := cmp.Diff(want, count); diff != "" {
+		t.Errorf("exact tier shares per project (-want +got)\n%s", diff)
+	}
+	total := 0
+	for _, p := range wl.Base.Projects {
+		total += p.Spec.Quota.GPUs
+	}
+	if total != 64 {
+		t.Errorf("quotas add up to %d, want the cluster's 64", total)
+	}
+	// b asks 20×3h×16 GPU-hours, a 100 jobs of 1–60 minutes on 1 GPU.
+	if got := wl.Projects[1]; got.Name != "b" || got.Quota < 55 {
+		t.Errorf("project b: %+v, want most of the quota", got)
+	}
+}

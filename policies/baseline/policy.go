@@ -1,0 +1,222 @@
+package baseline
+
+import (
+	"github.com/berth-dev/berth/policies"
+)
+
+// FIFO decides as a strict first-in, first-out queue: workspaces start in
+// the order they were queued (then by Ref), each on the first node (by
+// name) with enough free GPUs, replicas one by one, all or none. The
+// first that does not fit blocks everyone behind it. Nothing is ever
+// preempted; priorities, quotas and topology are ignored.
+func FIFO(in policies.Input) policies.Decision {
+	wd := newWorld(in)
+	queue := wd.settle()
+	less := func(a, b *work) bool {
+		if !a.queued.Equal(b.queued) {
+			return a.queued.Before(b.queued)
+		}
+		return a.ref.Less(b.ref)
+	}
+	blocked := false
+	inOrder(queue, less, nil, func(w *work) bool {
+		if wd.place(w, firstFit, nil, nil, nil) {
+			return true
+		}
+		wd.wait(w, reasonCapacity)
+		// A workspace that can never fit does not block.
+		blocked = wd.usable(w)
+		return !blocked
+	})
+	if blocked {
+		for _, w := range queue {
+			if !w.decided {
+				wd.wait(w, reasonFIFO) // not reached: behind the head
+			}
+		}
+	}
+	return wd.decision()
+}
+
+// nomadDelta is how many priority points lower an allocation must be for
+// Nomad to preempt it.
+const nomadDelta = 10
+
+// Nomad decides as Nomad's own scheduler would with preemption enabled:
+// workspaces in priority order (the tier's value; then queued time, then
+// Ref), each on the node that packs it tightest (bin-packing, NVLink
+// domains ignored). A workspace that fits nowhere preempts whole
+// workspaces whose priority is at least 10 points lower, on the node that
+// needs the fewest victims (lowest priority first, then the ones whose GPU
+// count is closest to what is missing): no quotas, no fair share, no care
+// for work lost since a checkpoint. A workspace that does not fit does not
+// block the ones behind it.
+func Nomad(in policies.Input) policies.Decision {
+	wd := newWorld(in)
+	queue := wd.settle()
+	less := func(a, b *work) bool {
+		if a.prio != b.prio {
+			return a.prio > b.prio
+		}
+		if !a.queued.Equal(b.queued) {
+			return a.queued.Before(b.queued)
+		}
+		return a.ref.Less(b.ref)
+	}
+	may := func(w, v *work) bool { return v.prio <= w.prio-nomadDelta }
+	order := func(a, b *work) bool {
+		if a.prio != b.prio {
+			return a.prio < b.prio
+		}
+		if a.held != b.held {
+			return a.held > b.held // frees the most with the fewest victims
+		}
+		return a.ref.Less(b.ref)
+	}
+	top := func(vs []*work) int {
+		t := 0
+		for _, v := range vs {
+			t = max(t, v.prio)
+		}
+		return t
+	}
+	// Fewest victims, then the lowest priority.
+	cheaper := func(a, b []*work) bool {
+		if len(a) != len(b) {
+			return len(a) < len(b)
+		}
+		return top(a) < top(b)
+	}
+	wd.admitAll(queue, less, nil, bestFit, func(*work) right { return may }, order, cheaper, nil)
+	return wd.decision()
+}
+
+// Quota decides as a Kueue-like quota scheduler: each project has a
+// guaranteed quota (Kueue's nominal quota) and may borrow idle capacity up
+// to its borrow limit. Workspaces that fit inside their project's quota go
+// first, then by priority, then queued time (Kueue's BestEffortFIFO: one
+// that does not fit does not block). A workspace inside its quota may
+// reclaim GPUs that other projects borrow beyond theirs (only borrowed
+// ones: a victim's project stays at or above its quota); any workspace may
+// preempt lower-priority workspaces of its own project. Victims in Kueue's
+// order: other projects' borrowers first, then lower priority, then the
+// most recently started. Placement packs (bin-packing) without NVLink
+// awareness. No decayed fair share, no aging, no care for checkpoints.
+func Quota(in policies.Input) policies.Decision {
+	wd := newWorld(in)
+	queue := wd.settle()
+	inQuota := func(w *work) bool { return w.proj.held+w.gpus*w.replicas <= w.proj.quota }
+	// The order is computed once, at the start: Kueue orders its heads when
+	// a cycle starts.
+	for _, w := range queue {
+		w.fits = inQuota(w)
+	}
+	less := func(a, b *work) bool {
+		if a.prio != b.prio {
+			return a.prio > b.prio
+		}
+		if !a.queued.Equal(b.queued) {
+			return a.queued.Before(b.queued)
+		}
+		return a.ref.Less(b.ref)
+	}
+	rightsFor := func(w *work) right {
+		reclaim := inQuota(w)
+		return func(w, v *work) bool {
+			if v.proj == w.proj {
+				return v.prio < w.prio
+			}
+			// Only borrowed GPUs: taking v leaves its project at or
+			// above its quota (else the two would reclaim from each
+			// other back and forth).
+			return reclaim && v.proj.held-v.held >= v.proj.quota
+		}
+	}
+	order := func(a, b *work) bool {
+		ab, bb := a.proj.held > a.proj.quota, b.proj.held > b.proj.quota
+		if ab != bb {
+			return ab
+		}
+		if a.prio != b.prio {
+			return a.prio < b.prio
+		}
+		if !a.started.Equal(b.started) {
+			return a.started.After(b.started)
+		}
+		return a.ref.Less(b.ref)
+	}
+	// Fewest victims, then the set whose last victim comes first in
+	// Kueue's order.
+	cheaper := func(a, b []*work) bool {
+		if len(a) != len(b) {
+			return len(a) < len(b)
+		}
+		return len(a) > 0 && order(a[len(a)-1], b[len(b)-1])
+	}
+	limit := func(w *work) bool {
+		p := w.proj
+		return p.borrow < 0 || p.held+w.gpus*w.replicas <= p.quota+p.borrow
+	}
+	// Those inside their quota first, then the rest.
+	wd.admitAll(queue, less, func(w *work) bool { return w.fits }, bestFit, rightsFor, order, cheaper, limit)
+	wd.admitAll(queue, less, func(w *work) bool { return !w.fits }, bestFit, rightsFor, order, cheaper, limit)
+	return wd.decision()
+}
+
+// shape is what a placement attempt depends on besides the cluster.
+type shape struct {
+	gen, gpus, replicas, prio int
+	proj                      *project
+	inQuota                   bool
+}
+
+// admitAll admits the queue in order without blocking; a failure is
+// remembered for the same shape until the cluster changes. allowed, when
+// set, is the quota check.
+func (wd *world) admitAll(queue []*work, less func(a, b *work) bool, passes func(*work) bool, how fit, rights func(*work) right, order victimOrder, cheaper func(a, b []*work) bool, allowed func(*work) bool) {
+	failed := map[shape]bool{}
+	// lowest is the lowest priority running in each project.
+	lowest := map[*project]int{}
+	for _, v := range wd.ws {
+		if v.running && v.proj != nil {
+			if p, ok := lowest[v.proj]; !ok || v.prio < p {
+				lowest[v.proj] = v.prio
+			}
+		}
+	}
+	for _, p := range wd.projs {
+		if _, ok := lowest[p]; !ok {
+			lowest[p] = int(^uint(0) >> 1)
+		}
+	}
+	inOrder(queue, less, passes, func(w *work) bool {
+		if allowed != nil && !allowed(w) {
+			wd.wait(w, reasonQuota)
+			return true
+		}
+		key := shape{gen: wd.gen, gpus: w.gpus, replicas: w.replicas, prio: w.prio}
+		if allowed != nil {
+			// Quota rights depend on the project (never its own borrowers;
+			// its own lower priorities) and on whether it is in quota; a
+			// workspace beyond its quota, in a project with nothing of lower
+			// priority running, can only take free GPUs, like any other.
+			key.inQuota = w.proj.held+w.gpus*w.replicas <= w.proj.quota
+			if key.inQuota || lowest[w.proj] < w.prio {
+				key.proj = w.proj
+			}
+		}
+		if failed[key] {
+			wd.wait(w, reasonCapacity)
+			return true
+		}
+		var may right
+		if w.canPre {
+			may = rights(w)
+		}
+		if !wd.place(w, how, may, order, cheaper) {
+			failed[key] = true
+			wd.wait(w, reasonCapacity)
+		}
+		return true
+	})
+}
