@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
 # make bench: the benchmarks the issues name, with their figures.
+#   validate (issue 2), decide (issue 3), one reconcile cycle (issues 4 and 8),
+#   Nomad observe (issue 5), berth validate against cue vet (issue 2) and the
+#   whole Philly trace replayed under four policies (issue 7, when ../shared
+#   holds the trace; about 15 minutes on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-go test -run '^$' -bench 'BenchmarkValidate|BenchmarkDecide|BenchmarkOnce' -benchmem -timeout 60m ./schema/... ./policies/... ./reconcile/...
+go test -run '^$' -bench 'BenchmarkValidate|BenchmarkDecide|BenchmarkOnce|BenchmarkObserve' -benchmem -timeout 60m \
+	./schema/... ./policies/... ./reconcile/... ./drivers/nomad/
+# The decision's growth between sizes (must stay within n log n).
+BERTH_GROWTH=1 go test -count=1 -run '^TestDecideGrowth$' -v ./policies | grep -v '^=== RUN'
 # berth validate against cue vet over the same generated repos (wall, peak memory).
 ./scripts/bench-validate-vs-cue.sh
+# berth simulate over the whole Philly trace: the four-way table.
+./scripts/simulate-bench.sh
