@@ -761,15 +761,15 @@ func (d *decider) settleHolders() {
 		switch {
 		case w.spec == nil:
 			w.out.Verdict = VerdictStop
-			w.out.Placements = placements(w.allocs)
+			w.out.Placements = PlacementsOf(w.allocs)
 			w.out.Reason = Reason{ReasonStopped, "removed: the specs no longer list it"}
 		case w.spec.Spec.State == schema.DesiredStopped:
 			w.out.Verdict = VerdictStop
-			w.out.Placements = placements(w.allocs)
+			w.out.Placements = PlacementsOf(w.allocs)
 			w.out.Reason = Reason{ReasonStopped, "stopped: its desired state is Stopped"}
 		case w.stopping:
 			w.out.Verdict = VerdictPreempt
-			w.out.Placements = placements(w.allocs)
+			w.out.Placements = PlacementsOf(w.allocs)
 			if w.preempted != nil {
 				by := w.preempted.By
 				w.out.PreemptedBy = &by
@@ -779,14 +779,16 @@ func (d *decider) settleHolders() {
 			}
 		case w.running:
 			w.out.Verdict = VerdictRun
-			w.out.Placements = placements(w.allocs)
+			w.out.Placements = PlacementsOf(w.allocs)
 			w.out.Borrowed = w.overQuota
 		}
 	}
 }
 
-// placements turns allocations into placements, by replica.
-func placements(allocs []*state.Alloc) []state.Placement {
+// PlacementsOf turns allocations into placements, sorted by replica, with
+// each placement's GPUs sorted; it copies and never mutates allocs. Nil
+// for no allocations.
+func PlacementsOf(allocs []*state.Alloc) []state.Placement {
 	if len(allocs) == 0 {
 		return nil
 	}

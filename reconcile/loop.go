@@ -281,12 +281,7 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	l.mu.Lock()
-	if l.attempted != nil {
-		a := *l.attempted
-		res.Refused = &a
-	}
-	l.mu.Unlock()
+	res.Refused = l.refused()
 	if set == nil {
 		return res, &StalledError{Revision: rev.ID, Problems: res.Refused.Errors}
 	}
@@ -304,13 +299,7 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 	// many workspaces at once is refused; the previous one stays.
 	if set != prev && set.Revision == rev.ID {
 		set = l.admit(prev, set, &snap)
-		l.mu.Lock()
-		res.Refused = nil
-		if l.attempted != nil {
-			a := *l.attempted
-			res.Refused = &a
-		}
-		l.mu.Unlock()
+		res.Refused = l.refused()
 		if set == nil {
 			return res, &StalledError{Revision: rev.ID, Problems: res.Refused.Errors}
 		}
@@ -740,11 +729,7 @@ func (l *Loop) Status() Status {
 		r := *l.goodRev
 		s.Revision = &r
 	}
-	if l.attempted != nil {
-		a := *l.attempted
-		a.Errors = slices.Clone(a.Errors)
-		s.Attempted = &a
-	}
+	s.Attempted = l.refusedLocked()
 	if l.last != nil {
 		c := *l.last
 		s.LastReconcile = &c
@@ -776,4 +761,22 @@ func (l *Loop) Workspace(ref schema.Ref) (WorkspaceDetail, bool) {
 	}
 	r := rec.clone()
 	return WorkspaceDetail{Version: APIVersion, Workspace: r.status, History: r.history, Explanation: Explain(r.status, r.history)}, true
+}
+
+// refused returns a copy of the newest refused revision, or nil.
+func (l *Loop) refused() *RevisionStatus {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.refusedLocked()
+}
+
+// refusedLocked is refused with l.mu held. The copy shares nothing with
+// the loop, so callers may keep it.
+func (l *Loop) refusedLocked() *RevisionStatus {
+	if l.attempted == nil {
+		return nil
+	}
+	a := *l.attempted
+	a.Errors = slices.Clone(a.Errors)
+	return &a
 }

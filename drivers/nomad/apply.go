@@ -59,22 +59,33 @@ func (d *Driver) namespaceOf(ctx context.Context, a state.Action) (string, error
 	return "", nil
 }
 
-func (d *Driver) stop(ctx context.Context, a state.Action) error {
+// ownedJob finds the job of a's workspace and checks it carries berth's
+// marker for that workspace. A nil job and nil error: there is no job.
+func (d *Driver) ownedJob(ctx context.Context, a state.Action, verb string) (ns, id string, job *api.Job, err error) {
 	ref := a.Workspace
-	ns, err := d.namespaceOf(ctx, a)
+	ns, err = d.namespaceOf(ctx, a)
 	if err != nil || ns == "" {
-		return err // no job anywhere: already stopped
+		return "", "", nil, err
 	}
-	id := JobID(ref, ns)
-	job, _, err := d.client.Jobs().Info(id, d.q(ctx, ns))
+	id = JobID(ref, ns)
+	job, _, err = d.client.Jobs().Info(id, d.q(ctx, ns))
 	if isNotFound(err) {
-		return nil
+		return ns, id, nil, nil
 	}
 	if err != nil {
-		return wrap(err, ref, "read job "+id)
+		return ns, id, nil, wrap(err, ref, "read job "+id)
 	}
 	if !isBerths(job.Meta) || refOf(job.Meta) != ref {
-		return errorf(drivers.ClassInvalid, ref, a.Kind.String()+" job "+ns+"/"+id, "the job does not carry berth's marker for %s; berth never touches it", ref)
+		return ns, id, nil, errorf(drivers.ClassInvalid, ref, verb+" job "+ns+"/"+id, "the job does not carry berth's marker for %s; berth never touches it", ref)
+	}
+	return ns, id, job, nil
+}
+
+func (d *Driver) stop(ctx context.Context, a state.Action) error {
+	ref := a.Workspace
+	ns, id, job, err := d.ownedJob(ctx, a, a.Kind.String())
+	if err != nil || job == nil {
+		return err // no job anywhere: already stopped
 	}
 	if job.Stop != nil && *job.Stop {
 		return nil
@@ -90,20 +101,9 @@ func (d *Driver) stop(ctx context.Context, a state.Action) error {
 // stopped earlier and the specs still leave out.
 func (d *Driver) purge(ctx context.Context, a state.Action) error {
 	ref := a.Workspace
-	ns, err := d.namespaceOf(ctx, a)
-	if err != nil || ns == "" {
+	ns, id, job, err := d.ownedJob(ctx, a, "purge")
+	if err != nil || job == nil {
 		return err // no job anywhere: already purged
-	}
-	id := JobID(ref, ns)
-	job, _, err := d.client.Jobs().Info(id, d.q(ctx, ns))
-	if isNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return wrap(err, ref, "read job "+id)
-	}
-	if !isBerths(job.Meta) || refOf(job.Meta) != ref {
-		return errorf(drivers.ClassInvalid, ref, "purge job "+ns+"/"+id, "the job does not carry berth's marker for %s; berth never touches it", ref)
 	}
 	if job.Stop == nil || !*job.Stop {
 		return errorf(drivers.ClassInvalid, ref, "purge job "+ns+"/"+id, "the job is not stopped; berth purges only jobs it stopped")

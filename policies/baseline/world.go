@@ -226,19 +226,19 @@ func (wd *world) settle() []*work {
 		switch {
 		case w.spec == nil:
 			w.out.Verdict = policies.VerdictStop
-			w.out.Placements = placements(w.allocs)
+			w.out.Placements = policies.PlacementsOf(w.allocs)
 			w.out.Reason = policies.Reason{Kind: policies.ReasonStopped, Message: "removed: the specs no longer list it"}
 		case w.spec.Spec.State == schema.DesiredStopped:
 			w.out.Verdict = policies.VerdictStop
-			w.out.Placements = placements(w.allocs)
+			w.out.Placements = policies.PlacementsOf(w.allocs)
 			w.out.Reason = policies.Reason{Kind: policies.ReasonStopped, Message: "stopped: its desired state is Stopped"}
 		case w.stopping:
 			w.out.Verdict = policies.VerdictPreempt
-			w.out.Placements = placements(w.allocs)
+			w.out.Placements = policies.PlacementsOf(w.allocs)
 			w.out.Reason = policies.Reason{Kind: policies.ReasonPreempted, Message: "stopping; it queues again once its GPUs are free"}
 		case w.running:
 			w.out.Verdict = policies.VerdictRun
-			w.out.Placements = placements(w.allocs)
+			w.out.Placements = policies.PlacementsOf(w.allocs)
 		case w.proj == nil:
 			w.out.Verdict = policies.VerdictWait
 			w.out.Reason = policies.Reason{Kind: policies.ReasonQuota, Message: "quota: its project does not exist"}
@@ -258,20 +258,6 @@ func (wd *world) decision() policies.Decision {
 	if !sort.SliceIsSorted(out.Workspaces, func(i, j int) bool { return out.Workspaces[i].Ref.Less(out.Workspaces[j].Ref) }) {
 		sort.Slice(out.Workspaces, func(i, j int) bool { return out.Workspaces[i].Ref.Less(out.Workspaces[j].Ref) })
 	}
-	return out
-}
-
-func placements(allocs []*state.Alloc) []state.Placement {
-	if len(allocs) == 0 {
-		return nil
-	}
-	out := make([]state.Placement, 0, len(allocs))
-	for _, a := range allocs {
-		gpus := append([]string(nil), a.GPUs...)
-		sort.Strings(gpus)
-		out = append(out, state.Placement{Replica: a.Replica, Node: a.Node, GPUs: gpus})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Replica < out[j].Replica })
 	return out
 }
 
