@@ -245,6 +245,7 @@ func NewReport(in PlanInput) Report {
 		r.Warnings = append(r.Warnings, "Nomad native preemption is on for "+s+" jobs: Nomad may evict workspaces without their checkpoint grace and outside berth's rules (berth doctor --fix turns it off)")
 	}
 	r.Warnings = append(r.Warnings, closeTiers(in.Head)...)
+	r.Warnings = append(r.Warnings, guessedTopology(snap)...)
 
 	// 4. Sort and count.
 	for _, name := range sortedKeys(projects) {
@@ -495,6 +496,27 @@ func closeTiers(s *schema.Set) []string {
 		}
 	}
 	return out
+}
+
+// guessedTopology warns of GPU nodes whose NVLink/NUMA topology the driver
+// did not get from berth agent: berth placed on them as if all their GPUs
+// shared one NVLink domain and one NUMA node.
+func guessedTopology(snap *state.Snapshot) []string {
+	var names []string
+	for _, n := range snap.Nodes {
+		if n.TopologyGuessed && len(n.GPUs) > 0 {
+			names = append(names, n.Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	const most = 5
+	list := strings.Join(names[:min(len(names), most)], ", ")
+	if len(names) > most {
+		list += fmt.Sprintf(" and %d more", len(names)-most)
+	}
+	return []string{fmt.Sprintf("%d node(s) have no GPU topology from berth agent (%s): berth assumes one NVLink domain and one NUMA node on each, so nvlink/numa requirements there are not checked against the hardware; run berth agent on them", len(names), list)}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

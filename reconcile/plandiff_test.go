@@ -219,3 +219,36 @@ func TestMarkdownSplitsLongPlans(t *testing.T) {
 		t.Errorf("split below the limit")
 	}
 }
+
+func TestGuessedTopologyWarning(t *testing.T) {
+	node := func(name string, gpus int, guessed bool) state.Node {
+		n := state.Node{Name: name, TopologyGuessed: guessed}
+		for i := range gpus {
+			n.GPUs = append(n.GPUs, state.GPU{ID: fmt.Sprintf("%s-g%d", name, i), Index: i})
+		}
+		return n
+	}
+	tests := map[string]struct {
+		nodes []state.Node
+		want  []string
+	}{
+		"agent everywhere": {nodes: []state.Node{node("a", 8, false)}},
+		"guessed, no GPUs": {nodes: []state.Node{node("cpu", 0, true)}},
+		"one guessed": {
+			nodes: []state.Node{node("a", 8, false), node("b", 4, true)},
+			want:  []string{"1 node(s) have no GPU topology from berth agent (b): berth assumes one NVLink domain and one NUMA node on each, so nvlink/numa requirements there are not checked against the hardware; run berth agent on them"},
+		},
+		"many guessed": {
+			nodes: []state.Node{node("n1", 1, true), node("n2", 1, true), node("n3", 1, true), node("n4", 1, true), node("n5", 1, true), node("n6", 1, true), node("n7", 1, true)},
+			want:  []string{"7 node(s) have no GPU topology from berth agent (n1, n2, n3, n4, n5 and 2 more): berth assumes one NVLink domain and one NUMA node on each, so nvlink/numa requirements there are not checked against the hardware; run berth agent on them"},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := guessedTopology(&state.Snapshot{Nodes: tt.nodes})
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("guessedTopology (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
