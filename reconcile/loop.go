@@ -345,6 +345,9 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 	if err := l.prune(ctx, set, &snap, now); err != nil && applyErr == nil {
 		applyErr = err
 	}
+	if applyErr == nil {
+		hist.AppliedRevision, hist.AppliedAt = set.Revision, now
+	}
 	if err := l.cfg.Store.SaveHistory(ctx, hist); err != nil {
 		return res, errors.Join(applyErr, fmt.Errorf("save history: %w", err))
 	}

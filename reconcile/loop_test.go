@@ -313,6 +313,14 @@ func TestInvalidRevisionKeepsLastGood(t *testing.T) {
 		if st.Revision.ID != "r3" || st.Attempted != nil {
 			t.Errorf("after the fix: revision %+v attempted %+v", st.Revision, st.Attempted)
 		}
+		// The store remembers what was applied, for a restarted berth.
+		hist, err := h.cluster.LoadHistory(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hist.AppliedRevision != "r3" || hist.AppliedAt.IsZero() {
+			t.Errorf("history applied %q at %v, want r3 at the cycle's time", hist.AppliedRevision, hist.AppliedAt)
+		}
 		if got := h.states()["med/train"]; got != StateStopped {
 			t.Errorf("med/train %s, want Stopped", got)
 		}

@@ -108,6 +108,10 @@ type Alloc struct {
 // usage for fair share and how long each workspace has waited. The
 // decision reads it and never mutates it; the reconciler advances it.
 type History struct {
+	// AppliedRevision is the spec revision the last cycle applied in full,
+	// and AppliedAt when; a restarted berth reads them from its store.
+	AppliedRevision string    `json:"appliedRevision,omitempty"`
+	AppliedAt       time.Time `json:"appliedAt,omitzero"`
 	// UsageAt is the time Usage was last decayed to.
 	UsageAt time.Time `json:"usageAt"`
 	// Usage is decayed GPU-seconds per project as of UsageAt.
