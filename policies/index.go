@@ -2,7 +2,9 @@ package policies
 
 import (
 	"math/bits"
+	"slices"
 	"sort"
+	"sync"
 
 	"github.com/berth-dev/berth/reconcile/state"
 )
@@ -166,6 +168,79 @@ type cluster struct {
 }
 
 func newCluster(snap *state.Snapshot) *cluster {
+	clusterCache.Lock()
+	t := clusterCache.tmpl
+	if t == nil || !sameLayout(clusterCache.key, snap.Nodes) {
+		t = buildCluster(snap)
+		t.nodes = nil // each clone gets its caller's
+		clusterCache.key = layoutOf(snap.Nodes)
+		clusterCache.tmpl = t
+	}
+	clusterCache.Unlock()
+	return t.clone(snap.Nodes)
+}
+
+// clusterCache keeps the last cluster index built, as it was before any
+// allocation was marked, with the node layout it was built from: a
+// replay or a reconciler decides again and again over the same nodes,
+// and rebuilding the index is most of a decision's setup. The template is
+// never changed; each decision gets its own clone of what it changes.
+var clusterCache struct {
+	sync.Mutex
+	key  []state.Node
+	tmpl *cluster
+}
+
+// layoutOf copies what buildCluster reads from nodes.
+func layoutOf(nodes []state.Node) []state.Node {
+	out := make([]state.Node, len(nodes))
+	for i, n := range nodes {
+		out[i] = state.Node{Name: n.Name, Ready: n.Ready, Eligible: n.Eligible, GPUs: slices.Clone(n.GPUs)}
+	}
+	return out
+}
+
+// sameLayout reports whether nodes match the layout key in everything
+// buildCluster reads.
+func sameLayout(key, nodes []state.Node) bool {
+	if len(key) != len(nodes) {
+		return false
+	}
+	for i := range nodes {
+		a, b := &key[i], &nodes[i]
+		if a.Name != b.Name || a.Ready != b.Ready || a.Eligible != b.Eligible || len(a.GPUs) != len(b.GPUs) {
+			return false
+		}
+		for j := range b.GPUs {
+			g, h := &a.GPUs[j], &b.GPUs[j]
+			if g.ID != h.ID || g.Index != h.Index || g.Model != h.Model || g.Domain != h.Domain || g.NUMA != h.NUMA || g.Healthy != h.Healthy {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// clone copies what a decision changes (slot owners, group and total
+// free counts, the buckets); the rest is shared and read-only.
+func (t *cluster) clone(nodes []state.Node) *cluster {
+	c := &cluster{nodes: nodes, models: t.models, first: t.first, slots: slices.Clone(t.slots), totalFree: slices.Clone(t.totalFree)}
+	c.index = make([][numLevels]*levelIndex, len(t.index))
+	for m := range t.index {
+		for l := range numLevels {
+			tl := t.index[m][l]
+			li := &levelIndex{groups: slices.Clone(tl.groups), maxK: tl.maxK, counts: slices.Clone(tl.counts), buckets: make([][]uint64, len(tl.buckets))}
+			for k, b := range tl.buckets {
+				li.buckets[k] = slices.Clone(b)
+			}
+			c.index[m][l] = li
+		}
+	}
+	return c
+}
+
+// buildCluster indexes the usable GPUs of snap's nodes, all free.
+func buildCluster(snap *state.Snapshot) *cluster {
 	c := &cluster{nodes: snap.Nodes}
 	modelSet := map[string]bool{}
 	for _, n := range snap.Nodes {
