@@ -689,6 +689,10 @@ func (d *decider) changeSlot(si, owner int32, releasing, record bool) {
 // initAvail builds the avail indexes from the cluster as it is now.
 func (d *decider) initAvail() {
 	d.avail = make([][numLevels][]*countIndex, len(d.c.index))
+	contrib := make([]uint64, len(d.c.slots))
+	for si := range contrib {
+		contrib[si] = d.contrib(int32(si))
+	}
 	for m := range d.c.index {
 		for l := range numLevels {
 			li := d.c.index[m][l]
@@ -697,7 +701,7 @@ func (d *decider) initAvail() {
 				d.avail[m][l][k] = newCountIndex(li.groups, func(gi int) int {
 					n := 0
 					for _, si := range li.groups[gi].gpus {
-						if d.contrib(si)&(1<<k) != 0 {
+						if contrib[si]&(1<<k) != 0 {
 							n++
 						}
 					}

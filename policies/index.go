@@ -230,8 +230,14 @@ func (t *cluster) clone(nodes []state.Node) *cluster {
 		for l := range numLevels {
 			tl := t.index[m][l]
 			li := &levelIndex{groups: slices.Clone(tl.groups), maxK: tl.maxK, counts: slices.Clone(tl.counts), buckets: make([][]uint64, len(tl.buckets))}
+			words := 0
+			if len(tl.buckets) > 0 {
+				words = len(tl.buckets[0])
+			}
+			all := make([]uint64, len(tl.buckets)*words)
 			for k, b := range tl.buckets {
-				li.buckets[k] = slices.Clone(b)
+				li.buckets[k] = all[k*words : (k+1)*words : (k+1)*words]
+				copy(li.buckets[k], b)
 			}
 			c.index[m][l] = li
 		}
@@ -389,8 +395,9 @@ func newCountIndex(groups []group, initial func(gi int) int) *countIndex {
 	}
 	words := (len(groups) + 63) / 64
 	ci.buckets = make([][]uint64, ci.maxK+1)
+	all := make([]uint64, (ci.maxK+1)*words)
 	for k := range ci.buckets {
-		ci.buckets[k] = make([]uint64, words)
+		ci.buckets[k] = all[k*words : (k+1)*words : (k+1)*words]
 	}
 	ci.counts = make([]int, ci.maxK+1)
 	for gi := range groups {
