@@ -158,7 +158,26 @@ func (c *Cluster) Observe(ctx context.Context) (state.Snapshot, error) {
 	for i := range snap.Nodes {
 		snap.Nodes[i].GPUs = slices.Clone(snap.Nodes[i].GPUs)
 	}
-	for _, r := range c.runs {
+	// Runs in Ref order, so the allocations come out sorted (replicas are
+	// appended in order) and a sort of the whole list is rarely needed.
+	refs := make([]schema.Ref, 0, len(c.runs))
+	for ref := range c.runs {
+		refs = append(refs, ref)
+	}
+	slices.SortFunc(refs, func(a, b schema.Ref) int {
+		if a.Less(b) {
+			return -1
+		}
+		if b.Less(a) {
+			return 1
+		}
+		return 0
+	})
+	if len(refs) > 0 {
+		snap.Allocs = make([]state.Alloc, 0, len(refs))
+	}
+	for _, ref := range refs {
+		r := c.runs[ref]
 		phase := state.AllocRunning
 		switch {
 		case r.stopping:
@@ -178,7 +197,7 @@ func (c *Cluster) Observe(ctx context.Context) (state.Snapshot, error) {
 			snap.Allocs = append(snap.Allocs, a)
 		}
 	}
-	slices.SortFunc(snap.Allocs, func(a, b state.Alloc) int {
+	byRef := func(a, b state.Alloc) int {
 		if a.Workspace != b.Workspace {
 			if a.Workspace.Less(b.Workspace) {
 				return -1
@@ -186,7 +205,10 @@ func (c *Cluster) Observe(ctx context.Context) (state.Snapshot, error) {
 			return 1
 		}
 		return a.Replica - b.Replica
-	})
+	}
+	if !slices.IsSortedFunc(snap.Allocs, byRef) {
+		slices.SortFunc(snap.Allocs, byRef)
+	}
 	return snap, nil
 }
 
