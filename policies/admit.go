@@ -2,7 +2,6 @@ package policies
 
 import (
 	"fmt"
-	"math/bits"
 	"sort"
 	"strings"
 
@@ -426,21 +425,13 @@ func (d *decider) reserve(wi int32, w *wsState, mi int, as string) string {
 	for range w.replicas {
 		gi := -1
 		for k := li.maxK; k >= 1 && gi < 0; k-- {
-			if li.counts[k] == 0 {
-				continue
-			}
-			for wd, word := range li.buckets[k] {
-				for word != 0 && gi < 0 {
-					b := bits.TrailingZeros64(word)
-					word &^= 1 << b
-					if g := wd*64 + b; len(li.groups[g].gpus) >= w.gpus && big(li.groups[g].node) {
-						gi = g
-					}
+			li.eachAt(k, func(g int) bool {
+				if len(li.groups[g].gpus) >= w.gpus && big(li.groups[g].node) {
+					gi = g
+					return false
 				}
-				if gi >= 0 {
-					break
-				}
-			}
+				return true
+			})
 		}
 		if gi < 0 {
 			break

@@ -59,36 +59,19 @@ type group struct {
 // count, so "the group with the fewest free GPUs ≥ n" is a few word scans.
 type levelIndex struct {
 	groups []group
-	maxK   int
-	// buckets[k] is a bitset of the groups with exactly k free GPUs;
-	// counts[k] how many there are.
-	buckets [][]uint64
-	counts  []int
+	// countBuckets files the groups by free GPUs.
+	countBuckets
 }
 
 func (li *levelIndex) init() {
+	maxK := 0
 	for _, g := range li.groups {
-		li.maxK = max(li.maxK, len(g.gpus))
+		maxK = max(maxK, len(g.gpus))
 	}
-	words := (len(li.groups) + 63) / 64
-	li.buckets = make([][]uint64, li.maxK+1)
-	for k := range li.buckets {
-		li.buckets[k] = make([]uint64, words)
-	}
-	li.counts = make([]int, li.maxK+1)
+	li.countBuckets = newCountBuckets(len(li.groups), maxK)
 	for i := range li.groups {
 		li.set(i, li.groups[i].free)
 	}
-}
-
-func (li *levelIndex) set(gi, k int) {
-	li.buckets[k][gi/64] |= 1 << (gi % 64)
-	li.counts[k]++
-}
-
-func (li *levelIndex) clear(gi, k int) {
-	li.buckets[k][gi/64] &^= 1 << (gi % 64)
-	li.counts[k]--
 }
 
 func (li *levelIndex) add(gi, delta int) {
@@ -98,43 +81,9 @@ func (li *levelIndex) add(gi, delta int) {
 	li.set(gi, g.free)
 }
 
-// first returns the first group (in node order) with exactly k free GPUs,
-// or -1.
-func (li *levelIndex) first(k int) int {
-	if k > li.maxK || li.counts[k] == 0 {
-		return -1
-	}
-	for w, word := range li.buckets[k] {
-		if word != 0 {
-			return w*64 + bits.TrailingZeros64(word)
-		}
-	}
-	return -1
-}
-
-// each calls fn for every group with at least n free GPUs, fewest free
-// first, then in node order, until fn returns false.
-func (li *levelIndex) each(n int, fn func(gi int) bool) {
-	for k := max(n, 0); k <= li.maxK; k++ {
-		if li.counts[k] == 0 {
-			continue
-		}
-		for w, word := range li.buckets[k] {
-			for word != 0 {
-				b := bits.TrailingZeros64(word)
-				word &^= 1 << b
-				if !fn(w*64 + b) {
-					return
-				}
-			}
-		}
-	}
-}
-
-// bestFit returns the group with the fewest free GPUs that still has n,
-// ties to the first in node order, or -1.
-func (li *levelIndex) bestFit(n int) int {
-	for k := max(n, 0); k <= li.maxK; k++ {
+// most returns the group with the most free GPUs (first in node order), or -1.
+func (li *levelIndex) most() int {
+	for k := li.maxK; k >= 0; k-- {
 		if g := li.first(k); g >= 0 {
 			return g
 		}
@@ -142,10 +91,94 @@ func (li *levelIndex) bestFit(n int) int {
 	return -1
 }
 
-// most returns the group with the most free GPUs (first in node order), or -1.
-func (li *levelIndex) most() int {
-	for k := li.maxK; k >= 0; k-- {
-		if g := li.first(k); g >= 0 {
+// countBuckets files groups (by index) under a small count, 0 to maxK:
+// bits[k] is a bitset of the groups whose count is exactly k, counts[k]
+// how many there are. Walks go by count, then in group order.
+type countBuckets struct {
+	maxK   int
+	bits   [][]uint64
+	counts []int
+}
+
+func newCountBuckets(groups, maxK int) countBuckets {
+	words := (groups + 63) / 64
+	b := countBuckets{maxK: maxK, bits: make([][]uint64, maxK+1), counts: make([]int, maxK+1)}
+	all := make([]uint64, (maxK+1)*words)
+	for k := range b.bits {
+		b.bits[k] = all[k*words : (k+1)*words : (k+1)*words]
+	}
+	return b
+}
+
+// clone returns a copy that shares nothing with b.
+func (b *countBuckets) clone() countBuckets {
+	words := 0
+	if len(b.bits) > 0 {
+		words = len(b.bits[0])
+	}
+	c := newCountBuckets(words*64, b.maxK)
+	for k := range b.bits {
+		copy(c.bits[k], b.bits[k])
+	}
+	copy(c.counts, b.counts)
+	return c
+}
+
+func (b *countBuckets) set(gi, k int) {
+	b.bits[k][gi/64] |= 1 << (gi % 64)
+	b.counts[k]++
+}
+
+func (b *countBuckets) clear(gi, k int) {
+	b.bits[k][gi/64] &^= 1 << (gi % 64)
+	b.counts[k]--
+}
+
+// first returns the first group with a count of exactly k, or -1.
+func (b *countBuckets) first(k int) int {
+	if k < 0 || k > b.maxK || b.counts[k] == 0 {
+		return -1
+	}
+	for w, word := range b.bits[k] {
+		if word != 0 {
+			return w*64 + bits.TrailingZeros64(word)
+		}
+	}
+	return -1
+}
+
+// each calls fn for every group with a count ≥ from, smallest count
+// first, then in group order, until fn returns false.
+func (b *countBuckets) each(from int, fn func(gi int) bool) {
+	for k := max(from, 0); k <= b.maxK; k++ {
+		if !b.eachAt(k, fn) {
+			return
+		}
+	}
+}
+
+// eachAt calls fn for every group whose count is exactly k, in group
+// order, until fn returns false; it reports whether fn never did.
+func (b *countBuckets) eachAt(k int, fn func(gi int) bool) bool {
+	if k < 0 || k > b.maxK || b.counts[k] == 0 {
+		return true
+	}
+	for w, word := range b.bits[k] {
+		for word != 0 {
+			i := bits.TrailingZeros64(word)
+			word &^= 1 << i
+			if !fn(w*64 + i) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// bestFit returns the first group with the smallest count ≥ n, or -1.
+func (b *countBuckets) bestFit(n int) int {
+	for k := max(n, 0); k <= b.maxK; k++ {
+		if g := b.first(k); g >= 0 {
 			return g
 		}
 	}
@@ -229,16 +262,7 @@ func (t *cluster) clone(nodes []state.Node) *cluster {
 	for m := range t.index {
 		for l := range numLevels {
 			tl := t.index[m][l]
-			li := &levelIndex{groups: slices.Clone(tl.groups), maxK: tl.maxK, counts: slices.Clone(tl.counts), buckets: make([][]uint64, len(tl.buckets))}
-			words := 0
-			if len(tl.buckets) > 0 {
-				words = len(tl.buckets[0])
-			}
-			all := make([]uint64, len(tl.buckets)*words)
-			for k, b := range tl.buckets {
-				li.buckets[k] = all[k*words : (k+1)*words : (k+1)*words]
-				copy(li.buckets[k], b)
-			}
+			li := &levelIndex{groups: slices.Clone(tl.groups), countBuckets: tl.countBuckets.clone()}
 			c.index[m][l] = li
 		}
 	}
@@ -382,85 +406,28 @@ func (c *cluster) slot(node int, id string) int32 {
 // so the group with the smallest count ≥ n, and all groups in ascending
 // count from n, are found without scanning every group.
 type countIndex struct {
-	count   []int32
-	maxK    int
-	buckets [][]uint64
-	counts  []int
+	count []int32
+	countBuckets
 }
 
 func newCountIndex(groups []group, initial func(gi int) int) *countIndex {
-	ci := &countIndex{count: make([]int32, len(groups))}
+	maxK := 0
 	for _, g := range groups {
-		ci.maxK = max(ci.maxK, len(g.gpus))
+		maxK = max(maxK, len(g.gpus))
 	}
-	words := (len(groups) + 63) / 64
-	ci.buckets = make([][]uint64, ci.maxK+1)
-	all := make([]uint64, (ci.maxK+1)*words)
-	for k := range ci.buckets {
-		ci.buckets[k] = all[k*words : (k+1)*words : (k+1)*words]
-	}
-	ci.counts = make([]int, ci.maxK+1)
+	ci := &countIndex{count: make([]int32, len(groups)), countBuckets: newCountBuckets(len(groups), maxK)}
 	for gi := range groups {
 		c := initial(gi)
 		ci.count[gi] = int32(c)
-		ci.buckets[c][gi/64] |= 1 << (gi % 64)
-		ci.counts[c]++
+		ci.set(gi, c)
 	}
 	return ci
 }
 
 func (ci *countIndex) add(gi, delta int) {
 	c := int(ci.count[gi])
-	ci.buckets[c][gi/64] &^= 1 << (gi % 64)
-	ci.counts[c]--
+	ci.clear(gi, c)
 	c += delta
 	ci.count[gi] = int32(c)
-	ci.buckets[c][gi/64] |= 1 << (gi % 64)
-	ci.counts[c]++
-}
-
-// each calls fn for every group with a count ≥ from, smallest count
-// first, then in group order, until fn returns false.
-func (ci *countIndex) each(from int, fn func(gi int) bool) {
-	for k := max(from, 0); k <= ci.maxK; k++ {
-		if ci.counts[k] == 0 {
-			continue
-		}
-		for w, word := range ci.buckets[k] {
-			for word != 0 {
-				b := bits.TrailingZeros64(word)
-				word &^= 1 << b
-				if !fn(w*64 + b) {
-					return
-				}
-			}
-		}
-	}
-}
-
-// eachAt calls fn for every group whose count is exactly k, in group
-// order, until fn returns false.
-func (ci *countIndex) eachAt(k int, fn func(gi int) bool) {
-	if k < 0 || k > ci.maxK || ci.counts[k] == 0 {
-		return
-	}
-	for w, word := range ci.buckets[k] {
-		for word != 0 {
-			b := bits.TrailingZeros64(word)
-			word &^= 1 << b
-			if !fn(w*64 + b) {
-				return
-			}
-		}
-	}
-}
-
-// bestFit returns the first group with the smallest count ≥ n, or -1.
-func (ci *countIndex) bestFit(n int) int {
-	found := -1
-	ci.each(n, func(gi int) bool {
-		found = gi
-		return false
-	})
-	return found
+	ci.set(gi, c)
 }
