@@ -21,7 +21,7 @@ func newSimulateCmd() *cobra.Command {
 	var (
 		tracePath, format, clusterPath, policyList, output, htmlPath string
 		seed                                                         uint64
-		limit                                                        int
+		limit, verify                                                int
 		window, tick                                                 time.Duration
 	)
 	cmd := &cobra.Command{
@@ -69,10 +69,16 @@ default is 64 nodes of 8 GPUs in 2 NVLink domains each (512 GPUs).
 The replay is event-driven: the clock jumps to the next arrival, completion
 or end of a preemption grace, and policies decide only then, and only when
 some job waits (a policy that never preempts: only when a waiting job fits
-the free GPUs). --tick makes policies decide at most once per tick, as a
-reconciler loop would: faster on long traces, at the cost of up to a tick
-of extra wait per start. A progress bar goes to stderr when it is a
-terminal.`,
+the free GPUs). Where a policy's own rules make it exact, it decides on a
+narrowed queue: strict FIFO on the first jobs only (no more can start than
+GPUs are free), and any policy first on one waiting job per class (same
+project, shape and checkpoint interval); when none of those can start or
+preempt, neither can the rest, and no decision on the whole queue is
+needed. --verify N checks every Nth narrowed decision against the whole
+queue and reports how many differed (0 is the only right answer).
+--tick makes policies decide at most once per tick, as a reconciler loop
+would: faster on long traces, at the cost of up to a tick of extra wait
+per start. A progress bar goes to stderr when it is a terminal.`,
 		Example: `  berth simulate --trace ../shared/traces/philly-pollux/philly.csv
   berth simulate --trace philly.csv --window 168h --output html --html report.html
   berth simulate --trace mine.csv --cluster cluster.yaml --policies fifo,berth --output json`,
@@ -99,8 +105,8 @@ terminal.`,
 				}
 				pols = append(pols, p)
 			}
-			if limit < 0 || window < 0 || tick < 0 {
-				return usageError("--limit, --window and --tick must not be negative")
+			if limit < 0 || window < 0 || tick < 0 || verify < 0 {
+				return usageError("--limit, --window, --tick and --verify must not be negative")
 			}
 			spec := replay.DefaultCluster()
 			if clusterPath != "" {
@@ -138,7 +144,7 @@ terminal.`,
 			// A replay allocates a snapshot and a decision per event and
 			// keeps little: collect garbage less often.
 			defer debug.SetGCPercent(debug.SetGCPercent(400))
-			opt := replay.Options{Parallel: runtime.GOMAXPROCS(0), Tick: tick}
+			opt := replay.Options{Parallel: runtime.GOMAXPROCS(0), Tick: tick, Verify: verify}
 			stderr := cmd.ErrOrStderr()
 			var bar *progressBar
 			if isTerminal(stderr) {
@@ -191,6 +197,7 @@ terminal.`,
 	f.IntVar(&limit, "limit", 0, "replay only the first N jobs (by submit time)")
 	f.DurationVar(&window, "window", 0, "replay only the jobs submitted within this long of the first (e.g. 168h)")
 	f.DurationVar(&tick, "tick", 0, "let policies decide at most every TICK of simulated time, as a reconciler loop would (faster; 0: at every event)")
+	f.IntVar(&verify, "verify", 0, "decide on the whole queue as well every Nth decision taken on a narrowed one, and count differences (0: never)")
 	return cmd
 }
 

@@ -38,11 +38,16 @@ func BenchmarkSimulate(b *testing.B) {
 			pp, _ := PolicyByName(p)
 			pols = []Policy{pp}
 		}
-		rep, err := Run(wl, spec, m, pols, Options{Parallel: 2})
+		opt := Options{Parallel: 2}
+		opt.Verify, _ = strconv.Atoi(os.Getenv("BERTH_SIM_VERIFY"))
+		rep, err := Run(wl, spec, m, pols, opt)
 		if err != nil {
 			b.Fatal(err)
 		}
 		rep.WriteTable(os.Stdout)
+		for _, p := range rep.Policies {
+			b.Logf("%s: %+v", p.Name, p.Timing)
+		}
 		b.Logf("wall %s", time.Since(start))
 	}
 }

@@ -29,8 +29,12 @@ type meter struct {
 	bucket           time.Duration
 	util             []float64 // working GPU-seconds per bucket
 	decisions        []time.Duration
-	preemptions      int
-	peakQueue        int
+	// whole, narrowed, verified, differed count the cycles decided on the
+	// whole queue and on a narrowed one, the narrowed ones checked against
+	// the whole queue, and those that differed.
+	whole, narrowed, verified, differed int
+	preemptions                         int
+	peakQueue                           int
 }
 
 // buckets is about how many points the utilization series has.
@@ -194,7 +198,8 @@ func (m *meter) result(pol Policy, jobs []jobState, st sim.Stats, end time.Time)
 		ds[i] = d.Seconds() * 1000
 	}
 	s := summarize(ds)
-	res.Timing = Timing{Decisions: len(ds), P50Millis: s.P50, P99Millis: s.P99, TotalSeconds: s.Mean * float64(len(ds)) / 1000}
+	res.Timing = Timing{Decisions: m.whole, P50Millis: s.P50, P99Millis: s.P99, TotalSeconds: s.Mean * float64(len(ds)) / 1000,
+		Narrowed: m.narrowed, Verified: m.verified, Differed: m.differed}
 	return res
 }
 

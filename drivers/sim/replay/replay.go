@@ -26,18 +26,23 @@ type Policy struct {
 	NeverPreempts bool
 	// HeadBlocks: nothing starts while the job queued first waits (strict
 	// FIFO), so the replay also skips deciding while the nodes have no
-	// room for all of that job's replicas.
+	// room for all of that job's replicas, and decides on the head of the
+	// queue only (narrow.go).
 	HeadBlocks bool
+	// Reserves: a waiting job may hold free GPUs for itself (berth's
+	// head-of-queue reservation and starvation guard), which limits when
+	// the replay may screen the queue (narrow.go).
+	Reserves bool
 }
 
 // Policies are the four policies `berth simulate` compares, in report
 // order.
 func Policies() []Policy {
 	return []Policy{
-		{"fifo", "one queue in submit order, first-fit, no priorities, no preemption; the head blocks", baseline.FIFO, true, true},
-		{"nomad", "priority order, bin-packing, preempts whole allocations ≥10 priority points lower; no quotas, no checkpoint awareness", baseline.Nomad, false, false},
-		{"quota", "Kueue-like: guaranteed quotas, borrowing, reclaim from borrowers, priority within a project; no fair share, no aging", baseline.Quota, false, false},
-		{"berth", "berth's engine: tiers, quotas with borrowing and reclaim, decayed fair share, aging, checkpoint-aware victims, NVLink-aware packing", policies.Decide, false, false},
+		{Name: "fifo", Rule: "one queue in submit order, first-fit, no priorities, no preemption; the head blocks", Decide: baseline.FIFO, NeverPreempts: true, HeadBlocks: true},
+		{Name: "nomad", Rule: "priority order, bin-packing, preempts whole allocations ≥10 priority points lower; no quotas, no checkpoint awareness", Decide: baseline.Nomad},
+		{Name: "quota", Rule: "Kueue-like: guaranteed quotas, borrowing, reclaim from borrowers, priority within a project; no fair share, no aging", Decide: baseline.Quota},
+		{Name: "berth", Rule: "berth's engine: tiers, quotas with borrowing and reclaim, decayed fair share, aging, checkpoint-aware victims, NVLink-aware packing", Decide: policies.Decide, Reserves: true},
 	}
 }
 
@@ -62,7 +67,12 @@ type Options struct {
 	// the first submit, as a reconciler that runs every Tick would; jobs
 	// still arrive and finish at their exact times. Zero: decide at every
 	// event (exact, slower on long traces).
-	Tick     time.Duration
+	Tick time.Duration
+	// Verify: every Verify-th decision taken on a narrowed queue
+	// (narrow.go) is checked against a decision on the whole queue, which
+	// is then applied; the report counts the checks and differences. Zero:
+	// no checks.
+	Verify   int
 	Progress Progress
 }
 
@@ -82,7 +92,7 @@ func Run(wl *Workload, cluster sim.Spec, m Mapping, pols []Policy, opt Options) 
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			results[i], errs[i] = replayOne(wl, cluster, p, opt.Progress, opt.Tick)
+			results[i], errs[i] = replayOne(wl, cluster, p, opt)
 		}()
 	}
 	wg.Wait()
@@ -134,18 +144,25 @@ type replayer struct {
 	head int
 	// waitingBySize counts waiting jobs by GPUs per replica.
 	waitingBySize map[int]int
-	m             *meter
-	now           time.Time
+	// classes: the waiting jobs by class (narrow.go).
+	classes   map[classKey]*class
+	classList []*class
+	subsetBuf []schema.Workspace
+	verify    int
+	m         *meter
+	now       time.Time
 }
 
-func replayOne(wl *Workload, spec sim.Spec, pol Policy, progress Progress, tick time.Duration) (PolicyResult, error) {
+func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResult, error) {
+	progress, tick := opt.Progress, opt.Tick
 	ctx := context.Background()
 	if len(wl.Jobs) == 0 {
 		return PolicyResult{Name: pol.Name, Rule: pol.Rule}, nil
 	}
 	start := wl.Jobs[0].Submit
 	r := &replayer{wl: wl, pol: pol, spec: spec, clock: sim.NewManualClock(start), now: start,
-		jobs: make([]jobState, len(wl.Jobs)), byRef: make(map[schema.Ref]int, len(wl.Jobs)), tenant: map[string]int{}, waitingBySize: map[int]int{}}
+		jobs: make([]jobState, len(wl.Jobs)), byRef: make(map[schema.Ref]int, len(wl.Jobs)), tenant: map[string]int{}, waitingBySize: map[int]int{},
+		classes: map[classKey]*class{}, verify: opt.Verify}
 	r.cl = sim.New(spec, r.clock)
 	r.set = *wl.Base
 	r.set.Workspaces = nil
@@ -188,7 +205,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, progress Progress, tick 
 				done++
 			case jobStopping:
 				js.status = jobQueued
-				r.queue(wl.Jobs[ji], +1)
+				r.queue(ji, +1)
 			}
 		}
 		running = keep
@@ -197,7 +214,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, progress Progress, tick 
 			r.insert(next)
 			r.jobs[next].status = jobQueued
 			r.hist.QueuedSince[wl.Jobs[next].Ref] = wl.Jobs[next].Submit
-			r.queue(wl.Jobs[next], +1)
+			r.queue(next, +1)
 			next++
 		}
 		r.m.peakQueue = max(r.m.peakQueue, r.waitingJobs())
@@ -212,9 +229,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, progress Progress, tick 
 			owed = tick > 0 && r.now.Sub(start)%tick != 0
 		}
 		if r.waiting() && !owed && (!pol.NeverPreempts || r.startable(&snap)) {
-			t0 := time.Now()
-			d := pol.Decide(policies.Input{Specs: &r.set, Snapshot: &snap, History: &r.hist, Now: r.now})
-			r.m.decided(time.Since(t0))
+			d := r.decide(&snap, running)
 			started, changed, err := r.apply(ctx, d, &running)
 			if err != nil {
 				return PolicyResult{}, err
@@ -314,7 +329,7 @@ func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]in
 				// in this same pass.
 				js.held += r.now.Sub(js.runStart)
 				js.status = jobQueued
-				r.queue(j, +1)
+				r.queue(ji, +1)
 				*running = slices.DeleteFunc(*running, func(k int) bool { return k == ji })
 			}
 		case policies.VerdictStart:
@@ -347,7 +362,7 @@ func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]in
 		}
 		js.status, js.runStart = jobRunning, r.now
 		delete(r.hist.Preempted, wd.Ref)
-		r.queue(*j, -1)
+		r.queue(ji, -1)
 		started = append(started, ji)
 		*running = append(*running, ji)
 	}
@@ -384,10 +399,16 @@ func (r *replayer) advanceUsage(prev *state.Snapshot, halfLife time.Duration) {
 
 func (r *replayer) queuedGPUs() []int { return r.m.queued }
 
-// queue counts job j joining (+1) or leaving (-1) the waiting jobs.
-func (r *replayer) queue(j MappedJob, delta int) {
-	r.m.queue(j, delta)
+// queue counts job ji joining (+1) or leaving (-1) the waiting jobs.
+func (r *replayer) queue(ji int, delta int) {
+	j := &r.wl.Jobs[ji]
+	r.m.queue(*j, delta)
 	r.waitingBySize[j.PerGPUs] += delta
+	if delta > 0 {
+		r.classJoin(ji)
+	} else {
+		r.classLeave(ji)
+	}
 }
 
 // startable reports whether the free GPUs of snap could hold some

@@ -105,6 +105,11 @@ func TestQuotaNeedsQuota(t *testing.T) {
 
 func sampleReport(t *testing.T, seed uint64) *Report {
 	t.Helper()
+	return sampleReportWith(t, seed, Options{Parallel: 2})
+}
+
+func sampleReportWith(t *testing.T, seed uint64, opt Options) *Report {
+	t.Helper()
 	jobs, err := ReadFile("testdata/philly-sample.csv", "")
 	if err != nil {
 		t.Fatal(err)
@@ -120,11 +125,35 @@ func sampleReport(t *testing.T, seed uint64) *Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Run(wl, *spec, m, Policies(), Options{Parallel: 2})
+	rep, err := Run(wl, *spec, m, Policies(), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rep
+}
+
+// Deciding on a narrowed queue (narrow.go) gives every policy the outcome
+// the whole queue gives: every narrowed decision is checked, and the
+// report is the one the checks (which apply the whole queue's decision)
+// give.
+func TestNarrowedQueueIsExact(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays the sample twice")
+	}
+	checked := sampleReportWith(t, 1, Options{Parallel: 2, Verify: 1})
+	for _, p := range checked.Policies {
+		tm := p.Timing
+		t.Logf("%s: %d decisions on the whole queue, %d narrowed", p.Name, tm.Decisions, tm.Narrowed)
+		if tm.Narrowed == 0 || tm.Verified != tm.Narrowed {
+			t.Errorf("%s: %d narrowed decisions, %d verified: want some, all verified", p.Name, tm.Narrowed, tm.Verified)
+		}
+		if tm.Differed != 0 {
+			t.Errorf("%s: %d of %d narrowed decisions differ from the whole queue's", p.Name, tm.Differed, tm.Verified)
+		}
+	}
+	if a, b := untimed(t, checked), untimed(t, sampleReport(t, 1)); a != b {
+		t.Errorf("narrowed decisions changed the report")
+	}
 }
 
 // untimed is the report as JSON without the decision timings.
@@ -249,8 +278,9 @@ func TestNeverPreemptsSkipIsExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Policies[0].Timing.Decisions >= b.Policies[0].Timing.Decisions {
-		t.Errorf("skipping decided %d times, deciding always %d", a.Policies[0].Timing.Decisions, b.Policies[0].Timing.Decisions)
+	ta, tb := a.Policies[0].Timing, b.Policies[0].Timing
+	if ta.Decisions+ta.Narrowed >= tb.Decisions+tb.Narrowed {
+		t.Errorf("skipping decided %d times, deciding always %d", ta.Decisions+ta.Narrowed, tb.Decisions+tb.Narrowed)
 	}
 	if ua, ub := untimed(t, a), untimed(t, b); ua != ub {
 		t.Errorf("skipping changed the outcome")
