@@ -24,17 +24,20 @@ import (
 //     fit blocks the rest. The first free+1 waiting jobs (and any submitted
 //     at the same instant as the last of them) decide exactly as the whole
 //     queue.
-//   - Every policy, a screen: waiting jobs of one class (same project,
-//     shape and checkpoint interval) have the same rights and needs, and
-//     the one queued first comes first in its project's order. The screen
-//     decides on one job per class. When none of them can start or preempt
-//     on the cluster as it is, no job of the queue can: a failed attempt
-//     leaves the cluster as it was, so each job meets the cluster the
-//     screen's job of its class met. That holds as long as a waiting job
-//     cannot hold free GPUs for itself; berth's reservations can, so for a
-//     policy that Reserves the screen is used only when no GPU is free
-//     (nothing to reserve). The cycle then needs no decision on the whole
-//     queue.
+//   - Every other policy, a window per class: waiting jobs of one class
+//     (same project, shape and checkpoint interval) have the same needs
+//     and rights, and come in their class's order (queued first, first) in
+//     the policy's queue. The window holds each class's first jobs, one
+//     more than the free GPUs could start. When the window's decision
+//     preempts nothing and leaves a job of every cut class waiting, the
+//     whole queue's decision starts the same jobs at the same places: a
+//     decision that preempts nothing only takes GPUs and quota as it goes,
+//     so once a job of a class cannot start, no later one can, and a job
+//     that cannot start leaves the cluster as it found it. Otherwise the
+//     policy decides on the whole queue.
+//   - A policy that Reserves lets a waiting job hold free GPUs for itself,
+//     which a job cut from the window might have held instead; it gets the
+//     window only while no GPU is free (nothing to hold).
 //
 // Options.Verify decides on the whole queue as well every Nth narrowed
 // decision and counts the cycles whose outcome differs (the whole queue's
@@ -95,8 +98,8 @@ func (r *replayer) classLeave(ji int) {
 
 // decide runs the policy for this cycle, on a narrowed queue where that is
 // exact (see above), and returns its decision. The meter gets the time the
-// cycle's deciding took (a screen and a decision on the whole queue, where
-// the screen found work), checks against the whole queue aside.
+// cycle's deciding took (the window and, where the window could not
+// decide, the whole queue), checks against the whole queue aside.
 func (r *replayer) decide(snap *state.Snapshot, running []int) policies.Decision {
 	t0 := time.Now()
 	free := 0
@@ -109,11 +112,7 @@ func (r *replayer) decide(snap *state.Snapshot, running []int) policies.Decision
 	case r.pol.HeadBlocks:
 		narrow = r.fifoWindow(free + 1)
 	case !r.pol.Reserves || free == 0:
-		for _, c := range r.classList {
-			if len(c.waiting) > 0 {
-				narrow = append(narrow, c.waiting[0])
-			}
-		}
+		narrow = r.classWindow(free)
 	}
 	if narrow == nil {
 		return r.decideWhole(in, t0)
@@ -121,8 +120,8 @@ func (r *replayer) decide(snap *state.Snapshot, running []int) policies.Decision
 	set := r.subset(running, narrow)
 	in.Specs = &set
 	d := r.pol.Decide(in)
-	if !r.pol.HeadBlocks && acts(d) {
-		return r.decideWhole(in, t0) // the screen found work: decide on the whole queue
+	if !r.pol.HeadBlocks && !r.windowDecides(d, free) {
+		return r.decideWhole(in, t0)
 	}
 	r.m.decided(time.Since(t0))
 	r.m.narrowed++
@@ -136,6 +135,45 @@ func (r *replayer) decide(snap *state.Snapshot, running []int) policies.Decision
 		return whole
 	}
 	return d
+}
+
+// classWindow returns the first jobs of each class: one more than free
+// GPUs could start.
+func (r *replayer) classWindow(free int) []int {
+	var out []int
+	for _, c := range r.classList {
+		if len(c.waiting) == 0 {
+			continue
+		}
+		j := &r.wl.Jobs[c.waiting[0]]
+		out = append(out, c.waiting[:min(len(c.waiting), free/(j.PerGPUs*j.Replicas)+1)]...)
+	}
+	return out
+}
+
+// windowDecides reports whether d, decided on classWindow(free), is the
+// whole queue's: it preempts nothing and, of every class the window cut,
+// leaves a job waiting.
+func (r *replayer) windowDecides(d policies.Decision, free int) bool {
+	started := map[*class]int{}
+	for i := range d.Workspaces {
+		wd := &d.Workspaces[i]
+		switch wd.Verdict {
+		case policies.VerdictPreempt:
+			return false
+		case policies.VerdictStart:
+			if ji, ok := r.byRef[wd.Ref]; ok && r.jobs[ji].status == jobQueued {
+				started[r.classOf(ji)]++
+			}
+		}
+	}
+	for c, n := range started {
+		j := &r.wl.Jobs[c.waiting[0]]
+		if window := min(len(c.waiting), free/(j.PerGPUs*j.Replicas)+1); window < len(c.waiting) && n >= window {
+			return false
+		}
+	}
+	return true
 }
 
 // decideWhole decides on every job; the cycle began at t0.
@@ -185,16 +223,6 @@ func (r *replayer) subset(running, waiting []int) schema.Set {
 	r.subsetBuf = ws
 	set.Workspaces = ws
 	return set
-}
-
-// acts reports whether d starts or preempts anything.
-func acts(d policies.Decision) bool {
-	for i := range d.Workspaces {
-		if v := d.Workspaces[i].Verdict; v == policies.VerdictStart || v == policies.VerdictPreempt {
-			return true
-		}
-	}
-	return false
 }
 
 // sameOutcome reports whether a and b start the same workspaces at the same
