@@ -26,6 +26,7 @@ func (d *decider) admit(w *wsState) {
 			d.changeSlot(si, ownerFree, false, false)
 		}
 		d.reserved, d.reservedBy = nil, -1
+		w.out.Holding = nil
 		d.gen++
 		d.memoGen++
 	}
@@ -422,7 +423,8 @@ func (d *decider) reserve(wi int32, w *wsState, mi int, as string) string {
 	if !d.anyNodeBig(w) {
 		return ""
 	}
-	for range w.replicas {
+	var holding []state.Placement
+	for r := range w.replicas {
 		gi := -1
 		for k := li.maxK; k >= 1 && gi < 0; k-- {
 			li.eachAt(k, func(g int) bool {
@@ -443,12 +445,14 @@ func (d *decider) reserve(wi int32, w *wsState, mi int, as string) string {
 			d.reserved = append(d.reserved, si)
 		}
 		parts = append(parts, fmt.Sprintf("%d on %s", len(slots), d.c.nodes[li.groups[gi].node].Name))
+		holding = append(holding, d.placement(r, slots))
 	}
 	d.journal = d.journal[:0]
 	if len(parts) == 0 {
 		return ""
 	}
 	d.reservedBy = wi
+	d.ws[wi].out.Holding = holding
 	d.gen++
 	return "holds free GPUs for itself as " + as + " (" + strings.Join(parts, ", ") + ")"
 }

@@ -126,8 +126,13 @@ type WorkspaceDecision struct {
 	// guaranteed quota: a Start admitted beyond it, a Run admitted beyond
 	// it and not since moved inside by in-quota work leaving.
 	// RecordDecision keeps it in History.Borrowing.
-	Borrowed bool   `json:"borrowed,omitempty"`
-	Reason   Reason `json:"reason"`
+	Borrowed bool `json:"borrowed,omitempty"`
+	// Holding: Wait only, the free GPUs it holds for itself, one placement
+	// per replica it found room for (the head of the queue's reservation,
+	// or the starvation guard's), so that later workspaces do not take
+	// them.
+	Holding []state.Placement `json:"holding,omitempty"`
+	Reason  Reason            `json:"reason"`
 	// Queue is its place (1, 2, …) in the order this decision considered
 	// the workspaces that wanted to run and held nothing; 0 for the rest.
 	Queue int `json:"queue,omitempty"`

@@ -35,9 +35,13 @@ import (
 //     so once a job of a class cannot start, no later one can, and a job
 //     that cannot start leaves the cluster as it found it. Otherwise the
 //     policy decides on the whole queue.
-//   - A policy that Reserves lets a waiting job hold free GPUs for itself,
-//     which a job cut from the window might have held instead; it gets the
-//     window only while no GPU is free (nothing to hold).
+//   - A policy that Reserves lets a waiting job hold free GPUs for itself
+//     (berth: the head of the queue, and the starvation guard, which may
+//     let go of them in the middle of a decision). For it the window
+//     decides only when it starts, preempts and holds nothing: then no
+//     job held GPUs at any point of the decision (the guard's job would
+//     hold them again, having started nothing), every job met the cluster
+//     as it was, and the whole queue's decision is the same.
 //
 // Options.Verify decides on the whole queue as well every Nth narrowed
 // decision and counts the cycles whose outcome differs (the whole queue's
@@ -111,11 +115,8 @@ func (r *replayer) decide(snap *state.Snapshot, running []int) policies.Decision
 	switch {
 	case r.pol.HeadBlocks:
 		narrow = r.fifoWindow(free + 1)
-	case !r.pol.Reserves || free == 0:
+	default:
 		narrow = r.classWindow(free)
-	}
-	if narrow == nil {
-		return r.decideWhole(in, t0)
 	}
 	set := r.subset(running, narrow)
 	in.Specs = &set
@@ -138,26 +139,34 @@ func (r *replayer) decide(snap *state.Snapshot, running []int) policies.Decision
 }
 
 // classWindow returns the first jobs of each class: one more than free
-// GPUs could start.
+// GPUs could start (a policy that Reserves: one, as it may start none).
 func (r *replayer) classWindow(free int) []int {
 	var out []int
 	for _, c := range r.classList {
-		if len(c.waiting) == 0 {
-			continue
-		}
-		j := &r.wl.Jobs[c.waiting[0]]
-		out = append(out, c.waiting[:min(len(c.waiting), free/(j.PerGPUs*j.Replicas)+1)]...)
+		out = append(out, c.waiting[:r.windowSize(c, free)]...)
 	}
 	return out
 }
 
+func (r *replayer) windowSize(c *class, free int) int {
+	if len(c.waiting) == 0 || r.pol.Reserves {
+		return min(len(c.waiting), 1)
+	}
+	j := &r.wl.Jobs[c.waiting[0]]
+	return min(len(c.waiting), free/(j.PerGPUs*j.Replicas)+1)
+}
+
 // windowDecides reports whether d, decided on classWindow(free), is the
 // whole queue's: it preempts nothing and, of every class the window cut,
-// leaves a job waiting.
+// leaves a job waiting; for a policy that Reserves, it also starts
+// nothing and holds nothing.
 func (r *replayer) windowDecides(d policies.Decision, free int) bool {
 	started := map[*class]int{}
 	for i := range d.Workspaces {
 		wd := &d.Workspaces[i]
+		if r.pol.Reserves && (wd.Verdict == policies.VerdictStart || len(wd.Holding) > 0) {
+			return false
+		}
 		switch wd.Verdict {
 		case policies.VerdictPreempt:
 			return false
@@ -168,8 +177,7 @@ func (r *replayer) windowDecides(d policies.Decision, free int) bool {
 		}
 	}
 	for c, n := range started {
-		j := &r.wl.Jobs[c.waiting[0]]
-		if window := min(len(c.waiting), free/(j.PerGPUs*j.Replicas)+1); window < len(c.waiting) && n >= window {
+		if window := r.windowSize(c, free); window < len(c.waiting) && n >= window {
 			return false
 		}
 	}
