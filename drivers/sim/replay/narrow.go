@@ -3,6 +3,7 @@ package replay
 import (
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/berth-dev/berth/policies"
@@ -210,25 +211,20 @@ func (r *replayer) fifoWindow(n int) []int {
 
 // subset is the specs with only the workspaces of the jobs given.
 func (r *replayer) subset(running, waiting []int) schema.Set {
-	set := r.set
-	ws := r.subsetBuf[:0]
-	for _, ji := range running {
-		ws = append(ws, r.wl.Jobs[ji].Spec)
-	}
-	for _, ji := range waiting {
-		ws = append(ws, r.wl.Jobs[ji].Spec)
-	}
-	slices.SortFunc(ws, func(a, b schema.Workspace) int {
-		ra, rb := a.Ref(), b.Ref()
-		if ra.Less(rb) {
-			return -1
+	idx := append(append(r.subsetIdx[:0], running...), waiting...)
+	slices.SortFunc(idx, func(a, b int) int {
+		ra, rb := &r.wl.Jobs[a].Ref, &r.wl.Jobs[b].Ref
+		if c := strings.Compare(ra.Project, rb.Project); c != 0 {
+			return c
 		}
-		if rb.Less(ra) {
-			return 1
-		}
-		return 0
+		return strings.Compare(ra.Name, rb.Name)
 	})
-	r.subsetBuf = ws
+	ws := r.subsetBuf[:0]
+	for _, ji := range idx {
+		ws = append(ws, r.wl.Jobs[ji].Spec)
+	}
+	r.subsetIdx, r.subsetBuf = idx, ws
+	set := r.set
 	set.Workspaces = ws
 	return set
 }

@@ -148,6 +148,7 @@ type replayer struct {
 	classes   map[classKey]*class
 	classList []*class
 	subsetBuf []schema.Workspace
+	subsetIdx []int
 	verify    int
 	m         *meter
 	now       time.Time
