@@ -233,6 +233,11 @@ func Decide(in Input) Decision {
 	// the starvation guard reserves for the longest starved.
 	h := d.buildQueue()
 	guard := d.starved()
+	var starved *schema.Ref
+	if guard >= 0 {
+		ref := d.ws[guard].ref
+		starved = &ref
+	}
 	// 3. Admit in queue order. The starvation guard's reservation is made
 	// just before the first workspace that does not outrank the starved one
 	// (in-quota before borrowing, then tier): those ahead of it still see
@@ -273,6 +278,7 @@ func Decide(in Input) Decision {
 		out.Workspaces = append(out.Workspaces, w.out)
 	}
 	sort.Slice(out.Workspaces, func(i, j int) bool { return out.Workspaces[i].Ref.Less(out.Workspaces[j].Ref) })
+	out.Starved = starved
 	return out
 }
 

@@ -103,6 +103,10 @@ type Reason struct {
 type Decision struct {
 	Now        time.Time           `json:"now"`
 	Workspaces []WorkspaceDecision `json:"workspaces"`
+	// Starved is the workspace the starvation guard chose this decision
+	// (the longest waiting with its aging at the maximum), which gets the
+	// first reservation of free GPUs; nil when none qualified.
+	Starved *schema.Ref `json:"starved,omitempty"`
 }
 
 // WorkspaceDecision is the verdict for one workspace (in the specs, or

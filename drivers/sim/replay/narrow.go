@@ -36,13 +36,16 @@ import (
 //     so once a job of a class cannot start, no later one can, and a job
 //     that cannot start leaves the cluster as it found it. Otherwise the
 //     policy decides on the whole queue.
-//   - A policy that Reserves lets a waiting job hold free GPUs for itself
-//     (berth: the head of the queue, and the starvation guard, which may
-//     let go of them in the middle of a decision). For it the window
-//     decides only when it starts, preempts and holds nothing: then no
-//     job held GPUs at any point of the decision (the guard's job would
-//     hold them again, having started nothing), every job met the cluster
-//     as it was, and the whole queue's decision is the same.
+//   - A policy that Reserves lets a waiting job hold free GPUs for itself:
+//     berth's head of the queue (the first job that cannot start), which
+//     only takes GPUs from the rest, and its starvation guard, which can
+//     also let go of them in the middle of a decision and is placed by
+//     rank. The window's head is the whole queue's (a cut job comes after
+//     a job of its class that failed), so the window decides as above
+//     when the decision names no starved job (Decision.Starved); with
+//     one, only when it starts, preempts and holds nothing: then nothing
+//     was held at any point (the starved job would hold GPUs again,
+//     having started nothing), and every job met the cluster as it was.
 //
 // Options.Verify decides on the whole queue as well every Nth narrowed
 // decision and counts the cycles whose outcome differs (the whole queue's
@@ -140,7 +143,7 @@ func (r *replayer) decide(snap *state.Snapshot, running []int) policies.Decision
 }
 
 // classWindow returns the first jobs of each class: one more than free
-// GPUs could start (a policy that Reserves: one, as it may start none).
+// GPUs could start.
 func (r *replayer) classWindow(free int) []int {
 	var out []int
 	for _, c := range r.classList {
@@ -150,8 +153,8 @@ func (r *replayer) classWindow(free int) []int {
 }
 
 func (r *replayer) windowSize(c *class, free int) int {
-	if len(c.waiting) == 0 || r.pol.Reserves {
-		return min(len(c.waiting), 1)
+	if len(c.waiting) == 0 {
+		return 0
 	}
 	j := &r.wl.Jobs[c.waiting[0]]
 	return min(len(c.waiting), free/(j.PerGPUs*j.Replicas)+1)
@@ -159,13 +162,14 @@ func (r *replayer) windowSize(c *class, free int) int {
 
 // windowDecides reports whether d, decided on classWindow(free), is the
 // whole queue's: it preempts nothing and, of every class the window cut,
-// leaves a job waiting; for a policy that Reserves, it also starts
-// nothing and holds nothing.
+// leaves a job waiting; for a policy that Reserves and names a starved
+// job, it also starts nothing and holds nothing.
 func (r *replayer) windowDecides(d policies.Decision, free int) bool {
 	started := map[*class]int{}
+	guarded := r.pol.Reserves && d.Starved != nil
 	for i := range d.Workspaces {
 		wd := &d.Workspaces[i]
-		if r.pol.Reserves && (wd.Verdict == policies.VerdictStart || len(wd.Holding) > 0) {
+		if guarded && (wd.Verdict == policies.VerdictStart || len(wd.Holding) > 0) {
 			return false
 		}
 		switch wd.Verdict {
