@@ -36,16 +36,21 @@ import (
 //     so once a job of a class cannot start, no later one can, and a job
 //     that cannot start leaves the cluster as it found it. Otherwise the
 //     policy decides on the whole queue.
-//   - A policy that Reserves lets a waiting job hold free GPUs for itself:
-//     berth's head of the queue (the first job that cannot start), which
-//     only takes GPUs from the rest, and its starvation guard, which can
-//     also let go of them in the middle of a decision and is placed by
-//     rank. The window's head is the whole queue's (a cut job comes after
-//     a job of its class that failed), so the window decides as above
-//     when the decision names no starved job (Decision.Starved); with
-//     one, only when it starts, preempts and holds nothing: then nothing
-//     was held at any point (the starved job would hold GPUs again,
-//     having started nothing), and every job met the cluster as it was.
+//   - A policy that Reserves lets a waiting job hold free GPUs for itself.
+//     berth's head of the queue (the first job that cannot start) only
+//     takes GPUs from those after it, and the window's head is the whole
+//     queue's (a cut job comes after a job of its class that failed): the
+//     rule above holds. Its starvation guard reserves for the starved job
+//     (Decision.Starved) just before the first job that does not outrank
+//     it, and lets go at the starved job's turn, where it may start
+//     elsewhere or reserve other GPUs. So when the decision names a
+//     starved job, the window decides only when each cut class's last job
+//     in it came after the starved job's turn (what was let go, it saw)
+//     and after every start of its project (so the cut jobs rank as it
+//     did and place the guard's reservation where the window did), or
+//     when it starts, preempts and holds nothing (then nothing was held
+//     at any point: the starved job would hold GPUs again, having started
+//     nothing).
 //
 // Options.Verify decides on the whole queue as well every Nth narrowed
 // decision and counts the cycles whose outcome differs (the whole queue's
@@ -162,31 +167,64 @@ func (r *replayer) windowSize(c *class, free int) int {
 
 // windowDecides reports whether d, decided on classWindow(free), is the
 // whole queue's: it preempts nothing and, of every class the window cut,
-// leaves a job waiting; for a policy that Reserves and names a starved
-// job, it also starts nothing and holds nothing.
+// leaves a job waiting. Where a policy that Reserves names a starved job
+// and the decision starts or holds anything, each cut class's last job in
+// the window must also have come after the starved job's turn and after
+// every start of its project (see above).
 func (r *replayer) windowDecides(d policies.Decision, free int) bool {
 	started := map[*class]int{}
-	guarded := r.pol.Reserves && d.Starved != nil
+	lastStart := map[string]int{} // project → the queue position of its last start
+	inert := true                 // starts and holds nothing
 	for i := range d.Workspaces {
 		wd := &d.Workspaces[i]
-		if guarded && (wd.Verdict == policies.VerdictStart || len(wd.Holding) > 0) {
-			return false
-		}
+		inert = inert && wd.Verdict != policies.VerdictStart && len(wd.Holding) == 0
 		switch wd.Verdict {
 		case policies.VerdictPreempt:
 			return false
 		case policies.VerdictStart:
 			if ji, ok := r.byRef[wd.Ref]; ok && r.jobs[ji].status == jobQueued {
 				started[r.classOf(ji)]++
+				lastStart[wd.Ref.Project] = max(lastStart[wd.Ref.Project], wd.Queue)
 			}
 		}
 	}
-	for c, n := range started {
-		if window := r.windowSize(c, free); window < len(c.waiting) && n >= window {
+	starved := -1
+	if r.pol.Reserves && d.Starved != nil && !inert {
+		starved = queuePos(d, *d.Starved)
+	}
+	for _, c := range r.classList {
+		window := r.windowSize(c, free)
+		if window == len(c.waiting) {
+			continue // nothing cut
+		}
+		if started[c] >= window {
 			return false
+		}
+		if starved >= 0 {
+			last := r.wl.Jobs[c.waiting[window-1]].Ref
+			if q := queuePos(d, last); q <= starved || q <= lastStart[last.Project] {
+				return false
+			}
 		}
 	}
 	return true
+}
+
+// queuePos is ref's place in d's queue (0: not found or not queued).
+func queuePos(d policies.Decision, ref schema.Ref) int {
+	i, ok := slices.BinarySearchFunc(d.Workspaces, ref, func(w policies.WorkspaceDecision, t schema.Ref) int {
+		if w.Ref.Less(t) {
+			return -1
+		}
+		if t.Less(w.Ref) {
+			return 1
+		}
+		return 0
+	})
+	if !ok {
+		return 0
+	}
+	return d.Workspaces[i].Queue
 }
 
 // decideWhole decides on every job; the cycle began at t0.
