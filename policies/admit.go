@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/berth-dev/berth/reconcile/state"
-	"github.com/berth-dev/berth/schema"
 )
 
 // admit decides one queued workspace: start on free GPUs, start after
@@ -54,7 +53,7 @@ func (d *decider) admit(w *wsState) {
 		return
 	}
 	inQuota := d.inQuota(p, w)
-	key := shapeKey{gen: d.memoGen, gpus: w.gpus, replicas: w.replicas, cpu: w.cpu, mem: w.mem, model: w.model, nvlink: d.nvlink(w), numa: d.numa(w), tier: w.tier, canPreempt: w.canPreempt, inQuota: inQuota, project: -1}
+	key := shapeKey{gen: d.memoGen, gpus: w.gpus, replicas: w.replicas, cpu: w.cpu, mem: w.mem, mi: mi, topo: w.topo, tier: w.tier, canPreempt: w.canPreempt, inQuota: inQuota, project: -1}
 	if inQuota {
 		key.project = w.proj
 	}
@@ -62,22 +61,22 @@ func (d *decider) admit(w *wsState) {
 	// GPUs only get fewer, and only a preemption releases more. (A project
 	// that starts borrowing later in the pass makes what it starts beyond
 	// its quota reclaimable; the next decision sees that.)
-	ok := true
-	could, memo := d.failMemo[key]
-	if memo {
-		ok = false
+	if could, memo := d.failMemo[key]; memo {
 		d.couldPreempt = could
+		d.waitForCapacity(wi, w, mi, guarded)
+		return
 	}
 
 	// 2. Place every replica: free GPUs first, else by preemption.
 	d.journal = d.journal[:0]
+	ok := true
 	var pls []state.Placement
 	type taken struct {
 		victim int32
 		right  Right
 	}
 	var victims []taken
-	waitFor := map[int32]bool{}
+	var waitFor map[int32]bool // made by the first preemption
 	budget := d.policy.Preemption.MaxVictims
 	if !d.policy.Preemption.Enabled {
 		budget = 0
@@ -96,23 +95,16 @@ func (d *decider) admit(w *wsState) {
 			victims = append(victims, taken{v, d.right(w, inQuota, d.ws[v])})
 		}
 		budget -= len(opt.victims)
+		if waitFor == nil {
+			waitFor = map[int32]bool{}
+		}
 		pl := d.applyOption(wi, w, r, opt, waitFor)
 		pls = append(pls, pl)
 	}
 	if !ok {
 		d.rollback()
 		d.failMemo[key] = d.couldPreempt
-		reason := d.waitReason(w, mi)
-		if d.reservedBy < 0 && reason.Kind != ReasonQueue {
-			as := "head of the queue"
-			if guarded {
-				as = "the longest-starved workspace (aging at its maximum)"
-			}
-			if msg := d.reserve(wi, w, mi, as); msg != "" {
-				reason.Message += "; " + msg
-			}
-		}
-		d.wait(w, reason)
+		d.waitForCapacity(wi, w, mi, guarded)
 		return
 	}
 
@@ -151,18 +143,56 @@ func (d *decider) admit(w *wsState) {
 	}
 }
 
-func (d *decider) nvlink(w *wsState) schema.Constraint {
-	if c := w.spec.Spec.Topology.NVLink; c != "" {
-		return c
+// waitForCapacity tells w, which found no room (the cluster as it was
+// before w was tried; d.couldPreempt says whether the search saw a
+// workspace it may preempt), to wait, and reserves GPUs for it as the
+// head of the queue when nobody holds a reservation yet.
+//
+// The reason is memoized per shape while d.gen stays the same, and the
+// memo is exact: waitReason reads only the shape (mi, w.topo's levels,
+// gpus, replicas, cpu, mem: model names map one to one to mi), the
+// couldPreempt it is given (in the key), the free GPU indexes and total
+// free counts, the reservation (reservedBy, reserved), d.admitted, node
+// names and initialFree. initialFree and the nodes never change during
+// a decision; every change of the others bumps d.gen (setOwner,
+// victimize, reserve when it holds anything, admit freeing a
+// reservation, every start), and a rollback only restores a state after
+// gen moved on. The same holds for reserve: it reads the shape and the
+// free indexes, and it is tried only when reservedBy < 0 for a reason
+// that is not ReasonQueue. So on a hit either it was not tried then and
+// is not now, or it was tried with this very input and held nothing
+// (holding would have bumped gen): it is skipped.
+func (d *decider) waitForCapacity(wi int32, w *wsState, mi int, guarded bool) {
+	key := reasonKey{mi: mi, topo: w.topo, gpus: w.gpus, replicas: w.replicas, cpu: w.cpu, mem: w.mem, couldPreempt: d.couldPreempt}
+	if d.reasonsGen != d.gen {
+		clear(d.reasons)
+		d.reasonsGen = d.gen
 	}
-	return d.policy.Defaults.Topology.NVLink
+	if reason, ok := d.reasons[key]; ok {
+		d.couldPreempt = false
+		d.wait(w, reason)
+		return
+	}
+	reason := d.waitReason(w, mi)
+	d.reasons[key] = reason
+	if d.reservedBy < 0 && reason.Kind != ReasonQueue {
+		as := "head of the queue"
+		if guarded {
+			as = "the longest-starved workspace (aging at its maximum)"
+		}
+		if msg := d.reserve(wi, w, mi, as); msg != "" {
+			reason.Message += "; " + msg
+		}
+	}
+	d.wait(w, reason)
 }
 
-func (d *decider) numa(w *wsState) schema.Constraint {
-	if c := w.spec.Spec.Topology.NUMA; c != "" {
-		return c
-	}
-	return d.policy.Defaults.Topology.NUMA
+// reasonKey is what waitReason's answer depends on besides d.gen.
+type reasonKey struct {
+	mi, topo       int
+	gpus, replicas int
+	cpu, mem       int64
+	couldPreempt   bool
 }
 
 func (d *decider) wait(w *wsState, r Reason) {

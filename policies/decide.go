@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
 	"math"
@@ -28,6 +29,9 @@ type wsState struct {
 	cpu, mem       int64 // per replica; zero: not asked for
 	model          string
 	levels         []int // placement levels, preferred first
+	// topo numbers the workspace's NVLink and NUMA constraints (defaults
+	// filled in): equal constraints, equal numbers.
+	topo int
 
 	allocs   []*state.Alloc
 	held     int  // GPUs its allocations hold
@@ -137,11 +141,15 @@ type decider struct {
 
 	// gen changes whenever the cluster or a project's holdings change, so
 	// memoized failures are recomputed only when they could differ.
-	gen        int
-	failMemo   map[shapeKey]bool // failed shapes → couldPreempt
-	memoGen    int               // changes when a preemption or a freed reservation adds GPUs
-	reserved   []int32           // slots held for the head of the queue
-	reservedBy int32             // workspace holding the reservation; -1 none
+	gen      int
+	failMemo map[shapeKey]bool // failed shapes → couldPreempt
+	// reasons memoizes wait reasons by shape while gen is reasonsGen
+	// (see waitForCapacity).
+	reasons    map[reasonKey]Reason
+	reasonsGen int
+	memoGen    int     // changes when a preemption or a freed reservation adds GPUs
+	reserved   []int32 // slots held for the head of the queue
+	reservedBy int32   // workspace holding the reservation; -1 none
 	journal    []undo
 	guardMsg   string // set when the starvation guard made the reservation
 	decidedWS  []bool // queued workspaces already admitted or told to wait
@@ -175,8 +183,8 @@ type shapeKey struct {
 	gen            int
 	gpus, replicas int
 	cpu, mem       int64 // per replica; zero: not asked for
-	model          string
-	nvlink, numa   schema.Constraint
+	mi             int   // model index: one to one with the model asked for
+	topo           int   // wsState.topo: one to one with the NVLink and NUMA constraints
 	tier           int
 	canPreempt     bool
 	inQuota        bool
@@ -277,7 +285,7 @@ func Decide(in Input) Decision {
 }
 
 func newDecider(in Input) *decider {
-	d := &decider{in: in, now: in.Now, failMemo: map[shapeKey]bool{}, reservedBy: -1}
+	d := &decider{in: in, now: in.Now, failMemo: map[shapeKey]bool{}, reasons: map[reasonKey]Reason{}, reservedBy: -1}
 	specs := in.Specs
 	if specs == nil {
 		specs = &schema.Set{Policy: schema.DefaultPolicy()}
@@ -321,7 +329,14 @@ func newDecider(in Input) *decider {
 	// Workspaces in the specs. Their records live in one slice, sized for
 	// every workspace and orphan, so pointers into it stay valid.
 	d.pool = make([]wsState, 0, len(specs.Workspaces)+len(snap.Allocs))
-	levelsOf := map[schema.Topology][]int{} // shared, read-only
+	// Placement levels and topology numbers, by the topology a spec
+	// asks for; the levels are shared, read-only.
+	type topoInfo struct {
+		levels []int
+		id     int
+	}
+	topos := map[schema.Topology]topoInfo{}
+	topoIDs := map[schema.Topology]int{} // by the constraints with defaults filled in
 	for i := range specs.Workspaces {
 		sw := &specs.Workspaces[i]
 		w := d.newWS(wsState{ref: sw.Ref(), spec: sw, proj: -1, gpus: sw.Spec.Resources.GPUs, replicas: max(sw.Spec.Replicas, 1), model: sw.Spec.Resources.GPUModel,
@@ -337,12 +352,19 @@ func newDecider(in Input) *decider {
 			}
 		}
 		topo := sw.Spec.Topology
-		lv, ok := levelsOf[topo]
+		ti, ok := topos[topo]
 		if !ok {
-			lv = levels(topo, d.policy.Defaults.Topology)
-			levelsOf[topo] = lv
+			def := d.policy.Defaults.Topology
+			eff := schema.Topology{NVLink: cmp.Or(topo.NVLink, def.NVLink), NUMA: cmp.Or(topo.NUMA, def.NUMA)}
+			id, ok := topoIDs[eff]
+			if !ok {
+				id = len(topoIDs)
+				topoIDs[eff] = id
+			}
+			ti = topoInfo{levels(topo, def), id}
+			topos[topo] = ti
 		}
-		w.levels = lv
+		w.levels, w.topo = ti.levels, ti.id
 		w.out = WorkspaceDecision{Ref: w.ref}
 		d.add(w)
 	}
