@@ -5,7 +5,9 @@ import (
 	"container/heap"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/berth-dev/berth/reconcile/state"
@@ -54,19 +56,22 @@ type wsState struct {
 	// minimum runtime); rank: how many tiers are below its own.
 	candidate bool
 	rank      int
-	out       WorkspaceDecision
+	// out is its entry in decider.outs: what Decide returns for it.
+	out *WorkspaceDecision
 }
 
 // projState is Decide's working record of one project.
 type projState struct {
-	spec   *schema.Project
-	name   string
-	tier   int
-	quota  int
-	borrow int // < 0: unlimited
-	weight float64
-	held   int     // GPUs counted against its quota now (changes as the decision goes)
-	usage  float64 // decayed GPU-seconds at Now
+	spec *schema.Project
+	name string
+	tier int
+	// canPreempt, preemptible: its tier's flags (false: no such tier).
+	canPreempt, preemptible bool
+	quota                   int
+	borrow                  int // < 0: unlimited
+	weight                  float64
+	held                    int     // GPUs counted against its quota now (changes as the decision goes)
+	usage                   float64 // decayed GPU-seconds at Now
 
 	queue   []int32 // pending workspaces, in the project's queue order
 	done    []bool  // by queue position: decided
@@ -136,8 +141,17 @@ type decider struct {
 	bigCPU, bigMem int64
 	pool           []wsState // backing store of ws; never grows past its capacity
 	ws             []*wsState
-	projs          []*projState
-	byRef          map[schema.Ref]int32
+	// outs holds every workspace's decision, in ws order (wsState.out
+	// points into it); it never grows past its capacity either.
+	outs  []WorkspaceDecision
+	projs []*projState
+	// specSorted: the specs listed their workspaces sorted by Ref, as
+	// schema.Set promises, so ws[:len(specs)] is sorted too and find
+	// searches it. byRef holds the workspaces find looks up by map: the
+	// orphans, and every workspace when the specs were not sorted.
+	specSorted bool
+	nSpecs     int
+	byRef      map[schema.Ref]int32
 
 	// gen changes whenever the cluster or a project's holdings change, so
 	// memoized failures are recomputed only when they could differ.
@@ -275,12 +289,12 @@ func Decide(in Input) Decision {
 	if verifyIndexes {
 		d.verify()
 	}
-	// 4. Collect, sorted by Ref.
-	out := Decision{Now: in.Now, Workspaces: make([]WorkspaceDecision, 0, len(d.ws))}
-	for _, w := range d.ws {
-		out.Workspaces = append(out.Workspaces, w.out)
+	// 4. Collect, sorted by Ref: d.outs already is, unless the specs
+	// were not sorted or orphans (appended after them) exist.
+	out := Decision{Now: in.Now, Workspaces: d.outs}
+	if !d.specSorted || len(d.outs) > d.nSpecs {
+		sort.Slice(out.Workspaces, func(i, j int) bool { return out.Workspaces[i].Ref.Less(out.Workspaces[j].Ref) })
 	}
-	sort.Slice(out.Workspaces, func(i, j int) bool { return out.Workspaces[i].Ref.Less(out.Workspaces[j].Ref) })
 	return out
 }
 
@@ -290,8 +304,6 @@ func newDecider(in Input) *decider {
 	if specs == nil {
 		specs = &schema.Set{Policy: schema.DefaultPolicy()}
 	}
-	d.byRef = make(map[schema.Ref]int32, len(specs.Workspaces))
-	d.ws = make([]*wsState, 0, len(specs.Workspaces))
 	d.policy = specs.Policy.Spec
 	snap := in.Snapshot
 	if snap == nil {
@@ -320,15 +332,21 @@ func newDecider(in Input) *decider {
 		}
 		if t := specs.Tier(p.Spec.Tier); t != nil {
 			ps.tier = t.Spec.Value
+			ps.canPreempt, ps.preemptible = t.Spec.CanPreempt, t.Spec.Preemptible
 		}
 		ps.usage = usage[ps.name]
 		projIdx[ps.name] = len(d.projs)
 		d.projs = append(d.projs, ps)
 	}
 
-	// Workspaces in the specs. Their records live in one slice, sized for
-	// every workspace and orphan, so pointers into it stay valid.
-	d.pool = make([]wsState, 0, len(specs.Workspaces)+len(snap.Allocs))
+	// Workspaces in the specs. Their records and decisions live in two
+	// slices, sized for every workspace and orphan, so pointers into them
+	// stay valid; the records are filled in place.
+	nw := len(specs.Workspaces)
+	d.pool = make([]wsState, nw, nw+len(snap.Allocs))
+	d.outs = make([]WorkspaceDecision, nw, nw+len(snap.Allocs))
+	d.ws = make([]*wsState, nw, nw+len(snap.Allocs))
+	d.nSpecs, d.specSorted = nw, true
 	// Placement levels and topology numbers, by the topology a spec
 	// asks for; the levels are shared, read-only.
 	type topoInfo struct {
@@ -337,50 +355,76 @@ func newDecider(in Input) *decider {
 	}
 	topos := map[schema.Topology]topoInfo{}
 	topoIDs := map[schema.Topology]int{} // by the constraints with defaults filled in
+	var lastTopo schema.Topology
+	var lastInfo topoInfo
+	lastProj, pi := "", -1
 	for i := range specs.Workspaces {
 		sw := &specs.Workspaces[i]
-		w := d.newWS(wsState{ref: sw.Ref(), spec: sw, proj: -1, gpus: sw.Spec.Resources.GPUs, replicas: max(sw.Spec.Replicas, 1), model: sw.Spec.Resources.GPUModel,
-			cpu: sw.Spec.Resources.CPUMilli, mem: sw.Spec.Resources.MemoryBytes})
-		if pi, ok := projIdx[w.ref.Project]; ok {
-			w.proj = pi
+		w := &d.pool[i]
+		d.ws[i] = w
+		w.idx = int32(i)
+		w.ref = sw.Ref()
+		w.spec = sw
+		w.gpus, w.replicas = sw.Spec.Resources.GPUs, max(sw.Spec.Replicas, 1)
+		w.model = sw.Spec.Resources.GPUModel
+		w.cpu, w.mem = sw.Spec.Resources.CPUMilli, sw.Spec.Resources.MemoryBytes
+		w.out = &d.outs[i]
+		w.out.Ref = w.ref
+		if i > 0 && !d.ws[i-1].ref.Less(w.ref) {
+			d.specSorted = false
+		}
+		// Sorted specs list a project's workspaces together: one lookup
+		// per project.
+		if i == 0 || w.ref.Project != lastProj {
+			lastProj, pi = w.ref.Project, -1
+			if p, ok := projIdx[lastProj]; ok {
+				pi = p
+			}
+		}
+		w.proj = pi
+		if pi >= 0 {
 			p := d.projs[pi]
 			w.tier = p.tier
 			w.tierName = p.spec.Spec.Tier
-			if t := specs.Tier(p.spec.Spec.Tier); t != nil {
-				w.canPreempt = t.Spec.CanPreempt
-				w.preemptible = t.Spec.Preemptible && sw.Spec.Preemptible
-			}
+			w.canPreempt = p.canPreempt
+			w.preemptible = p.preemptible && sw.Spec.Preemptible
 		}
-		topo := sw.Spec.Topology
-		ti, ok := topos[topo]
-		if !ok {
-			def := d.policy.Defaults.Topology
-			eff := schema.Topology{NVLink: cmp.Or(topo.NVLink, def.NVLink), NUMA: cmp.Or(topo.NUMA, def.NUMA)}
-			id, ok := topoIDs[eff]
+		if topo := sw.Spec.Topology; i == 0 || topo != lastTopo {
+			ti, ok := topos[topo]
 			if !ok {
-				id = len(topoIDs)
-				topoIDs[eff] = id
+				def := d.policy.Defaults.Topology
+				eff := schema.Topology{NVLink: cmp.Or(topo.NVLink, def.NVLink), NUMA: cmp.Or(topo.NUMA, def.NUMA)}
+				id, ok := topoIDs[eff]
+				if !ok {
+					id = len(topoIDs)
+					topoIDs[eff] = id
+				}
+				ti = topoInfo{levels(topo, def), id}
+				topos[topo] = ti
 			}
-			ti = topoInfo{levels(topo, def), id}
-			topos[topo] = ti
+			lastTopo, lastInfo = topo, ti
 		}
-		w.levels, w.topo = ti.levels, ti.id
-		w.out = WorkspaceDecision{Ref: w.ref}
-		d.add(w)
+		w.levels, w.topo = lastInfo.levels, lastInfo.id
+	}
+	if !d.specSorted {
+		d.byRef = make(map[schema.Ref]int32, nw)
+		for i, w := range d.ws {
+			d.byRef[w.ref] = int32(i)
+		}
 	}
 
 	// Allocations: attach to their workspace (or an orphan for refs the
-	// specs no longer list) and mark their GPUs held.
+	// specs no longer list) and mark their GPUs held. A workspace's
+	// allocations usually come together (Snapshot.Allocs is sorted by
+	// workspace): one lookup for them all.
+	wi := int32(-1)
 	for ai := range snap.Allocs {
 		a := &snap.Allocs[ai]
-		wi, ok := d.byRef[a.Workspace]
-		if !ok {
-			w := d.newWS(wsState{ref: a.Workspace, proj: -1})
-			w.out = WorkspaceDecision{Ref: w.ref}
-			if pi, ok := projIdx[a.Workspace.Project]; ok {
-				w.proj = pi
-			}
-			wi = d.add(w)
+		if ai == 0 || a.Workspace != snap.Allocs[ai-1].Workspace {
+			wi = d.find(a.Workspace)
+		}
+		if wi < 0 {
+			wi = d.addOrphan(a.Workspace, projIdx)
 		}
 		w := d.ws[wi]
 		w.allocs = append(w.allocs, a)
@@ -457,16 +501,43 @@ func newDecider(in Input) *decider {
 			steps := int64(in.Now.Sub(w.queuedSince) / ag.Interval)
 			w.boost = int(min(steps*int64(ag.Step), int64(max(ag.MaxBoost, 0))))
 		}
-		if p, ok := hist.Preempted[w.ref]; ok {
-			w.preempted = &p
+	}
+	// Preemption records and quota labels, walking whichever side is
+	// smaller: the record's workspace, or each workspace's record.
+	if len(hist.Preempted) < len(d.ws) {
+		for ref, p := range hist.Preempted {
+			if wi := d.find(ref); wi >= 0 {
+				d.ws[wi].preempted = &state.Preemption{}
+				*d.ws[wi].preempted = p
+			}
 		}
+	} else {
+		for _, w := range d.ws {
+			if p, ok := hist.Preempted[w.ref]; ok {
+				w.preempted = &state.Preemption{}
+				*w.preempted = p
+			}
+		}
+	}
+	setAdmitted := func(w *wsState, borrowing bool) {
 		if !w.running {
-			continue
+			return
 		}
-		if b, ok := hist.Borrowing[w.ref]; ok {
-			w.admitted = admittedInQuota
-			if b {
-				w.admitted = admittedBorrowing
+		w.admitted = admittedInQuota
+		if borrowing {
+			w.admitted = admittedBorrowing
+		}
+	}
+	if len(hist.Borrowing) < len(d.ws) {
+		for ref, b := range hist.Borrowing {
+			if wi := d.find(ref); wi >= 0 {
+				setAdmitted(d.ws[wi], b)
+			}
+		}
+	} else {
+		for _, w := range d.ws {
+			if b, ok := hist.Borrowing[w.ref]; ok {
+				setAdmitted(w, b)
 			}
 		}
 	}
@@ -631,18 +702,43 @@ func (d *decider) takeNode(ni int, w *wsState, extraCPU, extraMem int64) {
 	d.memFree[ni] -= max(w.mem-extraMem, 0)
 }
 
-// newWS stores a workspace record in the pool and returns it.
-func (d *decider) newWS(w wsState) *wsState {
-	d.pool = append(d.pool, w)
-	return &d.pool[len(d.pool)-1]
+// addOrphan adds a record for a workspace that holds GPUs but is not in
+// the specs, and returns its index.
+func (d *decider) addOrphan(ref schema.Ref, projIdx map[string]int) int32 {
+	wi := int32(len(d.ws))
+	d.pool = append(d.pool, wsState{idx: wi, ref: ref, proj: -1})
+	d.outs = append(d.outs, WorkspaceDecision{Ref: ref})
+	w := &d.pool[wi]
+	w.out = &d.outs[wi]
+	if pi, ok := projIdx[ref.Project]; ok {
+		w.proj = pi
+	}
+	d.ws = append(d.ws, w)
+	if d.byRef == nil {
+		d.byRef = map[schema.Ref]int32{}
+	}
+	d.byRef[ref] = wi
+	return wi
 }
 
-func (d *decider) add(w *wsState) int32 {
-	wi := int32(len(d.ws))
-	d.ws = append(d.ws, w)
-	d.byRef[w.ref] = wi
-	w.idx = wi
-	return wi
+// find returns the index of the workspace with ref, or -1.
+func (d *decider) find(ref schema.Ref) int32 {
+	if d.specSorted {
+		specs := d.ws[:d.nSpecs]
+		i, ok := slices.BinarySearchFunc(specs, ref, func(w *wsState, ref schema.Ref) int {
+			if c := strings.Compare(w.ref.Project, ref.Project); c != 0 {
+				return c
+			}
+			return strings.Compare(w.ref.Name, ref.Name)
+		})
+		if ok {
+			return int32(i)
+		}
+	}
+	if wi, ok := d.byRef[ref]; ok {
+		return wi
+	}
+	return -1
 }
 
 // markReleasing marks every GPU workspace wi holds as releasing.
