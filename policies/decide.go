@@ -5,6 +5,7 @@ import (
 	"container/heap"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"sort"
 	"strings"
@@ -316,6 +317,7 @@ func newDecider(in Input) *decider {
 	}
 	d.stepCredit = d.policy.Aging.Interval.Seconds()
 	d.c = newCluster(snap)
+	d.avail = make([][numLevels][]*countIndex, len(d.c.index)) // built by availOf
 
 	// Projects.
 	projIdx := map[string]int{}
@@ -414,9 +416,16 @@ func newDecider(in Input) *decider {
 	}
 
 	// Allocations: attach to their workspace (or an orphan for refs the
-	// specs no longer list) and mark their GPUs held. A workspace's
-	// allocations usually come together (Snapshot.Allocs is sorted by
-	// workspace): one lookup for them all.
+	// specs no longer list), mark their GPUs held and take their CPU and
+	// memory off their node's. A workspace's allocations usually come
+	// together (Snapshot.Allocs is sorted by workspace): one lookup for
+	// them all.
+	d.cpuFree = make([]int64, len(snap.Nodes))
+	d.memFree = make([]int64, len(snap.Nodes))
+	for ni, n := range snap.Nodes {
+		d.cpuFree[ni], d.memFree[ni] = n.CPUMilli, n.MemoryBytes
+	}
+	var heldSlots, heldBy []int32
 	wi := int32(-1)
 	for ai := range snap.Allocs {
 		a := &snap.Allocs[ai]
@@ -442,16 +451,20 @@ func newDecider(in Input) *decider {
 		if lost := in.Now.Sub(since).Seconds(); lost > 0 {
 			w.workLost += lost * float64(len(a.GPUs))
 		}
-		ni := sort.Search(len(snap.Nodes), func(i int) bool { return snap.Nodes[i].Name >= a.Node })
-		if ni == len(snap.Nodes) || snap.Nodes[ni].Name != a.Node {
+		ni := nodeIndex(snap.Nodes, a.Node)
+		if ni < 0 {
 			continue
 		}
+		d.cpuFree[ni] -= a.CPUMilli
+		d.memFree[ni] -= a.MemoryBytes
 		for _, id := range a.GPUs {
 			if si := d.c.slot(ni, id); si >= 0 {
-				d.c.setOwner(si, wi)
+				heldSlots = append(heldSlots, si)
+				heldBy = append(heldBy, wi)
 			}
 		}
 	}
+	d.c.hold(heldSlots, heldBy)
 	d.relLeft = map[[2]int32][2]int64{}
 	for _, n := range snap.Nodes {
 		if !n.Ready || !n.Eligible {
@@ -465,17 +478,6 @@ func newDecider(in Input) *decider {
 			mem = math.MaxInt64
 		}
 		d.bigCPU, d.bigMem = max(d.bigCPU, cpu), max(d.bigMem, mem)
-	}
-	d.cpuFree = make([]int64, len(snap.Nodes))
-	d.memFree = make([]int64, len(snap.Nodes))
-	for ni, n := range snap.Nodes {
-		d.cpuFree[ni], d.memFree[ni] = n.CPUMilli, n.MemoryBytes
-	}
-	for _, a := range snap.Allocs {
-		if ni := nodeIndex(snap.Nodes, a.Node); ni >= 0 {
-			d.cpuFree[ni] -= a.CPUMilli
-			d.memFree[ni] -= a.MemoryBytes
-		}
 	}
 	for wi, w := range d.ws {
 		if w.held == 0 {
@@ -571,7 +573,6 @@ func newDecider(in Input) *decider {
 	d.rightStamp = make([]int32, len(d.ws))
 	d.decidedWS = make([]bool, len(d.ws))
 	d.rightVal = make([]Right, len(d.ws))
-	d.initAvail()
 	// What was free before anyone was admitted, for "queue" reasons.
 	d.initialFree = make([][numLevels]*countIndex, len(d.c.index))
 	for m := range d.c.index {
@@ -773,13 +774,18 @@ func (d *decider) changeSlot(si, owner int32, releasing, record bool) {
 	if record {
 		d.journal = append(d.journal, undo{slot: si, owner: s.owner, releasing: s.releasing})
 	}
+	// The avail indexes of the slot's models that a search built.
+	var built [2]bool
+	for gk, m := range [2]int32{0, s.mi} {
+		built[gk] = d.avail[m][0] != nil
+	}
 	var before uint64
-	if d.avail != nil {
+	if built[0] || built[1] {
 		before = d.contrib(si)
 	}
 	d.c.setOwner(si, owner)
 	s.releasing = releasing
-	if d.avail == nil {
+	if !built[0] && !built[1] {
 		return
 	}
 	after := d.contrib(si)
@@ -797,6 +803,9 @@ func (d *decider) changeSlot(si, owner int32, releasing, record bool) {
 			continue
 		}
 		for gk, m := range [2]int32{0, s.mi} {
+			if !built[gk] {
+				continue
+			}
 			for l := range numLevels {
 				d.avail[m][l][k].add(int(s.groups[gk][l]), delta)
 			}
@@ -804,30 +813,41 @@ func (d *decider) changeSlot(si, owner int32, releasing, record bool) {
 	}
 }
 
-// initAvail builds the avail indexes from the cluster as it is now.
-func (d *decider) initAvail() {
-	d.avail = make([][numLevels][]*countIndex, len(d.c.index))
-	contrib := make([]uint64, len(d.c.slots))
-	for si := range contrib {
-		contrib[si] = d.contrib(int32(si))
+// availOf returns the avail indexes of model index m, building them
+// from the cluster as it is now the first time a search asks: until
+// then nothing reads them, and from then on changeSlot keeps them
+// current, so they are what building them all up front and keeping
+// them current would have made (verify checks it against a recount).
+func (d *decider) availOf(m int) *[numLevels][]*countIndex {
+	if d.avail[m][0] != nil {
+		return &d.avail[m]
 	}
-	for m := range d.c.index {
-		for l := range numLevels {
-			li := d.c.index[m][l]
-			d.avail[m][l] = make([]*countIndex, d.numTiers+1)
-			for k := 0; k <= d.numTiers; k++ {
-				d.avail[m][l][k] = newCountIndex(li.groups, func(gi int) int {
-					n := 0
-					for _, si := range li.groups[gi].gpus {
-						if contrib[si]&(1<<k) != 0 {
-							n++
-						}
-					}
-					return n
-				})
+	// A slot's contrib is a suffix of the tiers: it counts for every k
+	// from its threshold on (numTiers+1 and beyond: none). Each group's
+	// count for k is the number of its slots with a threshold ≤ k.
+	n := d.numTiers + 1
+	var vals []int
+	for l := range numLevels {
+		li := d.c.index[m][l]
+		vals = slices.Grow(vals[:0], len(li.groups)*n)[:len(li.groups)*n]
+		clear(vals)
+		for gi := range li.groups {
+			row := vals[gi*n : (gi+1)*n]
+			for _, si := range li.groups[gi].gpus {
+				if t := bits.TrailingZeros64(d.contrib(si)); t < n {
+					row[t]++
+				}
+			}
+			for k := 1; k < n; k++ {
+				row[k] += row[k-1]
 			}
 		}
+		d.avail[m][l] = make([]*countIndex, n)
+		for k := range n {
+			d.avail[m][l][k] = newCountIndex(li.groups, func(gi int) int { return vals[gi*n+k] })
+		}
 	}
+	return &d.avail[m]
 }
 
 // slotsOf returns the usable slots workspace wi holds, by slot order.
@@ -1052,7 +1072,7 @@ func (d *decider) verify() {
 				if free != g.free || li.first(free) < 0 {
 					panic(fmt.Sprintf("free index of group %d (model %d, level %d): %d, recount %d", gi, m, l, g.free, free))
 				}
-				for k := 0; k <= d.numTiers; k++ {
+				for k := 0; k <= d.numTiers && d.avail[m][0] != nil; k++ {
 					n := 0
 					for _, si := range g.gpus {
 						if d.contrib(si)&(1<<k) != 0 {
