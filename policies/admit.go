@@ -53,17 +53,19 @@ func (d *decider) admit(w *wsState) {
 		return
 	}
 	inQuota := d.inQuota(p, w)
-	key := shapeKey{gen: d.memoGen, gpus: w.gpus, replicas: w.replicas, cpu: w.cpu, mem: w.mem, mi: mi, topo: w.topo, tier: w.tier, canPreempt: w.canPreempt, inQuota: inQuota, project: -1}
+	sm := d.shapeOf(w, mi)
+	fi := 0 // sm.failed index: 0 beyond a quota, else 1 + the project
 	if inQuota {
-		key.project = w.proj
+		fi = 1 + w.proj
 	}
-	// A shape that failed since the last preemption fails again: free
-	// GPUs only get fewer, and only a preemption releases more. (A project
-	// that starts borrowing later in the pass makes what it starts beyond
-	// its quota reclaimable; the next decision sees that.)
-	if could, memo := d.failMemo[key]; memo {
-		d.couldPreempt = could
-		d.waitForCapacity(wi, w, mi, guarded)
+	// A shape that failed since the last preemption fails again (in the
+	// same project, if inside its quota): free GPUs only get fewer, and
+	// only a preemption releases more. (A project that starts borrowing
+	// later in the pass makes what it starts beyond its quota
+	// reclaimable; the next decision sees that.)
+	if sm.failed != nil && sm.failed[fi].gen == d.memoGen+1 {
+		d.couldPreempt = sm.failed[fi].could
+		d.waitForCapacity(wi, w, sm, mi, guarded)
 		return
 	}
 
@@ -103,8 +105,11 @@ func (d *decider) admit(w *wsState) {
 	}
 	if !ok {
 		d.rollback()
-		d.failMemo[key] = d.couldPreempt
-		d.waitForCapacity(wi, w, mi, guarded)
+		if sm.failed == nil {
+			sm.failed = make([]failure, 1+len(d.projs))
+		}
+		sm.failed[fi] = failure{gen: d.memoGen + 1, could: d.couldPreempt}
+		d.waitForCapacity(wi, w, sm, mi, guarded)
 		return
 	}
 
@@ -148,33 +153,32 @@ func (d *decider) admit(w *wsState) {
 // workspace it may preempt), to wait, and reserves GPUs for it as the
 // head of the queue when nobody holds a reservation yet.
 //
-// The reason is memoized per shape while d.gen stays the same, and the
-// memo is exact: waitReason reads only the shape (mi, w.topo's levels,
-// gpus, replicas, cpu, mem: model names map one to one to mi), the
-// couldPreempt it is given (in the key), the free GPU indexes and total
-// free counts, the reservation (reservedBy, reserved), d.admitted, node
-// names and initialFree. initialFree and the nodes never change during
-// a decision; every change of the others bumps d.gen (setOwner,
-// victimize, reserve when it holds anything, admit freeing a
-// reservation, every start), and a rollback only restores a state after
-// gen moved on. The same holds for reserve: it reads the shape and the
-// free indexes, and it is tried only when reservedBy < 0 for a reason
-// that is not ReasonQueue. So on a hit either it was not tried then and
-// is not now, or it was tried with this very input and held nothing
-// (holding would have bumped gen): it is skipped.
-func (d *decider) waitForCapacity(wi int32, w *wsState, mi int, guarded bool) {
-	key := reasonKey{mi: mi, topo: w.topo, gpus: w.gpus, replicas: w.replicas, cpu: w.cpu, mem: w.mem, couldPreempt: d.couldPreempt}
-	if d.reasonsGen != d.gen {
-		clear(d.reasons)
-		d.reasonsGen = d.gen
+// The reason is memoized per shape (sm, w's) and couldPreempt while
+// d.gen stays the same, and the memo is exact: waitReason reads only the
+// shape (mi, w.topo's levels, gpus, replicas, cpu, mem: model names map
+// one to one to mi), the couldPreempt it is given, the free GPU indexes
+// and total free counts, the reservation (reservedBy, reserved),
+// d.admitted, node names and initialMost. initialMost and the nodes
+// never change during a decision; every change of the others bumps
+// d.gen (setOwner, victimize, reserve when it holds anything, admit
+// freeing a reservation, every start), and a rollback only restores a
+// state after gen moved on. The same holds for reserve: it reads the
+// shape and the free indexes, and it is tried only when reservedBy < 0
+// for a reason that is not ReasonQueue. So on a hit either it was not
+// tried then and is not now, or it was tried with this very input and
+// held nothing (holding would have bumped gen): it is skipped.
+func (d *decider) waitForCapacity(wi int32, w *wsState, sm *shapeMemo, mi int, guarded bool) {
+	c := 0
+	if d.couldPreempt {
+		c = 1
 	}
-	if reason, ok := d.reasons[key]; ok {
+	if sm.reasonGen[c] == d.gen+1 {
 		d.couldPreempt = false
-		d.wait(w, reason)
+		d.wait(w, sm.reason[c])
 		return
 	}
 	reason := d.waitReason(w, mi)
-	d.reasons[key] = reason
+	sm.reason[c], sm.reasonGen[c] = reason, d.gen+1
 	if d.reservedBy < 0 && reason.Kind != ReasonQueue {
 		as := "head of the queue"
 		if guarded {
@@ -185,14 +189,6 @@ func (d *decider) waitForCapacity(wi int32, w *wsState, mi int, guarded bool) {
 		}
 	}
 	d.wait(w, reason)
-}
-
-// reasonKey is what waitReason's answer depends on besides d.gen.
-type reasonKey struct {
-	mi, topo       int
-	gpus, replicas int
-	cpu, mem       int64
-	couldPreempt   bool
 }
 
 func (d *decider) wait(w *wsState, r Reason) {
@@ -364,7 +360,7 @@ func (d *decider) waitReason(w *wsState, mi int) Reason {
 	li := d.c.index[mi][loosest]
 	if d.admitted > 0 && w.replicas == 1 {
 		for _, l := range w.levels {
-			if d.initialFree[mi][l].bestFit(w.gpus) >= 0 {
+			if d.initialMost[mi][l] >= w.gpus { // one group had room
 				r := Reason{ReasonQueue, fmt.Sprintf("queue: %s ahead of it in the queue took the free GPUs it fits in", plural(d.admitted, "workspace"))}
 				if d.couldPreempt {
 					r.Message += "; preempting what it may would not make room"

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/berth-dev/berth/reconcile/state"
@@ -35,6 +36,8 @@ type wsState struct {
 	// topo numbers the workspace's NVLink and NUMA constraints (defaults
 	// filled in): equal constraints, equal numbers.
 	topo int
+
+	stopped bool // the specs want it stopped (DesiredStopped)
 
 	allocs   []*state.Alloc
 	held     int  // GPUs its allocations hold
@@ -80,6 +83,16 @@ type projState struct {
 	next    int     // first position that may not be decided
 	needs   []needBucket
 	heapIdx int
+	// key is its head's place in the queue, as refreshKey last found it.
+	key queueKey
+}
+
+// queueKey is what orders a project in the queue: its head workspace
+// and that workspace's queue key (see before).
+type queueKey struct {
+	w       *wsState
+	inQuota bool
+	share   float64 // the project's fair share less the head's aging credit
 }
 
 // needBucket lists the queue positions of a project's workspaces that need
@@ -156,21 +169,21 @@ type decider struct {
 
 	// gen changes whenever the cluster or a project's holdings change, so
 	// memoized failures are recomputed only when they could differ.
-	gen      int
-	failMemo map[shapeKey]bool // failed shapes → couldPreempt
-	// reasons memoizes wait reasons by shape while gen is reasonsGen
-	// (see waitForCapacity).
-	reasons    map[reasonKey]Reason
-	reasonsGen int
+	gen int
+	// shapes memoizes failures and wait reasons per shape (numbered by
+	// shapeIDs in the order admit first met them).
+	shapes     []*shapeMemo
+	shapeIDs   map[shapeKey]int32
 	memoGen    int     // changes when a preemption or a freed reservation adds GPUs
 	reserved   []int32 // slots held for the head of the queue
 	reservedBy int32   // workspace holding the reservation; -1 none
 	journal    []undo
 	guardMsg   string // set when the starvation guard made the reservation
 	decidedWS  []bool // queued workspaces already admitted or told to wait
-	// initialFree indexes the free GPUs as the decision found them;
-	// admitted counts the workspaces started so far.
-	initialFree [][numLevels]*countIndex
+	// initialMost[m][l]: the most free GPUs any group of model index m
+	// at level l had as the decision found them (-1: no group); admitted
+	// counts the workspaces started so far.
+	initialMost [][numLevels]int
 	admitted    int
 	dirty       []int // projects whose holdings a preemption changed
 	// couldPreempt: the last preemption search saw a workspace it may
@@ -193,17 +206,45 @@ type decider struct {
 }
 
 // shapeKey identifies what a placement attempt depends on besides the
-// cluster: the shape of one replica and the preemptor's rights.
+// cluster, the workspace's project and whether it fits in its quota:
+// the shape of one replica and the preemptor's rights.
 type shapeKey struct {
-	gen            int
 	gpus, replicas int
 	cpu, mem       int64 // per replica; zero: not asked for
 	mi             int   // model index: one to one with the model asked for
 	topo           int   // wsState.topo: one to one with the NVLink and NUMA constraints
 	tier           int
 	canPreempt     bool
-	inQuota        bool
-	project        int
+}
+
+// shapeMemo is what a decision remembers of one shape.
+type shapeMemo struct {
+	// failed[p+1] is the last failure inside project p's quota (p ≥ 0),
+	// failed[0] beyond a quota; nil until the first failure.
+	failed []failure
+	// reason[c] is its wait reason with couldPreempt = (c == 1), valid
+	// while d.gen+1 == reasonGen[c] (see waitForCapacity).
+	reason    [2]Reason
+	reasonGen [2]int
+}
+
+// failure records that a shape failed to place at memoGen gen-1 (0:
+// never) and whether its search saw a workspace it may preempt.
+type failure struct {
+	gen   int
+	could bool
+}
+
+// shapeOf returns the memo of w's shape; mi is w's model index.
+func (d *decider) shapeOf(w *wsState, mi int) *shapeMemo {
+	key := shapeKey{gpus: w.gpus, replicas: w.replicas, cpu: w.cpu, mem: w.mem, mi: mi, topo: w.topo, tier: w.tier, canPreempt: w.canPreempt}
+	id, ok := d.shapeIDs[key]
+	if !ok {
+		id = int32(len(d.shapes))
+		d.shapeIDs[key] = id
+		d.shapes = append(d.shapes, &shapeMemo{})
+	}
+	return d.shapes[id]
 }
 
 type undo struct {
@@ -274,12 +315,21 @@ func Decide(in Input) Decision {
 		d.admit(w)
 		p.done[pos] = true
 		p.left--
+		// Its project and the victims' (they hold fewer GPUs now) have
+		// new keys: refresh them all before the heap compares any.
+		if p.left > 0 {
+			d.refreshKey(h.items[0])
+		}
+		for _, pi := range d.dirty {
+			if d.projs[pi].heapIdx >= 0 && d.projs[pi].left > 0 {
+				d.refreshKey(pi)
+			}
+		}
 		if p.left > 0 {
 			heap.Fix(h, 0)
 		} else {
 			heap.Pop(h)
 		}
-		// Victims' projects hold fewer GPUs now: their keys moved.
 		for _, pi := range d.dirty {
 			if d.projs[pi].heapIdx >= 0 {
 				heap.Fix(h, d.projs[pi].heapIdx)
@@ -296,11 +346,21 @@ func Decide(in Input) Decision {
 	if !d.specSorted || len(d.outs) > d.nSpecs {
 		sort.Slice(out.Workspaces, func(i, j int) bool { return out.Workspaces[i].Ref.Less(out.Workspaces[j].Ref) })
 	}
+	// The records are done with (nothing returned points into them).
+	clear(d.pool)
+	buf := d.pool[:0]
+	recordPool.Put(&buf)
 	return out
 }
 
+// recordPool recycles the workspace records (decider.pool) of finished
+// decisions, cleared: a decision over thousands of workspaces needs a
+// large block of them, and clearing memory just used costs much less
+// than clearing fresh memory.
+var recordPool sync.Pool // of *[]wsState, zero up to their capacity
+
 func newDecider(in Input) *decider {
-	d := &decider{in: in, now: in.Now, failMemo: map[shapeKey]bool{}, reasons: map[reasonKey]Reason{}, reservedBy: -1}
+	d := &decider{in: in, now: in.Now, shapeIDs: map[shapeKey]int32{}, reservedBy: -1}
 	specs := in.Specs
 	if specs == nil {
 		specs = &schema.Set{Policy: schema.DefaultPolicy()}
@@ -345,7 +405,11 @@ func newDecider(in Input) *decider {
 	// slices, sized for every workspace and orphan, so pointers into them
 	// stay valid; the records are filled in place.
 	nw := len(specs.Workspaces)
-	d.pool = make([]wsState, nw, nw+len(snap.Allocs))
+	if buf, _ := recordPool.Get().(*[]wsState); buf != nil && cap(*buf) >= nw+len(snap.Allocs) {
+		d.pool = (*buf)[:nw]
+	} else {
+		d.pool = make([]wsState, nw, nw+len(snap.Allocs))
+	}
 	d.outs = make([]WorkspaceDecision, nw, nw+len(snap.Allocs))
 	d.ws = make([]*wsState, nw, nw+len(snap.Allocs))
 	d.nSpecs, d.specSorted = nw, true
@@ -367,6 +431,7 @@ func newDecider(in Input) *decider {
 		w.idx = int32(i)
 		w.ref = sw.Ref()
 		w.spec = sw
+		w.stopped = sw.Spec.State == schema.DesiredStopped
 		w.gpus, w.replicas = sw.Spec.Resources.GPUs, max(sw.Spec.Replicas, 1)
 		w.model = sw.Spec.Resources.GPUModel
 		w.cpu, w.mem = sw.Spec.Resources.CPUMilli, sw.Spec.Resources.MemoryBytes
@@ -483,7 +548,7 @@ func newDecider(in Input) *decider {
 		if w.held == 0 {
 			continue
 		}
-		w.leaving = w.stopping || w.spec == nil || w.spec.Spec.State == schema.DesiredStopped
+		w.leaving = w.stopping || w.spec == nil || w.stopped
 		w.running = !w.leaving
 		if w.leaving {
 			d.markReleasing(int32(wi))
@@ -574,11 +639,14 @@ func newDecider(in Input) *decider {
 	d.decidedWS = make([]bool, len(d.ws))
 	d.rightVal = make([]Right, len(d.ws))
 	// What was free before anyone was admitted, for "queue" reasons.
-	d.initialFree = make([][numLevels]*countIndex, len(d.c.index))
+	d.initialMost = make([][numLevels]int, len(d.c.index))
 	for m := range d.c.index {
 		for l := range numLevels {
 			li := d.c.index[m][l]
-			d.initialFree[m][l] = newCountIndex(li.groups, func(gi int) int { return li.groups[gi].free })
+			d.initialMost[m][l] = -1
+			if gi := li.most(); gi >= 0 {
+				d.initialMost[m][l] = li.groups[gi].free
+			}
 		}
 	}
 	return d
@@ -905,7 +973,7 @@ func (d *decider) settleHolders() {
 			w.out.Verdict = VerdictStop
 			w.out.Placements = PlacementsOf(w.allocs)
 			w.out.Reason = Reason{ReasonStopped, "removed: the specs no longer list it"}
-		case w.spec.Spec.State == schema.DesiredStopped:
+		case w.stopped:
 			w.out.Verdict = VerdictStop
 			w.out.Placements = PlacementsOf(w.allocs)
 			w.out.Reason = Reason{ReasonStopped, "stopped: its desired state is Stopped"}
@@ -985,18 +1053,29 @@ func (d *decider) inQuota(p *projState, w *wsState) bool {
 	return p.held+w.gpus*w.replicas <= p.quota
 }
 
-// before reports whether project a's head comes before project b's.
+// refreshKey recomputes project pi's queue key. The key reads only the
+// project's own state (holdings, usage, decided positions), so Decide
+// refreshes the projects whose state changed before the heap compares
+// anything: the key then is what computing it at each comparison gave.
+func (d *decider) refreshKey(pi int) {
+	p := d.projs[pi]
+	w := d.ws[p.queue[p.head()]]
+	p.key = queueKey{w: w, inQuota: d.inQuota(p, w), share: d.share(p) - float64(w.boost)*d.stepCredit}
+}
+
+// before reports whether project a's head comes before project b's, by
+// their keys.
 func (d *decider) before(a, b int) bool {
-	pa, pb := d.projs[a], d.projs[b]
-	wa, wb := d.ws[pa.queue[pa.head()]], d.ws[pb.queue[pb.head()]]
-	if qa, qb := d.inQuota(pa, wa), d.inQuota(pb, wb); qa != qb {
-		return qa
+	ka, kb := &d.projs[a].key, &d.projs[b].key
+	wa, wb := ka.w, kb.w
+	if ka.inQuota != kb.inQuota {
+		return ka.inQuota
 	}
 	if wa.tier != wb.tier {
 		return wa.tier > wb.tier
 	}
-	if sa, sb := d.share(pa)-float64(wa.boost)*d.stepCredit, d.share(pb)-float64(wb.boost)*d.stepCredit; sa != sb {
-		return sa < sb
+	if ka.share != kb.share {
+		return ka.share < kb.share
 	}
 	if !wa.queuedSince.Equal(wb.queuedSince) {
 		return wa.queuedSince.Before(wb.queuedSince)
@@ -1007,7 +1086,7 @@ func (d *decider) before(a, b int) bool {
 func (d *decider) buildQueue() *projHeap {
 	h := &projHeap{d: d}
 	for wi, w := range d.ws {
-		if w.spec == nil || w.spec.Spec.State == schema.DesiredStopped || w.held > 0 {
+		if w.spec == nil || w.stopped || w.held > 0 {
 			continue
 		}
 		if w.proj < 0 {
@@ -1049,6 +1128,7 @@ func (d *decider) buildQueue() *projHeap {
 		sort.Slice(p.needs, func(i, j int) bool { return p.needs[i].need < p.needs[j].need })
 		h.items = append(h.items, pi)
 		p.heapIdx = len(h.items) - 1
+		d.refreshKey(pi)
 	}
 	heap.Init(h)
 	return h
