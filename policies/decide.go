@@ -790,15 +790,20 @@ func (d *decider) addOrphan(ref schema.Ref, projIdx map[string]int) int32 {
 	return wi
 }
 
+// compareRefs orders refs as Ref.Less does.
+func compareRefs(a, b schema.Ref) int {
+	if c := strings.Compare(a.Project, b.Project); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
 // find returns the index of the workspace with ref, or -1.
 func (d *decider) find(ref schema.Ref) int32 {
 	if d.specSorted {
 		specs := d.ws[:d.nSpecs]
 		i, ok := slices.BinarySearchFunc(specs, ref, func(w *wsState, ref schema.Ref) int {
-			if c := strings.Compare(w.ref.Project, ref.Project); c != 0 {
-				return c
-			}
-			return strings.Compare(w.ref.Name, ref.Name)
+			return compareRefs(w.ref, ref)
 		})
 		if ok {
 			return int32(i)
@@ -1005,10 +1010,14 @@ func PlacementsOf(allocs []*state.Alloc) []state.Placement {
 	out := make([]state.Placement, 0, len(allocs))
 	for _, a := range allocs {
 		gpus := append([]string(nil), a.GPUs...)
-		sort.Strings(gpus)
+		if !slices.IsSorted(gpus) {
+			slices.Sort(gpus)
+		}
 		out = append(out, state.Placement{Replica: a.Replica, Node: a.Node, GPUs: gpus})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Replica < out[j].Replica })
+	if len(out) > 1 {
+		sort.Slice(out, func(i, j int) bool { return out[i].Replica < out[j].Replica })
+	}
 	return out
 }
 
@@ -1101,15 +1110,16 @@ func (d *decider) buildQueue() *projHeap {
 		if len(p.queue) == 0 {
 			continue
 		}
-		sort.Slice(p.queue, func(i, j int) bool {
-			a, b := d.ws[p.queue[i]], d.ws[p.queue[j]]
+		// Refs are unique: no ties, so any sort gives this order.
+		slices.SortFunc(p.queue, func(i, j int32) int {
+			a, b := d.ws[i], d.ws[j]
 			if a.boost != b.boost {
-				return a.boost > b.boost
+				return cmp.Compare(b.boost, a.boost)
 			}
-			if !a.queuedSince.Equal(b.queuedSince) {
-				return a.queuedSince.Before(b.queuedSince)
+			if c := a.queuedSince.Compare(b.queuedSince); c != 0 {
+				return c
 			}
-			return a.ref.Less(b.ref)
+			return compareRefs(a.ref, b.ref)
 		})
 		p.done = make([]bool, len(p.queue))
 		p.left = len(p.queue)
