@@ -150,8 +150,9 @@ func (d *decider) admit(w *wsState) {
 
 // waitForCapacity tells w, which found no room (the cluster as it was
 // before w was tried; d.couldPreempt says whether the search saw a
-// workspace it may preempt), to wait, and reserves GPUs for it as the
-// head of the queue when nobody holds a reservation yet.
+// workspace it may preempt), to wait, and reserves GPUs for it when
+// nobody holds a reservation yet and it is a gang (the head of the
+// queue) or the starvation guard's pick.
 //
 // The reason is memoized per shape (sm, w's) and couldPreempt while
 // d.gen stays the same, and the memo is exact: waitReason reads only the
@@ -164,7 +165,9 @@ func (d *decider) admit(w *wsState) {
 // freeing a reservation, every start), and a rollback only restores a
 // state after gen moved on. The same holds for reserve: it reads the
 // shape and the free indexes, and it is tried only when reservedBy < 0
-// for a reason that is not ReasonQueue. So on a hit either it was not
+// for a reason that is not ReasonQueue, for a gang (replicas are part of
+// the shape) or a guarded workspace (which always misses: freeing its
+// reservation bumped gen just before). So on a hit either it was not
 // tried then and is not now, or it was tried with this very input and
 // held nothing (holding would have bumped gen): it is skipped.
 func (d *decider) waitForCapacity(wi int32, w *wsState, sm *shapeMemo, mi int, guarded bool) {
@@ -179,7 +182,11 @@ func (d *decider) waitForCapacity(wi int32, w *wsState, sm *shapeMemo, mi int, g
 	}
 	reason := d.waitReason(w, mi)
 	sm.reason[c], sm.reasonGen[c] = reason, d.gen+1
-	if d.reservedBy < 0 && reason.Kind != ReasonQueue {
+	// A gang at the head of the queue reserves: without it, single
+	// workspaces could take GPUs one by one forever before a whole gang's
+	// worth is free. A single workspace reserves only as the starvation
+	// guard's pick (guarded: it held the guard's reservation).
+	if d.reservedBy < 0 && reason.Kind != ReasonQueue && (w.replicas > 1 || guarded) {
 		as := "head of the queue"
 		if guarded {
 			as = "the longest-starved workspace (aging at its maximum)"

@@ -275,14 +275,18 @@ type undo struct {
 // time queued: first come, first served.
 //
 // Each one starts on free GPUs if it can (the placement that leaves the
-// least stranded capacity, preferred topology first); else preempts (strictly lower tiers; or, inside its quota, other projects'
-// borrowed work: see markOverQuota); else waits with a reason. The first workspace that must
-// wait for capacity reserves the best free GPUs for itself, so later, smaller
-// ones cannot starve it. Before the queue runs, the starvation guard gives
-// that reservation instead to the longest-waiting workspace whose aging is
-// at its maximum and that fits in no free GPUs (highest tier first): GPUs
-// freed one by one then gather for it instead of going to later arrivals,
-// whatever fair share says.
+// least stranded capacity, preferred topology first); else preempts
+// (strictly lower tiers; or, inside its quota, other projects' borrowed
+// work: see markOverQuota); else waits with a reason. The first gang
+// (replicas > 1) that must wait for capacity reserves the best free GPUs
+// for itself, so later, smaller ones cannot starve it. A single workspace
+// does not: the starvation guard covers one that waits too long, and
+// otherwise its reservation would hold free GPUs back from everyone
+// behind it. Before the queue runs, the starvation guard gives the
+// reservation instead to the longest-waiting workspace whose aging is at
+// its maximum and that fits in no free GPUs (highest tier first), gang or
+// not: GPUs freed one by one then gather for it instead of going to later
+// arrivals, whatever fair share says.
 //
 // A preemptor whose victims are still stopping gets VerdictStart with those
 // victims in Preempts (and they keep VerdictPreempt): the plan is
