@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/berth-dev/berth/reconcile/state"
-	"github.com/berth-dev/berth/schema"
 )
 
 // admit decides one queued workspace: start on free GPUs, start after
@@ -55,30 +54,32 @@ func (d *decider) admit(w *wsState) {
 		return
 	}
 	inQuota := d.inQuota(p, w)
-	key := shapeKey{gen: d.memoGen, gpus: w.gpus, replicas: w.replicas, cpu: w.cpu, mem: w.mem, model: w.model, nvlink: d.nvlink(w), numa: d.numa(w), tier: w.tier, canPreempt: w.canPreempt, inQuota: inQuota, project: -1}
+	sm := d.shapeOf(w, mi)
+	fi := 0 // sm.failed index: 0 beyond a quota, else 1 + the project
 	if inQuota {
-		key.project = w.proj
+		fi = 1 + w.proj
 	}
-	// A shape that failed since the last preemption fails again: free
-	// GPUs only get fewer, and only a preemption releases more. (A project
-	// that starts borrowing later in the pass makes what it starts beyond
-	// its quota reclaimable; the next decision sees that.)
-	ok := true
-	could, memo := d.failMemo[key]
-	if memo {
-		ok = false
-		d.couldPreempt = could
+	// A shape that failed since the last preemption fails again (in the
+	// same project, if inside its quota): free GPUs only get fewer, and
+	// only a preemption releases more. (A project that starts borrowing
+	// later in the pass makes what it starts beyond its quota
+	// reclaimable; the next decision sees that.)
+	if sm.failed != nil && sm.failed[fi].gen == d.memoGen+1 {
+		d.couldPreempt = sm.failed[fi].could
+		d.waitForCapacity(wi, w, sm, mi, guarded)
+		return
 	}
 
 	// 2. Place every replica: free GPUs first, else by preemption.
 	d.journal = d.journal[:0]
+	ok := true
 	var pls []state.Placement
 	type taken struct {
 		victim int32
 		right  Right
 	}
 	var victims []taken
-	waitFor := map[int32]bool{}
+	var waitFor map[int32]bool // made by the first preemption
 	budget := d.policy.Preemption.MaxVictims
 	if !d.policy.Preemption.Enabled {
 		budget = 0
@@ -97,23 +98,19 @@ func (d *decider) admit(w *wsState) {
 			victims = append(victims, taken{v, d.right(w, inQuota, d.ws[v])})
 		}
 		budget -= len(opt.victims)
+		if waitFor == nil {
+			waitFor = map[int32]bool{}
+		}
 		pl := d.applyOption(wi, w, r, opt, waitFor)
 		pls = append(pls, pl)
 	}
 	if !ok {
 		d.rollback()
-		d.failMemo[key] = d.couldPreempt
-		reason := d.waitReason(w, mi)
-		if d.reservedBy < 0 && reason.Kind != ReasonQueue {
-			as := "head of the queue"
-			if guarded {
-				as = "the longest-starved workspace (aging at its maximum)"
-			}
-			if msg := d.reserve(wi, w, mi, as); msg != "" {
-				reason.Message += "; " + msg
-			}
+		if sm.failed == nil {
+			sm.failed = make([]failure, 1+len(d.projs))
 		}
-		d.wait(w, reason)
+		sm.failed[fi] = failure{gen: d.memoGen + 1, could: d.couldPreempt}
+		d.waitForCapacity(wi, w, sm, mi, guarded)
 		return
 	}
 
@@ -152,18 +149,54 @@ func (d *decider) admit(w *wsState) {
 	}
 }
 
-func (d *decider) nvlink(w *wsState) schema.Constraint {
-	if c := w.spec.Spec.Topology.NVLink; c != "" {
-		return c
+// waitForCapacity tells w, which found no room (the cluster as it was
+// before w was tried; d.couldPreempt says whether the search saw a
+// workspace it may preempt), to wait, and reserves GPUs for it when
+// nobody holds a reservation yet and it is a gang (the head of the
+// queue) or the starvation guard's pick.
+//
+// The reason is memoized per shape (sm, w's) and couldPreempt while
+// d.gen stays the same, and the memo is exact: waitReason reads only the
+// shape (mi, w.topo's levels, gpus, replicas, cpu, mem: model names map
+// one to one to mi), the couldPreempt it is given, the free GPU indexes
+// and total free counts, the reservation (reservedBy, reserved),
+// d.admitted, node names and initialMost. initialMost and the nodes
+// never change during a decision; every change of the others bumps
+// d.gen (setOwner, victimize, reserve when it holds anything, admit
+// freeing a reservation, every start), and a rollback only restores a
+// state after gen moved on. The same holds for reserve: it reads the
+// shape and the free indexes, and it is tried only when reservedBy < 0
+// for a reason that is not ReasonQueue, for a gang (replicas are part of
+// the shape) or a guarded workspace (which always misses: freeing its
+// reservation bumped gen just before). So on a hit either it was not
+// tried then and is not now, or it was tried with this very input and
+// held nothing (holding would have bumped gen): it is skipped.
+func (d *decider) waitForCapacity(wi int32, w *wsState, sm *shapeMemo, mi int, guarded bool) {
+	c := 0
+	if d.couldPreempt {
+		c = 1
 	}
-	return d.policy.Defaults.Topology.NVLink
-}
-
-func (d *decider) numa(w *wsState) schema.Constraint {
-	if c := w.spec.Spec.Topology.NUMA; c != "" {
-		return c
+	if sm.reasonGen[c] == d.gen+1 {
+		d.couldPreempt = false
+		d.wait(w, sm.reason[c])
+		return
 	}
-	return d.policy.Defaults.Topology.NUMA
+	reason := d.waitReason(w, mi)
+	sm.reason[c], sm.reasonGen[c] = reason, d.gen+1
+	// A gang at the head of the queue reserves: without it, single
+	// workspaces could take GPUs one by one forever before a whole gang's
+	// worth is free. A single workspace reserves only as the starvation
+	// guard's pick (guarded: it held the guard's reservation).
+	if d.reservedBy < 0 && reason.Kind != ReasonQueue && (w.replicas > 1 || guarded) {
+		as := "head of the queue"
+		if guarded {
+			as = "the longest-starved workspace (aging at its maximum)"
+		}
+		if msg := d.reserve(wi, w, mi, as); msg != "" {
+			reason.Message += "; " + msg
+		}
+	}
+	d.wait(w, reason)
 }
 
 func (d *decider) wait(w *wsState, r Reason) {
@@ -335,7 +368,7 @@ func (d *decider) waitReason(w *wsState, mi int) Reason {
 	li := d.c.index[mi][loosest]
 	if d.admitted > 0 && w.replicas == 1 {
 		for _, l := range w.levels {
-			if d.initialFree[mi][l].bestFit(w.gpus) >= 0 {
+			if d.initialMost[mi][l] >= w.gpus { // one group had room
 				r := Reason{ReasonQueue, fmt.Sprintf("queue: %s ahead of it in the queue took the free GPUs it fits in", plural(d.admitted, "workspace"))}
 				if d.couldPreempt {
 					r.Message += "; preempting what it may would not make room"

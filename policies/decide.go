@@ -1,10 +1,15 @@
 package policies
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
 	"math"
+	"math/bits"
+	"slices"
 	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/berth-dev/berth/reconcile/state"
@@ -28,6 +33,11 @@ type wsState struct {
 	cpu, mem       int64 // per replica; zero: not asked for
 	model          string
 	levels         []int // placement levels, preferred first
+	// topo numbers the workspace's NVLink and NUMA constraints (defaults
+	// filled in): equal constraints, equal numbers.
+	topo int
+
+	stopped bool // the specs want it stopped (DesiredStopped)
 
 	allocs   []*state.Alloc
 	held     int  // GPUs its allocations hold
@@ -50,19 +60,22 @@ type wsState struct {
 	// minimum runtime); rank: how many tiers are below its own.
 	candidate bool
 	rank      int
-	out       WorkspaceDecision
+	// out is its entry in decider.outs: what Decide returns for it.
+	out *WorkspaceDecision
 }
 
 // projState is Decide's working record of one project.
 type projState struct {
-	spec   *schema.Project
-	name   string
-	tier   int
-	quota  int
-	borrow int // < 0: unlimited
-	weight float64
-	held   int     // GPUs counted against its quota now (changes as the decision goes)
-	usage  float64 // decayed GPU-seconds at Now
+	spec *schema.Project
+	name string
+	tier int
+	// canPreempt, preemptible: its tier's flags (false: no such tier).
+	canPreempt, preemptible bool
+	quota                   int
+	borrow                  int // < 0: unlimited
+	weight                  float64
+	held                    int     // GPUs counted against its quota now (changes as the decision goes)
+	usage                   float64 // decayed GPU-seconds at Now
 
 	queue   []int32 // pending workspaces, in the project's queue order
 	done    []bool  // by queue position: decided
@@ -70,6 +83,16 @@ type projState struct {
 	next    int     // first position that may not be decided
 	needs   []needBucket
 	heapIdx int
+	// key is its head's place in the queue, as refreshKey last found it.
+	key queueKey
+}
+
+// queueKey is what orders a project in the queue: its head workspace
+// and that workspace's queue key (see before).
+type queueKey struct {
+	w       *wsState
+	inQuota bool
+	share   float64 // the project's fair share less the head's aging credit
 }
 
 // needBucket lists the queue positions of a project's workspaces that need
@@ -132,22 +155,35 @@ type decider struct {
 	bigCPU, bigMem int64
 	pool           []wsState // backing store of ws; never grows past its capacity
 	ws             []*wsState
-	projs          []*projState
-	byRef          map[schema.Ref]int32
+	// outs holds every workspace's decision, in ws order (wsState.out
+	// points into it); it never grows past its capacity either.
+	outs  []WorkspaceDecision
+	projs []*projState
+	// specSorted: the specs listed their workspaces sorted by Ref, as
+	// schema.Set promises, so ws[:len(specs)] is sorted too and find
+	// searches it. byRef holds the workspaces find looks up by map: the
+	// orphans, and every workspace when the specs were not sorted.
+	specSorted bool
+	nSpecs     int
+	byRef      map[schema.Ref]int32
 
 	// gen changes whenever the cluster or a project's holdings change, so
 	// memoized failures are recomputed only when they could differ.
-	gen        int
-	failMemo   map[shapeKey]bool // failed shapes → couldPreempt
-	memoGen    int               // changes when a preemption or a freed reservation adds GPUs
-	reserved   []int32           // slots held for the head of the queue
-	reservedBy int32             // workspace holding the reservation; -1 none
+	gen int
+	// shapes memoizes failures and wait reasons per shape (numbered by
+	// shapeIDs in the order admit first met them).
+	shapes     []*shapeMemo
+	shapeIDs   map[shapeKey]int32
+	memoGen    int     // changes when a preemption or a freed reservation adds GPUs
+	reserved   []int32 // slots held for the head of the queue
+	reservedBy int32   // workspace holding the reservation; -1 none
 	journal    []undo
 	guardMsg   string // set when the starvation guard made the reservation
 	decidedWS  []bool // queued workspaces already admitted or told to wait
-	// initialFree indexes the free GPUs as the decision found them;
-	// admitted counts the workspaces started so far.
-	initialFree [][numLevels]*countIndex
+	// initialMost[m][l]: the most free GPUs any group of model index m
+	// at level l had as the decision found them (-1: no group); admitted
+	// counts the workspaces started so far.
+	initialMost [][numLevels]int
 	admitted    int
 	dirty       []int // projects whose holdings a preemption changed
 	// couldPreempt: the last preemption search saw a workspace it may
@@ -170,17 +206,45 @@ type decider struct {
 }
 
 // shapeKey identifies what a placement attempt depends on besides the
-// cluster: the shape of one replica and the preemptor's rights.
+// cluster, the workspace's project and whether it fits in its quota:
+// the shape of one replica and the preemptor's rights.
 type shapeKey struct {
-	gen            int
 	gpus, replicas int
 	cpu, mem       int64 // per replica; zero: not asked for
-	model          string
-	nvlink, numa   schema.Constraint
+	mi             int   // model index: one to one with the model asked for
+	topo           int   // wsState.topo: one to one with the NVLink and NUMA constraints
 	tier           int
 	canPreempt     bool
-	inQuota        bool
-	project        int
+}
+
+// shapeMemo is what a decision remembers of one shape.
+type shapeMemo struct {
+	// failed[p+1] is the last failure inside project p's quota (p ≥ 0),
+	// failed[0] beyond a quota; nil until the first failure.
+	failed []failure
+	// reason[c] is its wait reason with couldPreempt = (c == 1), valid
+	// while d.gen+1 == reasonGen[c] (see waitForCapacity).
+	reason    [2]Reason
+	reasonGen [2]int
+}
+
+// failure records that a shape failed to place at memoGen gen-1 (0:
+// never) and whether its search saw a workspace it may preempt.
+type failure struct {
+	gen   int
+	could bool
+}
+
+// shapeOf returns the memo of w's shape; mi is w's model index.
+func (d *decider) shapeOf(w *wsState, mi int) *shapeMemo {
+	key := shapeKey{gpus: w.gpus, replicas: w.replicas, cpu: w.cpu, mem: w.mem, mi: mi, topo: w.topo, tier: w.tier, canPreempt: w.canPreempt}
+	id, ok := d.shapeIDs[key]
+	if !ok {
+		id = int32(len(d.shapes))
+		d.shapeIDs[key] = id
+		d.shapes = append(d.shapes, &shapeMemo{})
+	}
+	return d.shapes[id]
 }
 
 type undo struct {
@@ -211,14 +275,18 @@ type undo struct {
 // time queued: first come, first served.
 //
 // Each one starts on free GPUs if it can (the placement that leaves the
-// least stranded capacity, preferred topology first); else preempts (strictly lower tiers; or, inside its quota, other projects'
-// borrowed work: see markOverQuota); else waits with a reason. The first workspace that must
-// wait for capacity reserves the best free GPUs for itself, so later, smaller
-// ones cannot starve it. Before the queue runs, the starvation guard gives
-// that reservation instead to the longest-waiting workspace whose aging is
-// at its maximum and that fits in no free GPUs (highest tier first): GPUs
-// freed one by one then gather for it instead of going to later arrivals,
-// whatever fair share says.
+// least stranded capacity, preferred topology first); else preempts
+// (strictly lower tiers; or, inside its quota, other projects' borrowed
+// work: see markOverQuota); else waits with a reason. The first gang
+// (replicas > 1) that must wait for capacity reserves the best free GPUs
+// for itself, so later, smaller ones cannot starve it. A single workspace
+// does not: the starvation guard covers one that waits too long, and
+// otherwise its reservation would hold free GPUs back from everyone
+// behind it. Before the queue runs, the starvation guard gives the
+// reservation instead to the longest-waiting workspace whose aging is at
+// its maximum and that fits in no free GPUs (highest tier first), gang or
+// not: GPUs freed one by one then gather for it instead of going to later
+// arrivals, whatever fair share says.
 //
 // A preemptor whose victims are still stopping gets VerdictStart with those
 // victims in Preempts (and they keep VerdictPreempt): the plan is
@@ -256,12 +324,21 @@ func Decide(in Input) Decision {
 		d.admit(w)
 		p.done[pos] = true
 		p.left--
+		// Its project and the victims' (they hold fewer GPUs now) have
+		// new keys: refresh them all before the heap compares any.
+		if p.left > 0 {
+			d.refreshKey(h.items[0])
+		}
+		for _, pi := range d.dirty {
+			if d.projs[pi].heapIdx >= 0 && d.projs[pi].left > 0 {
+				d.refreshKey(pi)
+			}
+		}
 		if p.left > 0 {
 			heap.Fix(h, 0)
 		} else {
 			heap.Pop(h)
 		}
-		// Victims' projects hold fewer GPUs now: their keys moved.
 		for _, pi := range d.dirty {
 			if d.projs[pi].heapIdx >= 0 {
 				heap.Fix(h, d.projs[pi].heapIdx)
@@ -272,24 +349,32 @@ func Decide(in Input) Decision {
 	if verifyIndexes {
 		d.verify()
 	}
-	// 4. Collect, sorted by Ref.
-	out := Decision{Now: in.Now, Workspaces: make([]WorkspaceDecision, 0, len(d.ws))}
-	for _, w := range d.ws {
-		out.Workspaces = append(out.Workspaces, w.out)
+	// 4. Collect, sorted by Ref: d.outs already is, unless the specs
+	// were not sorted or orphans (appended after them) exist.
+	out := Decision{Now: in.Now, Workspaces: d.outs}
+	if !d.specSorted || len(d.outs) > d.nSpecs {
+		sort.Slice(out.Workspaces, func(i, j int) bool { return out.Workspaces[i].Ref.Less(out.Workspaces[j].Ref) })
 	}
-	sort.Slice(out.Workspaces, func(i, j int) bool { return out.Workspaces[i].Ref.Less(out.Workspaces[j].Ref) })
 	out.Starved = starved
+	// The records are done with (nothing returned points into them).
+	clear(d.pool)
+	buf := d.pool[:0]
+	recordPool.Put(&buf)
 	return out
 }
 
+// recordPool recycles the workspace records (decider.pool) of finished
+// decisions, cleared: a decision over thousands of workspaces needs a
+// large block of them, and clearing memory just used costs much less
+// than clearing fresh memory.
+var recordPool sync.Pool // of *[]wsState, zero up to their capacity
+
 func newDecider(in Input) *decider {
-	d := &decider{in: in, now: in.Now, failMemo: map[shapeKey]bool{}, reservedBy: -1}
+	d := &decider{in: in, now: in.Now, shapeIDs: map[shapeKey]int32{}, reservedBy: -1}
 	specs := in.Specs
 	if specs == nil {
 		specs = &schema.Set{Policy: schema.DefaultPolicy()}
 	}
-	d.byRef = make(map[schema.Ref]int32, len(specs.Workspaces))
-	d.ws = make([]*wsState, 0, len(specs.Workspaces))
 	d.policy = specs.Policy.Spec
 	snap := in.Snapshot
 	if snap == nil {
@@ -302,6 +387,7 @@ func newDecider(in Input) *decider {
 	}
 	d.stepCredit = d.policy.Aging.Interval.Seconds()
 	d.c = newCluster(snap)
+	d.avail = make([][numLevels][]*countIndex, len(d.c.index)) // built by availOf
 
 	// Projects.
 	projIdx := map[string]int{}
@@ -318,53 +404,111 @@ func newDecider(in Input) *decider {
 		}
 		if t := specs.Tier(p.Spec.Tier); t != nil {
 			ps.tier = t.Spec.Value
+			ps.canPreempt, ps.preemptible = t.Spec.CanPreempt, t.Spec.Preemptible
 		}
 		ps.usage = usage[ps.name]
 		projIdx[ps.name] = len(d.projs)
 		d.projs = append(d.projs, ps)
 	}
 
-	// Workspaces in the specs. Their records live in one slice, sized for
-	// every workspace and orphan, so pointers into it stay valid.
-	d.pool = make([]wsState, 0, len(specs.Workspaces)+len(snap.Allocs))
-	levelsOf := map[schema.Topology][]int{} // shared, read-only
+	// Workspaces in the specs. Their records and decisions live in two
+	// slices, sized for every workspace and orphan, so pointers into them
+	// stay valid; the records are filled in place.
+	nw := len(specs.Workspaces)
+	if buf, _ := recordPool.Get().(*[]wsState); buf != nil && cap(*buf) >= nw+len(snap.Allocs) {
+		d.pool = (*buf)[:nw]
+	} else {
+		d.pool = make([]wsState, nw, nw+len(snap.Allocs))
+	}
+	d.outs = make([]WorkspaceDecision, nw, nw+len(snap.Allocs))
+	d.ws = make([]*wsState, nw, nw+len(snap.Allocs))
+	d.nSpecs, d.specSorted = nw, true
+	// Placement levels and topology numbers, by the topology a spec
+	// asks for; the levels are shared, read-only.
+	type topoInfo struct {
+		levels []int
+		id     int
+	}
+	topos := map[schema.Topology]topoInfo{}
+	topoIDs := map[schema.Topology]int{} // by the constraints with defaults filled in
+	var lastTopo schema.Topology
+	var lastInfo topoInfo
+	lastProj, pi := "", -1
 	for i := range specs.Workspaces {
 		sw := &specs.Workspaces[i]
-		w := d.newWS(wsState{ref: sw.Ref(), spec: sw, proj: -1, gpus: sw.Spec.Resources.GPUs, replicas: max(sw.Spec.Replicas, 1), model: sw.Spec.Resources.GPUModel,
-			cpu: sw.Spec.Resources.CPUMilli, mem: sw.Spec.Resources.MemoryBytes})
-		if pi, ok := projIdx[w.ref.Project]; ok {
-			w.proj = pi
+		w := &d.pool[i]
+		d.ws[i] = w
+		w.idx = int32(i)
+		w.ref = sw.Ref()
+		w.spec = sw
+		w.stopped = sw.Spec.State == schema.DesiredStopped
+		w.gpus, w.replicas = sw.Spec.Resources.GPUs, max(sw.Spec.Replicas, 1)
+		w.model = sw.Spec.Resources.GPUModel
+		w.cpu, w.mem = sw.Spec.Resources.CPUMilli, sw.Spec.Resources.MemoryBytes
+		w.out = &d.outs[i]
+		w.out.Ref = w.ref
+		if i > 0 && !d.ws[i-1].ref.Less(w.ref) {
+			d.specSorted = false
+		}
+		// Sorted specs list a project's workspaces together: one lookup
+		// per project.
+		if i == 0 || w.ref.Project != lastProj {
+			lastProj, pi = w.ref.Project, -1
+			if p, ok := projIdx[lastProj]; ok {
+				pi = p
+			}
+		}
+		w.proj = pi
+		if pi >= 0 {
 			p := d.projs[pi]
 			w.tier = p.tier
 			w.tierName = p.spec.Spec.Tier
-			if t := specs.Tier(p.spec.Spec.Tier); t != nil {
-				w.canPreempt = t.Spec.CanPreempt
-				w.preemptible = t.Spec.Preemptible && sw.Spec.Preemptible
+			w.canPreempt = p.canPreempt
+			w.preemptible = p.preemptible && sw.Spec.Preemptible
+		}
+		if topo := sw.Spec.Topology; i == 0 || topo != lastTopo {
+			ti, ok := topos[topo]
+			if !ok {
+				def := d.policy.Defaults.Topology
+				eff := schema.Topology{NVLink: cmp.Or(topo.NVLink, def.NVLink), NUMA: cmp.Or(topo.NUMA, def.NUMA)}
+				id, ok := topoIDs[eff]
+				if !ok {
+					id = len(topoIDs)
+					topoIDs[eff] = id
+				}
+				ti = topoInfo{levels(topo, def), id}
+				topos[topo] = ti
 			}
+			lastTopo, lastInfo = topo, ti
 		}
-		topo := sw.Spec.Topology
-		lv, ok := levelsOf[topo]
-		if !ok {
-			lv = levels(topo, d.policy.Defaults.Topology)
-			levelsOf[topo] = lv
+		w.levels, w.topo = lastInfo.levels, lastInfo.id
+	}
+	if !d.specSorted {
+		d.byRef = make(map[schema.Ref]int32, nw)
+		for i, w := range d.ws {
+			d.byRef[w.ref] = int32(i)
 		}
-		w.levels = lv
-		w.out = WorkspaceDecision{Ref: w.ref}
-		d.add(w)
 	}
 
 	// Allocations: attach to their workspace (or an orphan for refs the
-	// specs no longer list) and mark their GPUs held.
+	// specs no longer list), mark their GPUs held and take their CPU and
+	// memory off their node's. A workspace's allocations usually come
+	// together (Snapshot.Allocs is sorted by workspace): one lookup for
+	// them all.
+	d.cpuFree = make([]int64, len(snap.Nodes))
+	d.memFree = make([]int64, len(snap.Nodes))
+	for ni, n := range snap.Nodes {
+		d.cpuFree[ni], d.memFree[ni] = n.CPUMilli, n.MemoryBytes
+	}
+	var heldSlots, heldBy []int32
+	wi := int32(-1)
 	for ai := range snap.Allocs {
 		a := &snap.Allocs[ai]
-		wi, ok := d.byRef[a.Workspace]
-		if !ok {
-			w := d.newWS(wsState{ref: a.Workspace, proj: -1})
-			w.out = WorkspaceDecision{Ref: w.ref}
-			if pi, ok := projIdx[a.Workspace.Project]; ok {
-				w.proj = pi
-			}
-			wi = d.add(w)
+		if ai == 0 || a.Workspace != snap.Allocs[ai-1].Workspace {
+			wi = d.find(a.Workspace)
+		}
+		if wi < 0 {
+			wi = d.addOrphan(a.Workspace, projIdx)
 		}
 		w := d.ws[wi]
 		w.allocs = append(w.allocs, a)
@@ -382,16 +526,20 @@ func newDecider(in Input) *decider {
 		if lost := in.Now.Sub(since).Seconds(); lost > 0 {
 			w.workLost += lost * float64(len(a.GPUs))
 		}
-		ni := sort.Search(len(snap.Nodes), func(i int) bool { return snap.Nodes[i].Name >= a.Node })
-		if ni == len(snap.Nodes) || snap.Nodes[ni].Name != a.Node {
+		ni := nodeIndex(snap.Nodes, a.Node)
+		if ni < 0 {
 			continue
 		}
+		d.cpuFree[ni] -= a.CPUMilli
+		d.memFree[ni] -= a.MemoryBytes
 		for _, id := range a.GPUs {
 			if si := d.c.slot(ni, id); si >= 0 {
-				d.c.setOwner(si, wi)
+				heldSlots = append(heldSlots, si)
+				heldBy = append(heldBy, wi)
 			}
 		}
 	}
+	d.c.hold(heldSlots, heldBy)
 	d.relLeft = map[[2]int32][2]int64{}
 	for _, n := range snap.Nodes {
 		if !n.Ready || !n.Eligible {
@@ -406,22 +554,11 @@ func newDecider(in Input) *decider {
 		}
 		d.bigCPU, d.bigMem = max(d.bigCPU, cpu), max(d.bigMem, mem)
 	}
-	d.cpuFree = make([]int64, len(snap.Nodes))
-	d.memFree = make([]int64, len(snap.Nodes))
-	for ni, n := range snap.Nodes {
-		d.cpuFree[ni], d.memFree[ni] = n.CPUMilli, n.MemoryBytes
-	}
-	for _, a := range snap.Allocs {
-		if ni := nodeIndex(snap.Nodes, a.Node); ni >= 0 {
-			d.cpuFree[ni] -= a.CPUMilli
-			d.memFree[ni] -= a.MemoryBytes
-		}
-	}
 	for wi, w := range d.ws {
 		if w.held == 0 {
 			continue
 		}
-		w.leaving = w.stopping || w.spec == nil || w.spec.Spec.State == schema.DesiredStopped
+		w.leaving = w.stopping || w.spec == nil || w.stopped
 		w.running = !w.leaving
 		if w.leaving {
 			d.markReleasing(int32(wi))
@@ -441,16 +578,43 @@ func newDecider(in Input) *decider {
 			steps := int64(in.Now.Sub(w.queuedSince) / ag.Interval)
 			w.boost = int(min(steps*int64(ag.Step), int64(max(ag.MaxBoost, 0))))
 		}
-		if p, ok := hist.Preempted[w.ref]; ok {
-			w.preempted = &p
+	}
+	// Preemption records and quota labels, walking whichever side is
+	// smaller: the record's workspace, or each workspace's record.
+	if len(hist.Preempted) < len(d.ws) {
+		for ref, p := range hist.Preempted {
+			if wi := d.find(ref); wi >= 0 {
+				d.ws[wi].preempted = &state.Preemption{}
+				*d.ws[wi].preempted = p
+			}
 		}
+	} else {
+		for _, w := range d.ws {
+			if p, ok := hist.Preempted[w.ref]; ok {
+				w.preempted = &state.Preemption{}
+				*w.preempted = p
+			}
+		}
+	}
+	setAdmitted := func(w *wsState, borrowing bool) {
 		if !w.running {
-			continue
+			return
 		}
-		if b, ok := hist.Borrowing[w.ref]; ok {
-			w.admitted = admittedInQuota
-			if b {
-				w.admitted = admittedBorrowing
+		w.admitted = admittedInQuota
+		if borrowing {
+			w.admitted = admittedBorrowing
+		}
+	}
+	if len(hist.Borrowing) < len(d.ws) {
+		for ref, b := range hist.Borrowing {
+			if wi := d.find(ref); wi >= 0 {
+				setAdmitted(d.ws[wi], b)
+			}
+		}
+	} else {
+		for _, w := range d.ws {
+			if b, ok := hist.Borrowing[w.ref]; ok {
+				setAdmitted(w, b)
 			}
 		}
 	}
@@ -484,13 +648,15 @@ func newDecider(in Input) *decider {
 	d.rightStamp = make([]int32, len(d.ws))
 	d.decidedWS = make([]bool, len(d.ws))
 	d.rightVal = make([]Right, len(d.ws))
-	d.initAvail()
 	// What was free before anyone was admitted, for "queue" reasons.
-	d.initialFree = make([][numLevels]*countIndex, len(d.c.index))
+	d.initialMost = make([][numLevels]int, len(d.c.index))
 	for m := range d.c.index {
 		for l := range numLevels {
 			li := d.c.index[m][l]
-			d.initialFree[m][l] = newCountIndex(li.groups, func(gi int) int { return li.groups[gi].free })
+			d.initialMost[m][l] = -1
+			if gi := li.most(); gi >= 0 {
+				d.initialMost[m][l] = li.groups[gi].free
+			}
 		}
 	}
 	return d
@@ -615,18 +781,48 @@ func (d *decider) takeNode(ni int, w *wsState, extraCPU, extraMem int64) {
 	d.memFree[ni] -= max(w.mem-extraMem, 0)
 }
 
-// newWS stores a workspace record in the pool and returns it.
-func (d *decider) newWS(w wsState) *wsState {
-	d.pool = append(d.pool, w)
-	return &d.pool[len(d.pool)-1]
+// addOrphan adds a record for a workspace that holds GPUs but is not in
+// the specs, and returns its index.
+func (d *decider) addOrphan(ref schema.Ref, projIdx map[string]int) int32 {
+	wi := int32(len(d.ws))
+	d.pool = append(d.pool, wsState{idx: wi, ref: ref, proj: -1})
+	d.outs = append(d.outs, WorkspaceDecision{Ref: ref})
+	w := &d.pool[wi]
+	w.out = &d.outs[wi]
+	if pi, ok := projIdx[ref.Project]; ok {
+		w.proj = pi
+	}
+	d.ws = append(d.ws, w)
+	if d.byRef == nil {
+		d.byRef = map[schema.Ref]int32{}
+	}
+	d.byRef[ref] = wi
+	return wi
 }
 
-func (d *decider) add(w *wsState) int32 {
-	wi := int32(len(d.ws))
-	d.ws = append(d.ws, w)
-	d.byRef[w.ref] = wi
-	w.idx = wi
-	return wi
+// compareRefs orders refs as Ref.Less does.
+func compareRefs(a, b schema.Ref) int {
+	if c := strings.Compare(a.Project, b.Project); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
+// find returns the index of the workspace with ref, or -1.
+func (d *decider) find(ref schema.Ref) int32 {
+	if d.specSorted {
+		specs := d.ws[:d.nSpecs]
+		i, ok := slices.BinarySearchFunc(specs, ref, func(w *wsState, ref schema.Ref) int {
+			return compareRefs(w.ref, ref)
+		})
+		if ok {
+			return int32(i)
+		}
+	}
+	if wi, ok := d.byRef[ref]; ok {
+		return wi
+	}
+	return -1
 }
 
 // markReleasing marks every GPU workspace wi holds as releasing.
@@ -661,13 +857,18 @@ func (d *decider) changeSlot(si, owner int32, releasing, record bool) {
 	if record {
 		d.journal = append(d.journal, undo{slot: si, owner: s.owner, releasing: s.releasing})
 	}
+	// The avail indexes of the slot's models that a search built.
+	var built [2]bool
+	for gk, m := range [2]int32{0, s.mi} {
+		built[gk] = d.avail[m][0] != nil
+	}
 	var before uint64
-	if d.avail != nil {
+	if built[0] || built[1] {
 		before = d.contrib(si)
 	}
 	d.c.setOwner(si, owner)
 	s.releasing = releasing
-	if d.avail == nil {
+	if !built[0] && !built[1] {
 		return
 	}
 	after := d.contrib(si)
@@ -685,6 +886,9 @@ func (d *decider) changeSlot(si, owner int32, releasing, record bool) {
 			continue
 		}
 		for gk, m := range [2]int32{0, s.mi} {
+			if !built[gk] {
+				continue
+			}
 			for l := range numLevels {
 				d.avail[m][l][k].add(int(s.groups[gk][l]), delta)
 			}
@@ -692,30 +896,41 @@ func (d *decider) changeSlot(si, owner int32, releasing, record bool) {
 	}
 }
 
-// initAvail builds the avail indexes from the cluster as it is now.
-func (d *decider) initAvail() {
-	d.avail = make([][numLevels][]*countIndex, len(d.c.index))
-	contrib := make([]uint64, len(d.c.slots))
-	for si := range contrib {
-		contrib[si] = d.contrib(int32(si))
+// availOf returns the avail indexes of model index m, building them
+// from the cluster as it is now the first time a search asks: until
+// then nothing reads them, and from then on changeSlot keeps them
+// current, so they are what building them all up front and keeping
+// them current would have made (verify checks it against a recount).
+func (d *decider) availOf(m int) *[numLevels][]*countIndex {
+	if d.avail[m][0] != nil {
+		return &d.avail[m]
 	}
-	for m := range d.c.index {
-		for l := range numLevels {
-			li := d.c.index[m][l]
-			d.avail[m][l] = make([]*countIndex, d.numTiers+1)
-			for k := 0; k <= d.numTiers; k++ {
-				d.avail[m][l][k] = newCountIndex(li.groups, func(gi int) int {
-					n := 0
-					for _, si := range li.groups[gi].gpus {
-						if contrib[si]&(1<<k) != 0 {
-							n++
-						}
-					}
-					return n
-				})
+	// A slot's contrib is a suffix of the tiers: it counts for every k
+	// from its threshold on (numTiers+1 and beyond: none). Each group's
+	// count for k is the number of its slots with a threshold ≤ k.
+	n := d.numTiers + 1
+	var vals []int
+	for l := range numLevels {
+		li := d.c.index[m][l]
+		vals = slices.Grow(vals[:0], len(li.groups)*n)[:len(li.groups)*n]
+		clear(vals)
+		for gi := range li.groups {
+			row := vals[gi*n : (gi+1)*n]
+			for _, si := range li.groups[gi].gpus {
+				if t := bits.TrailingZeros64(d.contrib(si)); t < n {
+					row[t]++
+				}
+			}
+			for k := 1; k < n; k++ {
+				row[k] += row[k-1]
 			}
 		}
+		d.avail[m][l] = make([]*countIndex, n)
+		for k := range n {
+			d.avail[m][l][k] = newCountIndex(li.groups, func(gi int) int { return vals[gi*n+k] })
+		}
 	}
+	return &d.avail[m]
 }
 
 // slotsOf returns the usable slots workspace wi holds, by slot order.
@@ -773,7 +988,7 @@ func (d *decider) settleHolders() {
 			w.out.Verdict = VerdictStop
 			w.out.Placements = PlacementsOf(w.allocs)
 			w.out.Reason = Reason{ReasonStopped, "removed: the specs no longer list it"}
-		case w.spec.Spec.State == schema.DesiredStopped:
+		case w.stopped:
 			w.out.Verdict = VerdictStop
 			w.out.Placements = PlacementsOf(w.allocs)
 			w.out.Reason = Reason{ReasonStopped, "stopped: its desired state is Stopped"}
@@ -805,10 +1020,14 @@ func PlacementsOf(allocs []*state.Alloc) []state.Placement {
 	out := make([]state.Placement, 0, len(allocs))
 	for _, a := range allocs {
 		gpus := append([]string(nil), a.GPUs...)
-		sort.Strings(gpus)
+		if !slices.IsSorted(gpus) {
+			slices.Sort(gpus)
+		}
 		out = append(out, state.Placement{Replica: a.Replica, Node: a.Node, GPUs: gpus})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Replica < out[j].Replica })
+	if len(out) > 1 {
+		sort.Slice(out, func(i, j int) bool { return out[i].Replica < out[j].Replica })
+	}
 	return out
 }
 
@@ -853,18 +1072,29 @@ func (d *decider) inQuota(p *projState, w *wsState) bool {
 	return p.held+w.gpus*w.replicas <= p.quota
 }
 
-// before reports whether project a's head comes before project b's.
+// refreshKey recomputes project pi's queue key. The key reads only the
+// project's own state (holdings, usage, decided positions), so Decide
+// refreshes the projects whose state changed before the heap compares
+// anything: the key then is what computing it at each comparison gave.
+func (d *decider) refreshKey(pi int) {
+	p := d.projs[pi]
+	w := d.ws[p.queue[p.head()]]
+	p.key = queueKey{w: w, inQuota: d.inQuota(p, w), share: d.share(p) - float64(w.boost)*d.stepCredit}
+}
+
+// before reports whether project a's head comes before project b's, by
+// their keys.
 func (d *decider) before(a, b int) bool {
-	pa, pb := d.projs[a], d.projs[b]
-	wa, wb := d.ws[pa.queue[pa.head()]], d.ws[pb.queue[pb.head()]]
-	if qa, qb := d.inQuota(pa, wa), d.inQuota(pb, wb); qa != qb {
-		return qa
+	ka, kb := &d.projs[a].key, &d.projs[b].key
+	wa, wb := ka.w, kb.w
+	if ka.inQuota != kb.inQuota {
+		return ka.inQuota
 	}
 	if wa.tier != wb.tier {
 		return wa.tier > wb.tier
 	}
-	if sa, sb := d.share(pa)-float64(wa.boost)*d.stepCredit, d.share(pb)-float64(wb.boost)*d.stepCredit; sa != sb {
-		return sa < sb
+	if ka.share != kb.share {
+		return ka.share < kb.share
 	}
 	if !wa.queuedSince.Equal(wb.queuedSince) {
 		return wa.queuedSince.Before(wb.queuedSince)
@@ -875,7 +1105,7 @@ func (d *decider) before(a, b int) bool {
 func (d *decider) buildQueue() *projHeap {
 	h := &projHeap{d: d}
 	for wi, w := range d.ws {
-		if w.spec == nil || w.spec.Spec.State == schema.DesiredStopped || w.held > 0 {
+		if w.spec == nil || w.stopped || w.held > 0 {
 			continue
 		}
 		if w.proj < 0 {
@@ -890,15 +1120,16 @@ func (d *decider) buildQueue() *projHeap {
 		if len(p.queue) == 0 {
 			continue
 		}
-		sort.Slice(p.queue, func(i, j int) bool {
-			a, b := d.ws[p.queue[i]], d.ws[p.queue[j]]
+		// Refs are unique: no ties, so any sort gives this order.
+		slices.SortFunc(p.queue, func(i, j int32) int {
+			a, b := d.ws[i], d.ws[j]
 			if a.boost != b.boost {
-				return a.boost > b.boost
+				return cmp.Compare(b.boost, a.boost)
 			}
-			if !a.queuedSince.Equal(b.queuedSince) {
-				return a.queuedSince.Before(b.queuedSince)
+			if c := a.queuedSince.Compare(b.queuedSince); c != 0 {
+				return c
 			}
-			return a.ref.Less(b.ref)
+			return compareRefs(a.ref, b.ref)
 		})
 		p.done = make([]bool, len(p.queue))
 		p.left = len(p.queue)
@@ -917,6 +1148,7 @@ func (d *decider) buildQueue() *projHeap {
 		sort.Slice(p.needs, func(i, j int) bool { return p.needs[i].need < p.needs[j].need })
 		h.items = append(h.items, pi)
 		p.heapIdx = len(h.items) - 1
+		d.refreshKey(pi)
 	}
 	heap.Init(h)
 	return h
@@ -940,7 +1172,7 @@ func (d *decider) verify() {
 				if free != g.free || li.first(free) < 0 {
 					panic(fmt.Sprintf("free index of group %d (model %d, level %d): %d, recount %d", gi, m, l, g.free, free))
 				}
-				for k := 0; k <= d.numTiers; k++ {
+				for k := 0; k <= d.numTiers && d.avail[m][0] != nil; k++ {
 					n := 0
 					for _, si := range g.gpus {
 						if d.contrib(si)&(1<<k) != 0 {

@@ -28,10 +28,12 @@
 //     fewest, lowest-tier, over-quota, least-work-lost, most recently
 //     started victims whose removal makes it fit on that node or domain,
 //     at most MaxVictims, none younger than MinRuntime); else wait with a
-//     reason, and the first that waits for capacity reserves the free GPUs
-//     it will need. Gangs place every replica or none. A node that tracks
-//     CPU and memory (Node.CPUMilli, MemoryBytes) must also have what the
-//     replica asks for; a victim may be taken for its CPU or memory.
+//     reason, and the first gang that waits for capacity reserves the free
+//     GPUs it will need (a single workspace reserves only as the
+//     starvation guard's pick). Gangs place every replica or none. A node
+//     that tracks CPU and memory (Node.CPUMilli, MemoryBytes) must also
+//     have what the replica asks for; a victim may be taken for its CPU
+//     or memory.
 //  4. Output sorted by Ref; Render prints it for people.
 //
 // Borrowed work is a running workspace admitted beyond its project's

@@ -389,6 +389,44 @@ func (c *cluster) setOwner(si int32, owner int32) {
 	c.totalFree[mi] += delta
 }
 
+// hold marks each slot slots[i] held by owners[i] (the last one wins
+// where a slot repeats): what setOwner does for each in turn, with the
+// free indexes recounted once.
+func (c *cluster) hold(slots, owners []int32) {
+	if len(slots) == 0 {
+		return
+	}
+	for i, si := range slots {
+		c.slots[si].owner = owners[i]
+	}
+	clear(c.totalFree)
+	for _, s := range c.slots {
+		if s.owner == ownerFree {
+			c.totalFree[0]++
+			c.totalFree[s.mi]++
+		}
+	}
+	for m := range c.index {
+		for l := range numLevels {
+			li := c.index[m][l]
+			for k := range li.bits {
+				clear(li.bits[k])
+			}
+			clear(li.counts)
+			for gi := range li.groups {
+				g := &li.groups[gi]
+				g.free = 0
+				for _, si := range g.gpus {
+					if c.slots[si].owner == ownerFree {
+						g.free++
+					}
+				}
+				li.set(gi, g.free)
+			}
+		}
+	}
+}
+
 // slot finds the usable slot for a GPU ID on a node name's index, or -1.
 func (c *cluster) slot(node int, id string) int32 {
 	if node < 0 || node+1 >= len(c.first) {

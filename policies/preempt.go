@@ -129,10 +129,11 @@ const scanLimit = 8 * searchLimit
 func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (option, bool) {
 	d.searchID++
 	n := w.gpus
+	avail := d.availOf(mi)
 	// 1. No victims: free and releasing GPUs, preferred level first,
 	// tightest fit.
 	for rank, l := range w.levels {
-		ci := d.avail[mi][l][0]
+		ci := avail[l][0]
 		groups := d.c.index[mi][l].groups
 		found := -1
 		ci.each(n, func(gi int) bool {
@@ -163,7 +164,7 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 	var best option
 	found := false
 	for rank, l := range w.levels {
-		zero, ci := d.avail[mi][l][0], d.avail[mi][l][k]
+		zero, ci := avail[l][0], avail[l][k]
 		if ci.bestFit(n) < 0 {
 			continue // nowhere could enough GPUs come free
 		}
