@@ -36,6 +36,10 @@ import (
 //     so once a job of a class cannot start, no later one can, and a job
 //     that cannot start leaves the cluster as it found it. Otherwise the
 //     policy decides on the whole queue.
+//   - A policy that reports each job's turn (Policy.Turns, berth) may
+//     also preempt: victims free GPUs their preemptor may not all take,
+//     and their projects hold less, so the window decides only when each
+//     cut class's last job in it had its turn after the last preemptor's.
 //   - A policy that Reserves lets a waiting job hold free GPUs for itself.
 //     berth's head of the queue (the first job that cannot start) only
 //     takes GPUs from those after it, and the window's head is the whole
@@ -44,13 +48,16 @@ import (
 //     (Decision.Starved) just before the first job that does not outrank
 //     it, and lets go at the starved job's turn, where it may start
 //     elsewhere or reserve other GPUs. So when the decision names a
-//     starved job, the window decides only when each cut class's last job
-//     in it came after the starved job's turn (what was let go, it saw)
-//     and after every start of its project (so the cut jobs rank as it
-//     did and place the guard's reservation where the window did), or
-//     when it starts, preempts and holds nothing (then nothing was held
-//     at any point: the starved job would hold GPUs again, having started
-//     nothing).
+//     starved job and starts or holds anything, a cut class must not have
+//     jobs on both sides of that turn. Its last job in the window (Queue
+//     position) came at or after the turn; or before it, in another tier than
+//     the starved job's (the queue orders by rank, in-quota first, then
+//     tier: a job of another rank that came before comes before with all
+//     its class) and after every start of its project (so the cut jobs
+//     rank as it did and the guard reserves where the window's did). A
+//     class that fails this gets its whole queue in a second try. With
+//     nothing started or held, nothing was held at any point (the starved
+//     job would hold GPUs again, having started nothing).
 //
 // Options.Verify decides on the whole queue as well every Nth narrowed
 // decision and counts the cycles whose outcome differs (the whole queue's
@@ -63,9 +70,11 @@ type classKey struct {
 	checkpoint     time.Duration
 }
 
-// class is the jobs of one classKey waiting now, queued first first.
+// class is the jobs of one classKey waiting now, queued first first;
+// window: how many of them this cycle's narrowed queue holds.
 type class struct {
 	waiting []int
+	window  int
 }
 
 func (r *replayer) classOf(ji int) *class {
@@ -130,8 +139,18 @@ func (r *replayer) decide(snap *state.Snapshot, running []int) policies.Decision
 	set := r.subset(running, narrow)
 	in.Specs = &set
 	d := r.pol.Decide(in)
-	if !r.pol.HeadBlocks && !r.windowDecides(d, free) {
-		return r.decideWhole(in, t0)
+	if !r.pol.HeadBlocks {
+		ok, widen := r.windowDecides(d)
+		if widen {
+			// Classes the guard's rule refused, whole this time.
+			set = r.subset(running, r.windowJobs())
+			in.Specs = &set
+			d = r.pol.Decide(in)
+			ok, _ = r.windowDecides(d)
+		}
+		if !ok {
+			return r.decideWhole(in, t0)
+		}
 	}
 	r.m.decided(time.Since(t0))
 	r.m.narrowed++
@@ -147,67 +166,88 @@ func (r *replayer) decide(snap *state.Snapshot, running []int) policies.Decision
 	return d
 }
 
-// classWindow returns the first jobs of each class: one more than free
-// GPUs could start.
+// classWindow sets each class's window to its first jobs, one more than
+// free GPUs could start, and returns the jobs in the windows.
 func (r *replayer) classWindow(free int) []int {
-	var out []int
 	for _, c := range r.classList {
-		out = append(out, c.waiting[:r.windowSize(c, free)]...)
+		c.window = 0
+		if len(c.waiting) > 0 {
+			j := &r.wl.Jobs[c.waiting[0]]
+			c.window = min(len(c.waiting), free/(j.PerGPUs*j.Replicas)+1)
+		}
 	}
+	return r.windowJobs()
+}
+
+// windowJobs returns the jobs in the classes' windows.
+func (r *replayer) windowJobs() []int {
+	out := r.windowBuf[:0]
+	for _, c := range r.classList {
+		out = append(out, c.waiting[:c.window]...)
+	}
+	r.windowBuf = out
 	return out
 }
 
-func (r *replayer) windowSize(c *class, free int) int {
-	if len(c.waiting) == 0 {
-		return 0
-	}
-	j := &r.wl.Jobs[c.waiting[0]]
-	return min(len(c.waiting), free/(j.PerGPUs*j.Replicas)+1)
-}
-
-// windowDecides reports whether d, decided on classWindow(free), is the
-// whole queue's: it preempts nothing and, of every class the window cut,
-// leaves a job waiting. Where a policy that Reserves names a starved job
-// and the decision starts or holds anything, each cut class's last job in
-// the window must also have come after the starved job's turn and after
-// every start of its project (see above).
-func (r *replayer) windowDecides(d policies.Decision, free int) bool {
+// windowDecides reports whether d, decided on the classes' windows, is
+// the whole queue's: it preempts nothing (with Turns: nothing after any
+// cut class's last job in the window had its turn) and, of every class
+// the window cut, leaves a job waiting. Where a policy that Reserves names
+// a starved job and the decision starts or holds anything, the guard's
+// rule (see above) must hold too; widen reports that only it failed, and
+// the classes it refused now have all their jobs in their windows.
+func (r *replayer) windowDecides(d policies.Decision) (ok, widen bool) {
 	started := map[*class]int{}
 	lastStart := map[string]int{} // project → the queue position of its last start
 	inert := true                 // starts and holds nothing
+	lastPreempt := 0              // the queue position of the last start that preempts
 	for i := range d.Workspaces {
 		wd := &d.Workspaces[i]
 		inert = inert && wd.Verdict != policies.VerdictStart && len(wd.Holding) == 0
 		switch wd.Verdict {
 		case policies.VerdictPreempt:
-			return false
+			if !r.pol.Turns {
+				return false, false
+			}
 		case policies.VerdictStart:
 			if ji, ok := r.byRef[wd.Ref]; ok && r.jobs[ji].status == jobQueued {
 				started[r.classOf(ji)]++
 				lastStart[wd.Ref.Project] = max(lastStart[wd.Ref.Project], wd.Queue)
 			}
-		}
-	}
-	starved := -1
-	if r.pol.Reserves && d.Starved != nil && !inert {
-		starved = queuePos(d, *d.Starved)
-	}
-	for _, c := range r.classList {
-		window := r.windowSize(c, free)
-		if window == len(c.waiting) {
-			continue // nothing cut
-		}
-		if started[c] >= window {
-			return false
-		}
-		if starved >= 0 {
-			last := r.wl.Jobs[c.waiting[window-1]].Ref
-			if q := queuePos(d, last); q <= starved || q <= lastStart[last.Project] {
-				return false
+			if len(wd.Preempts) > 0 {
+				lastPreempt = max(lastPreempt, wd.Queue)
 			}
 		}
 	}
-	return true
+	starved, starvedTier := -1, 0
+	if r.pol.Reserves && d.Starved != nil && !inert {
+		starved = queuePos(d, *d.Starved)
+		if ji, ok := r.byRef[*d.Starved]; ok {
+			starvedTier = r.wl.Jobs[ji].TierValue
+		}
+	}
+	var refused []*class
+	for _, c := range r.classList {
+		if c.window == len(c.waiting) {
+			continue // nothing cut
+		}
+		if started[c] >= c.window {
+			return false, false
+		}
+		if lastPreempt > 0 && queuePos(d, r.wl.Jobs[c.waiting[c.window-1]].Ref) <= lastPreempt {
+			return false, false
+		}
+		if starved >= 0 {
+			last := &r.wl.Jobs[c.waiting[c.window-1]]
+			if q := queuePos(d, last.Ref); q < starved && (last.TierValue == starvedTier || q <= lastStart[last.Ref.Project]) {
+				refused = append(refused, c)
+			}
+		}
+	}
+	for _, c := range refused {
+		c.window = len(c.waiting)
+	}
+	return len(refused) == 0, len(refused) > 0
 }
 
 // queuePos is ref's place in d's queue (0: not found or not queued).

@@ -33,6 +33,10 @@ type Policy struct {
 	// head-of-queue reservation and starvation guard), which limits when
 	// the replay may screen the queue (narrow.go).
 	Reserves bool
+	// Turns: the decision gives each queued job its turn
+	// (WorkspaceDecision.Queue), which lets the replay narrow the queue
+	// in more cycles (narrow.go).
+	Turns bool
 }
 
 // Policies are the four policies `berth simulate` compares, in report
@@ -42,7 +46,7 @@ func Policies() []Policy {
 		{Name: "fifo", Rule: "one queue in submit order, first-fit, no priorities, no preemption; the head blocks", Decide: baseline.FIFO, NeverPreempts: true, HeadBlocks: true},
 		{Name: "nomad", Rule: "priority order, bin-packing, preempts whole allocations ≥10 priority points lower; no quotas, no checkpoint awareness", Decide: baseline.Nomad},
 		{Name: "quota", Rule: "Kueue-like: guaranteed quotas, borrowing, reclaim from borrowers, priority within a project; no fair share, no aging", Decide: baseline.Quota},
-		{Name: "berth", Rule: "berth's engine: tiers, quotas with borrowing and reclaim, decayed fair share, aging, checkpoint-aware victims, NVLink-aware packing", Decide: policies.Decide, Reserves: true},
+		{Name: "berth", Rule: "berth's engine: tiers, quotas with borrowing and reclaim, decayed fair share, aging, checkpoint-aware victims, NVLink-aware packing", Decide: policies.Decide, Reserves: true, Turns: true},
 	}
 }
 
@@ -149,6 +153,7 @@ type replayer struct {
 	classList []*class
 	subsetBuf []schema.Workspace
 	subsetIdx []int
+	windowBuf []int
 	verify    int
 	m         *meter
 	now       time.Time
