@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,8 @@ type Cluster struct {
 	clock Clock
 
 	runs map[schema.Ref]*run
+	// order: the keys of runs, sorted (addRun, dropRun).
+	order []schema.Ref
 	// kept is the progress each workspace has saved over its finished runs.
 	kept map[schema.Ref]time.Duration
 	// lost is the work each workspace lost over its finished runs.
@@ -136,7 +139,7 @@ func (c *Cluster) advance(now time.Time) {
 			c.lost[ref] += lost
 			c.wasted += float64(r.gpus) * lost.Seconds()
 		}
-		delete(c.runs, ref)
+		c.dropRun(ref)
 	}
 }
 
@@ -160,23 +163,10 @@ func (c *Cluster) Observe(ctx context.Context) (state.Snapshot, error) {
 	}
 	// Runs in Ref order, so the allocations come out sorted (replicas are
 	// appended in order) and a sort of the whole list is rarely needed.
-	refs := make([]schema.Ref, 0, len(c.runs))
-	for ref := range c.runs {
-		refs = append(refs, ref)
+	if len(c.order) > 0 {
+		snap.Allocs = make([]state.Alloc, 0, len(c.order))
 	}
-	slices.SortFunc(refs, func(a, b schema.Ref) int {
-		if a.Less(b) {
-			return -1
-		}
-		if b.Less(a) {
-			return 1
-		}
-		return 0
-	})
-	if len(refs) > 0 {
-		snap.Allocs = make([]state.Alloc, 0, len(refs))
-	}
-	for _, ref := range refs {
+	for _, ref := range c.order {
 		r := c.runs[ref]
 		phase := state.AllocRunning
 		switch {
@@ -319,7 +309,7 @@ func (c *Cluster) start(now time.Time, a state.Action) error {
 		})
 		r.gpus += len(gpus)
 	}
-	c.runs[a.Workspace] = r
+	c.addRun(a.Workspace, r)
 	return nil
 }
 
@@ -515,5 +505,28 @@ func (c *Cluster) Finish(ref schema.Ref) {
 	}
 	c.delivered += float64(r.gpus) * r.ranFor(now).Seconds()
 	c.kept[ref] = r.progress(now)
+	c.dropRun(ref)
+}
+
+// addRun and dropRun keep runs and its sorted keys, order, together.
+func (c *Cluster) addRun(ref schema.Ref, r *run) {
+	if _, ok := c.runs[ref]; !ok {
+		i, _ := slices.BinarySearchFunc(c.order, ref, cmpRef)
+		c.order = slices.Insert(c.order, i, ref)
+	}
+	c.runs[ref] = r
+}
+
+func (c *Cluster) dropRun(ref schema.Ref) {
+	if i, ok := slices.BinarySearchFunc(c.order, ref, cmpRef); ok {
+		c.order = slices.Delete(c.order, i, i+1)
+	}
 	delete(c.runs, ref)
+}
+
+func cmpRef(a, b schema.Ref) int {
+	if c := strings.Compare(a.Project, b.Project); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
 }
