@@ -175,18 +175,13 @@ type shape struct {
 // set, is the quota check.
 func (wd *world) admitAll(queue []*work, less func(a, b *work) bool, passes func(*work) bool, how fit, rights func(*work) right, order victimOrder, cheaper func(a, b []*work) bool, allowed func(*work) bool) {
 	failed := map[shape]bool{}
-	// lowest is the lowest priority running in each project.
-	lowest := map[*project]int{}
-	for _, v := range wd.ws {
-		if v.running && v.proj != nil {
-			if p, ok := lowest[v.proj]; !ok || v.prio < p {
-				lowest[v.proj] = v.prio
-			}
-		}
+	// Each project's lowest priority running.
+	for i := range wd.projs {
+		wd.projs[i].lowest = int(^uint(0) >> 1)
 	}
-	for _, p := range wd.projs {
-		if _, ok := lowest[p]; !ok {
-			lowest[p] = int(^uint(0) >> 1)
+	for i := range wd.ws {
+		if v := &wd.ws[i]; v.running && v.proj != nil {
+			v.proj.lowest = min(v.proj.lowest, v.prio)
 		}
 	}
 	inOrder(queue, less, passes, func(w *work) bool {
@@ -201,7 +196,7 @@ func (wd *world) admitAll(queue []*work, less func(a, b *work) bool, passes func
 			// workspace beyond its quota, in a project with nothing of lower
 			// priority running, can only take free GPUs, like any other.
 			key.inQuota = w.proj.held+w.gpus*w.replicas <= w.proj.quota
-			if key.inQuota || lowest[w.proj] < w.prio {
+			if key.inQuota || w.proj.lowest < w.prio {
 				key.proj = w.proj
 			}
 		}

@@ -13,9 +13,15 @@ import (
 // It is built from the input and never shares mutable state with it.
 type world struct {
 	now   time.Time
-	nodes []*node
-	ws    []*work // specs order (by Ref), then orphans by Ref
-	projs map[string]*project
+	nodes []node
+	gpus  []gpu  // the nodes' GPUs, node by node
+	ws    []work // specs order (by Ref), then orphans by Ref
+	// out is the decision's verdicts, by Ref: each work writes its own
+	// entry (work.out), so the decision is returned without a copy.
+	out   []policies.WorkspaceDecision
+	projs []project // as specs.Projects (by name)
+	specs *schema.Set
+	hist  *state.History // nil: none
 	// gen changes whenever a GPU changes hands, so memoized failures are
 	// recomputed only when they could differ.
 	gen     int
@@ -26,7 +32,7 @@ type world struct {
 
 type node struct {
 	name string
-	gpus []*gpu // by index
+	gpus []gpu // by index
 }
 
 // gpu is one usable GPU (healthy, on a ready, eligible node).
@@ -39,24 +45,28 @@ type gpu struct {
 }
 
 type work struct {
-	ref      schema.Ref
-	spec     *schema.Workspace
-	proj     *project
+	ref  schema.Ref
+	out  *policies.WorkspaceDecision // its entry in world.out
+	spec *schema.Workspace           // nil: an orphan (allocations only)
+	proj *project
+	// idx is its place in world.ws: for a workspace of the specs, its
+	// place in specs order, which is Ref order (a Set's workspaces are
+	// sorted), so comparing idx orders spec workspaces as Ref.Less does.
+	idx      int
 	prio     int
-	canPre   bool // its tier may preempt
-	preempt  bool // may be preempted (tier and workspace)
 	gpus     int
 	replicas int
-	allocs   []*state.Alloc
 	held     int
+	allocs   []*state.Alloc
+	started  time.Time
+	queued   time.Time // set for the queue only (settle)
+	canPre   bool      // its tier may preempt
+	preempt  bool      // may be preempted (tier and workspace)
 	stopping bool
 	running  bool
-	started  time.Time
-	queued   time.Time
 	victim   bool
 	fits     bool // Quota: inside its project's quota when the cycle began
 	decided  bool // has its verdict
-	out      policies.WorkspaceDecision
 }
 
 type project struct {
@@ -64,6 +74,7 @@ type project struct {
 	quota  int
 	borrow int // < 0 unlimited
 	held   int
+	lowest int // the lowest priority running in it (admitAll)
 }
 
 type undo struct {
@@ -75,12 +86,17 @@ type undo struct {
 	projHeld  int
 }
 
+// newWorld builds the world of in. It relies on the orders the input
+// types promise: a Set's workspaces and projects sorted by name, a
+// Snapshot's allocations by workspace (joined in one pass; other orders
+// still join, more slowly).
 func newWorld(in policies.Input) *world {
-	wd := &world{now: in.Now, projs: map[string]*project{}}
+	wd := &world{now: in.Now, hist: in.History}
 	specs := in.Specs
 	if specs == nil {
 		specs = &schema.Set{Policy: schema.DefaultPolicy()}
 	}
+	wd.specs = specs
 	pol := specs.Policy.Spec.Preemption
 	if pol.Enabled {
 		wd.maxVictims = pol.MaxVictims
@@ -89,55 +105,109 @@ func newWorld(in policies.Input) *world {
 	if snap == nil {
 		snap = &state.Snapshot{}
 	}
-	nodeIdx := make(map[string]int, len(snap.Nodes))
-	var all []gpu
+
+	// 1. Nodes and their usable GPUs, in one array.
+	usable := 0
 	for _, n := range snap.Nodes {
 		if n.Ready && n.Eligible {
 			for _, g := range n.GPUs {
 				if g.Healthy {
-					all = append(all, gpu{id: g.ID})
+					usable++
 				}
 			}
 		}
 	}
-	nodes := make([]node, len(snap.Nodes))
-	k := 0
+	all := make([]gpu, 0, usable)
+	wd.nodes = make([]node, len(snap.Nodes))
 	for i, n := range snap.Nodes {
-		nd := &nodes[i]
+		nd := &wd.nodes[i]
 		nd.name = n.Name
-		nodeIdx[n.Name] = i
+		first := len(all)
 		if n.Ready && n.Eligible {
 			for _, g := range n.GPUs {
 				if g.Healthy {
-					all[k].node = nd
-					nd.gpus = append(nd.gpus, &all[k])
-					k++
+					all = append(all, gpu{id: g.ID, node: nd})
 				}
 			}
 		}
-		wd.nodes = append(wd.nodes, nd)
+		nd.gpus = all[first:len(all):len(all)]
 	}
-	tiers := map[string]*schema.PriorityTier{}
-	for i := range specs.Tiers {
-		tiers[specs.Tiers[i].Meta.Name] = &specs.Tiers[i]
-	}
+	wd.gpus = all
+
+	// 2. Projects, as specs.Projects.
+	wd.projs = make([]project, len(specs.Projects))
 	for i := range specs.Projects {
 		p := &specs.Projects[i]
-		wd.projs[p.Meta.Name] = &project{name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs}
+		wd.projs[i] = project{name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs}
 	}
-	works := make([]work, len(specs.Workspaces))
+
+	// 3. Which workspace each allocation belongs to: one of the specs
+	// (by index), or an orphan the specs no longer list.
+	find := finder(specs.Workspaces)
+	owners := make([]int, len(snap.Allocs)) // specs index; -1-k: orphan k
+	var orphanRefs []schema.Ref
+	for ai := range snap.Allocs {
+		ref := snap.Allocs[ai].Workspace
+		i := find(ref)
+		if i < 0 {
+			// An orphan's allocations are consecutive (sorted by workspace).
+			k := len(orphanRefs) - 1
+			if k < 0 || orphanRefs[k] != ref {
+				k = len(orphanRefs)
+				orphanRefs = append(orphanRefs, ref)
+			}
+			i = -1 - k
+		}
+		owners[ai] = i
+	}
+	// Orphans by Ref; orphan[k] is orphan k's place in that order.
+	order := make([]int, len(orphanRefs))
+	for k := range order {
+		order[k] = k
+	}
+	sort.Slice(order, func(a, b int) bool { return orphanRefs[order[a]].Less(orphanRefs[order[b]]) })
+	orphan := make([]int, len(orphanRefs))
+	for place, k := range order {
+		orphan[k] = place
+	}
+
+	// 4. The workspaces, each with its entry in the decision: specs
+	// order is Ref order, and each orphan goes where a binary search
+	// among the specs puts it.
+	n := len(specs.Workspaces)
+	wd.ws = make([]work, n+len(orphanRefs))
+	wd.out = make([]policies.WorkspaceDecision, len(wd.ws))
+	o := 0
+	next := 0 // the next orphan in Ref order
+	bind := func(w *work, ref schema.Ref) {
+		w.ref = ref
+		w.out = &wd.out[o]
+		w.out.Ref = ref
+		o++
+	}
+	orphanAt := make([]int, len(order)) // specs before each orphan in Ref order
+	for place, k := range order {
+		orphanAt[place] = sort.Search(n, func(i int) bool { return !specs.Workspaces[i].Ref().Less(orphanRefs[k]) })
+	}
 	var lastProj *project
 	var lastTier *schema.PriorityTier
 	for i := range specs.Workspaces {
+		for next < len(order) && orphanAt[next] <= i {
+			bind(&wd.ws[n+next], orphanRefs[order[next]])
+			next++
+		}
 		sw := &specs.Workspaces[i]
-		w := &works[i]
-		*w = work{ref: sw.Ref(), spec: sw, gpus: sw.Spec.Resources.GPUs, replicas: max(sw.Spec.Replicas, 1)}
-		w.out.Ref = w.ref
+		w := &wd.ws[i]
+		bind(w, sw.Ref())
+		w.spec = sw
+		w.idx = i
+		w.gpus = sw.Spec.Resources.GPUs
+		w.replicas = max(sw.Spec.Replicas, 1)
 		if i == 0 || w.ref.Project != specs.Workspaces[i-1].Meta.Project {
 			// Workspaces come by project: look each project up once.
 			lastProj, lastTier = nil, nil
-			if p := specs.Project(w.ref.Project); p != nil {
-				lastProj, lastTier = wd.projs[p.Meta.Name], tiers[p.Spec.Tier]
+			if p := wd.projectIndex(w.ref.Project); p >= 0 {
+				lastProj, lastTier = &wd.projs[p], specs.Tier(specs.Projects[p].Spec.Tier)
 			}
 		}
 		w.proj = lastProj
@@ -146,25 +216,40 @@ func newWorld(in policies.Input) *world {
 			w.canPre = t.Spec.CanPreempt
 			w.preempt = t.Spec.Preemptible && sw.Spec.Preemptible
 		}
-		wd.ws = append(wd.ws, w)
 	}
-	// Allocations (sorted by workspace) join the workspaces (sorted by
-	// Ref) in one pass when both are sorted, else through a map.
-	find := wd.finder(specs)
-	var orphans []*work
+	for ; next < len(order); next++ {
+		bind(&wd.ws[n+next], orphanRefs[order[next]])
+	}
+	for k := range orphanRefs {
+		w := &wd.ws[n+orphan[k]]
+		w.idx = n + orphan[k]
+		if p := wd.projectIndex(w.ref.Project); p >= 0 {
+			w.proj = &wd.projs[p]
+		}
+	}
+
+	// 5. Allocations: what each workspace holds, and where.
+	ptrs := make([]*state.Alloc, len(snap.Allocs))
 	for ai := range snap.Allocs {
 		a := &snap.Allocs[ai]
-		w := find(a.Workspace)
-		if w == nil {
-			if n := len(orphans); n > 0 && orphans[n-1].ref == a.Workspace {
-				w = orphans[n-1]
-			} else {
-				w = &work{ref: a.Workspace, proj: wd.projs[a.Workspace.Project]}
-				w.out.Ref = w.ref
-				orphans = append(orphans, w)
-			}
+		ptrs[ai] = a
+		var w *work
+		if i := owners[ai]; i >= 0 {
+			w = &wd.ws[i]
+		} else {
+			w = &wd.ws[n+orphan[-1-i]]
 		}
-		w.allocs = append(w.allocs, a)
+		// A workspace's allocations are consecutive (sorted by
+		// workspace): its list is a window of ptrs, grown in place;
+		// otherwise a copy of its own.
+		switch k := len(w.allocs); {
+		case k == 0:
+			w.allocs = ptrs[ai : ai+1 : ai+1]
+		case k <= ai && &w.allocs[0] == &ptrs[ai-k]:
+			w.allocs = ptrs[ai-k : ai+1 : ai+1]
+		default:
+			w.allocs = append(w.allocs[:k:k], a)
+		}
 		w.held += len(a.GPUs)
 		if a.Phase == state.AllocStopping {
 			w.stopping = true
@@ -172,57 +257,79 @@ func newWorld(in policies.Input) *world {
 		if a.StartedAt.After(w.started) {
 			w.started = a.StartedAt
 		}
-		ni, ok := nodeIdx[a.Node]
-		if !ok {
+		nd := wd.node(a.Node)
+		if nd == nil {
 			continue
 		}
+		// GPU IDs are unique on a node and usually listed in the node's
+		// order: each search starts after the last match.
+		at := 0
 		for _, id := range a.GPUs {
-			for _, g := range nodes[ni].gpus {
+			for j := range len(nd.gpus) {
+				g := &nd.gpus[(at+j)%len(nd.gpus)]
 				if g.id == id {
 					g.owner = w
+					at = (at + j + 1) % len(nd.gpus)
 					break
 				}
 			}
 		}
 	}
-	sort.Slice(orphans, func(i, j int) bool { return orphans[i].ref.Less(orphans[j].ref) })
-	wd.ws = append(wd.ws, orphans...)
-	var hist state.History
-	if in.History != nil {
-		hist = *in.History
-	}
-	for _, w := range wd.ws {
-		w.queued = in.Now
-		if t, ok := hist.QueuedSince[w.ref]; ok && t.Before(in.Now) {
-			w.queued = t
-		}
+
+	// 6. Who runs, who leaves (its GPUs are being released).
+	for i := range wd.ws {
+		w := &wd.ws[i]
 		if w.held == 0 {
 			continue
 		}
 		leaving := w.stopping || w.spec == nil || w.spec.Spec.State == schema.DesiredStopped
 		w.running = !leaving
-		if leaving {
-			for _, nd := range wd.nodes {
-				for _, g := range nd.gpus {
-					if g.owner == w {
-						g.releasing = true
-					}
-				}
-			}
-		}
 		if w.running && w.proj != nil {
 			w.proj.held += w.held
+		}
+	}
+	for i := range all {
+		if o := all[i].owner; o != nil && !o.running {
+			all[i].releasing = true
 		}
 	}
 	return wd
 }
 
+// projectIndex returns the index of the project named name in
+// specs.Projects (sorted by name), or -1.
+func (wd *world) projectIndex(name string) int {
+	ps := wd.specs.Projects
+	i := sort.Search(len(ps), func(i int) bool { return ps[i].Meta.Name >= name })
+	if i < len(ps) && ps[i].Meta.Name == name {
+		return i
+	}
+	return -1
+}
+
+// node returns the node named name, or nil. Nodes are sorted by name (a
+// Snapshot's promise): a binary search finds it; a linear one is the
+// fallback for a snapshot that is not sorted.
+func (wd *world) node(name string) *node {
+	i := sort.Search(len(wd.nodes), func(i int) bool { return wd.nodes[i].name >= name })
+	if i < len(wd.nodes) && wd.nodes[i].name == name {
+		return &wd.nodes[i]
+	}
+	for i := range wd.nodes {
+		if wd.nodes[i].name == name {
+			return &wd.nodes[i]
+		}
+	}
+	return nil
+}
+
 // settle gives every workspace that holds GPUs or is not wanted its
 // verdict, and returns the queue: the workspaces that want to run and hold
-// nothing, in specs order.
+// nothing, in specs order, each with the time it was queued.
 func (wd *world) settle() []*work {
-	var queue []*work
-	for _, w := range wd.ws {
+	queue := make([]*work, 0, len(wd.ws))
+	for i := range wd.ws {
+		w := &wd.ws[i]
 		switch {
 		case w.spec == nil:
 			w.out.Verdict = policies.VerdictStop
@@ -243,28 +350,29 @@ func (wd *world) settle() []*work {
 			w.out.Verdict = policies.VerdictWait
 			w.out.Reason = policies.Reason{Kind: policies.ReasonQuota, Message: "quota: its project does not exist"}
 		default:
+			w.queued = wd.now
+			if wd.hist != nil {
+				if t, ok := wd.hist.QueuedSince[w.ref]; ok && t.Before(wd.now) {
+					w.queued = t
+				}
+			}
 			queue = append(queue, w)
 		}
 	}
 	return queue
 }
 
-// decision collects the verdicts, sorted by Ref.
+// decision returns the verdicts, sorted by Ref: newWorld laid world.out
+// out in that order.
 func (wd *world) decision() policies.Decision {
-	out := policies.Decision{Now: wd.now, Workspaces: make([]policies.WorkspaceDecision, 0, len(wd.ws))}
-	for _, w := range wd.ws {
-		out.Workspaces = append(out.Workspaces, w.out)
-	}
-	if !sort.SliceIsSorted(out.Workspaces, func(i, j int) bool { return out.Workspaces[i].Ref.Less(out.Workspaces[j].Ref) }) {
-		sort.Slice(out.Workspaces, func(i, j int) bool { return out.Workspaces[i].Ref.Less(out.Workspaces[j].Ref) })
-	}
-	return out
+	return policies.Decision{Now: wd.now, Workspaces: wd.out}
 }
 
 // avail counts the GPUs of nd a placement may take: free ones and ones
 // being released, not yet taken by this decision.
 func (nd *node) avail() (free, releasing int) {
-	for _, g := range nd.gpus {
+	for i := range nd.gpus {
+		g := &nd.gpus[i]
 		if g.taken != nil {
 			continue
 		}
@@ -291,7 +399,8 @@ const (
 func (wd *world) pickNode(n int, how fit, useReleasing bool) *node {
 	var best *node
 	bestLeft := 0
-	for _, nd := range wd.nodes {
+	for i := range wd.nodes {
+		nd := &wd.nodes[i]
 		f, r := nd.avail()
 		a := f
 		if useReleasing {
@@ -316,7 +425,8 @@ func (wd *world) take(w *work, r int, nd *node, waitFor map[*work]bool) state.Pl
 	pl := state.Placement{Replica: r, Node: nd.name}
 	need := w.gpus
 	for pass := 0; pass < 2 && need > 0; pass++ {
-		for _, g := range nd.gpus {
+		for i := range nd.gpus {
+			g := &nd.gpus[i]
 			if need == 0 {
 				break
 			}
@@ -342,12 +452,11 @@ func (wd *world) victimize(v *work) {
 	wd.journal = append(wd.journal, undo{w: v, projHeld: v.proj.held})
 	v.victim = true
 	v.proj.held -= v.held
-	for _, nd := range wd.nodes {
-		for _, g := range nd.gpus {
-			if g.owner == v && !g.releasing {
-				wd.journal = append(wd.journal, undo{g: g, owner: g.owner, releasing: g.releasing, taken: g.taken})
-				g.releasing = true
-			}
+	for i := range wd.gpus {
+		g := &wd.gpus[i]
+		if g.owner == v && !g.releasing {
+			wd.journal = append(wd.journal, undo{g: g, owner: g.owner, releasing: g.releasing, taken: g.taken})
+			g.releasing = true
 		}
 	}
 	wd.gen++
@@ -387,7 +496,8 @@ func (wd *world) preemptNode(w *work, nd *node, may right, order victimOrder, bu
 	}
 	var seen [16]cand
 	cs := seen[:0]
-	for _, g := range nd.gpus {
+	for i := range nd.gpus {
+		g := &nd.gpus[i]
 		o := g.owner
 		if o == nil || g.taken != nil || g.releasing || o.victim || !o.running || !o.preempt || o.proj == nil {
 			continue
@@ -454,7 +564,8 @@ func (wd *world) place(w *work, how fit, may right, order victimOrder, cheaper f
 		}
 		if nd == nil && may != nil && budget > 0 {
 			var best []*work
-			for _, cand := range wd.nodes {
+			for i := range wd.nodes {
+				cand := &wd.nodes[i]
 				vs, ok := wd.preemptNode(w, cand, may, order, budget)
 				if !ok {
 					continue
@@ -517,7 +628,8 @@ var (
 // on enough nodes.
 func (wd *world) usable(w *work) bool {
 	fits := 0
-	for _, nd := range wd.nodes {
+	for i := range wd.nodes {
+		nd := &wd.nodes[i]
 		if len(nd.gpus) >= w.gpus {
 			fits++
 		}
@@ -525,24 +637,25 @@ func (wd *world) usable(w *work) bool {
 	return fits >= w.replicas || (w.gpus == 0)
 }
 
-// finder returns a lookup from Ref to the world's workspace in specs
-// order. Lookups in ascending Ref order (a snapshot's allocations) cost
-// one pass over the workspaces in all.
-func (wd *world) finder(specs *schema.Set) func(schema.Ref) *work {
-	i := 0
-	return func(ref schema.Ref) *work {
-		n := len(specs.Workspaces)
-		switch {
-		case i < n && specs.Workspaces[i].Ref() == ref:
-		case i < n && specs.Workspaces[i].Ref().Less(ref):
-			// Jump ahead by binary search over what is left.
-			i += sort.Search(n-i, func(k int) bool { return !specs.Workspaces[i+k].Ref().Less(ref) })
-		default:
-			i = sort.Search(n, func(k int) bool { return !specs.Workspaces[k].Ref().Less(ref) })
+// finder returns a lookup from Ref to its index in ws (sorted by Ref), or
+// -1. Lookups in ascending Ref order (a snapshot's allocations) search
+// forward from the last one, galloping, so they cost O(log gap) each;
+// a lookup that goes back starts over.
+func finder(ws []schema.Workspace) func(schema.Ref) int {
+	i := 0 // ws[:i] are all before the last Ref looked up
+	return func(ref schema.Ref) int {
+		if i > 0 && !ws[i-1].Ref().Less(ref) {
+			i = 0
 		}
-		if i < n && specs.Workspaces[i].Ref() == ref {
-			return wd.ws[i]
+		lo, hi := i, i
+		for step := 1; hi < len(ws) && ws[hi].Ref().Less(ref); step *= 2 {
+			lo, hi = hi+1, hi+step
 		}
-		return nil
+		hi = min(hi, len(ws))
+		i = lo + sort.Search(hi-lo, func(k int) bool { return !ws[lo+k].Ref().Less(ref) })
+		if i < len(ws) && ws[i].Ref() == ref {
+			return i
+		}
+		return -1
 	}
 }
