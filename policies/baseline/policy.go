@@ -13,10 +13,10 @@ func FIFO(in policies.Input) policies.Decision {
 	wd := newWorld(in)
 	queue := wd.settle()
 	less := func(a, b *work) bool {
-		if !a.queued.Equal(b.queued) {
-			return a.queued.Before(b.queued)
+		if c := a.queued.Compare(b.queued); c != 0 {
+			return c < 0
 		}
-		return a.ref.Less(b.ref)
+		return a.idx < b.idx // Ref order: the queue is of the specs
 	}
 	blocked := false
 	inOrder(queue, less, nil, func(w *work) bool {
@@ -54,15 +54,7 @@ const nomadDelta = 10
 func Nomad(in policies.Input) policies.Decision {
 	wd := newWorld(in)
 	queue := wd.settle()
-	less := func(a, b *work) bool {
-		if a.prio != b.prio {
-			return a.prio > b.prio
-		}
-		if !a.queued.Equal(b.queued) {
-			return a.queued.Before(b.queued)
-		}
-		return a.ref.Less(b.ref)
-	}
+	less := byPriority
 	may := func(w, v *work) bool { return v.prio <= w.prio-nomadDelta }
 	order := func(a, b *work) bool {
 		if a.prio != b.prio {
@@ -71,7 +63,7 @@ func Nomad(in policies.Input) policies.Decision {
 		if a.held != b.held {
 			return a.held > b.held // frees the most with the fewest victims
 		}
-		return a.ref.Less(b.ref)
+		return a.idx < b.idx // Ref order: victims run, so are of the specs
 	}
 	top := func(vs []*work) int {
 		t := 0
@@ -111,15 +103,7 @@ func Quota(in policies.Input) policies.Decision {
 	for _, w := range queue {
 		w.fits = inQuota(w)
 	}
-	less := func(a, b *work) bool {
-		if a.prio != b.prio {
-			return a.prio > b.prio
-		}
-		if !a.queued.Equal(b.queued) {
-			return a.queued.Before(b.queued)
-		}
-		return a.ref.Less(b.ref)
-	}
+	less := byPriority
 	rightsFor := func(w *work) right {
 		reclaim := inQuota(w)
 		return func(w, v *work) bool {
@@ -143,7 +127,7 @@ func Quota(in policies.Input) policies.Decision {
 		if !a.started.Equal(b.started) {
 			return a.started.After(b.started)
 		}
-		return a.ref.Less(b.ref)
+		return a.idx < b.idx // Ref order: victims run, so are of the specs
 	}
 	// Fewest victims, then the set whose last victim comes first in
 	// Kueue's order.
@@ -161,6 +145,18 @@ func Quota(in policies.Input) policies.Decision {
 	wd.admitAll(queue, less, func(w *work) bool { return w.fits }, bestFit, rightsFor, order, cheaper, limit)
 	wd.admitAll(queue, less, func(w *work) bool { return !w.fits }, bestFit, rightsFor, order, cheaper, limit)
 	return wd.decision()
+}
+
+// byPriority orders a queue by priority (highest first), then queued
+// time, then Ref.
+func byPriority(a, b *work) bool {
+	if a.prio != b.prio {
+		return a.prio > b.prio
+	}
+	if c := a.queued.Compare(b.queued); c != 0 {
+		return c < 0
+	}
+	return a.idx < b.idx // Ref order: the queue is of the specs
 }
 
 // shape is what a placement attempt depends on besides the cluster.
