@@ -161,16 +161,37 @@ func byPriority(a, b *work) bool {
 
 // shape is what a placement attempt depends on besides the cluster.
 type shape struct {
-	gen, gpus, replicas, prio int
-	proj                      *project
-	inQuota                   bool
+	gpus, replicas, prio int
+	proj                 *project
+	inQuota              bool
+}
+
+// pack packs s into one integer, for a fast map; ok false when a field
+// does not fit its bits (a shape not memoized only costs a placement
+// attempt).
+func (s shape) pack() (key uint64, ok bool) {
+	const bits = 15
+	p := 0 // no project
+	if s.proj != nil {
+		p = s.proj.idx + 1
+	}
+	prio := s.prio + 1<<(bits-1)
+	if uint(s.gpus|s.replicas|prio|p) >= 1<<bits { // one is negative or too large
+		return 0, false
+	}
+	key = uint64(s.gpus)<<(3*bits+1) | uint64(s.replicas)<<(2*bits+1) | uint64(prio)<<(bits+1) | uint64(p)<<1
+	if s.inQuota {
+		key |= 1
+	}
+	return key, true
 }
 
 // admitAll admits the queue in order without blocking; a failure is
 // remembered for the same shape until the cluster changes. allowed, when
 // set, is the quota check.
 func (wd *world) admitAll(queue []*work, less func(a, b *work) bool, passes func(*work) bool, how fit, rights func(*work) right, order victimOrder, cheaper func(a, b []*work) bool, allowed func(*work) bool) {
-	failed := map[shape]bool{}
+	// The shapes that failed since gen last changed.
+	failed, failedGen := map[uint64]bool{}, wd.gen
 	// Each project's lowest priority running.
 	for i := range wd.projs {
 		wd.projs[i].lowest = int(^uint(0) >> 1)
@@ -185,7 +206,7 @@ func (wd *world) admitAll(queue []*work, less func(a, b *work) bool, passes func
 			wd.wait(w, reasonQuota)
 			return true
 		}
-		key := shape{gen: wd.gen, gpus: w.gpus, replicas: w.replicas, prio: w.prio}
+		key := shape{gpus: w.gpus, replicas: w.replicas, prio: w.prio}
 		if allowed != nil {
 			// Quota rights depend on the project (never its own borrowers;
 			// its own lower priorities) and on whether it is in quota; a
@@ -196,7 +217,12 @@ func (wd *world) admitAll(queue []*work, less func(a, b *work) bool, passes func
 				key.proj = w.proj
 			}
 		}
-		if failed[key] {
+		if failedGen != wd.gen {
+			clear(failed)
+			failedGen = wd.gen
+		}
+		packed, memo := key.pack()
+		if memo && failed[packed] {
 			wd.wait(w, reasonCapacity)
 			return true
 		}
@@ -205,7 +231,9 @@ func (wd *world) admitAll(queue []*work, less func(a, b *work) bool, passes func
 			may = rights(w)
 		}
 		if !wd.place(w, how, may, order, cheaper) {
-			failed[key] = true
+			if memo {
+				failed[packed] = true
+			}
 			wd.wait(w, reasonCapacity)
 		}
 		return true

@@ -1,6 +1,7 @@
 package baseline
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -33,6 +34,9 @@ type world struct {
 type node struct {
 	name string
 	gpus []gpu // by index
+	// free and releasing count the GPUs not taken by this decision that
+	// are free, or held by a workspace that releases them (gpu.tally).
+	free, releasing int
 }
 
 // gpu is one usable GPU (healthy, on a ready, eligible node).
@@ -42,6 +46,20 @@ type gpu struct {
 	owner     *work // nil: free
 	releasing bool  // its owner is stopping, or a victim of this decision
 	taken     *work // tentatively placed by this decision
+}
+
+// tally adds d times g's part to its node's counts: every change to a
+// GPU is bracketed by tally(-1) and tally(+1).
+func (g *gpu) tally(d int) {
+	if g.taken != nil {
+		return
+	}
+	switch {
+	case g.owner == nil:
+		g.node.free += d
+	case g.releasing:
+		g.node.releasing += d
+	}
 }
 
 type work struct {
@@ -70,6 +88,7 @@ type work struct {
 }
 
 type project struct {
+	idx    int // in world.projs
 	name   string
 	quota  int
 	borrow int // < 0 unlimited
@@ -138,7 +157,7 @@ func newWorld(in policies.Input) *world {
 	wd.projs = make([]project, len(specs.Projects))
 	for i := range specs.Projects {
 		p := &specs.Projects[i]
-		wd.projs[i] = project{name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs}
+		wd.projs[i] = project{idx: i, name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs}
 	}
 
 	// 3. Which workspace each allocation belongs to: one of the specs
@@ -289,9 +308,11 @@ func newWorld(in policies.Input) *world {
 		}
 	}
 	for i := range all {
-		if o := all[i].owner; o != nil && !o.running {
-			all[i].releasing = true
+		g := &all[i]
+		if g.owner != nil && !g.owner.running {
+			g.releasing = true
 		}
+		g.tally(+1)
 	}
 	return wd
 }
@@ -371,19 +392,7 @@ func (wd *world) decision() policies.Decision {
 // avail counts the GPUs of nd a placement may take: free ones and ones
 // being released, not yet taken by this decision.
 func (nd *node) avail() (free, releasing int) {
-	for i := range nd.gpus {
-		g := &nd.gpus[i]
-		if g.taken != nil {
-			continue
-		}
-		switch {
-		case g.owner == nil:
-			free++
-		case g.releasing:
-			releasing++
-		}
-	}
-	return free, releasing
+	return nd.free, nd.releasing
 }
 
 // fit is how a node is chosen among those where a replica fits.
@@ -420,8 +429,9 @@ func (wd *world) pickNode(n int, how fit, useReleasing bool) *node {
 }
 
 // take places one replica of w on nd: free GPUs first (by index), then
-// GPUs being released; waitFor collects the workspaces those belong to.
-func (wd *world) take(w *work, r int, nd *node, waitFor map[*work]bool) state.Placement {
+// GPUs being released; waitFor collects the workspaces those belong to
+// (a few), once each.
+func (wd *world) take(w *work, r int, nd *node, waitFor *[]*work) state.Placement {
 	pl := state.Placement{Replica: r, Node: nd.name}
 	need := w.gpus
 	for pass := 0; pass < 2 && need > 0; pass++ {
@@ -434,9 +444,11 @@ func (wd *world) take(w *work, r int, nd *node, waitFor map[*work]bool) state.Pl
 				continue
 			}
 			wd.journal = append(wd.journal, undo{g: g, owner: g.owner, releasing: g.releasing, taken: g.taken})
+			g.tally(-1)
 			g.taken = w
-			if g.owner != nil {
-				waitFor[g.owner] = true
+			g.tally(+1)
+			if g.owner != nil && !slices.Contains(*waitFor, g.owner) {
+				*waitFor = append(*waitFor, g.owner)
 			}
 			pl.GPUs = append(pl.GPUs, g.id)
 			need--
@@ -456,7 +468,9 @@ func (wd *world) victimize(v *work) {
 		g := &wd.gpus[i]
 		if g.owner == v && !g.releasing {
 			wd.journal = append(wd.journal, undo{g: g, owner: g.owner, releasing: g.releasing, taken: g.taken})
+			g.tally(-1)
 			g.releasing = true
+			g.tally(+1)
 		}
 	}
 	wd.gen++
@@ -466,7 +480,9 @@ func (wd *world) rollback() {
 	for i := len(wd.journal) - 1; i >= 0; i-- {
 		u := wd.journal[i]
 		if u.g != nil {
+			u.g.tally(-1)
 			u.g.owner, u.g.releasing, u.g.taken = u.owner, u.releasing, u.taken
+			u.g.tally(+1)
 			continue
 		}
 		u.w.victim = false
@@ -521,7 +537,7 @@ func (wd *world) preemptNode(w *work, nd *node, may right, order victimOrder, bu
 			cs[k].count++
 		}
 	}
-	var cands []cand
+	cands := cs[:0] // those it may take, in place
 	for _, c := range cs {
 		if c.count > 0 {
 			cands = append(cands, c)
@@ -536,7 +552,16 @@ func (wd *world) preemptNode(w *work, nd *node, may right, order victimOrder, bu
 	}(); total < w.gpus {
 		return nil, false // not even all of them would make room
 	}
-	sort.Slice(cands, func(i, j int) bool { return order(cands[i].w, cands[j].w) })
+	// order breaks ties by Ref: any sort gives the same order.
+	slices.SortFunc(cands, func(a, b cand) int {
+		switch {
+		case order(a.w, b.w):
+			return -1
+		case order(b.w, a.w):
+			return 1
+		}
+		return 0
+	})
 	for _, c := range cands {
 		if have >= w.gpus || len(victims) >= budget {
 			break
@@ -553,7 +578,7 @@ func (wd *world) preemptNode(w *work, nd *node, may right, order victimOrder, bu
 func (wd *world) place(w *work, how fit, may right, order victimOrder, cheaper func(a, b []*work) bool) bool {
 	wd.journal = wd.journal[:0]
 	gen := wd.gen
-	waitFor := map[*work]bool{}
+	var waitFor []*work
 	var pls []state.Placement
 	var victims []*work
 	budget := wd.maxVictims
@@ -585,7 +610,7 @@ func (wd *world) place(w *work, how fit, may right, order victimOrder, cheaper f
 			wd.gen = gen // nothing changed: failures stay memoized
 			return false
 		}
-		pls = append(pls, wd.take(w, r, nd, waitFor))
+		pls = append(pls, wd.take(w, r, nd, &waitFor))
 	}
 	wd.journal = wd.journal[:0]
 	w.decided = true
@@ -595,10 +620,10 @@ func (wd *world) place(w *work, how fit, may right, order victimOrder, cheaper f
 	if w.proj != nil {
 		w.proj.held += w.gpus * w.replicas
 	}
-	for v := range waitFor {
+	for _, v := range waitFor {
 		w.out.Preempts = append(w.out.Preempts, v.ref)
 	}
-	sort.Slice(w.out.Preempts, func(i, j int) bool { return w.out.Preempts[i].Less(w.out.Preempts[j]) })
+	slices.SortFunc(w.out.Preempts, compareRefs)
 	if len(w.out.Preempts) > 0 {
 		w.out.Reason.Message = "starts once the GPUs it takes over are released"
 	}
@@ -658,4 +683,14 @@ func finder(ws []schema.Workspace) func(schema.Ref) int {
 		}
 		return -1
 	}
+}
+
+func compareRefs(a, b schema.Ref) int {
+	switch {
+	case a.Less(b):
+		return -1
+	case b.Less(a):
+		return 1
+	}
+	return 0
 }
