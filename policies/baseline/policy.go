@@ -79,7 +79,7 @@ func Nomad(in policies.Input) policies.Decision {
 		}
 		return top(a) < top(b)
 	}
-	wd.admitAll(queue, less, nil, bestFit, func(*work) right { return may }, order, cheaper, nil)
+	wd.admitAll(sorted(queue, less), nil, bestFit, func(*work) right { return may }, order, cheaper, nil)
 	return wd.decision()
 }
 
@@ -141,9 +141,11 @@ func Quota(in policies.Input) policies.Decision {
 		p := w.proj
 		return p.borrow < 0 || p.held+w.gpus*w.replicas <= p.quota+p.borrow
 	}
-	// Those inside their quota first, then the rest.
-	wd.admitAll(queue, less, func(w *work) bool { return w.fits }, bestFit, rightsFor, order, cheaper, limit)
-	wd.admitAll(queue, less, func(w *work) bool { return !w.fits }, bestFit, rightsFor, order, cheaper, limit)
+	// Those inside their quota first, then the rest, each in the order
+	// computed once.
+	ordered := sorted(queue, less)
+	wd.admitAll(ordered, func(w *work) bool { return w.fits }, bestFit, rightsFor, order, cheaper, limit)
+	wd.admitAll(ordered, func(w *work) bool { return !w.fits }, bestFit, rightsFor, order, cheaper, limit)
 	return wd.decision()
 }
 
@@ -186,10 +188,10 @@ func (s shape) pack() (key uint64, ok bool) {
 	return key, true
 }
 
-// admitAll admits the queue in order without blocking; a failure is
-// remembered for the same shape until the cluster changes. allowed, when
-// set, is the quota check.
-func (wd *world) admitAll(queue []*work, less func(a, b *work) bool, passes func(*work) bool, how fit, rights func(*work) right, order victimOrder, cheaper func(a, b []*work) bool, allowed func(*work) bool) {
+// admitAll admits the workspaces of ordered that keep passes (nil: all),
+// in order, without blocking; a failure is remembered for the same shape
+// until the cluster changes. allowed, when set, is the quota check.
+func (wd *world) admitAll(ordered []*work, passes func(*work) bool, how fit, rights func(*work) right, order victimOrder, cheaper func(a, b []*work) bool, allowed func(*work) bool) {
 	// The shapes that failed since gen last changed.
 	failed, failedGen := map[uint64]bool{}, wd.gen
 	// Each project's lowest priority running.
@@ -201,10 +203,13 @@ func (wd *world) admitAll(queue []*work, less func(a, b *work) bool, passes func
 			v.proj.lowest = min(v.proj.lowest, v.prio)
 		}
 	}
-	inOrder(queue, less, passes, func(w *work) bool {
+	for _, w := range ordered {
+		if passes != nil && !passes(w) {
+			continue
+		}
 		if allowed != nil && !allowed(w) {
 			wd.wait(w, reasonQuota)
-			return true
+			continue
 		}
 		key := shape{gpus: w.gpus, replicas: w.replicas, prio: w.prio}
 		if allowed != nil {
@@ -224,7 +229,7 @@ func (wd *world) admitAll(queue []*work, less func(a, b *work) bool, passes func
 		packed, memo := key.pack()
 		if memo && failed[packed] {
 			wd.wait(w, reasonCapacity)
-			return true
+			continue
 		}
 		var may right
 		if w.canPre {
@@ -236,6 +241,15 @@ func (wd *world) admitAll(queue []*work, less func(a, b *work) bool, passes func
 			}
 			wd.wait(w, reasonCapacity)
 		}
+	}
+}
+
+// sorted returns the queue in the order less gives.
+func sorted(queue []*work, less func(a, b *work) bool) []*work {
+	out := make([]*work, 0, len(queue))
+	inOrder(queue, less, nil, func(w *work) bool {
+		out = append(out, w)
 		return true
 	})
+	return out
 }

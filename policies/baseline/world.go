@@ -23,6 +23,9 @@ type world struct {
 	projs []project // as specs.Projects (by name)
 	specs *schema.Set
 	hist  *state.History // nil: none
+	// pls and ids are what placementsOf cuts its slices from.
+	pls []state.Placement
+	ids []string
 	// gen changes whenever a GPU changes hands, so memoized failures are
 	// recomputed only when they could differ.
 	gen     int
@@ -46,6 +49,9 @@ type gpu struct {
 	owner     *work // nil: free
 	releasing bool  // its owner is stopping, or a victim of this decision
 	taken     *work // tentatively placed by this decision
+	// movable: its owner runs, may be preempted and has a project (fixed
+	// for the decision), so preemptNode reads the owner only for these.
+	movable bool
 }
 
 // tally adds d times g's part to its node's counts: every change to a
@@ -309,8 +315,9 @@ func newWorld(in policies.Input) *world {
 	}
 	for i := range all {
 		g := &all[i]
-		if g.owner != nil && !g.owner.running {
-			g.releasing = true
+		if o := g.owner; o != nil {
+			g.releasing = !o.running
+			g.movable = o.running && o.preempt && o.proj != nil
 		}
 		g.tally(+1)
 	}
@@ -354,19 +361,19 @@ func (wd *world) settle() []*work {
 		switch {
 		case w.spec == nil:
 			w.out.Verdict = policies.VerdictStop
-			w.out.Placements = policies.PlacementsOf(w.allocs)
+			w.out.Placements = wd.placementsOf(w.allocs)
 			w.out.Reason = policies.Reason{Kind: policies.ReasonStopped, Message: "removed: the specs no longer list it"}
 		case w.spec.Spec.State == schema.DesiredStopped:
 			w.out.Verdict = policies.VerdictStop
-			w.out.Placements = policies.PlacementsOf(w.allocs)
+			w.out.Placements = wd.placementsOf(w.allocs)
 			w.out.Reason = policies.Reason{Kind: policies.ReasonStopped, Message: "stopped: its desired state is Stopped"}
 		case w.stopping:
 			w.out.Verdict = policies.VerdictPreempt
-			w.out.Placements = policies.PlacementsOf(w.allocs)
+			w.out.Placements = wd.placementsOf(w.allocs)
 			w.out.Reason = policies.Reason{Kind: policies.ReasonPreempted, Message: "stopping; it queues again once its GPUs are free"}
 		case w.running:
 			w.out.Verdict = policies.VerdictRun
-			w.out.Placements = policies.PlacementsOf(w.allocs)
+			w.out.Placements = wd.placementsOf(w.allocs)
 		case w.proj == nil:
 			w.out.Verdict = policies.VerdictWait
 			w.out.Reason = policies.Reason{Kind: policies.ReasonQuota, Message: "quota: its project does not exist"}
@@ -381,6 +388,43 @@ func (wd *world) settle() []*work {
 		}
 	}
 	return queue
+}
+
+// placementsOf is policies.PlacementsOf, cheaper: the placements and
+// their GPU IDs are cut from arrays shared by the whole decision (each
+// slice capped, so appending to one copies it), and sorting is skipped
+// when already done (a snapshot's allocations are sorted by replica,
+// their GPUs by ID).
+func (wd *world) placementsOf(allocs []*state.Alloc) []state.Placement {
+	if len(allocs) == 0 {
+		return nil
+	}
+	if cap(wd.pls)-len(wd.pls) < len(allocs) {
+		wd.pls = make([]state.Placement, 0, max(len(allocs), 256))
+	}
+	out := wd.pls[len(wd.pls) : len(wd.pls)+len(allocs) : len(wd.pls)+len(allocs)]
+	wd.pls = wd.pls[:len(wd.pls)+len(allocs)]
+	for i, a := range allocs {
+		if cap(wd.ids)-len(wd.ids) < len(a.GPUs) {
+			wd.ids = make([]string, 0, max(len(a.GPUs), 1024))
+		}
+		var gpus []string // nil when none, as PlacementsOf
+		if len(a.GPUs) > 0 {
+			gpus = append(wd.ids[len(wd.ids):len(wd.ids):len(wd.ids)+len(a.GPUs)], a.GPUs...)
+			wd.ids = wd.ids[:len(wd.ids)+len(a.GPUs)]
+			if !sort.StringsAreSorted(gpus) {
+				sort.Strings(gpus)
+			}
+		}
+		out[i] = state.Placement{Replica: a.Replica, Node: a.Node, GPUs: gpus}
+	}
+	for i := 1; i < len(out); i++ {
+		if out[i].Replica < out[i-1].Replica {
+			sort.Slice(out, func(i, j int) bool { return out[i].Replica < out[j].Replica })
+			break
+		}
+	}
+	return out
 }
 
 // decision returns the verdicts, sorted by Ref: newWorld laid world.out
@@ -514,8 +558,11 @@ func (wd *world) preemptNode(w *work, nd *node, may right, order victimOrder, bu
 	cs := seen[:0]
 	for i := range nd.gpus {
 		g := &nd.gpus[i]
+		if !g.movable || g.taken != nil || g.releasing {
+			continue
+		}
 		o := g.owner
-		if o == nil || g.taken != nil || g.releasing || o.victim || !o.running || !o.preempt || o.proj == nil {
+		if o.victim {
 			continue
 		}
 		k := -1
