@@ -35,7 +35,9 @@ func FIFO(in policies.Input) policies.Decision {
 			}
 		}
 	}
-	return wd.decision()
+	d := wd.decision()
+	wd.release()
+	return d
 }
 
 // nomadDelta is how many priority points lower an allocation must be for
@@ -79,8 +81,10 @@ func Nomad(in policies.Input) policies.Decision {
 		}
 		return top(a) < top(b)
 	}
-	wd.admitAll(sorted(queue, less), nil, bestFit, func(*work) right { return may }, order, cheaper, nil)
-	return wd.decision()
+	wd.admitAll(wd.sorted(queue, less), nil, bestFit, func(*work) right { return may }, order, cheaper, nil)
+	d := wd.decision()
+	wd.release()
+	return d
 }
 
 // Quota decides as a Kueue-like quota scheduler: each project has a
@@ -143,10 +147,12 @@ func Quota(in policies.Input) policies.Decision {
 	}
 	// Those inside their quota first, then the rest, each in the order
 	// computed once.
-	ordered := sorted(queue, less)
+	ordered := wd.sorted(queue, less)
 	wd.admitAll(ordered, func(w *work) bool { return w.fits }, bestFit, rightsFor, order, cheaper, limit)
 	wd.admitAll(ordered, func(w *work) bool { return !w.fits }, bestFit, rightsFor, order, cheaper, limit)
-	return wd.decision()
+	d := wd.decision()
+	wd.release()
+	return d
 }
 
 // byPriority orders a queue by priority (highest first), then queued
@@ -193,7 +199,11 @@ func (s shape) pack() (key uint64, ok bool) {
 // until the cluster changes. allowed, when set, is the quota check.
 func (wd *world) admitAll(ordered []*work, passes func(*work) bool, how fit, rights func(*work) right, order victimOrder, cheaper func(a, b []*work) bool, allowed func(*work) bool) {
 	// The shapes that failed since gen last changed.
-	failed, failedGen := map[uint64]bool{}, wd.gen
+	if wd.failed == nil {
+		wd.failed = map[uint64]bool{}
+	}
+	failed, failedGen := wd.failed, wd.gen
+	clear(failed)
 	// Each project's lowest priority running.
 	for i := range wd.projs {
 		wd.projs[i].lowest = int(^uint(0) >> 1)
@@ -245,11 +255,12 @@ func (wd *world) admitAll(ordered []*work, passes func(*work) bool, how fit, rig
 }
 
 // sorted returns the queue in the order less gives.
-func sorted(queue []*work, less func(a, b *work) bool) []*work {
-	out := make([]*work, 0, len(queue))
+func (wd *world) sorted(queue []*work, less func(a, b *work) bool) []*work {
+	out := resize(wd.ordered, len(queue))[:0]
 	inOrder(queue, less, nil, func(w *work) bool {
 		out = append(out, w)
 		return true
 	})
+	wd.ordered = out
 	return out
 }

@@ -3,6 +3,7 @@ package baseline
 import (
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/berth-dev/berth/policies"
@@ -30,6 +31,13 @@ type world struct {
 	// recomputed only when they could differ.
 	gen     int
 	journal []undo
+
+	// Scratch memory: released to the pool with the world.
+	owners  []int          // newWorld: each allocation's workspace
+	ptrs    []*state.Alloc // backs work.allocs
+	queue   []*work        // settle's result
+	ordered []*work        // sorted's result
+	failed  map[uint64]bool
 	// preempt: the policy preempts at all (and with how many victims at most).
 	maxVictims int
 }
@@ -116,7 +124,8 @@ type undo struct {
 // Snapshot's allocations by workspace (joined in one pass; other orders
 // still join, more slowly).
 func newWorld(in policies.Input) *world {
-	wd := &world{now: in.Now, hist: in.History}
+	wd := worlds.Get().(*world)
+	wd.now, wd.hist = in.Now, in.History
 	specs := in.Specs
 	if specs == nil {
 		specs = &schema.Set{Policy: schema.DefaultPolicy()}
@@ -142,8 +151,8 @@ func newWorld(in policies.Input) *world {
 			}
 		}
 	}
-	all := make([]gpu, 0, usable)
-	wd.nodes = make([]node, len(snap.Nodes))
+	all := resize(wd.gpus, usable)[:0]
+	wd.nodes = resize(wd.nodes, len(snap.Nodes))
 	for i, n := range snap.Nodes {
 		nd := &wd.nodes[i]
 		nd.name = n.Name
@@ -160,7 +169,7 @@ func newWorld(in policies.Input) *world {
 	wd.gpus = all
 
 	// 2. Projects, as specs.Projects.
-	wd.projs = make([]project, len(specs.Projects))
+	wd.projs = resize(wd.projs, len(specs.Projects))
 	for i := range specs.Projects {
 		p := &specs.Projects[i]
 		wd.projs[i] = project{idx: i, name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs}
@@ -169,7 +178,8 @@ func newWorld(in policies.Input) *world {
 	// 3. Which workspace each allocation belongs to: one of the specs
 	// (by index), or an orphan the specs no longer list.
 	find := finder(specs.Workspaces)
-	owners := make([]int, len(snap.Allocs)) // specs index; -1-k: orphan k
+	wd.owners = resize(wd.owners, len(snap.Allocs))
+	owners := wd.owners // specs index; -1-k: orphan k
 	var orphanRefs []schema.Ref
 	for ai := range snap.Allocs {
 		ref := snap.Allocs[ai].Workspace
@@ -200,7 +210,7 @@ func newWorld(in policies.Input) *world {
 	// order is Ref order, and each orphan goes where a binary search
 	// among the specs puts it.
 	n := len(specs.Workspaces)
-	wd.ws = make([]work, n+len(orphanRefs))
+	wd.ws = resize(wd.ws, n+len(orphanRefs))
 	wd.out = make([]policies.WorkspaceDecision, len(wd.ws))
 	o := 0
 	next := 0 // the next orphan in Ref order
@@ -254,7 +264,8 @@ func newWorld(in policies.Input) *world {
 	}
 
 	// 5. Allocations: what each workspace holds, and where.
-	ptrs := make([]*state.Alloc, len(snap.Allocs))
+	wd.ptrs = resize(wd.ptrs, len(snap.Allocs))
+	ptrs := wd.ptrs
 	for ai := range snap.Allocs {
 		a := &snap.Allocs[ai]
 		ptrs[ai] = a
@@ -324,6 +335,47 @@ func newWorld(in policies.Input) *world {
 	return wd
 }
 
+// worlds keeps the memory of worlds done with (world.release): a
+// decision touches megabytes that do not leave it, and getting them afresh
+// (zeroed, then collected) costs about as much as the decision itself.
+var worlds = sync.Pool{New: func() any { return new(world) }}
+
+// resize returns s resliced to n elements, all zero: the pool keeps every
+// element up to cap(s) zero (release).
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// release zeroes wd's scratch memory and gives it to the next world;
+// wd must not be used afterwards. The decision (world.out and the
+// slices placementsOf cut) is not scratch: it is the caller's.
+func (wd *world) release() {
+	s := world{
+		nodes:   clearAll(wd.nodes),
+		gpus:    clearAll(wd.gpus),
+		ws:      clearAll(wd.ws),
+		projs:   clearAll(wd.projs),
+		journal: clearAll(wd.journal),
+		owners:  clearAll(wd.owners),
+		ptrs:    clearAll(wd.ptrs),
+		queue:   clearAll(wd.queue),
+		ordered: clearAll(wd.ordered),
+		failed:  wd.failed,
+	}
+	clear(s.failed)
+	*wd = s
+	worlds.Put(wd)
+}
+
+// clearAll zeroes s and returns it empty.
+func clearAll[T any](s []T) []T {
+	clear(s)
+	return s[:0]
+}
+
 // projectIndex returns the index of the project named name in
 // specs.Projects (sorted by name), or -1.
 func (wd *world) projectIndex(name string) int {
@@ -355,7 +407,7 @@ func (wd *world) node(name string) *node {
 // verdict, and returns the queue: the workspaces that want to run and hold
 // nothing, in specs order, each with the time it was queued.
 func (wd *world) settle() []*work {
-	queue := make([]*work, 0, len(wd.ws))
+	queue := resize(wd.queue, len(wd.ws))[:0]
 	for i := range wd.ws {
 		w := &wd.ws[i]
 		switch {
@@ -387,6 +439,7 @@ func (wd *world) settle() []*work {
 			queue = append(queue, w)
 		}
 	}
+	wd.queue = queue
 	return queue
 }
 
