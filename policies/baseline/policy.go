@@ -81,7 +81,13 @@ func Nomad(in policies.Input) policies.Decision {
 		}
 		return top(a) < top(b)
 	}
-	wd.admitAll(wd.sorted(queue, less), nil, bestFit, func(*work) right { return may }, order, cheaper, nil)
+	rights := func(w *work) right {
+		if wd.lowest > w.prio-nomadDelta {
+			return nil // nothing running is low enough to be a victim
+		}
+		return may
+	}
+	wd.admitAll(wd.sorted(queue, less), nil, bestFit, rights, order, cheaper, nil)
 	d := wd.decision()
 	wd.release()
 	return d
@@ -110,6 +116,9 @@ func Quota(in policies.Input) policies.Decision {
 	less := byPriority
 	rightsFor := func(w *work) right {
 		reclaim := inQuota(w)
+		if !reclaim && w.proj.lowest >= w.prio {
+			return nil // nothing of its own project runs lower: no victim
+		}
 		return func(w, v *work) bool {
 			if v.proj == w.proj {
 				return v.prio < w.prio
@@ -204,13 +213,21 @@ func (wd *world) admitAll(ordered []*work, passes func(*work) bool, how fit, rig
 	}
 	failed, failedGen := wd.failed, wd.gen
 	clear(failed)
-	// Each project's lowest priority running.
+	// The lowest priority running, in each project and in all. It stays
+	// a lower bound for the victims this admission may choose (they
+	// run, and only become victims), so rights use it to give up early:
+	// a workspace without rights only tries the GPUs free or being
+	// released, which is all preemption could find with rights that allow
+	// no victim (preemptNode's only success without victims, room
+	// already there, is a node pickNode would have found).
+	wd.lowest = int(^uint(0) >> 1)
 	for i := range wd.projs {
-		wd.projs[i].lowest = int(^uint(0) >> 1)
+		wd.projs[i].lowest = wd.lowest
 	}
 	for i := range wd.ws {
 		if v := &wd.ws[i]; v.running && v.proj != nil {
 			v.proj.lowest = min(v.proj.lowest, v.prio)
+			wd.lowest = min(wd.lowest, v.prio)
 		}
 	}
 	for _, w := range ordered {

@@ -31,6 +31,7 @@ type world struct {
 	// recomputed only when they could differ.
 	gen     int
 	journal []undo
+	lowest  int // admitAll: the lowest priority running (in a project)
 
 	// Scratch memory: released to the pool with the world.
 	owners  []int          // newWorld: each allocation's workspace
