@@ -114,20 +114,24 @@ func Quota(in policies.Input) policies.Decision {
 		w.fits = inQuota(w)
 	}
 	less := byPriority
+	own := func(w, v *work) bool { return v.proj == w.proj && v.prio < w.prio }
+	reclaim := func(w, v *work) bool {
+		if v.proj == w.proj {
+			return v.prio < w.prio
+		}
+		// Only borrowed GPUs: taking v leaves its project at or above its
+		// quota (else the two would reclaim from each other back and
+		// forth).
+		return v.proj.held-v.held >= v.proj.quota
+	}
 	rightsFor := func(w *work) right {
-		reclaim := inQuota(w)
-		if !reclaim && w.proj.lowest >= w.prio {
+		switch {
+		case inQuota(w):
+			return reclaim
+		case w.proj.lowest >= w.prio:
 			return nil // nothing of its own project runs lower: no victim
 		}
-		return func(w, v *work) bool {
-			if v.proj == w.proj {
-				return v.prio < w.prio
-			}
-			// Only borrowed GPUs: taking v leaves its project at or
-			// above its quota (else the two would reclaim from each
-			// other back and forth).
-			return reclaim && v.proj.held-v.held >= v.proj.quota
-		}
+		return own
 	}
 	order := func(a, b *work) bool {
 		ab, bb := a.proj.held > a.proj.quota, b.proj.held > b.proj.quota
@@ -137,8 +141,8 @@ func Quota(in policies.Input) policies.Decision {
 		if a.prio != b.prio {
 			return a.prio < b.prio
 		}
-		if !a.started.Equal(b.started) {
-			return a.started.After(b.started)
+		if as, bs := a.started(), b.started(); !as.Equal(bs) {
+			return as.After(bs)
 		}
 		return a.idx < b.idx // Ref order: victims run, so are of the specs
 	}
@@ -157,8 +161,9 @@ func Quota(in policies.Input) policies.Decision {
 	// Those inside their quota first, then the rest, each in the order
 	// computed once.
 	ordered := wd.sorted(queue, less)
-	wd.admitAll(ordered, func(w *work) bool { return w.fits }, bestFit, rightsFor, order, cheaper, limit)
-	wd.admitAll(ordered, func(w *work) bool { return !w.fits }, bestFit, rightsFor, order, cheaper, limit)
+	rest := wd.partition(ordered, func(w *work) bool { return w.fits })
+	wd.admitAll(ordered[:len(ordered)-len(rest)], nil, bestFit, rightsFor, order, cheaper, limit)
+	wd.admitAll(rest, nil, bestFit, rightsFor, order, cheaper, limit)
 	d := wd.decision()
 	wd.release()
 	return d
@@ -249,6 +254,16 @@ func (wd *world) admitAll(ordered []*work, passes func(*work) bool, how fit, rig
 				key.proj = w.proj
 			}
 		}
+		var may right
+		if w.canPre {
+			may = rights(w)
+		}
+		if may == nil && wd.room() < w.gpus {
+			// No node has the GPUs free or being released, and it may
+			// not preempt: place would fail at once.
+			wd.wait(w, reasonCapacity)
+			continue
+		}
 		if failedGen != wd.gen {
 			clear(failed)
 			failedGen = wd.gen
@@ -258,10 +273,6 @@ func (wd *world) admitAll(ordered []*work, passes func(*work) bool, how fit, rig
 			wd.wait(w, reasonCapacity)
 			continue
 		}
-		var may right
-		if w.canPre {
-			may = rights(w)
-		}
 		if !wd.place(w, how, may, order, cheaper) {
 			if memo {
 				failed[packed] = true
@@ -269,6 +280,24 @@ func (wd *world) admitAll(ordered []*work, passes func(*work) bool, how fit, rig
 			wd.wait(w, reasonCapacity)
 		}
 	}
+}
+
+// partition moves the workspaces of ws that keep in front, those that do
+// not behind, each in their order, and returns the latter.
+func (wd *world) partition(ws []*work, keep func(*work) bool) []*work {
+	rest := resize(wd.rest, len(ws))[:0]
+	n := 0
+	for _, w := range ws {
+		if keep(w) {
+			ws[n] = w
+			n++
+		} else {
+			rest = append(rest, w)
+		}
+	}
+	copy(ws[n:], rest)
+	wd.rest = rest
+	return ws[n:]
 }
 
 // sorted returns the queue in the order less gives.

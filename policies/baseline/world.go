@@ -32,12 +32,15 @@ type world struct {
 	gen     int
 	journal []undo
 	lowest  int // admitAll: the lowest priority running (in a project)
+	// roomAt is room's answer when gen was roomGen.
+	roomAt, roomGen int
 
 	// Scratch memory: released to the pool with the world.
 	owners  []int          // newWorld: each allocation's workspace
 	ptrs    []*state.Alloc // backs work.allocs
 	queue   []*work        // settle's result
 	ordered []*work        // sorted's result
+	rest    []*work        // partition's
 	failed  map[uint64]bool
 	// preempt: the policy preempts at all (and with how many victims at most).
 	maxVictims int
@@ -77,29 +80,41 @@ func (g *gpu) tally(d int) {
 	}
 }
 
+// work is one workspace in a decision. The fields a queue's ordering and
+// admission read come first, so they share a cache line more often.
 type work struct {
-	ref  schema.Ref
-	out  *policies.WorkspaceDecision // its entry in world.out
-	spec *schema.Workspace           // nil: an orphan (allocations only)
-	proj *project
+	queued time.Time // set for the queue only (settle)
+	proj   *project
+	prio   int
 	// idx is its place in world.ws: for a workspace of the specs, its
 	// place in specs order, which is Ref order (a Set's workspaces are
 	// sorted), so comparing idx orders spec workspaces as Ref.Less does.
 	idx      int
-	prio     int
 	gpus     int
 	replicas int
-	held     int
-	allocs   []*state.Alloc
-	started  time.Time
-	queued   time.Time // set for the queue only (settle)
-	canPre   bool      // its tier may preempt
-	preempt  bool      // may be preempted (tier and workspace)
+	canPre   bool // its tier may preempt
+	fits     bool // Quota: inside its project's quota when the cycle began
+	decided  bool // has its verdict
+	preempt  bool // may be preempted (tier and workspace)
 	stopping bool
 	running  bool
 	victim   bool
-	fits     bool // Quota: inside its project's quota when the cycle began
-	decided  bool // has its verdict
+	out      *policies.WorkspaceDecision // its entry in world.out
+	held     int
+	ref      schema.Ref
+	spec     *schema.Workspace // nil: an orphan (allocations only)
+	allocs   []*state.Alloc
+}
+
+// started is when w's latest allocation started.
+func (w *work) started() time.Time {
+	var t time.Time
+	for _, a := range w.allocs {
+		if a.StartedAt.After(t) {
+			t = a.StartedAt
+		}
+	}
+	return t
 }
 
 type project struct {
@@ -127,6 +142,7 @@ type undo struct {
 func newWorld(in policies.Input) *world {
 	wd := worlds.Get().(*world)
 	wd.now, wd.hist = in.Now, in.History
+	wd.roomGen = -1
 	specs := in.Specs
 	if specs == nil {
 		specs = &schema.Set{Policy: schema.DefaultPolicy()}
@@ -291,9 +307,6 @@ func newWorld(in policies.Input) *world {
 		if a.Phase == state.AllocStopping {
 			w.stopping = true
 		}
-		if a.StartedAt.After(w.started) {
-			w.started = a.StartedAt
-		}
 		nd := wd.node(a.Node)
 		if nd == nil {
 			continue
@@ -302,11 +315,13 @@ func newWorld(in policies.Input) *world {
 		// order: each search starts after the last match.
 		at := 0
 		for _, id := range a.GPUs {
-			for j := range len(nd.gpus) {
-				g := &nd.gpus[(at+j)%len(nd.gpus)]
+			for range len(nd.gpus) {
+				g := &nd.gpus[at]
+				if at++; at == len(nd.gpus) {
+					at = 0
+				}
 				if g.id == id {
 					g.owner = w
-					at = (at + j + 1) % len(nd.gpus)
 					break
 				}
 			}
@@ -364,6 +379,7 @@ func (wd *world) release() {
 		ptrs:    clearAll(wd.ptrs),
 		queue:   clearAll(wd.queue),
 		ordered: clearAll(wd.ordered),
+		rest:    clearAll(wd.rest),
 		failed:  wd.failed,
 	}
 	clear(s.failed)
@@ -392,9 +408,16 @@ func (wd *world) projectIndex(name string) int {
 // Snapshot's promise): a binary search finds it; a linear one is the
 // fallback for a snapshot that is not sorted.
 func (wd *world) node(name string) *node {
-	i := sort.Search(len(wd.nodes), func(i int) bool { return wd.nodes[i].name >= name })
-	if i < len(wd.nodes) && wd.nodes[i].name == name {
-		return &wd.nodes[i]
+	lo, hi := 0, len(wd.nodes)
+	for lo < hi {
+		if m := int(uint(lo+hi) >> 1); wd.nodes[m].name < name {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(wd.nodes) && wd.nodes[lo].name == name {
+		return &wd.nodes[lo]
 	}
 	for i := range wd.nodes {
 		if wd.nodes[i].name == name {
@@ -491,6 +514,20 @@ func (wd *world) decision() policies.Decision {
 // being released, not yet taken by this decision.
 func (nd *node) avail() (free, releasing int) {
 	return nd.free, nd.releasing
+}
+
+// room returns the most GPUs one node has free or being released (what
+// pickNode counts), recomputed when gen has changed. Between placement
+// attempts gen only grows (a failed one restores it with the GPUs), so
+// one value of gen is one state of the GPUs.
+func (wd *world) room() int {
+	if wd.roomGen != wd.gen {
+		wd.roomAt, wd.roomGen = 0, wd.gen
+		for i := range wd.nodes {
+			wd.roomAt = max(wd.roomAt, wd.nodes[i].free+wd.nodes[i].releasing)
+		}
+	}
+	return wd.roomAt
 }
 
 // fit is how a node is chosen among those where a replica fits.
