@@ -24,9 +24,11 @@ type world struct {
 	projs []project // as specs.Projects (by name)
 	specs *schema.Set
 	hist  *state.History // nil: none
-	// pls and ids are what placementsOf cuts its slices from.
-	pls []state.Placement
-	ids []string
+	// pls and ids are what placementsOf cuts its slices from; heldGPUs
+	// counts the GPU IDs of all allocations.
+	pls      []state.Placement
+	ids      []string
+	heldGPUs int
 	// gen changes whenever a GPU changes hands, so memoized failures are
 	// recomputed only when they could differ.
 	gen     int
@@ -42,6 +44,9 @@ type world struct {
 	ordered []*work        // sorted's result
 	rest    []*work        // partition's
 	failed  map[uint64]bool
+	// nodeAt remembers where node lookups found each name, from one
+	// decision to the next (checked before use: a hint, not a truth).
+	nodeAt map[string]int
 	// preempt: the policy preempts at all (and with how many victims at most).
 	maxVictims int
 }
@@ -304,6 +309,7 @@ func newWorld(in policies.Input) *world {
 			w.allocs = append(w.allocs[:k:k], a)
 		}
 		w.held += len(a.GPUs)
+		wd.heldGPUs += len(a.GPUs)
 		if a.Phase == state.AllocStopping {
 			w.stopping = true
 		}
@@ -381,6 +387,7 @@ func (wd *world) release() {
 		ordered: clearAll(wd.ordered),
 		rest:    clearAll(wd.rest),
 		failed:  wd.failed,
+		nodeAt:  wd.nodeAt,
 	}
 	clear(s.failed)
 	*wd = s
@@ -404,10 +411,14 @@ func (wd *world) projectIndex(name string) int {
 	return -1
 }
 
-// node returns the node named name, or nil. Nodes are sorted by name (a
-// Snapshot's promise): a binary search finds it; a linear one is the
-// fallback for a snapshot that is not sorted.
+// node returns the node named name, or nil: where an earlier lookup
+// found that name, when a node of that name is still there (clusters
+// rarely change), else by binary search (a Snapshot's nodes are sorted
+// by name), else, for a snapshot that is not sorted, by a linear one.
 func (wd *world) node(name string) *node {
+	if i, ok := wd.nodeAt[name]; ok && i < len(wd.nodes) && wd.nodes[i].name == name {
+		return &wd.nodes[i]
+	}
 	lo, hi := 0, len(wd.nodes)
 	for lo < hi {
 		if m := int(uint(lo+hi) >> 1); wd.nodes[m].name < name {
@@ -416,15 +427,17 @@ func (wd *world) node(name string) *node {
 			hi = m
 		}
 	}
-	if lo < len(wd.nodes) && wd.nodes[lo].name == name {
-		return &wd.nodes[lo]
-	}
-	for i := range wd.nodes {
-		if wd.nodes[i].name == name {
-			return &wd.nodes[i]
+	if lo == len(wd.nodes) || wd.nodes[lo].name != name {
+		lo = slices.IndexFunc(wd.nodes, func(nd node) bool { return nd.name == name })
+		if lo < 0 {
+			return nil
 		}
 	}
-	return nil
+	if wd.nodeAt == nil || len(wd.nodeAt) > 2*len(wd.nodes)+64 {
+		wd.nodeAt = map[string]int{} // new, or full of names long gone
+	}
+	wd.nodeAt[name] = lo
+	return &wd.nodes[lo]
 }
 
 // settle gives every workspace that holds GPUs or is not wanted its
@@ -475,6 +488,11 @@ func (wd *world) settle() []*work {
 func (wd *world) placementsOf(allocs []*state.Alloc) []state.Placement {
 	if len(allocs) == 0 {
 		return nil
+	}
+	if wd.pls == nil {
+		// Enough for every allocation: one array each.
+		wd.pls = make([]state.Placement, 0, len(wd.ptrs))
+		wd.ids = make([]string, 0, wd.heldGPUs)
 	}
 	if cap(wd.pls)-len(wd.pls) < len(allocs) {
 		wd.pls = make([]state.Placement, 0, max(len(allocs), 256))
