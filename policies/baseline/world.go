@@ -102,6 +102,7 @@ type work struct {
 	decided  bool // has its verdict
 	preempt  bool // may be preempted (tier and workspace)
 	stopping bool
+	stopped  bool // its desired state is Stopped
 	running  bool
 	victim   bool
 	out      *policies.WorkspaceDecision // its entry in world.out
@@ -257,6 +258,7 @@ func newWorld(in policies.Input) *world {
 		w := &wd.ws[i]
 		bind(w, sw.Ref())
 		w.spec = sw
+		w.stopped = sw.Spec.State == schema.DesiredStopped
 		w.idx = i
 		w.gpus = sw.Spec.Resources.GPUs
 		w.replicas = max(sw.Spec.Replicas, 1)
@@ -340,7 +342,7 @@ func newWorld(in policies.Input) *world {
 		if w.held == 0 {
 			continue
 		}
-		leaving := w.stopping || w.spec == nil || w.spec.Spec.State == schema.DesiredStopped
+		leaving := w.stopping || w.spec == nil || w.stopped
 		w.running = !leaving
 		if w.running && w.proj != nil {
 			w.proj.held += w.held
@@ -452,7 +454,7 @@ func (wd *world) settle() []*work {
 			w.out.Verdict = policies.VerdictStop
 			w.out.Placements = wd.placementsOf(w.allocs)
 			w.out.Reason = policies.Reason{Kind: policies.ReasonStopped, Message: "removed: the specs no longer list it"}
-		case w.spec.Spec.State == schema.DesiredStopped:
+		case w.stopped:
 			w.out.Verdict = policies.VerdictStop
 			w.out.Placements = wd.placementsOf(w.allocs)
 			w.out.Reason = policies.Reason{Kind: policies.ReasonStopped, Message: "stopped: its desired state is Stopped"}
