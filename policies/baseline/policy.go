@@ -87,7 +87,7 @@ func Nomad(in policies.Input) policies.Decision {
 		}
 		return may
 	}
-	wd.admitAll(wd.sorted(queue, less), nil, bestFit, rights, order, cheaper, nil)
+	wd.admitAll(wd.sorted(queue, less), bestFit, rights, order, cheaper, nil)
 	d := wd.decision()
 	wd.release()
 	return d
@@ -162,8 +162,8 @@ func Quota(in policies.Input) policies.Decision {
 	// computed once.
 	ordered := wd.sorted(queue, less)
 	rest := wd.partition(ordered, func(w *work) bool { return w.fits })
-	wd.admitAll(ordered[:len(ordered)-len(rest)], nil, bestFit, rightsFor, order, cheaper, limit)
-	wd.admitAll(rest, nil, bestFit, rightsFor, order, cheaper, limit)
+	wd.admitAll(ordered[:len(ordered)-len(rest)], bestFit, rightsFor, order, cheaper, limit)
+	wd.admitAll(rest, bestFit, rightsFor, order, cheaper, limit)
 	d := wd.decision()
 	wd.release()
 	return d
@@ -208,10 +208,10 @@ func (s shape) pack() (key uint64, ok bool) {
 	return key, true
 }
 
-// admitAll admits the workspaces of ordered that keep passes (nil: all),
-// in order, without blocking; a failure is remembered for the same shape
-// until the cluster changes. allowed, when set, is the quota check.
-func (wd *world) admitAll(ordered []*work, passes func(*work) bool, how fit, rights func(*work) right, order victimOrder, cheaper func(a, b []*work) bool, allowed func(*work) bool) {
+// admitAll admits the workspaces of ordered, in order, without blocking;
+// a failure is remembered for the same shape until the cluster changes.
+// allowed, when set, is the quota check.
+func (wd *world) admitAll(ordered []*work, how fit, rights func(*work) right, order victimOrder, cheaper func(a, b []*work) bool, allowed func(*work) bool) {
 	// The shapes that failed since gen last changed.
 	if wd.failed == nil {
 		wd.failed = map[uint64]bool{}
@@ -236,9 +236,6 @@ func (wd *world) admitAll(ordered []*work, passes func(*work) bool, how fit, rig
 		}
 	}
 	for _, w := range ordered {
-		if passes != nil && !passes(w) {
-			continue
-		}
 		if allowed != nil && !allowed(w) {
 			wd.wait(w, reasonQuota)
 			continue

@@ -13,6 +13,8 @@ import (
 
 // world is one decision's working copy of the cluster and the workloads.
 // It is built from the input and never shares mutable state with it.
+// Its memory comes from a pool (newWorld) and goes back to it (release),
+// except the decision it returns.
 type world struct {
 	now   time.Time
 	nodes []node
@@ -36,6 +38,8 @@ type world struct {
 	lowest  int // admitAll: the lowest priority running (in a project)
 	// roomAt is room's answer when gen was roomGen.
 	roomAt, roomGen int
+	// preempt: the policy preempts at all (and with how many victims at most).
+	maxVictims int
 
 	// Scratch memory: released to the pool with the world.
 	owners  []int          // newWorld: each allocation's workspace
@@ -47,8 +51,6 @@ type world struct {
 	// nodeAt remembers where node lookups found each name, from one
 	// decision to the next (checked before use: a hint, not a truth).
 	nodeAt map[string]int
-	// preempt: the policy preempts at all (and with how many victims at most).
-	maxVictims int
 }
 
 type node struct {
