@@ -1,9 +1,6 @@
 package baseline
 
-import (
-	"container/heap"
-	"slices"
-)
+import "slices"
 
 // inOrder calls yield for the workspaces of queue that keep passes (nil:
 // all) in the order less gives, until yield returns false. queue is in
@@ -21,35 +18,37 @@ func inOrder(queue []*work, less func(a, b *work) bool, passes func(*work) bool,
 		}
 		return 0
 	}
-	h := &runHeap{less: less}
+	var h runHeap
 	for i := 0; i < len(queue); {
 		j := i + 1
+		sorted := true
 		for j < len(queue) && queue[j].proj == queue[i].proj {
+			sorted = sorted && !less(queue[j], queue[j-1])
 			j++
 		}
 		run := queue[i:j:j]
-		if !slices.IsSortedFunc(run, cmp) {
+		if !sorted {
 			run = slices.Clone(run)
 			slices.SortStableFunc(run, cmp)
 		}
-		r := &mergeRun{ws: run}
+		r := mergeRun{ws: run}
 		if r.skip(passes) {
-			h.runs = append(h.runs, r)
+			h = append(h, r)
 		}
 		i = j
 	}
-	heap.Init(h)
-	for h.Len() > 0 {
-		r := h.runs[0]
+	h.init(less)
+	for len(h) > 0 {
+		r := &h[0]
 		if !yield(r.ws[r.pos]) {
 			return
 		}
 		r.pos++
-		if r.skip(passes) {
-			heap.Fix(h, 0)
-		} else {
-			heap.Pop(h)
+		if !r.skip(passes) {
+			h[0] = h[len(h)-1]
+			h = h[:len(h)-1]
 		}
+		h.down(0, less)
 	}
 }
 
@@ -67,20 +66,31 @@ func (r *mergeRun) skip(passes func(*work) bool) bool {
 	return r.pos < len(r.ws)
 }
 
-type runHeap struct {
-	runs []*mergeRun
-	less func(a, b *work) bool
+// runHeap is a min-heap of runs by their next workspace. Runs are never
+// equal (each workspace is in one run, and less orders every pair), so
+// the merge's order does not depend on how the heap breaks ties.
+type runHeap []mergeRun
+
+func (h runHeap) init(less func(a, b *work) bool) {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i, less)
+	}
 }
 
-func (h *runHeap) Len() int { return len(h.runs) }
-func (h *runHeap) Less(i, j int) bool {
-	a, b := h.runs[i], h.runs[j]
-	return h.less(a.ws[a.pos], b.ws[b.pos])
-}
-func (h *runHeap) Swap(i, j int) { h.runs[i], h.runs[j] = h.runs[j], h.runs[i] }
-func (h *runHeap) Push(x any)    { h.runs = append(h.runs, x.(*mergeRun)) }
-func (h *runHeap) Pop() any {
-	r := h.runs[len(h.runs)-1]
-	h.runs = h.runs[:len(h.runs)-1]
-	return r
+// down moves h[i] down to its place.
+func (h runHeap) down(i int, less func(a, b *work) bool) {
+	for {
+		c := 2*i + 1
+		if c >= len(h) {
+			return
+		}
+		if c+1 < len(h) && less(h[c+1].ws[h[c+1].pos], h[c].ws[h[c].pos]) {
+			c++
+		}
+		if !less(h[c].ws[h[c].pos], h[i].ws[h[i].pos]) {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
 }

@@ -13,10 +13,10 @@ func FIFO(in policies.Input) policies.Decision {
 	wd := newWorld(in)
 	queue := wd.settle()
 	less := func(a, b *work) bool {
-		if !a.queued.Equal(b.queued) {
-			return a.queued.Before(b.queued)
+		if c := a.queued.Compare(b.queued); c != 0 {
+			return c < 0
 		}
-		return a.ref.Less(b.ref)
+		return a.idx < b.idx // Ref order: the queue is of the specs
 	}
 	blocked := false
 	inOrder(queue, less, nil, func(w *work) bool {
@@ -35,7 +35,9 @@ func FIFO(in policies.Input) policies.Decision {
 			}
 		}
 	}
-	return wd.decision()
+	d := wd.decision()
+	wd.release()
+	return d
 }
 
 // nomadDelta is how many priority points lower an allocation must be for
@@ -54,15 +56,7 @@ const nomadDelta = 10
 func Nomad(in policies.Input) policies.Decision {
 	wd := newWorld(in)
 	queue := wd.settle()
-	less := func(a, b *work) bool {
-		if a.prio != b.prio {
-			return a.prio > b.prio
-		}
-		if !a.queued.Equal(b.queued) {
-			return a.queued.Before(b.queued)
-		}
-		return a.ref.Less(b.ref)
-	}
+	less := byPriority
 	may := func(w, v *work) bool { return v.prio <= w.prio-nomadDelta }
 	order := func(a, b *work) bool {
 		if a.prio != b.prio {
@@ -71,7 +65,7 @@ func Nomad(in policies.Input) policies.Decision {
 		if a.held != b.held {
 			return a.held > b.held // frees the most with the fewest victims
 		}
-		return a.ref.Less(b.ref)
+		return a.idx < b.idx // Ref order: victims run, so are of the specs
 	}
 	top := func(vs []*work) int {
 		t := 0
@@ -87,8 +81,16 @@ func Nomad(in policies.Input) policies.Decision {
 		}
 		return top(a) < top(b)
 	}
-	wd.admitAll(queue, less, nil, bestFit, func(*work) right { return may }, order, cheaper, nil)
-	return wd.decision()
+	rights := func(w *work) right {
+		if wd.lowest > w.prio-nomadDelta {
+			return nil // nothing running is low enough to be a victim
+		}
+		return may
+	}
+	wd.admitAll(wd.sorted(queue, less), bestFit, rights, order, cheaper, nil)
+	d := wd.decision()
+	wd.release()
+	return d
 }
 
 // Quota decides as a Kueue-like quota scheduler: each project has a
@@ -111,26 +113,25 @@ func Quota(in policies.Input) policies.Decision {
 	for _, w := range queue {
 		w.fits = inQuota(w)
 	}
-	less := func(a, b *work) bool {
-		if a.prio != b.prio {
-			return a.prio > b.prio
+	less := byPriority
+	own := func(w, v *work) bool { return v.proj == w.proj && v.prio < w.prio }
+	reclaim := func(w, v *work) bool {
+		if v.proj == w.proj {
+			return v.prio < w.prio
 		}
-		if !a.queued.Equal(b.queued) {
-			return a.queued.Before(b.queued)
-		}
-		return a.ref.Less(b.ref)
+		// Only borrowed GPUs: taking v leaves its project at or above its
+		// quota (else the two would reclaim from each other back and
+		// forth).
+		return v.proj.held-v.held >= v.proj.quota
 	}
 	rightsFor := func(w *work) right {
-		reclaim := inQuota(w)
-		return func(w, v *work) bool {
-			if v.proj == w.proj {
-				return v.prio < w.prio
-			}
-			// Only borrowed GPUs: taking v leaves its project at or
-			// above its quota (else the two would reclaim from each
-			// other back and forth).
-			return reclaim && v.proj.held-v.held >= v.proj.quota
+		switch {
+		case inQuota(w):
+			return reclaim
+		case w.proj.lowest >= w.prio:
+			return nil // nothing of its own project runs lower: no victim
 		}
+		return own
 	}
 	order := func(a, b *work) bool {
 		ab, bb := a.proj.held > a.proj.quota, b.proj.held > b.proj.quota
@@ -140,10 +141,10 @@ func Quota(in policies.Input) policies.Decision {
 		if a.prio != b.prio {
 			return a.prio < b.prio
 		}
-		if !a.started.Equal(b.started) {
-			return a.started.After(b.started)
+		if as, bs := a.started(), b.started(); !as.Equal(bs) {
+			return as.After(bs)
 		}
-		return a.ref.Less(b.ref)
+		return a.idx < b.idx // Ref order: victims run, so are of the specs
 	}
 	// Fewest victims, then the set whose last victim comes first in
 	// Kueue's order.
@@ -157,66 +158,152 @@ func Quota(in policies.Input) policies.Decision {
 		p := w.proj
 		return p.borrow < 0 || p.held+w.gpus*w.replicas <= p.quota+p.borrow
 	}
-	// Those inside their quota first, then the rest.
-	wd.admitAll(queue, less, func(w *work) bool { return w.fits }, bestFit, rightsFor, order, cheaper, limit)
-	wd.admitAll(queue, less, func(w *work) bool { return !w.fits }, bestFit, rightsFor, order, cheaper, limit)
-	return wd.decision()
+	// Those inside their quota first, then the rest, each in the order
+	// computed once.
+	ordered := wd.sorted(queue, less)
+	rest := wd.partition(ordered, func(w *work) bool { return w.fits })
+	wd.admitAll(ordered[:len(ordered)-len(rest)], bestFit, rightsFor, order, cheaper, limit)
+	wd.admitAll(rest, bestFit, rightsFor, order, cheaper, limit)
+	d := wd.decision()
+	wd.release()
+	return d
+}
+
+// byPriority orders a queue by priority (highest first), then queued
+// time, then Ref.
+func byPriority(a, b *work) bool {
+	if a.prio != b.prio {
+		return a.prio > b.prio
+	}
+	if c := a.queued.Compare(b.queued); c != 0 {
+		return c < 0
+	}
+	return a.idx < b.idx // Ref order: the queue is of the specs
 }
 
 // shape is what a placement attempt depends on besides the cluster.
 type shape struct {
-	gen, gpus, replicas, prio int
-	proj                      *project
-	inQuota                   bool
+	gpus, replicas, prio int
+	proj                 *project
+	inQuota              bool
 }
 
-// admitAll admits the queue in order without blocking; a failure is
-// remembered for the same shape until the cluster changes. allowed, when
-// set, is the quota check.
-func (wd *world) admitAll(queue []*work, less func(a, b *work) bool, passes func(*work) bool, how fit, rights func(*work) right, order victimOrder, cheaper func(a, b []*work) bool, allowed func(*work) bool) {
-	failed := map[shape]bool{}
-	// lowest is the lowest priority running in each project.
-	lowest := map[*project]int{}
-	for _, v := range wd.ws {
-		if v.running && v.proj != nil {
-			if p, ok := lowest[v.proj]; !ok || v.prio < p {
-				lowest[v.proj] = v.prio
-			}
+// pack packs s into one integer, for a fast map; ok false when a field
+// does not fit its bits (a shape not memoized only costs a placement
+// attempt).
+func (s shape) pack() (key uint64, ok bool) {
+	const bits = 15
+	p := 0 // no project
+	if s.proj != nil {
+		p = s.proj.idx + 1
+	}
+	prio := s.prio + 1<<(bits-1)
+	if uint(s.gpus|s.replicas|prio|p) >= 1<<bits { // one is negative or too large
+		return 0, false
+	}
+	key = uint64(s.gpus)<<(3*bits+1) | uint64(s.replicas)<<(2*bits+1) | uint64(prio)<<(bits+1) | uint64(p)<<1
+	if s.inQuota {
+		key |= 1
+	}
+	return key, true
+}
+
+// admitAll admits the workspaces of ordered, in order, without blocking;
+// a failure is remembered for the same shape until the cluster changes.
+// allowed, when set, is the quota check.
+func (wd *world) admitAll(ordered []*work, how fit, rights func(*work) right, order victimOrder, cheaper func(a, b []*work) bool, allowed func(*work) bool) {
+	// The shapes that failed since gen last changed.
+	if wd.failed == nil {
+		wd.failed = map[uint64]bool{}
+	}
+	failed, failedGen := wd.failed, wd.gen
+	clear(failed)
+	// The lowest priority running, in each project and in all. It stays
+	// a lower bound for the victims this admission may choose (they
+	// run, and only become victims), so rights use it to give up early:
+	// a workspace without rights only tries the GPUs free or being
+	// released, which is all preemption could find with rights that allow
+	// no victim (preemptNode's only success without victims, room
+	// already there, is a node pickNode would have found).
+	wd.lowest = int(^uint(0) >> 1)
+	for i := range wd.projs {
+		wd.projs[i].lowest = wd.lowest
+	}
+	for i := range wd.ws {
+		if v := &wd.ws[i]; v.running && v.proj != nil {
+			v.proj.lowest = min(v.proj.lowest, v.prio)
+			wd.lowest = min(wd.lowest, v.prio)
 		}
 	}
-	for _, p := range wd.projs {
-		if _, ok := lowest[p]; !ok {
-			lowest[p] = int(^uint(0) >> 1)
-		}
-	}
-	inOrder(queue, less, passes, func(w *work) bool {
+	for _, w := range ordered {
 		if allowed != nil && !allowed(w) {
 			wd.wait(w, reasonQuota)
-			return true
+			continue
 		}
-		key := shape{gen: wd.gen, gpus: w.gpus, replicas: w.replicas, prio: w.prio}
+		key := shape{gpus: w.gpus, replicas: w.replicas, prio: w.prio}
 		if allowed != nil {
 			// Quota rights depend on the project (never its own borrowers;
 			// its own lower priorities) and on whether it is in quota; a
 			// workspace beyond its quota, in a project with nothing of lower
 			// priority running, can only take free GPUs, like any other.
 			key.inQuota = w.proj.held+w.gpus*w.replicas <= w.proj.quota
-			if key.inQuota || lowest[w.proj] < w.prio {
+			if key.inQuota || w.proj.lowest < w.prio {
 				key.proj = w.proj
 			}
-		}
-		if failed[key] {
-			wd.wait(w, reasonCapacity)
-			return true
 		}
 		var may right
 		if w.canPre {
 			may = rights(w)
 		}
+		if may == nil && wd.room() < w.gpus {
+			// No node has the GPUs free or being released, and it may
+			// not preempt: place would fail at once.
+			wd.wait(w, reasonCapacity)
+			continue
+		}
+		if failedGen != wd.gen {
+			clear(failed)
+			failedGen = wd.gen
+		}
+		packed, memo := key.pack()
+		if memo && failed[packed] {
+			wd.wait(w, reasonCapacity)
+			continue
+		}
 		if !wd.place(w, how, may, order, cheaper) {
-			failed[key] = true
+			if memo {
+				failed[packed] = true
+			}
 			wd.wait(w, reasonCapacity)
 		}
+	}
+}
+
+// partition moves the workspaces of ws that keep in front, those that do
+// not behind, each in their order, and returns the latter.
+func (wd *world) partition(ws []*work, keep func(*work) bool) []*work {
+	rest := resize(wd.rest, len(ws))[:0]
+	n := 0
+	for _, w := range ws {
+		if keep(w) {
+			ws[n] = w
+			n++
+		} else {
+			rest = append(rest, w)
+		}
+	}
+	copy(ws[n:], rest)
+	wd.rest = rest
+	return ws[n:]
+}
+
+// sorted returns the queue in the order less gives.
+func (wd *world) sorted(queue []*work, less func(a, b *work) bool) []*work {
+	out := resize(wd.ordered, len(queue))[:0]
+	inOrder(queue, less, nil, func(w *work) bool {
+		out = append(out, w)
 		return true
 	})
+	wd.ordered = out
+	return out
 }

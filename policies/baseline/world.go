@@ -1,7 +1,9 @@
 package baseline
 
 import (
+	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/berth-dev/berth/policies"
@@ -11,22 +13,52 @@ import (
 
 // world is one decision's working copy of the cluster and the workloads.
 // It is built from the input and never shares mutable state with it.
+// Its memory comes from a pool (newWorld) and goes back to it (release),
+// except the decision it returns.
 type world struct {
 	now   time.Time
-	nodes []*node
-	ws    []*work // specs order (by Ref), then orphans by Ref
-	projs map[string]*project
+	nodes []node
+	gpus  []gpu  // the nodes' GPUs, node by node
+	ws    []work // specs order (by Ref), then orphans by Ref
+	// out is the decision's verdicts, by Ref: each work writes its own
+	// entry (work.out), so the decision is returned without a copy.
+	out   []policies.WorkspaceDecision
+	projs []project // as specs.Projects (by name)
+	specs *schema.Set
+	hist  *state.History // nil: none
+	// pls and ids are what placementsOf cuts its slices from; heldGPUs
+	// counts the GPU IDs of all allocations.
+	pls      []state.Placement
+	ids      []string
+	heldGPUs int
 	// gen changes whenever a GPU changes hands, so memoized failures are
 	// recomputed only when they could differ.
 	gen     int
 	journal []undo
+	lowest  int // admitAll: the lowest priority running (in a project)
+	// roomAt is room's answer when gen was roomGen.
+	roomAt, roomGen int
 	// preempt: the policy preempts at all (and with how many victims at most).
 	maxVictims int
+
+	// Scratch memory: released to the pool with the world.
+	owners  []int          // newWorld: each allocation's workspace
+	ptrs    []*state.Alloc // backs work.allocs
+	queue   []*work        // settle's result
+	ordered []*work        // sorted's result
+	rest    []*work        // partition's
+	failed  map[uint64]bool
+	// nodeAt remembers where node lookups found each name, from one
+	// decision to the next (checked before use: a hint, not a truth).
+	nodeAt map[string]int
 }
 
 type node struct {
 	name string
-	gpus []*gpu // by index
+	gpus []gpu // by index
+	// free and releasing count the GPUs not taken by this decision that
+	// are free, or held by a workspace that releases them (gpu.tally).
+	free, releasing int
 }
 
 // gpu is one usable GPU (healthy, on a ready, eligible node).
@@ -36,34 +68,70 @@ type gpu struct {
 	owner     *work // nil: free
 	releasing bool  // its owner is stopping, or a victim of this decision
 	taken     *work // tentatively placed by this decision
+	// movable: its owner runs, may be preempted and has a project (fixed
+	// for the decision), so preemptNode reads the owner only for these.
+	movable bool
 }
 
+// tally adds d times g's part to its node's counts: every change to a
+// GPU is bracketed by tally(-1) and tally(+1).
+func (g *gpu) tally(d int) {
+	if g.taken != nil {
+		return
+	}
+	switch {
+	case g.owner == nil:
+		g.node.free += d
+	case g.releasing:
+		g.node.releasing += d
+	}
+}
+
+// work is one workspace in a decision. The fields a queue's ordering and
+// admission read come first, so they share a cache line more often.
 type work struct {
-	ref      schema.Ref
-	spec     *schema.Workspace
-	proj     *project
-	prio     int
-	canPre   bool // its tier may preempt
-	preempt  bool // may be preempted (tier and workspace)
+	queued time.Time // set for the queue only (settle)
+	proj   *project
+	prio   int
+	// idx is its place in world.ws: for a workspace of the specs, its
+	// place in specs order, which is Ref order (a Set's workspaces are
+	// sorted), so comparing idx orders spec workspaces as Ref.Less does.
+	idx      int
 	gpus     int
 	replicas int
-	allocs   []*state.Alloc
-	held     int
-	stopping bool
-	running  bool
-	started  time.Time
-	queued   time.Time
-	victim   bool
+	canPre   bool // its tier may preempt
 	fits     bool // Quota: inside its project's quota when the cycle began
 	decided  bool // has its verdict
-	out      policies.WorkspaceDecision
+	preempt  bool // may be preempted (tier and workspace)
+	stopping bool
+	stopped  bool // its desired state is Stopped
+	running  bool
+	victim   bool
+	out      *policies.WorkspaceDecision // its entry in world.out
+	held     int
+	ref      schema.Ref
+	spec     *schema.Workspace // nil: an orphan (allocations only)
+	allocs   []*state.Alloc
+}
+
+// started is when w's latest allocation started.
+func (w *work) started() time.Time {
+	var t time.Time
+	for _, a := range w.allocs {
+		if a.StartedAt.After(t) {
+			t = a.StartedAt
+		}
+	}
+	return t
 }
 
 type project struct {
+	idx    int // in world.projs
 	name   string
 	quota  int
 	borrow int // < 0 unlimited
 	held   int
+	lowest int // the lowest priority running in it (admitAll)
 }
 
 type undo struct {
@@ -75,12 +143,19 @@ type undo struct {
 	projHeld  int
 }
 
+// newWorld builds the world of in. It relies on the orders the input
+// types promise: a Set's workspaces and projects sorted by name, a
+// Snapshot's allocations by workspace (joined in one pass; other orders
+// still join, more slowly).
 func newWorld(in policies.Input) *world {
-	wd := &world{now: in.Now, projs: map[string]*project{}}
+	wd := worlds.Get().(*world)
+	wd.now, wd.hist = in.Now, in.History
+	wd.roomGen = -1
 	specs := in.Specs
 	if specs == nil {
 		specs = &schema.Set{Policy: schema.DefaultPolicy()}
 	}
+	wd.specs = specs
 	pol := specs.Policy.Spec.Preemption
 	if pol.Enabled {
 		wd.maxVictims = pol.MaxVictims
@@ -89,55 +164,111 @@ func newWorld(in policies.Input) *world {
 	if snap == nil {
 		snap = &state.Snapshot{}
 	}
-	nodeIdx := make(map[string]int, len(snap.Nodes))
-	var all []gpu
+
+	// 1. Nodes and their usable GPUs, in one array.
+	usable := 0
 	for _, n := range snap.Nodes {
 		if n.Ready && n.Eligible {
 			for _, g := range n.GPUs {
 				if g.Healthy {
-					all = append(all, gpu{id: g.ID})
+					usable++
 				}
 			}
 		}
 	}
-	nodes := make([]node, len(snap.Nodes))
-	k := 0
+	all := resize(wd.gpus, usable)[:0]
+	wd.nodes = resize(wd.nodes, len(snap.Nodes))
 	for i, n := range snap.Nodes {
-		nd := &nodes[i]
+		nd := &wd.nodes[i]
 		nd.name = n.Name
-		nodeIdx[n.Name] = i
+		first := len(all)
 		if n.Ready && n.Eligible {
 			for _, g := range n.GPUs {
 				if g.Healthy {
-					all[k].node = nd
-					nd.gpus = append(nd.gpus, &all[k])
-					k++
+					all = append(all, gpu{id: g.ID, node: nd})
 				}
 			}
 		}
-		wd.nodes = append(wd.nodes, nd)
+		nd.gpus = all[first:len(all):len(all)]
 	}
-	tiers := map[string]*schema.PriorityTier{}
-	for i := range specs.Tiers {
-		tiers[specs.Tiers[i].Meta.Name] = &specs.Tiers[i]
-	}
+	wd.gpus = all
+
+	// 2. Projects, as specs.Projects.
+	wd.projs = resize(wd.projs, len(specs.Projects))
 	for i := range specs.Projects {
 		p := &specs.Projects[i]
-		wd.projs[p.Meta.Name] = &project{name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs}
+		wd.projs[i] = project{idx: i, name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs}
 	}
-	works := make([]work, len(specs.Workspaces))
+
+	// 3. Which workspace each allocation belongs to: one of the specs
+	// (by index), or an orphan the specs no longer list.
+	find := finder(specs.Workspaces)
+	wd.owners = resize(wd.owners, len(snap.Allocs))
+	owners := wd.owners // specs index; -1-k: orphan k
+	var orphanRefs []schema.Ref
+	for ai := range snap.Allocs {
+		ref := snap.Allocs[ai].Workspace
+		i := find(ref)
+		if i < 0 {
+			// An orphan's allocations are consecutive (sorted by workspace).
+			k := len(orphanRefs) - 1
+			if k < 0 || orphanRefs[k] != ref {
+				k = len(orphanRefs)
+				orphanRefs = append(orphanRefs, ref)
+			}
+			i = -1 - k
+		}
+		owners[ai] = i
+	}
+	// Orphans by Ref; orphan[k] is orphan k's place in that order.
+	order := make([]int, len(orphanRefs))
+	for k := range order {
+		order[k] = k
+	}
+	sort.Slice(order, func(a, b int) bool { return orphanRefs[order[a]].Less(orphanRefs[order[b]]) })
+	orphan := make([]int, len(orphanRefs))
+	for place, k := range order {
+		orphan[k] = place
+	}
+
+	// 4. The workspaces, each with its entry in the decision: specs
+	// order is Ref order, and each orphan goes where a binary search
+	// among the specs puts it.
+	n := len(specs.Workspaces)
+	wd.ws = resize(wd.ws, n+len(orphanRefs))
+	wd.out = make([]policies.WorkspaceDecision, len(wd.ws))
+	o := 0
+	next := 0 // the next orphan in Ref order
+	bind := func(w *work, ref schema.Ref) {
+		w.ref = ref
+		w.out = &wd.out[o]
+		w.out.Ref = ref
+		o++
+	}
+	orphanAt := make([]int, len(order)) // specs before each orphan in Ref order
+	for place, k := range order {
+		orphanAt[place] = sort.Search(n, func(i int) bool { return !specs.Workspaces[i].Ref().Less(orphanRefs[k]) })
+	}
 	var lastProj *project
 	var lastTier *schema.PriorityTier
 	for i := range specs.Workspaces {
+		for next < len(order) && orphanAt[next] <= i {
+			bind(&wd.ws[n+next], orphanRefs[order[next]])
+			next++
+		}
 		sw := &specs.Workspaces[i]
-		w := &works[i]
-		*w = work{ref: sw.Ref(), spec: sw, gpus: sw.Spec.Resources.GPUs, replicas: max(sw.Spec.Replicas, 1)}
-		w.out.Ref = w.ref
+		w := &wd.ws[i]
+		bind(w, sw.Ref())
+		w.spec = sw
+		w.stopped = sw.Spec.State == schema.DesiredStopped
+		w.idx = i
+		w.gpus = sw.Spec.Resources.GPUs
+		w.replicas = max(sw.Spec.Replicas, 1)
 		if i == 0 || w.ref.Project != specs.Workspaces[i-1].Meta.Project {
 			// Workspaces come by project: look each project up once.
 			lastProj, lastTier = nil, nil
-			if p := specs.Project(w.ref.Project); p != nil {
-				lastProj, lastTier = wd.projs[p.Meta.Name], tiers[p.Spec.Tier]
+			if p := wd.projectIndex(w.ref.Project); p >= 0 {
+				lastProj, lastTier = &wd.projs[p], specs.Tier(specs.Projects[p].Spec.Tier)
 			}
 		}
 		w.proj = lastProj
@@ -146,38 +277,59 @@ func newWorld(in policies.Input) *world {
 			w.canPre = t.Spec.CanPreempt
 			w.preempt = t.Spec.Preemptible && sw.Spec.Preemptible
 		}
-		wd.ws = append(wd.ws, w)
 	}
-	// Allocations (sorted by workspace) join the workspaces (sorted by
-	// Ref) in one pass when both are sorted, else through a map.
-	find := wd.finder(specs)
-	var orphans []*work
+	for ; next < len(order); next++ {
+		bind(&wd.ws[n+next], orphanRefs[order[next]])
+	}
+	for k := range orphanRefs {
+		w := &wd.ws[n+orphan[k]]
+		w.idx = n + orphan[k]
+		if p := wd.projectIndex(w.ref.Project); p >= 0 {
+			w.proj = &wd.projs[p]
+		}
+	}
+
+	// 5. Allocations: what each workspace holds, and where.
+	wd.ptrs = resize(wd.ptrs, len(snap.Allocs))
+	ptrs := wd.ptrs
 	for ai := range snap.Allocs {
 		a := &snap.Allocs[ai]
-		w := find(a.Workspace)
-		if w == nil {
-			if n := len(orphans); n > 0 && orphans[n-1].ref == a.Workspace {
-				w = orphans[n-1]
-			} else {
-				w = &work{ref: a.Workspace, proj: wd.projs[a.Workspace.Project]}
-				w.out.Ref = w.ref
-				orphans = append(orphans, w)
-			}
+		ptrs[ai] = a
+		var w *work
+		if i := owners[ai]; i >= 0 {
+			w = &wd.ws[i]
+		} else {
+			w = &wd.ws[n+orphan[-1-i]]
 		}
-		w.allocs = append(w.allocs, a)
+		// A workspace's allocations are consecutive (sorted by
+		// workspace): its list is a window of ptrs, grown in place;
+		// otherwise a copy of its own.
+		switch k := len(w.allocs); {
+		case k == 0:
+			w.allocs = ptrs[ai : ai+1 : ai+1]
+		case k <= ai && &w.allocs[0] == &ptrs[ai-k]:
+			w.allocs = ptrs[ai-k : ai+1 : ai+1]
+		default:
+			w.allocs = append(w.allocs[:k:k], a)
+		}
 		w.held += len(a.GPUs)
+		wd.heldGPUs += len(a.GPUs)
 		if a.Phase == state.AllocStopping {
 			w.stopping = true
 		}
-		if a.StartedAt.After(w.started) {
-			w.started = a.StartedAt
-		}
-		ni, ok := nodeIdx[a.Node]
-		if !ok {
+		nd := wd.node(a.Node)
+		if nd == nil {
 			continue
 		}
+		// GPU IDs are unique on a node and usually listed in the node's
+		// order: each search starts after the last match.
+		at := 0
 		for _, id := range a.GPUs {
-			for _, g := range nodes[ni].gpus {
+			for range len(nd.gpus) {
+				g := &nd.gpus[at]
+				if at++; at == len(nd.gpus) {
+					at = 0
+				}
 				if g.id == id {
 					g.owner = w
 					break
@@ -185,97 +337,219 @@ func newWorld(in policies.Input) *world {
 			}
 		}
 	}
-	sort.Slice(orphans, func(i, j int) bool { return orphans[i].ref.Less(orphans[j].ref) })
-	wd.ws = append(wd.ws, orphans...)
-	var hist state.History
-	if in.History != nil {
-		hist = *in.History
-	}
-	for _, w := range wd.ws {
-		w.queued = in.Now
-		if t, ok := hist.QueuedSince[w.ref]; ok && t.Before(in.Now) {
-			w.queued = t
-		}
+
+	// 6. Who runs, who leaves (its GPUs are being released).
+	for i := range wd.ws {
+		w := &wd.ws[i]
 		if w.held == 0 {
 			continue
 		}
-		leaving := w.stopping || w.spec == nil || w.spec.Spec.State == schema.DesiredStopped
+		leaving := w.stopping || w.spec == nil || w.stopped
 		w.running = !leaving
-		if leaving {
-			for _, nd := range wd.nodes {
-				for _, g := range nd.gpus {
-					if g.owner == w {
-						g.releasing = true
-					}
-				}
-			}
-		}
 		if w.running && w.proj != nil {
 			w.proj.held += w.held
 		}
 	}
+	for i := range all {
+		g := &all[i]
+		if o := g.owner; o != nil {
+			g.releasing = !o.running
+			g.movable = o.running && o.preempt && o.proj != nil
+		}
+		g.tally(+1)
+	}
 	return wd
+}
+
+// worlds keeps the memory of worlds done with (world.release): a
+// decision touches megabytes that do not leave it, and getting them afresh
+// (zeroed, then collected) costs about as much as the decision itself.
+var worlds = sync.Pool{New: func() any { return new(world) }}
+
+// resize returns s resliced to n elements, all zero: the pool keeps every
+// element up to cap(s) zero (release).
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// release zeroes wd's scratch memory and gives it to the next world;
+// wd must not be used afterwards. The decision (world.out and the
+// slices placementsOf cut) is not scratch: it is the caller's.
+func (wd *world) release() {
+	s := world{
+		nodes:   clearAll(wd.nodes),
+		gpus:    clearAll(wd.gpus),
+		ws:      clearAll(wd.ws),
+		projs:   clearAll(wd.projs),
+		journal: clearAll(wd.journal),
+		owners:  clearAll(wd.owners),
+		ptrs:    clearAll(wd.ptrs),
+		queue:   clearAll(wd.queue),
+		ordered: clearAll(wd.ordered),
+		rest:    clearAll(wd.rest),
+		failed:  wd.failed,
+		nodeAt:  wd.nodeAt,
+	}
+	clear(s.failed)
+	*wd = s
+	worlds.Put(wd)
+}
+
+// clearAll zeroes s and returns it empty.
+func clearAll[T any](s []T) []T {
+	clear(s)
+	return s[:0]
+}
+
+// projectIndex returns the index of the project named name in
+// specs.Projects (sorted by name), or -1.
+func (wd *world) projectIndex(name string) int {
+	ps := wd.specs.Projects
+	i := sort.Search(len(ps), func(i int) bool { return ps[i].Meta.Name >= name })
+	if i < len(ps) && ps[i].Meta.Name == name {
+		return i
+	}
+	return -1
+}
+
+// node returns the node named name, or nil: where an earlier lookup
+// found that name, when a node of that name is still there (clusters
+// rarely change), else by binary search (a Snapshot's nodes are sorted
+// by name), else, for a snapshot that is not sorted, by a linear one.
+func (wd *world) node(name string) *node {
+	if i, ok := wd.nodeAt[name]; ok && i < len(wd.nodes) && wd.nodes[i].name == name {
+		return &wd.nodes[i]
+	}
+	lo, hi := 0, len(wd.nodes)
+	for lo < hi {
+		if m := int(uint(lo+hi) >> 1); wd.nodes[m].name < name {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo == len(wd.nodes) || wd.nodes[lo].name != name {
+		lo = slices.IndexFunc(wd.nodes, func(nd node) bool { return nd.name == name })
+		if lo < 0 {
+			return nil
+		}
+	}
+	if wd.nodeAt == nil || len(wd.nodeAt) > 2*len(wd.nodes)+64 {
+		wd.nodeAt = map[string]int{} // new, or full of names long gone
+	}
+	wd.nodeAt[name] = lo
+	return &wd.nodes[lo]
 }
 
 // settle gives every workspace that holds GPUs or is not wanted its
 // verdict, and returns the queue: the workspaces that want to run and hold
-// nothing, in specs order.
+// nothing, in specs order, each with the time it was queued.
 func (wd *world) settle() []*work {
-	var queue []*work
-	for _, w := range wd.ws {
+	queue := resize(wd.queue, len(wd.ws))[:0]
+	for i := range wd.ws {
+		w := &wd.ws[i]
 		switch {
 		case w.spec == nil:
 			w.out.Verdict = policies.VerdictStop
-			w.out.Placements = policies.PlacementsOf(w.allocs)
+			w.out.Placements = wd.placementsOf(w.allocs)
 			w.out.Reason = policies.Reason{Kind: policies.ReasonStopped, Message: "removed: the specs no longer list it"}
-		case w.spec.Spec.State == schema.DesiredStopped:
+		case w.stopped:
 			w.out.Verdict = policies.VerdictStop
-			w.out.Placements = policies.PlacementsOf(w.allocs)
+			w.out.Placements = wd.placementsOf(w.allocs)
 			w.out.Reason = policies.Reason{Kind: policies.ReasonStopped, Message: "stopped: its desired state is Stopped"}
 		case w.stopping:
 			w.out.Verdict = policies.VerdictPreempt
-			w.out.Placements = policies.PlacementsOf(w.allocs)
+			w.out.Placements = wd.placementsOf(w.allocs)
 			w.out.Reason = policies.Reason{Kind: policies.ReasonPreempted, Message: "stopping; it queues again once its GPUs are free"}
 		case w.running:
 			w.out.Verdict = policies.VerdictRun
-			w.out.Placements = policies.PlacementsOf(w.allocs)
+			w.out.Placements = wd.placementsOf(w.allocs)
 		case w.proj == nil:
 			w.out.Verdict = policies.VerdictWait
 			w.out.Reason = policies.Reason{Kind: policies.ReasonQuota, Message: "quota: its project does not exist"}
 		default:
+			w.queued = wd.now
+			if wd.hist != nil {
+				if t, ok := wd.hist.QueuedSince[w.ref]; ok && t.Before(wd.now) {
+					w.queued = t
+				}
+			}
 			queue = append(queue, w)
 		}
 	}
+	wd.queue = queue
 	return queue
 }
 
-// decision collects the verdicts, sorted by Ref.
-func (wd *world) decision() policies.Decision {
-	out := policies.Decision{Now: wd.now, Workspaces: make([]policies.WorkspaceDecision, 0, len(wd.ws))}
-	for _, w := range wd.ws {
-		out.Workspaces = append(out.Workspaces, w.out)
+// placementsOf is policies.PlacementsOf, cheaper: the placements and
+// their GPU IDs are cut from arrays shared by the whole decision (each
+// slice capped, so appending to one copies it), and sorting is skipped
+// when already done (a snapshot's allocations are sorted by replica,
+// their GPUs by ID).
+func (wd *world) placementsOf(allocs []*state.Alloc) []state.Placement {
+	if len(allocs) == 0 {
+		return nil
 	}
-	if !sort.SliceIsSorted(out.Workspaces, func(i, j int) bool { return out.Workspaces[i].Ref.Less(out.Workspaces[j].Ref) }) {
-		sort.Slice(out.Workspaces, func(i, j int) bool { return out.Workspaces[i].Ref.Less(out.Workspaces[j].Ref) })
+	if wd.pls == nil {
+		// Enough for every allocation: one array each.
+		wd.pls = make([]state.Placement, 0, len(wd.ptrs))
+		wd.ids = make([]string, 0, wd.heldGPUs)
+	}
+	if cap(wd.pls)-len(wd.pls) < len(allocs) {
+		wd.pls = make([]state.Placement, 0, max(len(allocs), 256))
+	}
+	out := wd.pls[len(wd.pls) : len(wd.pls)+len(allocs) : len(wd.pls)+len(allocs)]
+	wd.pls = wd.pls[:len(wd.pls)+len(allocs)]
+	for i, a := range allocs {
+		if cap(wd.ids)-len(wd.ids) < len(a.GPUs) {
+			wd.ids = make([]string, 0, max(len(a.GPUs), 1024))
+		}
+		var gpus []string // nil when none, as PlacementsOf
+		if len(a.GPUs) > 0 {
+			gpus = append(wd.ids[len(wd.ids):len(wd.ids):len(wd.ids)+len(a.GPUs)], a.GPUs...)
+			wd.ids = wd.ids[:len(wd.ids)+len(a.GPUs)]
+			if !sort.StringsAreSorted(gpus) {
+				sort.Strings(gpus)
+			}
+		}
+		out[i] = state.Placement{Replica: a.Replica, Node: a.Node, GPUs: gpus}
+	}
+	for i := 1; i < len(out); i++ {
+		if out[i].Replica < out[i-1].Replica {
+			sort.Slice(out, func(i, j int) bool { return out[i].Replica < out[j].Replica })
+			break
+		}
 	}
 	return out
+}
+
+// decision returns the verdicts, sorted by Ref: newWorld laid world.out
+// out in that order.
+func (wd *world) decision() policies.Decision {
+	return policies.Decision{Now: wd.now, Workspaces: wd.out}
 }
 
 // avail counts the GPUs of nd a placement may take: free ones and ones
 // being released, not yet taken by this decision.
 func (nd *node) avail() (free, releasing int) {
-	for _, g := range nd.gpus {
-		if g.taken != nil {
-			continue
-		}
-		switch {
-		case g.owner == nil:
-			free++
-		case g.releasing:
-			releasing++
+	return nd.free, nd.releasing
+}
+
+// room returns the most GPUs one node has free or being released (what
+// pickNode counts), recomputed when gen has changed. Between placement
+// attempts gen only grows (a failed one restores it with the GPUs), so
+// one value of gen is one state of the GPUs.
+func (wd *world) room() int {
+	if wd.roomGen != wd.gen {
+		wd.roomAt, wd.roomGen = 0, wd.gen
+		for i := range wd.nodes {
+			wd.roomAt = max(wd.roomAt, wd.nodes[i].free+wd.nodes[i].releasing)
 		}
 	}
-	return free, releasing
+	return wd.roomAt
 }
 
 // fit is how a node is chosen among those where a replica fits.
@@ -291,7 +565,8 @@ const (
 func (wd *world) pickNode(n int, how fit, useReleasing bool) *node {
 	var best *node
 	bestLeft := 0
-	for _, nd := range wd.nodes {
+	for i := range wd.nodes {
+		nd := &wd.nodes[i]
 		f, r := nd.avail()
 		a := f
 		if useReleasing {
@@ -311,12 +586,14 @@ func (wd *world) pickNode(n int, how fit, useReleasing bool) *node {
 }
 
 // take places one replica of w on nd: free GPUs first (by index), then
-// GPUs being released; waitFor collects the workspaces those belong to.
-func (wd *world) take(w *work, r int, nd *node, waitFor map[*work]bool) state.Placement {
+// GPUs being released; waitFor collects the workspaces those belong to
+// (a few), once each.
+func (wd *world) take(w *work, r int, nd *node, waitFor *[]*work) state.Placement {
 	pl := state.Placement{Replica: r, Node: nd.name}
 	need := w.gpus
 	for pass := 0; pass < 2 && need > 0; pass++ {
-		for _, g := range nd.gpus {
+		for i := range nd.gpus {
+			g := &nd.gpus[i]
 			if need == 0 {
 				break
 			}
@@ -324,9 +601,11 @@ func (wd *world) take(w *work, r int, nd *node, waitFor map[*work]bool) state.Pl
 				continue
 			}
 			wd.journal = append(wd.journal, undo{g: g, owner: g.owner, releasing: g.releasing, taken: g.taken})
+			g.tally(-1)
 			g.taken = w
-			if g.owner != nil {
-				waitFor[g.owner] = true
+			g.tally(+1)
+			if g.owner != nil && !slices.Contains(*waitFor, g.owner) {
+				*waitFor = append(*waitFor, g.owner)
 			}
 			pl.GPUs = append(pl.GPUs, g.id)
 			need--
@@ -342,12 +621,13 @@ func (wd *world) victimize(v *work) {
 	wd.journal = append(wd.journal, undo{w: v, projHeld: v.proj.held})
 	v.victim = true
 	v.proj.held -= v.held
-	for _, nd := range wd.nodes {
-		for _, g := range nd.gpus {
-			if g.owner == v && !g.releasing {
-				wd.journal = append(wd.journal, undo{g: g, owner: g.owner, releasing: g.releasing, taken: g.taken})
-				g.releasing = true
-			}
+	for i := range wd.gpus {
+		g := &wd.gpus[i]
+		if g.owner == v && !g.releasing {
+			wd.journal = append(wd.journal, undo{g: g, owner: g.owner, releasing: g.releasing, taken: g.taken})
+			g.tally(-1)
+			g.releasing = true
+			g.tally(+1)
 		}
 	}
 	wd.gen++
@@ -357,7 +637,9 @@ func (wd *world) rollback() {
 	for i := len(wd.journal) - 1; i >= 0; i-- {
 		u := wd.journal[i]
 		if u.g != nil {
+			u.g.tally(-1)
 			u.g.owner, u.g.releasing, u.g.taken = u.owner, u.releasing, u.taken
+			u.g.tally(+1)
 			continue
 		}
 		u.w.victim = false
@@ -387,9 +669,13 @@ func (wd *world) preemptNode(w *work, nd *node, may right, order victimOrder, bu
 	}
 	var seen [16]cand
 	cs := seen[:0]
-	for _, g := range nd.gpus {
+	for i := range nd.gpus {
+		g := &nd.gpus[i]
+		if !g.movable || g.taken != nil || g.releasing {
+			continue
+		}
 		o := g.owner
-		if o == nil || g.taken != nil || g.releasing || o.victim || !o.running || !o.preempt || o.proj == nil {
+		if o.victim {
 			continue
 		}
 		k := -1
@@ -411,7 +697,7 @@ func (wd *world) preemptNode(w *work, nd *node, may right, order victimOrder, bu
 			cs[k].count++
 		}
 	}
-	var cands []cand
+	cands := cs[:0] // those it may take, in place
 	for _, c := range cs {
 		if c.count > 0 {
 			cands = append(cands, c)
@@ -426,7 +712,16 @@ func (wd *world) preemptNode(w *work, nd *node, may right, order victimOrder, bu
 	}(); total < w.gpus {
 		return nil, false // not even all of them would make room
 	}
-	sort.Slice(cands, func(i, j int) bool { return order(cands[i].w, cands[j].w) })
+	// order breaks ties by Ref: any sort gives the same order.
+	slices.SortFunc(cands, func(a, b cand) int {
+		switch {
+		case order(a.w, b.w):
+			return -1
+		case order(b.w, a.w):
+			return 1
+		}
+		return 0
+	})
 	for _, c := range cands {
 		if have >= w.gpus || len(victims) >= budget {
 			break
@@ -443,7 +738,7 @@ func (wd *world) preemptNode(w *work, nd *node, may right, order victimOrder, bu
 func (wd *world) place(w *work, how fit, may right, order victimOrder, cheaper func(a, b []*work) bool) bool {
 	wd.journal = wd.journal[:0]
 	gen := wd.gen
-	waitFor := map[*work]bool{}
+	var waitFor []*work
 	var pls []state.Placement
 	var victims []*work
 	budget := wd.maxVictims
@@ -454,7 +749,8 @@ func (wd *world) place(w *work, how fit, may right, order victimOrder, cheaper f
 		}
 		if nd == nil && may != nil && budget > 0 {
 			var best []*work
-			for _, cand := range wd.nodes {
+			for i := range wd.nodes {
+				cand := &wd.nodes[i]
 				vs, ok := wd.preemptNode(w, cand, may, order, budget)
 				if !ok {
 					continue
@@ -474,7 +770,7 @@ func (wd *world) place(w *work, how fit, may right, order victimOrder, cheaper f
 			wd.gen = gen // nothing changed: failures stay memoized
 			return false
 		}
-		pls = append(pls, wd.take(w, r, nd, waitFor))
+		pls = append(pls, wd.take(w, r, nd, &waitFor))
 	}
 	wd.journal = wd.journal[:0]
 	w.decided = true
@@ -484,10 +780,10 @@ func (wd *world) place(w *work, how fit, may right, order victimOrder, cheaper f
 	if w.proj != nil {
 		w.proj.held += w.gpus * w.replicas
 	}
-	for v := range waitFor {
+	for _, v := range waitFor {
 		w.out.Preempts = append(w.out.Preempts, v.ref)
 	}
-	sort.Slice(w.out.Preempts, func(i, j int) bool { return w.out.Preempts[i].Less(w.out.Preempts[j]) })
+	slices.SortFunc(w.out.Preempts, compareRefs)
 	if len(w.out.Preempts) > 0 {
 		w.out.Reason.Message = "starts once the GPUs it takes over are released"
 	}
@@ -517,7 +813,8 @@ var (
 // on enough nodes.
 func (wd *world) usable(w *work) bool {
 	fits := 0
-	for _, nd := range wd.nodes {
+	for i := range wd.nodes {
+		nd := &wd.nodes[i]
 		if len(nd.gpus) >= w.gpus {
 			fits++
 		}
@@ -525,24 +822,35 @@ func (wd *world) usable(w *work) bool {
 	return fits >= w.replicas || (w.gpus == 0)
 }
 
-// finder returns a lookup from Ref to the world's workspace in specs
-// order. Lookups in ascending Ref order (a snapshot's allocations) cost
-// one pass over the workspaces in all.
-func (wd *world) finder(specs *schema.Set) func(schema.Ref) *work {
-	i := 0
-	return func(ref schema.Ref) *work {
-		n := len(specs.Workspaces)
-		switch {
-		case i < n && specs.Workspaces[i].Ref() == ref:
-		case i < n && specs.Workspaces[i].Ref().Less(ref):
-			// Jump ahead by binary search over what is left.
-			i += sort.Search(n-i, func(k int) bool { return !specs.Workspaces[i+k].Ref().Less(ref) })
-		default:
-			i = sort.Search(n, func(k int) bool { return !specs.Workspaces[k].Ref().Less(ref) })
+// finder returns a lookup from Ref to its index in ws (sorted by Ref), or
+// -1. Lookups in ascending Ref order (a snapshot's allocations) search
+// forward from the last one, galloping, so they cost O(log gap) each;
+// a lookup that goes back starts over.
+func finder(ws []schema.Workspace) func(schema.Ref) int {
+	i := 0 // ws[:i] are all before the last Ref looked up
+	return func(ref schema.Ref) int {
+		if i > 0 && !ws[i-1].Ref().Less(ref) {
+			i = 0
 		}
-		if i < n && specs.Workspaces[i].Ref() == ref {
-			return wd.ws[i]
+		lo, hi := i, i
+		for step := 1; hi < len(ws) && ws[hi].Ref().Less(ref); step *= 2 {
+			lo, hi = hi+1, hi+step
 		}
-		return nil
+		hi = min(hi, len(ws))
+		i = lo + sort.Search(hi-lo, func(k int) bool { return !ws[lo+k].Ref().Less(ref) })
+		if i < len(ws) && ws[i].Ref() == ref {
+			return i
+		}
+		return -1
 	}
+}
+
+func compareRefs(a, b schema.Ref) int {
+	switch {
+	case a.Less(b):
+		return -1
+	case b.Less(a):
+		return 1
+	}
+	return 0
 }
