@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # make bench: the benchmarks the issues name, with their figures.
-#   validate (issue 2), decide (issue 3), one reconcile cycle (issues 4 and 8),
-#   Nomad observe (issue 5), berth validate against cue vet (issue 2) and the
-#   whole Philly trace replayed under four policies (issue 7, when ../shared
-#   holds the trace; about 15 minutes on 2 cores).
+#   validate (issue 2), decide (issue 3), the baselines simulate compares
+#   against (issue 7), one reconcile cycle (issues 4 and 8), Nomad observe
+#   (issue 5), berth validate against cue vet (issue 2) and the whole
+#   Philly trace replayed under four policies (issue 7, when ../shared
+#   holds the trace; under two minutes on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-go test -run '^$' -bench 'BenchmarkValidate|BenchmarkDecide|BenchmarkOnce|BenchmarkObserve' -benchmem -timeout 60m \
+go test -run '^$' -bench 'BenchmarkValidate|BenchmarkDecide|BenchmarkFIFO|BenchmarkNomad|BenchmarkQuota|BenchmarkOnce|BenchmarkObserve' -benchmem -timeout 60m \
 	./schema/... ./policies/... ./reconcile/... ./drivers/nomad/
 # The decision's growth between sizes (must stay within n log n).
 BERTH_GROWTH=1 go test -count=1 -run '^TestDecideGrowth$' -v ./policies | grep -v '^=== RUN'

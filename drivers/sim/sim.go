@@ -26,8 +26,10 @@ type Cluster struct {
 	clock Clock
 
 	runs map[schema.Ref]*run
-	// order: the keys of runs, sorted (addRun, dropRun).
-	order []schema.Ref
+	// order: the keys of runs, sorted; holder: which run holds each GPU
+	// (addRun, dropRun).
+	order  []schema.Ref
+	holder map[gpuKey]schema.Ref
 	// kept is the progress each workspace has saved over its finished runs.
 	kept map[schema.Ref]time.Duration
 	// lost is the work each workspace lost over its finished runs.
@@ -73,11 +75,12 @@ func New(spec Spec, clock Clock) *Cluster {
 		s.Nodes[i].GPUs = slices.Clone(s.Nodes[i].GPUs)
 	}
 	return &Cluster{
-		spec:  s,
-		clock: clock,
-		runs:  map[schema.Ref]*run{},
-		kept:  map[schema.Ref]time.Duration{},
-		lost:  map[schema.Ref]time.Duration{},
+		spec:   s,
+		clock:  clock,
+		runs:   map[schema.Ref]*run{},
+		holder: map[gpuKey]schema.Ref{},
+		kept:   map[schema.Ref]time.Duration{},
+		lost:   map[schema.Ref]time.Duration{},
 	}
 }
 
@@ -262,14 +265,7 @@ func (c *Cluster) start(now time.Time, a state.Action) error {
 	if len(a.Placements) == 0 {
 		return fmt.Errorf("start needs a placement")
 	}
-	busy := map[string]schema.Ref{}
-	for _, r := range c.runs {
-		for _, al := range r.allocs {
-			for _, g := range al.GPUs {
-				busy[al.Node+"/"+g] = r.ref
-			}
-		}
-	}
+	taken := map[gpuKey]bool{} // by this start's earlier replicas
 	r := &run{
 		ref:       a.Workspace,
 		revision:  a.Revision,
@@ -292,10 +288,14 @@ func (c *Cluster) start(now time.Time, a state.Action) error {
 			if !slices.ContainsFunc(node.GPUs, func(d state.GPU) bool { return d.ID == g }) {
 				return fmt.Errorf("replica %d: node %q has no GPU %s", p.Replica, p.Node, g)
 			}
-			if holder, ok := busy[p.Node+"/"+g]; ok {
+			k := gpuKey{p.Node, g}
+			if holder, ok := c.holder[k]; ok {
 				return fmt.Errorf("replica %d: GPU %s on %q is held by %s", p.Replica, g, p.Node, holder)
 			}
-			busy[p.Node+"/"+g] = a.Workspace
+			if taken[k] {
+				return fmt.Errorf("replica %d: GPU %s on %q is held by %s", p.Replica, g, p.Node, a.Workspace)
+			}
+			taken[k] = true
 		}
 		gpus := slices.Clone(p.GPUs)
 		sort.Strings(gpus)
@@ -508,21 +508,38 @@ func (c *Cluster) Finish(ref schema.Ref) {
 	c.dropRun(ref)
 }
 
-// addRun and dropRun keep runs and its sorted keys, order, together.
+// addRun and dropRun keep runs, its sorted keys (order) and the GPUs'
+// holders together.
 func (c *Cluster) addRun(ref schema.Ref, r *run) {
-	if _, ok := c.runs[ref]; !ok {
-		i, _ := slices.BinarySearchFunc(c.order, ref, cmpRef)
-		c.order = slices.Insert(c.order, i, ref)
-	}
+	c.dropRun(ref)
+	i, _ := slices.BinarySearchFunc(c.order, ref, cmpRef)
+	c.order = slices.Insert(c.order, i, ref)
 	c.runs[ref] = r
+	for _, al := range r.allocs {
+		for _, g := range al.GPUs {
+			c.holder[gpuKey{al.Node, g}] = ref
+		}
+	}
 }
 
 func (c *Cluster) dropRun(ref schema.Ref) {
+	r := c.runs[ref]
+	if r == nil {
+		return
+	}
 	if i, ok := slices.BinarySearchFunc(c.order, ref, cmpRef); ok {
 		c.order = slices.Delete(c.order, i, i+1)
 	}
+	for _, al := range r.allocs {
+		for _, g := range al.GPUs {
+			delete(c.holder, gpuKey{al.Node, g})
+		}
+	}
 	delete(c.runs, ref)
 }
+
+// gpuKey names one GPU of one node.
+type gpuKey struct{ node, gpu string }
 
 func cmpRef(a, b schema.Ref) int {
 	if c := strings.Compare(a.Project, b.Project); c != 0 {

@@ -3,7 +3,6 @@ package replay
 import (
 	"reflect"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/berth-dev/berth/policies"
@@ -155,7 +154,7 @@ func (r *replayer) decide(snap *state.Snapshot, running []int) policies.Decision
 	r.m.decided(time.Since(t0))
 	r.m.narrowed++
 	if r.verify > 0 && r.m.narrowed%r.verify == 0 {
-		in.Specs = &r.set
+		in.Specs = r.wholeSet()
 		whole := r.pol.Decide(in)
 		r.m.verified++
 		if !sameOutcome(d, whole) {
@@ -269,7 +268,7 @@ func queuePos(d policies.Decision, ref schema.Ref) int {
 
 // decideWhole decides on every job; the cycle began at t0.
 func (r *replayer) decideWhole(in policies.Input, t0 time.Time) policies.Decision {
-	in.Specs = &r.set
+	in.Specs = r.wholeSet()
 	d := r.pol.Decide(in)
 	r.m.decided(time.Since(t0))
 	r.m.whole++
@@ -294,13 +293,7 @@ func (r *replayer) fifoWindow(n int) []int {
 // subset is the specs with only the workspaces of the jobs given.
 func (r *replayer) subset(running, waiting []int) schema.Set {
 	idx := append(append(r.subsetIdx[:0], running...), waiting...)
-	slices.SortFunc(idx, func(a, b int) int {
-		ra, rb := &r.wl.Jobs[a].Ref, &r.wl.Jobs[b].Ref
-		if c := strings.Compare(ra.Project, rb.Project); c != 0 {
-			return c
-		}
-		return strings.Compare(ra.Name, rb.Name)
-	})
+	slices.SortFunc(idx, r.cmpJobs)
 	ws := r.subsetBuf[:0]
 	for _, ji := range idx {
 		ws = append(ws, r.wl.Jobs[ji].Spec)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -133,17 +134,21 @@ type jobState struct {
 
 // replayer runs one policy over the workload.
 type replayer struct {
-	wl      *Workload
-	pol     Policy
-	spec    sim.Spec
-	clock   *sim.ManualClock
-	cl      *sim.Cluster
-	set     schema.Set
-	hist    state.History
-	jobs    []jobState
-	byRef   map[schema.Ref]int
-	tenant  map[string]int // berth project → index into wl.Projects
-	freeBuf []int
+	wl    *Workload
+	pol   Policy
+	spec  sim.Spec
+	clock *sim.ManualClock
+	cl    *sim.Cluster
+	// set: the specs (its Workspaces only as wholeSet last built them);
+	// live: the jobs in them now (arrived, not done), by Ref.
+	set         schema.Set
+	live        []int
+	liveChanged bool
+	hist        state.History
+	jobs        []jobState
+	byRef       map[schema.Ref]int
+	tenant      map[string]int // berth project → index into wl.Projects
+	freeBuf     []int
 	// head: the first job (in submit order) that may still be waiting.
 	head int
 	// waitingBySize counts waiting jobs by GPUs per replica.
@@ -375,25 +380,44 @@ func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]in
 	return started, changed, nil
 }
 
-// insert adds job ji's workspace to the specs, keeping them sorted.
+// insert adds job ji's workspace to the specs.
 func (r *replayer) insert(ji int) {
-	ws := r.wl.Jobs[ji].Spec
-	ref := ws.Ref()
-	i := sort.Search(len(r.set.Workspaces), func(i int) bool { return !r.set.Workspaces[i].Ref().Less(ref) })
-	r.set.Workspaces = append(r.set.Workspaces, schema.Workspace{})
-	copy(r.set.Workspaces[i+1:], r.set.Workspaces[i:])
-	r.set.Workspaces[i] = ws
+	i, _ := slices.BinarySearchFunc(r.live, ji, r.cmpJobs)
+	r.live = slices.Insert(r.live, i, ji)
+	r.liveChanged = true
 }
 
 // remove takes job ji's workspace out of the specs.
 func (r *replayer) remove(ji int) {
-	ref := r.wl.Jobs[ji].Ref
-	i := sort.Search(len(r.set.Workspaces), func(i int) bool { return !r.set.Workspaces[i].Ref().Less(ref) })
-	if i < len(r.set.Workspaces) && r.set.Workspaces[i].Ref() == ref {
-		r.set.Workspaces = append(r.set.Workspaces[:i], r.set.Workspaces[i+1:]...)
+	if i, ok := slices.BinarySearchFunc(r.live, ji, r.cmpJobs); ok {
+		r.live = slices.Delete(r.live, i, i+1)
+		r.liveChanged = true
 	}
+	ref := r.wl.Jobs[ji].Ref
 	delete(r.hist.QueuedSince, ref)
 	delete(r.hist.Preempted, ref)
+}
+
+// cmpJobs orders jobs by their workspaces' Refs, as specs are.
+func (r *replayer) cmpJobs(a, b int) int {
+	ra, rb := &r.wl.Jobs[a].Ref, &r.wl.Jobs[b].Ref
+	if c := strings.Compare(ra.Project, rb.Project); c != 0 {
+		return c
+	}
+	return strings.Compare(ra.Name, rb.Name)
+}
+
+// wholeSet returns the specs with every job's workspace, built from live
+// when it changed since the last call.
+func (r *replayer) wholeSet() *schema.Set {
+	if r.liveChanged {
+		r.set.Workspaces = r.set.Workspaces[:0]
+		for _, ji := range r.live {
+			r.set.Workspaces = append(r.set.Workspaces, r.wl.Jobs[ji].Spec)
+		}
+		r.liveChanged = false
+	}
+	return &r.set
 }
 
 // advanceUsage decays usage to now and adds what prev's allocations used
