@@ -33,30 +33,31 @@ import (
 //     whole queue's decision starts the same jobs at the same places: a
 //     decision that preempts nothing only takes GPUs and quota as it goes,
 //     so once a job of a class cannot start, no later one can, and a job
-//     that cannot start leaves the cluster as it found it. Otherwise the
-//     policy decides on the whole queue.
+//     that cannot start leaves the cluster as it found it.
 //   - A policy that reports each job's turn (Policy.Turns, berth) may
 //     also preempt: victims free GPUs their preemptor may not all take,
-//     and their projects hold less, so the window decides only when each
-//     cut class's last job in it had its turn after the last preemptor's.
+//     and their projects hold less, so a cut class's last job in the
+//     window must have had its turn after the last preemptor's.
 //   - A policy that Reserves lets a waiting job hold free GPUs for itself.
-//     berth's head of the queue (the first job that cannot start) only
-//     takes GPUs from those after it, and the window's head is the whole
-//     queue's (a cut job comes after a job of its class that failed): the
-//     rule above holds. Its starvation guard reserves for the starved job
-//     (Decision.Starved) just before the first job that does not outrank
-//     it, and lets go at the starved job's turn, where it may start
-//     elsewhere or reserve other GPUs. So when the decision names a
-//     starved job and starts or holds anything, a cut class must not have
-//     jobs on both sides of that turn. Its last job in the window (Queue
-//     position) came at or after the turn; or before it, in another tier than
-//     the starved job's (the queue orders by rank, in-quota first, then
-//     tier: a job of another rank that came before comes before with all
-//     its class) and after every start of its project (so the cut jobs
-//     rank as it did and the guard reserves where the window's did). A
-//     class that fails this gets its whole queue in a second try. With
-//     nothing started or held, nothing was held at any point (the starved
-//     job would hold GPUs again, having started nothing).
+//     berth's head of the queue (the first gang that cannot start) only
+//     takes GPUs from those after it, and the window's is the whole
+//     queue's (a cut job comes after a job of its class that failed). Its
+//     starvation guard reserves for the starved job (Decision.Starved)
+//     just before the first job that does not outrank it, and lets go at
+//     the starved job's turn, where it may start elsewhere or reserve
+//     other GPUs. So when the decision names a starved job and starts or
+//     holds anything, a cut class's last job in the window came at or
+//     after that turn; or before it, in another tier than the starved
+//     job's (the queue orders by rank, in-quota first, then tier: a job of
+//     another rank that came before comes before with all its class) and
+//     after every start of its project (so the cut jobs rank as it did
+//     and the guard reserves where the window's did). With nothing
+//     started or held, nothing was held at any point (the starved job
+//     would hold GPUs again, having started nothing).
+//
+// A class that breaks a rule has all its jobs in the next window; after
+// three windows (or a preemption by a policy without Turns) the policy
+// decides on the whole queue.
 //
 // Options.Verify decides on the whole queue as well every Nth narrowed
 // decision and counts the cycles whose outcome differs (the whole queue's
@@ -138,18 +139,18 @@ func (r *replayer) decide(snap *state.Snapshot, running []int) policies.Decision
 	set := r.subset(running, narrow)
 	in.Specs = &set
 	d := r.pol.Decide(in)
-	if !r.pol.HeadBlocks {
+	for try := 1; !r.pol.HeadBlocks; try++ {
 		ok, widen := r.windowDecides(d)
-		if widen {
-			// Classes the guard's rule refused, whole this time.
-			set = r.subset(running, r.windowJobs())
-			in.Specs = &set
-			d = r.pol.Decide(in)
-			ok, _ = r.windowDecides(d)
+		if ok {
+			break
 		}
-		if !ok {
+		if !widen || try == maxWindowTries {
 			return r.decideWhole(in, t0)
 		}
+		// The classes refused have all their jobs in the window this time.
+		set = r.subset(running, r.windowJobs())
+		in.Specs = &set
+		d = r.pol.Decide(in)
 	}
 	r.m.decided(time.Since(t0))
 	r.m.narrowed++
@@ -193,8 +194,9 @@ func (r *replayer) windowJobs() []int {
 // cut class's last job in the window had its turn) and, of every class
 // the window cut, leaves a job waiting. Where a policy that Reserves names
 // a starved job and the decision starts or holds anything, the guard's
-// rule (see above) must hold too; widen reports that only it failed, and
-// the classes it refused now have all their jobs in their windows.
+// rule (see above) must hold too. When not, widen reports whether giving
+// the classes that broke a rule all their jobs could help (it does so);
+// a preemption by a policy without Turns cannot be helped.
 func (r *replayer) windowDecides(d policies.Decision) (ok, widen bool) {
 	started := map[*class]int{}
 	lastStart := map[string]int{} // project → the queue position of its last start
@@ -230,17 +232,16 @@ func (r *replayer) windowDecides(d policies.Decision) (ok, widen bool) {
 		if c.window == len(c.waiting) {
 			continue // nothing cut
 		}
-		if started[c] >= c.window {
-			return false, false
+		last := &r.wl.Jobs[c.waiting[c.window-1]]
+		q := 0
+		if r.pol.Turns {
+			q = queuePos(d, last.Ref)
 		}
-		if lastPreempt > 0 && queuePos(d, r.wl.Jobs[c.waiting[c.window-1]].Ref) <= lastPreempt {
-			return false, false
-		}
-		if starved >= 0 {
-			last := &r.wl.Jobs[c.waiting[c.window-1]]
-			if q := queuePos(d, last.Ref); q < starved && (last.TierValue == starvedTier || q <= lastStart[last.Ref.Project]) {
-				refused = append(refused, c)
-			}
+		switch {
+		case started[c] >= c.window, // all started: the next might have too
+			lastPreempt > 0 && q <= lastPreempt,
+			starved >= 0 && q < starved && (last.TierValue == starvedTier || q <= lastStart[last.Ref.Project]):
+			refused = append(refused, c)
 		}
 	}
 	for _, c := range refused {
@@ -248,6 +249,10 @@ func (r *replayer) windowDecides(d policies.Decision) (ok, widen bool) {
 	}
 	return len(refused) == 0, len(refused) > 0
 }
+
+// maxWindowTries: how many windows a cycle tries, each widening the
+// classes the last one refused, before deciding on the whole queue.
+const maxWindowTries = 3
 
 // queuePos is ref's place in d's queue (0: not found or not queued).
 func queuePos(d policies.Decision, ref schema.Ref) int {

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -91,7 +92,10 @@ func Run(wl *Workload, cluster sim.Spec, m Mapping, pols []Policy, opt Options) 
 	par := max(opt.Parallel, 1)
 	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
-	for i, p := range pols {
+	// Launched from the last: reports list berth, the costliest to
+	// replay, last, and starting it first keeps both cores busy longest.
+	for i := len(pols) - 1; i >= 0; i-- {
+		p := pols[i]
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -144,6 +148,7 @@ type replayer struct {
 	set         schema.Set
 	live        []int
 	liveChanged bool
+	refRank     []int // each job's place in Ref order
 	hist        state.History
 	jobs        []jobState
 	byRef       map[schema.Ref]int
@@ -173,7 +178,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 	start := wl.Jobs[0].Submit
 	r := &replayer{wl: wl, pol: pol, spec: spec, clock: sim.NewManualClock(start), now: start,
 		jobs: make([]jobState, len(wl.Jobs)), byRef: make(map[schema.Ref]int, len(wl.Jobs)), tenant: map[string]int{}, waitingBySize: map[int]int{},
-		classes: map[classKey]*class{}, verify: opt.Verify}
+		classes: map[classKey]*class{}, verify: opt.Verify, refRank: refRanks(wl)}
 	r.cl = sim.New(spec, r.clock)
 	r.set = *wl.Base
 	r.set.Workspaces = nil
@@ -399,12 +404,26 @@ func (r *replayer) remove(ji int) {
 }
 
 // cmpJobs orders jobs by their workspaces' Refs, as specs are.
-func (r *replayer) cmpJobs(a, b int) int {
-	ra, rb := &r.wl.Jobs[a].Ref, &r.wl.Jobs[b].Ref
-	if c := strings.Compare(ra.Project, rb.Project); c != 0 {
-		return c
+func (r *replayer) cmpJobs(a, b int) int { return cmp.Compare(r.refRank[a], r.refRank[b]) }
+
+// refRanks returns each job's place among all jobs in Ref order.
+func refRanks(wl *Workload) []int {
+	byRef := make([]int, len(wl.Jobs))
+	for i := range byRef {
+		byRef[i] = i
 	}
-	return strings.Compare(ra.Name, rb.Name)
+	slices.SortFunc(byRef, func(a, b int) int {
+		ra, rb := &wl.Jobs[a].Ref, &wl.Jobs[b].Ref
+		if c := strings.Compare(ra.Project, rb.Project); c != 0 {
+			return c
+		}
+		return strings.Compare(ra.Name, rb.Name)
+	})
+	rank := make([]int, len(wl.Jobs))
+	for k, ji := range byRef {
+		rank[ji] = k
+	}
+	return rank
 }
 
 // wholeSet returns the specs with every job's workspace, built from live
