@@ -236,6 +236,8 @@ func (wd *world) admitAll(ordered []*work, how fit, rights func(*work) right, or
 		}
 	}
 	for _, w := range ordered {
+		wd.turns++
+		w.out.Queue = wd.turns
 		if allowed != nil && !allowed(w) {
 			wd.wait(w, reasonQuota)
 			continue

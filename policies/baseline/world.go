@@ -22,7 +22,10 @@ type world struct {
 	ws    []work // specs order (by Ref), then orphans by Ref
 	// out is the decision's verdicts, by Ref: each work writes its own
 	// entry (work.out), so the decision is returned without a copy.
-	out   []policies.WorkspaceDecision
+	out []policies.WorkspaceDecision
+	// turns counts the queued workspaces admitAll has considered: each
+	// one's WorkspaceDecision.Queue.
+	turns int
 	projs []project // as specs.Projects (by name)
 	specs *schema.Set
 	hist  *state.History // nil: none

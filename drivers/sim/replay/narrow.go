@@ -38,6 +38,10 @@ import (
 //     also preempt: victims free GPUs their preemptor may not all take,
 //     and their projects hold less, so a cut class's last job in the
 //     window must have had its turn after the last preemptor's.
+//   - A policy that ReclaimsLive (the quota baseline) judges who borrows
+//     as it goes: a start can make another project's running work
+//     reclaimable. A cut class inside its quota must then have had its
+//     turn after every start.
 //   - A policy that Reserves lets a waiting job hold free GPUs for itself.
 //     berth's head of the queue (the first gang that cannot start) only
 //     takes GPUs from those after it, and the window's is the whole
@@ -136,6 +140,7 @@ func (r *replayer) decide(snap *state.Snapshot, running []int) policies.Decision
 	default:
 		narrow = r.classWindow(free)
 	}
+	r.runningNow = running
 	set := r.subset(running, narrow)
 	in.Specs = &set
 	d := r.pol.Decide(in)
@@ -227,6 +232,10 @@ func (r *replayer) windowDecides(d policies.Decision) (ok, widen bool) {
 			starvedTier = r.wl.Jobs[ji].TierValue
 		}
 	}
+	lastAny := 0 // the queue position of the last start
+	for _, q := range lastStart {
+		lastAny = max(lastAny, q)
+	}
 	var refused []*class
 	for _, c := range r.classList {
 		if c.window == len(c.waiting) {
@@ -240,7 +249,8 @@ func (r *replayer) windowDecides(d policies.Decision) (ok, widen bool) {
 		switch {
 		case started[c] >= c.window, // all started: the next might have too
 			lastPreempt > 0 && q <= lastPreempt,
-			starved >= 0 && q < starved && (last.TierValue == starvedTier || q <= lastStart[last.Ref.Project]):
+			starved >= 0 && q < starved && (last.TierValue == starvedTier || q <= lastStart[last.Ref.Project]),
+			r.pol.ReclaimsLive && lastAny > 0 && q <= lastAny && r.inQuota(last):
 			refused = append(refused, c)
 		}
 	}
@@ -248,6 +258,18 @@ func (r *replayer) windowDecides(d policies.Decision) (ok, widen bool) {
 		c.window = len(c.waiting)
 	}
 	return len(refused) == 0, len(refused) > 0
+}
+
+// inQuota reports whether job j fits inside its project's guaranteed
+// quota with what the project's running jobs hold now.
+func (r *replayer) inQuota(j *MappedJob) bool {
+	held := 0
+	for _, ji := range r.runningNow {
+		if k := &r.wl.Jobs[ji]; k.Ref.Project == j.Ref.Project && r.jobs[ji].status == jobRunning {
+			held += k.PerGPUs * k.Replicas
+		}
+	}
+	return held+j.PerGPUs*j.Replicas <= r.quota[j.Ref.Project]
 }
 
 // maxWindowTries: how many windows a cycle tries, each widening the

@@ -39,6 +39,11 @@ type Policy struct {
 	// (WorkspaceDecision.Queue), which lets the replay narrow the queue
 	// in more cycles (narrow.go).
 	Turns bool
+	// ReclaimsLive: the policy judges whether a project borrows as the
+	// decision goes (the quota baseline), so a start can make that
+	// project's running work reclaimable by a job inside its own quota
+	// (narrow.go).
+	ReclaimsLive bool
 }
 
 // Policies are the four policies `berth simulate` compares, in report
@@ -46,8 +51,8 @@ type Policy struct {
 func Policies() []Policy {
 	return []Policy{
 		{Name: "fifo", Rule: "one queue in submit order, first-fit, no priorities, no preemption; the head blocks", Decide: baseline.FIFO, NeverPreempts: true, HeadBlocks: true},
-		{Name: "nomad", Rule: "priority order, bin-packing, preempts whole allocations ≥10 priority points lower; no quotas, no checkpoint awareness", Decide: baseline.Nomad},
-		{Name: "quota", Rule: "Kueue-like: guaranteed quotas, borrowing, reclaim from borrowers, priority within a project; no fair share, no aging", Decide: baseline.Quota},
+		{Name: "nomad", Rule: "priority order, bin-packing, preempts whole allocations ≥10 priority points lower; no quotas, no checkpoint awareness", Decide: baseline.Nomad, Turns: true},
+		{Name: "quota", Rule: "Kueue-like: guaranteed quotas, borrowing, reclaim from borrowers, priority within a project; no fair share, no aging", Decide: baseline.Quota, Turns: true, ReclaimsLive: true},
 		{Name: "berth", Rule: "berth's engine: tiers, quotas with borrowing and reclaim, decayed fair share, aging, checkpoint-aware victims, NVLink-aware packing", Decide: policies.Decide, Reserves: true, Turns: true},
 	}
 }
@@ -149,11 +154,15 @@ type replayer struct {
 	live        []int
 	liveChanged bool
 	refRank     []int // each job's place in Ref order
-	hist        state.History
-	jobs        []jobState
-	byRef       map[schema.Ref]int
-	tenant      map[string]int // berth project → index into wl.Projects
-	freeBuf     []int
+	// runningNow: the jobs holding GPUs this cycle; quota: each berth
+	// project's guaranteed GPUs (narrow.go).
+	runningNow []int
+	quota      map[string]int
+	hist       state.History
+	jobs       []jobState
+	byRef      map[schema.Ref]int
+	tenant     map[string]int // berth project → index into wl.Projects
+	freeBuf    []int
 	// head: the first job (in submit order) that may still be waiting.
 	head int
 	// waitingBySize counts waiting jobs by GPUs per replica.
@@ -186,7 +195,9 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 	for i, j := range wl.Jobs {
 		r.byRef[j.Ref] = i
 	}
+	r.quota = map[string]int{}
 	for _, p := range wl.Base.Projects {
+		r.quota[p.Meta.Name] = p.Spec.Quota.GPUs
 		for ti, pi := range wl.Projects {
 			if pi.Name == p.Meta.Labels["berth.dev/tenant"] {
 				r.tenant[p.Meta.Name] = ti
