@@ -125,6 +125,9 @@ type Timing struct {
 	TotalSeconds float64 `json:"totalSeconds"`
 }
 
+// Cycles counts the cycles that decided, on the whole queue or not.
+func (t Timing) Cycles() int { return t.Decisions + t.Narrowed }
+
 func newReport(wl *Workload, cluster sim.Spec, m Mapping) *Report {
 	rep := &Report{Mapping: m, Projects: wl.Projects}
 	rep.Trace = TraceInfo{Jobs: len(wl.Jobs), Skipped: wl.Skipped}
