@@ -494,18 +494,21 @@ func newDecider(in Input) *decider {
 	// specs no longer list), mark their GPUs held and take their CPU and
 	// memory off their node's. A workspace's allocations usually come
 	// together (Snapshot.Allocs is sorted by workspace): one lookup for
-	// them all.
+	// them all, walking the sorted specs alongside (findFrom).
 	d.cpuFree = make([]int64, len(snap.Nodes))
 	d.memFree = make([]int64, len(snap.Nodes))
 	for ni, n := range snap.Nodes {
 		d.cpuFree[ni], d.memFree[ni] = n.CPUMilli, n.MemoryBytes
 	}
-	var heldSlots, heldBy []int32
+	heldSlots := make([]int32, 0, len(d.c.slots))
+	heldBy := make([]int32, 0, len(d.c.slots))
 	wi := int32(-1)
+	walk := 0 // findFrom's place in the specs
+	ni, lastNode := -1, ""
 	for ai := range snap.Allocs {
 		a := &snap.Allocs[ai]
 		if ai == 0 || a.Workspace != snap.Allocs[ai-1].Workspace {
-			wi = d.find(a.Workspace)
+			wi = d.findFrom(&walk, a.Workspace)
 		}
 		if wi < 0 {
 			wi = d.addOrphan(a.Workspace, projIdx)
@@ -526,16 +529,26 @@ func newDecider(in Input) *decider {
 		if lost := in.Now.Sub(since).Seconds(); lost > 0 {
 			w.workLost += lost * float64(len(a.GPUs))
 		}
-		ni := nodeIndex(snap.Nodes, a.Node)
+		if ai == 0 || a.Node != lastNode {
+			ni, lastNode = nodeIndex(snap.Nodes, a.Node), a.Node
+		}
 		if ni < 0 {
 			continue
 		}
 		d.cpuFree[ni] -= a.CPUMilli
 		d.memFree[ni] -= a.MemoryBytes
+		// An allocation usually lists its GPUs in the node's order: try
+		// the slot after the last one found before searching the node.
+		next := int32(-1)
 		for _, id := range a.GPUs {
-			if si := d.c.slot(ni, id); si >= 0 {
+			si := next
+			if si < 0 || si >= d.c.first[ni+1] || d.c.slots[si].id != id {
+				si = d.c.slot(ni, id)
+			}
+			if si >= 0 {
 				heldSlots = append(heldSlots, si)
 				heldBy = append(heldBy, wi)
+				next = si + 1
 			}
 		}
 	}
@@ -819,6 +832,33 @@ func (d *decider) find(ref schema.Ref) int32 {
 			return int32(i)
 		}
 	}
+	if wi, ok := d.byRef[ref]; ok {
+		return wi
+	}
+	return -1
+}
+
+// findFrom is find for refs looked up in ascending order: the walk goes
+// on through the sorted specs from *walk, where the last lookup left it,
+// so looking up refs in order costs one pass over the specs in all. A ref
+// not after the last one passed (out of order) falls back to find, as do
+// unsorted specs.
+func (d *decider) findFrom(walk *int, ref schema.Ref) int32 {
+	i := *walk
+	if !d.specSorted || (i > 0 && compareRefs(d.ws[i-1].ref, ref) >= 0) {
+		return d.find(ref)
+	}
+	// Every spec before i is before ref: it is at i or later, or nowhere.
+	for ; i < d.nSpecs; i++ {
+		if c := compareRefs(d.ws[i].ref, ref); c >= 0 {
+			if c == 0 {
+				*walk = i + 1
+				return int32(i)
+			}
+			break
+		}
+	}
+	*walk = i
 	if wi, ok := d.byRef[ref]; ok {
 		return wi
 	}
