@@ -578,15 +578,22 @@ func newDecider(in Input) *decider {
 		}
 	}
 
-	// Waiting and aging. A running workspace keeps the QueuedSince it
-	// was admitted with (RecordDecision), which the quota accounting
-	// below reads.
+	// Waiting and aging, for the workspaces that will queue (buildQueue's
+	// test): nothing else reads either, but for the quota accounting
+	// below, which looks up the QueuedSince a running workspace was
+	// admitted with (RecordDecision) only where it breaks a tie.
 	ag := d.policy.Aging
-	for _, w := range d.ws {
+	queuedSince := func(w *wsState) {
 		w.queuedSince = in.Now
 		if t, ok := hist.QueuedSince[w.ref]; ok && t.Before(in.Now) {
 			w.queuedSince = t
 		}
+	}
+	for _, w := range d.ws {
+		if w.spec == nil || w.stopped || w.held > 0 {
+			continue
+		}
+		queuedSince(w)
 		if ag.Interval > 0 && ag.Step > 0 {
 			steps := int64(in.Now.Sub(w.queuedSince) / ag.Interval)
 			w.boost = int(min(steps*int64(ag.Step), int64(max(ag.MaxBoost, 0))))
@@ -640,7 +647,7 @@ func newDecider(in Input) *decider {
 		}
 	}
 	for pi, ws := range byProj {
-		d.projs[pi].held = markOverQuota(ws, d.projs[pi].quota)
+		d.projs[pi].held = markOverQuota(ws, d.projs[pi].quota, queuedSince)
 	}
 
 	// Preemption candidates and tier ranks.
@@ -686,7 +693,9 @@ const (
 )
 
 // markOverQuota sets overQuota on a project's running workspaces and
-// returns the GPUs they hold.
+// returns the GPUs they hold. queued, if not nil, sets a workspace's
+// queuedSince; it is called only for workspaces that started at the same
+// time as another (nil: every queuedSince is set already).
 //
 // The label was decided when each was admitted, and History.Borrowing
 // remembers it: a workspace admitted inside the quota stays inside it
@@ -706,17 +715,42 @@ const (
 // work, the rest borrowed. Re-deriving alone is not enough: once older
 // work leaves, two started together may swap labels (the reclaimer
 // becoming borrowed work that its victim takes back, scenario 58).
-func markOverQuota(ws []*wsState, quota int) int {
-	sort.Slice(ws, func(i, j int) bool {
-		a, b := ws[i], ws[j]
-		if !a.startedAt.Equal(b.startedAt) {
-			return a.startedAt.Before(b.startedAt)
+func markOverQuota(ws []*wsState, quota int, queued func(*wsState)) int {
+	total := 0
+	for _, w := range ws {
+		total += w.held
+	}
+	if total <= quota {
+		// Whatever the order, each workspace fits in what those before
+		// it left of the quota (both loops below): none is beyond it.
+		for _, w := range ws {
+			w.overQuota = false
 		}
-		if !a.queuedSince.Equal(b.queuedSince) {
-			return a.queuedSince.Before(b.queuedSince)
+		return total
+	}
+	// Start order (time queued, then Ref, among those started together):
+	// by start time, then each run of equal start times by the rest.
+	slices.SortFunc(ws, func(a, b *wsState) int { return a.startedAt.Compare(b.startedAt) })
+	for i := 0; i < len(ws); {
+		j := i + 1
+		for j < len(ws) && ws[j].startedAt.Equal(ws[i].startedAt) {
+			j++
 		}
-		return a.ref.Less(b.ref)
-	})
+		if j-i > 1 {
+			if queued != nil {
+				for _, w := range ws[i:j] {
+					queued(w)
+				}
+			}
+			slices.SortFunc(ws[i:j], func(a, b *wsState) int {
+				if c := a.queuedSince.Compare(b.queuedSince); c != 0 {
+					return c
+				}
+				return compareRefs(a.ref, b.ref)
+			})
+		}
+		i = j
+	}
 	// inRoom: what the quota has left beside the work counted inside it.
 	inRoom := quota
 	for _, w := range ws {
