@@ -356,7 +356,9 @@ func Decide(in Input) Decision {
 		sort.Slice(out.Workspaces, func(i, j int) bool { return out.Workspaces[i].Ref.Less(out.Workspaces[j].Ref) })
 	}
 	out.Starved = starved
-	// The records are done with (nothing returned points into them).
+	// The records and the cluster are done with (nothing returned
+	// points into them).
+	d.c.release()
 	clear(d.pool)
 	buf := d.pool[:0]
 	recordPool.Put(&buf)

@@ -198,6 +198,8 @@ type cluster struct {
 	first []int32
 	// totalFree counts free GPUs per model index.
 	totalFree []int
+	// tmpl is the template a clone was made from (nil in a template).
+	tmpl *cluster
 }
 
 func newCluster(snap *state.Snapshot) *cluster {
@@ -255,9 +257,32 @@ func sameLayout(key, nodes []state.Node) bool {
 }
 
 // clone copies what a decision changes (slot owners, group and total
-// free counts, the buckets); the rest is shared and read-only.
+// free counts, the buckets); the rest is shared and read-only. It reuses
+// a clone of t that a finished decision gave back (release), set back to
+// t's state.
 func (t *cluster) clone(nodes []state.Node) *cluster {
-	c := &cluster{nodes: nodes, models: t.models, first: t.first, slots: slices.Clone(t.slots), totalFree: slices.Clone(t.totalFree)}
+	if c, _ := clusterPool.Get().(*cluster); c != nil && c.tmpl == t {
+		c.nodes = nodes
+		// A slot's other fields, and a group's, never change.
+		for si := range c.slots {
+			c.slots[si].owner, c.slots[si].releasing = t.slots[si].owner, t.slots[si].releasing
+		}
+		copy(c.totalFree, t.totalFree)
+		for m := range t.index {
+			for l := range numLevels {
+				tl, li := t.index[m][l], c.index[m][l]
+				for gi := range li.groups {
+					li.groups[gi].free = tl.groups[gi].free
+				}
+				for k := range tl.bits {
+					copy(li.bits[k], tl.bits[k])
+				}
+				copy(li.counts, tl.counts)
+			}
+		}
+		return c
+	}
+	c := &cluster{nodes: nodes, models: t.models, first: t.first, slots: slices.Clone(t.slots), totalFree: slices.Clone(t.totalFree), tmpl: t}
 	c.index = make([][numLevels]*levelIndex, len(t.index))
 	for m := range t.index {
 		for l := range numLevels {
@@ -268,6 +293,16 @@ func (t *cluster) clone(nodes []state.Node) *cluster {
 	}
 	return c
 }
+
+// release gives a finished decision's clone back for clone to reuse;
+// nothing may use c after.
+func (c *cluster) release() {
+	c.nodes = nil
+	clusterPool.Put(c)
+}
+
+// clusterPool recycles clones (of whichever template: clone checks).
+var clusterPool sync.Pool // of *cluster
 
 // buildCluster indexes the usable GPUs of snap's nodes, all free.
 func buildCluster(snap *state.Snapshot) *cluster {
