@@ -76,6 +76,12 @@ type projState struct {
 	weight                  float64
 	held                    int     // GPUs counted against its quota now (changes as the decision goes)
 	usage                   float64 // decayed GPU-seconds at Now
+	// candidates: some workspace of it was a preemption candidate as the
+	// decision began; leastOver: the fewest GPUs such a candidate beyond
+	// the quota held (MaxInt: none). Neither changes as the decision
+	// goes: they bound who may be preempted (mayPreemptAny).
+	candidates bool
+	leastOver  int
 
 	queue   []int32 // pending workspaces, in the project's queue order
 	done    []bool  // by queue position: decided
@@ -189,6 +195,8 @@ type decider struct {
 	// couldPreempt: the last preemption search saw a workspace it may
 	// preempt (for the wait reason).
 	couldPreempt bool
+	// nReleasing counts the slots whose owner is leaving (releasing).
+	nReleasing int
 
 	// avail[m][l][k] counts, per group, the GPUs a preemptor could get:
 	// free, releasing, and held by candidates of the k lowest tiers
@@ -400,7 +408,7 @@ func newDecider(in Input) *decider {
 	usage := decayedUsage(hist, snap, in.Now, hl)
 	for i := range specs.Projects {
 		p := &specs.Projects[i]
-		ps := &projState{spec: p, name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs, weight: p.Spec.FairShare.Weight, heapIdx: -1}
+		ps := &projState{spec: p, name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs, weight: p.Spec.FairShare.Weight, heapIdx: -1, leastOver: math.MaxInt}
 		if ps.weight <= 0 {
 			ps.weight = 1
 		}
@@ -666,6 +674,13 @@ func newDecider(in Input) *decider {
 	for _, w := range d.ws {
 		w.rank = sort.SearchInts(sorted, w.tier)
 		w.candidate = w.running && w.preemptible && w.proj >= 0 && in.Now.Sub(w.startedAt) >= d.policy.Preemption.MinRuntime
+		if w.candidate {
+			p := d.projs[w.proj]
+			p.candidates = true
+			if w.overQuota {
+				p.leastOver = min(p.leastOver, w.held)
+			}
+		}
 	}
 	d.rightStamp = make([]int32, len(d.ws))
 	d.decidedWS = make([]bool, len(d.ws))
@@ -942,8 +957,14 @@ func (d *decider) changeSlot(si, owner int32, releasing, record bool) {
 	if built[0] || built[1] {
 		before = d.contrib(si)
 	}
+	if s.owner >= 0 && s.releasing {
+		d.nReleasing--
+	}
 	d.c.setOwner(si, owner)
 	s.releasing = releasing
+	if owner >= 0 && releasing {
+		d.nReleasing++
+	}
 	if !built[0] && !built[1] {
 		return
 	}
