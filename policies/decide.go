@@ -201,6 +201,7 @@ type decider struct {
 	// avail[m][l][k] counts, per group, the GPUs a preemptor could get:
 	// free, releasing, and held by candidates of the k lowest tiers
 	// (k = numTiers: of any tier). It bounds the preemption search.
+	// Nil until a search first needs level l of model index m (availAt).
 	avail    [][numLevels][]*countIndex
 	numTiers int
 	// rights caches right() per workspace for one search.
@@ -397,7 +398,7 @@ func newDecider(in Input) *decider {
 	}
 	d.stepCredit = d.policy.Aging.Interval.Seconds()
 	d.c = newCluster(snap)
-	d.avail = make([][numLevels][]*countIndex, len(d.c.index)) // built by availOf
+	d.avail = make([][numLevels][]*countIndex, len(d.c.index)) // built by availAt
 
 	// Projects.
 	projIdx := map[string]int{}
@@ -948,10 +949,12 @@ func (d *decider) changeSlot(si, owner int32, releasing, record bool) {
 	if record {
 		d.journal = append(d.journal, undo{slot: si, owner: s.owner, releasing: s.releasing})
 	}
-	// The avail indexes of the slot's models that a search built.
+	// The slot's models of which a search built some avail index.
 	var built [2]bool
 	for gk, m := range [2]int32{0, s.mi} {
-		built[gk] = d.avail[m][0] != nil
+		for l := range numLevels {
+			built[gk] = built[gk] || d.avail[m][l] != nil
+		}
 	}
 	var before uint64
 	if built[0] || built[1] {
@@ -987,47 +990,45 @@ func (d *decider) changeSlot(si, owner int32, releasing, record bool) {
 				continue
 			}
 			for l := range numLevels {
-				d.avail[m][l][k].add(int(s.groups[gk][l]), delta)
+				if d.avail[m][l] != nil {
+					d.avail[m][l][k].add(int(s.groups[gk][l]), delta)
+				}
 			}
 		}
 	}
 }
 
-// availOf returns the avail indexes of model index m, building them
-// from the cluster as it is now the first time a search asks: until
-// then nothing reads them, and from then on changeSlot keeps them
-// current, so they are what building them all up front and keeping
+// availAt returns the avail indexes of model index m at level l,
+// building them from the cluster as it is now the first time a search
+// asks: until then nothing reads them, and from then on changeSlot keeps
+// them current, so they are what building them all up front and keeping
 // them current would have made (verify checks it against a recount).
-func (d *decider) availOf(m int) *[numLevels][]*countIndex {
-	if d.avail[m][0] != nil {
-		return &d.avail[m]
+func (d *decider) availAt(m, l int) []*countIndex {
+	if d.avail[m][l] != nil {
+		return d.avail[m][l]
 	}
 	// A slot's contrib is a suffix of the tiers: it counts for every k
 	// from its threshold on (numTiers+1 and beyond: none). Each group's
 	// count for k is the number of its slots with a threshold ≤ k.
 	n := d.numTiers + 1
-	var vals []int
-	for l := range numLevels {
-		li := d.c.index[m][l]
-		vals = slices.Grow(vals[:0], len(li.groups)*n)[:len(li.groups)*n]
-		clear(vals)
-		for gi := range li.groups {
-			row := vals[gi*n : (gi+1)*n]
-			for _, si := range li.groups[gi].gpus {
-				if t := bits.TrailingZeros64(d.contrib(si)); t < n {
-					row[t]++
-				}
-			}
-			for k := 1; k < n; k++ {
-				row[k] += row[k-1]
+	li := d.c.index[m][l]
+	vals := make([]int, len(li.groups)*n)
+	for gi := range li.groups {
+		row := vals[gi*n : (gi+1)*n]
+		for _, si := range li.groups[gi].gpus {
+			if t := bits.TrailingZeros64(d.contrib(si)); t < n {
+				row[t]++
 			}
 		}
-		d.avail[m][l] = make([]*countIndex, n)
-		for k := range n {
-			d.avail[m][l][k] = newCountIndex(li.groups, func(gi int) int { return vals[gi*n+k] })
+		for k := 1; k < n; k++ {
+			row[k] += row[k-1]
 		}
 	}
-	return &d.avail[m]
+	d.avail[m][l] = make([]*countIndex, n)
+	for k := range n {
+		d.avail[m][l][k] = newCountIndex(li.groups, func(gi int) int { return vals[gi*n+k] })
+	}
+	return d.avail[m][l]
 }
 
 // slotsOf returns the usable slots workspace wi holds, by slot order.
@@ -1269,7 +1270,7 @@ func (d *decider) verify() {
 				if free != g.free || li.first(free) < 0 {
 					panic(fmt.Sprintf("free index of group %d (model %d, level %d): %d, recount %d", gi, m, l, g.free, free))
 				}
-				for k := 0; k <= d.numTiers && d.avail[m][0] != nil; k++ {
+				for k := 0; k <= d.numTiers && d.avail[m][l] != nil; k++ {
 					n := 0
 					for _, si := range g.gpus {
 						if d.contrib(si)&(1<<k) != 0 {

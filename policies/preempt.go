@@ -145,11 +145,10 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 	}
 	d.searchID++
 	n := w.gpus
-	avail := d.availOf(mi)
 	// 1. No victims: free and releasing GPUs, preferred level first,
 	// tightest fit.
 	for rank, l := range w.levels {
-		ci := avail[l][0]
+		ci := d.availAt(mi, l)[0]
 		groups := d.c.index[mi][l].groups
 		found := -1
 		ci.each(n, func(gi int) bool {
@@ -172,7 +171,8 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 	var best option
 	found := false
 	for rank, l := range w.levels {
-		zero, ci := avail[l][0], avail[l][k]
+		avail := d.availAt(mi, l)
+		zero, ci := avail[0], avail[k]
 		if ci.bestFit(n) < 0 {
 			continue // nowhere could enough GPUs come free
 		}
