@@ -541,7 +541,7 @@ func newDecider(in Input) *decider {
 			w.workLost += lost * float64(len(a.GPUs))
 		}
 		if ai == 0 || a.Node != lastNode {
-			ni, lastNode = nodeIndex(snap.Nodes, a.Node), a.Node
+			ni, lastNode = d.c.nodeIndex(a.Node), a.Node
 		}
 		if ni < 0 {
 			continue

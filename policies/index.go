@@ -198,8 +198,13 @@ type cluster struct {
 	first []int32
 	// totalFree counts free GPUs per model index.
 	totalFree []int
+	// byName holds, for each node name, what nodeIndex(nodes, name)
+	// returns (shared by the clones: nodes have the template's layout).
+	byName map[string]int
 	// tmpl is the template a clone was made from (nil in a template).
 	tmpl *cluster
+	// free is hold's scratch: by slot, whether it is free.
+	free []bool
 }
 
 func newCluster(snap *state.Snapshot) *cluster {
@@ -282,7 +287,7 @@ func (t *cluster) clone(nodes []state.Node) *cluster {
 		}
 		return c
 	}
-	c := &cluster{nodes: nodes, models: t.models, first: t.first, slots: slices.Clone(t.slots), totalFree: slices.Clone(t.totalFree), tmpl: t}
+	c := &cluster{nodes: nodes, models: t.models, first: t.first, byName: t.byName, slots: slices.Clone(t.slots), totalFree: slices.Clone(t.totalFree), tmpl: t}
 	c.index = make([][numLevels]*levelIndex, len(t.index))
 	for m := range t.index {
 		for l := range numLevels {
@@ -325,6 +330,10 @@ func buildCluster(snap *state.Snapshot) *cluster {
 	}
 	c.totalFree = make([]int, len(c.models)+1)
 	c.first = make([]int32, len(snap.Nodes)+1)
+	c.byName = make(map[string]int, len(snap.Nodes))
+	for _, n := range snap.Nodes {
+		c.byName[n.Name] = nodeIndex(snap.Nodes, n.Name)
+	}
 	type gkey struct {
 		m, l, dom, numa int32
 	}
@@ -434,9 +443,14 @@ func (c *cluster) hold(slots, owners []int32) {
 	for i, si := range slots {
 		c.slots[si].owner = owners[i]
 	}
+	// The passes below read who is free from a dense copy: the slots
+	// themselves are many times larger.
+	c.free = slices.Grow(c.free[:0], len(c.slots))[:len(c.slots)]
 	clear(c.totalFree)
-	for _, s := range c.slots {
-		if s.owner == ownerFree {
+	for si := range c.slots {
+		s := &c.slots[si]
+		c.free[si] = s.owner == ownerFree
+		if c.free[si] {
 			c.totalFree[0]++
 			c.totalFree[s.mi]++
 		}
@@ -452,7 +466,7 @@ func (c *cluster) hold(slots, owners []int32) {
 				g := &li.groups[gi]
 				g.free = 0
 				for _, si := range g.gpus {
-					if c.slots[si].owner == ownerFree {
+					if c.free[si] {
 						g.free++
 					}
 				}
@@ -460,6 +474,15 @@ func (c *cluster) hold(slots, owners []int32) {
 			}
 		}
 	}
+}
+
+// nodeIndex is nodeIndex(c.nodes, name), looked up in byName (a name
+// not in it is in no node).
+func (c *cluster) nodeIndex(name string) int {
+	if ni, ok := c.byName[name]; ok {
+		return ni
+	}
+	return -1
 }
 
 // slot finds the usable slot for a GPU ID on a node name's index, or -1.
