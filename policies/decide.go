@@ -1237,18 +1237,35 @@ func (d *decider) before(a, b int) bool {
 
 func (d *decider) buildQueue() *projHeap {
 	h := &projHeap{d: d}
-	for wi, w := range d.ws {
-		if w.spec == nil || w.stopped || w.held > 0 {
-			continue
-		}
-		if w.proj < 0 {
+	queued := func(w *wsState) bool { return w.spec != nil && !w.stopped && w.held == 0 && w.proj >= 0 }
+	// Each project's queue, done flags and need buckets are cut from
+	// arrays sized for every queued workspace.
+	counts := make([]int, len(d.projs))
+	total := 0
+	for _, w := range d.ws {
+		if w.spec != nil && !w.stopped && w.held == 0 && w.proj < 0 {
 			w.out.Verdict = VerdictWait
 			w.out.Reason = Reason{ReasonQuota, fmt.Sprintf("quota: project %s does not exist", w.ref.Project)}
-			continue
 		}
-		p := d.projs[w.proj]
-		p.queue = append(p.queue, int32(wi))
+		if queued(w) {
+			counts[w.proj]++
+			total++
+		}
 	}
+	queues, done, positions := make([]int32, total), make([]bool, total), make([]int, total)
+	bucketOf := make([]int32, total) // by queue position, its need bucket
+	off := 0
+	for pi, p := range d.projs {
+		p.queue = queues[off : off : off+counts[pi]]
+		off += counts[pi]
+	}
+	for wi, w := range d.ws {
+		if queued(w) {
+			p := d.projs[w.proj]
+			p.queue = append(p.queue, int32(wi))
+		}
+	}
+	off = 0
 	for pi, p := range d.projs {
 		if len(p.queue) == 0 {
 			continue
@@ -1264,21 +1281,38 @@ func (d *decider) buildQueue() *projHeap {
 			}
 			return compareRefs(a.ref, b.ref)
 		})
-		p.done = make([]bool, len(p.queue))
-		p.left = len(p.queue)
-		byNeed := map[int]int{}
+		n := len(p.queue)
+		p.done = done[off : off+n : off+n]
+		p.left = n
+		// A project's queue asks for a few distinct needs: its buckets
+		// are found by a scan, counted, then filled in queue order.
+		bof := bucketOf[off : off+n]
 		for pos, wi := range p.queue {
 			w := d.ws[wi]
 			need := w.gpus * w.replicas
-			bi, ok := byNeed[need]
-			if !ok {
-				bi = len(p.needs)
-				byNeed[need] = bi
+			bi := 0
+			for bi < len(p.needs) && p.needs[bi].need != need {
+				bi++
+			}
+			if bi == len(p.needs) {
 				p.needs = append(p.needs, needBucket{need: need})
 			}
-			p.needs[bi].pos = append(p.needs[bi].pos, pos)
+			p.needs[bi].cur++ // counts for now
+			bof[pos] = int32(bi)
 		}
-		sort.Slice(p.needs, func(i, j int) bool { return p.needs[i].need < p.needs[j].need })
+		at := off
+		for bi := range p.needs {
+			b := &p.needs[bi]
+			b.pos = positions[at : at : at+b.cur]
+			at += b.cur
+			b.cur = 0
+		}
+		for pos := range p.queue {
+			b := &p.needs[bof[pos]]
+			b.pos = append(b.pos, pos)
+		}
+		off += n
+		slices.SortFunc(p.needs, func(a, b needBucket) int { return cmp.Compare(a.need, b.need) })
 		h.items = append(h.items, pi)
 		p.heapIdx = len(h.items) - 1
 		d.refreshKey(pi)
