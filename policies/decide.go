@@ -516,16 +516,30 @@ func newDecider(in Input) *decider {
 	wi := int32(-1)
 	walk := 0 // findFrom's place in the specs
 	ni, lastNode := -1, ""
+	// A workspace's allocations are cut from one array of them all, in
+	// snapshot order, while they come together; a workspace whose
+	// allocations come back later (unsorted Allocs) appends to a copy.
+	allocs := make([]*state.Alloc, 0, len(snap.Allocs))
+	runStart, fresh := 0, false
 	for ai := range snap.Allocs {
 		a := &snap.Allocs[ai]
-		if ai == 0 || a.Workspace != snap.Allocs[ai-1].Workspace {
+		newRun := ai == 0 || a.Workspace != snap.Allocs[ai-1].Workspace
+		if newRun {
 			wi = d.findFrom(&walk, a.Workspace)
 		}
 		if wi < 0 {
 			wi = d.addOrphan(a.Workspace, projIdx)
 		}
 		w := d.ws[wi]
-		w.allocs = append(w.allocs, a)
+		allocs = append(allocs, a)
+		if newRun {
+			runStart, fresh = len(allocs)-1, len(w.allocs) == 0
+		}
+		if fresh {
+			w.allocs = allocs[runStart:len(allocs):len(allocs)]
+		} else {
+			w.allocs = append(w.allocs, a)
+		}
 		w.held += len(a.GPUs)
 		if a.Phase == state.AllocStopping {
 			w.stopping = true
