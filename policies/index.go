@@ -263,28 +263,12 @@ func sameLayout(key, nodes []state.Node) bool {
 
 // clone copies what a decision changes (slot owners, group and total
 // free counts, the buckets); the rest is shared and read-only. It reuses
-// a clone of t that a finished decision gave back (release), set back to
-// t's state.
+// a clone of t that a finished decision gave back (release) as that
+// decision left it: hold, which newDecider calls next, sets all of what
+// a decision changes.
 func (t *cluster) clone(nodes []state.Node) *cluster {
 	if c, _ := clusterPool.Get().(*cluster); c != nil && c.tmpl == t {
 		c.nodes = nodes
-		// A slot's other fields, and a group's, never change.
-		for si := range c.slots {
-			c.slots[si].owner, c.slots[si].releasing = t.slots[si].owner, t.slots[si].releasing
-		}
-		copy(c.totalFree, t.totalFree)
-		for m := range t.index {
-			for l := range numLevels {
-				tl, li := t.index[m][l], c.index[m][l]
-				for gi := range li.groups {
-					li.groups[gi].free = tl.groups[gi].free
-				}
-				for k := range tl.bits {
-					copy(li.bits[k], tl.bits[k])
-				}
-				copy(li.counts, tl.counts)
-			}
-		}
 		return c
 	}
 	c := &cluster{nodes: nodes, models: t.models, first: t.first, byName: t.byName, slots: slices.Clone(t.slots), totalFree: slices.Clone(t.totalFree), tmpl: t}
@@ -433,27 +417,26 @@ func (c *cluster) setOwner(si int32, owner int32) {
 	c.totalFree[mi] += delta
 }
 
-// hold marks each slot slots[i] held by owners[i] (the last one wins
-// where a slot repeats): what setOwner does for each in turn, with the
-// free indexes recounted once.
+// hold sets the state a decision starts from: each slot slots[i] held
+// by owners[i] (the last one wins where a slot repeats), every other
+// slot free, none releasing, and the free indexes counted to match.
 func (c *cluster) hold(slots, owners []int32) {
-	if len(slots) == 0 {
-		return
-	}
-	for i, si := range slots {
-		c.slots[si].owner = owners[i]
-	}
 	// The passes below read who is free from a dense copy: the slots
 	// themselves are many times larger.
 	c.free = slices.Grow(c.free[:0], len(c.slots))[:len(c.slots)]
-	clear(c.totalFree)
 	for si := range c.slots {
+		c.slots[si].owner, c.slots[si].releasing = ownerFree, false
+		c.free[si] = true
+	}
+	copy(c.totalFree, c.tmpl.totalFree) // the template's GPUs are all free
+	for i, si := range slots {
 		s := &c.slots[si]
-		c.free[si] = s.owner == ownerFree
 		if c.free[si] {
-			c.totalFree[0]++
-			c.totalFree[s.mi]++
+			c.free[si] = false
+			c.totalFree[0]--
+			c.totalFree[s.mi]--
 		}
+		s.owner = owners[i]
 	}
 	for m := range c.index {
 		for l := range numLevels {
