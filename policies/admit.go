@@ -205,7 +205,7 @@ func (d *decider) wait(w *wsState, r Reason) {
 	if w.preempted != nil {
 		by := w.preempted.By
 		w.out.PreemptedBy = &by
-		r = Reason{ReasonPreempted, fmt.Sprintf("preempted by %s at %s; waiting to resume: %s", by, stamp(w.preempted.At), r.Message)}
+		r = Reason{ReasonPreempted, "preempted by " + by.String() + " at " + stamp(w.preempted.At) + "; waiting to resume: " + r.Message}
 	}
 	w.out.Reason = r
 }
