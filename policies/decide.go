@@ -178,8 +178,11 @@ type decider struct {
 	gen int
 	// shapes memoizes failures and wait reasons per shape (numbered by
 	// shapeIDs in the order admit first met them).
-	shapes     []*shapeMemo
-	shapeIDs   map[shapeKey]int32
+	shapes   []*shapeMemo
+	shapeIDs map[shapeKey]int32
+	// lastKey and lastShape: the shape shapeOf returned last (nil: none).
+	lastKey    shapeKey
+	lastShape  *shapeMemo
 	memoGen    int     // changes when a preemption or a freed reservation adds GPUs
 	reserved   []int32 // slots held for the head of the queue
 	reservedBy int32   // workspace holding the reservation; -1 none
@@ -247,13 +250,18 @@ type failure struct {
 // shapeOf returns the memo of w's shape; mi is w's model index.
 func (d *decider) shapeOf(w *wsState, mi int) *shapeMemo {
 	key := shapeKey{gpus: w.gpus, replicas: w.replicas, cpu: w.cpu, mem: w.mem, mi: mi, topo: w.topo, tier: w.tier, canPreempt: w.canPreempt}
+	// Workspaces of one shape often come one after another in the queue.
+	if d.lastShape != nil && key == d.lastKey {
+		return d.lastShape
+	}
 	id, ok := d.shapeIDs[key]
 	if !ok {
 		id = int32(len(d.shapes))
 		d.shapeIDs[key] = id
 		d.shapes = append(d.shapes, &shapeMemo{})
 	}
-	return d.shapes[id]
+	d.lastKey, d.lastShape = key, d.shapes[id]
+	return d.lastShape
 }
 
 type undo struct {
