@@ -1026,31 +1026,53 @@ func (d *decider) changeSlot(si, owner int32, releasing, record bool) {
 // them current, so they are what building them all up front and keeping
 // them current would have made (verify checks it against a recount).
 func (d *decider) availAt(m, l int) []*countIndex {
-	if d.avail[m][l] != nil {
-		return d.avail[m][l]
+	if d.avail[m][l] == nil {
+		d.buildAvail(m, []int{l})
+	}
+	return d.avail[m][l]
+}
+
+// buildAvail builds the avail indexes of model index m at those of
+// levels not built yet, reading each slot's contrib once for them all.
+// Built earlier than availAt would have, they are the same: see there.
+func (d *decider) buildAvail(m int, levels []int) {
+	missing := false
+	for _, l := range levels {
+		missing = missing || d.avail[m][l] == nil
+	}
+	if !missing {
+		return
 	}
 	// A slot's contrib is a suffix of the tiers: it counts for every k
 	// from its threshold on (numTiers+1 and beyond: none). Each group's
 	// count for k is the number of its slots with a threshold ≤ k.
 	n := d.numTiers + 1
-	li := d.c.index[m][l]
-	vals := make([]int, len(li.groups)*n)
-	for gi := range li.groups {
-		row := vals[gi*n : (gi+1)*n]
-		for _, si := range li.groups[gi].gpus {
-			if t := bits.TrailingZeros64(d.contrib(si)); t < n {
-				row[t]++
+	thr := make([]uint8, len(d.c.slots))
+	for si := range d.c.slots {
+		thr[si] = uint8(bits.TrailingZeros64(d.contrib(int32(si)))) // ≤ 64
+	}
+	for _, l := range levels {
+		if d.avail[m][l] != nil {
+			continue
+		}
+		li := d.c.index[m][l]
+		vals := make([]int, len(li.groups)*n)
+		for gi := range li.groups {
+			row := vals[gi*n : (gi+1)*n]
+			for _, si := range li.groups[gi].gpus {
+				if t := int(thr[si]); t < n {
+					row[t]++
+				}
+			}
+			for k := 1; k < n; k++ {
+				row[k] += row[k-1]
 			}
 		}
-		for k := 1; k < n; k++ {
-			row[k] += row[k-1]
+		d.avail[m][l] = make([]*countIndex, n)
+		for k := range n {
+			d.avail[m][l][k] = newCountIndex(li.groups, func(gi int) int { return vals[gi*n+k] })
 		}
 	}
-	d.avail[m][l] = make([]*countIndex, n)
-	for k := range n {
-		d.avail[m][l][k] = newCountIndex(li.groups, func(gi int) int { return vals[gi*n+k] })
-	}
-	return d.avail[m][l]
 }
 
 // slotsOf returns the usable slots workspace wi holds, by slot order.

@@ -145,6 +145,7 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 	}
 	d.searchID++
 	n := w.gpus
+	d.buildAvail(mi, w.levels) // the levels read below, in one pass
 	// 1. No victims: free and releasing GPUs, preferred level first,
 	// tightest fit.
 	for rank, l := range w.levels {
