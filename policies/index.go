@@ -438,6 +438,27 @@ func (c *cluster) hold(slots, owners []int32) {
 		}
 		s.owner = owners[i]
 	}
+	// Count each group's free GPUs from the free slots alone: on a busy
+	// cluster they are few.
+	for m := range c.index {
+		for l := range numLevels {
+			li := c.index[m][l]
+			for gi := range li.groups {
+				li.groups[gi].free = 0
+			}
+		}
+	}
+	for si, free := range c.free {
+		if !free {
+			continue
+		}
+		s := &c.slots[si]
+		for k, m := range [2]int32{0, s.mi} {
+			for l := range numLevels {
+				c.index[m][l].groups[s.groups[k][l]].free++
+			}
+		}
+	}
 	for m := range c.index {
 		for l := range numLevels {
 			li := c.index[m][l]
@@ -446,14 +467,7 @@ func (c *cluster) hold(slots, owners []int32) {
 			}
 			clear(li.counts)
 			for gi := range li.groups {
-				g := &li.groups[gi]
-				g.free = 0
-				for _, si := range g.gpus {
-					if c.free[si] {
-						g.free++
-					}
-				}
-				li.set(gi, g.free)
+				li.set(gi, li.groups[gi].free)
 			}
 		}
 	}
