@@ -126,6 +126,8 @@ const scanLimit = 8 * searchLimit
 // GPUs, GPUs already being released, and GPUs of workspaces w may preempt
 // (at most budget of them). Only groups where the victims' removal makes
 // the replica fit are considered, and within a group only minimal sets.
+// It is called only once placeFree has found no room for this replica,
+// with nothing changed since (step 0 relies on it).
 func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (option, bool) {
 	k := 0 // victims may be of the k lowest tiers
 	if d.policy.Preemption.Enabled && budget > 0 {
