@@ -205,7 +205,7 @@ func (d *decider) wait(w *wsState, r Reason) {
 	if w.preempted != nil {
 		by := w.preempted.By
 		w.out.PreemptedBy = &by
-		r = Reason{ReasonPreempted, fmt.Sprintf("preempted by %s at %s; waiting to resume: %s", by, stamp(w.preempted.At), r.Message)}
+		r = Reason{ReasonPreempted, "preempted by " + by.String() + " at " + stamp(w.preempted.At) + "; waiting to resume: " + r.Message}
 	}
 	w.out.Reason = r
 }
@@ -419,18 +419,30 @@ func (d *decider) fitsWithoutReservation(w *wsState, mi int) bool {
 	if mi > 0 {
 		k = 1
 	}
+	// The reserved GPUs per group, as (group, count) pairs: a
+	// reservation holds a few groups' GPUs.
+	type held struct{ gi, n int32 }
+	var buf [8]held
 	for _, l := range w.levels {
 		li := d.c.index[mi][l]
-		seen := map[int32]int{}
+		seen := buf[:0]
+	slots:
 		for _, si := range d.reserved {
 			s := &d.c.slots[si]
 			if mi > 0 && s.mi != int32(mi) {
 				continue
 			}
-			seen[s.groups[k][l]]++
+			gi := s.groups[k][l]
+			for i := range seen {
+				if seen[i].gi == gi {
+					seen[i].n++
+					continue slots
+				}
+			}
+			seen = append(seen, held{gi, 1})
 		}
-		for gi, r := range seen {
-			if li.groups[gi].free+r >= w.gpus {
+		for _, h := range seen {
+			if li.groups[h.gi].free+int(h.n) >= w.gpus {
 				return true
 			}
 		}

@@ -76,6 +76,12 @@ type projState struct {
 	weight                  float64
 	held                    int     // GPUs counted against its quota now (changes as the decision goes)
 	usage                   float64 // decayed GPU-seconds at Now
+	// candidates: some workspace of it was a preemption candidate as the
+	// decision began; leastOver: the fewest GPUs such a candidate beyond
+	// the quota held (MaxInt: none). Neither changes as the decision
+	// goes: they bound who may be preempted (mayPreemptAny).
+	candidates bool
+	leastOver  int
 
 	queue   []int32 // pending workspaces, in the project's queue order
 	done    []bool  // by queue position: decided
@@ -172,8 +178,11 @@ type decider struct {
 	gen int
 	// shapes memoizes failures and wait reasons per shape (numbered by
 	// shapeIDs in the order admit first met them).
-	shapes     []*shapeMemo
-	shapeIDs   map[shapeKey]int32
+	shapes   []*shapeMemo
+	shapeIDs map[shapeKey]int32
+	// lastKey and lastShape: the shape shapeOf returned last (nil: none).
+	lastKey    shapeKey
+	lastShape  *shapeMemo
 	memoGen    int     // changes when a preemption or a freed reservation adds GPUs
 	reserved   []int32 // slots held for the head of the queue
 	reservedBy int32   // workspace holding the reservation; -1 none
@@ -189,10 +198,13 @@ type decider struct {
 	// couldPreempt: the last preemption search saw a workspace it may
 	// preempt (for the wait reason).
 	couldPreempt bool
+	// nReleasing counts the slots whose owner is leaving (releasing).
+	nReleasing int
 
 	// avail[m][l][k] counts, per group, the GPUs a preemptor could get:
 	// free, releasing, and held by candidates of the k lowest tiers
 	// (k = numTiers: of any tier). It bounds the preemption search.
+	// Nil until a search first needs level l of model index m (availAt).
 	avail    [][numLevels][]*countIndex
 	numTiers int
 	// rights caches right() per workspace for one search.
@@ -238,13 +250,18 @@ type failure struct {
 // shapeOf returns the memo of w's shape; mi is w's model index.
 func (d *decider) shapeOf(w *wsState, mi int) *shapeMemo {
 	key := shapeKey{gpus: w.gpus, replicas: w.replicas, cpu: w.cpu, mem: w.mem, mi: mi, topo: w.topo, tier: w.tier, canPreempt: w.canPreempt}
+	// Workspaces of one shape often come one after another in the queue.
+	if d.lastShape != nil && key == d.lastKey {
+		return d.lastShape
+	}
 	id, ok := d.shapeIDs[key]
 	if !ok {
 		id = int32(len(d.shapes))
 		d.shapeIDs[key] = id
 		d.shapes = append(d.shapes, &shapeMemo{})
 	}
-	return d.shapes[id]
+	d.lastKey, d.lastShape = key, d.shapes[id]
+	return d.lastShape
 }
 
 type undo struct {
@@ -356,7 +373,9 @@ func Decide(in Input) Decision {
 		sort.Slice(out.Workspaces, func(i, j int) bool { return out.Workspaces[i].Ref.Less(out.Workspaces[j].Ref) })
 	}
 	out.Starved = starved
-	// The records are done with (nothing returned points into them).
+	// The records and the cluster are done with (nothing returned
+	// points into them).
+	d.c.release()
 	clear(d.pool)
 	buf := d.pool[:0]
 	recordPool.Put(&buf)
@@ -387,7 +406,7 @@ func newDecider(in Input) *decider {
 	}
 	d.stepCredit = d.policy.Aging.Interval.Seconds()
 	d.c = newCluster(snap)
-	d.avail = make([][numLevels][]*countIndex, len(d.c.index)) // built by availOf
+	d.avail = make([][numLevels][]*countIndex, len(d.c.index)) // built by availAt
 
 	// Projects.
 	projIdx := map[string]int{}
@@ -398,7 +417,7 @@ func newDecider(in Input) *decider {
 	usage := decayedUsage(hist, snap, in.Now, hl)
 	for i := range specs.Projects {
 		p := &specs.Projects[i]
-		ps := &projState{spec: p, name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs, weight: p.Spec.FairShare.Weight, heapIdx: -1}
+		ps := &projState{spec: p, name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs, weight: p.Spec.FairShare.Weight, heapIdx: -1, leastOver: math.MaxInt}
 		if ps.weight <= 0 {
 			ps.weight = 1
 		}
@@ -494,24 +513,41 @@ func newDecider(in Input) *decider {
 	// specs no longer list), mark their GPUs held and take their CPU and
 	// memory off their node's. A workspace's allocations usually come
 	// together (Snapshot.Allocs is sorted by workspace): one lookup for
-	// them all.
+	// them all, walking the sorted specs alongside (findFrom).
 	d.cpuFree = make([]int64, len(snap.Nodes))
 	d.memFree = make([]int64, len(snap.Nodes))
 	for ni, n := range snap.Nodes {
 		d.cpuFree[ni], d.memFree[ni] = n.CPUMilli, n.MemoryBytes
 	}
-	var heldSlots, heldBy []int32
+	heldSlots := make([]int32, 0, len(d.c.slots))
+	heldBy := make([]int32, 0, len(d.c.slots))
 	wi := int32(-1)
+	walk := 0 // findFrom's place in the specs
+	ni, lastNode := -1, ""
+	// A workspace's allocations are cut from one array of them all, in
+	// snapshot order, while they come together; a workspace whose
+	// allocations come back later (unsorted Allocs) appends to a copy.
+	allocs := make([]*state.Alloc, 0, len(snap.Allocs))
+	runStart, fresh := 0, false
 	for ai := range snap.Allocs {
 		a := &snap.Allocs[ai]
-		if ai == 0 || a.Workspace != snap.Allocs[ai-1].Workspace {
-			wi = d.find(a.Workspace)
+		newRun := ai == 0 || a.Workspace != snap.Allocs[ai-1].Workspace
+		if newRun {
+			wi = d.findFrom(&walk, a.Workspace)
 		}
 		if wi < 0 {
 			wi = d.addOrphan(a.Workspace, projIdx)
 		}
 		w := d.ws[wi]
-		w.allocs = append(w.allocs, a)
+		allocs = append(allocs, a)
+		if newRun {
+			runStart, fresh = len(allocs)-1, len(w.allocs) == 0
+		}
+		if fresh {
+			w.allocs = allocs[runStart:len(allocs):len(allocs)]
+		} else {
+			w.allocs = append(w.allocs, a)
+		}
 		w.held += len(a.GPUs)
 		if a.Phase == state.AllocStopping {
 			w.stopping = true
@@ -526,16 +562,26 @@ func newDecider(in Input) *decider {
 		if lost := in.Now.Sub(since).Seconds(); lost > 0 {
 			w.workLost += lost * float64(len(a.GPUs))
 		}
-		ni := nodeIndex(snap.Nodes, a.Node)
+		if ai == 0 || a.Node != lastNode {
+			ni, lastNode = d.c.nodeIndex(a.Node), a.Node
+		}
 		if ni < 0 {
 			continue
 		}
 		d.cpuFree[ni] -= a.CPUMilli
 		d.memFree[ni] -= a.MemoryBytes
+		// An allocation usually lists its GPUs in the node's order: try
+		// the slot after the last one found before searching the node.
+		next := int32(-1)
 		for _, id := range a.GPUs {
-			if si := d.c.slot(ni, id); si >= 0 {
+			si := next
+			if si < 0 || si >= d.c.first[ni+1] || d.c.slots[si].id != id {
+				si = d.c.slot(ni, id)
+			}
+			if si >= 0 {
 				heldSlots = append(heldSlots, si)
 				heldBy = append(heldBy, wi)
+				next = si + 1
 			}
 		}
 	}
@@ -565,15 +611,22 @@ func newDecider(in Input) *decider {
 		}
 	}
 
-	// Waiting and aging. A running workspace keeps the QueuedSince it
-	// was admitted with (RecordDecision), which the quota accounting
-	// below reads.
+	// Waiting and aging, for the workspaces that will queue (buildQueue's
+	// test): nothing else reads either, but for the quota accounting
+	// below, which looks up the QueuedSince a running workspace was
+	// admitted with (RecordDecision) only where it breaks a tie.
 	ag := d.policy.Aging
-	for _, w := range d.ws {
+	queuedSince := func(w *wsState) {
 		w.queuedSince = in.Now
 		if t, ok := hist.QueuedSince[w.ref]; ok && t.Before(in.Now) {
 			w.queuedSince = t
 		}
+	}
+	for _, w := range d.ws {
+		if w.spec == nil || w.stopped || w.held > 0 {
+			continue
+		}
+		queuedSince(w)
 		if ag.Interval > 0 && ag.Step > 0 {
 			steps := int64(in.Now.Sub(w.queuedSince) / ag.Interval)
 			w.boost = int(min(steps*int64(ag.Step), int64(max(ag.MaxBoost, 0))))
@@ -627,7 +680,7 @@ func newDecider(in Input) *decider {
 		}
 	}
 	for pi, ws := range byProj {
-		d.projs[pi].held = markOverQuota(ws, d.projs[pi].quota)
+		d.projs[pi].held = markOverQuota(ws, d.projs[pi].quota, queuedSince)
 	}
 
 	// Preemption candidates and tier ranks.
@@ -644,6 +697,13 @@ func newDecider(in Input) *decider {
 	for _, w := range d.ws {
 		w.rank = sort.SearchInts(sorted, w.tier)
 		w.candidate = w.running && w.preemptible && w.proj >= 0 && in.Now.Sub(w.startedAt) >= d.policy.Preemption.MinRuntime
+		if w.candidate {
+			p := d.projs[w.proj]
+			p.candidates = true
+			if w.overQuota {
+				p.leastOver = min(p.leastOver, w.held)
+			}
+		}
 	}
 	d.rightStamp = make([]int32, len(d.ws))
 	d.decidedWS = make([]bool, len(d.ws))
@@ -673,7 +733,9 @@ const (
 )
 
 // markOverQuota sets overQuota on a project's running workspaces and
-// returns the GPUs they hold.
+// returns the GPUs they hold. queued, if not nil, sets a workspace's
+// queuedSince; it is called only for workspaces that started at the same
+// time as another (nil: every queuedSince is set already).
 //
 // The label was decided when each was admitted, and History.Borrowing
 // remembers it: a workspace admitted inside the quota stays inside it
@@ -693,17 +755,42 @@ const (
 // work, the rest borrowed. Re-deriving alone is not enough: once older
 // work leaves, two started together may swap labels (the reclaimer
 // becoming borrowed work that its victim takes back, scenario 58).
-func markOverQuota(ws []*wsState, quota int) int {
-	sort.Slice(ws, func(i, j int) bool {
-		a, b := ws[i], ws[j]
-		if !a.startedAt.Equal(b.startedAt) {
-			return a.startedAt.Before(b.startedAt)
+func markOverQuota(ws []*wsState, quota int, queued func(*wsState)) int {
+	total := 0
+	for _, w := range ws {
+		total += w.held
+	}
+	if total <= quota {
+		// Whatever the order, each workspace fits in what those before
+		// it left of the quota (both loops below): none is beyond it.
+		for _, w := range ws {
+			w.overQuota = false
 		}
-		if !a.queuedSince.Equal(b.queuedSince) {
-			return a.queuedSince.Before(b.queuedSince)
+		return total
+	}
+	// Start order (time queued, then Ref, among those started together):
+	// by start time, then each run of equal start times by the rest.
+	slices.SortFunc(ws, func(a, b *wsState) int { return a.startedAt.Compare(b.startedAt) })
+	for i := 0; i < len(ws); {
+		j := i + 1
+		for j < len(ws) && ws[j].startedAt.Equal(ws[i].startedAt) {
+			j++
 		}
-		return a.ref.Less(b.ref)
-	})
+		if j-i > 1 {
+			if queued != nil {
+				for _, w := range ws[i:j] {
+					queued(w)
+				}
+			}
+			slices.SortFunc(ws[i:j], func(a, b *wsState) int {
+				if c := a.queuedSince.Compare(b.queuedSince); c != 0 {
+					return c
+				}
+				return compareRefs(a.ref, b.ref)
+			})
+		}
+		i = j
+	}
 	// inRoom: what the quota has left beside the work counted inside it.
 	inRoom := quota
 	for _, w := range ws {
@@ -825,6 +912,33 @@ func (d *decider) find(ref schema.Ref) int32 {
 	return -1
 }
 
+// findFrom is find for refs looked up in ascending order: the walk goes
+// on through the sorted specs from *walk, where the last lookup left it,
+// so looking up refs in order costs one pass over the specs in all. A ref
+// not after the last one passed (out of order) falls back to find, as do
+// unsorted specs.
+func (d *decider) findFrom(walk *int, ref schema.Ref) int32 {
+	i := *walk
+	if !d.specSorted || (i > 0 && compareRefs(d.ws[i-1].ref, ref) >= 0) {
+		return d.find(ref)
+	}
+	// Every spec before i is before ref: it is at i or later, or nowhere.
+	for ; i < d.nSpecs; i++ {
+		if c := compareRefs(d.ws[i].ref, ref); c >= 0 {
+			if c == 0 {
+				*walk = i + 1
+				return int32(i)
+			}
+			break
+		}
+	}
+	*walk = i
+	if wi, ok := d.byRef[ref]; ok {
+		return wi
+	}
+	return -1
+}
+
 // markReleasing marks every GPU workspace wi holds as releasing.
 func (d *decider) markReleasing(wi int32) {
 	for _, si := range d.slotsOf(wi) {
@@ -857,17 +971,25 @@ func (d *decider) changeSlot(si, owner int32, releasing, record bool) {
 	if record {
 		d.journal = append(d.journal, undo{slot: si, owner: s.owner, releasing: s.releasing})
 	}
-	// The avail indexes of the slot's models that a search built.
+	// The slot's models of which a search built some avail index.
 	var built [2]bool
 	for gk, m := range [2]int32{0, s.mi} {
-		built[gk] = d.avail[m][0] != nil
+		for l := range numLevels {
+			built[gk] = built[gk] || d.avail[m][l] != nil
+		}
 	}
 	var before uint64
 	if built[0] || built[1] {
 		before = d.contrib(si)
 	}
+	if s.owner >= 0 && s.releasing {
+		d.nReleasing--
+	}
 	d.c.setOwner(si, owner)
 	s.releasing = releasing
+	if owner >= 0 && releasing {
+		d.nReleasing++
+	}
 	if !built[0] && !built[1] {
 		return
 	}
@@ -890,34 +1012,55 @@ func (d *decider) changeSlot(si, owner int32, releasing, record bool) {
 				continue
 			}
 			for l := range numLevels {
-				d.avail[m][l][k].add(int(s.groups[gk][l]), delta)
+				if d.avail[m][l] != nil {
+					d.avail[m][l][k].add(int(s.groups[gk][l]), delta)
+				}
 			}
 		}
 	}
 }
 
-// availOf returns the avail indexes of model index m, building them
-// from the cluster as it is now the first time a search asks: until
-// then nothing reads them, and from then on changeSlot keeps them
-// current, so they are what building them all up front and keeping
+// availAt returns the avail indexes of model index m at level l,
+// building them from the cluster as it is now the first time a search
+// asks: until then nothing reads them, and from then on changeSlot keeps
+// them current, so they are what building them all up front and keeping
 // them current would have made (verify checks it against a recount).
-func (d *decider) availOf(m int) *[numLevels][]*countIndex {
-	if d.avail[m][0] != nil {
-		return &d.avail[m]
+func (d *decider) availAt(m, l int) []*countIndex {
+	if d.avail[m][l] == nil {
+		d.buildAvail(m, []int{l})
+	}
+	return d.avail[m][l]
+}
+
+// buildAvail builds the avail indexes of model index m at those of
+// levels not built yet, reading each slot's contrib once for them all.
+// Built earlier than availAt would have, they are the same: see there.
+func (d *decider) buildAvail(m int, levels []int) {
+	missing := false
+	for _, l := range levels {
+		missing = missing || d.avail[m][l] == nil
+	}
+	if !missing {
+		return
 	}
 	// A slot's contrib is a suffix of the tiers: it counts for every k
 	// from its threshold on (numTiers+1 and beyond: none). Each group's
 	// count for k is the number of its slots with a threshold ≤ k.
 	n := d.numTiers + 1
-	var vals []int
-	for l := range numLevels {
+	thr := make([]uint8, len(d.c.slots))
+	for si := range d.c.slots {
+		thr[si] = uint8(bits.TrailingZeros64(d.contrib(int32(si)))) // ≤ 64
+	}
+	for _, l := range levels {
+		if d.avail[m][l] != nil {
+			continue
+		}
 		li := d.c.index[m][l]
-		vals = slices.Grow(vals[:0], len(li.groups)*n)[:len(li.groups)*n]
-		clear(vals)
+		vals := make([]int, len(li.groups)*n)
 		for gi := range li.groups {
 			row := vals[gi*n : (gi+1)*n]
 			for _, si := range li.groups[gi].gpus {
-				if t := bits.TrailingZeros64(d.contrib(si)); t < n {
+				if t := int(thr[si]); t < n {
 					row[t]++
 				}
 			}
@@ -930,7 +1073,6 @@ func (d *decider) availOf(m int) *[numLevels][]*countIndex {
 			d.avail[m][l][k] = newCountIndex(li.groups, func(gi int) int { return vals[gi*n+k] })
 		}
 	}
-	return &d.avail[m]
 }
 
 // slotsOf returns the usable slots workspace wi holds, by slot order.
@@ -982,19 +1124,28 @@ func levels(t, def schema.Topology) []int {
 // settleHolders gives every workspace that holds GPUs, or is not wanted,
 // its verdict.
 func (d *decider) settleHolders() {
+	// Every holder's placements, cut from arrays sized for them all.
+	var buf placementBuf
+	allocs, gpus := 0, 0
+	for _, w := range d.ws {
+		allocs += len(w.allocs)
+		gpus += w.held // every GPU its allocations list
+	}
+	buf.pls = make([]state.Placement, 0, allocs)
+	buf.gpus = make([]string, 0, gpus)
 	for _, w := range d.ws {
 		switch {
 		case w.spec == nil:
 			w.out.Verdict = VerdictStop
-			w.out.Placements = PlacementsOf(w.allocs)
+			w.out.Placements = buf.placementsOf(w.allocs)
 			w.out.Reason = Reason{ReasonStopped, "removed: the specs no longer list it"}
 		case w.stopped:
 			w.out.Verdict = VerdictStop
-			w.out.Placements = PlacementsOf(w.allocs)
+			w.out.Placements = buf.placementsOf(w.allocs)
 			w.out.Reason = Reason{ReasonStopped, "stopped: its desired state is Stopped"}
 		case w.stopping:
 			w.out.Verdict = VerdictPreempt
-			w.out.Placements = PlacementsOf(w.allocs)
+			w.out.Placements = buf.placementsOf(w.allocs)
 			if w.preempted != nil {
 				by := w.preempted.By
 				w.out.PreemptedBy = &by
@@ -1004,7 +1155,7 @@ func (d *decider) settleHolders() {
 			}
 		case w.running:
 			w.out.Verdict = VerdictRun
-			w.out.Placements = PlacementsOf(w.allocs)
+			w.out.Placements = buf.placementsOf(w.allocs)
 			w.out.Borrowed = w.overQuota
 		}
 	}
@@ -1014,17 +1165,43 @@ func (d *decider) settleHolders() {
 // each placement's GPUs sorted; it copies and never mutates allocs. Nil
 // for no allocations.
 func PlacementsOf(allocs []*state.Alloc) []state.Placement {
+	var b placementBuf
+	return b.placementsOf(allocs)
+}
+
+// placementBuf carves the placements of many workspaces, and their GPU
+// lists, out of two shared arrays: one allocation each instead of one
+// per workspace and one per placement. Each slice cut from them is
+// capped at its length, so appending to one never reaches another.
+type placementBuf struct {
+	pls  []state.Placement
+	gpus []string
+}
+
+func (b *placementBuf) placementsOf(allocs []*state.Alloc) []state.Placement {
 	if len(allocs) == 0 {
 		return nil
 	}
-	out := make([]state.Placement, 0, len(allocs))
-	for _, a := range allocs {
-		gpus := append([]string(nil), a.GPUs...)
-		if !slices.IsSorted(gpus) {
-			slices.Sort(gpus)
-		}
-		out = append(out, state.Placement{Replica: a.Replica, Node: a.Node, GPUs: gpus})
+	if cap(b.pls)-len(b.pls) < len(allocs) {
+		b.pls = make([]state.Placement, 0, max(len(allocs), 64))
 	}
+	start := len(b.pls)
+	for _, a := range allocs {
+		var gpus []string // nil for none, as append([]string(nil)) gives
+		if len(a.GPUs) > 0 {
+			if cap(b.gpus)-len(b.gpus) < len(a.GPUs) {
+				b.gpus = make([]string, 0, max(len(a.GPUs), 256))
+			}
+			n := len(b.gpus)
+			b.gpus = append(b.gpus, a.GPUs...)
+			gpus = b.gpus[n:len(b.gpus):len(b.gpus)]
+			if !slices.IsSorted(gpus) {
+				slices.Sort(gpus)
+			}
+		}
+		b.pls = append(b.pls, state.Placement{Replica: a.Replica, Node: a.Node, GPUs: gpus})
+	}
+	out := b.pls[start:len(b.pls):len(b.pls)]
 	if len(out) > 1 {
 		sort.Slice(out, func(i, j int) bool { return out[i].Replica < out[j].Replica })
 	}
@@ -1104,18 +1281,35 @@ func (d *decider) before(a, b int) bool {
 
 func (d *decider) buildQueue() *projHeap {
 	h := &projHeap{d: d}
-	for wi, w := range d.ws {
-		if w.spec == nil || w.stopped || w.held > 0 {
-			continue
-		}
-		if w.proj < 0 {
+	queued := func(w *wsState) bool { return w.spec != nil && !w.stopped && w.held == 0 && w.proj >= 0 }
+	// Each project's queue, done flags and need buckets are cut from
+	// arrays sized for every queued workspace.
+	counts := make([]int, len(d.projs))
+	total := 0
+	for _, w := range d.ws {
+		if w.spec != nil && !w.stopped && w.held == 0 && w.proj < 0 {
 			w.out.Verdict = VerdictWait
 			w.out.Reason = Reason{ReasonQuota, fmt.Sprintf("quota: project %s does not exist", w.ref.Project)}
-			continue
 		}
-		p := d.projs[w.proj]
-		p.queue = append(p.queue, int32(wi))
+		if queued(w) {
+			counts[w.proj]++
+			total++
+		}
 	}
+	queues, done, positions := make([]int32, total), make([]bool, total), make([]int, total)
+	bucketOf := make([]int32, total) // by queue position, its need bucket
+	off := 0
+	for pi, p := range d.projs {
+		p.queue = queues[off : off : off+counts[pi]]
+		off += counts[pi]
+	}
+	for wi, w := range d.ws {
+		if queued(w) {
+			p := d.projs[w.proj]
+			p.queue = append(p.queue, int32(wi))
+		}
+	}
+	off = 0
 	for pi, p := range d.projs {
 		if len(p.queue) == 0 {
 			continue
@@ -1131,21 +1325,38 @@ func (d *decider) buildQueue() *projHeap {
 			}
 			return compareRefs(a.ref, b.ref)
 		})
-		p.done = make([]bool, len(p.queue))
-		p.left = len(p.queue)
-		byNeed := map[int]int{}
+		n := len(p.queue)
+		p.done = done[off : off+n : off+n]
+		p.left = n
+		// A project's queue asks for a few distinct needs: its buckets
+		// are found by a scan, counted, then filled in queue order.
+		bof := bucketOf[off : off+n]
 		for pos, wi := range p.queue {
 			w := d.ws[wi]
 			need := w.gpus * w.replicas
-			bi, ok := byNeed[need]
-			if !ok {
-				bi = len(p.needs)
-				byNeed[need] = bi
+			bi := 0
+			for bi < len(p.needs) && p.needs[bi].need != need {
+				bi++
+			}
+			if bi == len(p.needs) {
 				p.needs = append(p.needs, needBucket{need: need})
 			}
-			p.needs[bi].pos = append(p.needs[bi].pos, pos)
+			p.needs[bi].cur++ // counts for now
+			bof[pos] = int32(bi)
 		}
-		sort.Slice(p.needs, func(i, j int) bool { return p.needs[i].need < p.needs[j].need })
+		at := off
+		for bi := range p.needs {
+			b := &p.needs[bi]
+			b.pos = positions[at : at : at+b.cur]
+			at += b.cur
+			b.cur = 0
+		}
+		for pos := range p.queue {
+			b := &p.needs[bof[pos]]
+			b.pos = append(b.pos, pos)
+		}
+		off += n
+		slices.SortFunc(p.needs, func(a, b needBucket) int { return cmp.Compare(a.need, b.need) })
 		h.items = append(h.items, pi)
 		p.heapIdx = len(h.items) - 1
 		d.refreshKey(pi)
@@ -1172,7 +1383,7 @@ func (d *decider) verify() {
 				if free != g.free || li.first(free) < 0 {
 					panic(fmt.Sprintf("free index of group %d (model %d, level %d): %d, recount %d", gi, m, l, g.free, free))
 				}
-				for k := 0; k <= d.numTiers && d.avail[m][0] != nil; k++ {
+				for k := 0; k <= d.numTiers && d.avail[m][l] != nil; k++ {
 					n := 0
 					for _, si := range g.gpus {
 						if d.contrib(si)&(1<<k) != 0 {

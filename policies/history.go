@@ -39,6 +39,10 @@ func decayedUsage(h state.History, snap *state.Snapshot, now time.Time, halfLife
 	if snap == nil {
 		return usage
 	}
+	// A project's allocations usually come together (Allocs is sorted by
+	// workspace): its sum is kept in cur through each run of them and
+	// stored at the run's end, the same additions in the same order.
+	proj, cur, inRun := "", 0.0, false
 	for _, a := range snap.Allocs {
 		from := a.StartedAt
 		if h.UsageAt.After(from) {
@@ -48,13 +52,22 @@ func decayedUsage(h state.History, snap *state.Snapshot, now time.Time, halfLife
 		if dt <= 0 || len(a.GPUs) == 0 {
 			continue
 		}
+		if !inRun || a.Workspace.Project != proj {
+			if inRun {
+				usage[proj] = cur
+			}
+			proj, cur, inRun = a.Workspace.Project, usage[a.Workspace.Project], true
+		}
 		g := float64(len(a.GPUs))
 		if halfLife > 0 {
 			tau := halfLife.Seconds() / math.Ln2
-			usage[a.Workspace.Project] += g * tau * (1 - math.Exp(-dt/tau))
+			cur += g * tau * (1 - math.Exp(-dt/tau))
 		} else {
-			usage[a.Workspace.Project] += g * dt
+			cur += g * dt
 		}
+	}
+	if inRun {
+		usage[proj] = cur
 	}
 	return usage
 }

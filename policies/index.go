@@ -198,6 +198,13 @@ type cluster struct {
 	first []int32
 	// totalFree counts free GPUs per model index.
 	totalFree []int
+	// byName holds, for each node name, what nodeIndex(nodes, name)
+	// returns (shared by the clones: nodes have the template's layout).
+	byName map[string]int
+	// tmpl is the template a clone was made from (nil in a template).
+	tmpl *cluster
+	// free is hold's scratch: by slot, whether it is free.
+	free []bool
 }
 
 func newCluster(snap *state.Snapshot) *cluster {
@@ -255,9 +262,16 @@ func sameLayout(key, nodes []state.Node) bool {
 }
 
 // clone copies what a decision changes (slot owners, group and total
-// free counts, the buckets); the rest is shared and read-only.
+// free counts, the buckets); the rest is shared and read-only. It reuses
+// a clone of t that a finished decision gave back (release) as that
+// decision left it: hold, which newDecider calls next, sets all of what
+// a decision changes.
 func (t *cluster) clone(nodes []state.Node) *cluster {
-	c := &cluster{nodes: nodes, models: t.models, first: t.first, slots: slices.Clone(t.slots), totalFree: slices.Clone(t.totalFree)}
+	if c, _ := clusterPool.Get().(*cluster); c != nil && c.tmpl == t {
+		c.nodes = nodes
+		return c
+	}
+	c := &cluster{nodes: nodes, models: t.models, first: t.first, byName: t.byName, slots: slices.Clone(t.slots), totalFree: slices.Clone(t.totalFree), tmpl: t}
 	c.index = make([][numLevels]*levelIndex, len(t.index))
 	for m := range t.index {
 		for l := range numLevels {
@@ -268,6 +282,16 @@ func (t *cluster) clone(nodes []state.Node) *cluster {
 	}
 	return c
 }
+
+// release gives a finished decision's clone back for clone to reuse;
+// nothing may use c after.
+func (c *cluster) release() {
+	c.nodes = nil
+	clusterPool.Put(c)
+}
+
+// clusterPool recycles clones (of whichever template: clone checks).
+var clusterPool sync.Pool // of *cluster
 
 // buildCluster indexes the usable GPUs of snap's nodes, all free.
 func buildCluster(snap *state.Snapshot) *cluster {
@@ -290,6 +314,10 @@ func buildCluster(snap *state.Snapshot) *cluster {
 	}
 	c.totalFree = make([]int, len(c.models)+1)
 	c.first = make([]int32, len(snap.Nodes)+1)
+	c.byName = make(map[string]int, len(snap.Nodes))
+	for _, n := range snap.Nodes {
+		c.byName[n.Name] = nodeIndex(snap.Nodes, n.Name)
+	}
 	type gkey struct {
 		m, l, dom, numa int32
 	}
@@ -389,21 +417,46 @@ func (c *cluster) setOwner(si int32, owner int32) {
 	c.totalFree[mi] += delta
 }
 
-// hold marks each slot slots[i] held by owners[i] (the last one wins
-// where a slot repeats): what setOwner does for each in turn, with the
-// free indexes recounted once.
+// hold sets the state a decision starts from: each slot slots[i] held
+// by owners[i] (the last one wins where a slot repeats), every other
+// slot free, none releasing, and the free indexes counted to match.
 func (c *cluster) hold(slots, owners []int32) {
-	if len(slots) == 0 {
-		return
+	// The passes below read who is free from a dense copy: the slots
+	// themselves are many times larger.
+	c.free = slices.Grow(c.free[:0], len(c.slots))[:len(c.slots)]
+	for si := range c.slots {
+		c.slots[si].owner, c.slots[si].releasing = ownerFree, false
+		c.free[si] = true
 	}
+	copy(c.totalFree, c.tmpl.totalFree) // the template's GPUs are all free
 	for i, si := range slots {
-		c.slots[si].owner = owners[i]
+		s := &c.slots[si]
+		if c.free[si] {
+			c.free[si] = false
+			c.totalFree[0]--
+			c.totalFree[s.mi]--
+		}
+		s.owner = owners[i]
 	}
-	clear(c.totalFree)
-	for _, s := range c.slots {
-		if s.owner == ownerFree {
-			c.totalFree[0]++
-			c.totalFree[s.mi]++
+	// Count each group's free GPUs from the free slots alone: on a busy
+	// cluster they are few.
+	for m := range c.index {
+		for l := range numLevels {
+			li := c.index[m][l]
+			for gi := range li.groups {
+				li.groups[gi].free = 0
+			}
+		}
+	}
+	for si, free := range c.free {
+		if !free {
+			continue
+		}
+		s := &c.slots[si]
+		for k, m := range [2]int32{0, s.mi} {
+			for l := range numLevels {
+				c.index[m][l].groups[s.groups[k][l]].free++
+			}
 		}
 	}
 	for m := range c.index {
@@ -414,17 +467,19 @@ func (c *cluster) hold(slots, owners []int32) {
 			}
 			clear(li.counts)
 			for gi := range li.groups {
-				g := &li.groups[gi]
-				g.free = 0
-				for _, si := range g.gpus {
-					if c.slots[si].owner == ownerFree {
-						g.free++
-					}
-				}
-				li.set(gi, g.free)
+				li.set(gi, li.groups[gi].free)
 			}
 		}
 	}
+}
+
+// nodeIndex is nodeIndex(c.nodes, name), looked up in byName (a name
+// not in it is in no node).
+func (c *cluster) nodeIndex(name string) int {
+	if ni, ok := c.byName[name]; ok {
+		return ni
+	}
+	return -1
 }
 
 // slot finds the usable slot for a GPU ID on a node name's index, or -1.

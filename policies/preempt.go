@@ -126,14 +126,32 @@ const scanLimit = 8 * searchLimit
 // GPUs, GPUs already being released, and GPUs of workspaces w may preempt
 // (at most budget of them). Only groups where the victims' removal makes
 // the replica fit are considered, and within a group only minimal sets.
+// It is called only once placeFree has found no room for this replica,
+// with nothing changed since (step 0 relies on it).
 func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (option, bool) {
+	k := 0 // victims may be of the k lowest tiers
+	if d.policy.Preemption.Enabled && budget > 0 {
+		if inQuota {
+			k = d.numTiers
+		} else if w.canPreempt {
+			k = w.rank
+		}
+	}
+	// 0. With no GPU being released, step 1 weighs what placeFree just
+	// found no room in (the free GPUs, with no CPU or memory freed); and
+	// with no workspace w may preempt, step 2 finds no victim and sees
+	// none (couldPreempt stays as it is). Then the search fails without
+	// building the avail indexes.
+	if d.nReleasing == 0 && (k == 0 || !d.mayPreemptAny(w, inQuota)) {
+		return option{}, false
+	}
 	d.searchID++
 	n := w.gpus
-	avail := d.availOf(mi)
+	d.buildAvail(mi, w.levels) // the levels read below, in one pass
 	// 1. No victims: free and releasing GPUs, preferred level first,
 	// tightest fit.
 	for rank, l := range w.levels {
-		ci := avail[l][0]
+		ci := d.availAt(mi, l)[0]
 		groups := d.c.index[mi][l].groups
 		found := -1
 		ci.each(n, func(gi int) bool {
@@ -147,14 +165,6 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 			return option{level: rank, group: found, leftover: int(ci.count[found]) - n}, true
 		}
 	}
-	k := 0
-	if d.policy.Preemption.Enabled && budget > 0 {
-		if inQuota {
-			k = d.numTiers
-		} else if w.canPreempt {
-			k = w.rank
-		}
-	}
 	if k == 0 {
 		return option{}, false
 	}
@@ -164,7 +174,8 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 	var best option
 	found := false
 	for rank, l := range w.levels {
-		zero, ci := avail[l][0], avail[l][k]
+		avail := d.availAt(mi, l)
+		zero, ci := avail[0], avail[k]
 		if ci.bestFit(n) < 0 {
 			continue // nowhere could enough GPUs come free
 		}
@@ -196,6 +207,25 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 		}
 	}
 	return best, found
+}
+
+// mayPreemptAny reports whether some running workspace might give w a
+// right (see right): false only when none can. It reads each project's
+// candidates and leastOver, fixed when the decision began: victims taken
+// since are counted as still there, so it errs only towards true.
+func (d *decider) mayPreemptAny(w *wsState, inQuota bool) bool {
+	for vi, vp := range d.projs {
+		// Some candidate of vp could be borrowed work: it is beyond the
+		// quota, and taking it leaves vp at or above its quota.
+		borrowed := vp.leastOver <= vp.held-vp.quota
+		if w.canPreempt && vp.tier < w.tier && ((inQuota && vp.candidates) || borrowed) {
+			return true // priority
+		}
+		if inQuota && vi != w.proj && borrowed {
+			return true // reclaim
+		}
+	}
+	return false
 }
 
 // rightOf is right() cached for the current search.
