@@ -30,6 +30,8 @@ type Cluster struct {
 	// (addRun, dropRun).
 	order  []schema.Ref
 	holder map[gpuKey]schema.Ref
+	// nodeCopy: the nodes as snapshots show them, until one changes.
+	nodeCopy []state.Node
 	// kept is the progress each workspace has saved over its finished runs.
 	kept map[schema.Ref]time.Duration
 	// lost is the work each workspace lost over its finished runs.
@@ -160,10 +162,16 @@ func (c *Cluster) Observe(ctx context.Context) (state.Snapshot, error) {
 	}
 	now := c.clock.Now()
 	c.advance(now)
-	snap := state.Snapshot{ObservedAt: now, Nodes: slices.Clone(c.spec.Nodes)}
-	for i := range snap.Nodes {
-		snap.Nodes[i].GPUs = slices.Clone(snap.Nodes[i].GPUs)
+	// Nobody mutates a snapshot (state.Snapshot), so snapshots share one
+	// copy of the nodes until a node changes, and the allocations' GPU
+	// lists, which never change once started.
+	if c.nodeCopy == nil {
+		c.nodeCopy = slices.Clone(c.spec.Nodes)
+		for i := range c.nodeCopy {
+			c.nodeCopy[i].GPUs = slices.Clone(c.nodeCopy[i].GPUs)
+		}
 	}
+	snap := state.Snapshot{ObservedAt: now, Nodes: c.nodeCopy}
 	// Runs in Ref order, so the allocations come out sorted (replicas are
 	// appended in order) and a sort of the whole list is rarely needed.
 	if len(c.order) > 0 {
@@ -180,7 +188,6 @@ func (c *Cluster) Observe(ctx context.Context) (state.Snapshot, error) {
 		}
 		cpAt, _ := r.checkpoint(now)
 		for _, a := range r.allocs {
-			a.GPUs = slices.Clone(a.GPUs)
 			a.Phase = phase
 			a.StartedAt = r.startedAt
 			a.LastCheckpoint = cpAt
@@ -413,6 +420,7 @@ func (c *Cluster) SetNodeReady(name string, ready bool) error {
 		return fmt.Errorf("sim: no node %q", name)
 	}
 	n.Ready = ready
+	c.nodeCopy = nil
 	var victims []schema.Ref
 	if !ready {
 		for ref, r := range c.runs {
