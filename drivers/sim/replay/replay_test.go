@@ -108,7 +108,8 @@ func sampleReport(t *testing.T, seed uint64) *Report {
 	return sampleReportWith(t, seed, Options{Parallel: 2})
 }
 
-func sampleReportWith(t *testing.T, seed uint64, opt Options) *Report {
+// sampleWorkload maps the sample trace onto the sample cluster.
+func sampleWorkload(t *testing.T, seed uint64) (*Workload, *sim.Spec, Mapping) {
 	t.Helper()
 	jobs, err := ReadFile("testdata/philly-sample.csv", "")
 	if err != nil {
@@ -125,6 +126,12 @@ func sampleReportWith(t *testing.T, seed uint64, opt Options) *Report {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return wl, spec, m
+}
+
+func sampleReportWith(t *testing.T, seed uint64, opt Options) *Report {
+	t.Helper()
+	wl, spec, m := sampleWorkload(t, seed)
 	rep, err := Run(wl, *spec, m, Policies(), opt)
 	if err != nil {
 		t.Fatal(err)
@@ -253,20 +260,7 @@ func TestNeverPreemptsSkipIsExact(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays the sample twice")
 	}
-	jobs, err := ReadFile("testdata/philly-sample.csv", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, err := sim.ReadFile("testdata/cluster-64.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gpus, per := Shape(*spec)
-	m := DefaultMapping()
-	wl, err := Map(jobs, gpus, per, m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wl, spec, m := sampleWorkload(t, 1)
 	fifo, _ := PolicyByName("fifo")
 	always := fifo
 	always.NeverPreempts, always.HeadBlocks = false, false
@@ -289,20 +283,7 @@ func TestNeverPreemptsSkipIsExact(t *testing.T) {
 // With a tick, policies decide less often; jobs still arrive and finish
 // at their own times, so all the work is done and accounted for.
 func TestTick(t *testing.T) {
-	jobs, err := ReadFile("testdata/philly-sample.csv", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, err := sim.ReadFile("testdata/cluster-64.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gpus, per := Shape(*spec)
-	m := DefaultMapping()
-	wl, err := Map(jobs, gpus, per, m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wl, spec, m := sampleWorkload(t, 1)
 	berth, _ := PolicyByName("berth")
 	exact, err := Run(wl, *spec, m, []Policy{berth}, Options{})
 	if err != nil {
