@@ -140,12 +140,11 @@ func (r *replayer) decide(snap *state.Snapshot, running []int) policies.Decision
 	default:
 		narrow = r.classWindow(free)
 	}
-	r.runningNow = running
 	set := r.subset(running, narrow)
 	in.Specs = &set
 	d := r.pol.Decide(in)
 	for try := 1; !r.pol.HeadBlocks; try++ {
-		ok, widen := r.windowDecides(d)
+		ok, widen := r.windowDecides(d, running)
 		if ok {
 			break
 		}
@@ -202,7 +201,7 @@ func (r *replayer) windowJobs() []int {
 // rule (see above) must hold too. When not, widen reports whether giving
 // the classes that broke a rule all their jobs could help (it does so);
 // a preemption by a policy without Turns cannot be helped.
-func (r *replayer) windowDecides(d policies.Decision) (ok, widen bool) {
+func (r *replayer) windowDecides(d policies.Decision, running []int) (ok, widen bool) {
 	started := map[*class]int{}
 	lastStart := map[string]int{} // project → the queue position of its last start
 	inert := true                 // starts and holds nothing
@@ -236,6 +235,15 @@ func (r *replayer) windowDecides(d policies.Decision) (ok, widen bool) {
 	for _, q := range lastStart {
 		lastAny = max(lastAny, q)
 	}
+	var held map[string]int // by project, what its running jobs hold
+	if r.pol.ReclaimsLive && lastAny > 0 {
+		held = map[string]int{}
+		for _, ji := range running {
+			if j := &r.wl.Jobs[ji]; r.jobs[ji].status == jobRunning {
+				held[j.Ref.Project] += j.PerGPUs * j.Replicas
+			}
+		}
+	}
 	var refused []*class
 	for _, c := range r.classList {
 		if c.window == len(c.waiting) {
@@ -250,7 +258,7 @@ func (r *replayer) windowDecides(d policies.Decision) (ok, widen bool) {
 		case started[c] >= c.window, // all started: the next might have too
 			lastPreempt > 0 && q <= lastPreempt,
 			starved >= 0 && q < starved && (last.TierValue == starvedTier || q <= lastStart[last.Ref.Project]),
-			r.pol.ReclaimsLive && lastAny > 0 && q <= lastAny && r.inQuota(last):
+			held != nil && q <= lastAny && held[last.Ref.Project]+last.PerGPUs*last.Replicas <= r.quota[last.Ref.Project]:
 			refused = append(refused, c)
 		}
 	}
@@ -258,18 +266,6 @@ func (r *replayer) windowDecides(d policies.Decision) (ok, widen bool) {
 		c.window = len(c.waiting)
 	}
 	return len(refused) == 0, len(refused) > 0
-}
-
-// inQuota reports whether job j fits inside its project's guaranteed
-// quota with what the project's running jobs hold now.
-func (r *replayer) inQuota(j *MappedJob) bool {
-	held := 0
-	for _, ji := range r.runningNow {
-		if k := &r.wl.Jobs[ji]; k.Ref.Project == j.Ref.Project && r.jobs[ji].status == jobRunning {
-			held += k.PerGPUs * k.Replicas
-		}
-	}
-	return held+j.PerGPUs*j.Replicas <= r.quota[j.Ref.Project]
 }
 
 // maxWindowTries: how many windows a cycle tries, each widening the

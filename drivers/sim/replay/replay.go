@@ -153,16 +153,13 @@ type replayer struct {
 	set         schema.Set
 	live        []int
 	liveChanged bool
-	refRank     []int // each job's place in Ref order
-	// runningNow: the jobs holding GPUs this cycle; quota: each berth
-	// project's guaranteed GPUs (narrow.go).
-	runningNow []int
-	quota      map[string]int
-	hist       state.History
-	jobs       []jobState
-	byRef      map[schema.Ref]int
-	tenant     map[string]int // berth project → index into wl.Projects
-	freeBuf    []int
+	refRank     []int          // each job's place in Ref order
+	quota       map[string]int // each berth project's guaranteed GPUs
+	hist        state.History
+	jobs        []jobState
+	byRef       map[schema.Ref]int
+	tenant      map[string]int // berth project → index into wl.Projects
+	freeBuf     []int
 	// head: the first job (in submit order) that may still be waiting.
 	head int
 	// waitingBySize counts waiting jobs by GPUs per replica.
