@@ -4,7 +4,7 @@ PKGS    := ./...
 BIN     := bin/berth
 FUZZTIME ?= 5s
 
-.PHONY: help run test bench lint build golden fuzz clean screenshot
+.PHONY: help run test e2e bench lint build golden fuzz clean screenshot
 
 help: ## Show the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -17,6 +17,9 @@ test: ## Everything CI runs: vet, tests with -race, stale goldens, a short fuzz
 	$(GO) test -race -count=1 $(PKGS)
 	@./scripts/check-goldens.sh
 	@$(MAKE) --no-print-directory fuzz
+
+e2e: ## berth against a real Nomad v1.6.5 with fake GPUs (../shared/nomad-dev): every TestReal… test
+	@./scripts/e2e.sh
 
 fuzz: ## Fuzz the spec loader for FUZZTIME from its seed corpus
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./schema

@@ -3,7 +3,6 @@ package nomad_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/drivers/nomad/gpumeta"
 	"github.com/berth-dev/berth/drivers/nomad/nomadfake"
+	"github.com/berth-dev/berth/internal/realnomad"
 	"github.com/berth-dev/berth/reconcile/state"
 )
 
@@ -51,14 +51,12 @@ func TestConformanceFake(t *testing.T) {
 	})
 }
 
-// TestConformanceReal runs the same suite against the Nomad at
+// TestRealConformance runs the same suite against the Nomad at
 // NOMAD_ADDR (with NOMAD_TOKEN and the TLS variables). It starts and
 // stops jobs in the namespace berth-conformance.
-func TestConformanceReal(t *testing.T) {
-	if os.Getenv("NOMAD_ADDR") == "" {
-		t.Skip("NOMAD_ADDR is not set: skipping the conformance suite against a real Nomad (it runs against the fake in TestConformanceFake)")
-	}
+func TestRealConformance(t *testing.T) {
 	drivertest.Run(t, func(t *testing.T, _ []state.Node) drivertest.Harness {
+		realnomad.Client(t) // skips without NOMAD_ADDR; cleans the agent before and after
 		d, err := nomad.New(nomad.ConfigFromEnv(""))
 		if err != nil {
 			t.Fatal(err)

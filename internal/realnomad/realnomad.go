@@ -1,0 +1,141 @@
+// Package realnomad is what tests against a real Nomad agent share: the
+// agent's address (NOMAD_ADDR, set by `make e2e` from
+// ../shared/nomad-dev/up), a raw API client, and a clean slate before and
+// after each test. Tests that use it are named TestReal…, so `make e2e`
+// selects them with -run '^TestReal' and `make test` skips them.
+//
+// It is test support: no berth binary imports it.
+package realnomad
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// Meta keys of berth's jobs and namespaces (drivers/nomad's; repeated
+// here so test support does not import the driver under test).
+const (
+	metaWorkspace = "berth.workspace"
+	metaCreatedBy = "berth.created-by"
+)
+
+// Client returns a client for the agent at NOMAD_ADDR, or skips t when
+// NOMAD_ADDR is not set. Every berth job, berth-created namespace and
+// berth Variable is removed before the test and again when it ends, so
+// tests do not see each other's work.
+func Client(t testing.TB) *api.Client {
+	t.Helper()
+	if os.Getenv("NOMAD_ADDR") == "" {
+		t.Skip("NOMAD_ADDR is not set: this test runs against a real Nomad (make e2e starts one from ../shared/nomad-dev)")
+	}
+	c, err := api.NewClient(api.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Clean(context.Background(), c); err != nil {
+		t.Fatalf("clean the agent before the test: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := Clean(context.Background(), c); err != nil {
+			t.Errorf("clean the agent after the test: %v", err)
+		}
+	})
+	return c
+}
+
+// Clean purges every job carrying berth's marker, waits until their
+// allocations are terminal, deletes the namespaces berth created and the
+// Variables under berth/ in every namespace.
+func Clean(ctx context.Context, c *api.Client) error {
+	q := (&api.QueryOptions{Namespace: "*", Filter: `Meta["` + metaWorkspace + `"] is not empty`}).WithContext(ctx)
+	jobs, _, err := c.Jobs().ListOptions(&api.JobListOptions{Fields: &api.JobListFields{Meta: true}}, q)
+	if err != nil {
+		return fmt.Errorf("list berth's jobs: %w", err)
+	}
+	for _, j := range jobs {
+		w := (&api.WriteOptions{Namespace: j.Namespace}).WithContext(ctx)
+		if _, _, err := c.Jobs().Deregister(j.ID, true, w); err != nil && !strings.Contains(err.Error(), "404") {
+			return fmt.Errorf("purge job %s/%s: %w", j.Namespace, j.ID, err)
+		}
+	}
+	if err := WaitIdle(ctx, c, time.Minute); err != nil {
+		return err
+	}
+	vars, _, err := c.Variables().PrefixList("berth/", (&api.QueryOptions{Namespace: "*"}).WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("list berth's variables: %w", err)
+	}
+	for _, v := range vars {
+		if _, err := c.Variables().Delete(v.Path, (&api.WriteOptions{Namespace: v.Namespace}).WithContext(ctx)); err != nil {
+			return fmt.Errorf("delete variable %s/%s: %w", v.Namespace, v.Path, err)
+		}
+	}
+	nss, _, err := c.Namespaces().List((&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("list namespaces: %w", err)
+	}
+	for _, ns := range nss {
+		if ns.Meta[metaCreatedBy] == "" {
+			continue
+		}
+		// Purged jobs can take a moment to leave the namespace.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			_, err := c.Namespaces().Delete(ns.Name, (&api.WriteOptions{}).WithContext(ctx))
+			if err == nil || time.Now().After(deadline) {
+				if err != nil {
+					return fmt.Errorf("delete namespace %s: %w", ns.Name, err)
+				}
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// WaitIdle waits until no allocation on the agent is pending or running
+// for a berth job (every task berth started has exited), or fails after
+// limit.
+func WaitIdle(ctx context.Context, c *api.Client, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		allocs, _, err := c.Allocations().List((&api.QueryOptions{Namespace: "*"}).WithContext(ctx))
+		if err != nil {
+			return fmt.Errorf("list allocations: %w", err)
+		}
+		busy := 0
+		for _, a := range allocs {
+			if a.ClientStatus == "pending" || a.ClientStatus == "running" {
+				busy++
+			}
+		}
+		if busy == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d allocations still pending or running after %s", busy, limit)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// NodeIDs returns the agent's client nodes by name ("node-1", "node-2").
+func NodeIDs(t testing.TB, c *api.Client) map[string]string {
+	t.Helper()
+	stubs, _, err := c.Nodes().List(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, s := range stubs {
+		out[s.Name] = s.ID
+	}
+	return out
+}

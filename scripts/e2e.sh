@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# make e2e: berth against a real Nomad v1.6.5 with fake GPUs.
+#   Starts ../shared/nomad-dev/up (2 client nodes, 4 fake GPUs each) under
+#   .nomad-dev/, runs every TestReal… test of the module against it (one
+#   package at a time: they share the agent), and stops it, also on failure.
+#   E2E_RUN narrows the tests (a go test -run pattern); E2E_PORT moves the
+#   agent (default 4646).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kit=${NOMAD_DEV:-../shared/nomad-dev}
+if [ ! -x "$kit/up" ]; then
+	echo "make e2e needs $kit (a real Nomad with fake GPUs); it is not here" >&2
+	exit 1
+fi
+dir=$(pwd)/.nomad-dev
+port=${E2E_PORT:-4646}
+[ -e "$dir/pids" ] && "$kit/down" "$dir" >/dev/null 2>&1 || true
+rm -rf "$dir"
+started=$(date +%s)
+eval "$("$kit/up" -n 2 -g 4 -p "$port" "$dir")"
+trap '"$kit/down" "$dir" >/dev/null 2>&1 || true' EXIT
+echo "e2e: Nomad v1.6.5 at $NOMAD_ADDR (2 nodes, 4 fake GPUs each)"
+export NOMAD_ADDR
+go test -count=1 -p 1 -timeout 30m -run "${E2E_RUN:-^TestReal}" ./... 2>&1 | grep -v 'no test files' | grep -v '^ok .*\[no tests to run\]'
+echo "e2e: $(( $(date +%s) - started )) s wall"
