@@ -21,6 +21,13 @@ const (
 	// validate, an object berth does not own); report it against the
 	// workspace and do not retry until the spec changes.
 	ClassInvalid
+	// ClassUnplaceable: the cluster accepted the workspace but its
+	// scheduler cannot place it now (a resource exhausted, a constraint
+	// no node meets; the message carries the scheduler's own reason).
+	// It concerns that workspace alone: the rest of the plan goes on, and
+	// the workspace is tried again when the cluster changes or after
+	// backoff, never in a tight loop.
+	ClassUnplaceable
 )
 
 func (c Class) String() string {
@@ -31,6 +38,8 @@ func (c Class) String() string {
 		return "conflict"
 	case ClassInvalid:
 		return "invalid"
+	case ClassUnplaceable:
+		return "unplaceable"
 	}
 	return "unknown"
 }
@@ -53,11 +62,14 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// Conflict, Invalid and Transient let packages that may not import
+// Conflict, Invalid, Transient and Unplaceable let packages that may not import
 // drivers (reconcile) classify an error through a small interface.
 func (e *Error) Conflict() bool  { return e.Class == ClassConflict }
 func (e *Error) Invalid() bool   { return e.Class == ClassInvalid }
 func (e *Error) Transient() bool { return e.Class == ClassTransient }
+func (e *Error) Unplaceable() bool {
+	return e.Class == ClassUnplaceable
+}
 
 // Errorf returns a classified error for op; format and args describe the
 // cause and may wrap an error with %w.
