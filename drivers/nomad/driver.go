@@ -95,8 +95,12 @@ type Driver struct {
 	mu        sync.Mutex
 	nodeIDs   map[string]string // node name (and ID) -> ID, from the last observation
 	lastIndex uint64
-	histIndex uint64 // ModifyIndex of the history variable as last read or written
 	evicted   []Eviction
+
+	// storeMu serializes LoadHistory and SaveHistory; stored is the
+	// history as this driver last read or wrote it.
+	storeMu sync.Mutex
+	stored  storedHistory
 }
 
 // New connects a driver to Nomad (no request is made until used).
