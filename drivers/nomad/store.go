@@ -24,6 +24,10 @@ type storedHistory struct {
 	global string   // the head's global item
 	hashes []string // each shard's content hash, by index
 	sizes  []int    // each shard's encoded bytes, by index
+	// bodies holds each shard's JSON, by index. A shard's name fixes its
+	// content (the name carries its hash and no shard is rewritten), so a
+	// load reads again only the shards whose names changed.
+	bodies [][]byte
 }
 
 // loadTries bounds how often LoadHistory starts over when a save
@@ -39,7 +43,8 @@ const ioParallel = 8
 // berths loads too, and the next save upgrades it in place). A missing
 // head Variable is an empty history: berth starts stateless. It returns
 // one save whole, never a mix of two: a shard that a concurrent save
-// deleted makes it read the new head and start over.
+// deleted makes it read the new head and start over. It reads the head
+// and only the shards this driver has not read or written before.
 func (d *Driver) LoadHistory(ctx context.Context) (state.History, error) {
 	d.storeMu.Lock()
 	defer d.storeMu.Unlock()
@@ -96,8 +101,11 @@ func (d *Driver) loadOnce(ctx context.Context) (h state.History, st storedHistor
 		return h, st, false, damaged(d.cfg.StatePath, "item %q is not a history: %v", globalItem, err)
 	}
 	n := len(st.head.Shards)
-	bodies := make([][]byte, n)
-	st.hashes, st.sizes = make([]string, n), make([]int, n)
+	st.hashes, st.sizes, st.bodies = make([]string, n), make([]int, n), make([][]byte, n)
+	cached := map[string]int{}
+	for i, name := range d.stored.head.Shards {
+		cached[name] = i
+	}
 	var mu sync.Mutex
 	missing := ""
 	err = parallel(ctx, n, func(i int) error {
@@ -106,6 +114,10 @@ func (d *Driver) loadOnce(ctx context.Context) (h state.History, st storedHistor
 		idx, _, hash, ok := parseShardName(name)
 		if !ok || idx != i {
 			return damaged(d.cfg.StatePath, "shard %d is named %q", i, name)
+		}
+		if j, ok := cached[name]; ok && d.stored.bodies[j] != nil {
+			st.bodies[i], st.hashes[i], st.sizes[i] = d.stored.bodies[j], hash, d.stored.sizes[j]
+			return nil
 		}
 		sv, _, err := d.client.Variables().Peek(path, d.q(ctx, d.cfg.StateNamespace))
 		if err != nil {
@@ -124,7 +136,7 @@ func (d *Driver) loadOnce(ctx context.Context) (h state.History, st storedHistor
 		if got := contentHash(b); got != hash {
 			return damaged(path, "its content hashes to %s, its name says %s", got, hash)
 		}
-		bodies[i], st.hashes[i], st.sizes[i] = b, hash, len(sv.Items[shardItem])
+		st.bodies[i], st.hashes[i], st.sizes[i] = b, hash, len(sv.Items[shardItem])
 		return nil
 	})
 	if err != nil {
@@ -133,7 +145,7 @@ func (d *Driver) loadOnce(ctx context.Context) (h state.History, st storedHistor
 	if missing != "" {
 		return h, st, true, damaged(d.cfg.StatePath, "its head (generation %d) names shard %s, which does not exist", st.head.Generation, missing)
 	}
-	for i, b := range bodies {
+	for i, b := range st.bodies {
 		if err := mergeShard(&h, b); err != nil {
 			return h, st, false, damaged(d.cfg.StatePath+"/"+st.head.Shards[i], "%v", err)
 		}
@@ -238,7 +250,7 @@ func (d *Driver) SaveHistory(ctx context.Context, h state.History) error {
 		}
 		return wrap(err, schema.Ref{}, op)
 	}
-	d.stored = storedHistory{index: out.ModifyIndex, head: head, global: p.global, hashes: p.hashes, sizes: p.sizes}
+	d.stored = storedHistory{index: out.ModifyIndex, head: head, global: p.global, hashes: p.hashes, sizes: p.sizes, bodies: p.bodies}
 
 	// 4. Delete the shards no head names: those this save replaced and
 	// any an unfinished save left. Each delete checks the index listed, so
@@ -277,6 +289,7 @@ type savePlan struct {
 	global        string
 	hashes        []string
 	sizes         []int
+	bodies        [][]byte
 	// encoded holds the item of each shard to write; "" for a shard
 	// whose content the stored history already holds.
 	encoded []string
@@ -307,7 +320,7 @@ func planSave(h state.History, st storedHistory) (savePlan, error) {
 		if err != nil {
 			return p, fmt.Errorf("encode history: %v", err)
 		}
-		p.hashes, p.sizes, p.encoded = make([]string, n), make([]int, n), make([]string, n)
+		p.hashes, p.sizes, p.encoded, p.bodies = make([]string, n), make([]int, n), make([]string, n), parts
 		total, largest := 0, 0
 		same := sameLayout(n)
 		for i, b := range parts {

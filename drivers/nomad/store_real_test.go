@@ -102,7 +102,15 @@ func TestRealHistoryFiftyThousandWorkspaces(t *testing.T) {
 	if _, again := realVars(t, c); !cmp.Equal(after, again) {
 		t.Errorf("an unchanged history was written")
 	}
-	t.Logf("one workspace changed: save %v; nothing changed: save %v", changed, unchanged)
+	start = time.Now()
+	if got, err = w.LoadHistory(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reloaded := time.Since(start)
+	if d := cmp.Diff(h, got); d != "" {
+		t.Fatalf("reload (-want +got)\n%.2000s", d)
+	}
+	t.Logf("one workspace changed: save %v; nothing changed: save %v; load by the driver that saved: %v", changed, unchanged, reloaded)
 
 	small := bigHistory(100, 2)
 	if err := w.SaveHistory(ctx, small); err != nil {
