@@ -34,8 +34,9 @@ type storedHistory struct {
 // deletes a shard it was reading.
 const loadTries = 5
 
-// ioParallel bounds the Variable requests in flight for one load or save.
-const ioParallel = 8
+// variableParallel bounds the Variable requests in flight for one load
+// or save.
+const variableParallel = 8
 
 // LoadHistory reads the reconciler's memory (usage for fair share, queue
 // places, preemption records) from the Nomad Variables at StatePath (see
@@ -108,7 +109,7 @@ func (d *Driver) loadOnce(ctx context.Context) (h state.History, st storedHistor
 	}
 	var mu sync.Mutex
 	missing := ""
-	err = parallel(ctx, n, func(i int) error {
+	err = eachVariable(ctx, n, func(i int) error {
 		name := st.head.Shards[i]
 		path := d.cfg.StatePath + "/" + name
 		idx, _, hash, ok := parseShardName(name)
@@ -213,7 +214,7 @@ func (d *Driver) SaveHistory(ctx context.Context, h state.History) error {
 			head.Shards[i] = shardName(i, gen, p.hashes[i])
 		}
 	}
-	err = parallel(ctx, len(p.hashes), func(i int) error {
+	err = eachVariable(ctx, len(p.hashes), func(i int) error {
 		if p.encoded[i] == "" {
 			return nil
 		}
@@ -260,7 +261,7 @@ func (d *Driver) SaveHistory(ctx context.Context, h state.History) error {
 	for _, name := range head.Shards {
 		keep[prefix+name] = true
 	}
-	_ = parallel(ctx, len(metas), func(i int) error {
+	_ = eachVariable(ctx, len(metas), func(i int) error {
 		m := metas[i]
 		if m.Namespace != d.cfg.StateNamespace || keep[m.Path] || !strings.HasPrefix(m.Path, prefix) {
 			return nil
@@ -355,14 +356,14 @@ func planSave(h state.History, st storedHistory) (savePlan, error) {
 	}
 }
 
-// parallel runs fn(0..n-1), ioParallel at a time, and returns the first
-// error (the rest still run to their end).
-func parallel(ctx context.Context, n int, fn func(i int) error) error {
+// eachVariable runs fn(0..n-1), variableParallel at a time, and returns
+// the first error (the rest still run to their end).
+func eachVariable(ctx context.Context, n int, fn func(i int) error) error {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		first error
-		sem   = make(chan struct{}, ioParallel)
+		sem   = make(chan struct{}, variableParallel)
 	)
 	for i := 0; i < n; i++ {
 		if err := ctx.Err(); err != nil {

@@ -16,11 +16,11 @@ import (
 	"github.com/hashicorp/nomad/api"
 )
 
-// realVars lists the Variables under the state path on the real agent
+// realHistoryVars lists the Variables under the state path on the real agent
 // with their sizes as Nomad counts them, and their ModifyIndex.
-func realVars(t *testing.T, c *api.Client) (sizes map[string]int, index map[string]uint64) {
+func realHistoryVars(t *testing.T, c *api.Client) (sizes map[string]int, index map[string]uint64) {
 	t.Helper()
-	metas, _, err := c.Variables().PrefixList(statePath, nil)
+	metas, _, err := c.Variables().PrefixList(historyPath, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestRealHistoryFiftyThousandWorkspaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	saved := time.Since(start)
-	sizes, before := realVars(t, c)
+	sizes, before := realHistoryVars(t, c)
 	total, largest := 0, 0
 	for _, n := range sizes {
 		total += n
@@ -84,7 +84,7 @@ func TestRealHistoryFiftyThousandWorkspaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	changed := time.Since(start)
-	_, after := realVars(t, c)
+	_, after := realHistoryVars(t, c)
 	var rewritten []string
 	for p, i := range after {
 		if before[p] != i {
@@ -99,7 +99,7 @@ func TestRealHistoryFiftyThousandWorkspaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	unchanged := time.Since(start)
-	if _, again := realVars(t, c); !cmp.Equal(after, again) {
+	if _, again := realHistoryVars(t, c); !cmp.Equal(after, again) {
 		t.Errorf("an unchanged history was written")
 	}
 	start = time.Now()
@@ -116,7 +116,7 @@ func TestRealHistoryFiftyThousandWorkspaces(t *testing.T) {
 	if err := w.SaveHistory(ctx, small); err != nil {
 		t.Fatal(err)
 	}
-	if sizes, _ := realVars(t, c); len(sizes) != 2 {
+	if sizes, _ := realHistoryVars(t, c); len(sizes) != 2 {
 		t.Errorf("100 workspaces after 50,000: %d Variables, want the head and one shard", len(sizes))
 	}
 	got, err = newReal().LoadHistory(ctx)
@@ -188,6 +188,6 @@ func TestRealHistoryThousandWaitingWorkspaces(t *testing.T) {
 	if diff := cmp.Diff(h.QueuedSince, h2.QueuedSince); diff != "" {
 		t.Errorf("a restarted berth moved the queue (-before +after)\n%.2000s", diff)
 	}
-	sizes, _ := realVars(t, c)
+	sizes, _ := realHistoryVars(t, c)
 	t.Logf("1,000 waiting workspaces: first cycle %v; history in %d Variables %v", first, len(sizes), sizes)
 }

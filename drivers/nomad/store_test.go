@@ -23,7 +23,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-const statePath = "berth/state/history"
+const historyPath = "berth/state/history"
 
 // bigHistory returns the history of n workspaces over n/50+1 projects as
 // a loop leaves it: every workspace queued or running (half of the
@@ -65,7 +65,7 @@ func varsUnder(t testing.TB, url string) map[string]int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	metas, _, err := c.Variables().PrefixList(statePath, nil)
+	metas, _, err := c.Variables().PrefixList(historyPath, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func varsUnder(t testing.TB, url string) map[string]int {
 	return out
 }
 
-func newStore(t testing.TB, url string) *nomad.Driver {
+func historyStore(t testing.TB, url string) *nomad.Driver {
 	t.Helper()
 	d, err := nomad.New(nomad.Config{Address: url})
 	if err != nil {
@@ -89,8 +89,8 @@ func newStore(t testing.TB, url string) *nomad.Driver {
 	return d
 }
 
-// writes counts the Variable writes (PUT and DELETE) since from.
-func writes(fake *nomadfake.Server, from int) (puts, deletes int) {
+// varWrites counts the Variable writes (PUT and DELETE) since from.
+func varWrites(fake *nomadfake.Server, from int) (puts, deletes int) {
 	for _, r := range fake.Requests()[from:] {
 		switch {
 		case strings.HasPrefix(r, "PUT /v1/var/"):
@@ -105,7 +105,7 @@ func writes(fake *nomadfake.Server, from int) (puts, deletes int) {
 func TestHistoryInVariables(t *testing.T) {
 	fake := nomadfake.New()
 	url := fake.Start(t).URL
-	a, b := newStore(t, url), newStore(t, url)
+	a, b := historyStore(t, url), historyStore(t, url)
 	h, err := a.LoadHistory(ctx)
 	if err != nil || h.Usage != nil {
 		t.Fatalf("empty store: %+v, %v", h, err)
@@ -154,7 +154,7 @@ func TestHistoryFiftyThousandWorkspaces(t *testing.T) {
 	fake := nomadfake.New()
 	url := fake.Start(t).URL
 	h := bigHistory(50000, 1)
-	a := newStore(t, url)
+	a := historyStore(t, url)
 	if _, err := a.LoadHistory(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestHistoryFiftyThousandWorkspaces(t *testing.T) {
 		t.Errorf("%d Variables for 50,000 workspaces: %v", len(vars), vars)
 	}
 	start = time.Now()
-	got, err := newStore(t, url).LoadHistory(ctx)
+	got, err := historyStore(t, url).LoadHistory(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestHistoryWritesOnlyWhatChanged(t *testing.T) {
 	fake := nomadfake.New()
 	url := fake.Start(t).URL
 	h := bigHistory(8000, 2)
-	a := newStore(t, url)
+	a := historyStore(t, url)
 	if err := a.SaveHistory(ctx, h); err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestHistoryWritesOnlyWhatChanged(t *testing.T) {
 	if err := a.SaveHistory(ctx, h); err != nil {
 		t.Fatal(err)
 	}
-	if p, d := writes(fake, from); p+d != 0 {
+	if p, d := varWrites(fake, from); p+d != 0 {
 		t.Errorf("an unchanged history wrote %d and deleted %d Variables", p, d)
 	}
 	if _, err := a.LoadHistory(ctx); err != nil {
@@ -214,7 +214,7 @@ func TestHistoryWritesOnlyWhatChanged(t *testing.T) {
 	if err := a.SaveHistory(ctx, h); err != nil {
 		t.Fatal(err)
 	}
-	if p, d := writes(fake, from); p != 2 || d != 1 {
+	if p, d := varWrites(fake, from); p != 2 || d != 1 {
 		t.Errorf("one changed workspace: %d writes, %d deletes; want 2 (its shard, the head) and 1 (the shard replaced)", p, d)
 	}
 	if after := varsUnder(t, url); len(after) != len(before) {
@@ -226,10 +226,10 @@ func TestHistoryWritesOnlyWhatChanged(t *testing.T) {
 	if err := a.SaveHistory(ctx, h); err != nil {
 		t.Fatal(err)
 	}
-	if p, d := writes(fake, from); p != 1 || d != 0 {
+	if p, d := varWrites(fake, from); p != 1 || d != 0 {
 		t.Errorf("global fields: %d writes, %d deletes; want the head alone", p, d)
 	}
-	reader := newStore(t, url)
+	reader := historyStore(t, url)
 	got, err := reader.LoadHistory(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +269,7 @@ func TestHistoryUsageMovesToShards(t *testing.T) {
 	fake := nomadfake.New()
 	url := fake.Start(t).URL
 	c, _ := api.NewClient(&api.Config{Address: url})
-	a := newStore(t, url)
+	a := historyStore(t, url)
 	at := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
 	for _, projects := range []int{3, 4000, 3} {
 		h := state.History{UsageAt: at, Usage: map[string]float64{}}
@@ -279,14 +279,14 @@ func TestHistoryUsageMovesToShards(t *testing.T) {
 		if err := a.SaveHistory(ctx, h); err != nil {
 			t.Fatal(err)
 		}
-		head, _, err := c.Variables().Read(statePath, nil)
+		head, _, err := c.Variables().Read(historyPath, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if inShards := strings.Contains(head.Items["head"], `"usageInShards":true`); inShards != (projects > 1000) {
 			t.Errorf("%d projects: usage in shards = %v", projects, inShards)
 		}
-		got, err := newStore(t, url).LoadHistory(ctx)
+		got, err := historyStore(t, url).LoadHistory(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -301,7 +301,7 @@ func TestHistoryUsageMovesToShards(t *testing.T) {
 func TestHistoryShrinkDeletesShards(t *testing.T) {
 	fake := nomadfake.New()
 	url := fake.Start(t).URL
-	a := newStore(t, url)
+	a := historyStore(t, url)
 	if err := a.SaveHistory(ctx, bigHistory(8000, 3)); err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestHistoryShrinkDeletesShards(t *testing.T) {
 	if big < 3 || len(vars) != 2 {
 		t.Errorf("8,000 workspaces: %d Variables; then 10: %d, want the head and one shard: %v", big, len(vars), vars)
 	}
-	got, err := newStore(t, url).LoadHistory(ctx)
+	got, err := historyStore(t, url).LoadHistory(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +335,7 @@ type cutAfter struct {
 func (c *cutAfter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	dead := c.n < 0
-	if r.Method == "PUT" && strings.HasPrefix(r.URL.Path, "/v1/var/"+statePath+"/") {
+	if r.Method == "PUT" && strings.HasPrefix(r.URL.Path, "/v1/var/"+historyPath+"/") {
 		if c.n == 0 {
 			dead = true
 		}
@@ -357,7 +357,7 @@ func TestHistoryCrashBetweenShardWrites(t *testing.T) {
 			fake := nomadfake.New()
 			url := fake.Start(t).URL
 			old := bigHistory(8000, 4)
-			if err := newStore(t, url).SaveHistory(ctx, old); err != nil {
+			if err := historyStore(t, url).SaveHistory(ctx, old); err != nil {
 				t.Fatal(err)
 			}
 			shards := len(varsUnder(t, url)) - 1
@@ -365,7 +365,7 @@ func TestHistoryCrashBetweenShardWrites(t *testing.T) {
 			cut := &cutAfter{next: fake, n: written}
 			dying := httptest.NewServer(cut)
 			defer dying.Close()
-			d := newStore(t, dying.URL)
+			d := historyStore(t, dying.URL)
 			if _, err := d.LoadHistory(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -377,7 +377,7 @@ func TestHistoryCrashBetweenShardWrites(t *testing.T) {
 				t.Fatalf("%d shards after the crash, want %d old + %d left over", got, shards, written)
 			}
 
-			b := newStore(t, url)
+			b := historyStore(t, url)
 			got, err := b.LoadHistory(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -391,7 +391,7 @@ func TestHistoryCrashBetweenShardWrites(t *testing.T) {
 			if got := len(varsUnder(t, url)) - 1; got != shards {
 				t.Errorf("the next save left %d shards, want %d", got, shards)
 			}
-			got, err = newStore(t, url).LoadHistory(ctx)
+			got, err = historyStore(t, url).LoadHistory(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -411,7 +411,7 @@ type saveDuringRead struct {
 }
 
 func (s *saveDuringRead) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method == "GET" && strings.HasPrefix(r.URL.Path, "/v1/var/"+statePath+"/") {
+	if r.Method == "GET" && strings.HasPrefix(r.URL.Path, "/v1/var/"+historyPath+"/") {
 		s.once.Do(s.save)
 	}
 	s.next.ServeHTTP(w, r)
@@ -423,7 +423,7 @@ func (s *saveDuringRead) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestHistoryLoadDuringSave(t *testing.T) {
 	fake := nomadfake.New()
 	url := fake.Start(t).URL
-	w := newStore(t, url)
+	w := historyStore(t, url)
 	if err := w.SaveHistory(ctx, bigHistory(5000, 6)); err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +435,7 @@ func TestHistoryLoadDuringSave(t *testing.T) {
 	}}
 	srv := httptest.NewServer(hook)
 	defer srv.Close()
-	got, err := newStore(t, srv.URL).LoadHistory(ctx)
+	got, err := historyStore(t, srv.URL).LoadHistory(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,7 +453,7 @@ func TestHistoryUpgradesSingleVariable(t *testing.T) {
 	c, _ := api.NewClient(&api.Config{Address: url})
 	const legacy = `{"appliedRevision":"abc","usageAt":"2026-11-29T12:00:00Z","usage":{"vision":3600},` +
 		`"queuedSince":{"vision/train":"2026-11-29T11:00:00Z"},"borrowing":{"nlp/big":true}}`
-	if _, _, err := c.Variables().Create(&api.Variable{Path: statePath, Items: api.VariableItems{"history": legacy}}, nil); err != nil {
+	if _, _, err := c.Variables().Create(&api.Variable{Path: historyPath, Items: api.VariableItems{"history": legacy}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -462,7 +462,7 @@ func TestHistoryUpgradesSingleVariable(t *testing.T) {
 		QueuedSince: map[schema.Ref]time.Time{{Project: "vision", Name: "train"}: at.Add(-time.Hour)},
 		Borrowing:   map[schema.Ref]bool{{Project: "nlp", Name: "big"}: true},
 	}
-	d := newStore(t, url)
+	d := historyStore(t, url)
 	got, err := d.LoadHistory(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -473,14 +473,14 @@ func TestHistoryUpgradesSingleVariable(t *testing.T) {
 	if err := d.SaveHistory(ctx, got); err != nil {
 		t.Fatal(err)
 	}
-	head, _, err := c.Variables().Read(statePath, nil)
+	head, _, err := c.Variables().Read(historyPath, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := head.Items["history"]; ok || head.Items["head"] == "" {
 		t.Errorf("after the save the head still has the legacy item: %v", head.Items)
 	}
-	got, err = newStore(t, url).LoadHistory(ctx)
+	got, err = historyStore(t, url).LoadHistory(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,7 +494,7 @@ func TestHistoryUpgradesSingleVariable(t *testing.T) {
 func TestHistoryConcurrentSaves(t *testing.T) {
 	fake := nomadfake.New()
 	url := fake.Start(t).URL
-	a, b := newStore(t, url), newStore(t, url)
+	a, b := historyStore(t, url), historyStore(t, url)
 	if err := a.SaveHistory(ctx, bigHistory(8000, 8)); err != nil {
 		t.Fatal(err)
 	}
@@ -511,7 +511,7 @@ func TestHistoryConcurrentSaves(t *testing.T) {
 	if err := b.SaveHistory(ctx, hb); drivers.ClassOf(err) != drivers.ClassConflict {
 		t.Fatalf("second save = %v, want a conflict", err)
 	}
-	got, err := newStore(t, url).LoadHistory(ctx)
+	got, err := historyStore(t, url).LoadHistory(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,7 +528,7 @@ func TestHistoryStoreProperty(t *testing.T) {
 		fake := nomadfake.New()
 		srv := httptest.NewServer(fake)
 		defer srv.Close()
-		d := newStore(t, srv.URL)
+		d := historyStore(t, srv.URL)
 		var last state.History
 		for step := range rapid.IntRange(1, 3).Draw(rt, "saves") {
 			n := rapid.SampledFrom([]int{0, 1, 50, 4000}).Draw(rt, fmt.Sprint("workspaces", step))
@@ -540,7 +540,7 @@ func TestHistoryStoreProperty(t *testing.T) {
 				rt.Fatal(err)
 			}
 		}
-		got, err := newStore(t, srv.URL).LoadHistory(ctx)
+		got, err := historyStore(t, srv.URL).LoadHistory(ctx)
 		if err != nil {
 			rt.Fatal(err)
 		}
@@ -549,14 +549,14 @@ func TestHistoryStoreProperty(t *testing.T) {
 		}
 		vars := varsUnder(t, srv.URL)
 		c, _ := api.NewClient(&api.Config{Address: srv.URL})
-		head, _, err := c.Variables().Read(statePath, nil)
+		head, _, err := c.Variables().Read(historyPath, nil)
 		if err != nil {
 			rt.Fatal(err)
 		}
 		var named []string
 		for p := range vars {
-			if p != statePath {
-				named = append(named, strings.TrimPrefix(p, statePath+"/"))
+			if p != historyPath {
+				named = append(named, strings.TrimPrefix(p, historyPath+"/"))
 			}
 		}
 		sort.Strings(named)
@@ -579,7 +579,7 @@ func BenchmarkSaveHistory(b *testing.B) {
 				b.StopTimer()
 				fake := nomadfake.New()
 				srv := httptest.NewServer(fake)
-				d := newStore(b, srv.URL)
+				d := historyStore(b, srv.URL)
 				b.StartTimer()
 				if err := d.SaveHistory(ctx, h); err != nil {
 					b.Fatal(err)
@@ -600,7 +600,7 @@ func BenchmarkSaveHistory(b *testing.B) {
 			fake := nomadfake.New()
 			srv := httptest.NewServer(fake)
 			defer srv.Close()
-			d := newStore(b, srv.URL)
+			d := historyStore(b, srv.URL)
 			if err := d.SaveHistory(ctx, h); err != nil {
 				b.Fatal(err)
 			}

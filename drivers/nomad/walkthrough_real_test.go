@@ -33,7 +33,7 @@ const exampleNomad = "../../examples/walkthrough-nomad"
 // counts GPUs that other jobs hold as taken).
 func TestRealWalkthrough(t *testing.T) {
 	c := realnomad.Client(t)
-	holdAllGPUsButOne(t, c)
+	wtHoldAllGPUsButOne(t, c)
 
 	dir, ckpt := t.TempDir(), t.TempDir()
 	for _, f := range []string{"tiers.yaml", "projects.yaml"} {
@@ -80,7 +80,7 @@ func TestRealWalkthrough(t *testing.T) {
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: not reached after 30 s of cycles (last cycle error: %v); status %v; medium's allocations %s; high's %s",
-					step, lastErr, loop.Status().Workspaces, allocSummary(t, c, medium), allocSummary(t, c, high))
+					step, lastErr, loop.Status().Workspaces, wtAllocSummary(t, c, medium), wtAllocSummary(t, c, high))
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
@@ -93,10 +93,10 @@ func TestRealWalkthrough(t *testing.T) {
 	// 1. medium runs, on one GPU, and makes some progress.
 	var med1 *api.Allocation
 	until("medium runs", func() bool {
-		med1 = runningAlloc(t, c, medium)
+		med1 = wtRunningAlloc(t, c, medium)
 		return med1 != nil && strings.Contains(logOf(medium), "step 5 (checkpoint)")
 	})
-	gpu := deviceIDs(med1)
+	gpu := wtDeviceIDs(med1)
 	if len(gpu) != 1 {
 		t.Fatalf("medium's allocation holds GPUs %v, want one", gpu)
 	}
@@ -105,13 +105,13 @@ func TestRealWalkthrough(t *testing.T) {
 	write(t, dir, "high.yaml", highDoc)
 	var hi *api.Allocation
 	until("high runs", func() bool {
-		hi = runningAlloc(t, c, high)
+		hi = wtRunningAlloc(t, c, high)
 		return hi != nil
 	})
-	if got := deviceIDs(hi); !slices.Equal(got, gpu) {
+	if got := wtDeviceIDs(hi); !slices.Equal(got, gpu) {
 		t.Errorf("high got GPUs %v, want exactly medium's %v", got, gpu)
 	}
-	med1 = allocInfo(t, c, med1.ID)
+	med1 = wtAllocInfo(t, c, med1.ID)
 	if med1.DesiredStatus != "stop" || med1.ClientStatus != "complete" {
 		t.Errorf("medium's allocation is %s/%s after the preemption, want stop/complete", med1.DesiredStatus, med1.ClientStatus)
 	}
@@ -131,11 +131,11 @@ func TestRealWalkthrough(t *testing.T) {
 	}
 	switch {
 	case killing == nil || terminated == nil:
-		t.Errorf("medium's task events lack Killing or Terminated: %s", events(ts))
+		t.Errorf("medium's task events lack Killing or Terminated: %s", wtEvents(ts))
 	case killing.KillTimeout != 10*time.Second:
-		t.Errorf("medium was killed with %v of grace, want 10s: %s", killing.KillTimeout, events(ts))
+		t.Errorf("medium was killed with %v of grace, want 10s: %s", killing.KillTimeout, wtEvents(ts))
 	case terminated.ExitCode != 0 || terminated.Signal != 0:
-		t.Errorf("medium did not exit by itself within its grace (exit %d, signal %d): %s", terminated.ExitCode, terminated.Signal, events(ts))
+		t.Errorf("medium did not exit by itself within its grace (exit %d, signal %d): %s", terminated.ExitCode, terminated.Signal, wtEvents(ts))
 	}
 	if !strings.Contains(logOf(medium), "got SIGTERM") || !strings.Contains(logOf(medium), "checkpoint written") {
 		t.Errorf("medium's log does not show its checkpoint on SIGTERM:\n%s", logOf(medium))
@@ -143,7 +143,7 @@ func TestRealWalkthrough(t *testing.T) {
 	if hiStart := hi.TaskStates[nomad.TaskName].StartedAt; hiStart.Before(ts.FinishedAt) {
 		t.Errorf("high started at %v, before medium released the GPU at %v", hiStart, ts.FinishedAt)
 	}
-	if w := statusOf(loop.Status(), medium); w.State != reconcile.StatePreempted || w.PreemptedBy == nil || *w.PreemptedBy != high {
+	if w := wtStatusOf(loop.Status(), medium); w.State != reconcile.StatePreempted || w.PreemptedBy == nil || *w.PreemptedBy != high {
 		t.Errorf("medium is %s (%q, by %v) while high runs, want Preempted by %s", w.State, w.Reason, w.PreemptedBy, high)
 	}
 
@@ -152,13 +152,13 @@ func TestRealWalkthrough(t *testing.T) {
 	write(t, dir, "high.yaml", strings.Replace(highDoc, "  state: Running", "  state: Stopped", 1))
 	var med2 *api.Allocation
 	until("medium resumes", func() bool {
-		med2 = runningAlloc(t, c, medium)
-		return med2 != nil && med2.ID != med1.ID && statusOf(loop.Status(), medium).State == reconcile.StateRunning
+		med2 = wtRunningAlloc(t, c, medium)
+		return med2 != nil && med2.ID != med1.ID && wtStatusOf(loop.Status(), medium).State == reconcile.StateRunning
 	})
-	if got := deviceIDs(med2); !slices.Equal(got, gpu) {
+	if got := wtDeviceIDs(med2); !slices.Equal(got, gpu) {
 		t.Errorf("medium resumed on GPUs %v, want %v", got, gpu)
 	}
-	if a := allocInfo(t, c, hi.ID); a.DesiredStatus != "stop" {
+	if a := wtAllocInfo(t, c, hi.ID); a.DesiredStatus != "stop" {
 		t.Errorf("high's allocation is %s/%s, want stopped", a.DesiredStatus, a.ClientStatus)
 	}
 	until("medium resumed from its checkpoint", func() bool {
@@ -170,19 +170,19 @@ func TestRealWalkthrough(t *testing.T) {
 	t.Logf("the walk-through took %v on Nomad; medium's log:\n%s", time.Since(started).Round(time.Second), logOf(medium))
 }
 
-// holdAllGPUsButOne registers a job that is not berth's holding every
+// wtHoldAllGPUsButOne registers a job that is not berth's holding every
 // GPU of the agent's nodes but one, and purges it when the test ends
 // (before realnomad's cleanup, which waits for every allocation).
-func holdAllGPUsButOne(t *testing.T, c *api.Client) {
+func wtHoldAllGPUsButOne(t *testing.T, c *api.Client) {
 	t.Helper()
 	stubs, _, err := c.Nodes().List(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sort := slices.SortedFunc(slices.Values(stubs), func(a, b *api.NodeListStub) int { return strings.Compare(a.Name, b.Name) })
-	job := &api.Job{ID: strPtr("walkthrough-gpu-holder"), Name: strPtr("walkthrough-gpu-holder"), Type: strPtr("service"), Priority: intPtr(100), Datacenters: []string{"*"}}
+	nodes := slices.SortedFunc(slices.Values(stubs), func(a, b *api.NodeListStub) int { return strings.Compare(a.Name, b.Name) })
+	job := &api.Job{ID: wtPtr("walkthrough-gpu-holder"), Name: wtPtr("walkthrough-gpu-holder"), Type: wtPtr("service"), Priority: wtPtr(100), Datacenters: []string{"*"}}
 	spare := 1
-	for _, s := range sort {
+	for _, s := range nodes {
 		n, _, err := c.Nodes().Info(s.ID, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -199,14 +199,14 @@ func holdAllGPUsButOne(t *testing.T, c *api.Client) {
 			continue
 		}
 		job.TaskGroups = append(job.TaskGroups, &api.TaskGroup{
-			Name:        strPtr("hold-" + n.Name),
-			Count:       intPtr(1),
+			Name:        wtPtr("hold-" + n.Name),
+			Count:       wtPtr(1),
 			Constraints: []*api.Constraint{{LTarget: "${node.unique.name}", Operand: "=", RTarget: n.Name}},
 			Tasks: []*api.Task{{
 				Name: "hold", Driver: "raw_exec",
 				Config: map[string]any{"command": "/bin/sh", "args": []string{"-c", "sleep 3600"}},
-				Resources: &api.Resources{CPU: intPtr(50), MemoryMB: intPtr(32),
-					Devices: []*api.RequestedDevice{{Name: "nvidia/gpu", Count: uint64Ptr(uint64(take))}}},
+				Resources: &api.Resources{CPU: wtPtr(50), MemoryMB: wtPtr(32),
+					Devices: []*api.RequestedDevice{{Name: "nvidia/gpu", Count: wtPtr(uint64(take))}}},
 			}},
 		})
 	}
@@ -246,9 +246,9 @@ func holdAllGPUsButOne(t *testing.T, c *api.Client) {
 	}
 }
 
-// runningAlloc returns ref's running allocation with its task running,
+// wtRunningAlloc returns ref's running allocation with its task running,
 // or nil.
-func runningAlloc(t *testing.T, c *api.Client, ref schema.Ref) *api.Allocation {
+func wtRunningAlloc(t *testing.T, c *api.Client, ref schema.Ref) *api.Allocation {
 	t.Helper()
 	stubs, _, err := c.Jobs().Allocations(ref.Name, true, &api.QueryOptions{Namespace: ref.Project})
 	if err != nil {
@@ -259,13 +259,13 @@ func runningAlloc(t *testing.T, c *api.Client, ref schema.Ref) *api.Allocation {
 	}
 	for _, s := range stubs {
 		if s.DesiredStatus == "run" && s.ClientStatus == "running" {
-			return allocInfo(t, c, s.ID)
+			return wtAllocInfo(t, c, s.ID)
 		}
 	}
 	return nil
 }
 
-func allocInfo(t *testing.T, c *api.Client, id string) *api.Allocation {
+func wtAllocInfo(t *testing.T, c *api.Client, id string) *api.Allocation {
 	t.Helper()
 	a, _, err := c.Allocations().Info(id, &api.QueryOptions{Namespace: "*"})
 	if err != nil {
@@ -274,8 +274,8 @@ func allocInfo(t *testing.T, c *api.Client, id string) *api.Allocation {
 	return a
 }
 
-// deviceIDs returns the GPU instance IDs Nomad gave the allocation.
-func deviceIDs(a *api.Allocation) []string {
+// wtDeviceIDs returns the GPU instance IDs Nomad gave the allocation.
+func wtDeviceIDs(a *api.Allocation) []string {
 	var out []string
 	if a.AllocatedResources == nil {
 		return nil
@@ -289,7 +289,7 @@ func deviceIDs(a *api.Allocation) []string {
 	return out
 }
 
-func allocSummary(t *testing.T, c *api.Client, ref schema.Ref) string {
+func wtAllocSummary(t *testing.T, c *api.Client, ref schema.Ref) string {
 	stubs, _, err := c.Jobs().Allocations(ref.Name, true, &api.QueryOptions{Namespace: ref.Project})
 	if err != nil {
 		return err.Error()
@@ -301,7 +301,7 @@ func allocSummary(t *testing.T, c *api.Client, ref schema.Ref) string {
 	return "[" + strings.Join(out, "; ") + "]"
 }
 
-func events(ts *api.TaskState) string {
+func wtEvents(ts *api.TaskState) string {
 	var out []string
 	for _, e := range ts.Events {
 		out = append(out, e.Type+": "+e.DisplayMessage)
@@ -309,7 +309,7 @@ func events(ts *api.TaskState) string {
 	return strings.Join(out, "; ")
 }
 
-func statusOf(st reconcile.Status, ref schema.Ref) reconcile.WorkspaceStatus {
+func wtStatusOf(st reconcile.Status, ref schema.Ref) reconcile.WorkspaceStatus {
 	for _, w := range st.Workspaces {
 		if w.Project == ref.Project && w.Name == ref.Name {
 			return w
@@ -318,6 +318,4 @@ func statusOf(st reconcile.Status, ref schema.Ref) reconcile.WorkspaceStatus {
 	return reconcile.WorkspaceStatus{}
 }
 
-func strPtr(s string) *string    { return &s }
-func intPtr(i int) *int          { return &i }
-func uint64Ptr(u uint64) *uint64 { return &u }
+func wtPtr[T any](v T) *T { return &v }
