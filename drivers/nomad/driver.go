@@ -44,7 +44,9 @@ type Config struct {
 	// Datacenters the jobs may run in (default: all, "*").
 	Datacenters []string
 	// StateNamespace and StatePath locate the reconciler's memory in
-	// Nomad Variables (default "default", "berth/state/history").
+	// Nomad Variables (default "default", "berth/state/history"): a head
+	// Variable at StatePath and shards under StatePath/, so StatePath
+	// has at most 85 characters.
 	StateNamespace string
 	StatePath      string
 	// PlacementTimeout bounds how long Apply waits to see where Nomad put

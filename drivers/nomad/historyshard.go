@@ -50,6 +50,9 @@ const (
 // are limited to 64KiB in total size" beyond it; the path does not count).
 const maxVariableBytes = 64 << 10
 
+// maxVariablePath is the longest Variable path Nomad accepts.
+const maxVariablePath = 128
+
 // shardBudget is the most bytes one shard's encoded item may take.
 const shardBudget = maxVariableBytes - len(shardItem)
 

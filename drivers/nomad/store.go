@@ -173,6 +173,9 @@ func (d *Driver) SaveHistory(ctx context.Context, h state.History) error {
 	d.storeMu.Lock()
 	defer d.storeMu.Unlock()
 	op := "write variable " + d.cfg.StatePath
+	if longest := len(d.cfg.StatePath) + len("/") + len(shardName(maxShards, ^uint64(0), "0123456789abcdef")); longest > maxVariablePath {
+		return errorf(drivers.ClassInvalid, schema.Ref{}, op, "the state path is %d characters; its shards' paths would exceed Nomad's %d: choose a state path of at most %d", len(d.cfg.StatePath), maxVariablePath, len(d.cfg.StatePath)-(longest-maxVariablePath))
+	}
 	st := d.stored
 	p, err := planSave(h, st)
 	if err != nil {

@@ -618,3 +618,19 @@ func BenchmarkSaveHistory(b *testing.B) {
 		})
 	}
 }
+
+// TestHistoryStatePathTooLong: a state path whose shards Nomad would
+// refuse is an error that says how long it may be, before any write.
+func TestHistoryStatePathTooLong(t *testing.T) {
+	fake := nomadfake.New()
+	url := fake.Start(t).URL
+	ok, _ := nomad.New(nomad.Config{Address: url, StatePath: strings.Repeat("p", 85)})
+	if err := ok.SaveHistory(ctx, bigHistory(10, 1)); err != nil {
+		t.Errorf("85 characters: %v", err)
+	}
+	long, _ := nomad.New(nomad.Config{Address: url, StatePath: strings.Repeat("p", 86)})
+	err := long.SaveHistory(ctx, bigHistory(10, 1))
+	if drivers.ClassOf(err) != drivers.ClassInvalid || !strings.Contains(err.Error(), "at most 85") {
+		t.Errorf("86 characters: %v", err)
+	}
+}
