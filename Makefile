@@ -4,13 +4,16 @@ PKGS    := ./...
 BIN     := bin/berth
 FUZZTIME ?= 5s
 
-.PHONY: help run test e2e bench lint build golden fuzz clean screenshot
+.PHONY: help run run-nomad test e2e bench lint build golden fuzz clean screenshot
 
 help: ## Show the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 run: build ## The preemption walk-through on the embedded simulated cluster
 	@./scripts/run-walkthrough.sh $(BIN)
+
+run-nomad: build ## The same walk-through on a real Nomad from ../shared/nomad-dev (raw_exec tasks, a fake GPU)
+	@./scripts/run-walkthrough-nomad.sh $(BIN)
 
 test: ## Everything CI runs: vet, tests with -race, stale goldens, a short fuzz
 	$(GO) vet $(PKGS)

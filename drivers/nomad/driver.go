@@ -44,7 +44,9 @@ type Config struct {
 	// Datacenters the jobs may run in (default: all, "*").
 	Datacenters []string
 	// StateNamespace and StatePath locate the reconciler's memory in
-	// Nomad Variables (default "default", "berth/state/history").
+	// Nomad Variables (default "default", "berth/state/history"): a head
+	// Variable at StatePath and shards under StatePath/, so StatePath
+	// has at most 85 characters.
 	StateNamespace string
 	StatePath      string
 	// PlacementTimeout bounds how long Apply waits to see where Nomad put
@@ -95,8 +97,12 @@ type Driver struct {
 	mu        sync.Mutex
 	nodeIDs   map[string]string // node name (and ID) -> ID, from the last observation
 	lastIndex uint64
-	histIndex uint64 // ModifyIndex of the history variable as last read or written
 	evicted   []Eviction
+
+	// storeMu serializes LoadHistory and SaveHistory; stored is the
+	// history as this driver last read or wrote it.
+	storeMu sync.Mutex
+	stored  storedHistory
 }
 
 // New connects a driver to Nomad (no request is made until used).

@@ -376,49 +376,6 @@ func TestObserveTopologyAndForeignGPUs(t *testing.T) {
 	}
 }
 
-func TestHistoryInVariables(t *testing.T) {
-	fake := nomadfake.New()
-	url := fake.Start(t).URL
-	a, _ := nomad.New(nomad.Config{Address: url})
-	b, _ := nomad.New(nomad.Config{Address: url})
-	h, err := a.LoadHistory(ctx)
-	if err != nil || h.Usage != nil {
-		t.Fatalf("empty store: %+v, %v", h, err)
-	}
-	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	h = state.History{
-		UsageAt:     at,
-		Usage:       map[string]float64{"vision": 3600},
-		QueuedSince: map[schema.Ref]time.Time{{Project: "vision", Name: "train"}: at},
-		Preempted:   map[schema.Ref]state.Preemption{{Project: "vision", Name: "train"}: {Victim: schema.Ref{Project: "vision", Name: "train"}, By: schema.Ref{Project: "nlp", Name: "big"}, At: at, Reason: "tier high > low"}},
-		Borrowing:   map[schema.Ref]bool{{Project: "nlp", Name: "big"}: false, {Project: "nlp", Name: "extra"}: true},
-	}
-	if err := a.SaveHistory(ctx, h); err != nil {
-		t.Fatal(err)
-	}
-	got, err := b.LoadHistory(ctx) // a restarted berth decides the same
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := cmp.Diff(h, got); d != "" {
-		t.Errorf("round trip (-want +got)\n%s", d)
-	}
-	if err := b.SaveHistory(ctx, got); err != nil {
-		t.Fatal(err)
-	}
-	// a saw index N; b wrote N+1: a's write must not overwrite b's.
-	err = a.SaveHistory(ctx, h)
-	if drivers.ClassOf(err) != drivers.ClassConflict {
-		t.Fatalf("stale SaveHistory = %v, want a conflict", err)
-	}
-	if _, err := a.LoadHistory(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.SaveHistory(ctx, h); err != nil {
-		t.Errorf("after reloading, SaveHistory = %v", err)
-	}
-}
-
 func TestErrorClassesAndToken(t *testing.T) {
 	const secret = "s3cret-token-value"
 	fake := nomadfake.New(nomadfake.WithToken(secret))

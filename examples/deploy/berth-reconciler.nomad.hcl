@@ -2,7 +2,7 @@
 # specs in a directory (a git checkout kept current by the git-sync
 # sidecar), through the Nomad driver (--cluster nomad reads NOMAD_ADDR and
 # NOMAD_TOKEN). Its memory (fair-share usage, queue places, preemption
-# records) lives in the Nomad Variable berth/state/history, so it can be
+# records) lives in Nomad Variables under berth/state/history, so it can be
 # rescheduled anywhere and restart stateless.
 #
 #   nomad acl policy apply berth-reconciler examples/deploy/berth-reconciler.policy.hcl

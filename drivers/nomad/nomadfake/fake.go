@@ -683,6 +683,16 @@ func (s *Server) variable(w http.ResponseWriter, r *http.Request, ns, path strin
 			text(w, 400, err.Error())
 			return
 		}
+		// Nomad 1.6.5 checks the path and the size before the CAS index,
+		// and answers both with a 500.
+		if msg := invalidVariablePath(path); msg != "" {
+			text(w, 500, msg)
+			return
+		}
+		if VariableSize(v.Items) > MaxVariableBytes {
+			text(w, 500, "variables are limited to 64KiB in total size")
+			return
+		}
 		if conflict() {
 			writeConflict()
 			return
@@ -710,6 +720,46 @@ func (s *Server) variable(w http.ResponseWriter, r *http.Request, ns, path strin
 	default:
 		text(w, 405, "Invalid method")
 	}
+}
+
+// MaxVariableBytes is Nomad's limit on one Variable, as VariableSize
+// counts it.
+const MaxVariableBytes = 64 << 10
+
+// VariableSize is what Nomad 1.6.5 counts against MaxVariableBytes: the
+// bytes of every item's key and value (not the path). Measured on the real
+// agent: one item whose key and value total 65,536 bytes is stored, 65,537
+// is refused; two items count together; a 2-byte UTF-8 character counts 2.
+func VariableSize(items map[string]string) int {
+	n := 0
+	for k, v := range items {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+// invalidVariablePath returns Nomad's message for a path it refuses, or
+// "": 1 to 128 characters of a-z A-Z 0-9 - _ ~ /, and under nomad/ only
+// nomad/jobs and nomad/job-templates.
+func invalidVariablePath(path string) string {
+	ok := len(path) >= 1 && len(path) <= 128
+	for _, c := range path {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '~' || c == '/') {
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Sprintf("invalid path %q", path)
+	}
+	if path == "nomad" || strings.HasPrefix(path, "nomad/") {
+		for _, p := range []string{"nomad/jobs", "nomad/job-templates"} {
+			if path == p || strings.HasPrefix(path, p+"/") {
+				return ""
+			}
+		}
+		return `only paths at "nomad/jobs" or "nomad/job-templates" and below are valid paths under the top-level "nomad" directory`
+	}
+	return ""
 }
 
 func (s *Server) listVars(w http.ResponseWriter, r *http.Request, ns string) {
