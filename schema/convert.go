@@ -128,12 +128,7 @@ func convertWorkspace(d0 *doc, policy SchedulingPolicy) (Workspace, []Diagnostic
 			Owner: s.Owner,
 			State: s.State,
 			Task:  s.Task,
-			Resources: WorkResources{
-				GPUs:        s.Resources.GPUs,
-				GPUModel:    s.Resources.GPUModel,
-				CPUMilli:    fe.cpu("spec.resources.cpu", s.Resources.CPU),
-				MemoryBytes: fe.bytes("spec.resources.memory", s.Resources.Memory),
-			},
+			Resources:        workResources(fe, d0, s.Resources),
 			Topology:         topology(s.Topology, policy.Spec.Defaults.Topology),
 			Replicas:         intOr(s.Replicas, 1),
 			Volumes:          s.Volumes,
@@ -153,6 +148,52 @@ func convertWorkspace(d0 *doc, policy SchedulingPolicy) (Workspace, []Diagnostic
 		fe.diag = append(fe.diag, errorf(d0.pos("spec.task"), "spec.task.image is missing: the %s driver runs a container image; set image, or use driver exec or raw_exec", d))
 	}
 	return w, fe.diag
+}
+
+// workResources reads a workspace's resources and fills in what the
+// replica will really reserve on Nomad (see WorkResources): the default
+// CPU, memory and disk where none is written, memory and disk rounded up
+// to whole MiB.
+func workResources(fe *fieldErrs, d *doc, r rawResources) WorkResources {
+	out := WorkResources{
+		GPUs:           r.GPUs,
+		GPUModel:       r.GPUModel,
+		CPUMilli:       fe.cpu("spec.resources.cpu", r.CPU),
+		ExclusiveCores: r.ExclusiveCores,
+		MemoryBytes:    fe.bytes("spec.resources.memory", r.Memory),
+		DiskBytes:      fe.bytes("spec.resources.disk", r.Disk),
+	}
+	switch {
+	case r.CPU.set && out.ExclusiveCores > 0:
+		fe.diag = append(fe.diag, errorf(d.pos("spec.resources.exclusiveCores"),
+			"spec.resources: cpu and exclusiveCores are both set; Nomad reserves either a CPU share (cpu) or whole cores (exclusiveCores): keep one"))
+	case r.CPU.set && out.CPUMilli == 0 && len(fe.diag) == 0:
+		fe.diag = append(fe.diag, errorf(d.pos("spec.resources.cpu"),
+			"spec.resources.cpu is 0; Nomad reserves at least 1 MHz: write at least 1m, or leave cpu out for the default %dm", DefaultCPUMilli))
+	case !r.CPU.set && out.ExclusiveCores == 0:
+		out.CPUMilli = DefaultCPUMilli
+	}
+	const minMem = 10 << 20 // Nomad's smallest memory reservation (10 MB)
+	switch {
+	case !r.Memory.set:
+		out.MemoryBytes = DefaultMemoryBytes
+	case out.MemoryBytes < minMem && len(fe.diag) == 0:
+		fe.diag = append(fe.diag, errorf(d.pos("spec.resources.memory"),
+			"spec.resources.memory is below 10Mi, the least Nomad reserves for a task: write at least 10Mi, or leave it out for the default 300Mi"))
+	}
+	if !r.Disk.set {
+		out.DiskBytes = DefaultDiskBytes
+	}
+	out.MemoryBytes = roundMiB(out.MemoryBytes)
+	out.DiskBytes = roundMiB(out.DiskBytes)
+	return out
+}
+
+// roundMiB rounds b up to a whole MiB (Nomad counts memory and disk in
+// MiB, which it calls MB).
+func roundMiB(b int64) int64 {
+	const mib = 1 << 20
+	return (b + mib - 1) / mib * mib
 }
 
 func convertPolicy(d *doc) (SchedulingPolicy, []Diagnostic) {
