@@ -125,9 +125,9 @@ func convertWorkspace(d0 *doc, policy SchedulingPolicy) (Workspace, []Diagnostic
 	w := Workspace{
 		Meta: meta(d, r.Metadata),
 		Spec: WorkspaceSpec{
-			Owner: s.Owner,
-			State: s.State,
-			Task:  s.Task,
+			Owner:            s.Owner,
+			State:            s.State,
+			Task:             s.Task,
 			Resources:        workResources(fe, d0, s.Resources),
 			Topology:         topology(s.Topology, policy.Spec.Defaults.Topology),
 			Replicas:         intOr(s.Replicas, 1),

@@ -102,7 +102,7 @@ type Alloc struct {
 	Replica   int        `json:"replica"`
 	Node      string     `json:"node"`
 	// GPUs are device IDs on Node, sorted.
-	GPUs        []string   `json:"gpus"`
+	GPUs []string `json:"gpus"`
 	// CPUMilli, MemoryBytes and DiskBytes are what it holds on Node (CPU
 	// in MHz shares, its exclusive cores' shares included); Cores the
 	// whole cores it holds exclusively.
