@@ -36,9 +36,9 @@ type wsState struct {
 	cores          int
 	// feat is its index in decider.feats: the driver and host volumes it
 	// needs of a node (-1: nothing a node could lack).
-	feat           int32
-	model          string
-	levels         []int // placement levels, preferred first
+	feat   int32
+	model  string
+	levels []int // placement levels, preferred first
 	// topo numbers the workspace's NVLink and NUMA constraints (defaults
 	// filled in): equal constraints, equal numbers.
 	topo int
@@ -167,10 +167,11 @@ type decider struct {
 	big amount
 	// feats are the feature sets workspaces need (featureOf), featIDs
 	// them by driver and volumes.
-	feats   []featureSet
-	featIDs map[string]int32
-	pool           []wsState // backing store of ws; never grows past its capacity
-	ws             []*wsState
+	feats        []featureSet
+	featIDs      map[string]int32
+	featByDriver map[string]int32 // those needing no volume, by driver
+	pool         []wsState        // backing store of ws; never grows past its capacity
+	ws           []*wsState
 	// outs holds every workspace's decision, in ws order (wsState.out
 	// points into it); it never grows past its capacity either.
 	outs  []WorkspaceDecision
@@ -401,7 +402,7 @@ func Decide(in Input) Decision {
 var recordPool sync.Pool // of *[]wsState, zero up to their capacity
 
 func newDecider(in Input) *decider {
-	d := &decider{in: in, now: in.Now, shapeIDs: map[shapeKey]int32{}, featIDs: map[string]int32{}, reservedBy: -1}
+	d := &decider{in: in, now: in.Now, shapeIDs: map[shapeKey]int32{}, featIDs: map[string]int32{}, featByDriver: map[string]int32{}, reservedBy: -1}
 	specs := in.Specs
 	if specs == nil {
 		specs = &schema.Set{Policy: schema.DefaultPolicy()}

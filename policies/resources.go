@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -111,23 +112,25 @@ type featureSet struct {
 // with spec sw needs, adding it the first time (-1: it needs nothing any
 // node could lack). Host volumes are named by the Volume's source (its
 // name when none), as the Nomad driver mounts them; a CSI volume is not a
-// node feature.
+// node feature. (A mount's Source is what the loader resolved: the
+// Volume's spec.source.)
 func (d *decider) featureOf(specs *schema.Set, sw *schema.Workspace) int32 {
 	driver := sw.Spec.Task.Driver
+	if len(sw.Spec.Volumes) == 0 {
+		// The common case, without building a key.
+		if i, ok := d.featByDriver[driver]; ok {
+			return i
+		}
+	}
 	var vols []string
 	for _, m := range sw.Spec.Volumes {
-		name := m.Name
-		if v := specs.Volume(m.Name); v != nil {
-			if v.Spec.Type == "csi" {
-				continue
-			}
-			if v.Spec.Source != "" {
-				name = v.Spec.Source
-			}
+		if v := specs.Volume(m.Name); v != nil && v.Spec.Type == "csi" {
+			continue
 		}
-		vols = append(vols, name)
+		vols = append(vols, cmp.Or(m.Source, m.Name))
 	}
 	if driver == "" && len(vols) == 0 {
+		d.featByDriver[driver] = -1
 		return -1
 	}
 	slices.Sort(vols)
@@ -163,6 +166,9 @@ func (d *decider) featureOf(specs *schema.Set, sw *schema.Workspace) int32 {
 	i := int32(len(d.feats))
 	d.feats = append(d.feats, fs)
 	d.featIDs[key] = i
+	if len(vols) == 0 {
+		d.featByDriver[driver] = i
+	}
 	return i
 }
 

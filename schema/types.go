@@ -238,6 +238,10 @@ type VolumeMount struct {
 	Name      string `json:"name"`
 	MountPath string `json:"mountPath"`
 	ReadOnly  bool   `json:"readOnly,omitempty"`
+	// Source is the Nomad volume the mount asks a node for: the Volume's
+	// spec.source, filled in by the loader; empty (built by hand) means
+	// Name.
+	Source string `json:"source,omitempty"`
 }
 
 // Checkpoint says how a workspace saves its work: the signal it gets on
