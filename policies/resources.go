@@ -30,9 +30,12 @@ func (a amount) min(b amount) amount {
 
 func (a amount) zero() bool { return a == amount{} }
 
-// within reports whether a fits in have, dimension by dimension.
+// within reports whether a fits in have, dimension by dimension; a
+// dimension a does not ask for (zero) always fits, even where have is
+// below zero (a node that does not track it, or already overcommitted).
 func (a amount) within(have amount) bool {
-	return a.cpu <= have.cpu && a.mem <= have.mem && a.disk <= have.disk && a.cores <= have.cores
+	return (a.cpu <= 0 || a.cpu <= have.cpu) && (a.mem <= 0 || a.mem <= have.mem) &&
+		(a.disk <= 0 || a.disk <= have.disk) && (a.cores <= 0 || a.cores <= have.cores)
 }
 
 // allocAmount is what allocation a holds on its node.
