@@ -34,11 +34,11 @@ type Node struct {
 	Cores                   int   // TotalCpuCores, all reservable; default 2, as recorded
 	// Drivers are the task drivers detected and healthy (default docker,
 	// exec and raw_exec); HostVolumes the client's host volumes (none).
-	Drivers     []string
-	HostVolumes []string
-	GPUModel                string
-	GPUMemoryMiB            int64
-	GPUs                    []GPU
+	Drivers      []string
+	HostVolumes  []string
+	GPUModel     string
+	GPUMemoryMiB int64
+	GPUs         []GPU
 	// Meta is the node's static metadata (the client config's meta block).
 	Meta map[string]string
 }
