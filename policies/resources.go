@@ -253,7 +253,7 @@ func (d *decider) startWithoutGPUs(w *wsState) bool {
 			return false
 		}
 		d.takeNode(best, w, amount{})
-		pls = append(pls, state.Placement{Replica: r, Node: d.c.nodes[best].Name, GPUs: []string{}})
+		pls = append(pls, state.Placement{Replica: r, Node: d.c.nodes[best].Name}) // GPUs nil for none, as placementsOf gives
 	}
 	d.journal = d.journal[:0]
 	w.out.Verdict = VerdictStart
