@@ -91,7 +91,7 @@ func genInput(t *rapid.T) Input {
 				CPUMilli:    rapid.SampledFrom([]int64{0, 0, 100, 4000, 8000, 16000}).Draw(t, "wsCPU"),
 				MemoryBytes: rapid.SampledFrom([]int64{0, 300 << 20, 16 << 30, 64 << 30}).Draw(t, "wsMem"),
 				DiskBytes:   rapid.SampledFrom([]int64{0, 300 << 20, 512 << 20}).Draw(t, "wsDisk")},
-			Task: schema.Task{Driver: rapid.SampledFrom([]string{"", "raw_exec", "docker"}).Draw(t, "wsDriver")},
+			Task:     schema.Task{Driver: rapid.SampledFrom([]string{"", "raw_exec", "docker"}).Draw(t, "wsDriver")},
 			Topology: schema.Topology{NVLink: rapid.SampledFrom(constraints).Draw(t, "nvlink"), NUMA: rapid.SampledFrom(constraints).Draw(t, "numa")},
 		}}
 		if w.Spec.Resources.CPUMilli == 0 && rapid.IntRange(0, 3).Draw(t, "exclusive") == 0 {
