@@ -181,8 +181,15 @@ func workResources(fe *fieldErrs, d *doc, r rawResources) WorkResources {
 		fe.diag = append(fe.diag, errorf(d.pos("spec.resources.memory"),
 			"spec.resources.memory is below 10Mi, the least Nomad reserves for a task: write at least 10Mi, or leave it out for the default 300Mi"))
 	}
-	if !r.Disk.set {
+	// Nomad keeps a task's logs on its ephemeral disk (10 files of 10 MB)
+	// and refuses a disk that is not larger.
+	const minDisk = 101 << 20
+	switch {
+	case !r.Disk.set:
 		out.DiskBytes = DefaultDiskBytes
+	case out.DiskBytes < minDisk && len(fe.diag) == 0:
+		fe.diag = append(fe.diag, errorf(d.pos("spec.resources.disk"),
+			"spec.resources.disk is 100Mi or less; Nomad keeps the task's logs (100 MB) on it and needs more: write at least 101Mi, or leave it out for the default 300Mi"))
 	}
 	out.MemoryBytes = roundMiB(out.MemoryBytes)
 	out.DiskBytes = roundMiB(out.DiskBytes)

@@ -250,15 +250,16 @@ func TestWorkResources(t *testing.T) {
 		want WorkResources
 		err  string // part of the one error, if any
 	}{
-		"defaults": {`{gpus: 0}`, WorkResources{CPUMilli: 100, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, ""},
-		"share":    {`{gpus: 1, cpu: 500m, memory: 1Gi, disk: 2Gi}`, WorkResources{GPUs: 1, CPUMilli: 500, MemoryBytes: 1 << 30, DiskBytes: 2 << 30}, ""},
-		"MHz":      {`{gpus: 0, cpu: 2400MHz}`, WorkResources{CPUMilli: 2400, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, ""},
-		"cores":    {`{gpus: 0, exclusiveCores: 2}`, WorkResources{ExclusiveCores: 2, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, ""},
-		"rounded":  {`{gpus: 0, memory: 1G, disk: 1000001}`, WorkResources{CPUMilli: 100, MemoryBytes: 954 << 20, DiskBytes: 1 << 20}, ""},
-		"both":     {`{gpus: 0, cpu: 1, exclusiveCores: 1}`, WorkResources{}, "cpu and exclusiveCores are both set"},
-		"zero cpu": {`{gpus: 0, cpu: 0}`, WorkResources{}, "Nomad reserves at least 1 MHz"},
-		"tiny mem": {`{gpus: 0, memory: 1Mi}`, WorkResources{}, "below 10Mi"},
-		"cores 0":  {`{gpus: 0, exclusiveCores: 0}`, WorkResources{}, "exclusiveCores is a whole number"},
+		"defaults":  {`{gpus: 0}`, WorkResources{CPUMilli: 100, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, ""},
+		"share":     {`{gpus: 1, cpu: 500m, memory: 1Gi, disk: 2Gi}`, WorkResources{GPUs: 1, CPUMilli: 500, MemoryBytes: 1 << 30, DiskBytes: 2 << 30}, ""},
+		"MHz":       {`{gpus: 0, cpu: 2400MHz}`, WorkResources{CPUMilli: 2400, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, ""},
+		"cores":     {`{gpus: 0, exclusiveCores: 2}`, WorkResources{ExclusiveCores: 2, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, ""},
+		"rounded":   {`{gpus: 0, memory: 1G, disk: 200000001}`, WorkResources{CPUMilli: 100, MemoryBytes: 954 << 20, DiskBytes: 191 << 20}, ""},
+		"tiny disk": {`{gpus: 0, disk: 100Mi}`, WorkResources{}, "Nomad keeps the task's logs"},
+		"both":      {`{gpus: 0, cpu: 1, exclusiveCores: 1}`, WorkResources{}, "cpu and exclusiveCores are both set"},
+		"zero cpu":  {`{gpus: 0, cpu: 0}`, WorkResources{}, "Nomad reserves at least 1 MHz"},
+		"tiny mem":  {`{gpus: 0, memory: 1Mi}`, WorkResources{}, "below 10Mi"},
+		"cores 0":   {`{gpus: 0, exclusiveCores: 0}`, WorkResources{}, "exclusiveCores is a whole number"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
