@@ -283,3 +283,20 @@ func TestWorkResources(t *testing.T) {
 		})
 	}
 }
+
+// TestMountSource: a mount carries the Nomad host volume it asks for, the
+// Volume's spec.source (its name by default), so placement checks and
+// the job agree on it.
+func TestMountSource(t *testing.T) {
+	for source, want := range map[string]string{"": "data", "source: nfs-data, ": "nfs-data"} {
+		src := strings.Replace(minimal, "spec: {projects: [ml]}", "spec: {"+source+"projects: [ml]}", 1)
+		src = strings.Replace(src, "resources: {gpus: 1}", "resources: {gpus: 1}\n  volumes: [{name: data, mountPath: /data}]", 1)
+		set, diags, err := LoadFS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
+		if err != nil || set == nil {
+			t.Fatalf("LoadFS: %v %v", err, diags)
+		}
+		if got := set.Workspaces[0].Spec.Volumes[0].Source; got != want {
+			t.Errorf("source %q: mount source %q, want %q", source, got, want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"slices"
 	"testing"
 	"time"
 
@@ -709,5 +710,36 @@ func TestRenderResources(t *testing.T) {
 				t.Errorf("resources (-want +got)\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestHostVolumeBySource: a mount asks Nomad for the Volume's source (the
+// host volume's name on the client), and the fake, like Nomad, places it
+// only on a node that has that host volume; berth observes node features
+// the decision checks.
+func TestHostVolumeBySource(t *testing.T) {
+	nodes := drivertest.Nodes()
+	nodes[0].HostVolumes = []string{"nfs-datasets"}
+	_, d := fakeCluster(t, nodes)
+	snap, err := d.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := snap.Nodes[0]; !n.Features || !slices.Contains(n.HostVolumes, "nfs-datasets") || !slices.Contains(n.Drivers, "docker") {
+		t.Fatalf("node %s features: %v drivers %v volumes %v", n.Name, n.Features, n.Drivers, n.HostVolumes)
+	}
+	a := startAction("train", nodes[0].Name, nodes[0].GPUs[0].ID)
+	a.Spec.Spec.Volumes[0].Source = "nfs-datasets"
+	if err := d.Apply(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if got := jobOf(t, d, "vision", "train").TaskGroups[0].Volumes["datasets"].Source; got != "nfs-datasets" {
+		t.Errorf("volume source %q, want nfs-datasets", got)
+	}
+	// A host volume no node has: Nomad cannot place it.
+	b := startAction("lost", nodes[0].Name, nodes[0].GPUs[1].ID)
+	b.Spec.Spec.Volumes[0].Source = "nowhere"
+	if err := d.Apply(ctx, b); err == nil {
+		t.Errorf("a start needing a host volume no node has was placed")
 	}
 }
