@@ -2,6 +2,7 @@ package policies
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/berth-dev/berth/reconcile/state"
 )
@@ -516,11 +517,16 @@ func (d *decider) fitsAfter(w *wsState, g *group, set []int32) bool {
 	if w.cpu == 0 && w.mem == 0 && w.disk == 0 && w.cores == 0 {
 		return w.feat < 0 || d.feats[w.feat].ok[ni]
 	}
+	// Most nodes have room without counting what leaves.
+	if d.fitsNode(ni, w, amount{}) {
+		return true
+	}
 	var freed amount
-	seen := map[int32]bool{}
+	var buf [16]int32 // a group has a handful of owners
+	seen := buf[:0]
 	add := func(o int32) {
-		if !seen[o] {
-			seen[o] = true
+		if !slices.Contains(seen, o) {
+			seen = append(seen, o)
 			freed = freed.add(d.freedOn(o, ni))
 		}
 	}
