@@ -2,6 +2,7 @@ package policies
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -42,10 +43,15 @@ func (d *decider) admit(w *wsState) {
 		d.wait(w, d.quotaReason(p, w))
 		return
 	}
+	if w.feat >= 0 && !d.feats[w.feat].ready {
+		d.wait(w, Reason{ReasonCapacity, "capacity: " + d.feats[w.feat].missing})
+		return
+	}
 	if w.gpus <= 0 {
-		d.startWithoutGPUs(w)
-		p.held += need
-		d.gen++
+		if d.startWithoutGPUs(w) {
+			p.held += need
+			d.gen++
+		}
 		return
 	}
 	mi := d.c.modelIndex(w.model)
@@ -222,20 +228,6 @@ func (d *decider) quotaReason(p *projState, w *wsState) Reason {
 
 // startWithoutGPUs places a workspace that needs no GPU on the first
 // ready, eligible node.
-func (d *decider) startWithoutGPUs(w *wsState) {
-	for _, n := range d.c.nodes {
-		if n.Ready && n.Eligible {
-			w.out.Verdict = VerdictStart
-			for r := range w.replicas {
-				w.out.Placements = append(w.out.Placements, state.Placement{Replica: r, Node: n.Name, GPUs: []string{}})
-			}
-			w.out.Reason = Reason{ReasonNone, "starts; needs no GPU"}
-			return
-		}
-	}
-	d.wait(w, Reason{ReasonCapacity, "capacity: no ready, eligible node"})
-}
-
 // --- moves, with a journal so a failed gang leaves no trace ---
 
 func (d *decider) setOwner(si, owner int32, releasing bool) {
@@ -267,13 +259,13 @@ func (d *decider) rollback() {
 			continue
 		}
 		if u.slot == -2 {
-			d.cpuFree[u.node], d.memFree[u.node] = u.cpu, u.mem
+			d.free[u.node] = u.amt
 			continue
 		}
 		if u.slot == -3 {
 			key := [2]int32{u.owner, u.node}
 			if u.victim {
-				d.relLeft[key] = [2]int64{u.cpu, u.mem}
+				d.relLeft[key] = u.amt
 			} else {
 				delete(d.relLeft, key)
 			}
@@ -297,7 +289,7 @@ func (d *decider) placeFree(wi int32, w *wsState, mi, r int) (state.Placement, b
 		li := d.c.index[mi][l]
 		gi := -1
 		li.each(w.gpus, func(g int) bool {
-			if d.fitsNode(int(li.groups[g].node), w, 0, 0) {
+			if d.fitsNode(int(li.groups[g].node), w, amount{}) {
 				gi = g
 				return false
 			}
@@ -310,7 +302,7 @@ func (d *decider) placeFree(wi int32, w *wsState, mi, r int) (state.Placement, b
 		for _, si := range slots {
 			d.setOwner(si, wi, false)
 		}
-		d.takeNode(int(li.groups[gi].node), w, 0, 0)
+		d.takeNode(int(li.groups[gi].node), w, amount{})
 		return d.placement(r, slots), true
 	}
 	return state.Placement{}, false
@@ -366,7 +358,15 @@ func (d *decider) waitReason(w *wsState, mi int) Reason {
 	}
 	loosest := w.levels[len(w.levels)-1]
 	li := d.c.index[mi][loosest]
-	if d.admitted > 0 && w.replicas == 1 {
+	gpuFits := false
+	for _, l := range w.levels {
+		if d.c.index[mi][l].bestFit(w.gpus) >= 0 {
+			gpuFits = true
+		}
+	}
+	// Others took the GPUs it fits in (when GPUs still fit, what it
+	// lacks is a node's CPU, memory, disk or features: said below).
+	if d.admitted > 0 && w.replicas == 1 && !gpuFits {
 		for _, l := range w.levels {
 			if d.initialMost[mi][l] >= w.gpus { // one group had room
 				r := Reason{ReasonQueue, fmt.Sprintf("queue: %s ahead of it in the queue took the free GPUs it fits in", plural(d.admitted, "workspace"))}
@@ -388,16 +388,10 @@ func (d *decider) waitReason(w *wsState, mi int) Reason {
 		}
 		return fmt.Sprintf("best: %s has %d", d.c.nodes[li.groups[gi].node].Name, li.groups[gi].free)
 	}
-	gpuFits := false
-	for _, l := range w.levels {
-		if d.c.index[mi][l].bestFit(w.gpus) >= 0 {
-			gpuFits = true
-		}
-	}
 	var r Reason
 	switch {
-	case gpuFits && (w.cpu > 0 || w.mem > 0) && w.replicas == 1:
-		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: no node with %s%s free also has %s free", plural(w.gpus, "GPU"), of, resources(w.cpu, w.mem))}
+	case gpuFits && (w.cpu > 0 || w.mem > 0 || w.disk > 0 || w.cores > 0 || w.feat >= 0) && w.replicas == 1:
+		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: no node with %s%s free also has %s free%s", plural(w.gpus, "GPU"), of, resources(w.cpu, w.cores, w.mem, w.disk), d.featureText(w))}
 	case w.replicas > 1 && li.bestFit(w.gpus) >= 0:
 		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: gang of %d×%s%s does not fit all at once (%d free)", w.replicas, plural(w.gpus, "GPU"), of, d.c.totalFree[mi])}
 	case loosest != levelNode && d.c.index[mi][levelNode].bestFit(w.gpus) >= 0:
@@ -463,7 +457,10 @@ func (d *decider) reserve(wi int32, w *wsState, mi int, as string) string {
 	// A node whose whole CPU or memory is too small is no use to it.
 	big := func(ni int32) bool {
 		n := &d.c.nodes[ni]
-		return (n.CPUMilli == 0 || w.cpu <= n.CPUMilli) && (n.MemoryBytes == 0 || w.mem <= n.MemoryBytes)
+		if w.feat >= 0 && !d.feats[w.feat].ok[ni] {
+			return false
+		}
+		return d.needOn(int(ni), w).within(nodeAmount(n))
 	}
 	if !d.anyNodeBig(w) {
 		return ""
@@ -566,24 +563,28 @@ func (d *decider) decided(wi int32) bool {
 	return d.decidedWS[wi]
 }
 
-// resources writes CPU and memory for a person: "16 CPUs and 64 GiB".
-func resources(cpu, mem int64) string {
-	var parts []string
-	if cpu > 0 {
-		if cpu%1000 == 0 {
-			parts = append(parts, plural(int(cpu/1000), "CPU"))
-		} else {
-			parts = append(parts, fmt.Sprintf("%dm CPU", cpu))
-		}
-	}
-	if mem > 0 {
-		parts = append(parts, fmt.Sprintf("%.4g GiB memory", float64(mem)/(1<<30)))
-	}
-	return strings.Join(parts, " and ")
-}
-
 // anyNodeBig reports whether some node's whole CPU and some node's whole
 // memory could hold one replica of w (a quick filter).
 func (d *decider) anyNodeBig(w *wsState) bool {
-	return w.cpu <= d.bigCPU && w.mem <= d.bigMem
+	return amount{w.cpu, w.mem, w.disk, int64(w.cores)}.within(d.big)
+}
+
+// featureText is ", and the docker driver and host volume data" when w
+// needs a node feature some node lacks, else "".
+func (d *decider) featureText(w *wsState) string {
+	if w.feat < 0 {
+		return ""
+	}
+	fs := &d.feats[w.feat]
+	if !slices.Contains(fs.ok, false) {
+		return ""
+	}
+	var what []string
+	if fs.driver != "" {
+		what = append(what, "the "+fs.driver+" driver")
+	}
+	for _, v := range fs.volumes {
+		what = append(what, "host volume "+v)
+	}
+	return " with " + strings.Join(what, " and ")
 }

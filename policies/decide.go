@@ -30,9 +30,15 @@ type wsState struct {
 	preemptible bool // tier and workspace both allow it
 
 	gpus, replicas int
-	cpu, mem       int64 // per replica; zero: not asked for
-	model          string
-	levels         []int // placement levels, preferred first
+	// cpu (MHz shares), mem, disk and exclusive cores per replica; zero:
+	// not asked for.
+	cpu, mem, disk int64
+	cores          int
+	// feat is its index in decider.feats: the driver and host volumes it
+	// needs of a node (-1: nothing a node could lack).
+	feat   int32
+	model  string
+	levels []int // placement levels, preferred first
 	// topo numbers the workspace's NVLink and NUMA constraints (defaults
 	// filled in): equal constraints, equal numbers.
 	topo int
@@ -149,18 +155,23 @@ type decider struct {
 	stepCredit float64
 
 	c *cluster
-	// cpuFree and memFree are each node's allocatable CPU and memory not
+	// free is each node's allocatable CPU, memory, disk and cores not
 	// held by an allocation (stopping ones included); only meaningful
-	// where the node tracks it (Node.CPUMilli, MemoryBytes > 0).
-	cpuFree, memFree []int64
-	// relLeft: per (workspace, node), the CPU and memory its leaving
-	// allocations free that no start has claimed yet (once touched).
-	relLeft map[[2]int32][2]int64
-	// bigCPU, bigMem: the most any usable node has in all (MaxInt64: a
-	// node does not track it).
-	bigCPU, bigMem int64
-	pool           []wsState // backing store of ws; never grows past its capacity
-	ws             []*wsState
+	// in the dimensions the node tracks (see needOn).
+	free []amount
+	// relLeft: per (workspace, node), what its leaving allocations free
+	// that no start has claimed yet (once touched).
+	relLeft map[[2]int32]amount
+	// big: the most any usable node has in all, per dimension (MaxInt64:
+	// a node does not track it).
+	big amount
+	// feats are the feature sets workspaces need (featureOf), featIDs
+	// them by driver and volumes.
+	feats        []featureSet
+	featIDs      map[string]int32
+	featByDriver map[string]int32 // those needing no volume, by driver
+	pool         []wsState        // backing store of ws; never grows past its capacity
+	ws           []*wsState
 	// outs holds every workspace's decision, in ws order (wsState.out
 	// points into it); it never grows past its capacity either.
 	outs  []WorkspaceDecision
@@ -222,7 +233,9 @@ type decider struct {
 // the shape of one replica and the preemptor's rights.
 type shapeKey struct {
 	gpus, replicas int
-	cpu, mem       int64 // per replica; zero: not asked for
+	cpu, mem, disk int64 // per replica; zero: not asked for
+	cores          int
+	feat           int32 // wsState.feat
 	mi             int   // model index: one to one with the model asked for
 	topo           int   // wsState.topo: one to one with the NVLink and NUMA constraints
 	tier           int
@@ -249,7 +262,7 @@ type failure struct {
 
 // shapeOf returns the memo of w's shape; mi is w's model index.
 func (d *decider) shapeOf(w *wsState, mi int) *shapeMemo {
-	key := shapeKey{gpus: w.gpus, replicas: w.replicas, cpu: w.cpu, mem: w.mem, mi: mi, topo: w.topo, tier: w.tier, canPreempt: w.canPreempt}
+	key := shapeKey{gpus: w.gpus, replicas: w.replicas, cpu: w.cpu, mem: w.mem, disk: w.disk, cores: w.cores, feat: w.feat, mi: mi, topo: w.topo, tier: w.tier, canPreempt: w.canPreempt}
 	// Workspaces of one shape often come one after another in the queue.
 	if d.lastShape != nil && key == d.lastKey {
 		return d.lastShape
@@ -265,10 +278,10 @@ func (d *decider) shapeOf(w *wsState, mi int) *shapeMemo {
 }
 
 type undo struct {
-	slot      int32 // -1: a workspace change; -2: a node's free CPU and memory; -3: relLeft
+	slot      int32 // -1: a workspace change; -2: a node's free CPU, memory, disk and cores; -3: relLeft
 	owner     int32
 	node      int32
-	cpu, mem  int64
+	amt       amount
 	releasing bool
 	ws        int32
 	victim    bool
@@ -389,7 +402,7 @@ func Decide(in Input) Decision {
 var recordPool sync.Pool // of *[]wsState, zero up to their capacity
 
 func newDecider(in Input) *decider {
-	d := &decider{in: in, now: in.Now, shapeIDs: map[shapeKey]int32{}, reservedBy: -1}
+	d := &decider{in: in, now: in.Now, shapeIDs: map[shapeKey]int32{}, featIDs: map[string]int32{}, featByDriver: map[string]int32{}, reservedBy: -1}
 	specs := in.Specs
 	if specs == nil {
 		specs = &schema.Set{Policy: schema.DefaultPolicy()}
@@ -463,7 +476,9 @@ func newDecider(in Input) *decider {
 		w.stopped = sw.Spec.State == schema.DesiredStopped
 		w.gpus, w.replicas = sw.Spec.Resources.GPUs, max(sw.Spec.Replicas, 1)
 		w.model = sw.Spec.Resources.GPUModel
-		w.cpu, w.mem = sw.Spec.Resources.CPUMilli, sw.Spec.Resources.MemoryBytes
+		res := &sw.Spec.Resources
+		w.cpu, w.mem, w.disk, w.cores = res.CPUMilli, res.MemoryBytes, res.DiskBytes, res.ExclusiveCores
+		w.feat = d.featureOf(specs, sw)
 		w.out = &d.outs[i]
 		w.out.Ref = w.ref
 		if i > 0 && !d.ws[i-1].ref.Less(w.ref) {
@@ -514,10 +529,9 @@ func newDecider(in Input) *decider {
 	// memory off their node's. A workspace's allocations usually come
 	// together (Snapshot.Allocs is sorted by workspace): one lookup for
 	// them all, walking the sorted specs alongside (findFrom).
-	d.cpuFree = make([]int64, len(snap.Nodes))
-	d.memFree = make([]int64, len(snap.Nodes))
-	for ni, n := range snap.Nodes {
-		d.cpuFree[ni], d.memFree[ni] = n.CPUMilli, n.MemoryBytes
+	d.free = make([]amount, len(snap.Nodes))
+	for ni := range snap.Nodes {
+		d.free[ni] = nodeAmount(&snap.Nodes[ni])
 	}
 	heldSlots := make([]int32, 0, len(d.c.slots))
 	heldBy := make([]int32, 0, len(d.c.slots))
@@ -568,8 +582,8 @@ func newDecider(in Input) *decider {
 		if ni < 0 {
 			continue
 		}
-		d.cpuFree[ni] -= a.CPUMilli
-		d.memFree[ni] -= a.MemoryBytes
+		f := &d.free[ni]
+		f.cpu, f.mem, f.disk, f.cores = f.cpu-a.CPUMilli, f.mem-a.MemoryBytes, f.disk-a.DiskBytes, f.cores-int64(a.Cores)
 		// An allocation usually lists its GPUs in the node's order: try
 		// the slot after the last one found before searching the node.
 		next := int32(-1)
@@ -586,22 +600,26 @@ func newDecider(in Input) *decider {
 		}
 	}
 	d.c.hold(heldSlots, heldBy)
-	d.relLeft = map[[2]int32][2]int64{}
+	d.relLeft = map[[2]int32]amount{}
 	for _, n := range snap.Nodes {
 		if !n.Ready || !n.Eligible {
 			continue
 		}
-		cpu, mem := n.CPUMilli, n.MemoryBytes
-		if cpu == 0 {
-			cpu = math.MaxInt64
+		a := nodeAmount(&n)
+		for _, v := range []*int64{&a.cpu, &a.mem, &a.disk} {
+			if *v == 0 {
+				*v = math.MaxInt64
+			}
 		}
-		if mem == 0 {
-			mem = math.MaxInt64
+		if n.CPUPerCore == 0 {
+			a.cores = math.MaxInt64
 		}
-		d.bigCPU, d.bigMem = max(d.bigCPU, cpu), max(d.bigMem, mem)
+		d.big = amount{max(d.big.cpu, a.cpu), max(d.big.mem, a.mem), max(d.big.disk, a.disk), max(d.big.cores, a.cores)}
 	}
+	// A workspace with allocations holds its place, GPUs or not: it runs
+	// or leaves, and never queues for a second start.
 	for wi, w := range d.ws {
-		if w.held == 0 {
+		if len(w.allocs) == 0 {
 			continue
 		}
 		w.leaving = w.stopping || w.spec == nil || w.stopped
@@ -623,7 +641,7 @@ func newDecider(in Input) *decider {
 		}
 	}
 	for _, w := range d.ws {
-		if w.spec == nil || w.stopped || w.held > 0 {
+		if w.spec == nil || w.stopped || len(w.allocs) > 0 {
 			continue
 		}
 		queuedSince(w)
@@ -841,31 +859,6 @@ func nodeIndex(nodes []state.Node, name string) int {
 		return i
 	}
 	return -1
-}
-
-// fitsNode reports whether node ni has the CPU and memory one replica of
-// w asks for, counting extra as freed (the allocations it waits for).
-func (d *decider) fitsNode(ni int, w *wsState, extraCPU, extraMem int64) bool {
-	n := &d.c.nodes[ni]
-	if n.CPUMilli > 0 && w.cpu > 0 && d.cpuFree[ni]+extraCPU < w.cpu {
-		return false
-	}
-	if n.MemoryBytes > 0 && w.mem > 0 && d.memFree[ni]+extraMem < w.mem {
-		return false
-	}
-	return true
-}
-
-// takeNode takes one replica's CPU and memory on node ni, first from
-// what the allocations it waits for free (extra), then from the free pool;
-// journaled.
-func (d *decider) takeNode(ni int, w *wsState, extraCPU, extraMem int64) {
-	if w.cpu == 0 && w.mem == 0 {
-		return
-	}
-	d.journal = append(d.journal, undo{slot: -2, node: int32(ni), cpu: d.cpuFree[ni], mem: d.memFree[ni]})
-	d.cpuFree[ni] -= max(w.cpu-extraCPU, 0)
-	d.memFree[ni] -= max(w.mem-extraMem, 0)
 }
 
 // addOrphan adds a record for a workspace that holds GPUs but is not in
@@ -1281,13 +1274,13 @@ func (d *decider) before(a, b int) bool {
 
 func (d *decider) buildQueue() *projHeap {
 	h := &projHeap{d: d}
-	queued := func(w *wsState) bool { return w.spec != nil && !w.stopped && w.held == 0 && w.proj >= 0 }
+	queued := func(w *wsState) bool { return w.spec != nil && !w.stopped && len(w.allocs) == 0 && w.proj >= 0 }
 	// Each project's queue, done flags and need buckets are cut from
 	// arrays sized for every queued workspace.
 	counts := make([]int, len(d.projs))
 	total := 0
 	for _, w := range d.ws {
-		if w.spec != nil && !w.stopped && w.held == 0 && w.proj < 0 {
+		if w.spec != nil && !w.stopped && len(w.allocs) == 0 && w.proj < 0 {
 			w.out.Verdict = VerdictWait
 			w.out.Reason = Reason{ReasonQuota, fmt.Sprintf("quota: project %s does not exist", w.ref.Project)}
 		}

@@ -3,6 +3,8 @@ package policies
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -32,8 +34,19 @@ func genInput(t *rapid.T) Input {
 	nNodes := rapid.IntRange(1, 5).Draw(t, "nodes")
 	for i := range nNodes {
 		n := state.Node{Name: fmt.Sprintf("n%d", i), Ready: rapid.IntRange(0, 9).Draw(t, "ready") > 0, Eligible: rapid.IntRange(0, 9).Draw(t, "eligible") > 0,
-			CPUMilli: rapid.SampledFrom([]int64{0, 16000, 32000, 64000}).Draw(t, "nodeCPU")}
+			CPUMilli:    rapid.SampledFrom([]int64{0, 16000, 32000, 64000}).Draw(t, "nodeCPU"),
+			MemoryBytes: rapid.SampledFrom([]int64{0, 32 << 30, 256 << 30}).Draw(t, "nodeMem"),
+			DiskBytes:   rapid.SampledFrom([]int64{0, 1 << 30, 100 << 30}).Draw(t, "nodeDisk")}
 		n.ID = n.Name
+		if n.CPUMilli > 0 && rapid.Bool().Draw(t, "nodeCores") {
+			n.Cores = int(n.CPUMilli / 2000)
+			n.CPUPerCore = 2000
+		}
+		if rapid.Bool().Draw(t, "features") {
+			n.Features = true
+			n.Drivers = rapid.SampledFrom([][]string{{}, {"raw_exec"}, {"docker", "raw_exec"}}).Draw(t, "drivers")
+			n.HostVolumes = rapid.SampledFrom([][]string{{}, {"data"}}).Draw(t, "hostVolumes")
+		}
 		count := rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "gpus")
 		doms := rapid.IntRange(1, 2).Draw(t, "domains")
 		numas := rapid.IntRange(1, 2).Draw(t, "numas")
@@ -65,7 +78,7 @@ func genInput(t *rapid.T) Input {
 	constraints := []schema.Constraint{schema.ConstraintNone, schema.ConstraintPreferred, schema.ConstraintRequired}
 	// owner of each GPU while placing running workspaces
 	used := map[[2]string]bool{}
-	cpuUsed := map[string]int64{}
+	cpuUsed := map[string]amount{}
 	hist := &state.History{UsageAt: propNow.Add(-time.Hour), Usage: map[string]float64{}, QueuedSince: map[schema.Ref]time.Time{}, Preempted: map[schema.Ref]state.Preemption{}}
 	nWS := rapid.IntRange(1, 12).Draw(t, "workspaces")
 	for i := range nWS {
@@ -74,10 +87,19 @@ func genInput(t *rapid.T) Input {
 			State:       schema.DesiredRunning,
 			Replicas:    rapid.SampledFrom([]int{1, 1, 1, 2}).Draw(t, "replicas"),
 			Preemptible: rapid.IntRange(0, 5).Draw(t, "wsPreemptible") > 0,
-			Resources: schema.WorkResources{GPUs: rapid.SampledFrom([]int{1, 1, 2, 4}).Draw(t, "wsGPUs"),
-				CPUMilli: rapid.SampledFrom([]int64{0, 0, 4000, 8000, 16000}).Draw(t, "wsCPU")},
+			Resources: schema.WorkResources{GPUs: rapid.SampledFrom([]int{0, 1, 1, 2, 4}).Draw(t, "wsGPUs"),
+				CPUMilli:    rapid.SampledFrom([]int64{0, 0, 100, 4000, 8000, 16000}).Draw(t, "wsCPU"),
+				MemoryBytes: rapid.SampledFrom([]int64{0, 300 << 20, 16 << 30, 64 << 30}).Draw(t, "wsMem"),
+				DiskBytes:   rapid.SampledFrom([]int64{0, 300 << 20, 512 << 20}).Draw(t, "wsDisk")},
+			Task:     schema.Task{Driver: rapid.SampledFrom([]string{"", "raw_exec", "docker"}).Draw(t, "wsDriver")},
 			Topology: schema.Topology{NVLink: rapid.SampledFrom(constraints).Draw(t, "nvlink"), NUMA: rapid.SampledFrom(constraints).Draw(t, "numa")},
 		}}
+		if w.Spec.Resources.CPUMilli == 0 && rapid.IntRange(0, 3).Draw(t, "exclusive") == 0 {
+			w.Spec.Resources.ExclusiveCores = rapid.IntRange(1, 4).Draw(t, "wsCores")
+		}
+		if rapid.IntRange(0, 3).Draw(t, "volume") == 0 {
+			w.Spec.Volumes = []schema.VolumeMount{{Name: "data", MountPath: "/data"}}
+		}
 		if rapid.IntRange(0, 4).Draw(t, "hasModel") == 0 {
 			w.Spec.Resources.GPUModel = rapid.SampledFrom(models).Draw(t, "wsModel")
 		}
@@ -96,7 +118,7 @@ func genInput(t *rapid.T) Input {
 			if rapid.Bool().Draw(t, "ckpt") {
 				ckpt = started.Add(time.Duration(rapid.IntRange(0, int(propNow.Sub(started)/time.Minute)).Draw(t, "ckptAt")) * time.Minute)
 			}
-			allocs := placeRunning(t, snap.Nodes, used, cpuUsed, ref, w.Spec.Replicas, w.Spec.Resources.GPUs, w.Spec.Resources.CPUMilli)
+			allocs := placeRunning(t, snap.Nodes, used, cpuUsed, ref, w.Spec.Replicas, w.Spec.Resources.GPUs, w.Spec.Resources)
 			for _, a := range allocs {
 				a.Phase, a.StartedAt, a.LastCheckpoint = phase, started, ckpt
 				snap.Allocs = append(snap.Allocs, a)
@@ -109,7 +131,7 @@ func genInput(t *rapid.T) Input {
 	// An orphan: holds GPUs, no longer in the specs.
 	if rapid.IntRange(0, 3).Draw(t, "orphan") == 0 {
 		ref := schema.Ref{Project: "p0", Name: "gone"}
-		for _, a := range placeRunning(t, snap.Nodes, used, cpuUsed, ref, 1, 1, 0) {
+		for _, a := range placeRunning(t, snap.Nodes, used, cpuUsed, ref, 1, 1, schema.WorkResources{}) {
 			a.Phase, a.StartedAt = state.AllocRunning, propNow.Add(-time.Hour)
 			snap.Allocs = append(snap.Allocs, a)
 		}
@@ -125,12 +147,15 @@ func genInput(t *rapid.T) Input {
 // placeRunning places replicas on random nodes with free GPUs (any GPUs,
 // topology ignored, as a real cluster may have them); a replica that
 // finds no room is left out.
-func placeRunning(t *rapid.T, nodes []state.Node, used map[[2]string]bool, cpuUsed map[string]int64, ref schema.Ref, replicas, gpus int, cpu int64) []state.Alloc {
+func placeRunning(t *rapid.T, nodes []state.Node, used map[[2]string]bool, resUsed map[string]amount, ref schema.Ref, replicas, gpus int, res schema.WorkResources) []state.Alloc {
 	var out []state.Alloc
 	for r := range replicas {
 		ni := rapid.IntRange(0, len(nodes)-1).Draw(t, "allocNode")
 		n := nodes[ni]
-		if n.CPUMilli > 0 && cpuUsed[n.Name]+cpu > n.CPUMilli {
+		a := allocFor(n, res)
+		u := resUsed[n.Name].add(allocAmount(&a))
+		if (n.CPUMilli > 0 && u.cpu > n.CPUMilli) || (n.MemoryBytes > 0 && u.mem > n.MemoryBytes) ||
+			(n.DiskBytes > 0 && u.disk > n.DiskBytes) || (n.CPUPerCore > 0 && u.cores > int64(n.Cores)) {
 			continue
 		}
 		var ids []string
@@ -145,11 +170,19 @@ func placeRunning(t *rapid.T, nodes []state.Node, used map[[2]string]bool, cpuUs
 		for _, id := range ids {
 			used[[2]string{n.Name, id}] = true
 		}
-		cpuUsed[n.Name] += cpu
+		resUsed[n.Name] = u
 		sort.Strings(ids)
-		out = append(out, state.Alloc{Workspace: ref, Replica: r, Node: n.Name, GPUs: ids, CPUMilli: cpu})
+		a.Workspace, a.Replica, a.Node, a.GPUs = ref, r, n.Name, ids
+		out = append(out, a)
 	}
 	return out
+}
+
+// allocFor is what one replica asking res holds on node n, as Nomad
+// allocates it: its CPU share, or its exclusive cores and their shares.
+func allocFor(n state.Node, res schema.WorkResources) state.Alloc {
+	return state.Alloc{CPUMilli: res.CPUMilli + int64(res.ExclusiveCores)*n.CPUPerCore, Cores: res.ExclusiveCores,
+		MemoryBytes: res.MemoryBytes, DiskBytes: res.DiskBytes}
 }
 
 func sortAllocs(a []state.Alloc) {
@@ -322,31 +355,63 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 			}
 		}
 	}
-	// CPU never overcommitted: once everything the decision waits for is
-	// gone (runs and starts), and right now (every allocation plus the
-	// starts that wait for nobody).
-	final, now := map[string]int64{}, map[string]int64{}
+	// CPU shares, memory, disk and exclusive cores never overcommitted:
+	// once everything the decision waits for is gone (runs and starts),
+	// and right now (every allocation plus the starts that wait for
+	// nobody). A node that did not have it before the decision (the
+	// generator may overfill one) is left out.
+	final, now := map[string]amount{}, map[string]amount{}
 	for _, a := range snap.Allocs {
-		now[a.Node] += a.CPUMilli
+		now[a.Node] = now[a.Node].add(allocAmount(&a))
 		if byRef[a.Workspace].Verdict == VerdictRun {
-			final[a.Node] += a.CPUMilli
+			final[a.Node] = final[a.Node].add(allocAmount(&a))
 		}
 	}
+	before := maps.Clone(now)
 	for _, w := range d.Workspaces {
 		if w.Verdict != VerdictStart {
 			continue
 		}
-		cpu := set.Workspace(w.Ref).Spec.Resources.CPUMilli
+		spec := set.Workspace(w.Ref)
 		for _, p := range w.Placements {
-			final[p.Node] += cpu
+			n := nodes[p.Node]
+			a := allocFor(n, spec.Spec.Resources)
+			final[p.Node] = final[p.Node].add(allocAmount(&a))
 			if len(w.Preempts) == 0 {
-				now[p.Node] += cpu
+				now[p.Node] = now[p.Node].add(allocAmount(&a))
+			}
+			// A start goes only where the node has its driver and volumes.
+			if n.Features {
+				if drv := spec.Spec.Task.Driver; drv != "" && !slices.Contains(n.Drivers, drv) {
+					t.Fatalf("%s starts on %s, which lacks the %s driver\n%s", w.Ref, n.Name, drv, Render(d))
+				}
+				for _, v := range spec.Spec.Volumes {
+					if !slices.Contains(n.HostVolumes, v.Name) {
+						t.Fatalf("%s starts on %s, which lacks host volume %s\n%s", w.Ref, n.Name, v.Name, Render(d))
+					}
+				}
 			}
 		}
 	}
 	for name, n := range nodes {
-		if n.CPUMilli > 0 && (final[name] > n.CPUMilli || now[name] > n.CPUMilli) {
-			t.Fatalf("node %s: %dm CPU once settled, %dm now, of %dm\n%s", name, final[name], now[name], n.CPUMilli, Render(d))
+		over := func(u amount) string {
+			switch {
+			case n.CPUMilli > 0 && u.cpu > n.CPUMilli && u.cpu > before[name].cpu:
+				return fmt.Sprintf("%d MHz CPU of %d", u.cpu, n.CPUMilli)
+			case n.MemoryBytes > 0 && u.mem > n.MemoryBytes && u.mem > before[name].mem:
+				return fmt.Sprintf("%d bytes of memory of %d", u.mem, n.MemoryBytes)
+			case n.DiskBytes > 0 && u.disk > n.DiskBytes && u.disk > before[name].disk:
+				return fmt.Sprintf("%d bytes of disk of %d", u.disk, n.DiskBytes)
+			case n.CPUPerCore > 0 && u.cores > int64(n.Cores) && u.cores > before[name].cores:
+				return fmt.Sprintf("%d exclusive cores of %d", u.cores, n.Cores)
+			}
+			return ""
+		}
+		if o := over(final[name]); o != "" {
+			t.Fatalf("node %s: %s once settled\n%s", name, o, Render(d))
+		}
+		if o := over(now[name]); o != "" {
+			t.Fatalf("node %s: %s now\n%s", name, o, Render(d))
 		}
 	}
 	// Reclaim only takes borrowed capacity: per project, what reclaim
@@ -379,8 +444,9 @@ func apply(in Input, d Decision, now time.Time) Input {
 			keep[w.Ref] = true
 		case VerdictStart:
 			for _, p := range w.Placements {
-				snap.Allocs = append(snap.Allocs, state.Alloc{Workspace: w.Ref, Replica: p.Replica, Node: p.Node, GPUs: append([]string(nil), p.GPUs...), Phase: state.AllocRunning, StartedAt: now,
-					CPUMilli: in.Specs.Workspace(w.Ref).Spec.Resources.CPUMilli, MemoryBytes: in.Specs.Workspace(w.Ref).Spec.Resources.MemoryBytes})
+				a := allocFor(in.Snapshot.Nodes[nodeIndex(in.Snapshot.Nodes, p.Node)], in.Specs.Workspace(w.Ref).Spec.Resources)
+				a.Workspace, a.Replica, a.Node, a.GPUs, a.Phase, a.StartedAt = w.Ref, p.Replica, p.Node, append([]string(nil), p.GPUs...), state.AllocRunning, now
+				snap.Allocs = append(snap.Allocs, a)
 			}
 		}
 	}

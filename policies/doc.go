@@ -31,9 +31,16 @@
 //     reason, and the first gang that waits for capacity reserves the free
 //     GPUs it will need (a single workspace reserves only as the
 //     starvation guard's pick). Gangs place every replica or none. A node
-//     that tracks CPU and memory (Node.CPUMilli, MemoryBytes) must also
-//     have what the replica asks for; a victim may be taken for its CPU
-//     or memory.
+//     must also have what the replica reserves besides GPUs, in each
+//     dimension it tracks (Node.CPUMilli, MemoryBytes, DiskBytes, Cores:
+//     CPU as Nomad's MHz shares, an exclusive core costing a core and
+//     Node.CPUPerCore MHz), and the task driver and host volumes the
+//     workspace needs (Node.Features); a victim may be taken for its CPU,
+//     memory, disk or cores. A workspace whose driver or host volume no
+//     ready node has waits saying so. One that needs no GPU goes to a
+//     ready node where it fits, packed (nodes without GPUs first, then
+//     the least CPU left), and never preempts. A workspace with any
+//     allocation, GPUs or not, runs or leaves: it never queues again.
 //  4. Output sorted by Ref; Render prints it for people.
 //
 // Borrowed work is a running workspace admitted beyond its project's

@@ -2,6 +2,7 @@ package policies
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/berth-dev/berth/reconcile/state"
 )
@@ -459,27 +460,19 @@ func (d *decider) applyOption(wi int32, w *wsState, r int, opt option, waitFor m
 	// node's free pool, then what other leaving workspaces in the group
 	// free (it waits for those too).
 	ni := int(g.node)
-	n := &d.c.nodes[ni]
-	needCPU, needMem := w.cpu, w.mem
-	if n.CPUMilli <= 0 {
-		needCPU = 0
-	}
-	if n.MemoryBytes <= 0 {
-		needMem = 0
-	}
+	need := d.needOn(ni, w)
 	claim := func(o int32) {
-		c, m := d.freedOn(o, ni)
-		tc, tm := min(c, needCPU), min(m, needMem)
-		if tc > 0 || tm > 0 {
-			d.claimFreed(o, ni, tc, tm)
+		t := d.freedOn(o, ni).min(need)
+		if !t.zero() {
+			d.claimFreed(o, ni, t)
 		}
-		needCPU, needMem = needCPU-tc, needMem-tm
+		need = need.sub(t)
 	}
 	for _, o := range owners {
 		claim(o)
 	}
 	for _, si := range g.gpus {
-		if needCPU <= max(d.cpuFree[ni], 0) && needMem <= max(d.memFree[ni], 0) {
+		if need.within(d.free[ni].sub(amount{})) {
 			break
 		}
 		if o := d.c.slots[si].owner; o >= 0 && d.c.slots[si].releasing && !waitFor[o] {
@@ -487,51 +480,54 @@ func (d *decider) applyOption(wi int32, w *wsState, r int, opt option, waitFor m
 			claim(o)
 		}
 	}
-	d.takeNode(ni, &wsState{cpu: needCPU, mem: needMem}, 0, 0)
+	d.takeAmount(ni, need)
 	return d.placement(r, picked)
 }
 
-// freedOn returns the CPU and memory workspace o's allocations on node ni
-// will free that no start of this decision has claimed yet.
-func (d *decider) freedOn(o int32, ni int) (cpu, mem int64) {
+// freedOn returns what workspace o's allocations on node ni will free
+// that no start of this decision has claimed yet.
+func (d *decider) freedOn(o int32, ni int) (out amount) {
 	if r, ok := d.relLeft[[2]int32{o, int32(ni)}]; ok {
-		return r[0], r[1]
+		return r
 	}
 	name := d.c.nodes[ni].Name
 	for _, a := range d.ws[o].allocs {
 		if a.Node == name {
-			cpu += a.CPUMilli
-			mem += a.MemoryBytes
+			out = out.add(allocAmount(a))
 		}
 	}
-	return cpu, mem
+	return out
 }
 
-// claimFreed records that a start claimed cpu and mem of what o frees on
-// node ni; journaled.
-func (d *decider) claimFreed(o int32, ni int, cpu, mem int64) {
+// claimFreed records that a start claimed t of what o frees on node ni;
+// journaled.
+func (d *decider) claimFreed(o int32, ni int, t amount) {
 	key := [2]int32{o, int32(ni)}
-	c, m := d.freedOn(o, ni)
+	f := d.freedOn(o, ni)
 	old, had := d.relLeft[key]
-	d.journal = append(d.journal, undo{slot: -3, owner: o, node: int32(ni), cpu: old[0], mem: old[1], victim: had})
-	d.relLeft[key] = [2]int64{c - cpu, m - mem}
+	d.journal = append(d.journal, undo{slot: -3, owner: o, node: int32(ni), amt: old, victim: had})
+	d.relLeft[key] = amount{f.cpu - t.cpu, f.mem - t.mem, f.disk - t.disk, f.cores - t.cores}
 }
 
 // fitsAfter reports whether group g's node has the CPU and memory for one
 // replica of w once the workspaces releasing GPUs in g and the victims in
 // set are gone (an estimate: it counts every releasing owner in g).
 func (d *decider) fitsAfter(w *wsState, g *group, set []int32) bool {
-	if w.cpu == 0 && w.mem == 0 {
+	ni := int(g.node)
+	if w.cpu == 0 && w.mem == 0 && w.disk == 0 && w.cores == 0 {
+		return w.feat < 0 || d.feats[w.feat].ok[ni]
+	}
+	// Most nodes have room without counting what leaves.
+	if d.fitsNode(ni, w, amount{}) {
 		return true
 	}
-	ni := int(g.node)
-	var cpu, mem int64
-	seen := map[int32]bool{}
+	var freed amount
+	var buf [16]int32 // a group has a handful of owners
+	seen := buf[:0]
 	add := func(o int32) {
-		if !seen[o] {
-			seen[o] = true
-			c, m := d.freedOn(o, ni)
-			cpu, mem = cpu+c, mem+m
+		if !slices.Contains(seen, o) {
+			seen = append(seen, o)
+			freed = freed.add(d.freedOn(o, ni))
 		}
 	}
 	for _, si := range g.gpus {
@@ -542,7 +538,7 @@ func (d *decider) fitsAfter(w *wsState, g *group, set []int32) bool {
 	for _, v := range set {
 		add(v)
 	}
-	return d.fitsNode(ni, w, cpu, mem)
+	return d.fitsNode(ni, w, freed)
 }
 
 func containsSlot(s []int32, x int32) bool {

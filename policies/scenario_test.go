@@ -191,7 +191,14 @@ func cpuMem(f fields) (cpu, mem int64, err error) {
 			return 0, 0, fmt.Errorf("cpu=%q: %w", v, err)
 		}
 	}
-	if v, ok := f.kv["mem"]; ok {
+	return cpu, mem, nil
+}
+
+// size reads SIZE (Gi/Mi) field key: mem=, disk=.
+func size(f fields, key string) (int64, error) {
+	var mem int64
+	var err error
+	if v, ok := f.kv[key]; ok {
 		mult := int64(1)
 		switch {
 		case strings.HasSuffix(v, "Gi"):
@@ -201,11 +208,40 @@ func cpuMem(f fields) (cpu, mem int64, err error) {
 		}
 		var n int64
 		if n, err = strconv.ParseInt(v, 10, 64); err != nil {
-			return 0, 0, fmt.Errorf("mem=%q: %w", v, err)
+			return 0, fmt.Errorf("%s=%q: %w", key, v, err)
 		}
 		mem = n * mult
 	}
-	return cpu, mem, nil
+	return mem, nil
+}
+
+// resFields reads a line's cpu=, mem=, disk= and cores= fields.
+func resFields(f fields) (cpu, mem, disk int64, cores int, err error) {
+	if cpu, _, err = cpuMem(f); err != nil {
+		return
+	}
+	if mem, err = size(f, "mem"); err != nil {
+		return
+	}
+	if disk, err = size(f, "disk"); err != nil {
+		return
+	}
+	cores, err = atoi(f, "cores", 0)
+	return
+}
+
+// list reads a comma-separated field, sorted; nil when absent.
+func list(f fields, key string) []string {
+	v, ok := f.kv[key]
+	if !ok {
+		return nil
+	}
+	out := []string{}
+	if v != "" {
+		out = strings.Split(v, ",")
+	}
+	sort.Strings(out)
+	return out
 }
 
 func rel(now time.Time, s string) (time.Time, error) {
@@ -271,8 +307,13 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 			if s, ok := f.kv["state"]; ok {
 				w.Spec.State = schema.DesiredState(s)
 			}
-			if w.Spec.Resources.CPUMilli, w.Spec.Resources.MemoryBytes, err = cpuMem(f); err != nil {
+			r := &w.Spec.Resources
+			if r.CPUMilli, r.MemoryBytes, r.DiskBytes, r.ExclusiveCores, err = resFields(f); err != nil {
 				return nil, err
+			}
+			w.Spec.Task.Driver = f.kv["driver"]
+			for _, v := range list(f, "volumes") {
+				w.Spec.Volumes = append(w.Spec.Volumes, schema.VolumeMount{Name: v, MountPath: "/" + v})
 			}
 			set.Workspaces = append(set.Workspaces, w)
 		case "policy":
@@ -327,9 +368,15 @@ func parseCluster(text string, now time.Time) (*state.Snapshot, error) {
 		case "node":
 			n := state.Node{Name: f.words[1], ID: f.words[1], Ready: !f.flags["notready"], Eligible: !f.flags["ineligible"]}
 			var err error
-			if n.CPUMilli, n.MemoryBytes, err = cpuMem(f); err != nil {
+			if n.CPUMilli, n.MemoryBytes, n.DiskBytes, n.Cores, err = resFields(f); err != nil {
 				return nil, err
 			}
+			if n.Cores > 0 {
+				n.CPUPerCore = n.CPUMilli / int64(n.Cores)
+			}
+			// drivers= and volumes= say the node reports its features.
+			n.Drivers, n.HostVolumes = list(f, "drivers"), list(f, "volumes")
+			n.Features = n.Drivers != nil || n.HostVolumes != nil
 			count, err := atoi(f, "gpus", 8)
 			if err != nil {
 				return nil, err
@@ -366,13 +413,13 @@ func parseCluster(text string, now time.Time) (*state.Snapshot, error) {
 				return nil, err
 			}
 			a := state.Alloc{Workspace: ref, Node: f.kv["node"], Phase: state.AllocRunning}
-			if a.CPUMilli, a.MemoryBytes, err = cpuMem(f); err != nil {
+			if a.CPUMilli, a.MemoryBytes, a.DiskBytes, a.Cores, err = resFields(f); err != nil {
 				return nil, err
 			}
 			if a.Replica, err = atoi(f, "replica", 0); err != nil {
 				return nil, err
 			}
-			for _, s := range strings.Split(f.kv["gpus"], ",") {
+			for _, s := range list(f, "gpus") {
 				a.GPUs = append(a.GPUs, "g"+s)
 			}
 			sort.Strings(a.GPUs)

@@ -165,6 +165,9 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 				add(errorf(d.pos(field+".name"), "workspace %q: %s", w.Meta.Name, missing(KindVolume, m.Name)))
 				continue
 			}
+			if v := set.Volume(m.Name); v != nil {
+				w.Spec.Volumes[i].Source = v.Spec.Source
+			}
 			if v := set.Volume(m.Name); v != nil && !contains(v.Spec.Projects, p.Meta.Name) {
 				add(errorf(d.pos(field+".name"), "workspace %q may not mount volume %q: the volume is not shared with project %q; add %s to spec.projects of the volume (%s)", w.Meta.Name, m.Name, p.Meta.Name, p.Meta.Name, v.Meta.FieldPos("spec.projects")))
 			}

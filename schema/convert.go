@@ -125,15 +125,10 @@ func convertWorkspace(d0 *doc, policy SchedulingPolicy) (Workspace, []Diagnostic
 	w := Workspace{
 		Meta: meta(d, r.Metadata),
 		Spec: WorkspaceSpec{
-			Owner: s.Owner,
-			State: s.State,
-			Task:  s.Task,
-			Resources: WorkResources{
-				GPUs:        s.Resources.GPUs,
-				GPUModel:    s.Resources.GPUModel,
-				CPUMilli:    fe.cpu("spec.resources.cpu", s.Resources.CPU),
-				MemoryBytes: fe.bytes("spec.resources.memory", s.Resources.Memory),
-			},
+			Owner:            s.Owner,
+			State:            s.State,
+			Task:             s.Task,
+			Resources:        workResources(fe, d0, s.Resources),
 			Topology:         topology(s.Topology, policy.Spec.Defaults.Topology),
 			Replicas:         intOr(s.Replicas, 1),
 			Volumes:          s.Volumes,
@@ -153,6 +148,59 @@ func convertWorkspace(d0 *doc, policy SchedulingPolicy) (Workspace, []Diagnostic
 		fe.diag = append(fe.diag, errorf(d0.pos("spec.task"), "spec.task.image is missing: the %s driver runs a container image; set image, or use driver exec or raw_exec", d))
 	}
 	return w, fe.diag
+}
+
+// workResources reads a workspace's resources and fills in what the
+// replica will really reserve on Nomad (see WorkResources): the default
+// CPU, memory and disk where none is written, memory and disk rounded up
+// to whole MiB.
+func workResources(fe *fieldErrs, d *doc, r rawResources) WorkResources {
+	out := WorkResources{
+		GPUs:           r.GPUs,
+		GPUModel:       r.GPUModel,
+		CPUMilli:       fe.cpu("spec.resources.cpu", r.CPU),
+		ExclusiveCores: r.ExclusiveCores,
+		MemoryBytes:    fe.bytes("spec.resources.memory", r.Memory),
+		DiskBytes:      fe.bytes("spec.resources.disk", r.Disk),
+	}
+	switch {
+	case r.CPU.set && out.ExclusiveCores > 0:
+		fe.diag = append(fe.diag, errorf(d.pos("spec.resources.exclusiveCores"),
+			"spec.resources: cpu and exclusiveCores are both set; Nomad reserves either a CPU share (cpu) or whole cores (exclusiveCores): keep one"))
+	case r.CPU.set && out.CPUMilli == 0 && len(fe.diag) == 0:
+		fe.diag = append(fe.diag, errorf(d.pos("spec.resources.cpu"),
+			"spec.resources.cpu is 0; Nomad reserves at least 1 MHz: write at least 1m, or leave cpu out for the default %dm", DefaultCPUMilli))
+	case !r.CPU.set && out.ExclusiveCores == 0:
+		out.CPUMilli = DefaultCPUMilli
+	}
+	const minMem = 10 << 20 // Nomad's smallest memory reservation (10 MB)
+	switch {
+	case !r.Memory.set:
+		out.MemoryBytes = DefaultMemoryBytes
+	case out.MemoryBytes < minMem && len(fe.diag) == 0:
+		fe.diag = append(fe.diag, errorf(d.pos("spec.resources.memory"),
+			"spec.resources.memory is below 10Mi, the least Nomad reserves for a task: write at least 10Mi, or leave it out for the default 300Mi"))
+	}
+	// Nomad keeps a task's logs on its ephemeral disk (10 files of 10 MB)
+	// and refuses a disk that is not larger.
+	const minDisk = 101 << 20
+	switch {
+	case !r.Disk.set:
+		out.DiskBytes = DefaultDiskBytes
+	case out.DiskBytes < minDisk && len(fe.diag) == 0:
+		fe.diag = append(fe.diag, errorf(d.pos("spec.resources.disk"),
+			"spec.resources.disk is 100Mi or less; Nomad keeps the task's logs (100 MB) on it and needs more: write at least 101Mi, or leave it out for the default 300Mi"))
+	}
+	out.MemoryBytes = roundMiB(out.MemoryBytes)
+	out.DiskBytes = roundMiB(out.DiskBytes)
+	return out
+}
+
+// roundMiB rounds b up to a whole MiB (Nomad counts memory and disk in
+// MiB, which it calls MB).
+func roundMiB(b int64) int64 {
+	const mib = 1 << 20
+	return (b + mib - 1) / mib * mib
 }
 
 func convertPolicy(d *doc) (SchedulingPolicy, []Diagnostic) {

@@ -28,6 +28,9 @@ type rawResources struct {
 	GPUModel string   `json:"gpuModel"`
 	CPU      quantity `json:"cpu"`
 	Memory   quantity `json:"memory"`
+	// Workspaces only (the schema keeps them out of a quota).
+	ExclusiveCores int      `json:"exclusiveCores"`
+	Disk           quantity `json:"disk"`
 }
 
 type rawProject struct {

@@ -53,7 +53,7 @@ func TestDefaults(t *testing.T) {
 		Workspaces: []Workspace{{Meta: Meta{Name: "train", Project: "ml"}, Spec: WorkspaceSpec{
 			State:       DesiredRunning,
 			Task:        Task{Driver: "docker", Image: "x"},
-			Resources:   WorkResources{GPUs: 1},
+			Resources:   WorkResources{GPUs: 1, CPUMilli: DefaultCPUMilli, MemoryBytes: DefaultMemoryBytes, DiskBytes: DefaultDiskBytes},
 			Topology:    def.Spec.Defaults.Topology,
 			Replicas:    1,
 			Checkpoint:  def.Spec.Defaults.Checkpoint,
@@ -110,7 +110,7 @@ spec:
 	want := WorkspaceSpec{
 		State:       DesiredStopped,
 		Task:        Task{Driver: "docker", Image: "x"},
-		Resources:   WorkResources{GPUs: 2, CPUMilli: 500, MemoryBytes: 3 << 29},
+		Resources:   WorkResources{GPUs: 2, CPUMilli: 500, MemoryBytes: 3 << 29, DiskBytes: DefaultDiskBytes},
 		Topology:    Topology{NVLink: ConstraintNone, NUMA: ConstraintRequired},
 		Replicas:    3,
 		Checkpoint:  Checkpoint{Signal: "SIGUSR1", GracePeriod: 2 * time.Minute, Interval: time.Hour},
@@ -237,6 +237,66 @@ func TestNameMatchesSchema(t *testing.T) {
 		schemaOK := name.Unify(c.ctx.Encode(s)).Validate(cue.Concrete(true)) == nil
 		if isName(s) != schemaOK {
 			t.Errorf("%q: isName=%v, schema says %v", s, isName(s), schemaOK)
+		}
+	}
+}
+
+// TestWorkResources: what a workspace's resources load as is what the
+// replica will reserve on Nomad: defaults filled, memory and disk in whole
+// MiB, cpu and exclusiveCores exclusive of each other.
+func TestWorkResources(t *testing.T) {
+	tests := map[string]struct {
+		res  string
+		want WorkResources
+		err  string // part of the one error, if any
+	}{
+		"defaults":  {`{gpus: 0}`, WorkResources{CPUMilli: 100, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, ""},
+		"share":     {`{gpus: 1, cpu: 500m, memory: 1Gi, disk: 2Gi}`, WorkResources{GPUs: 1, CPUMilli: 500, MemoryBytes: 1 << 30, DiskBytes: 2 << 30}, ""},
+		"MHz":       {`{gpus: 0, cpu: 2400MHz}`, WorkResources{CPUMilli: 2400, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, ""},
+		"cores":     {`{gpus: 0, exclusiveCores: 2}`, WorkResources{ExclusiveCores: 2, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, ""},
+		"rounded":   {`{gpus: 0, memory: 1G, disk: 200000001}`, WorkResources{CPUMilli: 100, MemoryBytes: 954 << 20, DiskBytes: 191 << 20}, ""},
+		"tiny disk": {`{gpus: 0, disk: 100Mi}`, WorkResources{}, "Nomad keeps the task's logs"},
+		"both":      {`{gpus: 0, cpu: 1, exclusiveCores: 1}`, WorkResources{}, "cpu and exclusiveCores are both set"},
+		"zero cpu":  {`{gpus: 0, cpu: 0}`, WorkResources{}, "Nomad reserves at least 1 MHz"},
+		"tiny mem":  {`{gpus: 0, memory: 1Mi}`, WorkResources{}, "below 10Mi"},
+		"cores 0":   {`{gpus: 0, exclusiveCores: 0}`, WorkResources{}, "exclusiveCores is a whole number"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			src := strings.Replace(minimal, "resources: {gpus: 1}", "resources: "+tt.res, 1)
+			set, diags, err := LoadFS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.err != "" {
+				if len(diags) != 1 || !strings.Contains(diags[0].String(), tt.err) {
+					t.Fatalf("diagnostics %v; want one containing %q", diags, tt.err)
+				}
+				return
+			}
+			if set == nil {
+				t.Fatalf("diagnostics: %v", diags)
+			}
+			if diff := cmp.Diff(tt.want, set.Workspaces[0].Spec.Resources); diff != "" {
+				t.Errorf("resources (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestMountSource: a mount carries the Nomad host volume it asks for, the
+// Volume's spec.source (its name by default), so placement checks and
+// the job agree on it.
+func TestMountSource(t *testing.T) {
+	for source, want := range map[string]string{"": "data", "source: nfs-data, ": "nfs-data"} {
+		src := strings.Replace(minimal, "spec: {projects: [ml]}", "spec: {"+source+"projects: [ml]}", 1)
+		src = strings.Replace(src, "resources: {gpus: 1}", "resources: {gpus: 1}\n  volumes: [{name: data, mountPath: /data}]", 1)
+		set, diags, err := LoadFS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
+		if err != nil || set == nil {
+			t.Fatalf("LoadFS: %v %v", err, diags)
+		}
+		if got := set.Workspaces[0].Spec.Volumes[0].Source; got != want {
+			t.Errorf("source %q: mount source %q, want %q", source, got, want)
 		}
 	}
 }

@@ -8,10 +8,24 @@ import (
 	"time"
 )
 
-// ParseCPU reads an amount of CPU: cores ("4", "0.5") or millicores
-// ("500m"), and returns millicores. It rejects negative amounts, fractions
-// of a millicore and anything else.
+// ParseCPU reads an amount of CPU: cores ("4", "0.5"), millicores
+// ("500m") or Nomad's MHz shares ("2400MHz", "2.4GHz"), and returns
+// millicores, which berth reserves on Nomad as MHz one for one (a core is
+// 1000 MHz). It rejects negative amounts, fractions of a millicore and
+// anything else.
 func ParseCPU(s string) (int64, error) {
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"MHz", 1}, {"GHz", 1000}} {
+		if num, ok := strings.CutSuffix(s, u.suffix); ok {
+			n, err := parseDecimal(num, u.mult)
+			if err != nil {
+				return 0, fmt.Errorf("cpu %q: %w; write MHz as a whole number (2400MHz) or GHz (2.4GHz)", s, err)
+			}
+			return n, nil
+		}
+	}
 	if strings.HasSuffix(s, "m") {
 		n, err := parseDecimal(strings.TrimSuffix(s, "m"), 1)
 		if err != nil {

@@ -27,6 +27,10 @@ func TestParseCPU(t *testing.T) {
 		"m only":          {"m", 0, false},
 		"big millicores":  {"250000m", 250000, true},
 		"decimal in core": {"2.25", 2250, true},
+		"MHz":             {"2400MHz", 2400, true},
+		"GHz":             {"2.4GHz", 2400, true},
+		"fraction of MHz": {"0.5MHz", 0, false},
+		"MHz only":        {"MHz", 0, false},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -181,13 +181,42 @@ type Task struct {
 	Env     map[string]string `json:"env,omitempty"`
 }
 
-// WorkResources is what one replica needs.
+// WorkResources is what one replica needs, and exactly what berth asks
+// Nomad to reserve for it, so the decision counts what Nomad will count.
+//
+// CPU is a share, not a core: CPUMilli is rendered as Nomad's
+// resources.cpu in MHz, one for one (cpu: 500m → 500 MHz, cpu: 2 → 2000
+// MHz, cpu: 2400MHz → 2400), and a node offers its advertised MHz less
+// what it reserves. Shares are reserved, never exceeded by the scheduler.
+// ExclusiveCores asks instead for whole cores pinned to the task (Nomad's
+// resources.cores): they cost a node ExclusiveCores of its reservable
+// cores and that many cores' worth of MHz, and nothing else may use
+// them. At most one of the two is set; the loader fills CPUMilli with
+// DefaultCPUMilli when neither is written.
+//
+// MemoryBytes and DiskBytes (the task group's ephemeral disk) are whole
+// MiB, as Nomad counts them (MemoryMB, DiskMB); the loader rounds a
+// written value up to the next MiB and fills DefaultMemoryBytes and
+// DefaultDiskBytes when none is written. A Workspace built by hand may
+// leave them zero: the decision then counts nothing, and the Nomad
+// driver renders Nomad's own defaults (which are these).
 type WorkResources struct {
-	GPUs        int    `json:"gpus"`
-	GPUModel    string `json:"gpuModel,omitempty"`
-	CPUMilli    int64  `json:"cpuMilli,omitempty"`
-	MemoryBytes int64  `json:"memoryBytes,omitempty"`
+	GPUs           int    `json:"gpus"`
+	GPUModel       string `json:"gpuModel,omitempty"`
+	CPUMilli       int64  `json:"cpuMilli,omitempty"`
+	ExclusiveCores int    `json:"exclusiveCores,omitempty"`
+	MemoryBytes    int64  `json:"memoryBytes,omitempty"`
+	DiskBytes      int64  `json:"diskBytes,omitempty"`
 }
+
+// What a replica reserves when its spec does not say: Nomad's own
+// defaults for a task (cpu 100 MHz, memory 300 MB) and a task group
+// (ephemeral disk 300 MB), where Nomad's MB are MiB.
+const (
+	DefaultCPUMilli    = 100
+	DefaultMemoryBytes = 300 << 20
+	DefaultDiskBytes   = 300 << 20
+)
 
 // Constraint is a topology requirement strength.
 type Constraint string
@@ -209,6 +238,10 @@ type VolumeMount struct {
 	Name      string `json:"name"`
 	MountPath string `json:"mountPath"`
 	ReadOnly  bool   `json:"readOnly,omitempty"`
+	// Source is the Nomad volume the mount asks a node for: the Volume's
+	// spec.source, filled in by the loader; empty (built by hand) means
+	// Name.
+	Source string `json:"source,omitempty"`
 }
 
 // Checkpoint says how a workspace saves its work: the signal it gets on

@@ -246,7 +246,7 @@ func testObserveComplete(t *testing.T, s *suite) {
 	}
 	want := Nodes()
 	opts := cmp.Options{
-		cmpopts.IgnoreFields(state.Node{}, "ID", "CPUMilli", "MemoryBytes", "Pool"),
+		cmpopts.IgnoreFields(state.Node{}, "ID", "CPUMilli", "MemoryBytes", "DiskBytes", "Cores", "CPUPerCore", "Features", "Drivers", "HostVolumes", "Pool"),
 		cmpopts.IgnoreFields(state.GPU{}, "MemoryBytes", "Model"),
 		cmpopts.EquateEmpty(),
 	}

@@ -20,7 +20,9 @@ func fakeCluster(t testing.TB, nodes []state.Node) (*nomadfake.Server, *nomad.Dr
 	t.Helper()
 	fake := nomadfake.New()
 	for n, node := range nodes {
-		spec := nomadfake.Node{ID: fmt.Sprintf("%08x-aaaa-4bbb-8ccc-%012x", n+1, n+1), Name: node.Name, Pool: node.Pool}
+		// Every node offers the datasets host volume the driver tests mount.
+		spec := nomadfake.Node{ID: fmt.Sprintf("%08x-aaaa-4bbb-8ccc-%012x", n+1, n+1), Name: node.Name, Pool: node.Pool,
+			HostVolumes: append([]string{"datasets"}, node.HostVolumes...)}
 		var topo []gpumeta.GPU
 		for _, g := range node.GPUs {
 			pci := fmt.Sprintf("00000000:%02x:00.0", 0x18+g.Index*0x10)

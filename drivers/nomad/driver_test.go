@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -92,13 +93,18 @@ func TestObserveRecordedNomad(t *testing.T) {
 		ObservedAt: snap.ObservedAt,
 		Nodes: []state.Node{{
 			Name: "gpu-node-1", ID: nodeID, Pool: "default", Ready: true, Eligible: true,
-			CPUMilli: 2000, MemoryBytes: 24105 << 20,
+			// Nomad's CpuShares (MHz), memory and disk, none reserved; 2
+			// reservable cores of 2245 MHz each; its healthy drivers.
+			CPUMilli: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20,
+			Cores: 2, CPUPerCore: 2245,
+			Features: true, Drivers: []string{"exec", "java", "mock_driver", "raw_exec"}, HostVolumes: []string{},
 			// berth.gpu.topology "v1;pci=18,2a,ba,db;nvlink=0-1,2-3;numa=0:0-1,1:2-3"
 			GPUs: []state.GPU{gpu(0, 0, 0, "0"), gpu(1, 0, 0, "1"), gpu(2, 1, 1, "2"), gpu(3, 1, 1, "3")},
 		}},
 		Allocs: []state.Alloc{{
 			Workspace: schema.Ref{Project: "vision", Name: "ws-medium-train"}, Replica: 0, Node: "gpu-node-1",
-			GPUs: []string{"GPU-fake-3"}, MemoryBytes: 256 << 20, Phase: state.AllocRunning, Revision: "1",
+			GPUs: []string{"GPU-fake-3"}, CPUMilli: 200, MemoryBytes: 256 << 20, DiskBytes: 300 << 20,
+			Phase: state.AllocRunning, Revision: "1",
 			StartedAt: time.Date(2026, 11, 29, 16, 26, 6, 676618170, time.UTC),
 		}},
 	}
@@ -192,7 +198,9 @@ func TestStartRendersPinnedJob(t *testing.T) {
 		"pin":       *task.Resources.Devices[0].Constraints[0],
 		"signal":    task.KillSignal,
 		"grace":     *task.KillTimeout,
-		"cores":     *task.Resources.Cores,
+		"cpu":       task.Resources.CPU,
+		"cores":     task.Resources.Cores,
+		"diskMB":    *tg.EphemeralDisk.SizeMB,
 		"memoryMB":  *task.Resources.MemoryMB,
 		"config":    task.Config,
 		"env":       task.Env,
@@ -212,7 +220,9 @@ func TestStartRendersPinnedJob(t *testing.T) {
 		"pin":       api.Constraint{LTarget: "${device.ids}", Operand: "set_contains_any", RTarget: g[4].ID + "," + g[5].ID},
 		"signal":    "SIGUSR1",
 		"grace":     90 * time.Second,
-		"cores":     2,
+		"cpu":       intPtr(1500), // a MHz share, not cores
+		"cores":     (*int)(nil),
+		"diskMB":    300, // Nomad's default, written out
 		"memoryMB":  1024,
 		"config":    map[string]any{"image": "ghcr.io/acme/train:1", "command": "python", "args": []any{"train.py"}},
 		"env":       map[string]string{"EPOCHS": "3"},
@@ -358,15 +368,23 @@ func TestObserveTopologyAndForeignGPUs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Capacity as Nomad's scheduler counts it; on plain, less what the
+	// foreign job reserves (Nomad's defaults: 100 MHz, 300 MB, 300 MB).
+	features := func(n state.Node) state.Node {
+		n.Cores, n.CPUPerCore = 2, 2245
+		n.Features, n.Drivers, n.HostVolumes = true, []string{"docker", "exec", "raw_exec"}, []string{}
+		return n
+	}
 	want := []state.Node{
-		{Name: "down", ID: "n3", Pool: "default", Eligible: true, CPUMilli: 0, MemoryBytes: 24105 << 20},
-		{Name: "draining", ID: "n2", Pool: "default", Ready: true, MemoryBytes: 24105 << 20},
-		{Name: "plain", ID: "n1", Pool: "default", Ready: true, Eligible: true, MemoryBytes: 24105 << 20, TopologyGuessed: true,
+		features(state.Node{Name: "down", ID: "n3", Pool: "default", Eligible: true, CPUMilli: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
+		features(state.Node{Name: "draining", ID: "n2", Pool: "default", Ready: true, CPUMilli: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
+		features(state.Node{Name: "plain", ID: "n1", Pool: "default", Ready: true, Eligible: true, TopologyGuessed: true,
+			CPUMilli: 4490 - 100, MemoryBytes: (24105 - 300) << 20, DiskBytes: (76790 - 300) << 20,
 			GPUs: []state.GPU{
 				{ID: "GPU-a", Index: 0, Model: "H100-fake", MemoryBytes: 81559 << 20, Healthy: true},
 				{ID: "GPU-b", Index: 1, Model: "H100-fake", MemoryBytes: 81559 << 20, Healthy: false}, // a foreign job holds it
 				{ID: "GPU-c", Index: 2, Model: "H100-fake", MemoryBytes: 81559 << 20, Healthy: false},
-			}},
+			}}),
 	}
 	if d := cmp.Diff(want, snap.Nodes); d != "" {
 		t.Errorf("(-want +got)\n%s", d)
@@ -612,4 +630,73 @@ func mustRead(t *testing.T, prefix string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+func intPtr(v int) *int { return &v }
+
+// TestRenderResources: a job asks Nomad to reserve exactly what the
+// decision counted: a CPU share in MHz or exclusive cores (never both),
+// memory and ephemeral disk in MiB, Nomad's defaults written out.
+func TestRenderResources(t *testing.T) {
+	type res struct {
+		CPU, Cores       *int
+		MemoryMB, DiskMB int
+	}
+	tests := map[string]struct {
+		in   schema.WorkResources
+		want res
+	}{
+		"share":    {schema.WorkResources{CPUMilli: 500, MemoryBytes: 2 << 30, DiskBytes: 1 << 30}, res{intPtr(500), nil, 2048, 1024}},
+		"cores":    {schema.WorkResources{ExclusiveCores: 2, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, res{nil, intPtr(2), 300, 300}},
+		"defaults": {schema.WorkResources{}, res{intPtr(100), nil, 300, 300}},
+		"rounded":  {schema.WorkResources{CPUMilli: 100, MemoryBytes: 1e9, DiskBytes: 1}, res{intPtr(100), nil, 954, 1}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, d, nodes := newHooked(t)
+			a := startAction("train", "gpu-a", nodes[0].GPUs[0].ID)
+			tt.in.GPUs = 1
+			a.Spec.Spec.Resources = tt.in
+			if err := d.Apply(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+			tg := jobOf(t, d, "vision", "train").TaskGroups[0]
+			r := tg.Tasks[0].Resources
+			got := res{CPU: r.CPU, Cores: r.Cores, MemoryMB: *r.MemoryMB, DiskMB: *tg.EphemeralDisk.SizeMB}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("resources (-want +got)\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestHostVolumeBySource: a mount asks Nomad for the Volume's source (the
+// host volume's name on the client), and the fake, like Nomad, places it
+// only on a node that has that host volume; berth observes node features
+// the decision checks.
+func TestHostVolumeBySource(t *testing.T) {
+	nodes := drivertest.Nodes()
+	nodes[0].HostVolumes = []string{"nfs-datasets"}
+	_, d := fakeCluster(t, nodes)
+	snap, err := d.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := snap.Nodes[0]; !n.Features || !slices.Contains(n.HostVolumes, "nfs-datasets") || !slices.Contains(n.Drivers, "docker") {
+		t.Fatalf("node %s features: %v drivers %v volumes %v", n.Name, n.Features, n.Drivers, n.HostVolumes)
+	}
+	a := startAction("train", nodes[0].Name, nodes[0].GPUs[0].ID)
+	a.Spec.Spec.Volumes[0].Source = "nfs-datasets"
+	if err := d.Apply(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if got := jobOf(t, d, "vision", "train").TaskGroups[0].Volumes["datasets"].Source; got != "nfs-datasets" {
+		t.Errorf("volume source %q, want nfs-datasets", got)
+	}
+	// A host volume no node has: Nomad cannot place it.
+	b := startAction("lost", nodes[0].Name, nodes[0].GPUs[1].ID)
+	b.Spec.Spec.Volumes[0].Source = "nowhere"
+	if err := d.Apply(ctx, b); err == nil {
+		t.Errorf("a start needing a host volume no node has was placed")
+	}
 }

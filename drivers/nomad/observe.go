@@ -142,13 +142,38 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (out state.Nod
 		Ready:    n.Status == "ready",
 		Eligible: n.SchedulingEligibility == "eligible" && !n.Drain && n.DrainStrategy == nil,
 	}
+	// What the node offers to work, as Nomad's scheduler counts it: its
+	// CPU shares (MHz), memory and disk less what the node reserves, and
+	// its reservable cores (the reserved ones are not among them); below,
+	// less what allocations of jobs that are not berth's hold.
 	if r := n.NodeResources; r != nil {
-		out.CPUMilli = int64(r.Cpu.TotalCpuCores) * 1000
+		out.CPUMilli = r.Cpu.CpuShares
 		out.MemoryBytes = r.Memory.MemoryMB * mib
+		out.DiskBytes = r.Disk.DiskMB * mib
+		out.Cores = len(r.Cpu.ReservableCpuCores)
+		if r.Cpu.TotalCpuCores > 0 {
+			out.CPUPerCore = r.Cpu.CpuShares / int64(r.Cpu.TotalCpuCores)
+		}
 		if rr := n.ReservedResources; rr != nil {
+			out.CPUMilli -= int64(rr.Cpu.CpuShares)
 			out.MemoryBytes -= int64(rr.Memory.MemoryMB) * mib
+			out.DiskBytes -= int64(rr.Disk.DiskMB) * mib
 		}
 	}
+	// Task drivers detected and healthy, and host volumes, for the
+	// decision's node features.
+	out.Features = true
+	out.Drivers, out.HostVolumes = []string{}, []string{}
+	for name, d := range n.Drivers {
+		if d != nil && d.Detected && d.Healthy {
+			out.Drivers = append(out.Drivers, name)
+		}
+	}
+	for name := range n.HostVolumes {
+		out.HostVolumes = append(out.HostVolumes, name)
+	}
+	sort.Strings(out.Drivers)
+	sort.Strings(out.HostVolumes)
 	type inst struct {
 		dev   *api.NodeDeviceResource
 		inst  *api.NodeDevice
@@ -204,6 +229,11 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (out state.Nod
 			for _, id := range gpuIDs(a) {
 				held[id] = true
 			}
+			r := allocResources(a)
+			out.CPUMilli -= r.CPUMilli
+			out.MemoryBytes -= r.MemoryBytes
+			out.DiskBytes -= r.DiskBytes
+			out.Cores -= r.Cores
 			continue
 		}
 		allocs = append(allocs, buildAlloc(a, stub, n))
@@ -300,12 +330,8 @@ func buildAlloc(a *api.Allocation, stub *api.JobListStub, n *api.Node) state.All
 	if ts := a.TaskStates[TaskName]; ts != nil && !ts.StartedAt.IsZero() {
 		out.StartedAt = ts.StartedAt.UTC()
 	}
-	if r := a.AllocatedResources; r != nil {
-		for _, t := range r.Tasks {
-			out.CPUMilli += int64(len(t.Cpu.ReservedCores)) * 1000
-			out.MemoryBytes += t.Memory.MemoryMB * mib
-		}
-	}
+	r := allocResources(a)
+	out.CPUMilli, out.MemoryBytes, out.DiskBytes, out.Cores = r.CPUMilli, r.MemoryBytes, r.DiskBytes, r.Cores
 	switch {
 	case a.DesiredStatus != "run" || stub.Stop:
 		out.Phase = state.AllocStopping
@@ -314,6 +340,27 @@ func buildAlloc(a *api.Allocation, stub *api.JobListStub, n *api.Node) state.All
 	default:
 		out.Phase = state.AllocStarting
 	}
+	return out
+}
+
+// allocResources is what an allocation holds on its node, as Nomad's
+// scheduler counts it: its tasks' CPU shares (exclusive cores' shares
+// included), exclusive cores and memory, and its group's ephemeral disk.
+func allocResources(a *api.Allocation) state.Alloc {
+	var out state.Alloc
+	r := a.AllocatedResources
+	if r == nil {
+		return out
+	}
+	for _, t := range r.Tasks {
+		if t == nil {
+			continue
+		}
+		out.CPUMilli += t.Cpu.CpuShares
+		out.Cores += len(t.Cpu.ReservedCores)
+		out.MemoryBytes += t.Memory.MemoryMB * mib
+	}
+	out.DiskBytes = r.Shared.DiskMB * mib
 	return out
 }
 

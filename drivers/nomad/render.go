@@ -1,6 +1,7 @@
 package nomad
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -75,30 +76,14 @@ func renderJob(a state.Action, ns string, pl []placed, datacenters []string) (*a
 			MetaGPUs:      strings.Join(all, ","),
 		},
 	}
-	cores, memMB := 0, 0
-	if spec.Resources.CPUMilli > 0 {
-		cores = int((spec.Resources.CPUMilli + 999) / 1000)
-	}
-	if spec.Resources.MemoryBytes > 0 {
-		memMB = int((spec.Resources.MemoryBytes + mib - 1) / mib)
-	}
 	for _, p := range pl {
+		res, diskMB := renderResources(spec.Resources)
 		task := &api.Task{
-			Name:   TaskName,
-			Driver: spec.Task.Driver,
-			Config: taskConfig(spec.Task),
-			Env:    spec.Task.Env,
-			Resources: &api.Resources{
-				Cores:    intPtr(cores),
-				MemoryMB: intPtr(memMB),
-			},
-		}
-		if cores == 0 {
-			task.Resources.Cores = nil
-			task.Resources.CPU = intPtr(100)
-		}
-		if memMB == 0 {
-			task.Resources.MemoryMB = nil
+			Name:      TaskName,
+			Driver:    spec.Task.Driver,
+			Config:    taskConfig(spec.Task),
+			Env:       spec.Task.Env,
+			Resources: res,
 		}
 		if spec.Checkpoint.Signal != "" {
 			task.KillSignal = spec.Checkpoint.Signal
@@ -124,7 +109,8 @@ func renderJob(a state.Action, ns string, pl []placed, datacenters []string) (*a
 			Constraints: []*api.Constraint{{
 				LTarget: "${node.unique.id}", Operand: "=", RTarget: p.NodeID,
 			}},
-			Tasks: []*api.Task{task},
+			Tasks:         []*api.Task{task},
+			EphemeralDisk: &api.EphemeralDisk{SizeMB: intPtr(diskMB)},
 			Meta: map[string]string{
 				MetaReplica: strconv.Itoa(p.Replica),
 				MetaNode:    p.Node,
@@ -140,7 +126,7 @@ func renderJob(a state.Action, ns string, pl []placed, datacenters []string) (*a
 			if tg.Volumes == nil {
 				tg.Volumes = map[string]*api.VolumeRequest{}
 			}
-			tg.Volumes[v.Name] = &api.VolumeRequest{Name: v.Name, Type: "host", Source: v.Name, ReadOnly: v.ReadOnly}
+			tg.Volumes[v.Name] = &api.VolumeRequest{Name: v.Name, Type: "host", Source: cmp.Or(v.Source, v.Name), ReadOnly: v.ReadOnly}
 			task.VolumeMounts = append(task.VolumeMounts, &api.VolumeMount{
 				Volume: strPtr(v.Name), Destination: strPtr(v.MountPath), ReadOnly: boolPtr(v.ReadOnly),
 			})
@@ -149,6 +135,28 @@ func renderJob(a state.Action, ns string, pl []placed, datacenters []string) (*a
 	}
 	job.Meta[MetaSpecHash] = specHash(job)
 	return job, nil
+}
+
+// renderResources is what one replica asks Nomad to reserve, exactly
+// what the decision counted (schema.WorkResources): a CPU share in MHz
+// (resources.cpu) or whole exclusive cores (resources.cores), memory in
+// MiB, and the group's ephemeral disk in MiB. A zero the loader would
+// have filled (a spec built by hand) becomes Nomad's own default,
+// written out, so Nomad never fills in a value of its own.
+func renderResources(r schema.WorkResources) (*api.Resources, int) {
+	mb := func(b, def int64) int {
+		if b <= 0 {
+			b = def
+		}
+		return int((b + mib - 1) / mib)
+	}
+	out := &api.Resources{MemoryMB: intPtr(mb(r.MemoryBytes, schema.DefaultMemoryBytes))}
+	if r.ExclusiveCores > 0 {
+		out.Cores = intPtr(r.ExclusiveCores)
+	} else {
+		out.CPU = intPtr(int(cmp.Or(r.CPUMilli, schema.DefaultCPUMilli)))
+	}
+	return out, mb(r.DiskBytes, schema.DefaultDiskBytes)
 }
 
 // taskConfig maps the spec's task onto the driver's config block: image

@@ -45,8 +45,9 @@ func TestWalkthroughOnFakeNomad(t *testing.T) {
 	const gpu = "GPU-8a1f6c2e-0000-4000-8000-000000000000"
 	fake.AddNode(nomadfake.Node{
 		ID: "9d2c4e1a-0000-4000-8000-000000000001", Name: "gpu-node", MemoryMB: 262144,
-		GPUs: []nomadfake.GPU{{ID: gpu, PCIBusID: "00000000:18:00.0", Healthy: true}},
-		Meta: gpumeta.Encode([]gpumeta.GPU{{Index: 0, UUID: gpu, PCIBusID: "00000000:18:00.0", Model: "H100"}}),
+		HostVolumes: []string{"ml-training-vol"}, // the walk-through's Volume
+		GPUs:        []nomadfake.GPU{{ID: gpu, PCIBusID: "00000000:18:00.0", Healthy: true}},
+		Meta:        gpumeta.Encode([]gpumeta.GPU{{Index: 0, UUID: gpu, PCIBusID: "00000000:18:00.0", Model: "H100"}}),
 	})
 	url := fake.Start(t).URL
 	newLoop := func() *reconcile.Loop {

@@ -211,6 +211,11 @@ func expandNode(ns nodeSpec) ([]state.Node, error) {
 			name = fmt.Sprintf("%s-%d", ns.Name, k)
 		}
 		n := state.Node{Name: name, ID: name, Pool: ns.Pool, Ready: true, Eligible: true, CPUMilli: cpuMilli, MemoryBytes: memBytes}
+		// A simulated core is 1000 MHz of shares: cpu: 32 offers 32
+		// exclusive cores, or 32000 MHz of shares.
+		if cpuMilli >= 1000 {
+			n.Cores, n.CPUPerCore = int(cpuMilli/1000), 1000
+		}
 		for gi, g := range gpus {
 			c := g.Count
 			if c == 0 {

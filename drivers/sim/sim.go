@@ -306,17 +306,58 @@ func (c *Cluster) start(now time.Time, a state.Action) error {
 		}
 		gpus := slices.Clone(p.GPUs)
 		sort.Strings(gpus)
-		r.allocs = append(r.allocs, state.Alloc{
+		// What the replica reserves, as Nomad would: its CPU share, or
+		// its exclusive cores and their shares; memory; disk.
+		res := a.Spec.Spec.Resources
+		al := state.Alloc{
 			Workspace:   a.Workspace,
 			Replica:     p.Replica,
 			Node:        p.Node,
 			GPUs:        gpus,
-			CPUMilli:    a.Spec.Spec.Resources.CPUMilli,
-			MemoryBytes: a.Spec.Spec.Resources.MemoryBytes,
-		})
+			CPUMilli:    res.CPUMilli + int64(res.ExclusiveCores)*node.CPUPerCore,
+			Cores:       res.ExclusiveCores,
+			MemoryBytes: res.MemoryBytes,
+			DiskBytes:   res.DiskBytes,
+		}
+		if err := c.fits(node, al, r.allocs); err != nil {
+			return fmt.Errorf("replica %d: %w", p.Replica, err)
+		}
+		r.allocs = append(r.allocs, al)
 		r.gpus += len(gpus)
 	}
 	c.addRun(a.Workspace, r)
+	return nil
+}
+
+// fits reports, as an error, whether node has room for al beside every
+// allocation on it (this start's earlier replicas, mine, included), in
+// each dimension the node tracks: CPU shares, memory, disk and exclusive
+// cores. A run still stopping holds what it has until it is gone.
+func (c *Cluster) fits(node *state.Node, al state.Alloc, mine []state.Alloc) error {
+	cpu, mem, disk, cores := al.CPUMilli, al.MemoryBytes, al.DiskBytes, al.Cores
+	add := func(o state.Alloc) {
+		if o.Node == node.Name {
+			cpu, mem, disk, cores = cpu+o.CPUMilli, mem+o.MemoryBytes, disk+o.DiskBytes, cores+o.Cores
+		}
+	}
+	for _, o := range mine {
+		add(o)
+	}
+	for _, r := range c.runs {
+		for _, o := range r.allocs {
+			add(o)
+		}
+	}
+	switch {
+	case node.CPUMilli > 0 && cpu > node.CPUMilli:
+		return fmt.Errorf("node %q has not %d MHz of CPU left (%d of %d would be held)", node.Name, al.CPUMilli, cpu, node.CPUMilli)
+	case node.MemoryBytes > 0 && mem > node.MemoryBytes:
+		return fmt.Errorf("node %q has not %d bytes of memory left", node.Name, al.MemoryBytes)
+	case node.DiskBytes > 0 && disk > node.DiskBytes:
+		return fmt.Errorf("node %q has not %d bytes of disk left", node.Name, al.DiskBytes)
+	case node.CPUPerCore > 0 && cores > node.Cores:
+		return fmt.Errorf("node %q has not %d exclusive cores left", node.Name, al.Cores)
+	}
 	return nil
 }
 

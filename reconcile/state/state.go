@@ -27,10 +27,28 @@ type Node struct {
 	// draining, not marked ineligible).
 	Ready    bool `json:"ready"`
 	Eligible bool `json:"eligible"`
-	// CPUMilli and MemoryBytes are the node's allocatable totals; zero means
-	// "not tracked".
+	// CPUMilli, MemoryBytes and DiskBytes are what the node offers to
+	// work: on Nomad its advertised totals less what the node reserves
+	// and less what allocations berth does not own hold. CPU is counted as
+	// Nomad counts it, in MHz shares: 1000 "millicores" are 1000 MHz
+	// (schema.WorkResources.CPUMilli). Zero means "not tracked".
 	CPUMilli    int64 `json:"cpuMilli,omitempty"`
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	DiskBytes   int64 `json:"diskBytes,omitempty"`
+	// Cores is how many whole cores the node can still reserve
+	// exclusively (Nomad's reservable cores less those others hold), and
+	// CPUPerCore the MHz shares one such core costs (Nomad: CpuShares /
+	// TotalCpuCores). Zero Cores: exclusive cores are not tracked.
+	Cores      int   `json:"cores,omitempty"`
+	CPUPerCore int64 `json:"cpuPerCore,omitempty"`
+	// Features: the driver reports the node's task drivers and host
+	// volumes, and work needing one the node lacks cannot run there.
+	// False: not tracked, anything is assumed available. Drivers are the
+	// task drivers detected and healthy, sorted; HostVolumes the names
+	// of its host volumes, sorted.
+	Features    bool     `json:"features,omitempty"`
+	Drivers     []string `json:"drivers,omitempty"`
+	HostVolumes []string `json:"hostVolumes,omitempty"`
 	// GPUs are sorted by Index.
 	GPUs []GPU `json:"gpus"`
 	// TopologyGuessed is true when the driver had no topology from
@@ -84,9 +102,14 @@ type Alloc struct {
 	Replica   int        `json:"replica"`
 	Node      string     `json:"node"`
 	// GPUs are device IDs on Node, sorted.
-	GPUs        []string   `json:"gpus"`
+	GPUs []string `json:"gpus"`
+	// CPUMilli, MemoryBytes and DiskBytes are what it holds on Node (CPU
+	// in MHz shares, its exclusive cores' shares included); Cores the
+	// whole cores it holds exclusively.
 	CPUMilli    int64      `json:"cpuMilli,omitempty"`
 	MemoryBytes int64      `json:"memoryBytes,omitempty"`
+	DiskBytes   int64      `json:"diskBytes,omitempty"`
+	Cores       int        `json:"cores,omitempty"`
 	Phase       AllocPhase `json:"phase"`
 	// StartedAt is when this run started (after a resume: the resume).
 	StartedAt time.Time `json:"startedAt"`

@@ -30,9 +30,15 @@ type Node struct {
 	Down, Ineligible, Drain bool
 	CPUShares               int64 // default 4490, as recorded
 	MemoryMB                int64 // default 24105, as recorded
-	GPUModel                string
-	GPUMemoryMiB            int64
-	GPUs                    []GPU
+	DiskMB                  int64 // default 76790, as recorded
+	Cores                   int   // TotalCpuCores, all reservable; default 2, as recorded
+	// Drivers are the task drivers detected and healthy (default docker,
+	// exec and raw_exec); HostVolumes the client's host volumes (none).
+	Drivers      []string
+	HostVolumes  []string
+	GPUModel     string
+	GPUMemoryMiB int64
+	GPUs         []GPU
 	// Meta is the node's static metadata (the client config's meta block).
 	Meta map[string]string
 }
@@ -140,6 +146,15 @@ func (s *Server) AddNode(spec Node) {
 	if spec.MemoryMB == 0 {
 		spec.MemoryMB = 24105
 	}
+	if spec.DiskMB == 0 {
+		spec.DiskMB = 76790
+	}
+	if spec.Cores == 0 {
+		spec.Cores = 2
+	}
+	if spec.Drivers == nil {
+		spec.Drivers = []string{"docker", "exec", "raw_exec"}
+	}
 	if spec.GPUModel == "" {
 		spec.GPUModel = "H100-fake"
 	}
@@ -158,10 +173,23 @@ func (s *Server) AddNode(spec Node) {
 		Status: status, SchedulingEligibility: elig, Drain: spec.Drain,
 		Attributes: map[string]string{"unique.hostname": spec.Name, "nomad.version": "1.6.5"},
 		NodeResources: &api.NodeResources{
-			Cpu:    api.NodeCpuResources{CpuShares: spec.CPUShares},
+			Cpu:    api.NodeCpuResources{CpuShares: spec.CPUShares, TotalCpuCores: uint16(spec.Cores)},
 			Memory: api.NodeMemoryResources{MemoryMB: spec.MemoryMB},
+			Disk:   api.NodeDiskResources{DiskMB: spec.DiskMB},
 		},
-		CreateIndex: idx, ModifyIndex: idx,
+		ReservedResources: &api.NodeReservedResources{},
+		Drivers:           map[string]*api.DriverInfo{},
+		HostVolumes:       map[string]*api.HostVolumeInfo{},
+		CreateIndex:       idx, ModifyIndex: idx,
+	}
+	for c := range spec.Cores {
+		n.NodeResources.Cpu.ReservableCpuCores = append(n.NodeResources.Cpu.ReservableCpuCores, uint16(c))
+	}
+	for _, d := range spec.Drivers {
+		n.Drivers[d] = &api.DriverInfo{Detected: true, Healthy: true}
+	}
+	for _, v := range spec.HostVolumes {
+		n.HostVolumes[v] = &api.HostVolumeInfo{Path: "/srv/" + v}
 	}
 	if len(spec.GPUs) > 0 {
 		mem := spec.GPUMemoryMiB

@@ -280,7 +280,7 @@ func (s *Server) place(j *api.Job, tg *api.TaskGroup, i int, eval *api.Evaluatio
 	var trap *node
 	for _, id := range sortedKeys(s.nodes) {
 		n := s.nodes[id]
-		if n.n.Status != "ready" || n.n.SchedulingEligibility != "eligible" || !matches(n, cons) {
+		if n.n.Status != "ready" || n.n.SchedulingEligibility != "eligible" || !matches(n, cons) || !s.fits(n, tg) {
 			continue
 		}
 		free := s.freeGPUs(n)
@@ -309,6 +309,77 @@ func (s *Server) place(j *api.Job, tg *api.TaskGroup, i int, eval *api.Evaluatio
 		return true
 	}
 	return false
+}
+
+// fits reports whether node n has what group tg asks besides devices, as
+// Nomad's feasibility and bin-packing checks do: each task's driver,
+// every host volume, and the CPU shares, exclusive cores, memory and
+// ephemeral disk left by the allocations that hold them (those not
+// terminal nor told to stop).
+func (s *Server) fits(n *node, tg *api.TaskGroup) bool {
+	for _, t := range tg.Tasks {
+		if d := n.n.Drivers[t.Driver]; d == nil || !d.Detected || !d.Healthy {
+			return false
+		}
+	}
+	for _, v := range tg.Volumes {
+		if v != nil && v.Type == "host" && n.n.HostVolumes[v.Source] == nil {
+			return false
+		}
+	}
+	r := n.n.NodeResources
+	cpu, mem, disk := r.Cpu.CpuShares, r.Memory.MemoryMB, r.Disk.DiskMB
+	cores := len(r.Cpu.ReservableCpuCores)
+	for _, a := range s.allocs {
+		if a.NodeID != n.n.ID || terminal(a) || a.DesiredStatus != "run" {
+			continue
+		}
+		for _, t := range a.AllocatedResources.Tasks {
+			cpu -= t.Cpu.CpuShares
+			mem -= t.Memory.MemoryMB
+			cores -= len(t.Cpu.ReservedCores)
+		}
+		disk -= a.AllocatedResources.Shared.DiskMB
+	}
+	want := groupResources(tg, n)
+	for _, t := range want.Tasks {
+		cpu -= t.Cpu.CpuShares
+		mem -= t.Memory.MemoryMB
+		cores -= len(t.Cpu.ReservedCores)
+	}
+	disk -= want.Shared.DiskMB
+	return cpu >= 0 && mem >= 0 && disk >= 0 && cores >= 0
+}
+
+// groupResources is what Nomad allocates group tg on node n: each task's
+// CPU shares (Nomad's default 100; exclusive cores cost their shares,
+// CpuShares / TotalCpuCores each), cores and memory (default 300), and
+// the group's ephemeral disk (default 300).
+func groupResources(tg *api.TaskGroup, n *node) *api.AllocatedResources {
+	out := &api.AllocatedResources{Tasks: map[string]*api.AllocatedTaskResources{}, Shared: api.AllocatedSharedResources{DiskMB: 300}}
+	if tg.EphemeralDisk != nil && tg.EphemeralDisk.SizeMB != nil {
+		out.Shared.DiskMB = int64(*tg.EphemeralDisk.SizeMB)
+	}
+	for _, t := range tg.Tasks {
+		tr := &api.AllocatedTaskResources{}
+		tr.Cpu.CpuShares, tr.Memory.MemoryMB = 100, 300
+		if r := t.Resources; r != nil {
+			if r.Cores != nil && *r.Cores > 0 {
+				c := n.n.NodeResources.Cpu
+				tr.Cpu.CpuShares = int64(*r.Cores) * (c.CpuShares / int64(max(c.TotalCpuCores, 1)))
+				for i := range *r.Cores {
+					tr.Cpu.ReservedCores = append(tr.Cpu.ReservedCores, uint16(i))
+				}
+			} else if r.CPU != nil {
+				tr.Cpu.CpuShares = int64(*r.CPU)
+			}
+			if r.MemoryMB != nil {
+				tr.Memory.MemoryMB = int64(*r.MemoryMB)
+			}
+		}
+		out.Tasks[t.Name] = tr
+	}
+	return out
 }
 
 func matches(n *node, cons []*api.Constraint) bool {
@@ -421,20 +492,10 @@ func (s *Server) newAlloc(j *api.Job, tg *api.TaskGroup, i int, n *node, gpus []
 		Name: fmt.Sprintf("%s.%s[%d]", *j.ID, *tg.Name, i), NodeID: n.n.ID, NodeName: n.n.Name,
 		DesiredStatus: "run", ClientStatus: "pending",
 		CreateIndex: idx, ModifyIndex: idx, AllocModifyIndex: idx, CreateTime: now, ModifyTime: now,
-		AllocatedResources: &api.AllocatedResources{Tasks: map[string]*api.AllocatedTaskResources{}},
+		AllocatedResources: groupResources(tg, n),
 		TaskStates:         map[string]*api.TaskState{},
 	}
 	for _, t := range tg.Tasks {
-		tr := &api.AllocatedTaskResources{}
-		if t.Resources != nil {
-			if t.Resources.CPU != nil {
-				tr.Cpu.CpuShares = int64(*t.Resources.CPU)
-			}
-			if t.Resources.MemoryMB != nil {
-				tr.Memory.MemoryMB = int64(*t.Resources.MemoryMB)
-			}
-		}
-		a.AllocatedResources.Tasks[t.Name] = tr
 		a.TaskStates[t.Name] = &api.TaskState{State: "pending", Events: []*api.TaskEvent{{Type: "Received", DisplayMessage: "Task received by client", Time: now}}}
 	}
 	if gpus != nil {
