@@ -577,7 +577,7 @@ func resources(cpu, mem int64) string {
 		}
 	}
 	if mem > 0 {
-		parts = append(parts, fmt.Sprintf("%.4g GiB memory", float64(mem)/(1<<30)))
+		parts = append(parts, Bytes(mem)+" memory")
 	}
 	return strings.Join(parts, " and ")
 }

@@ -43,7 +43,7 @@ type wsState struct {
 	held     int  // GPUs its allocations hold
 	stopping bool // an allocation is stopping
 	leaving  bool // holds GPUs it will give up: stopping, stopped or removed
-	running  bool // holds GPUs and stays unless preempted
+	running  bool // has allocations (GPUs or not) and stays unless preempted
 
 	startedAt time.Time // latest start over its allocations
 	workLost  float64   // GPU-seconds since the last checkpoint
@@ -601,8 +601,8 @@ func newDecider(in Input) *decider {
 		d.bigCPU, d.bigMem = max(d.bigCPU, cpu), max(d.bigMem, mem)
 	}
 	for wi, w := range d.ws {
-		if w.held == 0 {
-			continue
+		if len(w.allocs) == 0 {
+			continue // holds nothing (a 0-GPU workspace with an allocation holds CPU and memory)
 		}
 		w.leaving = w.stopping || w.spec == nil || w.stopped
 		w.running = !w.leaving
@@ -623,7 +623,7 @@ func newDecider(in Input) *decider {
 		}
 	}
 	for _, w := range d.ws {
-		if w.spec == nil || w.stopped || w.held > 0 {
+		if w.spec == nil || w.stopped || len(w.allocs) > 0 {
 			continue
 		}
 		queuedSince(w)
@@ -1281,13 +1281,13 @@ func (d *decider) before(a, b int) bool {
 
 func (d *decider) buildQueue() *projHeap {
 	h := &projHeap{d: d}
-	queued := func(w *wsState) bool { return w.spec != nil && !w.stopped && w.held == 0 && w.proj >= 0 }
+	queued := func(w *wsState) bool { return w.spec != nil && !w.stopped && len(w.allocs) == 0 && w.proj >= 0 }
 	// Each project's queue, done flags and need buckets are cut from
 	// arrays sized for every queued workspace.
 	counts := make([]int, len(d.projs))
 	total := 0
 	for _, w := range d.ws {
-		if w.spec != nil && !w.stopped && w.held == 0 && w.proj < 0 {
+		if w.spec != nil && !w.stopped && len(w.allocs) == 0 && w.proj < 0 {
 			w.out.Verdict = VerdictWait
 			w.out.Reason = Reason{ReasonQuota, fmt.Sprintf("quota: project %s does not exist", w.ref.Project)}
 		}

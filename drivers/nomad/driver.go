@@ -20,7 +20,10 @@ const (
 	MetaGPUs      = "berth.gpus"
 	MetaReplica   = "berth.replica"
 	MetaNode      = "berth.node"
-	MetaSpecHash  = "berth.spec-hash"
+	// MetaSpecHash is the workspace's state.Fingerprint; MetaJobHash the
+	// hash of the job's task-visible parts as berth rendered them.
+	MetaSpecHash = "berth.spec-hash"
+	MetaJobHash  = "berth.job-hash"
 	// MetaCreatedBy on a namespace marks one berth created; berth deletes
 	// no other.
 	MetaCreatedBy = "berth.created-by"
@@ -48,7 +51,8 @@ type Config struct {
 	StateNamespace string
 	StatePath      string
 	// PlacementTimeout bounds how long Apply waits to see where Nomad put
-	// a started workspace (default 30s); PollInterval is the step (200ms).
+	// a started workspace (default 30s). Apply waits with blocking
+	// queries; PollInterval is no longer used and kept for callers.
 	PlacementTimeout time.Duration
 	PollInterval     time.Duration
 	// HTTPClient replaces the api package's client (tests).
@@ -97,6 +101,7 @@ type Driver struct {
 	lastIndex uint64
 	histIndex uint64 // ModifyIndex of the history variable as last read or written
 	evicted   []Eviction
+	unplaced  map[string]unplaceMemo // "ns/id" -> the last unplaceable attempt
 }
 
 // New connects a driver to Nomad (no request is made until used).
@@ -135,7 +140,7 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nomad: client for %s: %w", cfg.Address, err)
 	}
-	return &Driver{cfg: cfg, client: client, nodeIDs: map[string]string{}}, nil
+	return &Driver{cfg: cfg, client: client, nodeIDs: map[string]string{}, unplaced: map[string]unplaceMemo{}}, nil
 }
 
 // Client returns the api client the driver uses (berth doctor reads the

@@ -100,6 +100,7 @@ func TestObserveRecordedNomad(t *testing.T) {
 			Workspace: schema.Ref{Project: "vision", Name: "ws-medium-train"}, Replica: 0, Node: "gpu-node-1",
 			GPUs: []string{"GPU-fake-3"}, MemoryBytes: 256 << 20, Phase: state.AllocRunning, Revision: "1",
 			StartedAt: time.Date(2026, 11, 29, 16, 26, 6, 676618170, time.UTC),
+			Priority: 50, ID: snap.Allocs[0].ID,
 		}},
 	}
 	if d := cmp.Diff(want, snap); d != "" {
@@ -204,7 +205,8 @@ func TestStartRendersPinnedJob(t *testing.T) {
 		"type": "batch", "priority": 80,
 		"meta": map[string]string{
 			"berth.project": "vision", "berth.workspace": "train", "berth.revision": "abc123",
-			"berth.gpus": g[4].ID + "," + g[5].ID, "berth.spec-hash": j.Meta["berth.spec-hash"],
+			"berth.gpus": g[4].ID + "," + g[5].ID, "berth.spec-hash": state.Fingerprint(&startAction("train", "gpu-a", g[5].ID, g[4].ID).Spec.Spec),
+			"berth.job-hash": j.Meta["berth.job-hash"],
 		},
 		"node":      api.Constraint{LTarget: "${node.unique.id}", Operand: "=", RTarget: "00000001-aaaa-4bbb-8ccc-000000000001"},
 		"device":    "nvidia/gpu",
@@ -227,14 +229,17 @@ func TestStartRendersPinnedJob(t *testing.T) {
 	if err != nil || ns.Description != "Vision team" || ns.Meta["berth.created-by"] != "berth" {
 		t.Errorf("namespace: %+v, %v", ns, err)
 	}
-	// A workspace asking to be restarted is a service job.
+	// A workspace asking to be restarted is a batch job whose restart
+	// block restarts it in place a bounded number of times, then fails.
 	a := startAction("serve", "gpu-b", nodes[1].GPUs[0].ID)
 	a.Spec.Spec.RestartOnFailure = true
 	if err := d.Apply(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	if typ := *jobOf(t, d, "vision", "serve").Type; typ != "service" {
-		t.Errorf("RestartOnFailure: type %s, want service", typ)
+	sj := jobOf(t, d, "vision", "serve")
+	rp := sj.TaskGroups[0].RestartPolicy
+	if *sj.Type != "batch" || *rp.Attempts != nomad.RestartAttempts || *rp.Mode != "fail" || *rp.Delay != nomad.RestartDelay {
+		t.Errorf("RestartOnFailure: type %s, restart %+v; want batch, %d attempts then fail", *sj.Type, *rp, nomad.RestartAttempts)
 	}
 }
 
@@ -284,7 +289,8 @@ func TestEnforceIndexConflict(t *testing.T) {
 		}
 	}
 	a := startAction("train", "gpu-a", g[0].ID)
-	a.Kind, a.Revision = state.ActionUpdate, "def456"
+	a.Kind, a.Revision, a.Restarts = state.ActionUpdate, "def456", true
+	a.Spec.Spec.Task.Args = []string{"train.py", "--epochs=4"} // a task change: registered again
 	err := d.Apply(ctx, a)
 	if drivers.ClassOf(err) != drivers.ClassConflict || !strings.Contains(err.Error(), "Enforcing job modify index") {
 		t.Fatalf("Apply = %v, want a conflict from EnforceIndex", err)

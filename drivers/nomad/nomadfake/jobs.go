@@ -204,7 +204,7 @@ func (s *Server) schedule(jb *job, newGroups map[string][]byte, eval *api.Evalua
 		}
 	}
 	wanted := map[string]bool{}
-	var failed []string
+	failed := map[string]*api.AllocationMetric{}
 	for _, tg := range j.TaskGroups {
 		for i := 0; i < *tg.Count; i++ {
 			name := fmt.Sprintf("%s.%s[%d]", *j.ID, *tg.Name, i)
@@ -216,8 +216,8 @@ func (s *Server) schedule(jb *job, newGroups map[string][]byte, eval *api.Evalua
 				}
 				s.stopAlloc1(a, "stop", "alloc is being updated due to job update", idx)
 			}
-			if !s.place(j, tg, i, eval) {
-				failed = append(failed, *tg.Name)
+			if m := s.place(j, tg, i, eval); m != nil {
+				failed[*tg.Name] = m
 			}
 		}
 	}
@@ -230,10 +230,9 @@ func (s *Server) schedule(jb *job, newGroups map[string][]byte, eval *api.Evalua
 		b := s.newEval(j, "queued-allocs", idx)
 		b.Status, b.StatusDescription, b.PreviousEval = "blocked", "created to place remaining allocations", eval.ID
 		b.JobModifyIndex = 0 // blocked evals carry none (recording 57)
-		b.FailedTGAllocs = map[string]*api.AllocationMetric{}
-		for _, g := range failed {
-			b.FailedTGAllocs[g] = &api.AllocationMetric{NodesEvaluated: len(s.nodes), DimensionExhausted: map[string]int{"devices: no devices match request": 1}}
-		}
+		// Nomad puts the same metrics on the evaluation that failed and
+		// on the blocked one it creates (checked on a v1.6.5 agent).
+		b.FailedTGAllocs, eval.FailedTGAllocs = failed, failed
 		eval.BlockedEval = b.ID
 	}
 }
@@ -246,9 +245,10 @@ type devReq struct {
 	allowed map[string]bool // nil: any instance
 }
 
-// place puts replica i of tg on the first node that fits. It reports
-// false when no node fits (the caller blocks an eval).
-func (s *Server) place(j *api.Job, tg *api.TaskGroup, i int, eval *api.Evaluation) bool {
+// place puts replica i of tg on the first node that fits. When no node
+// fits it returns Nomad's account of why (the caller blocks an eval):
+// nodes evaluated, constraints that filtered them, dimensions exhausted.
+func (s *Server) place(j *api.Job, tg *api.TaskGroup, i int, eval *api.Evaluation) *api.AllocationMetric {
 	var reqs []devReq
 	for _, t := range tg.Tasks {
 		if t.Resources == nil {
@@ -277,10 +277,28 @@ func (s *Server) place(j *api.Job, tg *api.TaskGroup, i int, eval *api.Evaluatio
 		}
 	}
 	cons := append(append([]*api.Constraint(nil), j.Constraints...), tg.Constraints...)
+	memMB := int64(0)
+	for _, t := range tg.Tasks {
+		if t.Resources != nil && t.Resources.MemoryMB != nil {
+			memMB += int64(*t.Resources.MemoryMB)
+		}
+	}
+	m := &api.AllocationMetric{NodesAvailable: map[string]int{}, ConstraintFiltered: map[string]int{}, DimensionExhausted: map[string]int{}}
 	var trap *node
 	for _, id := range sortedKeys(s.nodes) {
 		n := s.nodes[id]
-		if n.n.Status != "ready" || n.n.SchedulingEligibility != "eligible" || !matches(n, cons) {
+		if n.n.Status != "ready" || n.n.SchedulingEligibility != "eligible" {
+			continue
+		}
+		m.NodesEvaluated++
+		if c := failedConstraint(n, cons); c != "" {
+			m.NodesFiltered++
+			m.ConstraintFiltered[c]++
+			continue
+		}
+		if memMB > n.n.NodeResources.Memory.MemoryMB {
+			m.NodesExhausted++
+			m.DimensionExhausted["memory"]++
 			continue
 		}
 		free := s.freeGPUs(n)
@@ -289,7 +307,7 @@ func (s *Server) place(j *api.Job, tg *api.TaskGroup, i int, eval *api.Evaluatio
 			a := s.newAlloc(j, tg, i, n, nil, eval.CreateIndex)
 			a.EvalID = eval.ID
 			setDevices(a, reqs, picked, n)
-			return true
+			return nil
 		}
 		// Nomad 1.6 (recording 82): pinned GPUs busy but others free on
 		// the node: it places the alloc with no device at all.
@@ -306,12 +324,29 @@ func (s *Server) place(j *api.Job, tg *api.TaskGroup, i int, eval *api.Evaluatio
 			st.Failed = true
 			st.Events = append(st.Events, &api.TaskEvent{Type: "Task hook failed", DisplayMessage: "devices: failed to reserve device nvidia/gpu/" + gpuModel(trap) + ": rpc error: code = InvalidArgument desc = no device ids given"})
 		}
-		return true
+		return nil
 	}
-	return false
+	if m.NodesEvaluated > m.NodesFiltered+m.NodesExhausted {
+		m.NodesExhausted = m.NodesEvaluated - m.NodesFiltered
+		m.DimensionExhausted["devices: no devices match request"] += m.NodesEvaluated - m.NodesFiltered - m.DimensionExhausted["memory"]
+	}
+	if len(m.ConstraintFiltered) == 0 {
+		m.ConstraintFiltered = nil
+	}
+	if len(m.DimensionExhausted) == 0 {
+		m.DimensionExhausted = nil
+	}
+	m.NodesAvailable["dc1"] = m.NodesEvaluated
+	return m
 }
 
 func matches(n *node, cons []*api.Constraint) bool {
+	return failedConstraint(n, cons) == ""
+}
+
+// failedConstraint returns the first constraint n does not meet, as
+// Nomad names it in ConstraintFiltered ("${node.unique.id} = abc"), or "".
+func failedConstraint(n *node, cons []*api.Constraint) string {
 	for _, c := range cons {
 		var v string
 		switch {
@@ -327,23 +362,26 @@ func matches(n *node, cons []*api.Constraint) bool {
 		switch c.Operand {
 		case "=", "==", "is":
 			if v != c.RTarget {
-				return false
+				return c.LTarget + " " + c.Operand + " " + c.RTarget
 			}
 		case "!=", "not":
 			if v == c.RTarget {
-				return false
+				return c.LTarget + " " + c.Operand + " " + c.RTarget
 			}
 		}
 	}
-	return true
+	return ""
 }
 
-// freeGPUs returns the node's healthy GPU instances that no running or
-// stopping allocation holds, sorted.
+// freeGPUs returns the node's healthy GPU instances that no allocation
+// Nomad wants running (desired status run, not terminal) holds, sorted.
 func (s *Server) freeGPUs(n *node) []string {
 	used := map[string]bool{}
 	for _, a := range s.allocs {
-		if a.NodeID != n.n.ID || terminal(a) {
+		// Nomad's scheduler counts an allocation told to stop as gone
+		// (its desired status is terminal), though its task may still be
+		// running: a destructive update gets the same GPUs back.
+		if a.NodeID != n.n.ID || terminal(a) || a.DesiredStatus != "run" {
 			continue
 		}
 		for _, id := range deviceIDs(a) {
