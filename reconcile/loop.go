@@ -657,14 +657,12 @@ func endedState(e state.Exit) (State, string) {
 // driver reports it (the simulator); on Nomad it is not.
 func resumedText(preempted bool, kept, lost time.Duration, known bool) string {
 	switch {
-	case preempted && known:
+	case known:
 		return fmt.Sprintf("resumed from its checkpoint at %s of progress; %s of work lost", round(kept), round(lost))
 	case preempted:
-		return "resumed after its preemption, from whatever it saved at its checkpoint signal"
-	case known:
-		return fmt.Sprintf("started again at %s of progress; %s of work lost", round(kept), round(lost))
+		return "resumed after its preemption, from what it saved at its checkpoint signal (the driver does not report progress)"
 	}
-	return "started again"
+	return "started again (the driver does not report progress)"
 }
 
 func preemptReason(a state.Action) string {

@@ -184,17 +184,16 @@ func updateOf(own []state.Alloc, a *state.Action) (reason string, restarts, ok b
 		prio = a.Tier.Spec.Value
 	}
 	var drift string
-	task, priority := false, false
-	from := 0
+	task, priority, from := false, false, 0
 	for _, al := range own {
-		if al.SpecHash != fp {
-			task = true
+		if al.SpecHash != "" && al.SpecHash != fp {
+			task = true // unknown (""): an older berth started it; not restarted for that alone
 		}
 		if al.Drift != "" && drift == "" {
 			drift = al.Drift
 		}
-		if al.Priority != prio {
-			priority, from = true, al.Priority
+		if al.Priority != 0 && al.Priority != prio {
+			priority, from = true, al.Priority // 0: the driver does not know
 		}
 	}
 	switch {
@@ -202,8 +201,6 @@ func updateOf(own []state.Alloc, a *state.Action) (reason string, restarts, ok b
 		return "drift: " + drift + "; berth puts it back, which restarts its task", true, true
 	case task:
 		return "its task changed: restarts it where it runs", true, true
-	case priority && from == 0:
-		return fmt.Sprintf("priority set to %d, in place (nothing restarts)", prio), false, true
 	case priority:
 		return fmt.Sprintf("priority %d → %d, in place (nothing restarts)", from, prio), false, true
 	}

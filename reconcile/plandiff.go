@@ -207,7 +207,7 @@ func NewReport(in PlanInput) Report {
 			if a.Restarts {
 				c.AtRisk = atRisk(allocs[a.Workspace], snap.ObservedAt)
 				c.AtRiskSeconds = int64(c.AtRisk / time.Second)
-				c.Reason = "restarts: " + a.Reason + detail + "; the work since its last checkpoint is lost"
+				c.Reason = "restarts: " + strings.TrimSuffix(a.Reason, ": restarts it where it runs") + detail + "; the work since its last checkpoint is lost"
 			} else {
 				c.Reason = a.Reason
 			}

@@ -297,7 +297,6 @@ func buildAlloc(a *api.Allocation, stub *api.JobListStub, n *api.Node) state.All
 		Node:      n.Name,
 		GPUs:      gpuIDs(a),
 		Revision:  meta[MetaRevision],
-		SpecHash:  meta[MetaSpecHash],
 		Priority:  stub.Priority,
 		StartedAt: time.Unix(0, a.CreateTime).UTC(),
 		ID:        a.ID,
@@ -305,6 +304,9 @@ func buildAlloc(a *api.Allocation, stub *api.JobListStub, n *api.Node) state.All
 	if a.Job != nil {
 		if a.Job.Priority != nil {
 			out.Priority = *a.Job.Priority
+		}
+		if want := meta[MetaJobHash]; want != "" {
+			out.SpecHash = meta[MetaSpecHash] // jobs of an older berth carry another hash: unknown
 		}
 		if want := meta[MetaJobHash]; want != "" && jobHash(a.Job) != want {
 			out.Drift = "its Nomad job was changed outside berth (its task, or the node or GPUs it is pinned to, differ from what berth registered)"

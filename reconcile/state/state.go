@@ -131,8 +131,8 @@ type Alloc struct {
 	// Revision is the spec revision the allocation was started from.
 	Revision string `json:"revision,omitempty"`
 	// SpecHash is the Fingerprint of the spec the allocation runs; empty
-	// when the driver does not know it (an allocation berth did not
-	// start), so any spec differs.
+	// when the driver does not know it (a job an older berth registered):
+	// then only a change berth can see (priority, drift) updates it.
 	SpecHash string `json:"specHash,omitempty"`
 	// Priority is the priority (tier value) the allocation runs at; zero
 	// when the driver does not know.
