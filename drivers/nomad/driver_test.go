@@ -100,7 +100,7 @@ func TestObserveRecordedNomad(t *testing.T) {
 			Workspace: schema.Ref{Project: "vision", Name: "ws-medium-train"}, Replica: 0, Node: "gpu-node-1",
 			GPUs: []string{"GPU-fake-3"}, MemoryBytes: 256 << 20, Phase: state.AllocRunning, Revision: "1",
 			StartedAt: time.Date(2026, 11, 29, 16, 26, 6, 676618170, time.UTC),
-			Priority: 50, ID: snap.Allocs[0].ID,
+			Priority:  50, ID: snap.Allocs[0].ID,
 		}},
 	}
 	if d := cmp.Diff(want, snap); d != "" {
