@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"sort"
 	"strconv"
@@ -513,6 +514,10 @@ func (d *Driver) ensureNamespace(ctx context.Context, p *schema.Project) error {
 		return nil
 	}
 	if _, err := d.client.Namespaces().Register(want, d.w(ctx, "")); err != nil {
+		if code, _ := statusOf(err); (code == http.StatusForbidden || code == http.StatusUnauthorized) && cur == nil {
+			return errorf(drivers.ClassTransient, ref, "create namespace "+name,
+				"Nomad refused (%v): berth's token may not create namespaces (in Nomad CE that needs a management token). Create it yourself (nomad namespace apply %s) or give berth a token that may; berth then uses it as it is", err, name)
+		}
 		return wrap(err, ref, "write namespace "+name)
 	}
 	return nil

@@ -431,7 +431,7 @@ func TestErrorClassesAndToken(t *testing.T) {
 	url := fake.Start(t).URL
 	wrong, _ := nomad.New(nomad.Config{Address: url, Token: "not-" + secret})
 	_, err := wrong.Observe(ctx)
-	if drivers.ClassOf(err) != drivers.ClassTransient || !strings.Contains(err.Error(), "403") {
+	if drivers.ClassOf(err) != drivers.ClassTransient || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "NOMAD_TOKEN") || !strings.Contains(err.Error(), "examples/deploy") {
 		t.Errorf("403: %v, want transient (the operator fixes the token or policy)", err)
 	}
 	cfg := nomad.Config{Address: url, Token: secret}

@@ -262,8 +262,8 @@ func TestRealUnplaceableStartIsNotChurned(t *testing.T) {
 		State: schema.DesiredRunning, Task: schema.Task{Driver: "raw_exec", Command: "/bin/sleep", Args: []string{"3600"}},
 		Resources: schema.WorkResources{MemoryBytes: 1 << 50}}}
 	a := state.Action{Kind: state.ActionStart, Workspace: ws.Ref(), Spec: ws, Revision: "r1",
-		Project: &schema.Project{Meta: schema.Meta{Name: "berth-real"}, Spec: schema.ProjectSpec{Tier: "medium"}},
-		Tier:    &schema.PriorityTier{Meta: schema.Meta{Name: "medium"}, Spec: schema.TierSpec{Value: 50}},
+		Project:    &schema.Project{Meta: schema.Meta{Name: "berth-real"}, Spec: schema.ProjectSpec{Tier: "medium"}},
+		Tier:       &schema.PriorityTier{Meta: schema.Meta{Name: "medium"}, Spec: schema.TierSpec{Value: 50}},
 		Placements: []state.Placement{{Node: snap.Nodes[0].Name}}}
 	start := time.Now()
 	err = d.Apply(ctx, a)
