@@ -296,3 +296,51 @@ func mustLoad(t *testing.T, dir string) *schema.Set {
 	}
 	return set
 }
+
+// TestRealDriftIsPutBack: a job edited outside berth (its task changed,
+// berth's meta kept) is reported as drift and registered again as berth
+// renders it.
+func TestRealDriftIsPutBack(t *testing.T) {
+	r := newRealLoop(t)
+	r.write("tiers.yaml", realTiers)
+	r.write("d.yaml", realWorkspace("d", 1, "sleep 3600"))
+	r.until(30*time.Second, "running", r.running("d"))
+	q := &api.QueryOptions{Namespace: "berth-real"}
+	j, _, err := r.c.Jobs().Info("d", q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.TaskGroups[0].Tasks[0].Config["args"] = []any{"-c", "sleep 7777"}
+	if _, _, err := r.c.Jobs().Register(j, &api.WriteOptions{Namespace: "berth-real"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitFor(ctx, r.d, 20*time.Second, func(s state.Snapshot) bool {
+		for _, a := range s.Allocs {
+			if a.Workspace.Name == "d" && a.Drift != "" && a.Phase == state.AllocRunning {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("the edited job is not reported as drift: %v", err)
+	}
+	res := r.until(20*time.Second, "put back", func() bool {
+		j, _, err := r.c.Jobs().Info("d", q)
+		return err == nil && strings.Contains(fmt.Sprint(j.TaskGroups[0].Tasks[0].Config["args"]), "sleep 3600") && r.running("d")()
+	})
+	drift := false
+	for _, rs := range res {
+		for _, a := range rs.Applied {
+			drift = drift || a.Kind == state.ActionUpdate && a.Restarts && strings.Contains(a.Reason, "drift")
+		}
+	}
+	if !drift {
+		t.Errorf("no Update for the drift was applied: %+v", res)
+	}
+	snap, _ := r.d.Observe(ctx)
+	for _, a := range snap.Allocs {
+		if a.Drift != "" && a.Phase != state.AllocStopping {
+			t.Errorf("still drift after putting it back: %+v", a)
+		}
+	}
+}
