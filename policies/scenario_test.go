@@ -373,7 +373,9 @@ func parseCluster(text string, now time.Time) (*state.Snapshot, error) {
 				return nil, err
 			}
 			for _, s := range strings.Split(f.kv["gpus"], ",") {
-				a.GPUs = append(a.GPUs, "g"+s)
+				if s != "" { // gpus= (or none): a 0-GPU allocation
+					a.GPUs = append(a.GPUs, "g"+s)
+				}
 			}
 			sort.Strings(a.GPUs)
 			switch f.kv["phase"] {
