@@ -576,6 +576,7 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 			st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), "no longer in the specs"
 		case hasEnded:
 			st.State, st.Reason = endedState(ended)
+			st.ReasonKind = ReasonExited
 		case spec.Spec.State == schema.DesiredRunning && l.rejected[ref].revision == set.Revision:
 			st.State, st.Reason = StateFailed, "the cluster refused it: "+l.rejected[ref].reason+"; fix the spec"
 		case spec.Spec.State == schema.DesiredStopped:
@@ -630,6 +631,10 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 	l.cfg.Metrics.observeStatus(l.records)
 	return out
 }
+
+// ReasonExited is the ReasonKind of a workspace whose task ended on its
+// own (Completed, or Failed with its exit code): it does not wait to run.
+const ReasonExited = "exited"
 
 // endedState is the state and reason of a workspace whose run ended on
 // its own: Completed when every task exited 0, else Failed with the exit

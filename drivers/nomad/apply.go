@@ -133,7 +133,7 @@ func (d *Driver) start(ctx context.Context, a state.Action) error {
 	if err != nil {
 		return err
 	}
-	job, err := renderJob(a, ns, pl, d.cfg.Datacenters)
+	job, err := renderJob(a, ns, pl, d.cfg.Datacenters, d.cfg.RestartDelay)
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,10 @@ type Config struct {
 	// queries; PollInterval is no longer used and kept for callers.
 	PlacementTimeout time.Duration
 	PollInterval     time.Duration
+	// RestartDelay is the delay between the in-place restarts of a failed
+	// task whose workspace asks for restartOnFailure (default
+	// RestartDelay, 15s).
+	RestartDelay time.Duration
 	// HTTPClient replaces the api package's client (tests).
 	HTTPClient *http.Client
 	// Now is the driver's clock (default time.Now).
@@ -114,6 +118,9 @@ func New(cfg Config) (*Driver, error) {
 	}
 	if cfg.PlacementTimeout == 0 {
 		cfg.PlacementTimeout = 30 * time.Second
+	}
+	if cfg.RestartDelay <= 0 {
+		cfg.RestartDelay = RestartDelay
 	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 200 * time.Millisecond

@@ -344,3 +344,44 @@ func TestRealDriftIsPutBack(t *testing.T) {
 		}
 	}
 }
+
+// TestRealRestartOnFailureIsBounded: with restartOnFailure a failing task
+// is restarted in place by Nomad's restart block (same allocation, so the
+// same node and GPUs) RestartAttempts times, then the workspace is
+// Failed, and berth does not start it again.
+func TestRealRestartOnFailureIsBounded(t *testing.T) {
+	c := realnomad.Client(t)
+	cfg := nomad.ConfigFromEnv("")
+	cfg.RestartDelay = time.Second
+	d, err := nomad.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	l, err := reconcile.New(reconcile.Config{Source: reconcile.DirSource{Dir: dir}, Cluster: d, Store: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &realLoop{t: t, c: c, d: d, loop: l, dir: dir}
+	r.write("tiers.yaml", realTiers)
+	r.write("flaky.yaml", strings.Replace(realWorkspace("flaky", 1, "sleep 0.5; exit 5"), "  state: Running\n", "  state: Running\n  restartOnFailure: true\n", 1))
+	r.until(25*time.Second, "failed after its restarts", func() bool { return r.state("flaky").State == reconcile.StateFailed })
+	st := r.state("flaky")
+	if !strings.Contains(st.Reason, "code 5") || !strings.Contains(st.Reason, fmt.Sprintf("after %d restart(s)", nomad.RestartAttempts)) {
+		t.Errorf("reason %q, want exit code 5 after %d restarts", st.Reason, nomad.RestartAttempts)
+	}
+	stubs, _, err := c.Jobs().Allocations("flaky", true, &api.QueryOptions{Namespace: "berth-real"})
+	if err != nil || len(stubs) != 1 {
+		t.Errorf("%d allocations, want 1 (restarted in place, never rescheduled): %v", len(stubs), err)
+	}
+	_, v := r.job("flaky")
+	for range 5 {
+		if res, _ := r.loop.Once(ctx); len(res.Applied) != 0 {
+			t.Errorf("applied %v to a failed workspace", res.Applied)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if _, v2 := r.job("flaky"); v2 != v {
+		t.Errorf("job version %d → %d", v, v2)
+	}
+}

@@ -55,7 +55,7 @@ type placed struct {
 // that fails is restarted in place (same node, same GPUs) by Nomad's
 // restart block only when the spec asks for restartOnFailure, a bounded
 // number of times with a delay, and then fails. Nomad never moves it.
-func renderJob(a state.Action, ns string, pl []placed, datacenters []string) (*api.Job, error) {
+func renderJob(a state.Action, ns string, pl []placed, datacenters []string, restartDelay time.Duration) (*api.Job, error) {
 	ref := a.Workspace
 	if a.Spec == nil || a.Project == nil || a.Tier == nil {
 		return nil, errorf(drivers.ClassInvalid, ref, "render job", "a %s action needs the workspace, project and tier specs", a.Kind)
@@ -141,7 +141,7 @@ func renderJob(a state.Action, ns string, pl []placed, datacenters []string) (*a
 		}
 		tg.RestartPolicy = &api.RestartPolicy{Attempts: intPtr(0), Mode: strPtr("fail")}
 		if spec.RestartOnFailure {
-			d, iv := RestartDelay, RestartInterval
+			d, iv := restartDelay, RestartInterval
 			tg.RestartPolicy = &api.RestartPolicy{Attempts: intPtr(RestartAttempts), Delay: &d, Interval: &iv, Mode: strPtr("fail")}
 		}
 		for _, v := range spec.Volumes {
@@ -162,8 +162,9 @@ func renderJob(a state.Action, ns string, pl []placed, datacenters []string) (*a
 
 // RestartAttempts, RestartDelay and RestartInterval are the restart block
 // of a workspace with restartOnFailure: at most RestartAttempts restarts
-// within RestartInterval, RestartDelay apart (Nomad adds jitter), then
-// the task fails for good.
+// within RestartInterval, RestartDelay apart (Nomad adds jitter; the
+// driver's Config.RestartDelay overrides it), then the task fails for
+// good.
 const (
 	RestartAttempts = 3
 	RestartDelay    = 15 * time.Second
