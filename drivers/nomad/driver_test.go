@@ -662,3 +662,16 @@ func mustRead(t *testing.T, prefix string) []byte {
 	}
 	return b
 }
+
+// TestNamespaceCreationRefused: a token that may not create the project's
+// namespace (the documented reconciler policy in Nomad CE) gets an error
+// that tells the operator what to do.
+func TestNamespaceCreationRefused(t *testing.T) {
+	h, d, nodes := newHooked(t)
+	h.Fail("PUT", "/v1/namespace", 403, "Permission denied")
+	h.Fail("POST", "/v1/namespace", 403, "Permission denied")
+	err := d.Apply(ctx, startAction("train", "gpu-a", nodes[0].GPUs[0].ID))
+	if err == nil || !strings.Contains(err.Error(), "nomad namespace apply vision") || !strings.Contains(err.Error(), "management token") {
+		t.Errorf("Apply = %v, want an error saying to create the namespace or grant the right", err)
+	}
+}
