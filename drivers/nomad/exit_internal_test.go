@@ -26,7 +26,10 @@ func TestExitsOfGarbageCollectedJob(t *testing.T) {
 		{"p", "running"}: {ID: "running", Namespace: "p", Status: "running", Meta: meta("running")},
 		{"p", "lost"}:    {ID: "lost", Namespace: "p", Status: "dead", Meta: meta("lost")},
 	}
-	lost := &api.Allocation{ID: "a1", Namespace: "p", JobID: "lost", ClientStatus: "lost", DesiredStatus: "run"}
+	jmi := uint64(7)
+	berth[[2]string{"p", "lost"}].JobModifyIndex = jmi
+	lost := &api.Allocation{ID: "a1", Namespace: "p", JobID: "lost", ClientStatus: "lost", DesiredStatus: "run",
+		Job: &api.Job{JobModifyIndex: &jmi}}
 	got := exitsOf([]nodeData{{allocs: []*api.Allocation{lost}}}, berth)
 	want := []state.Exit{
 		{Workspace: schema.Ref{Project: "p", Name: "gone-bad"}, Failed: true, Message: "Nomad no longer has its allocations", SpecHash: "h-gone-bad"},

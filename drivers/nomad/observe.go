@@ -480,44 +480,43 @@ func (d *Driver) Watch(ctx context.Context) <-chan struct{} {
 	return ch
 }
 
-// exitsOf reports the ended runs of berth's jobs that berth did not stop:
-// a job that is dead with Stop=false. Its terminal allocations of the
-// job's latest version say how each replica ended; when Nomad has
-// garbage-collected them, the job summary says whether any failed. Runs
-// the cluster ended (a lost node, an eviction) are not exits: berth
+// exitsOf reports the ended runs of berth's jobs that berth did not stop
+// (Stop false): every allocation of the job's current version (by
+// JobModifyIndex) is terminal and ended on its own, and none of the job
+// is live. The job need not be dead yet: Nomad keeps it pending while it
+// evaluates the failed allocation (seen on a v1.6.5 agent), and berth
+// must not start it again meanwhile. When Nomad has garbage-collected the
+// allocations of a dead job, the job summary says whether any failed.
+// Runs the cluster ended (a lost node, an eviction) are not exits: berth
 // starts those again.
 func exitsOf(data []nodeData, berth map[[2]string]*api.JobListStub) []state.Exit {
 	ended := map[[2]string][]*api.Allocation{}
+	live, seen := map[[2]string]bool{}, map[[2]string]bool{}
 	for _, nd := range data {
 		for _, a := range nd.allocs {
 			k := [2]string{a.Namespace, a.JobID}
-			if st := berth[k]; st != nil && st.Status == "dead" && !st.Stop && terminal(a) {
+			st := berth[k]
+			seen[k] = true
+			switch {
+			case st == nil || st.Stop:
+			case !terminal(a):
+				live[k] = true
+			case a.Job != nil && a.Job.JobModifyIndex != nil && *a.Job.JobModifyIndex == st.JobModifyIndex:
 				ended[k] = append(ended[k], a)
 			}
 		}
 	}
 	var out []state.Exit
 	for k, st := range berth {
-		if st.Status != "dead" || st.Stop {
-			continue
+		allocs := ended[k]
+		if st.Stop || live[k] || (len(allocs) == 0 && (st.Status != "dead" || seen[k])) {
+			continue // running, stopped, or no run of its current version ended
 		}
 		ex := state.Exit{Workspace: refOf(st.Meta), SpecHash: st.Meta[MetaSpecHash]}
-		var allocs []*api.Allocation // of the latest version only
-		latest := uint64(0)
-		for _, a := range ended[k] {
-			if a.Job != nil && a.Job.Version != nil {
-				latest = max(latest, *a.Job.Version)
-			}
-		}
-		for _, a := range ended[k] {
-			if a.Job == nil || a.Job.Version == nil || *a.Job.Version == latest {
-				allocs = append(allocs, a)
-			}
-		}
 		sort.Slice(allocs, func(i, j int) bool { return allocs[i].ID < allocs[j].ID })
 		byCluster := len(allocs) > 0
 		for _, a := range allocs {
-			if a.ClientStatus != "lost" && a.DesiredStatus != "evict" {
+			if a.ClientStatus != "lost" && a.DesiredStatus == "run" {
 				byCluster = false
 			}
 			ts := a.TaskStates[TaskName]
@@ -546,7 +545,7 @@ func exitsOf(data []nodeData, berth map[[2]string]*api.JobListStub) []state.Exit
 			ex.Message = "Nomad no longer has its allocations"
 			if s := st.JobSummary; s != nil {
 				for _, g := range s.Summary {
-					if g.Failed > 0 {
+					if g.Failed > 0 || g.Lost > 0 {
 						ex.Failed = true
 					}
 				}
