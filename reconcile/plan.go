@@ -122,12 +122,20 @@ func NewPlan(set *schema.Set, snap *state.Snapshot, d policies.Decision) Plan {
 			if !live || set.Workspace(wd.Ref) == nil {
 				continue
 			}
+			// What runs now: an allocation that is stopping (replaced by a
+			// job update) is on its way out.
+			var running []state.Alloc
+			for _, al := range own {
+				if al.Phase != state.AllocStopping {
+					running = append(running, al)
+				}
+			}
 			a := describe(set, wd.Ref, state.ActionUpdate)
-			reason, restarts, ok := updateOf(own, &a)
+			reason, restarts, ok := updateOf(running, &a)
 			if !ok {
 				continue
 			}
-			for _, al := range own {
+			for _, al := range running {
 				a.Placements = append(a.Placements, state.Placement{Replica: al.Replica, Node: al.Node, GPUs: slices.Clone(al.GPUs)})
 			}
 			a.Reason, a.Restarts = reason, restarts

@@ -343,6 +343,80 @@ func TestRealDriftIsPutBack(t *testing.T) {
 			t.Errorf("still drift after putting it back: %+v", a)
 		}
 	}
+
+	// 2. Pinned to another GPU outside berth: drift too. berth registers
+	// its own job again where the workspace now runs (its decision counts
+	// the GPUs Nomad really gave it), so the job and the GPUs agree.
+	j, _, err = r.c.Jobs().Info("d", q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := j.TaskGroups[0].Tasks[0].Resources.Devices[0]
+	var other string
+	for _, n := range snap.Nodes {
+		for _, g := range n.GPUs {
+			if n.Name == j.TaskGroups[0].Meta[nomad.MetaNode] && g.ID != dev.Constraints[0].RTarget && other == "" {
+				other = g.ID
+			}
+		}
+	}
+	dev.Constraints[0].RTarget = other
+	if _, _, err := r.c.Jobs().Register(j, &api.WriteOptions{Namespace: "berth-real"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		jj, _, _ := r.c.Jobs().Info("d", q)
+		stubs, _, _ := r.c.Jobs().Allocations("d", true, q)
+		for _, s := range stubs {
+			if jj == nil || s.CreateIndex < *jj.CreateIndex {
+				continue
+			}
+			a, _, _ := r.c.Allocations().Info(s.ID, q)
+			var ids []string
+			for _, d := range a.AllocatedResources.Tasks[nomad.TaskName].Devices {
+				ids = append(ids, d.DeviceIDs...)
+			}
+			t.Logf("alloc %s v%d %s/%s devices %v", s.ID, s.JobVersion, s.DesiredStatus, s.ClientStatus, ids)
+		}
+		if jj != nil {
+			t.Logf("job v%d meta %v pin %s", *jj.Version, jj.TaskGroups[0].Meta, jj.TaskGroups[0].Tasks[0].Resources.Devices[0].Constraints[0].RTarget)
+		}
+		evals, _, _ := r.c.Jobs().Evaluations("d", q)
+		for _, e := range evals {
+			t.Logf("eval %s %s %s failed %v", e.ID, e.TriggeredBy, e.Status, e.FailedTGAllocs)
+		}
+		t.Logf("re-pinned to %s", other)
+	})
+	if err := waitFor(ctx, r.d, 20*time.Second, func(s state.Snapshot) bool {
+		for _, a := range s.Allocs {
+			if a.Workspace.Name == "d" && a.Drift != "" && a.Phase == state.AllocRunning {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("the re-pinned job is not reported as drift: %v", err)
+	}
+	// berth then owns it again: its own rendering, pinned where berth
+	// placed it (verify stops an allocation on GPUs other than berth's
+	// pin; the next start places it afresh), and no drift left.
+	r.until(20*time.Second, "the re-pinned job is berth's again", func() bool {
+		s, err := r.d.Observe(ctx)
+		if err != nil {
+			return false
+		}
+		for _, a := range s.Allocs {
+			if a.Workspace.Name == "d" && a.Phase == state.AllocRunning && a.Drift == "" && len(a.GPUs) == 1 {
+				j, _, err := r.c.Jobs().Info("d", q)
+				return err == nil && j.TaskGroups[0].Meta[nomad.MetaGPUs] == a.GPUs[0] &&
+					j.TaskGroups[0].Tasks[0].Resources.Devices[0].Constraints[0].RTarget == a.GPUs[0]
+			}
+		}
+		return false
+	})
 }
 
 // TestRealRestartOnFailureIsBounded: with restartOnFailure a failing task
