@@ -49,7 +49,7 @@ type wsState struct {
 	held     int  // GPUs its allocations hold
 	stopping bool // an allocation is stopping
 	leaving  bool // holds GPUs it will give up: stopping, stopped or removed
-	running  bool // holds GPUs and stays unless preempted
+	running  bool // has allocations (GPUs or not) and stays unless preempted
 
 	startedAt time.Time // latest start over its allocations
 	workLost  float64   // GPU-seconds since the last checkpoint

@@ -256,7 +256,7 @@ func queue(ws []WorkspaceStatus, v view) []QueueEntry {
 	}
 	out := []QueueEntry{}
 	for _, w := range ws {
-		if w.State != StatePending && w.State != StatePreempted && w.State != StateFailed {
+		if w.State != StatePending && w.State != StatePreempted && w.State != StateFailed || w.ReasonKind == ReasonExited {
 			continue
 		}
 		ref := w.Ref()

@@ -41,7 +41,11 @@ func Explain(ws WorkspaceStatus, history []Transition) []string {
 		out = append(out, sentence(s))
 	case StateFailed:
 		out = append(out, sentence(fmt.Sprintf("%s failed at %s: %s", ref, at(ws.Since), ws.Reason)))
-		out = append(out, "berth starts it again when the decision allows.")
+		if !strings.Contains(ws.Reason, "does not run it again") {
+			out = append(out, "berth starts it again when the decision allows.")
+		}
+	case StateCompleted:
+		out = append(out, sentence(fmt.Sprintf("%s completed at %s: %s", ref, at(ws.Since), ws.Reason)))
 	}
 	// The story of its last preemption, when it has resumed since.
 	for i := len(history) - 1; i >= 0; i-- {

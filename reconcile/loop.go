@@ -313,8 +313,9 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 	}
 	hist = l.cfg.Advance(hist, set, &snap, now)
 
-	// 5. Decide; 6. plan.
-	d := l.cfg.Decide(policies.Input{Specs: set, Snapshot: &snap, History: &hist, Now: now})
+	// 5. Decide (a workspace whose run ended does not want to run: see
+	// Finished); 6. plan.
+	d := l.cfg.Decide(policies.Input{Specs: FinishedSpecs(set, &snap), Snapshot: &snap, History: &hist, Now: now})
 	hist = policies.RecordDecision(hist, d)
 	res.Plan = NewPlan(set, &snap, d)
 	l.cfg.Metrics.observeDecision(d)
@@ -486,6 +487,7 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 	for _, r := range deferred {
 		waiting[r] = true
 	}
+	finished := Finished(set, snap)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -521,7 +523,7 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 				lost := max(0, rec.lastProgress-kept)
 				st.WorkLost += lost
 				rec.gone = false
-				rec.resumed = fmt.Sprintf("resumed from its checkpoint at %s of progress; %s of work lost", round(kept), round(lost))
+				rec.resumed = resumedText(wasPreempted, kept, lost, rec.lastProgress > 0 || own[0].Progress > 0)
 			}
 			rec.lastProgress = st.Progress
 		} else if rec.held {
@@ -529,7 +531,8 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 		}
 		// It held GPUs at the last observation, berth did not stop it, and
 		// they are gone: it failed (even if it is started again at once).
-		failed := len(own) == 0 && rec.held && !wasPreempted && (prev == StateRunning || prev == StateStarting)
+		ended, hasEnded := finished[ref]
+		failed := len(own) == 0 && rec.held && !wasPreempted && !hasEnded && (prev == StateRunning || prev == StateStarting)
 		rec.held = len(own) > 0
 		a, didAct := acted[ref]
 		switch {
@@ -571,6 +574,9 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 			}
 		case spec == nil:
 			st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), "no longer in the specs"
+		case hasEnded:
+			st.State, st.Reason = endedState(ended)
+			st.ReasonKind = ReasonExited
 		case spec.Spec.State == schema.DesiredRunning && l.rejected[ref].revision == set.Revision:
 			st.State, st.Reason = StateFailed, "the cluster refused it: "+l.rejected[ref].reason+"; fix the spec"
 		case spec.Spec.State == schema.DesiredStopped:
@@ -624,6 +630,44 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 	l.projects = projectStatus(set, snap, hist)
 	l.cfg.Metrics.observeStatus(l.records)
 	return out
+}
+
+// ReasonExited is the ReasonKind of a workspace whose task ended on its
+// own (Completed, or Failed with its exit code): it does not wait to run.
+const ReasonExited = "exited"
+
+// endedState is the state and reason of a workspace whose run ended on
+// its own: Completed when every task exited 0, else Failed with the exit
+// code and the cluster's message.
+func endedState(e state.Exit) (State, string) {
+	again := "; berth does not run it again until its spec changes (or it is set Stopped, then Running)"
+	if !e.Failed {
+		return StateCompleted, "its task exited 0" + again
+	}
+	r := "its task failed"
+	if e.ExitCode != 0 {
+		r = fmt.Sprintf("its task exited with code %d", e.ExitCode)
+	}
+	if e.Message != "" && e.Message != fmt.Sprintf("Exit Code: %d", e.ExitCode) {
+		r += " (" + e.Message + ")"
+	}
+	if e.Restarts > 0 {
+		r += fmt.Sprintf(" after %d restart(s)", e.Restarts)
+	}
+	return StateFailed, r + again
+}
+
+// resumedText says how a workspace came back after its allocations were
+// gone: what berth knows, no more. Progress is known only where the
+// driver reports it (the simulator); on Nomad it is not.
+func resumedText(preempted bool, kept, lost time.Duration, known bool) string {
+	switch {
+	case known:
+		return fmt.Sprintf("resumed from its checkpoint at %s of progress; %s of work lost", round(kept), round(lost))
+	case preempted:
+		return "resumed after its preemption, from what it saved at its checkpoint signal (the driver does not report progress)"
+	}
+	return "started again (the driver does not report progress)"
 }
 
 func preemptReason(a state.Action) string {

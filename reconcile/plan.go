@@ -42,8 +42,18 @@ var planOrder = map[state.ActionKind]int{
 // 2. A workspace to start gets a Start at the decision's placements,
 // preceded by a Wait while anything still holds those GPUs (its victims,
 // or itself, stopping).
-// 3. A workspace that keeps running from an older revision gets an Update.
+// 3. A workspace that keeps running gets an Update only when what its
+// task sees changed (its state.Fingerprint differs from the one its
+// allocations run, or its job drifted: Restarts, the task restarts) or
+// its tier's priority changed (in place, nothing restarts). A new
+// revision that changes neither updates nothing.
 // 4. Allocations the decision does not mention are stopped.
+// 5. A workspace whose run ended on its own (Snapshot.Exits) and that the
+// specs now want stopped or no longer list gets a Stop, which clears the
+// ended run: set back to Running, it runs again.
+//
+// set is the revision as written; d may come from FinishedSpecs(set,
+// snap), so a finished workspace is not started again.
 func NewPlan(set *schema.Set, snap *state.Snapshot, d policies.Decision) Plan {
 	plan := Plan{Revision: set.Revision}
 	allocs := map[schema.Ref][]state.Alloc{}
@@ -53,6 +63,10 @@ func NewPlan(set *schema.Set, snap *state.Snapshot, d policies.Decision) Plan {
 		for _, g := range a.GPUs {
 			holder[a.Node+"/"+g] = a.Workspace
 		}
+	}
+	exited := map[schema.Ref]bool{}
+	for _, e := range snap.Exits {
+		exited[e.Workspace] = true
 	}
 	decided := map[schema.Ref]bool{}
 	for _, wd := range d.Workspaces {
@@ -64,6 +78,9 @@ func NewPlan(set *schema.Set, snap *state.Snapshot, d policies.Decision) Plan {
 			if live {
 				plan.Actions = append(plan.Actions, state.Action{Kind: state.ActionStop, Workspace: wd.Ref,
 					Reason: orDefault(wd.Reason.Message, "the specs want it stopped"), Revision: set.Revision})
+			} else if len(own) == 0 && exited[wd.Ref] && !wantsRunning(set, wd.Ref) {
+				plan.Actions = append(plan.Actions, state.Action{Kind: state.ActionStop, Workspace: wd.Ref,
+					Reason: "its run has ended; cleared so that it runs again when the specs want it running", Revision: set.Revision})
 			}
 		case policies.VerdictPreempt:
 			if live {
@@ -102,14 +119,26 @@ func NewPlan(set *schema.Set, snap *state.Snapshot, d policies.Decision) Plan {
 			a.Reason = wd.Reason.Message
 			plan.Actions = append(plan.Actions, a)
 		case policies.VerdictRun:
-			if !live || !stale(own, set.Revision) || set.Workspace(wd.Ref) == nil {
+			if !live || set.Workspace(wd.Ref) == nil {
 				continue
 			}
-			a := describe(set, wd.Ref, state.ActionUpdate)
+			// What runs now: an allocation that is stopping (replaced by a
+			// job update) is on its way out.
+			var running []state.Alloc
 			for _, al := range own {
+				if al.Phase != state.AllocStopping {
+					running = append(running, al)
+				}
+			}
+			a := describe(set, wd.Ref, state.ActionUpdate)
+			reason, restarts, ok := updateOf(running, &a)
+			if !ok {
+				continue
+			}
+			for _, al := range running {
 				a.Placements = append(a.Placements, state.Placement{Replica: al.Replica, Node: al.Node, GPUs: slices.Clone(al.GPUs)})
 			}
-			a.Reason = "revision " + set.Revision
+			a.Reason, a.Restarts = reason, restarts
 			plan.Actions = append(plan.Actions, a)
 		}
 	}
@@ -152,13 +181,83 @@ func allStopping(allocs []state.Alloc) bool {
 	return true
 }
 
-func stale(allocs []state.Alloc, revision string) bool {
-	for _, a := range allocs {
-		if a.Revision != revision {
-			return true
+// updateOf says whether a running workspace needs an Update to match a
+// (describe's action): its task restarts when any allocation runs another
+// fingerprint or drifted; its priority changes in place. ok is false when
+// nothing changes.
+func updateOf(own []state.Alloc, a *state.Action) (reason string, restarts, ok bool) {
+	fp := state.Fingerprint(&a.Spec.Spec)
+	prio := 0
+	if a.Tier != nil {
+		prio = a.Tier.Spec.Value
+	}
+	var drift string
+	task, priority, from := false, false, 0
+	for _, al := range own {
+		if al.SpecHash != "" && al.SpecHash != fp {
+			task = true // unknown (""): an older berth started it; not restarted for that alone
+		}
+		if al.Drift != "" && drift == "" {
+			drift = al.Drift
+		}
+		if al.Priority != 0 && al.Priority != prio {
+			priority, from = true, al.Priority // 0: the driver does not know
 		}
 	}
-	return false
+	switch {
+	case drift != "":
+		return "drift: " + drift + "; berth puts it back, which restarts its task", true, true
+	case task:
+		return "its task changed: restarts it where it runs", true, true
+	case priority:
+		return fmt.Sprintf("priority %d → %d, in place (nothing restarts)", from, prio), false, true
+	}
+	return "", false, false
+}
+
+// wantsRunning reports whether the specs list ref and want it running.
+func wantsRunning(set *schema.Set, ref schema.Ref) bool {
+	w := set.Workspace(ref)
+	return w != nil && w.Spec.State == schema.DesiredRunning
+}
+
+// Finished returns the ended runs (Snapshot.Exits) of workspaces that the
+// specs still want running with the spec that run had (the same
+// fingerprint): berth does not start them again. A changed spec, or a
+// Stopped → Running round trip in the specs (whose Stop clears the
+// ended run), runs them again. It mutates nothing.
+func Finished(set *schema.Set, snap *state.Snapshot) map[schema.Ref]state.Exit {
+	var out map[schema.Ref]state.Exit
+	for _, e := range snap.Exits {
+		w := set.Workspace(e.Workspace)
+		if w == nil || w.Spec.State != schema.DesiredRunning || e.SpecHash != state.Fingerprint(&w.Spec) {
+			continue
+		}
+		if out == nil {
+			out = map[schema.Ref]state.Exit{}
+		}
+		out[e.Workspace] = e
+	}
+	return out
+}
+
+// FinishedSpecs returns set as the decision should see it: the workspaces
+// whose run ended (Finished) do not want to run. It returns set itself
+// when none has ended, else a copy that shares everything but the
+// Workspaces slice; set is not mutated.
+func FinishedSpecs(set *schema.Set, snap *state.Snapshot) *schema.Set {
+	done := Finished(set, snap)
+	if len(done) == 0 {
+		return set
+	}
+	c := *set
+	c.Workspaces = slices.Clone(set.Workspaces)
+	for i := range c.Workspaces {
+		if _, ok := done[c.Workspaces[i].Ref()]; ok {
+			c.Workspaces[i].Spec.State = schema.DesiredStopped
+		}
+	}
+	return &c
 }
 
 func sortedRefs(m map[schema.Ref]bool) []schema.Ref {
@@ -230,14 +329,44 @@ func placementText(ps []state.Placement) string {
 	return strings.Join(parts, ", ")
 }
 
-// shortGPUs abbreviates UUID-shaped device IDs to their first group.
+// shortGPUs abbreviates UUID-shaped device IDs ("GPU-" and more than 12
+// characters) to their first 12 characters when that tells them apart
+// within ids; otherwise it keeps those 12 and the shortest tail (at least
+// 4 characters) that does: GPU-00000000…0001, GPU-00000000…0002. Other
+// IDs are printed whole. Two different IDs never print the same.
 func shortGPUs(ids []string) []string {
 	out := make([]string, len(ids))
+	long := func(id string) bool { return strings.HasPrefix(id, "GPU-") && len(id) > 12 }
+	heads := map[string]int{}
+	for _, id := range ids {
+		if long(id) {
+			heads[id[:12]]++
+		}
+	}
 	for i, id := range ids {
-		if strings.HasPrefix(id, "GPU-") && len(id) > 12 {
-			id = id[:12]
+		if !long(id) {
+			out[i] = id
+			continue
+		}
+		if heads[id[:12]] == 1 && !slices.Contains(ids, id[:12]) {
+			out[i] = id[:12]
+			continue
 		}
 		out[i] = id
+		for n := 4; 12+n < len(id); n++ {
+			tail := id[len(id)-n:]
+			unique := true
+			for _, o := range ids {
+				if o != id && long(o) && o[:12] == id[:12] && strings.HasSuffix(o, tail) {
+					unique = false
+					break
+				}
+			}
+			if unique {
+				out[i] = id[:12] + "…" + tail
+				break
+			}
+		}
 	}
 	return out
 }

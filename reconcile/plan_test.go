@@ -16,9 +16,12 @@ func TestNewPlan(t *testing.T) {
 	hi := schema.Ref{Project: "hi", Name: "eval"}
 	set := withWorkspaces(workspace("med", "train", schema.DesiredRunning), workspace("hi", "eval", schema.DesiredRunning))
 	set.Revision = "r2"
+	fp := state.Fingerprint(&set.Workspace(med).Spec)
+	prio := set.Tier(set.Project("med").Spec.Tier).Spec.Value
 	alloc := func(ref schema.Ref, phase state.AllocPhase, rev string) state.Alloc {
-		return state.Alloc{Workspace: ref, Node: "n", GPUs: []string{"g0"}, Phase: phase, Revision: rev}
+		return state.Alloc{Workspace: ref, Node: "n", GPUs: []string{"g0"}, Phase: phase, Revision: rev, SpecHash: fp, Priority: prio}
 	}
+	with := func(a state.Alloc, f func(*state.Alloc)) state.Alloc { f(&a); return a }
 	place := []state.Placement{{Node: "n", GPUs: []string{"g0"}}}
 	tests := map[string]struct {
 		allocs    []state.Alloc
@@ -64,10 +67,24 @@ func TestNewPlan(t *testing.T) {
 			},
 			want: []string{"stop med/train: the specs want it stopped"},
 		},
-		"running from an older revision: update in place": {
+		"running from an older revision that changes nothing it sees: nothing": {
 			allocs:    []state.Alloc{alloc(med, state.AllocRunning, "r1")},
 			decisions: []policies.WorkspaceDecision{{Ref: med, Verdict: policies.VerdictRun}},
-			want:      []string{"update med/train on n [g0]: revision r2"},
+		},
+		"its task changed: update that restarts it": {
+			allocs:    []state.Alloc{with(alloc(med, state.AllocRunning, "r1"), func(a *state.Alloc) { a.SpecHash = "older" })},
+			decisions: []policies.WorkspaceDecision{{Ref: med, Verdict: policies.VerdictRun}},
+			want:      []string{"update med/train on n [g0]: its task changed: restarts it where it runs"},
+		},
+		"its priority changed: update in place": {
+			allocs:    []state.Alloc{with(alloc(med, state.AllocRunning, "r1"), func(a *state.Alloc) { a.Priority = prio - 10 })},
+			decisions: []policies.WorkspaceDecision{{Ref: med, Verdict: policies.VerdictRun}},
+			want:      []string{"update med/train on n [g0]: priority 40 → 50, in place (nothing restarts)"},
+		},
+		"its job drifted: put back": {
+			allocs:    []state.Alloc{with(alloc(med, state.AllocRunning, "r2"), func(a *state.Alloc) { a.Drift = "edited" })},
+			decisions: []policies.WorkspaceDecision{{Ref: med, Verdict: policies.VerdictRun}},
+			want:      []string{"update med/train on n [g0]: drift: edited; berth puts it back, which restarts its task"},
 		},
 		"running the current revision: nothing": {
 			allocs:    []state.Alloc{alloc(med, state.AllocRunning, "r2")},

@@ -76,16 +76,22 @@ type WorkspaceChange struct {
 type Consequence struct {
 	Workspace schema.Ref `json:"workspace"`
 	// Kind is start, preempt, wait, stop, purge (stopped now, purged
-	// after the prune delay unless it comes back) or update (running, its
-	// spec changed: its job is registered again where it runs).
+	// after the prune delay unless it comes back) or update (running; what
+	// its task sees or its priority changed: exactly the updates apply
+	// makes).
 	Kind  string   `json:"kind"`
 	Node  string   `json:"node,omitempty"`
 	GPUs  []string `json:"gpus,omitempty"`
 	After []string `json:"after,omitempty"` // start: victims that must be gone first
 	// By is the preemptor of a preempt.
 	By *schema.Ref `json:"by,omitempty"`
-	// AtRisk is the work a preempted workspace did since its last
-	// checkpoint, which it loses if it cannot checkpoint in its grace.
+	// Restarts (update only): the update restarts the task where it runs,
+	// losing the work since its last checkpoint (AtRisk); false: only its
+	// priority changes, in place.
+	Restarts bool `json:"restarts,omitempty"`
+	// AtRisk is the work a preempted (or restarted) workspace did since
+	// its last checkpoint, which it loses if it cannot checkpoint in its
+	// grace.
 	AtRisk        time.Duration `json:"-"`
 	AtRiskSeconds int64         `json:"atRiskSeconds,omitempty"`
 	Reason        string        `json:"reason,omitempty"`
@@ -154,8 +160,9 @@ func NewReport(in PlanInput) Report {
 		project(p.Meta.Name)
 	}
 
-	// 2. Consequences: the decision on the new specs against the snapshot.
-	d := decide(policies.Input{Specs: in.Head, Snapshot: snap, History: &hist, Now: snap.ObservedAt})
+	// 2. Consequences: the decision on the new specs against the snapshot
+	// (workspaces whose run ended stay ended, as in the loop).
+	d := decide(policies.Input{Specs: FinishedSpecs(in.Head, snap), Snapshot: snap, History: &hist, Now: snap.ObservedAt})
 	plan := NewPlan(in.Head, snap, d)
 	allocs := map[schema.Ref][]state.Alloc{}
 	for _, a := range snap.Allocs {
@@ -184,18 +191,26 @@ func NewReport(in PlanInput) Report {
 			c.AtRisk = atRisk(allocs[a.Workspace], snap.ObservedAt)
 			c.AtRiskSeconds = int64(c.AtRisk / time.Second)
 		case state.ActionUpdate:
-			// Every running workspace gets an update on a new revision;
-			// only those whose spec changed are news.
-			old := (*schema.Workspace)(nil)
+			// Exactly the updates apply makes (NewPlan): a changed task
+			// restarts; a changed priority is applied in place.
+			c.Kind = "update"
+			c.Node, c.GPUs = where(allocs[a.Workspace])
+			c.Restarts = a.Restarts
+			var old *schema.Workspace
 			if in.Base != nil {
 				old = in.Base.Workspace(a.Workspace)
 			}
-			if old == nil || a.Spec == nil || reflect.DeepEqual(old.Spec, a.Spec.Spec) {
-				continue
+			detail := ""
+			if old != nil && a.Spec != nil && !reflect.DeepEqual(old.Spec, a.Spec.Spec) {
+				detail = " (" + strings.Join(workspaceDetails(old.Spec, a.Spec.Spec), "; ") + ")"
 			}
-			c.Kind = "update"
-			c.Node, c.GPUs = where(allocs[a.Workspace])
-			c.Reason = "its spec changed: its job is registered again where it runs (" + strings.Join(workspaceDetails(old.Spec, a.Spec.Spec), "; ") + ")"
+			if a.Restarts {
+				c.AtRisk = atRisk(allocs[a.Workspace], snap.ObservedAt)
+				c.AtRiskSeconds = int64(c.AtRisk / time.Second)
+				c.Reason = "restarts: " + strings.TrimSuffix(a.Reason, ": restarts it where it runs") + detail + "; the work since its last checkpoint is lost"
+			} else {
+				c.Reason = a.Reason
+			}
 		case state.ActionStop:
 			c.Kind = "stop"
 			c.Node, c.GPUs = where(allocs[a.Workspace])

@@ -106,6 +106,23 @@ func planInput(t *testing.T, ar *txtar.Archive) PlanInput {
 		in.Base = loadTestSpecs(t, base, "base")
 		in.BaseName = "base"
 	}
+	// The allocations run what the base revision (else the head) asked:
+	// its task fingerprint and its tier's priority, as a driver reports.
+	started := in.Base
+	if started == nil {
+		started = in.Head
+	}
+	for i := range in.Snapshot.Allocs {
+		a := &in.Snapshot.Allocs[i]
+		if w := started.Workspace(a.Workspace); w != nil {
+			a.SpecHash = state.Fingerprint(&w.Spec)
+		}
+		if p := started.Project(a.Workspace.Project); p != nil {
+			if tr := started.Tier(p.Spec.Tier); tr != nil {
+				a.Priority = tr.Spec.Value
+			}
+		}
+	}
 	for _, f := range strings.Fields(sections["flags"]) {
 		switch {
 		case f == "allow-mass-prune":

@@ -226,7 +226,7 @@ func consequenceRow(c Consequence) string {
 		where = c.Node
 	}
 	risk := ""
-	if c.Kind == "preempt" {
+	if c.Kind == "preempt" || c.Restarts {
 		risk = shortDur(c.AtRisk)
 	}
 	return fmt.Sprintf("| `%s` | %s | %s | %s | %s |\n", c.Workspace, c.Kind, mdEscape(where), risk, mdEscape(c.Reason))

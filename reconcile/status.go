@@ -28,8 +28,15 @@ const (
 	StatePreempted State = "Preempted"
 	// StateStopped: the specs want it stopped or no longer list it.
 	StateStopped State = "Stopped"
-	// StateFailed: its allocation ended without berth stopping it.
+	// StateFailed: its task failed (a non-zero exit, after any restarts
+	// its restartOnFailure allows), or its allocation ended without berth
+	// stopping it; the reason says which, with the exit code and the
+	// cluster's message. A failed task is not run again until its spec
+	// changes.
 	StateFailed State = "Failed"
+	// StateCompleted: its task exited 0 on its own. It is not run again
+	// until its spec changes (or the specs set it Stopped, then Running).
+	StateCompleted State = "Completed"
 )
 
 func (s State) String() string { return string(s) }

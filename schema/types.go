@@ -168,7 +168,8 @@ type WorkspaceSpec struct {
 	// Preemptible: this workspace may be preempted (default true; the
 	// tier must allow it too).
 	Preemptible bool `json:"preemptible"`
-	// RestartOnFailure asks for a restarting (service) job.
+	// RestartOnFailure restarts a failed task in place a bounded number
+	// of times (drivers: Nomad's restart block), then it is Failed.
 	RestartOnFailure bool `json:"restartOnFailure,omitempty"`
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +37,14 @@ type Harness struct {
 	// Task overrides the task the suite's workspaces run (default
 	// raw_exec /bin/sleep 3600).
 	Task *schema.Task
+	// Exit makes the running tasks of a workspace exit on their own with
+	// code, as a finished or crashed program does; nil skips the exit
+	// cases.
+	Exit func(ctx context.Context, ref schema.Ref, code int) error
+	// Unplaceable is resources that no node of the cluster can give one
+	// replica (more memory than any node has), for the unplaceable case;
+	// the zero value skips it.
+	Unplaceable schema.WorkResources
 }
 
 // Factory builds a driver over a new cluster holding nodes. It registers
@@ -78,6 +87,8 @@ func Run(t *testing.T, factory Factory) {
 		{"UpdateKeepsPlacement", testUpdate},
 		{"GangPlacesEveryReplica", testGang},
 		{"ErrorsAreClassified", testErrors},
+		{"ExitIsReportedNotRestarted", testExit},
+		{"UnplaceableStartIsClassified", testUnplaceable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -157,12 +168,17 @@ func (s *suite) apply(a state.Action) {
 	}
 }
 
+// cleanup stops what the case started and, once it is gone, purges it:
+// the suite leaves nothing behind.
 func (s *suite) cleanup() {
 	for _, ref := range s.started {
 		_ = s.h.Cluster.Apply(s.ctx, state.Action{Kind: state.ActionStop, Workspace: ref, Project: s.project})
 	}
 	if len(s.started) > 0 {
 		_ = s.h.Settle(s.ctx)
+	}
+	for _, ref := range s.started {
+		_ = s.h.Cluster.Apply(s.ctx, state.Action{Kind: state.ActionPurge, Workspace: ref, Project: s.project})
 	}
 }
 
@@ -354,23 +370,170 @@ func testPreempt(t *testing.T, s *suite) {
 	}
 }
 
+// testUpdate: an Update that changes nothing the task sees (a new
+// revision, a new priority) keeps the task running, the same run (ID);
+// one that changes the task restarts it where it runs, and the snapshot
+// says so (a new run ID, the new fingerprint).
 func testUpdate(t *testing.T, s *suite) {
 	node, gpus := s.freeGPUs(s.observe(), 2)
 	a := s.start("ws-update", "r1", state.Placement{Node: node, GPUs: gpus})
 	s.apply(a)
 	s.settle()
-	a.Kind, a.Revision = state.ActionUpdate, "r2"
-	s.apply(a)
-	s.settle()
-	got := allocOf(s.observe(), a.Workspace, 0)
-	if got == nil || got.Revision != "r2" || got.Node != node || !slices.Equal(got.GPUs, gpus) || got.Phase != state.AllocRunning {
-		t.Errorf("after Update: %+v, want running r2 on %s %v", got, node, gpus)
+	before := allocOf(s.observe(), a.Workspace, 0)
+	if before == nil || before.SpecHash != state.Fingerprint(&a.Spec.Spec) || before.Priority != s.tier.Spec.Value {
+		t.Fatalf("after Start: %+v, want spec hash %s and priority %d", before, state.Fingerprint(&a.Spec.Spec), s.tier.Spec.Value)
 	}
+	check := func(what string, restarted bool, hash string, prio int) *state.Alloc {
+		t.Helper()
+		got := allocOf(s.observe(), a.Workspace, 0)
+		switch {
+		case got == nil || got.Phase != state.AllocRunning || got.Node != node || !slices.Equal(got.GPUs, gpus):
+			t.Fatalf("after %s: %+v, want running on %s %v", what, got, node, gpus)
+		case !restarted && got.ID != before.ID:
+			t.Errorf("after %s the task was restarted (run %s, was %s); nothing it sees changed", what, got.ID, before.ID)
+		case restarted && (got.ID == before.ID || got.ID == ""):
+			t.Errorf("after %s the run is %q, was %q: a restart must show as a new run", what, got.ID, before.ID)
+		case got.SpecHash != hash || got.Priority != prio:
+			t.Errorf("after %s: spec hash %s priority %d, want %s %d", what, got.SpecHash, got.Priority, hash, prio)
+		}
+		return got
+	}
+	// 1. A new revision alone.
+	up := a
+	up.Kind, up.Revision = state.ActionUpdate, "r2"
+	s.apply(up)
+	s.settle()
+	check("a revision-only Update", false, before.SpecHash, s.tier.Spec.Value)
+	// 2. A new priority: in place.
+	higher := *s.tier
+	higher.Spec.Value += 10
+	up.Tier, up.Revision = &higher, "r3"
+	s.apply(up)
+	s.settle()
+	check("a priority Update", false, before.SpecHash, higher.Spec.Value)
+	// 3. A changed task: restarted where it runs.
+	ws := *a.Spec
+	ws.Spec.Task.Env = map[string]string{"BERTH_CONFORMANCE": "changed"}
+	up.Spec, up.Revision, up.Restarts = &ws, "r4", true
+	s.apply(up)
+	s.settle()
+	if got := check("a task Update", true, state.Fingerprint(&ws.Spec), higher.Spec.Value); got.Revision != "r4" {
+		t.Errorf("after a task Update the revision is %q, want r4", got.Revision)
+	}
+}
+
+// testExit: a task that exits on its own is reported in Snapshot.Exits
+// (completed for 0, failed with its code otherwise), holds nothing, and is
+// not run again by the cluster; a Start runs it again; a Stop clears it.
+func testExit(t *testing.T, s *suite) {
+	if s.h.Exit == nil {
+		t.Skip("the harness cannot make a task exit")
+	}
+	for _, code := range []int{0, 3} {
+		name := fmt.Sprintf("ws-exit-%d", code)
+		node, gpus := s.freeGPUs(s.observe(), 1)
+		a := s.start(name, "r1", state.Placement{Node: node, GPUs: gpus})
+		s.apply(a)
+		s.settle()
+		if err := s.h.Exit(s.ctx, a.Workspace, code); err != nil {
+			t.Fatalf("exit %d: %v", code, err)
+		}
+		s.settle()
+		snap := s.observe()
+		if al := allocOf(snap, a.Workspace, 0); al != nil {
+			t.Fatalf("exit %d: the workspace still has an allocation: %+v", code, al)
+		}
+		ex := exitOf(snap, a.Workspace)
+		switch {
+		case ex == nil:
+			t.Fatalf("exit %d: not in Snapshot.Exits: %+v", code, snap.Exits)
+		case ex.Failed != (code != 0) || ex.ExitCode != code:
+			t.Errorf("exit %d: reported %+v", code, *ex)
+		case ex.SpecHash != state.Fingerprint(&a.Spec.Spec):
+			t.Errorf("exit %d: spec hash %s, want %s", code, ex.SpecHash, state.Fingerprint(&a.Spec.Spec))
+		}
+		// Nothing runs it again by itself.
+		s.settle()
+		if al := allocOf(s.observe(), a.Workspace, 0); al != nil {
+			t.Errorf("exit %d: it was started again without berth: %+v", code, al)
+		}
+		if code == 0 {
+			// A Start runs it again, as a new run.
+			s.apply(a)
+			s.settle()
+			snap = s.observe()
+			if al := allocOf(snap, a.Workspace, 0); al == nil || al.Phase != state.AllocRunning {
+				t.Errorf("Start after exit: %+v, want running", al)
+			}
+			if ex := exitOf(snap, a.Workspace); ex != nil {
+				t.Errorf("Start after exit: the old exit is still reported: %+v", *ex)
+			}
+			continue
+		}
+		// A Stop clears the ended run.
+		s.apply(state.Action{Kind: state.ActionStop, Workspace: a.Workspace, Project: s.project})
+		s.settle()
+		if ex := exitOf(s.observe(), a.Workspace); ex != nil {
+			t.Errorf("Stop after exit: still reported: %+v", *ex)
+		}
+	}
+}
+
+// testUnplaceable: a start the cluster accepts but cannot place is
+// ClassUnplaceable with the cluster's reason, and leaves nothing running.
+func testUnplaceable(t *testing.T, s *suite) {
+	if s.h.Unplaceable == (schema.WorkResources{}) {
+		t.Skip("the harness names no resources the cluster cannot give")
+	}
+	snap := s.observe()
+	node := ""
+	for _, n := range snap.Nodes {
+		if n.Ready && n.Eligible {
+			node = n.Name
+			break
+		}
+	}
+	a := s.start("ws-unplaceable", "r1", state.Placement{Node: node})
+	a.Spec.Spec.Resources = s.h.Unplaceable
+	s.started = append(s.started, a.Workspace)
+	err := s.h.Cluster.Apply(s.ctx, a)
+	if c := drivers.ClassOf(err); err == nil || c != drivers.ClassUnplaceable {
+		t.Fatalf("Apply = %v (class %s), want unplaceable", err, c)
+	}
+	if !strings.Contains(err.Error(), "memory") {
+		t.Errorf("the error does not say what is exhausted (memory): %v", err)
+	}
+	// Trying again at once is refused the same way.
+	if err := s.h.Cluster.Apply(s.ctx, a); drivers.ClassOf(err) != drivers.ClassUnplaceable {
+		t.Errorf("second Apply = %v, want unplaceable", err)
+	}
+	s.settle()
+	if al := allocOf(s.observe(), a.Workspace, 0); al != nil {
+		t.Errorf("an unplaceable start left an allocation: %+v", al)
+	}
+}
+
+func exitOf(snap state.Snapshot, ref schema.Ref) *state.Exit {
+	for i := range snap.Exits {
+		if snap.Exits[i].Workspace == ref {
+			return &snap.Exits[i]
+		}
+	}
+	return nil
 }
 
 func testGang(t *testing.T, s *suite) {
 	snap := s.observe()
 	n0, g0 := s.freeGPUs(snap, 2)
+	ready := 0
+	for _, n := range snap.Nodes {
+		if n.Ready && n.Eligible {
+			ready++
+		}
+	}
+	if ready < 2 {
+		t.Skipf("a gang across nodes needs a second ready node; the cluster has %d", ready)
+	}
 	n1, g1 := s.freeGPUs(snap, 2, n0)
 	ref := s.ref("ws-gang")
 	s.apply(s.start("ws-gang", "r1", state.Placement{Replica: 0, Node: n0, GPUs: g0}, state.Placement{Replica: 1, Node: n1, GPUs: g1}))

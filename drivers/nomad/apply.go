@@ -2,8 +2,13 @@ package nomad
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"net/http"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -128,7 +133,7 @@ func (d *Driver) start(ctx context.Context, a state.Action) error {
 	if err != nil {
 		return err
 	}
-	job, err := renderJob(a, ns, pl, d.cfg.Datacenters)
+	job, err := renderJob(a, ns, pl, d.cfg.Datacenters, d.cfg.RestartDelay)
 	if err != nil {
 		return err
 	}
@@ -142,10 +147,21 @@ func (d *Driver) start(ctx context.Context, a state.Action) error {
 	case !isBerths(cur.Meta) || refOf(cur.Meta) != ref:
 		return errorf(drivers.ClassInvalid, ref, op, "a job %s/%s exists without berth's marker for %s; berth never touches it", ns, id, ref)
 	}
-	running := cur != nil && (cur.Stop == nil || !*cur.Stop)
-	if running && cur.Meta[MetaSpecHash] == job.Meta[MetaSpecHash] {
-		// Unchanged: nothing to register, but a wrong placement is still fixed.
-		return d.verify(ctx, ref, ns, id, cur)
+	live := cur != nil && !deref2(cur.Stop) && deref(cur.Status) != "dead"
+	sameTask := cur != nil && cur.Meta[MetaSpecHash] == job.Meta[MetaSpecHash] &&
+		cur.Meta[MetaJobHash] == job.Meta[MetaJobHash] && jobHash(cur) == job.Meta[MetaJobHash]
+	if live && sameTask {
+		if derefInt(cur.Priority) == derefInt(job.Priority) {
+			// Unchanged: nothing to register, but a wrong placement is still fixed.
+			return d.verify(ctx, ref, ns, id, cur, "")
+		}
+		// Only the priority: Nomad updates it in place (recording 32), as
+		// long as nothing the task sees changes, the revision meta included.
+		job.Meta[MetaRevision] = cur.Meta[MetaRevision]
+	}
+	key := ns + "/" + id
+	if err := d.unplaceable(key, job); err != nil {
+		return err // found unplaceable a moment ago: not again until its backoff passes
 	}
 	if err := d.checkFree(ctx, ref, ns, id, pl); err != nil {
 		return err
@@ -153,21 +169,86 @@ func (d *Driver) start(ctx context.Context, a state.Action) error {
 	if err := d.ensureNamespace(ctx, a.Project); err != nil {
 		return err
 	}
-	// 3. Register, refusing to overwrite a change we have not seen.
+	// 3. A run that ended on its own (its job is dead but not stopped):
+	// Nomad would not run a batch job again for a register that changes
+	// nothing, so stop it first, as a resume does.
+	if cur != nil && !deref2(cur.Stop) && deref(cur.Status) == "dead" {
+		if _, _, err := d.client.Jobs().Deregister(id, false, d.w(ctx, ns)); err != nil {
+			return wrap(err, ref, "stop the ended job "+ns+"/"+id)
+		}
+		if cur, _, err = d.client.Jobs().Info(id, d.q(ctx, ns)); err != nil {
+			return wrap(err, ref, "read job "+ns+"/"+id)
+		}
+	}
+	// 4. Register, refusing to overwrite a change we have not seen.
 	var enforce uint64
 	if cur != nil && cur.JobModifyIndex != nil {
 		enforce = *cur.JobModifyIndex
 	}
-	if _, _, err := d.client.Jobs().EnforceRegister(job, enforce, d.w(ctx, ns)); err != nil {
+	resp, _, err := d.client.Jobs().EnforceRegister(job, enforce, d.w(ctx, ns))
+	if err != nil {
 		return wrap(err, ref, op)
 	}
-	// 4. See where Nomad put it.
+	// 5. See where Nomad put it.
 	got, _, err := d.client.Jobs().Info(id, d.q(ctx, ns))
 	if err != nil {
 		return wrap(err, ref, "read job "+ns+"/"+id)
 	}
-	return d.verify(ctx, ref, ns, id, got)
+	err = d.verify(ctx, ref, ns, id, got, resp.EvalID)
+	d.noteUnplaceable(key, job, err)
+	return err
 }
+
+// unplaceMemo remembers a job Nomad could not place, so the same job is
+// not registered again at every cycle (which bumps its version and
+// queues an evaluation each time) but only after a backoff.
+type unplaceMemo struct {
+	hash    string
+	at      time.Time
+	backoff time.Duration
+	err     error
+}
+
+const (
+	unplaceBackoffMin = 5 * time.Second
+	unplaceBackoffMax = 5 * time.Minute
+)
+
+func memoHash(j *api.Job) string {
+	return j.Meta[MetaSpecHash] + "/" + j.Meta[MetaJobHash] + "/" + strconv.Itoa(derefInt(j.Priority))
+}
+
+// unplaceable returns the error of the last attempt to place the same
+// job when its backoff has not passed yet.
+func (d *Driver) unplaceable(key string, j *api.Job) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m, ok := d.unplaced[key]
+	if !ok || m.hash != memoHash(j) || d.cfg.Now().Sub(m.at) >= m.backoff {
+		return nil
+	}
+	return m.err
+}
+
+// noteUnplaceable records the outcome of placing j: an unplaceable job
+// backs off (doubling, from unplaceBackoffMin to unplaceBackoffMax);
+// anything else forgets it.
+func (d *Driver) noteUnplaceable(key string, j *api.Job, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if drivers.ClassOf(err) != drivers.ClassUnplaceable || err == nil {
+		delete(d.unplaced, key)
+		return
+	}
+	h := memoHash(j)
+	backoff := unplaceBackoffMin
+	if m, ok := d.unplaced[key]; ok && m.hash == h {
+		backoff = min(2*m.backoff, unplaceBackoffMax)
+	}
+	d.unplaced[key] = unplaceMemo{hash: h, at: d.cfg.Now(), backoff: backoff, err: err}
+}
+
+func deref2(b *bool) bool { return b != nil && *b }
 
 // resolve maps placements to Nomad node IDs, reading the nodes again when
 // the last observation does not know one.
@@ -261,11 +342,23 @@ func (d *Driver) checkFree(ctx context.Context, ref schema.Ref, ns, id string, p
 	return nil
 }
 
-// verify waits until every group of the job has an allocation of the
-// job's current version and checks its GPUs against the pinned set. A
-// mismatch stops the job (never left running) and is reported as a
-// conflict; a placement Nomad blocked is withdrawn the same way.
-func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job *api.Job) error {
+// verify waits, with blocking queries, until Nomad has evaluated the
+// job (evalID, the register's evaluation; "" for a job berth did not
+// register now) and every group has an allocation of the job's current
+// version, and checks each allocation's GPUs against the pinned set. A
+// mismatch stops the job (never left running) and is a conflict. An
+// evaluation that could not place every group stops the job too and is
+// ClassUnplaceable, with Nomad's own reason (FailedTGAllocs).
+func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job *api.Job, evalID string) error {
+	op := "verify placement of " + ns + "/" + id
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.PlacementTimeout)
+	defer cancel()
+	timedOut := func(err error) error {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return errorf(drivers.ClassTransient, ref, op, "Nomad placed no allocation within %s", d.cfg.PlacementTimeout)
+		}
+		return wrap(err, ref, op)
+	}
 	groups := map[string]bool{}
 	for _, tg := range job.TaskGroups {
 		groups[*tg.Name] = true
@@ -274,11 +367,29 @@ func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job 
 	if job.Version != nil {
 		version = *job.Version
 	}
-	deadline := time.Now().Add(d.cfg.PlacementTimeout)
+	// 1. The evaluation: wait until Nomad's scheduler is done with it.
+	if evalID != "" {
+		var index uint64
+		for {
+			ev, qm, err := d.client.Evaluations().Info(evalID, d.blocking(ctx, ns, index))
+			if err != nil {
+				return timedOut(err)
+			}
+			if len(ev.FailedTGAllocs) > 0 {
+				return d.withdrawUnplaceable(ctx, ref, ns, id, ev)
+			}
+			if ev.Status != "pending" {
+				break
+			}
+			index = qm.LastIndex
+		}
+	}
+	// 2. The allocations of this version, one per group.
+	var index uint64
 	for {
-		stubs, _, err := d.client.Jobs().Allocations(id, false, d.q(ctx, ns))
+		stubs, qm, err := d.client.Jobs().Allocations(id, false, d.blocking(ctx, ns, index))
 		if err != nil {
-			return wrap(err, ref, "list allocations of job "+ns+"/"+id)
+			return timedOut(err)
 		}
 		seen := map[string]bool{}
 		for _, s := range stubs {
@@ -302,23 +413,75 @@ func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job 
 		if len(seen) == len(groups) {
 			return nil
 		}
-		evals, _, err := d.client.Jobs().Evaluations(id, d.q(ctx, ns))
-		if err != nil {
-			return wrap(err, ref, "list evaluations of job "+ns+"/"+id)
-		}
-		for _, e := range evals {
-			// Blocked evals carry no JobModifyIndex (recording 57): order by creation.
-			if e.Status == "blocked" && e.CreateIndex >= *job.JobModifyIndex {
-				return d.withdraw(ctx, ref, ns, id, "Nomad could not place it on the pinned node and GPUs (blocked evaluation "+e.ID+")")
+		if evalID == "" {
+			// A job berth did not register now: Nomad may have blocked it.
+			evals, _, err := d.client.Jobs().Evaluations(id, d.q(ctx, ns))
+			if err != nil {
+				return wrap(err, ref, "list evaluations of job "+ns+"/"+id)
+			}
+			for _, e := range evals {
+				// Blocked evals carry no JobModifyIndex (recording 57): order by creation.
+				// Not berth's registration now (a native preemption
+				// queued it again): withdraw it; the next start registers
+				// it afresh where berth decides.
+				if e.Status == "blocked" && e.CreateIndex >= *job.JobModifyIndex {
+					return d.withdraw(ctx, ref, ns, id, "Nomad has it blocked (evaluation "+e.ID+": "+placementFailure(e.FailedTGAllocs)+")")
+				}
 			}
 		}
-		if time.Now().After(deadline) {
-			return errorf(drivers.ClassTransient, ref, "verify placement of "+ns+"/"+id, "no allocation seen within %s", d.cfg.PlacementTimeout)
-		}
-		if err := sleep(ctx, d.cfg.PollInterval); err != nil {
-			return wrap(err, ref, "verify placement of "+ns+"/"+id)
-		}
+		index = qm.LastIndex
 	}
+}
+
+// blocking returns query options for a blocking query: it answers once
+// Nomad's index passes index (at once for 0), or after the wait.
+func (d *Driver) blocking(ctx context.Context, ns string, index uint64) *api.QueryOptions {
+	return (&api.QueryOptions{Namespace: ns, WaitIndex: index, WaitTime: 10 * time.Second}).WithContext(ctx)
+}
+
+// withdrawUnplaceable stops a job Nomad could not place and reports
+// Nomad's reason as ClassUnplaceable.
+func (d *Driver) withdrawUnplaceable(ctx context.Context, ref schema.Ref, ns, id string, ev *api.Evaluation) error {
+	op := "place " + ns + "/" + id
+	why := "Nomad could not place it: " + placementFailure(ev.FailedTGAllocs)
+	if _, _, err := d.client.Jobs().Deregister(id, false, d.w(ctx, ns)); err != nil {
+		return wrap(fmt.Errorf("%s; stopping it failed: %w", why, err), ref, op)
+	}
+	return errorf(drivers.ClassUnplaceable, ref, op, "%s; the job is stopped and tried again later", why)
+}
+
+// placementFailure renders Nomad's account of a failed placement, group
+// by group: the nodes evaluated, the constraints that filtered them, the
+// dimensions exhausted.
+func placementFailure(failed map[string]*api.AllocationMetric) string {
+	var parts []string
+	for _, g := range slices.Sorted(maps.Keys(failed)) {
+		m := failed[g]
+		if m == nil {
+			continue
+		}
+		var why []string
+		for _, c := range slices.Sorted(maps.Keys(m.ConstraintFiltered)) {
+			why = append(why, fmt.Sprintf("constraint %q filtered %d", c, m.ConstraintFiltered[c]))
+		}
+		for _, c := range slices.Sorted(maps.Keys(m.ClassFiltered)) {
+			why = append(why, fmt.Sprintf("node class %q filtered %d", c, m.ClassFiltered[c]))
+		}
+		for _, dim := range slices.Sorted(maps.Keys(m.DimensionExhausted)) {
+			why = append(why, fmt.Sprintf("%s exhausted on %d", dim, m.DimensionExhausted[dim]))
+		}
+		for _, q := range m.QuotaExhausted {
+			why = append(why, "quota "+q)
+		}
+		if len(why) == 0 {
+			why = append(why, "no node fits")
+		}
+		parts = append(parts, fmt.Sprintf("group %s: %d node(s) evaluated; %s", g, m.NodesEvaluated, strings.Join(why, "; ")))
+	}
+	if len(parts) == 0 {
+		return "no reason given"
+	}
+	return strings.Join(parts, " | ")
 }
 
 // withdraw stops a job Nomad placed wrongly and reports why.
@@ -351,6 +514,10 @@ func (d *Driver) ensureNamespace(ctx context.Context, p *schema.Project) error {
 		return nil
 	}
 	if _, err := d.client.Namespaces().Register(want, d.w(ctx, "")); err != nil {
+		if code, _ := statusOf(err); (code == http.StatusForbidden || code == http.StatusUnauthorized) && cur == nil {
+			return errorf(drivers.ClassTransient, ref, "create namespace "+name,
+				"Nomad refused (%v): berth's token may not create namespaces (in Nomad CE that needs a management token). Create it yourself (nomad namespace apply %s) or give berth a token that may; berth then uses it as it is", err, name)
+		}
 		return wrap(err, ref, "write namespace "+name)
 	}
 	return nil

@@ -3,6 +3,9 @@ package nomad_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/berth-dev/berth/drivers/nomad/nomadfake"
 	"github.com/berth-dev/berth/internal/realnomad"
 	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/schema"
 )
 
 // fakeCluster starts a fake Nomad holding nodes (with the topology
@@ -49,6 +53,11 @@ func TestConformanceFake(t *testing.T) {
 			Cluster: d,
 			Settle:  func(context.Context) error { fake.Settle(); return nil },
 			Exact:   true,
+			Exit: func(_ context.Context, ref schema.Ref, code int) error {
+				fake.Exit(ref.Project, ref.Name, code)
+				return nil
+			},
+			Unplaceable: schema.WorkResources{MemoryBytes: 1 << 40},
 		}
 	})
 }
@@ -63,8 +72,46 @@ func TestRealConformance(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return drivertest.Harness{Cluster: d, Settle: settleReal(d)}
+		dir := t.TempDir()
+		// The task waits for its exit code in a file named after its job.
+		task := schema.Task{Driver: "raw_exec", Command: "/bin/sh", Args: []string{"-c",
+			`f=` + dir + `/$NOMAD_JOB_NAME; while [ ! -f "$f" ]; do sleep 0.2; done; exit $(cat "$f")`}}
+		return drivertest.Harness{Cluster: d, Settle: settleReal(d), Task: &task,
+			Exit: func(ctx context.Context, ref schema.Ref, code int) error {
+				if err := os.WriteFile(filepath.Join(dir, ref.Name), []byte(strconv.Itoa(code)), 0o644); err != nil {
+					return err
+				}
+				defer os.Remove(filepath.Join(dir, ref.Name))
+				return waitFor(ctx, d, 30*time.Second, func(s state.Snapshot) bool {
+					for _, e := range s.Exits {
+						if e.Workspace == ref {
+							return true
+						}
+					}
+					return false
+				})
+			},
+			Unplaceable: schema.WorkResources{MemoryBytes: 1 << 50},
+		}
 	})
+}
+
+// waitFor observes until ok holds or within passes.
+func waitFor(ctx context.Context, d *nomad.Driver, within time.Duration, ok func(state.Snapshot) bool) error {
+	deadline := time.Now().Add(within)
+	for {
+		snap, err := d.Observe(ctx)
+		if err != nil {
+			return err
+		}
+		if ok(snap) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within %s; last snapshot: %+v", within, snap)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // settleReal polls until no allocation is starting or stopping.

@@ -6,7 +6,18 @@
 // GPUs). berth places: every replica is a task group pinned to the node
 // berth chose (${node.unique.id}) and to the exact GPUs (device
 // "nvidia/gpu", count, ${device.ids} set_contains_any), and every
-// allocation's devices are checked against the pin. Preemption is berth's:
+// allocation's devices are checked against the pin, after waiting for
+// Nomad's evaluation with blocking queries (never a fixed poll); a
+// placement Nomad cannot make is withdrawn and reported ClassUnplaceable
+// with Nomad's own reason (FailedTGAllocs), and not registered again until
+// a backoff passes. Job meta carries the workspace's task fingerprint
+// (state.Fingerprint) and a hash of the task-visible job: a revision that
+// changes neither registers nothing (a meta change would make Nomad
+// restart the task), a priority change is an in-place update, and a job
+// edited outside berth is reported as drift. Jobs are batch jobs: a task
+// that ends on its own is reported in Snapshot.Exits and not run again
+// unless berth starts it (stopping the dead job first, since Nomad does
+// not rerun an unchanged batch job). Preemption is berth's:
 // the victim's job is deregistered without purge, so its task gets the
 // checkpoint signal and grace. The reconciler's memory lives in a Nomad
 // Variable written with check-and-set. Node topology comes from the

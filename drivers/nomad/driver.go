@@ -20,7 +20,10 @@ const (
 	MetaGPUs      = "berth.gpus"
 	MetaReplica   = "berth.replica"
 	MetaNode      = "berth.node"
-	MetaSpecHash  = "berth.spec-hash"
+	// MetaSpecHash is the workspace's state.Fingerprint; MetaJobHash the
+	// hash of the job's task-visible parts as berth rendered them.
+	MetaSpecHash = "berth.spec-hash"
+	MetaJobHash  = "berth.job-hash"
 	// MetaCreatedBy on a namespace marks one berth created; berth deletes
 	// no other.
 	MetaCreatedBy = "berth.created-by"
@@ -50,9 +53,14 @@ type Config struct {
 	StateNamespace string
 	StatePath      string
 	// PlacementTimeout bounds how long Apply waits to see where Nomad put
-	// a started workspace (default 30s); PollInterval is the step (200ms).
+	// a started workspace (default 30s). Apply waits with blocking
+	// queries; PollInterval is no longer used and kept for callers.
 	PlacementTimeout time.Duration
 	PollInterval     time.Duration
+	// RestartDelay is the delay between the in-place restarts of a failed
+	// task whose workspace asks for restartOnFailure (default
+	// RestartDelay, 15s).
+	RestartDelay time.Duration
 	// HTTPClient replaces the api package's client (tests).
 	HTTPClient *http.Client
 	// Now is the driver's clock (default time.Now).
@@ -98,6 +106,7 @@ type Driver struct {
 	nodeIDs   map[string]string // node name (and ID) -> ID, from the last observation
 	lastIndex uint64
 	evicted   []Eviction
+	unplaced  map[string]unplaceMemo // "ns/id" -> the last unplaceable attempt
 
 	// storeMu serializes LoadHistory and SaveHistory; stored is the
 	// history as this driver last read or wrote it.
@@ -115,6 +124,9 @@ func New(cfg Config) (*Driver, error) {
 	}
 	if cfg.PlacementTimeout == 0 {
 		cfg.PlacementTimeout = 30 * time.Second
+	}
+	if cfg.RestartDelay <= 0 {
+		cfg.RestartDelay = RestartDelay
 	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 200 * time.Millisecond
@@ -141,7 +153,7 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nomad: client for %s: %w", cfg.Address, err)
 	}
-	return &Driver{cfg: cfg, client: client, nodeIDs: map[string]string{}}, nil
+	return &Driver{cfg: cfg, client: client, nodeIDs: map[string]string{}, unplaced: map[string]unplaceMemo{}}, nil
 }
 
 // Client returns the api client the driver uses (berth doctor reads the

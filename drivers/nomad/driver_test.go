@@ -106,6 +106,7 @@ func TestObserveRecordedNomad(t *testing.T) {
 			GPUs: []string{"GPU-fake-3"}, CPUMilli: 200, MemoryBytes: 256 << 20, DiskBytes: 300 << 20,
 			Phase: state.AllocRunning, Revision: "1",
 			StartedAt: time.Date(2026, 11, 29, 16, 26, 6, 676618170, time.UTC),
+			Priority:  50, ID: snap.Allocs[0].ID,
 		}},
 	}
 	if d := cmp.Diff(want, snap); d != "" {
@@ -212,7 +213,8 @@ func TestStartRendersPinnedJob(t *testing.T) {
 		"type": "batch", "priority": 80,
 		"meta": map[string]string{
 			"berth.project": "vision", "berth.workspace": "train", "berth.revision": "abc123",
-			"berth.gpus": g[4].ID + "," + g[5].ID, "berth.spec-hash": j.Meta["berth.spec-hash"],
+			"berth.gpus": g[4].ID + "," + g[5].ID, "berth.spec-hash": state.Fingerprint(&startAction("train", "gpu-a", g[5].ID, g[4].ID).Spec.Spec),
+			"berth.job-hash": j.Meta["berth.job-hash"],
 		},
 		"node":      api.Constraint{LTarget: "${node.unique.id}", Operand: "=", RTarget: "00000001-aaaa-4bbb-8ccc-000000000001"},
 		"device":    "nvidia/gpu",
@@ -237,14 +239,17 @@ func TestStartRendersPinnedJob(t *testing.T) {
 	if err != nil || ns.Description != "Vision team" || ns.Meta["berth.created-by"] != "berth" {
 		t.Errorf("namespace: %+v, %v", ns, err)
 	}
-	// A workspace asking to be restarted is a service job.
+	// A workspace asking to be restarted is a batch job whose restart
+	// block restarts it in place a bounded number of times, then fails.
 	a := startAction("serve", "gpu-b", nodes[1].GPUs[0].ID)
 	a.Spec.Spec.RestartOnFailure = true
 	if err := d.Apply(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	if typ := *jobOf(t, d, "vision", "serve").Type; typ != "service" {
-		t.Errorf("RestartOnFailure: type %s, want service", typ)
+	sj := jobOf(t, d, "vision", "serve")
+	rp := sj.TaskGroups[0].RestartPolicy
+	if *sj.Type != "batch" || *rp.Attempts != nomad.RestartAttempts || *rp.Mode != "fail" || *rp.Delay != nomad.RestartDelay {
+		t.Errorf("RestartOnFailure: type %s, restart %+v; want batch, %d attempts then fail", *sj.Type, *rp, nomad.RestartAttempts)
 	}
 }
 
@@ -294,7 +299,8 @@ func TestEnforceIndexConflict(t *testing.T) {
 		}
 	}
 	a := startAction("train", "gpu-a", g[0].ID)
-	a.Kind, a.Revision = state.ActionUpdate, "def456"
+	a.Kind, a.Revision, a.Restarts = state.ActionUpdate, "def456", true
+	a.Spec.Spec.Task.Args = []string{"train.py", "--epochs=4"} // a task change: registered again
 	err := d.Apply(ctx, a)
 	if drivers.ClassOf(err) != drivers.ClassConflict || !strings.Contains(err.Error(), "Enforcing job modify index") {
 		t.Fatalf("Apply = %v, want a conflict from EnforceIndex", err)
@@ -400,7 +406,7 @@ func TestErrorClassesAndToken(t *testing.T) {
 	url := fake.Start(t).URL
 	wrong, _ := nomad.New(nomad.Config{Address: url, Token: "not-" + secret})
 	_, err := wrong.Observe(ctx)
-	if drivers.ClassOf(err) != drivers.ClassTransient || !strings.Contains(err.Error(), "403") {
+	if drivers.ClassOf(err) != drivers.ClassTransient || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "NOMAD_TOKEN") || !strings.Contains(err.Error(), "examples/deploy") {
 		t.Errorf("403: %v, want transient (the operator fixes the token or policy)", err)
 	}
 	cfg := nomad.Config{Address: url, Token: secret}
@@ -698,5 +704,18 @@ func TestHostVolumeBySource(t *testing.T) {
 	b.Spec.Spec.Volumes[0].Source = "nowhere"
 	if err := d.Apply(ctx, b); err == nil {
 		t.Errorf("a start needing a host volume no node has was placed")
+	}
+}
+
+// TestNamespaceCreationRefused: a token that may not create the project's
+// namespace (the documented reconciler policy in Nomad CE) gets an error
+// that tells the operator what to do.
+func TestNamespaceCreationRefused(t *testing.T) {
+	h, d, nodes := newHooked(t)
+	h.Fail("PUT", "/v1/namespace", 403, "Permission denied")
+	h.Fail("POST", "/v1/namespace", 403, "Permission denied")
+	err := d.Apply(ctx, startAction("train", "gpu-a", nodes[0].GPUs[0].ID))
+	if err == nil || !strings.Contains(err.Error(), "nomad namespace apply vision") || !strings.Contains(err.Error(), "management token") {
+		t.Errorf("Apply = %v, want an error saying to create the namespace or grant the right", err)
 	}
 }

@@ -3,6 +3,7 @@ package nomad
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -78,6 +79,9 @@ func wrap(err error, ref schema.Ref, op string) error {
 	var de *drivers.Error
 	if errors.As(err, &de) {
 		return err
+	}
+	if code, _ := statusOf(err); code == http.StatusForbidden || code == http.StatusUnauthorized {
+		err = fmt.Errorf("%w\n(Nomad refused berth's token: check that NOMAD_TOKEN is set to a valid ACL token whose policy grants what examples/deploy/berth-reconciler.policy.hcl grants)", err)
 	}
 	return &drivers.Error{Class: classOf(err), Op: "nomad: " + op, Workspace: ref, Err: err}
 }

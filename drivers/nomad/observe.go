@@ -2,6 +2,7 @@ package nomad
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -107,6 +108,7 @@ func (d *Driver) observe(ctx context.Context) (state.Snapshot, bool, error) {
 		ids[node.Name] = node.ID
 		ids[node.ID] = node.ID
 	}
+	snap.Exits = exitsOf(data, berth)
 	sort.Slice(snap.Nodes, func(i, j int) bool { return snap.Nodes[i].Name < snap.Nodes[j].Name })
 	sort.Slice(snap.Allocs, func(i, j int) bool {
 		a, b := snap.Allocs[i], snap.Allocs[j]
@@ -325,7 +327,20 @@ func buildAlloc(a *api.Allocation, stub *api.JobListStub, n *api.Node) state.All
 		Node:      n.Name,
 		GPUs:      gpuIDs(a),
 		Revision:  meta[MetaRevision],
+		Priority:  stub.Priority,
 		StartedAt: time.Unix(0, a.CreateTime).UTC(),
+		ID:        a.ID,
+	}
+	if a.Job != nil {
+		if a.Job.Priority != nil {
+			out.Priority = *a.Job.Priority
+		}
+		if want := meta[MetaJobHash]; want != "" {
+			out.SpecHash = meta[MetaSpecHash] // jobs of an older berth carry another hash: unknown
+		}
+		if want := meta[MetaJobHash]; want != "" && jobHash(a.Job) != want {
+			out.Drift = "its Nomad job was changed outside berth (its task, or the node or GPUs it is pinned to, differ from what berth registered)"
+		}
 	}
 	if ts := a.TaskStates[TaskName]; ts != nil && !ts.StartedAt.IsZero() {
 		out.StartedAt = ts.StartedAt.UTC()
@@ -510,4 +525,101 @@ func (d *Driver) Watch(ctx context.Context) <-chan struct{} {
 		}
 	}()
 	return ch
+}
+
+// exitsOf reports the ended runs of berth's jobs that berth did not stop
+// (Stop false): every allocation of the job's current version (by
+// JobModifyIndex) is terminal and ended on its own, and none of the job
+// is live. The job need not be dead yet: Nomad keeps it pending while it
+// evaluates the failed allocation (seen on a v1.6.5 agent), and berth
+// must not start it again meanwhile. When Nomad has garbage-collected the
+// allocations of a dead job, the job summary says whether any failed.
+// Runs the cluster ended (a lost node, an eviction) are not exits: berth
+// starts those again.
+func exitsOf(data []nodeData, berth map[[2]string]*api.JobListStub) []state.Exit {
+	ended := map[[2]string][]*api.Allocation{}
+	live, seen := map[[2]string]bool{}, map[[2]string]bool{}
+	for _, nd := range data {
+		for _, a := range nd.allocs {
+			k := [2]string{a.Namespace, a.JobID}
+			st := berth[k]
+			seen[k] = true
+			switch {
+			case st == nil || st.Stop:
+			case !terminal(a):
+				live[k] = true
+			case a.Job != nil && a.Job.JobModifyIndex != nil && *a.Job.JobModifyIndex == st.JobModifyIndex:
+				ended[k] = append(ended[k], a)
+			}
+		}
+	}
+	var out []state.Exit
+	for k, st := range berth {
+		allocs := ended[k]
+		if st.Stop || live[k] || (len(allocs) == 0 && (st.Status != "dead" || seen[k])) {
+			continue // running, stopped, or no run of its current version ended
+		}
+		ex := state.Exit{Workspace: refOf(st.Meta), SpecHash: st.Meta[MetaSpecHash]}
+		sort.Slice(allocs, func(i, j int) bool { return allocs[i].ID < allocs[j].ID })
+		byCluster := len(allocs) > 0
+		for _, a := range allocs {
+			if a.ClientStatus != "lost" && a.DesiredStatus == "run" {
+				byCluster = false
+			}
+			ts := a.TaskStates[TaskName]
+			if ts == nil {
+				continue
+			}
+			ex.Restarts = max(ex.Restarts, int(ts.Restarts))
+			if ts.FinishedAt.After(ex.At) {
+				ex.At = ts.FinishedAt.UTC()
+			}
+			if a.ClientStatus != "failed" && !ts.Failed {
+				continue
+			}
+			if !ex.Failed {
+				ex.Failed = true
+				ex.ExitCode, ex.Message = exitOf(ts)
+				if ex.Message == "" {
+					ex.Message = a.ClientDescription
+				}
+			}
+		}
+		if byCluster {
+			continue
+		}
+		if len(allocs) == 0 {
+			ex.Message = "Nomad no longer has its allocations"
+			if s := st.JobSummary; s != nil {
+				for _, g := range s.Summary {
+					if g.Failed > 0 || g.Lost > 0 {
+						ex.Failed = true
+					}
+				}
+			}
+		}
+		if !ex.Failed && ex.Message == "" {
+			ex.Message = "Exit Code: 0"
+		}
+		out = append(out, ex)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Workspace.Less(out[j].Workspace) })
+	return out
+}
+
+// exitOf finds the exit code and Nomad's message in a task's events: the
+// last Terminated event's code, and the last event that says why it
+// stopped ("Exit Code: 3", "Task hook failed: …").
+func exitOf(ts *api.TaskState) (int, string) {
+	code, msg := 0, ""
+	for _, e := range ts.Events {
+		switch e.Type {
+		case "Terminated":
+			code = e.ExitCode
+			msg = firstNonEmpty(e.DisplayMessage, fmt.Sprintf("Exit Code: %d", e.ExitCode))
+		case "Driver Failure", "Task hook failed", "Failed Validation", "Setup Failure":
+			msg = firstNonEmpty(e.DisplayMessage, e.DriverError, e.SetupError, e.Type)
+		}
+	}
+	return code, msg
 }

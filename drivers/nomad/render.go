@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/reconcile/state"
@@ -47,7 +48,15 @@ type placed struct {
 // per replica, each pinned to its node (${node.unique.id}) and to its
 // exact GPUs (device "nvidia/gpu", count and ${device.ids}
 // set_contains_any), with berth's marker meta. It is pure.
-func renderJob(a state.Action, ns string, pl []placed, datacenters []string) (*api.Job, error) {
+//
+// Job meta carries MetaSpecHash, the workspace's state.Fingerprint (what
+// its task sees), and MetaJobHash, the hash of the task-visible parts of
+// the job as rendered (jobHash), so a job changed outside berth is seen
+// as drift. Every job is a batch job: a task that exits 0 completes; one
+// that fails is restarted in place (same node, same GPUs) by Nomad's
+// restart block only when the spec asks for restartOnFailure, a bounded
+// number of times with a delay, and then fails. Nomad never moves it.
+func renderJob(a state.Action, ns string, pl []placed, datacenters []string, restartDelay time.Duration) (*api.Job, error) {
 	ref := a.Workspace
 	if a.Spec == nil || a.Project == nil || a.Tier == nil {
 		return nil, errorf(drivers.ClassInvalid, ref, "render job", "a %s action needs the workspace, project and tier specs", a.Kind)
@@ -58,9 +67,6 @@ func renderJob(a state.Action, ns string, pl []placed, datacenters []string) (*a
 	}
 	id := JobID(ref, ns)
 	typ := "batch"
-	if spec.RestartOnFailure {
-		typ = "service"
-	}
 	prio := a.Tier.Spec.Value
 	var all []string
 	for _, p := range pl {
@@ -119,8 +125,10 @@ func renderJob(a state.Action, ns string, pl []placed, datacenters []string) (*a
 			// berth places and resumes: Nomad must not move a workspace.
 			ReschedulePolicy: &api.ReschedulePolicy{Attempts: intPtr(0), Unlimited: boolPtr(false)},
 		}
-		if typ == "batch" {
-			tg.RestartPolicy = &api.RestartPolicy{Attempts: intPtr(0), Mode: strPtr("fail")}
+		tg.RestartPolicy = &api.RestartPolicy{Attempts: intPtr(0), Mode: strPtr("fail")}
+		if spec.RestartOnFailure {
+			d, iv := restartDelay, RestartInterval
+			tg.RestartPolicy = &api.RestartPolicy{Attempts: intPtr(RestartAttempts), Delay: &d, Interval: &iv, Mode: strPtr("fail")}
 		}
 		for _, v := range spec.Volumes {
 			if tg.Volumes == nil {
@@ -133,7 +141,8 @@ func renderJob(a state.Action, ns string, pl []placed, datacenters []string) (*a
 		}
 		job.TaskGroups = append(job.TaskGroups, tg)
 	}
-	job.Meta[MetaSpecHash] = specHash(job)
+	job.Meta[MetaSpecHash] = state.Fingerprint(&a.Spec.Spec)
+	job.Meta[MetaJobHash] = jobHash(job)
 	return job, nil
 }
 
@@ -159,6 +168,17 @@ func renderResources(r schema.WorkResources) (*api.Resources, int) {
 	return out, mb(r.DiskBytes, schema.DefaultDiskBytes)
 }
 
+// RestartAttempts, RestartDelay and RestartInterval are the restart block
+// of a workspace with restartOnFailure: at most RestartAttempts restarts
+// within RestartInterval, RestartDelay apart (Nomad adds jitter; the
+// driver's Config.RestartDelay overrides it), then the task fails for
+// good.
+const (
+	RestartAttempts = 3
+	RestartDelay    = 15 * time.Second
+	RestartInterval = 30 * time.Minute
+)
+
 // taskConfig maps the spec's task onto the driver's config block: image
 // for container drivers, command and args for all.
 func taskConfig(t schema.Task) map[string]any {
@@ -175,20 +195,84 @@ func taskConfig(t schema.Task) map[string]any {
 	return cfg
 }
 
-// specHash fingerprints what berth asked of a job (everything but the
-// hash itself), so an unchanged Start or Update is a no-op.
-func specHash(j *api.Job) string {
-	meta := map[string]string{}
-	for k, v := range j.Meta {
-		if k != MetaSpecHash {
-			meta[k] = v
-		}
+// jobHash hashes what a job's tasks see, as Nomad returns it: per group
+// (by name) its constraints, meta, volumes and restart attempts and mode,
+// and per task its driver, config, env, kill signal, devices and volume
+// mounts. It leaves out job meta, priority and the fields Nomad fills in
+// with defaults, so the hash of a rendered job equals the hash of the
+// same job read back from Nomad, and changes when someone edits the task
+// or the pinned node or GPUs outside berth.
+func jobHash(j *api.Job) string {
+	type task struct {
+		Name, Driver, KillSignal string
+		Config                   map[string]any
+		Env                      map[string]string
+		Devices                  []*api.RequestedDevice
+		Mounts                   []*api.VolumeMount
 	}
-	c := *j
-	c.Meta = meta
-	b, _ := json.Marshal(&c) // maps marshal sorted: deterministic
+	type group struct {
+		Name        string
+		Constraints []*api.Constraint
+		Meta        map[string]string
+		Volumes     map[string]*api.VolumeRequest
+		Attempts    int
+		Mode        string
+		Tasks       []task
+	}
+	var gs []group
+	for _, tg := range j.TaskGroups {
+		g := group{Name: deref(tg.Name), Meta: tg.Meta}
+		for _, c := range tg.Constraints {
+			// Nomad adds ${attr.os.signals} for a task's kill signal.
+			if c.LTarget != "${attr.os.signals}" {
+				g.Constraints = append(g.Constraints, c)
+			}
+		}
+		for k, v := range tg.Volumes {
+			if g.Volumes == nil {
+				g.Volumes = map[string]*api.VolumeRequest{}
+			}
+			g.Volumes[k] = &api.VolumeRequest{Name: v.Name, Type: v.Type, Source: v.Source, ReadOnly: v.ReadOnly}
+		}
+		if rp := tg.RestartPolicy; rp != nil {
+			g.Attempts, g.Mode = derefInt(rp.Attempts), deref(rp.Mode)
+		}
+		for _, t := range tg.Tasks {
+			x := task{Name: t.Name, Driver: t.Driver, KillSignal: t.KillSignal, Config: t.Config}
+			if len(t.Env) > 0 {
+				x.Env = t.Env
+			}
+			if t.Resources != nil {
+				for _, d := range t.Resources.Devices {
+					x.Devices = append(x.Devices, &api.RequestedDevice{Name: d.Name, Count: d.Count, Constraints: d.Constraints})
+				}
+			}
+			for _, m := range t.VolumeMounts {
+				x.Mounts = append(x.Mounts, &api.VolumeMount{Volume: m.Volume, Destination: m.Destination, ReadOnly: m.ReadOnly})
+			}
+			g.Tasks = append(g.Tasks, x)
+		}
+		sort.Slice(g.Tasks, func(a, b int) bool { return g.Tasks[a].Name < g.Tasks[b].Name })
+		gs = append(gs, g)
+	}
+	sort.Slice(gs, func(a, b int) bool { return gs[a].Name < gs[b].Name })
+	b, _ := json.Marshal(gs) // maps marshal sorted: deterministic
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func derefInt(v *int) int {
+	if v == nil {
+		return 0
+	}
+	return *v
 }
 
 // isBerths reports whether job meta carries berth's marker for ref.

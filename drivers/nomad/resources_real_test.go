@@ -63,8 +63,8 @@ spec:
 	return dir
 }
 
-// realLoop returns a loop over dir and the driver it uses.
-func realLoop(t *testing.T, dir string) (*reconcile.Loop, *nomad.Driver) {
+// resLoop returns a loop over dir and the driver it uses.
+func resLoop(t *testing.T, dir string) (*reconcile.Loop, *nomad.Driver) {
 	t.Helper()
 	d, err := nomad.New(nomad.ConfigFromEnv(""))
 	if err != nil {
@@ -186,7 +186,7 @@ func TestRealCPUShareNotCores(t *testing.T) {
 		"c":    "  resources: {gpus: 0, cpu: 500m}",
 		"core": "  resources: {gpus: 0, exclusiveCores: 1}",
 	})
-	loop, d := realLoop(t, dir)
+	loop, d := resLoop(t, dir)
 	snap, err := d.Observe(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +251,7 @@ func TestRealDefaultCPUFillsAsPredicted(t *testing.T) {
 		ws[fmt.Sprintf("w%02d", i)] = "  resources: {gpus: 0}"
 	}
 	dir := realSpecs(t, "", ws)
-	loop, d := realLoop(t, dir)
+	loop, d := resLoop(t, dir)
 	snap, err := d.Observe(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -327,7 +327,7 @@ spec:
   task: {driver: docker, image: "busybox:1", command: sleep, args: ["3600"]}
   resources: {gpus: 1}
 `)
-	loop, _ := realLoop(t, dir)
+	loop, _ := resLoop(t, dir)
 	res, err := loop.Once(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -8,8 +8,12 @@ import (
 	"github.com/berth-dev/berth/reconcile/state"
 )
 
-// errInvalid marks what a real cluster would refuse outright.
-var errInvalid = errors.New("invalid")
+// errInvalid marks what a real cluster would refuse outright;
+// errUnplaceable what it accepts but cannot place.
+var (
+	errInvalid     = errors.New("invalid")
+	errUnplaceable = errors.New("unplaceable")
+)
 
 // validate refuses what Nomad's job validation refuses: a priority
 // outside 1-100 (when the action carries its tier), a Start without
@@ -34,6 +38,8 @@ func classify(a state.Action, err error) error {
 	switch {
 	case errors.Is(err, ErrInjected):
 		return err
+	case errors.Is(err, errUnplaceable):
+		return &drivers.Error{Class: drivers.ClassUnplaceable, Op: "sim: " + a.Kind.String(), Workspace: a.Workspace, Err: err}
 	case a.Kind == state.ActionWait || errors.Is(err, errInvalid):
 		return &drivers.Error{Class: drivers.ClassInvalid, Op: "sim: " + a.Kind.String(), Workspace: a.Workspace, Err: err}
 	case a.Kind == state.ActionStart:

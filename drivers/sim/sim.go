@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -46,6 +47,11 @@ type Cluster struct {
 	applyFault   func(state.Action) error
 
 	history []byte // the reconciler's history, as JSON (a deep copy)
+
+	// exits are the runs that ended on their own (Exit), until the
+	// workspace is stopped or started again; seq numbers runs (Alloc.ID).
+	exits map[schema.Ref]state.Exit
+	seq   int
 }
 
 // run is one run of a workspace: all its replicas, started together.
@@ -54,6 +60,9 @@ type run struct {
 	allocs   []state.Alloc // Phase and progress fields are computed on observe
 	gpus     int
 	revision string
+	specHash string
+	priority int
+	id       string
 
 	startedAt time.Time
 	runningAt time.Time     // startedAt + StartDelay
@@ -83,6 +92,7 @@ func New(spec Spec, clock Clock) *Cluster {
 		holder: map[gpuKey]schema.Ref{},
 		kept:   map[schema.Ref]time.Duration{},
 		lost:   map[schema.Ref]time.Duration{},
+		exits:  map[schema.Ref]state.Exit{},
 	}
 }
 
@@ -194,6 +204,8 @@ func (c *Cluster) Observe(ctx context.Context) (state.Snapshot, error) {
 			a.Progress = r.progress(now)
 			a.ResumedFrom = r.base
 			a.Revision = r.revision
+			a.SpecHash, a.Priority = r.specHash, r.priority
+			a.ID = fmt.Sprintf("%s-%d", r.id, a.Replica)
 			snap.Allocs = append(snap.Allocs, a)
 		}
 	}
@@ -208,6 +220,9 @@ func (c *Cluster) Observe(ctx context.Context) (state.Snapshot, error) {
 	}
 	if !slices.IsSortedFunc(snap.Allocs, byRef) {
 		slices.SortFunc(snap.Allocs, byRef)
+	}
+	for _, ref := range slices.SortedFunc(maps.Keys(c.exits), cmpRef) {
+		snap.Exits = append(snap.Exits, c.exits[ref])
 	}
 	return snap, nil
 }
@@ -240,11 +255,10 @@ func (c *Cluster) Apply(ctx context.Context, a state.Action) error {
 			err = c.start(now, a)
 		}
 	case state.ActionStop, state.ActionPreempt:
+		delete(c.exits, a.Workspace)
 		c.stop(now, a.Workspace)
 	case state.ActionUpdate:
-		if r := c.runs[a.Workspace]; r != nil && !r.stopping {
-			r.revision = a.Revision
-		}
+		err = c.update(now, a)
 	case state.ActionPurge:
 		err = c.purge(a.Workspace)
 	case state.ActionWait:
@@ -259,6 +273,37 @@ func (c *Cluster) Apply(ctx context.Context, a state.Action) error {
 	return nil
 }
 
+// update changes a running workspace as Nomad does: a change to what
+// its task sees (another state.Fingerprint) restarts it where it runs,
+// losing the work since its last checkpoint, under a new run ID and the
+// action's revision; a change of priority alone is made in place (the
+// run, its ID and its revision stay).
+func (c *Cluster) update(now time.Time, a state.Action) error {
+	r := c.runs[a.Workspace]
+	if r == nil || r.stopping {
+		return nil
+	}
+	if a.Tier != nil {
+		r.priority = a.Tier.Spec.Value
+	}
+	if a.Spec == nil || state.Fingerprint(&a.Spec.Spec) == r.specHash {
+		return nil
+	}
+	_, saved := r.checkpoint(now)
+	lost := r.progress(now) - saved
+	c.delivered += float64(r.gpus) * r.ranFor(now).Seconds()
+	c.wasted += float64(r.gpus) * lost.Seconds()
+	c.lost[a.Workspace] += lost
+	c.kept[a.Workspace] = saved
+	pl := make([]state.Placement, 0, len(r.allocs))
+	for _, al := range r.allocs {
+		pl = append(pl, state.Placement{Replica: al.Replica, Node: al.Node, GPUs: al.GPUs})
+	}
+	c.dropRun(a.Workspace)
+	a.Placements = pl
+	return c.start(now, a)
+}
+
 func (c *Cluster) start(now time.Time, a state.Action) error {
 	if r := c.runs[a.Workspace]; r != nil {
 		if r.stopping {
@@ -266,6 +311,7 @@ func (c *Cluster) start(now time.Time, a state.Action) error {
 		}
 		return nil // already running: idempotent
 	}
+	delete(c.exits, a.Workspace) // a new run replaces an ended one
 	if a.Spec == nil {
 		return fmt.Errorf("start needs the workspace spec")
 	}
@@ -273,13 +319,17 @@ func (c *Cluster) start(now time.Time, a state.Action) error {
 		return fmt.Errorf("start needs a placement")
 	}
 	taken := map[gpuKey]bool{} // by this start's earlier replicas
+	c.seq++
 	r := &run{
 		ref:       a.Workspace,
 		revision:  a.Revision,
+		specHash:  state.Fingerprint(&a.Spec.Spec),
+		id:        fmt.Sprintf("run-%d", c.seq),
 		startedAt: now,
 		runningAt: now.Add(c.spec.StartDelay),
 		base:      c.kept[a.Workspace],
 		interval:  a.Spec.Spec.Checkpoint.Interval,
+		priority:  tierValue(a.Tier),
 		grace:     a.Spec.Spec.Checkpoint.GracePeriod,
 		signal:    a.Spec.Spec.Checkpoint.Signal,
 	}
@@ -290,6 +340,9 @@ func (c *Cluster) start(now time.Time, a state.Action) error {
 		}
 		if !node.Ready || !node.Eligible {
 			return fmt.Errorf("replica %d: node %q takes no new work", p.Replica, p.Node)
+		}
+		if need := a.Spec.Spec.Resources.MemoryBytes; node.MemoryBytes > 0 && need > node.MemoryBytes {
+			return fmt.Errorf("%w: replica %d: memory exhausted: it needs %d bytes, node %q has %d", errUnplaceable, p.Replica, need, p.Node, node.MemoryBytes)
 		}
 		for _, g := range p.GPUs {
 			if !slices.ContainsFunc(node.GPUs, func(d state.GPU) bool { return d.ID == g }) {
@@ -538,6 +591,35 @@ func (c *Cluster) SaveHistory(ctx context.Context, h state.History) error {
 	return nil
 }
 
+// Exit ends a workspace's run at once as a task that exits with code
+// does, on its own: code 0 completes it (all its work kept), any other
+// code fails it (the work since its last checkpoint lost). The run is
+// reported in Snapshot.Exits until the workspace is stopped or started
+// again; nothing restarts it by itself. Exiting a workspace that is not
+// running, or is stopping, does nothing.
+func (c *Cluster) Exit(ref schema.Ref, code int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	c.advance(now)
+	r := c.runs[ref]
+	if r == nil || r.stopping {
+		return
+	}
+	c.delivered += float64(r.gpus) * r.ranFor(now).Seconds()
+	if code == 0 {
+		c.kept[ref] = r.progress(now)
+	} else {
+		_, saved := r.checkpoint(now)
+		lost := r.progress(now) - saved
+		c.kept[ref], c.lost[ref] = saved, c.lost[ref]+lost
+		c.wasted += float64(r.gpus) * lost.Seconds()
+	}
+	c.exits[ref] = state.Exit{Workspace: ref, Failed: code != 0, ExitCode: code,
+		Message: fmt.Sprintf("Exit Code: %d", code), At: now, SpecHash: r.specHash}
+	c.dropRun(ref)
+}
+
 // Finish ends a workspace's run at once with all its work kept, as a job
 // that completed does: its GPUs are free and nothing is lost. Finishing a
 // workspace that is not running, or is already stopping, does nothing
@@ -595,4 +677,11 @@ func cmpRef(a, b schema.Ref) int {
 		return c
 	}
 	return strings.Compare(a.Name, b.Name)
+}
+
+func tierValue(t *schema.PriorityTier) int {
+	if t == nil {
+		return 0
+	}
+	return t.Spec.Value
 }

@@ -17,8 +17,9 @@ const (
 	// ActionWait is a barrier in a plan: the actions after it wait until
 	// the named victims are gone. Drivers never see it.
 	ActionWait
-	// ActionUpdate changes a running workspace in place (spec revision,
-	// meta) without moving it.
+	// ActionUpdate changes a running workspace where it runs: its task
+	// (Restarts: the task is restarted, its work since the last
+	// checkpoint lost) or only its priority (in place, nothing restarts).
 	ActionUpdate
 	// ActionPurge removes what is left of a stopped workspace that the
 	// specs no longer list (its job and saved state), once the prune delay
@@ -71,4 +72,8 @@ type Action struct {
 	// Reason is a sentence a person reads.
 	Reason   string `json:"reason,omitempty"`
 	Revision string `json:"revision,omitempty"`
+	// Restarts (Update only): the update changes what the task sees, so
+	// the driver restarts the task where it runs; false: only the
+	// priority changes, in place.
+	Restarts bool `json:"restarts,omitempty"`
 }

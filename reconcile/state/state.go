@@ -14,6 +14,34 @@ type Snapshot struct {
 	ObservedAt time.Time `json:"observedAt"`
 	Nodes      []Node    `json:"nodes"`
 	Allocs     []Alloc   `json:"allocs"`
+	// Exits are the ended runs of workspaces that berth did not stop: the
+	// task exited (cleanly or not) and the driver will not run it again on
+	// its own. Sorted by Workspace. A workspace berth stops, or starts
+	// again, leaves this list.
+	Exits []Exit `json:"exits,omitempty"`
+}
+
+// Exit is how a workspace's last run ended when it ended on its own.
+type Exit struct {
+	Workspace schema.Ref `json:"workspace"`
+	// Failed: a task failed (non-zero exit, or it could not start) after
+	// any restarts its restart behaviour allowed; false: every replica
+	// exited 0.
+	Failed bool `json:"failed"`
+	// ExitCode is the failing task's exit code (0 when it completed, or
+	// when the driver no longer knows: see Message).
+	ExitCode int `json:"exitCode"`
+	// Message is the cluster's own account ("Exit Code: 3", "Task hook
+	// failed: …"), empty when the cluster no longer has it.
+	Message string `json:"message,omitempty"`
+	// At is when it ended (zero when unknown).
+	At time.Time `json:"at,omitzero"`
+	// SpecHash is the Fingerprint of the spec the run was started from: a
+	// spec with another fingerprint runs again.
+	SpecHash string `json:"specHash,omitempty"`
+	// Restarts is how many times the driver restarted the task in place
+	// before it gave up.
+	Restarts int `json:"restarts,omitempty"`
 }
 
 // Node is one machine and its GPUs.
@@ -125,6 +153,21 @@ type Alloc struct {
 	ResumedFrom time.Duration `json:"resumedFrom,omitempty"`
 	// Revision is the spec revision the allocation was started from.
 	Revision string `json:"revision,omitempty"`
+	// SpecHash is the Fingerprint of the spec the allocation runs; empty
+	// when the driver does not know it (a job an older berth registered):
+	// then only a change berth can see (priority, drift) updates it.
+	SpecHash string `json:"specHash,omitempty"`
+	// Priority is the priority (tier value) the allocation runs at; zero
+	// when the driver does not know.
+	Priority int `json:"priority,omitempty"`
+	// ID is the driver's identifier of this run of the replica (the Nomad
+	// allocation ID); a restart gives a new one. Empty when the driver
+	// has none.
+	ID string `json:"id,omitempty"`
+	// Drift, when not empty, says how the cluster's object for this
+	// allocation was changed outside berth (another task, other GPUs
+	// pinned); berth puts it back.
+	Drift string `json:"drift,omitempty"`
 }
 
 // History is what the reconciler remembers between decisions: decayed

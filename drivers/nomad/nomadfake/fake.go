@@ -258,6 +258,40 @@ func (s *Server) Evict(allocID, byAllocID string) {
 	s.updateJobStatus(a.Job)
 }
 
+// Exit makes the running allocations of a job end on their own, as
+// their task exiting with code does on a v1.6.5 agent: client status
+// complete (code 0) or failed, a Terminated event with the exit code
+// ("Exit Code: N"), then Nomad's "Not Restarting" for a failure; the job
+// turns dead, Stop still false.
+func (s *Server) Exit(ns, jobID string, code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	idx := s.bump()
+	for _, id := range sortedKeys(s.allocs) {
+		a := s.allocs[id]
+		if a.Namespace != ns || a.JobID != jobID || terminal(a) || a.DesiredStatus != "run" {
+			continue
+		}
+		status, desc := "complete", "All tasks have completed"
+		if code != 0 {
+			status, desc = "failed", "Failed tasks"
+		}
+		a.ModifyIndex = idx
+		s.finish(a, status, desc)
+		t := s.now().UnixNano()
+		for _, st := range a.TaskStates {
+			st.Failed = code != 0
+			st.Events = append(st.Events, &api.TaskEvent{Type: "Terminated", ExitCode: code, DisplayMessage: fmt.Sprintf("Exit Code: %d", code), Time: t})
+			if code != 0 {
+				st.Events = append(st.Events, &api.TaskEvent{Type: "Not Restarting", DisplayMessage: "Policy allows no restarts", Time: t})
+			}
+		}
+	}
+	if jb := s.jobs[key{ns, jobID}]; jb != nil {
+		s.updateJobStatus(jb.j)
+	}
+}
+
 // Fail makes the next request matching method and path prefix answer
 // status with a plain-text body, once per call.
 func (s *Server) Fail(method, pathPrefix string, status int, body string) {

@@ -204,7 +204,7 @@ func (s *Server) schedule(jb *job, newGroups map[string][]byte, eval *api.Evalua
 		}
 	}
 	wanted := map[string]bool{}
-	var failed []string
+	failed := map[string]*api.AllocationMetric{}
 	for _, tg := range j.TaskGroups {
 		for i := 0; i < *tg.Count; i++ {
 			name := fmt.Sprintf("%s.%s[%d]", *j.ID, *tg.Name, i)
@@ -216,8 +216,8 @@ func (s *Server) schedule(jb *job, newGroups map[string][]byte, eval *api.Evalua
 				}
 				s.stopAlloc1(a, "stop", "alloc is being updated due to job update", idx)
 			}
-			if !s.place(j, tg, i, eval) {
-				failed = append(failed, *tg.Name)
+			if m := s.place(j, tg, i, eval); m != nil {
+				failed[*tg.Name] = m
 			}
 		}
 	}
@@ -230,10 +230,9 @@ func (s *Server) schedule(jb *job, newGroups map[string][]byte, eval *api.Evalua
 		b := s.newEval(j, "queued-allocs", idx)
 		b.Status, b.StatusDescription, b.PreviousEval = "blocked", "created to place remaining allocations", eval.ID
 		b.JobModifyIndex = 0 // blocked evals carry none (recording 57)
-		b.FailedTGAllocs = map[string]*api.AllocationMetric{}
-		for _, g := range failed {
-			b.FailedTGAllocs[g] = &api.AllocationMetric{NodesEvaluated: len(s.nodes), DimensionExhausted: map[string]int{"devices: no devices match request": 1}}
-		}
+		// Nomad puts the same metrics on the evaluation that failed and
+		// on the blocked one it creates (checked on a v1.6.5 agent).
+		b.FailedTGAllocs, eval.FailedTGAllocs = failed, failed
 		eval.BlockedEval = b.ID
 	}
 }
@@ -246,9 +245,10 @@ type devReq struct {
 	allowed map[string]bool // nil: any instance
 }
 
-// place puts replica i of tg on the first node that fits. It reports
-// false when no node fits (the caller blocks an eval).
-func (s *Server) place(j *api.Job, tg *api.TaskGroup, i int, eval *api.Evaluation) bool {
+// place puts replica i of tg on the first node that fits. When no node
+// fits it returns Nomad's account of why (the caller blocks an eval):
+// nodes evaluated, constraints that filtered them, dimensions exhausted.
+func (s *Server) place(j *api.Job, tg *api.TaskGroup, i int, eval *api.Evaluation) *api.AllocationMetric {
 	var reqs []devReq
 	for _, t := range tg.Tasks {
 		if t.Resources == nil {
@@ -277,10 +277,27 @@ func (s *Server) place(j *api.Job, tg *api.TaskGroup, i int, eval *api.Evaluatio
 		}
 	}
 	cons := append(append([]*api.Constraint(nil), j.Constraints...), tg.Constraints...)
+	m := &api.AllocationMetric{NodesAvailable: map[string]int{}, ConstraintFiltered: map[string]int{}, DimensionExhausted: map[string]int{}}
 	var trap *node
 	for _, id := range sortedKeys(s.nodes) {
 		n := s.nodes[id]
-		if n.n.Status != "ready" || n.n.SchedulingEligibility != "eligible" || !matches(n, cons) || !s.fits(n, tg) {
+		if n.n.Status != "ready" || n.n.SchedulingEligibility != "eligible" {
+			continue
+		}
+		m.NodesEvaluated++
+		if c := failedConstraint(n, cons); c != "" {
+			m.NodesFiltered++
+			m.ConstraintFiltered[c]++
+			continue
+		}
+		if c := s.missing(n, tg); c != "" {
+			m.NodesFiltered++
+			m.ConstraintFiltered[c]++
+			continue
+		}
+		if dim := s.exhausted(n, tg); dim != "" {
+			m.NodesExhausted++
+			m.DimensionExhausted[dim]++
 			continue
 		}
 		free := s.freeGPUs(n)
@@ -289,7 +306,7 @@ func (s *Server) place(j *api.Job, tg *api.TaskGroup, i int, eval *api.Evaluatio
 			a := s.newAlloc(j, tg, i, n, nil, eval.CreateIndex)
 			a.EvalID = eval.ID
 			setDevices(a, reqs, picked, n)
-			return true
+			return nil
 		}
 		// Nomad 1.6 (recording 82): pinned GPUs busy but others free on
 		// the node: it places the alloc with no device at all.
@@ -306,27 +323,45 @@ func (s *Server) place(j *api.Job, tg *api.TaskGroup, i int, eval *api.Evaluatio
 			st.Failed = true
 			st.Events = append(st.Events, &api.TaskEvent{Type: "Task hook failed", DisplayMessage: "devices: failed to reserve device nvidia/gpu/" + gpuModel(trap) + ": rpc error: code = InvalidArgument desc = no device ids given"})
 		}
-		return true
+		return nil
 	}
-	return false
+	if m.NodesEvaluated > m.NodesFiltered+m.NodesExhausted {
+		m.NodesExhausted = m.NodesEvaluated - m.NodesFiltered
+		m.DimensionExhausted["devices: no devices match request"] += m.NodesEvaluated - m.NodesFiltered - m.DimensionExhausted["memory"]
+	}
+	if len(m.ConstraintFiltered) == 0 {
+		m.ConstraintFiltered = nil
+	}
+	if len(m.DimensionExhausted) == 0 {
+		m.DimensionExhausted = nil
+	}
+	m.NodesAvailable["dc1"] = m.NodesEvaluated
+	return m
 }
 
-// fits reports whether node n has what group tg asks besides devices, as
-// Nomad's feasibility and bin-packing checks do: each task's driver,
-// every host volume, and the CPU shares, exclusive cores, memory and
-// ephemeral disk left by the allocations that hold them (those not
-// terminal nor told to stop).
-func (s *Server) fits(n *node, tg *api.TaskGroup) bool {
+// missing returns the feasibility check node n fails for group tg, as
+// Nomad names it in ConstraintFiltered ("missing drivers", "missing
+// compatible host volumes"), or "".
+func (s *Server) missing(n *node, tg *api.TaskGroup) string {
 	for _, t := range tg.Tasks {
 		if d := n.n.Drivers[t.Driver]; d == nil || !d.Detected || !d.Healthy {
-			return false
+			return "missing drivers"
 		}
 	}
 	for _, v := range tg.Volumes {
 		if v != nil && v.Type == "host" && n.n.HostVolumes[v.Source] == nil {
-			return false
+			return "missing compatible host volumes"
 		}
 	}
+	return ""
+}
+
+// exhausted returns the first dimension ("cpu", "cores", "memory",
+// "disk") whose CPU shares, exclusive cores, memory or ephemeral disk left
+// on node n by the allocations that hold them (those not terminal nor
+// told to stop) cannot hold group tg, as Nomad's bin-packing names it in
+// DimensionExhausted, or "" when the group fits.
+func (s *Server) exhausted(n *node, tg *api.TaskGroup) string {
 	r := n.n.NodeResources
 	cpu, mem, disk := r.Cpu.CpuShares, r.Memory.MemoryMB, r.Disk.DiskMB
 	cores := len(r.Cpu.ReservableCpuCores)
@@ -348,7 +383,17 @@ func (s *Server) fits(n *node, tg *api.TaskGroup) bool {
 		cores -= len(t.Cpu.ReservedCores)
 	}
 	disk -= want.Shared.DiskMB
-	return cpu >= 0 && mem >= 0 && disk >= 0 && cores >= 0
+	switch {
+	case cores < 0:
+		return "cores"
+	case cpu < 0:
+		return "cpu"
+	case mem < 0:
+		return "memory"
+	case disk < 0:
+		return "disk"
+	}
+	return ""
 }
 
 // groupResources is what Nomad allocates group tg on node n: each task's
@@ -383,6 +428,12 @@ func groupResources(tg *api.TaskGroup, n *node) *api.AllocatedResources {
 }
 
 func matches(n *node, cons []*api.Constraint) bool {
+	return failedConstraint(n, cons) == ""
+}
+
+// failedConstraint returns the first constraint n does not meet, as
+// Nomad names it in ConstraintFiltered ("${node.unique.id} = abc"), or "".
+func failedConstraint(n *node, cons []*api.Constraint) string {
 	for _, c := range cons {
 		var v string
 		switch {
@@ -398,23 +449,26 @@ func matches(n *node, cons []*api.Constraint) bool {
 		switch c.Operand {
 		case "=", "==", "is":
 			if v != c.RTarget {
-				return false
+				return c.LTarget + " " + c.Operand + " " + c.RTarget
 			}
 		case "!=", "not":
 			if v == c.RTarget {
-				return false
+				return c.LTarget + " " + c.Operand + " " + c.RTarget
 			}
 		}
 	}
-	return true
+	return ""
 }
 
-// freeGPUs returns the node's healthy GPU instances that no running or
-// stopping allocation holds, sorted.
+// freeGPUs returns the node's healthy GPU instances that no allocation
+// Nomad wants running (desired status run, not terminal) holds, sorted.
 func (s *Server) freeGPUs(n *node) []string {
 	used := map[string]bool{}
 	for _, a := range s.allocs {
-		if a.NodeID != n.n.ID || terminal(a) {
+		// Nomad's scheduler counts an allocation told to stop as gone
+		// (its desired status is terminal), though its task may still be
+		// running: a destructive update gets the same GPUs back.
+		if a.NodeID != n.n.ID || terminal(a) || a.DesiredStatus != "run" {
 			continue
 		}
 		for _, id := range deviceIDs(a) {

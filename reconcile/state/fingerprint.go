@@ -1,0 +1,50 @@
+package state
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
+	"github.com/berth-dev/berth/schema"
+)
+
+// Fingerprint returns a short, stable hash of everything in a workspace
+// spec that its task sees: the task (driver, image, command, args, env),
+// the resources, the gang size, the volumes, the checkpoint signal and
+// grace period, and the restart behaviour. Two specs with the same
+// fingerprint run the same task; a spec change that leaves it equal (a
+// comment, the owner, the desired state, the topology preference, the
+// checkpoint interval, preemptibility) must never restart a task.
+//
+// Drivers carry it on what they start and report it back on Alloc and
+// Exit; the plan compares it with the spec's own. It is defined here, once,
+// so every driver agrees. A nil spec has the empty fingerprint.
+func Fingerprint(ws *schema.WorkspaceSpec) string {
+	if ws == nil {
+		return ""
+	}
+	seen := struct {
+		Task             schema.Task          `json:"task"`
+		Resources        schema.WorkResources `json:"resources"`
+		Replicas         int                  `json:"replicas"`
+		Volumes          []schema.VolumeMount `json:"volumes,omitempty"`
+		Signal           string               `json:"signal,omitempty"`
+		Grace            int64                `json:"grace,omitempty"`
+		RestartOnFailure bool                 `json:"restartOnFailure,omitempty"`
+	}{
+		Task: ws.Task, Resources: ws.Resources, Replicas: max(ws.Replicas, 1), Volumes: ws.Volumes,
+		Signal: ws.Checkpoint.Signal, Grace: int64(ws.Checkpoint.GracePeriod), RestartOnFailure: ws.RestartOnFailure,
+	}
+	if len(seen.Task.Env) == 0 {
+		seen.Task.Env = nil
+	}
+	if len(seen.Task.Args) == 0 {
+		seen.Task.Args = nil
+	}
+	if len(seen.Volumes) == 0 {
+		seen.Volumes = nil
+	}
+	b, _ := json.Marshal(seen) // maps marshal sorted: deterministic
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
