@@ -8,68 +8,110 @@ import (
 	"github.com/hashicorp/nomad/api"
 )
 
-// WaitForChange blocks until Nomad's state moves past what the last
-// Observe saw (nodes, jobs or allocations), ctx ends, or wait passes. It
-// uses blocking queries, so a change is seen as soon as Nomad has it.
-func (d *Driver) WaitForChange(ctx context.Context, wait time.Duration) error {
+// watchTopics are the event stream topics that can change a snapshot.
+var watchTopics = map[api.Topic][]string{
+	api.TopicNode:       {"*"},
+	api.TopicJob:        {"*"},
+	api.TopicAllocation: {"*"},
+}
+
+// stream follows Nomad's event stream from index on one connection and
+// calls seen with the index of every batch of events, until ctx ends,
+// seen returns false, or the stream breaks (the error says why; nil when
+// ctx ended or seen stopped it). Heartbeats are not events.
+func (d *Driver) stream(ctx context.Context, index uint64, seen func(uint64) bool) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, err := d.client.EventStream().Stream(ctx, watchTopics, index, &api.QueryOptions{Namespace: "*"})
+	if err != nil {
+		return wrap(err, schema.Ref{}, "follow the event stream")
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-events:
+			switch {
+			case !ok:
+				return nil
+			case ev.Err != nil:
+				if ctx.Err() != nil {
+					return nil
+				}
+				return wrap(ev.Err, schema.Ref{}, "follow the event stream")
+			case !seen(ev.Index):
+				return nil
+			}
+		}
+	}
+}
+
+func (d *Driver) observedIndex() uint64 {
 	d.mu.Lock()
-	after := d.lastIndex
-	d.mu.Unlock()
+	defer d.mu.Unlock()
+	return d.lastIndex
+}
+
+// WaitForChange blocks until Nomad's nodes, jobs or allocations move past
+// what the last Observe saw, ctx ends, or wait passes; it returns at once
+// when nothing was observed yet. It follows Nomad's event stream on one
+// connection, closed when it returns (Nomad lets go of it at its next
+// heartbeat, within about 10 s); a loop should use Watch, which keeps one
+// stream open.
+func (d *Driver) WaitForChange(ctx context.Context, wait time.Duration) error {
+	after := d.observedIndex()
 	if after == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, wait+5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	done := make(chan error, 3)
-	q := func(ns string) *api.QueryOptions {
-		return (&api.QueryOptions{Namespace: ns, WaitIndex: after, WaitTime: wait}).WithContext(ctx)
+	err := d.stream(ctx, after+1, func(idx uint64) bool { return idx <= after })
+	if ctx.Err() != nil {
+		return nil
 	}
-	go func() { _, _, err := d.client.Nodes().List(q("")); done <- err }()
-	go func() { _, _, err := d.client.Jobs().List(q("*")); done <- err }()
-	go func() { _, _, err := d.client.Allocations().List(q("*")); done <- err }()
-	err := <-done
-	if err != nil && ctx.Err() == nil {
-		return wrap(err, schema.Ref{}, "wait for a change")
-	}
-	return nil
+	return err
 }
 
 // Watch sends on the returned channel each time Nomad's nodes, jobs or
-// allocations change after an Observe (blocking queries, so within a
-// second of Nomad knowing), until ctx ends. The loop can merge it with its
-// spec-change channel. Errors wait a second and try again.
+// allocations change past what the last Observe saw, until ctx ends; then
+// it closes the channel. Sends never block: changes that come while one
+// is pending merge into it.
+//
+// It holds one connection to Nomad, its event stream (topics Node, Job,
+// Allocation), and never abandons a request: the stream stays open until
+// ctx ends, and one that breaks is opened again after a pause (1 s,
+// doubling to 30 s while it keeps breaking). So a busy loop costs Nomad
+// one connection, never a pile of cancelled blocking queries that it holds
+// until they time out (its per-address limit then refuses everyone).
 func (d *Driver) Watch(ctx context.Context) <-chan struct{} {
 	ch := make(chan struct{}, 1)
 	go func() {
 		defer close(ch)
+		pause := time.Second
 		for ctx.Err() == nil {
-			d.mu.Lock()
-			before := d.lastIndex
-			d.mu.Unlock()
-			if before == 0 {
-				if _, err := d.Observe(ctx); err != nil {
-					_ = sleep(ctx, time.Second)
+			from := d.observedIndex()
+			if from > 0 {
+				from++
+			}
+			got := false
+			err := d.stream(ctx, from, func(idx uint64) bool {
+				got = true
+				if idx > d.observedIndex() {
+					select {
+					case ch <- struct{}{}:
+					default:
+					}
 				}
-				continue
+				return true
+			})
+			if ctx.Err() != nil {
+				return
 			}
-			if err := d.WaitForChange(ctx, 5*time.Minute); err != nil {
-				_ = sleep(ctx, time.Second)
-				continue
+			if got && err == nil {
+				pause = time.Second
 			}
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-			// The receiver observes; until it does, do not spin.
-			for ctx.Err() == nil {
-				d.mu.Lock()
-				after := d.lastIndex
-				d.mu.Unlock()
-				if after != before {
-					break
-				}
-				_ = sleep(ctx, 50*time.Millisecond)
-			}
+			_ = sleep(ctx, pause)
+			pause = min(2*pause, 30*time.Second)
 		}
 	}()
 	return ch
