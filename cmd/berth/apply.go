@@ -60,9 +60,20 @@ an action failed, 2 when the command line is wrong.
 				}
 				return &exitError{Code: exitFailure}
 			}
+			if err != nil && res.Revision != "" && res.ObservedAt.IsZero() {
+				// Nothing was observed, so nothing was planned: no table.
+				msg := fmt.Sprintf("could not reach the cluster (%s): %v", c.Name, err)
+				if c.Unreachable != "" {
+					msg += "\n" + c.Unreachable
+				}
+				return &exitError{Code: exitFailure, Err: errors.New(msg)}
+			}
 			printApply(out, c.Name, res, loop.Status())
 			if err != nil {
 				return &exitError{Code: exitFailure, Err: err}
+			}
+			if len(res.Failed) > 0 {
+				return &exitError{Code: exitFailure, Err: fmt.Errorf("%d action(s) failed; the rest of the plan was applied (the table says why; berth reconcile retries them)", len(res.Failed))}
 			}
 			return nil
 		},
@@ -93,6 +104,9 @@ func printApply(w io.Writer, cluster string, res reconcile.Result, st reconcile.
 		fmt.Fprintf(w, "; %d start(s) wait for their victims to release GPUs (next cycle)", len(res.Deferred))
 	}
 	fmt.Fprintln(w)
+	for _, f := range res.Failed {
+		fmt.Fprintf(w, "failed %s %s (%s): %v\n", f.Action.Kind, f.Action.Workspace, f.Class, f.Err)
+	}
 	fmt.Fprintln(w)
 	printWorkspaces(w, st.Workspaces, false)
 }
