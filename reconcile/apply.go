@@ -16,7 +16,7 @@ import (
 
 // DefaultParallelism is how many actions of a plan the loop applies at
 // once unless Config.Parallelism says otherwise.
-const DefaultParallelism = 16
+const DefaultParallelism = 32
 
 // ActionFailure is an action the cluster did not carry out.
 type ActionFailure struct {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 
@@ -14,7 +16,10 @@ import (
 func init() { commands = append(commands, newApplyCmd) }
 
 func newApplyCmd() *cobra.Command {
-	var f loopFlags
+	var (
+		f          loopFlags
+		cpuProfile string
+	)
 	cmd := &cobra.Command{
 		Use:   "apply --source DIR --cluster CLUSTER",
 		Short: "Run one reconcile cycle and print what it did",
@@ -50,6 +55,13 @@ an action failed, 2 when the command line is wrong.
 			if err != nil {
 				return err
 			}
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			res, err := loop.Once(cmd.Context())
 			out := cmd.OutOrStdout()
 			var stalled *reconcile.StalledError
@@ -84,7 +96,22 @@ an action failed, 2 when the command line is wrong.
 	fl.Float64Var(&f.simSpeed, "sim-speed", 1, "how fast a simulated cluster's clock runs")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json (logs go to stderr)")
 	fl.StringVar(&f.logLevel, "log-level", "error", "debug, info, warn or error")
+	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the cycle to this file (go tool pprof)")
+	fl.MarkHidden("cpuprofile")
 	return cmd
+}
+
+// startCPUProfile profiles the CPU into file until the returned stop.
+func startCPUProfile(file string) (stop func(), err error) {
+	fh, err := os.Create(file)
+	if err != nil {
+		return nil, &exitError{Code: exitFailure, Err: err}
+	}
+	if err := pprof.StartCPUProfile(fh); err != nil {
+		fh.Close()
+		return nil, &exitError{Code: exitFailure, Err: err}
+	}
+	return func() { pprof.StopCPUProfile(); fh.Close() }, nil
 }
 
 func printApply(w io.Writer, cluster string, res reconcile.Result, st reconcile.Status) {
