@@ -66,8 +66,8 @@ type applyOutcome struct {
 //     for its own workspace is recorded against it: invalid ones are not
 //     retried until the revision changes, the others (unplaceable, a
 //     conflict or transient error of that action) back off per workspace
-//     (retries). A failure of the cluster as a whole stops sending (the
-//     calls in flight finish) and is returned.
+//     (retries). A failure of the cluster as a whole (breaker) stops
+//     sending (the calls in flight finish) and is returned.
 func (l *Loop) apply(ctx context.Context, plan Plan, snap *state.Snapshot) applyOutcome {
 	var out applyOutcome
 	now := time.Now()
@@ -110,10 +110,10 @@ func (l *Loop) apply(ctx context.Context, plan Plan, snap *state.Snapshot) apply
 	// 2. Send them.
 	errs := make([]error, len(plan.Actions))
 	sent := make([]bool, len(plan.Actions))
-	var stop atomic.Bool
+	var b breaker
 	for _, wave := range waves {
-		l.send(ctx, plan.Actions, wave, errs, sent, &stop)
-		if stop.Load() {
+		l.send(ctx, plan.Actions, wave, errs, sent, &b)
+		if b.stop.Load() {
 			break
 		}
 	}
@@ -137,6 +137,9 @@ func (l *Loop) apply(ctx context.Context, plan Plan, snap *state.Snapshot) apply
 			}
 			continue
 		}
+		if b.tripped.Load() && out.err == nil && classOf(err) == "transient" {
+			out.err = fmt.Errorf("the cluster failed %d actions in a row; the rest of the plan waits for the next cycle: %w", b.failed.Load(), err)
+		}
 		class := classOf(err)
 		if class == "invalid" {
 			l.mu.Lock()
@@ -155,16 +158,41 @@ func (l *Loop) apply(ctx context.Context, plan Plan, snap *state.Snapshot) apply
 	return out
 }
 
+// breaker stops a plan that the cluster as a whole refuses: an error
+// that concerns every workspace alike (unreachable), or as many transient
+// failures in a row, with no success between them, as actions in flight
+// (an overloaded or misconfigured cluster answering 5xx, 429 or 403 to
+// everyone) is not worth repeating for the rest of the plan.
+type breaker struct {
+	stop    atomic.Bool // send no more
+	tripped atomic.Bool // stopped for transient failures in a row
+	failed  atomic.Int64
+}
+
+// note records one result; limit transient failures in a row trip it.
+func (b *breaker) note(ctx context.Context, err error, limit int) {
+	switch {
+	case err == nil:
+		b.failed.Store(0)
+	case clusterWide(ctx, err):
+		b.stop.Store(true)
+	case classOf(err) == "transient":
+		if b.failed.Add(1) >= int64(limit) {
+			b.tripped.Store(true)
+			b.stop.Store(true)
+		}
+	}
+}
+
 // send applies the actions at idx, up to Config.Parallelism at a time,
 // and returns when all it started have returned. errs and sent are
-// indexed like actions. Once an action fails for the whole cluster, stop
-// is set and no further action is started.
-func (l *Loop) send(ctx context.Context, actions []state.Action, idx []int, errs []error, sent []bool, stop *atomic.Bool) {
+// indexed like actions. Once b stops, no further action is started.
+func (l *Loop) send(ctx context.Context, actions []state.Action, idx []int, errs []error, sent []bool, b *breaker) {
 	sem := make(chan struct{}, l.cfg.Parallelism)
 	var wg sync.WaitGroup
 	for _, i := range idx {
 		sem <- struct{}{}
-		if stop.Load() || ctx.Err() != nil {
+		if b.stop.Load() || ctx.Err() != nil {
 			<-sem
 			break
 		}
@@ -174,9 +202,7 @@ func (l *Loop) send(ctx context.Context, actions []state.Action, idx []int, errs
 			defer wg.Done()
 			defer func() { <-sem }()
 			errs[i] = l.cfg.Cluster.Apply(ctx, actions[i])
-			if errs[i] != nil && clusterWide(ctx, errs[i]) {
-				stop.Store(true)
-			}
+			b.note(ctx, errs[i], max(l.cfg.Parallelism, 4))
 		}()
 	}
 	wg.Wait()

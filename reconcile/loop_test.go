@@ -568,19 +568,7 @@ func TestPlanGoesOnPastFailedStarts(t *testing.T) {
 			ws[i].Spec.Resources.GPUs = 0 // fifoDecide still places them: one per GPU
 		}
 		h := newHarness(t, testSets{"r1": withWorkspaces(ws...)}, "r1")
-		h.cluster.InjectApplyFault(func(a state.Action) error {
-			switch a.Workspace.Name {
-			case "a-big":
-				return unplaceable{}
-			case "b-bad":
-				return classed{invalid: true}
-			case "c-flaky":
-				return errors.New("EOF")
-			}
-			return nil
-		})
-		// Two GPUs: fifoDecide starts a-big and b-bad; the others wait.
-		// Give it four.
+		// fifoDecide gives each a GPU: four.
 		spec, _ := sim.Parse([]byte(strings.ReplaceAll(twoGPUs, "    - {model: H100, memory: 80Gi}\n    - {model: H100, memory: 80Gi}\n",
 			strings.Repeat("    - {model: H100, memory: 80Gi}\n", 4))))
 		h.cluster = sim.New(*spec, sim.NewScaledClock(1))
@@ -813,6 +801,44 @@ func TestFreedCapacityRetriesEarly(t *testing.T) {
 		h.loop.Once(ctx)
 		if len(at) != n+1 {
 			t.Errorf("%d tries after capacity was freed, want one more than %d", len(at), n)
+		}
+	})
+}
+
+// TestClusterRefusingEverythingStopsThePlan: when every action fails
+// alike (an overloaded cluster), the loop does not try all the others:
+// it stops after as many failures in a row as actions in flight and
+// backs off as for a failed cycle.
+func TestClusterRefusingEverythingStopsThePlan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ws []schema.Workspace
+		for i := range 40 {
+			w := workspace("med", fmt.Sprintf("w%02d", i), schema.DesiredRunning)
+			w.Spec.Resources.GPUs = 0
+			ws = append(ws, w)
+		}
+		h := newHarness(t, testSets{"r1": withWorkspaces(ws...)}, "r1")
+		spec, err := sim.Parse([]byte(twoGPUs + strings.Repeat("    - {model: H100, memory: 80Gi}\n", 38)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.cluster = sim.New(*spec, sim.NewScaledClock(1))
+		h.loop.cfg.Cluster, h.loop.cfg.Store = h.cluster, h.cluster
+		h.loop.cfg.Parallelism = 4
+		tries := 0
+		h.cluster.InjectApplyFault(func(a state.Action) error {
+			tries++
+			return errors.New("429 Your IP is issuing too many concurrent connections")
+		})
+		res, err := h.loop.Once(t.Context())
+		if err == nil || !strings.Contains(err.Error(), "in a row") {
+			t.Fatalf("err %v, want the cycle to fail after failures in a row", err)
+		}
+		if tries > 8 {
+			t.Errorf("%d actions tried, want at most 2×Parallelism", tries)
+		}
+		if len(res.Applied) != 0 || len(res.Failed) != tries {
+			t.Errorf("applied %d, failed %d; want 0 and the %d tried", len(res.Applied), len(res.Failed), tries)
 		}
 	})
 }
