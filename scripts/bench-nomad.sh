@@ -10,9 +10,12 @@
 #   advertises 1,000,000 MHz, 1,000,000 MB of memory and (disk_total_mb,
 #   disk_free_mb) 10,000,000 MB of disk, so no dimension runs out.
 #   Then `berth apply` (one cycle) places them all; a second apply changes
-#   nothing. It reports berth's wall and CPU time (getrusage of the child)
-#   and the sum of Nomad's own placement times (each evaluation's
-#   ModifyTime - CreateTime).
+#   nothing. It reports berth's wall and CPU time (getrusage of the child),
+#   the sum of Nomad's own placement times (each evaluation's ModifyTime -
+#   CreateTime; with berth's concurrent submissions this counts the time
+#   evaluations queue in Nomad's broker too) and Nomad's busy time (the
+#   union of those intervals). BENCH_PROFILE=FILE writes berth's CPU
+#   profile of the first apply.
 #
 #   BENCH_N (default 1000), BENCH_PORT (default 4760), NOMAD_DEV (default
 #   ../shared/nomad-dev). Exits 0 without measuring when the kit is absent.
