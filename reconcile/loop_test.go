@@ -786,7 +786,7 @@ func TestFreedCapacityRetriesEarly(t *testing.T) {
 		ctx := t.Context()
 		for range 9 { // tries at 0, 1s, 3s, 7s, …, 255s; the next after 256s
 			h.loop.Once(ctx)
-			time.Sleep(h.loop.retry.byRef[schema.Ref{Project: "hi", Name: "big"}].retryAt.Sub(time.Now()))
+			time.Sleep(time.Until(h.loop.retry.byRef[schema.Ref{Project: "hi", Name: "big"}].retryAt))
 		}
 		h.loop.Once(ctx)
 		n := len(at)
