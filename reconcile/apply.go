@@ -149,7 +149,7 @@ func (l *Loop) apply(ctx context.Context, plan Plan, snap *state.Snapshot) apply
 			out.failed = append(out.failed, ActionFailure{Action: a, Class: class, Err: err})
 			continue
 		}
-		f := l.retry.failed(a, class, err, time.Now(), l.cfg.BackoffMin, l.cfg.BackoffMax)
+		f := l.retry.failed(a, class, errs[i], time.Now(), l.cfg.BackoffMin, l.cfg.BackoffMax) // the status names the workspace already
 		out.retryAt = earliest(out.retryAt, f.retryAt)
 		out.failed = append(out.failed, ActionFailure{Action: a, Class: class, Err: err, RetryAt: f.retryAt})
 		l.log.Warn(a.Kind.String()+" of "+a.Workspace.String()+" failed ("+class+"); the rest of the plan goes on",
