@@ -111,6 +111,15 @@ type Config struct {
 	MassPrunePercent, MassPruneMin int
 	// Routes, when set, adds routes to the HTTP API (the git webhook).
 	Routes func(mux *http.ServeMux)
+
+	// Parallelism is how many actions of a plan are applied at once
+	// (default DefaultParallelism); results are recorded in plan order.
+	Parallelism int
+	// ClusterChanges, when not nil, signals that the cluster changed
+	// (the driver's watch): Run starts a cycle soon after, debounced like
+	// spec changes, except while it backs off after a failed cycle, which
+	// the cluster's changes (berth's own writes among them) never cut short.
+	ClusterChanges <-chan struct{}
 }
 
 // Loop keeps a cluster matching the specs. Once is one cycle; Run calls
@@ -134,6 +143,8 @@ type Loop struct {
 	view      view // the last cycle's inputs, for the dashboard
 
 	feed *feed // the dashboard's event feed (events.go)
+
+	retry retries // failed actions and their backoff (apply.go); Once's only
 }
 
 // New checks cfg and fills its defaults.
@@ -168,6 +179,9 @@ func New(cfg Config) (*Loop, error) {
 	def(&cfg.BackoffMin, time.Second)
 	def(&cfg.BackoffMax, time.Minute)
 	def(&cfg.PruneDelay, DefaultPruneDelay)
+	if cfg.Parallelism <= 0 {
+		cfg.Parallelism = DefaultParallelism
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -221,6 +235,14 @@ type Result struct {
 	Applied []state.Action
 	// Deferred are workspaces whose start waits for victims to be gone.
 	Deferred []schema.Ref
+	// Failed are the actions the cluster did not carry out this cycle, in
+	// plan order; each concerns its workspace alone (the rest of the plan
+	// went on) and is retried with backoff, an invalid one only once the
+	// specs change.
+	Failed []ActionFailure
+	// RetryAt is the earliest time a failed action is due again (zero when
+	// none waits); Run runs a cycle by then.
+	RetryAt time.Time
 	// Transitions are the state changes this cycle recorded.
 	Transitions []WorkspaceTransition
 	// ObservedAt is the cluster's time of the cycle's snapshot (zero when
@@ -246,10 +268,13 @@ type WorkspaceTransition struct {
 // victims still hold their GPUs; 8. record states, transitions and
 // history.
 //
-// A failed apply leaves the rest of the plan for the next cycle, which
-// plans again from a fresh snapshot: actions already applied are not
-// repeated. Errors wrap their cause; a *StalledError means only a new
-// revision can help.
+// An action that fails for its own workspace (invalid, unplaceable, a
+// conflict or transient error of that action) is reported in
+// Result.Failed and retried with that workspace's backoff; the rest of
+// the plan goes on. A failure of the cluster as a whole (unreachable)
+// leaves the rest of the plan for the next cycle, which plans again from
+// a fresh snapshot: actions already applied are not repeated. Errors wrap
+// their cause; a *StalledError means only a new revision can help.
 func (l *Loop) Once(ctx context.Context) (Result, error) {
 	l.cycle.Lock()
 	defer l.cycle.Unlock()
@@ -321,8 +346,9 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 	l.cfg.Metrics.observeDecision(d)
 
 	// 7. Apply.
-	applied, deferred, applyErr := l.apply(ctx, res.Plan)
-	res.Applied, res.Deferred = applied, deferred
+	out := l.apply(ctx, res.Plan, &snap)
+	applied, deferred, applyErr := out.applied, out.deferred, out.err
+	res.Applied, res.Deferred, res.Failed, res.RetryAt = applied, deferred, out.failed, out.retryAt
 	for _, a := range applied {
 		if a.Kind == state.ActionPreempt {
 			l.cfg.Metrics.preempted(set, a.Workspace)
@@ -331,6 +357,7 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 
 	// 8. Record, even after a failed apply: what was applied is done.
 	res.Transitions = l.record(set, &snap, d, &hist, applied, deferred, now)
+	res.Transitions = l.noteFailures(res.Transitions, now)
 	l.keepView(set, &snap, &d, &hist)
 	res.Settling = len(deferred) > 0 || applyErr != nil
 	for _, a := range snap.Allocs {
@@ -402,66 +429,6 @@ func (l *Loop) setAttempted(a *RevisionStatus) {
 	l.mu.Lock()
 	l.attempted = a
 	l.mu.Unlock()
-}
-
-// apply applies plan's actions in order. A Wait holds back the Start of
-// its workspace (deferred to a later cycle); drivers never see it. An
-// action the cluster refuses as invalid is recorded against its
-// workspace and not retried until the revision changes; the rest of the
-// plan goes on. Any other error stops the plan there.
-func (l *Loop) apply(ctx context.Context, plan Plan) (applied []state.Action, deferred []schema.Ref, err error) {
-	held := map[schema.Ref]bool{}
-	for _, a := range plan.Actions {
-		if a.Kind == state.ActionWait {
-			held[a.Workspace] = true
-			deferred = append(deferred, a.Workspace)
-			continue
-		}
-		if a.Kind == state.ActionStart && held[a.Workspace] {
-			continue
-		}
-		l.mu.Lock()
-		rej, refused := l.rejected[a.Workspace]
-		l.mu.Unlock()
-		if refused && rej.revision == plan.Revision && (a.Kind == state.ActionStart || a.Kind == state.ActionUpdate) {
-			continue
-		}
-		if err := l.cfg.Cluster.Apply(ctx, a); err != nil {
-			err = fmt.Errorf("apply %s %s: %w", a.Kind, a.Workspace, err)
-			if hasClass(err, "invalid") {
-				l.mu.Lock()
-				l.rejected[a.Workspace] = rejection{revision: plan.Revision, reason: err.Error()}
-				l.mu.Unlock()
-				l.log.Error("the cluster refused "+a.Kind.String()+" of "+a.Workspace.String()+"; not retried until the specs change", "err", err.Error())
-				continue
-			}
-			return applied, deferred, err
-		}
-		l.log.Debug("applied "+ActionLine(a), "revision", a.Revision)
-		applied = append(applied, a)
-	}
-	return applied, deferred, nil
-}
-
-// rejection is an action the cluster refused as invalid, for a revision.
-type rejection struct {
-	revision string
-	reason   string
-}
-
-// hasClass reports whether err carries a driver's classification (the
-// drivers package's errors answer Conflict(), Invalid(), Transient());
-// reconcile may not import drivers, so it asks through an interface.
-func hasClass(err error, class string) bool {
-	switch class {
-	case "invalid":
-		var c interface{ Invalid() bool }
-		return errors.As(err, &c) && c.Invalid()
-	case "conflict":
-		var c interface{ Conflict() bool }
-		return errors.As(err, &c) && c.Conflict()
-	}
-	return false
 }
 
 // record derives each workspace's state from the decision, the snapshot,

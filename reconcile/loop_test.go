@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -488,7 +489,7 @@ func TestInvalidActionNotRetriedUntilTheSpecsChange(t *testing.T) {
 	})
 }
 
-func TestConflictReobservesWithoutBackoff(t *testing.T) {
+func TestRepeatedConflictBacksOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, testSets{"r1": withWorkspaces(workspace("med", "b", schema.DesiredRunning))}, "r1")
 		var at []time.Time
@@ -502,7 +503,7 @@ func TestConflictReobservesWithoutBackoff(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error)
 		go func() { done <- h.loop.Run(ctx, nil) }()
-		time.Sleep(10 * time.Second)
+		time.Sleep(20 * time.Second)
 		synctest.Wait()
 		cancel()
 		<-done
@@ -510,7 +511,8 @@ func TestConflictReobservesWithoutBackoff(t *testing.T) {
 		for i := 1; i < len(at); i++ {
 			gaps = append(gaps, at[i].Sub(at[i-1]))
 		}
-		if diff := cmp.Diff([]time.Duration{time.Second, time.Second, time.Second, time.Second}, gaps); diff != "" {
+		// The first conflict is tried again on the next cycle; repeats back off.
+		if diff := cmp.Diff([]time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}, gaps); diff != "" {
 			t.Errorf("waits after conflicts (-want +got):\n%s", diff)
 		}
 	})
@@ -541,6 +543,302 @@ func TestFailureLosesWorkSinceCheckpoint(t *testing.T) {
 		}
 		if last := d.History[len(d.History)-1]; !strings.Contains(last.Reason, "resumed from its checkpoint at 2m0s of progress; 30s of work lost") {
 			t.Errorf("resume reason %q", last.Reason)
+		}
+	})
+}
+
+// unplaceable is a driver error of class unplaceable, as package drivers
+// makes them.
+type unplaceable struct{}
+
+func (unplaceable) Error() string {
+	return "Nomad could not place it: Dimension \"memory\" exhausted on 2 nodes"
+}
+func (unplaceable) Unplaceable() bool { return true }
+
+func TestPlanGoesOnPastFailedStarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ws := []schema.Workspace{
+			workspace("hi", "a-big", schema.DesiredRunning),
+			workspace("hi", "b-bad", schema.DesiredRunning),
+			workspace("hi", "c-flaky", schema.DesiredRunning),
+			workspace("med", "d-small", schema.DesiredRunning),
+		}
+		for i := range ws {
+			ws[i].Spec.Resources.GPUs = 0 // fifoDecide still places them: one per GPU
+		}
+		h := newHarness(t, testSets{"r1": withWorkspaces(ws...)}, "r1")
+		// fifoDecide gives each a GPU: four.
+		spec, _ := sim.Parse([]byte(strings.ReplaceAll(twoGPUs, "    - {model: H100, memory: 80Gi}\n    - {model: H100, memory: 80Gi}\n",
+			strings.Repeat("    - {model: H100, memory: 80Gi}\n", 4))))
+		h.cluster = sim.New(*spec, sim.NewScaledClock(1))
+		h.loop.cfg.Cluster, h.loop.cfg.Store = h.cluster, h.cluster
+		h.cluster.InjectApplyFault(func(a state.Action) error {
+			switch a.Workspace.Name {
+			case "a-big":
+				return unplaceable{}
+			case "b-bad":
+				return classed{invalid: true}
+			case "c-flaky":
+				return errors.New("EOF")
+			}
+			return nil
+		})
+		res, err := h.loop.Once(t.Context())
+		if err != nil {
+			t.Fatalf("failures of single workspaces are not a cycle error: %v", err)
+		}
+		var applied, failed []string
+		for _, a := range res.Applied {
+			applied = append(applied, a.Kind.String()+" "+a.Workspace.String())
+		}
+		for _, f := range res.Failed {
+			failed = append(failed, f.Action.Workspace.String()+" "+f.Class)
+		}
+		if diff := cmp.Diff([]string{"start med/d-small"}, applied); diff != "" {
+			t.Errorf("applied (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"hi/a-big unplaceable", "hi/b-bad invalid", "hi/c-flaky transient"}, failed); diff != "" {
+			t.Errorf("failed, in plan order (-want +got):\n%s", diff)
+		}
+		if want := time.Now().Add(time.Second); !res.RetryAt.Equal(want) {
+			t.Errorf("retry at %v, want %v (BackoffMin after the failure)", res.RetryAt, want)
+		}
+		d, _ := h.loop.Workspace(schema.Ref{Project: "hi", Name: "a-big"})
+		if d.Workspace.State != StatePending || d.Workspace.ReasonKind != ReasonKindUnplaceable ||
+			!strings.Contains(d.Workspace.Reason, `Dimension "memory" exhausted`) {
+			t.Errorf("hi/a-big: %s %s %q; want Pending, unplaceable, with the cluster's reason", d.Workspace.State, d.Workspace.ReasonKind, d.Workspace.Reason)
+		}
+		if n := len(d.History); n == 0 || !strings.Contains(d.History[n-1].Reason, "exhausted") {
+			t.Errorf("hi/a-big's transition into Pending does not say why: %+v", d.History)
+		}
+		if got := h.states()["hi/b-bad"]; got != StateFailed {
+			t.Errorf("hi/b-bad %s, want Failed (refused until the specs change)", got)
+		}
+	})
+}
+
+// countingCluster delays each Apply (longer for earlier workspaces, so
+// calls return out of plan order) and records how many were in flight.
+type countingCluster struct {
+	*sim.Cluster
+	mu                 sync.Mutex
+	inFlight, most     int
+	stopsDone, started []string
+}
+
+func (c *countingCluster) Apply(ctx context.Context, a state.Action) error {
+	c.mu.Lock()
+	c.inFlight++
+	c.most = max(c.most, c.inFlight)
+	if a.Kind == state.ActionStart {
+		c.started = append(c.started, fmt.Sprintf("%s after %d stops", a.Workspace.Name, len(c.stopsDone)))
+	}
+	c.mu.Unlock()
+	n := 0
+	fmt.Sscanf(a.Workspace.Name, "w%d", &n)
+	time.Sleep(time.Duration(100-n) * time.Millisecond)
+	err := c.Cluster.Apply(ctx, a)
+	c.mu.Lock()
+	c.inFlight--
+	if a.Kind == state.ActionStop {
+		c.stopsDone = append(c.stopsDone, a.Workspace.Name)
+	}
+	c.mu.Unlock()
+	return err
+}
+
+func TestApplyConcurrentBoundedAndInPlanOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ws, half []schema.Workspace
+		for i := range 40 {
+			w := workspace("med", fmt.Sprintf("w%02d", i), schema.DesiredRunning)
+			w.Spec.Resources.GPUs = 0
+			ws = append(ws, w)
+			if i%2 == 0 {
+				half = append(half, w)
+			}
+		}
+		spec, err := sim.Parse([]byte(twoGPUs + strings.Repeat("    - {model: H100, memory: 80Gi}\n", 58)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := sim.New(*spec, sim.NewScaledClock(1))
+		c := &countingCluster{Cluster: sc}
+		src := &fakeSource{rev: "r1"}
+		sets := testSets{"r1": withWorkspaces(ws...), "r2": withWorkspaces(half...)}
+		l, err := New(Config{Source: src, Cluster: c, Store: sc, Load: sets.load, Decide: fifoDecide, Parallelism: 4, AllowMassPrune: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := l.Once(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.most != 4 {
+			t.Errorf("at most %d actions in flight, want Parallelism 4", c.most)
+		}
+		var got []string
+		for _, a := range res.Applied {
+			got = append(got, a.Workspace.Name)
+		}
+		var want []string
+		for _, w := range ws {
+			want = append(want, w.Meta.Name)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("applied, in plan order (-want +got):\n%s", diff)
+		}
+		var trans []string
+		for _, tr := range res.Transitions {
+			trans = append(trans, tr.Workspace.Name)
+		}
+		if diff := cmp.Diff(want, trans); diff != "" {
+			t.Errorf("transitions, in name order (-want +got):\n%s", diff)
+		}
+		// Half of them stop and new ones start in the same plan: every
+		// start waits for every stop of the plan to return.
+		time.Sleep(time.Minute)
+		l.Once(t.Context())
+		src.set("r2")
+		more := append(slices.Clone(half), workspace("med", "x99", schema.DesiredRunning))
+		more[len(more)-1].Spec.Resources.GPUs = 0
+		sets["r2"] = withWorkspaces(more...)
+		c.mu.Lock()
+		c.started = nil
+		c.mu.Unlock()
+		res, err = l.Once(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"x99 after 20 stops"}, c.started); diff != "" {
+			t.Errorf("the start ran before the plan's stops returned (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestFailedStartBacksOffPerWorkspace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sets := testSets{"r1": withWorkspaces(workspace("hi", "big", schema.DesiredRunning), workspace("med", "small", schema.DesiredRunning))}
+		h := newHarness(t, sets, "r1")
+		var at []time.Time
+		h.cluster.InjectApplyFault(func(a state.Action) error {
+			if a.Workspace.Name == "big" {
+				at = append(at, time.Now())
+				return unplaceable{}
+			}
+			return nil
+		})
+		// The cluster's watch fires all the time (berth's own writes):
+		// it must not cut the workspace's backoff short.
+		watch := make(chan struct{}, 1)
+		h.loop.cfg.ClusterChanges = watch
+		ctx, cancel := context.WithCancel(t.Context())
+		firing := make(chan struct{})
+		go func() {
+			defer close(firing)
+			for ctx.Err() == nil {
+				select {
+				case watch <- struct{}{}:
+				default:
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+		done := make(chan error)
+		go func() { done <- h.loop.Run(ctx, nil) }()
+		time.Sleep(40 * time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+		<-firing
+		var gaps []time.Duration
+		for i := 1; i < len(at); i++ {
+			gaps = append(gaps, at[i].Sub(at[i-1]).Round(100*time.Millisecond))
+		}
+		// BackoffMin 1s doubling to BackoffMax 8s.
+		want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second, 8 * time.Second, 8 * time.Second}
+		if diff := cmp.Diff(want, gaps); diff != "" {
+			t.Errorf("waits between tries of the unplaceable start (-want +got):\n%s", diff)
+		}
+		if got := h.states()["med/small"]; got != StateRunning {
+			t.Errorf("med/small %s: the unplaceable start must not hold it back", got)
+		}
+	})
+}
+
+func TestFreedCapacityRetriesEarly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sets := testSets{
+			"r1": withWorkspaces(workspace("hi", "big", schema.DesiredRunning), workspace("med", "other", schema.DesiredRunning)),
+			"r2": withWorkspaces(workspace("hi", "big", schema.DesiredRunning), workspace("med", "other", schema.DesiredStopped)),
+		}
+		h := newHarness(t, sets, "r1")
+		h.loop.cfg.BackoffMax = time.Hour
+		var at []time.Time
+		h.cluster.InjectApplyFault(func(a state.Action) error {
+			if a.Workspace.Name == "big" && a.Kind == state.ActionStart {
+				at = append(at, time.Now())
+				return unplaceable{}
+			}
+			return nil
+		})
+		ctx := t.Context()
+		for range 9 { // tries at 0, 1s, 3s, 7s, …, 255s; the next after 256s
+			h.loop.Once(ctx)
+			time.Sleep(time.Until(h.loop.retry.byRef[schema.Ref{Project: "hi", Name: "big"}].retryAt))
+		}
+		h.loop.Once(ctx)
+		n := len(at)
+		time.Sleep(time.Second)
+		h.loop.Once(ctx) // still backing off: nothing freed
+		if len(at) != n {
+			t.Fatalf("tried again without anything freed")
+		}
+		h.source.set("r2") // other stops: when it is gone, big is tried at once
+		h.loop.Once(ctx)
+		time.Sleep(time.Minute)
+		h.loop.Once(ctx)
+		if len(at) != n+1 {
+			t.Errorf("%d tries after capacity was freed, want one more than %d", len(at), n)
+		}
+	})
+}
+
+// TestClusterRefusingEverythingStopsThePlan: when every action fails
+// alike (an overloaded cluster), the loop does not try all the others:
+// it stops after as many failures in a row as actions in flight and
+// backs off as for a failed cycle.
+func TestClusterRefusingEverythingStopsThePlan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ws []schema.Workspace
+		for i := range 40 {
+			w := workspace("med", fmt.Sprintf("w%02d", i), schema.DesiredRunning)
+			w.Spec.Resources.GPUs = 0
+			ws = append(ws, w)
+		}
+		h := newHarness(t, testSets{"r1": withWorkspaces(ws...)}, "r1")
+		spec, err := sim.Parse([]byte(twoGPUs + strings.Repeat("    - {model: H100, memory: 80Gi}\n", 38)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.cluster = sim.New(*spec, sim.NewScaledClock(1))
+		h.loop.cfg.Cluster, h.loop.cfg.Store = h.cluster, h.cluster
+		h.loop.cfg.Parallelism = 4
+		tries := 0
+		h.cluster.InjectApplyFault(func(a state.Action) error {
+			tries++
+			return errors.New("429 Your IP is issuing too many concurrent connections")
+		})
+		res, err := h.loop.Once(t.Context())
+		if err == nil || !strings.Contains(err.Error(), "in a row") {
+			t.Fatalf("err %v, want the cycle to fail after failures in a row", err)
+		}
+		if tries > 8 {
+			t.Errorf("%d actions tried, want at most 2×Parallelism", tries)
+		}
+		if len(res.Applied) != 0 || len(res.Failed) != tries {
+			t.Errorf("applied %d, failed %d; want 0 and the %d tried", len(res.Applied), len(res.Failed), tries)
 		}
 	})
 }

@@ -8,14 +8,20 @@ import (
 
 // Run calls Once now, then whenever changes signals (debounced: it waits
 // until changes have been quiet for Debounce) and at least every
-// Interval; sooner (every Settle) while something is on its way. After a
-// failed cycle it waits with backoff, doubling from BackoffMin to
-// BackoffMax, unless the specs change; after a conflict (the cluster
-// changed under berth) it observes again after Settle. An invalid revision with nothing
-// in force waits for a change. Run returns nil when ctx ends. changes may
-// be nil.
+// Interval; sooner (every Settle) while something is on its way, and by
+// the time a failed action is due again (Result.RetryAt). Config.
+// ClusterChanges starts a cycle like changes does.
+//
+// After a failed cycle it waits with backoff, doubling from BackoffMin to
+// BackoffMax, unless the specs change: the cluster's changes do not cut
+// it short (berth's own writes are among them). After a conflict (the
+// cluster changed under berth) it observes again after Settle; a conflict
+// that repeats backs off the same way, doubling from Settle. An invalid
+// revision with nothing in force waits for a change. Run returns nil
+// when ctx ends. changes may be nil.
 func (l *Loop) Run(ctx context.Context, changes <-chan struct{}) error {
 	var backoff time.Duration
+	conflicts := 0
 	for {
 		if ctx.Err() != nil {
 			return nil
@@ -25,38 +31,52 @@ func (l *Loop) Run(ctx context.Context, changes <-chan struct{}) error {
 			return nil
 		}
 		next := l.cfg.Interval
+		cluster := l.cfg.ClusterChanges
 		var stalled *StalledError
 		switch {
 		case errors.As(err, &stalled):
-			backoff = 0
+			backoff, conflicts = 0, 0
 			l.log.Error("no valid revision to apply; waiting for the specs to change", "revision", stalled.Revision)
 		case err != nil && hasClass(err, "conflict"):
 			backoff = 0
+			conflicts++
 			next = l.cfg.Settle
-			l.log.Info("the cluster changed under berth; observing again", "err", err.Error())
+			for i := 1; i < conflicts && next < l.cfg.BackoffMax; i++ {
+				next *= 2
+			}
+			next = min(next, l.cfg.BackoffMax)
+			cluster = nil
+			l.log.Info("the cluster changed under berth; observing again", "in", next.String(), "err", err.Error())
 		case err != nil:
+			conflicts = 0
 			if backoff == 0 {
 				backoff = l.cfg.BackoffMin
 			} else {
 				backoff = min(2*backoff, l.cfg.BackoffMax)
 			}
 			next = backoff
+			cluster = nil
 			l.log.Warn("reconcile failed; retrying", "in", backoff.String(), "err", err.Error())
 		default:
-			backoff = 0
+			backoff, conflicts = 0, 0
 			if res.Settling {
 				next = l.cfg.Settle
 			}
 		}
-		if !l.wait(ctx, changes, next) {
+		if !res.RetryAt.IsZero() {
+			next = min(next, max(0, time.Until(res.RetryAt)))
+		}
+		if !l.wait(ctx, changes, cluster, next) {
 			return nil
 		}
 	}
 }
 
-// wait returns after d, or once changes have been quiet for Debounce
-// after the first one (at most Interval after it); false when ctx ended.
-func (l *Loop) wait(ctx context.Context, changes <-chan struct{}, d time.Duration) bool {
+// wait returns after d, or sooner once changes (from the specs or the
+// cluster) have been quiet for Debounce after the first one (at most
+// Interval after it); changes never make it wait longer than d. It
+// returns false when ctx ended. A nil channel never signals.
+func (l *Loop) wait(ctx context.Context, changes, cluster <-chan struct{}, d time.Duration) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
@@ -67,6 +87,10 @@ func (l *Loop) wait(ctx context.Context, changes <-chan struct{}, d time.Duratio
 	case _, ok := <-changes:
 		if !ok {
 			changes = nil
+		}
+	case _, ok := <-cluster:
+		if !ok {
+			cluster = nil
 		}
 	}
 	quiet := time.NewTimer(l.cfg.Debounce)
@@ -82,9 +106,17 @@ func (l *Loop) wait(ctx context.Context, changes <-chan struct{}, d time.Duratio
 			return true
 		case <-limit.C:
 			return true
+		case <-timer.C:
+			return true
 		case _, ok := <-changes:
 			if !ok {
 				changes = nil
+				continue
+			}
+			quiet.Reset(l.cfg.Debounce)
+		case _, ok := <-cluster:
+			if !ok {
+				cluster = nil
 				continue
 			}
 			quiet.Reset(l.cfg.Debounce)

@@ -15,3 +15,5 @@ BERTH_GROWTH=1 go test -count=1 -run '^TestDecideGrowth$' -v ./policies | grep -
 ./scripts/bench-validate-vs-cue.sh
 # berth simulate over the whole Philly trace: the four-way table.
 ./scripts/simulate-bench.sh
+# berth apply of 1,000 workspaces against a real Nomad (when ../shared/nomad-dev is here).
+./scripts/bench-nomad.sh

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 
@@ -14,7 +16,10 @@ import (
 func init() { commands = append(commands, newApplyCmd) }
 
 func newApplyCmd() *cobra.Command {
-	var f loopFlags
+	var (
+		f          loopFlags
+		cpuProfile string
+	)
 	cmd := &cobra.Command{
 		Use:   "apply --source DIR --cluster CLUSTER",
 		Short: "Run one reconcile cycle and print what it did",
@@ -50,6 +55,13 @@ an action failed, 2 when the command line is wrong.
 			if err != nil {
 				return err
 			}
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			res, err := loop.Once(cmd.Context())
 			out := cmd.OutOrStdout()
 			var stalled *reconcile.StalledError
@@ -60,9 +72,20 @@ an action failed, 2 when the command line is wrong.
 				}
 				return &exitError{Code: exitFailure}
 			}
+			if err != nil && res.Revision != "" && res.ObservedAt.IsZero() {
+				// Nothing was observed, so nothing was planned: no table.
+				msg := fmt.Sprintf("could not reach the cluster (%s): %v", c.Name, err)
+				if c.Unreachable != "" {
+					msg += "\n" + c.Unreachable
+				}
+				return &exitError{Code: exitFailure, Err: errors.New(msg)}
+			}
 			printApply(out, c.Name, res, loop.Status())
 			if err != nil {
 				return &exitError{Code: exitFailure, Err: err}
+			}
+			if len(res.Failed) > 0 {
+				return &exitError{Code: exitFailure, Err: fmt.Errorf("%d action(s) failed; the rest of the plan was applied (the table says why; berth reconcile retries them)", len(res.Failed))}
 			}
 			return nil
 		},
@@ -73,7 +96,22 @@ an action failed, 2 when the command line is wrong.
 	fl.Float64Var(&f.simSpeed, "sim-speed", 1, "how fast a simulated cluster's clock runs")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json (logs go to stderr)")
 	fl.StringVar(&f.logLevel, "log-level", "error", "debug, info, warn or error")
+	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the cycle to this file (go tool pprof)")
+	fl.MarkHidden("cpuprofile")
 	return cmd
+}
+
+// startCPUProfile profiles the CPU into file until the returned stop.
+func startCPUProfile(file string) (stop func(), err error) {
+	fh, err := os.Create(file)
+	if err != nil {
+		return nil, &exitError{Code: exitFailure, Err: err}
+	}
+	if err := pprof.StartCPUProfile(fh); err != nil {
+		fh.Close()
+		return nil, &exitError{Code: exitFailure, Err: err}
+	}
+	return func() { pprof.StopCPUProfile(); fh.Close() }, nil
 }
 
 func printApply(w io.Writer, cluster string, res reconcile.Result, st reconcile.Status) {
@@ -93,6 +131,9 @@ func printApply(w io.Writer, cluster string, res reconcile.Result, st reconcile.
 		fmt.Fprintf(w, "; %d start(s) wait for their victims to release GPUs (next cycle)", len(res.Deferred))
 	}
 	fmt.Fprintln(w)
+	for _, f := range res.Failed {
+		fmt.Fprintf(w, "failed %s %s (%s): %v\n", f.Action.Kind, f.Action.Workspace, f.Class, f.Err)
+	}
 	fmt.Fprintln(w)
 	printWorkspaces(w, st.Workspaces, false)
 }

@@ -36,6 +36,9 @@ type openedCluster struct {
 	// Watch, when not nil, signals changes in the cluster (nodes, jobs,
 	// allocations) so the loop reacts at once instead of at its interval.
 	Watch func(ctx context.Context) <-chan struct{}
+	// Unreachable, when not empty, tells a person what to check when the
+	// cluster cannot be observed at all.
+	Unreachable string
 }
 
 // clusterScheme opens clusters of one kind.

@@ -25,7 +25,8 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return &openedCluster{Name: "nomad " + cfg.Address, Cluster: d, Store: d, Watch: d.Watch}, nil
+			return &openedCluster{Name: "nomad " + cfg.Address, Cluster: d, Store: d, Watch: d.Watch,
+				Unreachable: "check that Nomad is running at " + cfg.Address + " and that NOMAD_ADDR (or --cluster nomad://HOST:PORT) names it"}, nil
 		},
 	})
 }
@@ -47,30 +48,4 @@ func nomadConfig(arg string) (nomad.Config, error) {
 		addr = fmt.Sprintf("%s://%s", scheme, hostport)
 	}
 	return nomad.ConfigFromEnv(addr), nil
-}
-
-// mergeChanges forwards every signal of a and b (spec changes, cluster
-// changes) on one channel, dropping a signal while one is pending, until
-// ctx ends.
-func mergeChanges(ctx context.Context, a, b <-chan struct{}) <-chan struct{} {
-	out := make(chan struct{}, 1)
-	forward := func(in <-chan struct{}) {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case _, ok := <-in:
-				if !ok {
-					return
-				}
-				select {
-				case out <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}
-	go forward(a)
-	go forward(b)
-	return out
 }

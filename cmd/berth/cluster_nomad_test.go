@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"testing"
-	"time"
 )
 
 func TestNomadConfig(t *testing.T) {
@@ -23,21 +21,6 @@ func TestNomadConfig(t *testing.T) {
 	for _, bad := range []string{"nomad.lab", "//", "//h:1/x"} {
 		if _, err := nomadConfig(bad); err == nil {
 			t.Errorf("nomadConfig(%q) accepted", bad)
-		}
-	}
-}
-
-func TestMergeChanges(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	a, b := make(chan struct{}), make(chan struct{})
-	out := mergeChanges(ctx, a, b)
-	for _, in := range []chan struct{}{a, b} {
-		in <- struct{}{}
-		select {
-		case <-out:
-		case <-time.After(time.Second):
-			t.Fatal("a signal was not forwarded")
 		}
 	}
 }

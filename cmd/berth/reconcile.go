@@ -99,6 +99,10 @@ reaches a server or its logs).
 				PruneDelay: sf.pruneDelay, AllowMassPrune: sf.allowMassPrune,
 				MassPrunePercent: sf.massPrunePercent, MassPruneMin: sf.massPruneMin,
 			}
+			if c.Watch != nil {
+				// The cluster's changes start cycles but never cut a backoff short.
+				cfg.ClusterChanges = c.Watch(ctx)
+			}
 			if hook != nil {
 				cfg.Routes = hook.Routes
 				cfg.Debounce = 10 * time.Millisecond // a push is whole: no need to wait for quiet
@@ -137,9 +141,6 @@ reaches a server or its logs).
 				if changes, err = reconcile.WatchDir(ctx, src.WatchDir, log); err != nil {
 					return &exitError{Code: exitFailure, Err: err}
 				}
-			}
-			if c.Watch != nil {
-				changes = mergeChanges(ctx, changes, c.Watch(ctx))
 			}
 			log.Info("berth reconciling", "source", f.source, "cluster", c.Name, "status", addr+"/api/v1/status", "dashboard", addr+"/")
 			if token != "" {

@@ -148,6 +148,17 @@ func New(cfg Config) (*Driver, error) {
 	ac.TLSConfig.CACert, ac.TLSConfig.ClientCert, ac.TLSConfig.ClientKey = cfg.CACert, cfg.ClientCert, cfg.ClientKey
 	if cfg.HTTPClient != nil {
 		ac.HttpClient = cfg.HTTPClient
+	} else {
+		// The api package's default keeps GOMAXPROCS+1 idle connections per
+		// host; the loop applies up to 32 actions at once, so most would
+		// open a new connection for each request.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 64
+		tr.ForceAttemptHTTP2 = false // as the api package: HTTP/1.1
+		ac.HttpClient = &http.Client{Transport: tr}
+		if err := api.ConfigureTLS(ac.HttpClient, ac.TLSConfig); err != nil {
+			return nil, fmt.Errorf("nomad: TLS for %s: %w", cfg.Address, err)
+		}
 	}
 	client, err := api.NewClient(ac)
 	if err != nil {

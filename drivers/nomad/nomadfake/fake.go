@@ -66,6 +66,7 @@ type Server struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every write
 	index   uint64
+	streams int64 // open event streams (stream.go)
 	seq     uint64
 	now     func() time.Time
 
@@ -421,6 +422,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mu.Unlock()
+	if r.Method == http.MethodGet && r.URL.Path == "/v1/event/stream" {
+		s.stream(w, r)
+		return
+	}
 	if r.Method == http.MethodGet {
 		s.block(r)
 	}
