@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -159,10 +158,6 @@ func (d *Driver) start(ctx context.Context, a state.Action) error {
 		// long as nothing the task sees changes, the revision meta included.
 		job.Meta[MetaRevision] = cur.Meta[MetaRevision]
 	}
-	key := ns + "/" + id
-	if err := d.unplaceable(key, job); err != nil {
-		return err // found unplaceable a moment ago: not again until its backoff passes
-	}
 	if err := d.checkFree(ctx, ref, ns, id, pl); err != nil {
 		return err
 	}
@@ -194,58 +189,7 @@ func (d *Driver) start(ctx context.Context, a state.Action) error {
 	if err != nil {
 		return wrap(err, ref, "read job "+ns+"/"+id)
 	}
-	err = d.verify(ctx, ref, ns, id, got, resp.EvalID)
-	d.noteUnplaceable(key, job, err)
-	return err
-}
-
-// unplaceMemo remembers a job Nomad could not place, so the same job is
-// not registered again at every cycle (which bumps its version and
-// queues an evaluation each time) but only after a backoff.
-type unplaceMemo struct {
-	hash    string
-	at      time.Time
-	backoff time.Duration
-	err     error
-}
-
-const (
-	unplaceBackoffMin = 5 * time.Second
-	unplaceBackoffMax = 5 * time.Minute
-)
-
-func memoHash(j *api.Job) string {
-	return j.Meta[MetaSpecHash] + "/" + j.Meta[MetaJobHash] + "/" + strconv.Itoa(derefInt(j.Priority))
-}
-
-// unplaceable returns the error of the last attempt to place the same
-// job when its backoff has not passed yet.
-func (d *Driver) unplaceable(key string, j *api.Job) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	m, ok := d.unplaced[key]
-	if !ok || m.hash != memoHash(j) || d.cfg.Now().Sub(m.at) >= m.backoff {
-		return nil
-	}
-	return m.err
-}
-
-// noteUnplaceable records the outcome of placing j: an unplaceable job
-// backs off (doubling, from unplaceBackoffMin to unplaceBackoffMax);
-// anything else forgets it.
-func (d *Driver) noteUnplaceable(key string, j *api.Job, err error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if drivers.ClassOf(err) != drivers.ClassUnplaceable || err == nil {
-		delete(d.unplaced, key)
-		return
-	}
-	h := memoHash(j)
-	backoff := unplaceBackoffMin
-	if m, ok := d.unplaced[key]; ok && m.hash == h {
-		backoff = min(2*m.backoff, unplaceBackoffMax)
-	}
-	d.unplaced[key] = unplaceMemo{hash: h, at: d.cfg.Now(), backoff: backoff, err: err}
+	return d.verify(ctx, ref, ns, id, got, resp.EvalID)
 }
 
 func deref2(b *bool) bool { return b != nil && *b }

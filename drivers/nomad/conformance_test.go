@@ -39,7 +39,7 @@ func fakeCluster(t testing.TB, nodes []state.Node) (*nomadfake.Server, *nomad.Dr
 		fake.AddNode(spec)
 	}
 	ts := fake.Start(t)
-	d, err := nomad.New(nomad.Config{Address: ts.URL, PollInterval: time.Millisecond, PlacementTimeout: 2 * time.Second})
+	d, err := nomad.New(nomad.Config{Address: ts.URL, PlacementTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,10 +53,8 @@ type Config struct {
 	StateNamespace string
 	StatePath      string
 	// PlacementTimeout bounds how long Apply waits to see where Nomad put
-	// a started workspace (default 30s). Apply waits with blocking
-	// queries; PollInterval is no longer used and kept for callers.
+	// a started workspace (default 30s); it waits with blocking queries.
 	PlacementTimeout time.Duration
-	PollInterval     time.Duration
 	// RestartDelay is the delay between the in-place restarts of a failed
 	// task whose workspace asks for restartOnFailure (default
 	// RestartDelay, 15s).
@@ -106,7 +104,6 @@ type Driver struct {
 	nodeIDs   map[string]string // node name (and ID) -> ID, from the last observation
 	lastIndex uint64
 	evicted   []Eviction
-	unplaced  map[string]unplaceMemo // "ns/id" -> the last unplaceable attempt
 
 	// storeMu serializes LoadHistory and SaveHistory; stored is the
 	// history as this driver last read or wrote it.
@@ -127,9 +124,6 @@ func New(cfg Config) (*Driver, error) {
 	}
 	if cfg.RestartDelay <= 0 {
 		cfg.RestartDelay = RestartDelay
-	}
-	if cfg.PollInterval == 0 {
-		cfg.PollInterval = 200 * time.Millisecond
 	}
 	if len(cfg.Datacenters) == 0 {
 		cfg.Datacenters = []string{"*"}
@@ -164,7 +158,7 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nomad: client for %s: %w", cfg.Address, err)
 	}
-	return &Driver{cfg: cfg, client: client, nodeIDs: map[string]string{}, unplaced: map[string]unplaceMemo{}}, nil
+	return &Driver{cfg: cfg, client: client, nodeIDs: map[string]string{}}, nil
 }
 
 // Client returns the api client the driver uses (berth doctor reads the

@@ -141,7 +141,7 @@ func newHooked(t *testing.T) (*hookFake, *nomad.Driver, []state.Node) {
 	h := &hookFake{Server: fake}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	d, err := nomad.New(nomad.Config{Address: srv.URL, PollInterval: time.Millisecond, PlacementTimeout: time.Second})
+	d, err := nomad.New(nomad.Config{Address: srv.URL, PlacementTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

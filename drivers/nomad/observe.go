@@ -459,6 +459,7 @@ func unitBytes(u string) int64 {
 	}
 	return 1
 }
+
 // exitsOf reports the ended runs of berth's jobs that berth did not stop
 // (Stop false): every allocation of the job's current version (by
 // JobModifyIndex) is terminal and ended on its own, and none of the job

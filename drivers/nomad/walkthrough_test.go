@@ -51,7 +51,7 @@ func TestWalkthroughOnFakeNomad(t *testing.T) {
 	})
 	url := fake.Start(t).URL
 	newLoop := func() *reconcile.Loop {
-		d, err := nomad.New(nomad.Config{Address: url, PollInterval: 1, PlacementTimeout: 1e9})
+		d, err := nomad.New(nomad.Config{Address: url, PlacementTimeout: 1e9})
 		if err != nil {
 			t.Fatal(err)
 		}
