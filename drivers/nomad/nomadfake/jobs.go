@@ -427,10 +427,6 @@ func groupResources(tg *api.TaskGroup, n *node) *api.AllocatedResources {
 	return out
 }
 
-func matches(n *node, cons []*api.Constraint) bool {
-	return failedConstraint(n, cons) == ""
-}
-
 // failedConstraint returns the first constraint n does not meet, as
 // Nomad names it in ConstraintFiltered ("${node.unique.id} = abc"), or "".
 func failedConstraint(n *node, cons []*api.Constraint) string {
