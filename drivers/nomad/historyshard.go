@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -157,41 +158,24 @@ func mergeShard(h *state.History, b []byte) error {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return err
 	}
-	for k, v := range s.Usage {
-		if h.Usage == nil {
-			h.Usage = map[string]float64{}
+	return errors.Join(
+		mergeInto(&h.Usage, s.Usage, "project"),
+		mergeInto(&h.QueuedSince, s.QueuedSince, "workspace"),
+		mergeInto(&h.Preempted, s.Preempted, "workspace"),
+		mergeInto(&h.Borrowing, s.Borrowing, "workspace"))
+}
+
+// mergeInto adds src's entries to *dst (made when nil); a key already in
+// *dst is a damaged history, reported as a what in two shards.
+func mergeInto[K comparable, V any](dst *map[K]V, src map[K]V, what string) error {
+	for k, v := range src {
+		if *dst == nil {
+			*dst = map[K]V{}
 		}
-		if _, dup := h.Usage[k]; dup {
-			return fmt.Errorf("project %q is in two shards", k)
+		if _, dup := (*dst)[k]; dup {
+			return fmt.Errorf("%s %v is in two shards", what, k)
 		}
-		h.Usage[k] = v
-	}
-	for k, v := range s.QueuedSince {
-		if h.QueuedSince == nil {
-			h.QueuedSince = map[schema.Ref]time.Time{}
-		}
-		if _, dup := h.QueuedSince[k]; dup {
-			return fmt.Errorf("workspace %s is in two shards", k)
-		}
-		h.QueuedSince[k] = v
-	}
-	for k, v := range s.Preempted {
-		if h.Preempted == nil {
-			h.Preempted = map[schema.Ref]state.Preemption{}
-		}
-		if _, dup := h.Preempted[k]; dup {
-			return fmt.Errorf("workspace %s is in two shards", k)
-		}
-		h.Preempted[k] = v
-	}
-	for k, v := range s.Borrowing {
-		if h.Borrowing == nil {
-			h.Borrowing = map[schema.Ref]bool{}
-		}
-		if _, dup := h.Borrowing[k]; dup {
-			return fmt.Errorf("workspace %s is in two shards", k)
-		}
-		h.Borrowing[k] = v
+		(*dst)[k] = v
 	}
 	return nil
 }

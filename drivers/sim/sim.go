@@ -597,7 +597,19 @@ func (c *Cluster) SaveHistory(ctx context.Context, h state.History) error {
 // reported in Snapshot.Exits until the workspace is stopped or started
 // again; nothing restarts it by itself. Exiting a workspace that is not
 // running, or is stopping, does nothing.
-func (c *Cluster) Exit(ref schema.Ref, code int) {
+func (c *Cluster) Exit(ref schema.Ref, code int) { c.end(ref, code, true) }
+
+// Finish ends a workspace's run at once with all its work kept, as a job
+// that completed does: its GPUs are free and nothing is lost. Finishing a
+// workspace that is not running, or is already stopping, does nothing
+// (a stop ends as the stop says). Trace replay calls it when a job's work
+// is done.
+func (c *Cluster) Finish(ref schema.Ref) { c.end(ref, 0, false) }
+
+// end ends ref's run with exit code (0 keeps all its work, any other
+// code only what its last checkpoint saved), reported in Snapshot.Exits
+// when report is set.
+func (c *Cluster) end(ref schema.Ref, code int, report bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
@@ -615,27 +627,10 @@ func (c *Cluster) Exit(ref schema.Ref, code int) {
 		c.kept[ref], c.lost[ref] = saved, c.lost[ref]+lost
 		c.wasted += float64(r.gpus) * lost.Seconds()
 	}
-	c.exits[ref] = state.Exit{Workspace: ref, Failed: code != 0, ExitCode: code,
-		Message: fmt.Sprintf("Exit Code: %d", code), At: now, SpecHash: r.specHash}
-	c.dropRun(ref)
-}
-
-// Finish ends a workspace's run at once with all its work kept, as a job
-// that completed does: its GPUs are free and nothing is lost. Finishing a
-// workspace that is not running, or is already stopping, does nothing
-// (a stop ends as the stop says). Trace replay calls it when a job's work
-// is done.
-func (c *Cluster) Finish(ref schema.Ref) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.clock.Now()
-	c.advance(now)
-	r := c.runs[ref]
-	if r == nil || r.stopping {
-		return
+	if report {
+		c.exits[ref] = state.Exit{Workspace: ref, Failed: code != 0, ExitCode: code,
+			Message: fmt.Sprintf("Exit Code: %d", code), At: now, SpecHash: r.specHash}
 	}
-	c.delivered += float64(r.gpus) * r.ranFor(now).Seconds()
-	c.kept[ref] = r.progress(now)
 	c.dropRun(ref)
 }
 
