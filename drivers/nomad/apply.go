@@ -152,7 +152,7 @@ func (d *Driver) start(ctx context.Context, a state.Action) error {
 	if live && sameTask {
 		if derefInt(cur.Priority) == derefInt(job.Priority) {
 			// Unchanged: nothing to register, but a wrong placement is still fixed.
-			return d.verify(ctx, ref, ns, id, cur, "")
+			return d.verify(ctx, ref, ns, id, cur, nil)
 		}
 		// Only the priority: Nomad updates it in place (recording 32), as
 		// long as nothing the task sees changes, the revision meta included.
@@ -181,15 +181,28 @@ func (d *Driver) start(ctx context.Context, a state.Action) error {
 		enforce = *cur.JobModifyIndex
 	}
 	resp, _, err := d.client.Jobs().EnforceRegister(job, enforce, d.w(ctx, ns))
+	if err != nil && isMissingNamespace(err) {
+		// Deleted since this cycle ensured it: ensure it again, once.
+		d.forgetNamespace(ns)
+		if err := d.ensureNamespace(ctx, a.Project); err != nil {
+			return err
+		}
+		resp, _, err = d.client.Jobs().EnforceRegister(job, enforce, d.w(ctx, ns))
+	}
 	if err != nil {
 		return wrap(err, ref, op)
 	}
-	// 5. See where Nomad put it.
-	got, _, err := d.client.Jobs().Info(id, d.q(ctx, ns))
-	if err != nil {
+	// 5. See where Nomad put it. A job registered with EnforceIndex 0 did
+	// not exist: Nomad stored it as rendered, at version 0, so it need
+	// not be read again. An update's version is Nomad's to say.
+	got := job
+	if cur == nil {
+		zero := uint64(0)
+		got.Version, got.JobModifyIndex = &zero, &resp.JobModifyIndex
+	} else if got, _, err = d.client.Jobs().Info(id, d.q(ctx, ns)); err != nil {
 		return wrap(err, ref, "read job "+ns+"/"+id)
 	}
-	return d.verify(ctx, ref, ns, id, got, resp.EvalID)
+	return d.verify(ctx, ref, ns, id, got, resp)
 }
 
 func deref2(b *bool) bool { return b != nil && *b }
@@ -287,13 +300,15 @@ func (d *Driver) checkFree(ctx context.Context, ref schema.Ref, ns, id string, p
 }
 
 // verify waits, with blocking queries, until Nomad has evaluated the
-// job (evalID, the register's evaluation; "" for a job berth did not
-// register now) and every group has an allocation of the job's current
-// version, and checks each allocation's GPUs against the pinned set. A
+// job (reg, the register's answer; nil for a job berth did not register
+// now) and every group has an allocation of the job's current version
+// (job, as Nomad holds it), and checks each allocation's GPUs against the
+// pinned set. An allocation of job's version in a group that pins no GPUs
+// and asks for no device cannot hold one: its full record is not read. A
 // mismatch stops the job (never left running) and is a conflict. An
 // evaluation that could not place every group stops the job too and is
 // ClassUnplaceable, with Nomad's own reason (FailedTGAllocs).
-func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job *api.Job, evalID string) error {
+func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job *api.Job, reg *api.JobRegisterResponse) error {
 	op := "verify placement of " + ns + "/" + id
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.PlacementTimeout)
 	defer cancel()
@@ -304,16 +319,24 @@ func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job 
 		return wrap(err, ref, op)
 	}
 	groups := map[string]bool{}
+	noGPUs := map[string]bool{} // groups that can hold no GPU
 	for _, tg := range job.TaskGroups {
 		groups[*tg.Name] = true
+		noGPUs[*tg.Name] = pinsNoGPU(tg)
 	}
 	version := uint64(0)
 	if job.Version != nil {
 		version = *job.Version
 	}
+	evalID := ""
+	if reg != nil {
+		evalID = reg.EvalID
+	}
 	// 1. The evaluation: wait until Nomad's scheduler is done with it.
+	// It is created at reg.EvalCreateIndex and written again when done,
+	// so the first query already waits for that.
 	if evalID != "" {
-		var index uint64
+		index := reg.EvalCreateIndex
 		for {
 			ev, qm, err := d.client.Evaluations().Info(evalID, d.blocking(ctx, ns, index))
 			if err != nil {
@@ -338,6 +361,10 @@ func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job 
 		seen := map[string]bool{}
 		for _, s := range stubs {
 			if s.DesiredStatus != "run" || s.JobVersion < version {
+				continue
+			}
+			if s.JobVersion == version && noGPUs[s.TaskGroup] {
+				seen[s.TaskGroup] = true
 				continue
 			}
 			alloc, _, err := d.client.Allocations().Info(s.ID, d.q(ctx, ns))
@@ -375,6 +402,22 @@ func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job 
 		}
 		index = qm.LastIndex
 	}
+}
+
+// pinsNoGPU reports whether a group, as berth renders it, pins no GPU
+// and none of its tasks asks for a device: Nomad gives its allocations
+// none, so there is nothing to check against the pin.
+func pinsNoGPU(tg *api.TaskGroup) bool {
+	v, ok := tg.Meta[MetaGPUs]
+	if !ok || v != "" {
+		return false
+	}
+	for _, t := range tg.Tasks {
+		if t.Resources != nil && len(t.Resources.Devices) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // blocking returns query options for a blocking query: it answers once
@@ -436,26 +479,50 @@ func (d *Driver) withdraw(ctx context.Context, ref schema.Ref, ns, id, why strin
 	return errorf(drivers.ClassConflict, ref, "verify placement of "+ns+"/"+id, "%s; the job is stopped", why)
 }
 
+// nsEnsured is what ensureNamespace found or made a namespace: berth's
+// with this description and meta (as fmt.Sprint prints them), or
+// someone else's (used as it is).
+type nsEnsured struct {
+	foreign     bool
+	description string
+	meta        string
+}
+
 // ensureNamespace creates the project's namespace, or updates its
 // description and meta when berth created it. A namespace berth did not
-// create is used as it is.
+// create is used as it is. Within one reconcile cycle (until the next
+// Observe) a namespace already ensured as the project wants it is not
+// read again; forgetNamespace drops one that turned out gone.
 func (d *Driver) ensureNamespace(ctx context.Context, p *schema.Project) error {
 	name := Namespace(p)
 	ref := schema.Ref{Project: p.Meta.Name}
-	cur, _, err := d.client.Namespaces().Info(name, d.q(ctx, ""))
-	if err != nil && !isNotFound(err) {
-		return wrap(err, ref, "read namespace "+name)
-	}
-	if cur != nil && err == nil && cur.Meta[MetaCreatedBy] != createdBy {
-		return nil
-	}
 	want := &api.Namespace{
 		Name:        name,
 		Description: nsDescription(p),
 		Meta:        map[string]string{MetaCreatedBy: createdBy, MetaProject: p.Meta.Name, "berth.tier": p.Spec.Tier},
 	}
-	if cur != nil && err == nil && cur.Description == want.Description && fmt.Sprint(cur.Meta) == fmt.Sprint(want.Meta) {
+	ours := nsEnsured{description: want.Description, meta: fmt.Sprint(want.Meta)}
+	d.mu.Lock()
+	had, ok := d.namespaces[name]
+	d.mu.Unlock()
+	if ok && (had.foreign || had == ours) {
 		return nil
+	}
+	remember := func(e nsEnsured) error {
+		d.mu.Lock()
+		d.namespaces[name] = e
+		d.mu.Unlock()
+		return nil
+	}
+	cur, _, err := d.client.Namespaces().Info(name, d.q(ctx, ""))
+	if err != nil && !isNotFound(err) {
+		return wrap(err, ref, "read namespace "+name)
+	}
+	if cur != nil && err == nil && cur.Meta[MetaCreatedBy] != createdBy {
+		return remember(nsEnsured{foreign: true})
+	}
+	if cur != nil && err == nil && cur.Description == want.Description && fmt.Sprint(cur.Meta) == ours.meta {
+		return remember(ours)
 	}
 	if _, err := d.client.Namespaces().Register(want, d.w(ctx, "")); err != nil {
 		if code, _ := statusOf(err); (code == http.StatusForbidden || code == http.StatusUnauthorized) && cur == nil {
@@ -464,7 +531,30 @@ func (d *Driver) ensureNamespace(ctx context.Context, p *schema.Project) error {
 		}
 		return wrap(err, ref, "write namespace "+name)
 	}
-	return nil
+	return remember(ours)
+}
+
+// forgetNamespace drops what ensureNamespace remembers of one namespace
+// (Nomad said it does not exist, or berth deleted it).
+func (d *Driver) forgetNamespace(name string) {
+	d.mu.Lock()
+	delete(d.namespaces, name)
+	d.mu.Unlock()
+}
+
+// forgetNamespaces drops all of it: a new reconcile cycle checks each
+// namespace again.
+func (d *Driver) forgetNamespaces() {
+	d.mu.Lock()
+	clear(d.namespaces)
+	d.mu.Unlock()
+}
+
+// isMissingNamespace reports whether err is Nomad refusing a write into a
+// namespace that does not exist.
+func isMissingNamespace(err error) bool {
+	_, body := statusOf(err)
+	return strings.Contains(body, "nonexistent namespace") || strings.Contains(strings.ToLower(body), "namespace not found")
 }
 
 func nsDescription(p *schema.Project) string {
@@ -498,6 +588,7 @@ func (d *Driver) PruneNamespaces(ctx context.Context, keep []string) ([]string, 
 		if len(jobs) > 0 {
 			continue
 		}
+		d.forgetNamespace(ns.Name)
 		if _, err := d.client.Namespaces().Delete(ns.Name, d.w(ctx, "")); err != nil {
 			return deleted, wrap(err, schema.Ref{}, "delete namespace "+ns.Name)
 		}

@@ -104,6 +104,11 @@ type Driver struct {
 	nodeIDs   map[string]string // node name (and ID) -> ID, from the last observation
 	lastIndex uint64
 	evicted   []Eviction
+	// namespaces memoizes ensureNamespace within one reconcile cycle:
+	// namespace name -> what it was ensured as (nsEnsured). Observe
+	// clears it, so a namespace changed outside berth is checked again
+	// every cycle; a register that finds the namespace gone drops it.
+	namespaces map[string]nsEnsured
 
 	// storeMu serializes LoadHistory and SaveHistory; stored is the
 	// history as this driver last read or wrote it.
@@ -158,7 +163,7 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nomad: client for %s: %w", cfg.Address, err)
 	}
-	return &Driver{cfg: cfg, client: client, nodeIDs: map[string]string{}}, nil
+	return &Driver{cfg: cfg, client: client, nodeIDs: map[string]string{}, namespaces: map[string]nsEnsured{}}, nil
 }
 
 // Client returns the api client the driver uses (berth doctor reads the

@@ -34,6 +34,7 @@ type nodeData struct {
 // devices differ from the GPUs berth pinned is reported with the devices
 // Nomad really gave it; Apply stops it.
 func (d *Driver) Observe(ctx context.Context) (state.Snapshot, error) {
+	d.forgetNamespaces()
 	var last error
 	for attempt := 0; attempt < 3; attempt++ {
 		snap, retry, err := d.observe(ctx)
