@@ -136,15 +136,36 @@ func (d *Driver) start(ctx context.Context, a state.Action) error {
 	if err != nil {
 		return err
 	}
-	// 2. The job as it is: berth's or nobody's.
-	cur, _, err := d.client.Jobs().Info(id, d.q(ctx, ns))
-	switch {
-	case isNotFound(err):
-		cur = nil
-	case err != nil:
-		return wrap(err, ref, "read job "+ns+"/"+id)
-	case !isBerths(cur.Meta) || refOf(cur.Meta) != ref:
-		return errorf(drivers.ClassInvalid, ref, op, "a job %s/%s exists without berth's marker for %s; berth never touches it", ns, id, ref)
+	// 2. The job as it is: berth's or nobody's. A job the last
+	// observation did not list is registered at once with EnforceIndex 0,
+	// which Nomad refuses if a job exists after all: then it is read.
+	unseen := d.unseen(ns, id)
+	for {
+		err := d.register(ctx, a, ns, id, op, job, pl, unseen)
+		if unseen && isJobExists(err) {
+			unseen = false
+			continue
+		}
+		return err
+	}
+}
+
+// register is start's second half: with unseen, it takes the job for
+// absent without reading it.
+func (d *Driver) register(ctx context.Context, a state.Action, ns, id, op string, job *api.Job, pl []placed, unseen bool) error {
+	ref := a.Workspace
+	var cur *api.Job
+	if !unseen {
+		var err error
+		cur, _, err = d.client.Jobs().Info(id, d.q(ctx, ns))
+		switch {
+		case isNotFound(err):
+			cur = nil
+		case err != nil:
+			return wrap(err, ref, "read job "+ns+"/"+id)
+		case !isBerths(cur.Meta) || refOf(cur.Meta) != ref:
+			return errorf(drivers.ClassInvalid, ref, op, "a job %s/%s exists without berth's marker for %s; berth never touches it", ns, id, ref)
+		}
 	}
 	live := cur != nil && !deref2(cur.Stop) && deref(cur.Status) != "dead"
 	sameTask := cur != nil && cur.Meta[MetaSpecHash] == job.Meta[MetaSpecHash] &&
@@ -171,6 +192,7 @@ func (d *Driver) start(ctx context.Context, a state.Action) error {
 		if _, _, err := d.client.Jobs().Deregister(id, false, d.w(ctx, ns)); err != nil {
 			return wrap(err, ref, "stop the ended job "+ns+"/"+id)
 		}
+		var err error
 		if cur, _, err = d.client.Jobs().Info(id, d.q(ctx, ns)); err != nil {
 			return wrap(err, ref, "read job "+ns+"/"+id)
 		}
@@ -190,8 +212,12 @@ func (d *Driver) start(ctx context.Context, a state.Action) error {
 		resp, _, err = d.client.Jobs().EnforceRegister(job, enforce, d.w(ctx, ns))
 	}
 	if err != nil {
+		if unseen && isJobExists(err) {
+			return err // start reads the job and tries again
+		}
 		return wrap(err, ref, op)
 	}
+	d.saw(ns, id)
 	// 5. See where Nomad put it. A job registered with EnforceIndex 0 did
 	// not exist: Nomad stored it as rendered, at version 0, so it need
 	// not be read again. An update's version is Nomad's to say.
@@ -203,6 +229,30 @@ func (d *Driver) start(ctx context.Context, a state.Action) error {
 		return wrap(err, ref, "read job "+ns+"/"+id)
 	}
 	return d.verify(ctx, ref, ns, id, got, resp)
+}
+
+// isJobExists reports Nomad refusing a register with EnforceIndex 0
+// because the job exists.
+func isJobExists(err error) bool {
+	_, body := statusOf(err)
+	return strings.Contains(body, "job already exists")
+}
+
+// unseen reports whether the last observation listed no job ns/id (false
+// before any observation: nothing is known).
+func (d *Driver) unseen(ns, id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.jobsSeen != nil && !d.jobsSeen[[2]string{ns, id}]
+}
+
+// saw records that job ns/id exists (berth registered it).
+func (d *Driver) saw(ns, id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.jobsSeen != nil {
+		d.jobsSeen[[2]string{ns, id}] = true
+	}
 }
 
 func deref2(b *bool) bool { return b != nil && *b }

@@ -109,6 +109,9 @@ type Driver struct {
 	// clears it, so a namespace changed outside berth is checked again
 	// every cycle; a register that finds the namespace gone drops it.
 	namespaces map[string]nsEnsured
+	// jobsSeen holds the jobs (namespace, ID) the last observation listed
+	// and those berth registered since; nil before any observation.
+	jobsSeen map[[2]string]bool
 
 	// storeMu serializes LoadHistory and SaveHistory; stored is the
 	// history as this driver last read or wrote it.

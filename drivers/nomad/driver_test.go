@@ -742,8 +742,8 @@ func smallStart(name string) state.Action {
 }
 
 // TestStartRequests: the requests one start of a new 0-GPU workspace
-// costs (issue 12, item 7): read the job, register, wait for the
-// evaluation, list the allocations. The namespace is read once per cycle
+// costs (issue 12, item 7): register (EnforceIndex 0: the observation
+// listed no such job), wait for the evaluation, list the allocations. The namespace is read once per cycle
 // (Observe to Observe); a 0-GPU allocation is not read in full.
 func TestStartRequests(t *testing.T) {
 	h, d, _ := newHooked(t)
@@ -760,7 +760,7 @@ func TestStartRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := requestsSince(h, from)
-	want := []string{"GET /v1/job/b", "PUT /v1/jobs", "GET /v1/evaluation/", "GET /v1/job/b/allocations"}
+	want := []string{"PUT /v1/jobs", "GET /v1/evaluation/", "GET /v1/job/b/allocations"}
 	if len(got) != len(want) {
 		t.Fatalf("second start: %d requests %q, want %d like %q", len(got), got, len(want), want)
 	}
@@ -819,5 +819,41 @@ func TestStartRecreatesDeletedNamespace(t *testing.T) {
 	}
 	if a := h.AllocsOf("vision", "b"); len(a) != 1 {
 		t.Fatalf("workspace b not placed: %+v", a)
+	}
+}
+
+// TestStartOfAJobNotObserved: a job that appeared after the observation
+// (berth took it for absent and registered with EnforceIndex 0) is read
+// after Nomad refuses: someone else's is refused, berth's own is used.
+func TestStartOfAJobNotObserved(t *testing.T) {
+	h, d, _ := newHooked(t)
+	h.RegisterForeignJob("vision", "x", "00000001-aaaa-4bbb-8ccc-000000000001", nil)
+	err := d.Apply(ctx, smallStart("x"))
+	if drivers.ClassOf(err) != drivers.ClassInvalid || !strings.Contains(err.Error(), "without berth's marker") {
+		t.Fatalf("Apply over a foreign job = %v, want invalid naming the marker", err)
+	}
+	if j := jobOf(t, d, "vision", "x"); j.Meta[nomad.MetaWorkspace] != "" {
+		t.Fatalf("the foreign job was overwritten: %v", j.Meta)
+	}
+
+	// berth's own job, registered by another berth since the observation.
+	other, err := nomad.New(nomad.Config{Address: d.Client().Address(), PlacementTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Apply(ctx, smallStart("y")); err != nil {
+		t.Fatal(err)
+	}
+	before := jobOf(t, d, "vision", "y")
+	from := len(h.Requests())
+	if err := d.Apply(ctx, smallStart("y")); err != nil {
+		t.Fatalf("Apply of berth's job registered since the observation: %v", err)
+	}
+	got := requestsSince(h, from)
+	if len(got) < 2 || got[0] != "PUT /v1/jobs" || got[1] != "GET /v1/job/y" {
+		t.Errorf("requests %q, want a refused register, then a read", got)
+	}
+	if after := jobOf(t, d, "vision", "y"); *after.JobModifyIndex != *before.JobModifyIndex {
+		t.Errorf("an unchanged job was registered again (JobModifyIndex %d -> %d)", *before.JobModifyIndex, *after.JobModifyIndex)
 	}
 }

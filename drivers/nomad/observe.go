@@ -92,7 +92,9 @@ func (d *Driver) observe(ctx context.Context) (state.Snapshot, bool, error) {
 	}
 	index = max(index, jqm.LastIndex)
 	berth := map[[2]string]*api.JobListStub{}
+	seen := make(map[[2]string]bool, len(jobs))
 	for _, j := range jobs {
+		seen[[2]string{j.Namespace, j.ID}] = true
 		if isBerths(j.Meta) {
 			berth[[2]string{j.Namespace, j.ID}] = j
 		}
@@ -131,6 +133,7 @@ func (d *Driver) observe(ctx context.Context) (state.Snapshot, bool, error) {
 	d.mu.Lock()
 	d.evicted = evicted
 	d.nodeIDs = ids
+	d.jobsSeen = seen
 	d.lastIndex = max(d.lastIndex, index)
 	d.mu.Unlock()
 	return snap, false, nil
