@@ -72,7 +72,7 @@ func (d *Driver) ownedJob(ctx context.Context, a state.Action, verb string) (ns,
 		return "", "", nil, err
 	}
 	id = JobID(ref, ns)
-	job, _, err = d.client.Jobs().Info(id, d.q(ctx, ns))
+	job, _, err = d.client.Jobs().Info(id, d.small(ctx, ns))
 	if isNotFound(err) {
 		return ns, id, nil, nil
 	}
@@ -157,7 +157,7 @@ func (d *Driver) register(ctx context.Context, a state.Action, ns, id, op string
 	var cur *api.Job
 	if !unseen {
 		var err error
-		cur, _, err = d.client.Jobs().Info(id, d.q(ctx, ns))
+		cur, _, err = d.client.Jobs().Info(id, d.small(ctx, ns))
 		switch {
 		case isNotFound(err):
 			cur = nil
@@ -193,7 +193,7 @@ func (d *Driver) register(ctx context.Context, a state.Action, ns, id, op string
 			return wrap(err, ref, "stop the ended job "+ns+"/"+id)
 		}
 		var err error
-		if cur, _, err = d.client.Jobs().Info(id, d.q(ctx, ns)); err != nil {
+		if cur, _, err = d.client.Jobs().Info(id, d.small(ctx, ns)); err != nil {
 			return wrap(err, ref, "read job "+ns+"/"+id)
 		}
 	}
@@ -225,7 +225,7 @@ func (d *Driver) register(ctx context.Context, a state.Action, ns, id, op string
 	if cur == nil {
 		zero := uint64(0)
 		got.Version, got.JobModifyIndex = &zero, &resp.JobModifyIndex
-	} else if got, _, err = d.client.Jobs().Info(id, d.q(ctx, ns)); err != nil {
+	} else if got, _, err = d.client.Jobs().Info(id, d.small(ctx, ns)); err != nil {
 		return wrap(err, ref, "read job "+ns+"/"+id)
 	}
 	return d.verify(ctx, ref, ns, id, got, resp)
@@ -417,7 +417,7 @@ func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job 
 				seen[s.TaskGroup] = true
 				continue
 			}
-			alloc, _, err := d.client.Allocations().Info(s.ID, d.q(ctx, ns))
+			alloc, _, err := d.client.Allocations().Info(s.ID, d.small(ctx, ns))
 			if err != nil {
 				return wrap(err, ref, "read allocation "+s.ID)
 			}
@@ -436,7 +436,7 @@ func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job 
 		}
 		if evalID == "" {
 			// A job berth did not register now: Nomad may have blocked it.
-			evals, _, err := d.client.Jobs().Evaluations(id, d.q(ctx, ns))
+			evals, _, err := d.client.Jobs().Evaluations(id, d.small(ctx, ns))
 			if err != nil {
 				return wrap(err, ref, "list evaluations of job "+ns+"/"+id)
 			}
@@ -472,8 +472,22 @@ func pinsNoGPU(tg *api.TaskGroup) bool {
 
 // blocking returns query options for a blocking query: it answers once
 // Nomad's index passes index (at once for 0), or after the wait.
+// Its answers are small, as small's.
 func (d *Driver) blocking(ctx context.Context, ns string, index uint64) *api.QueryOptions {
-	return (&api.QueryOptions{Namespace: ns, WaitIndex: index, WaitTime: 10 * time.Second}).WithContext(ctx)
+	return (&api.QueryOptions{Namespace: ns, WaitIndex: index, WaitTime: 10 * time.Second, Headers: identity}).WithContext(ctx)
+}
+
+// identity asks Nomad for an answer without gzip: the api package adds
+// "Accept-Encoding: gzip" after it, and Nomad's gzip handler reads the
+// first value only. A small answer (one job, evaluation, allocation or
+// namespace, or one job's allocations) costs berth more CPU to unzip (a
+// fresh 40 KB decompressor each) than it saves on the wire. Should
+// anything between answer with gzip anyway, the api package unzips it.
+var identity = map[string]string{"Accept-Encoding": "identity"}
+
+// small returns query options for a request whose answer is small.
+func (d *Driver) small(ctx context.Context, ns string) *api.QueryOptions {
+	return (&api.QueryOptions{Namespace: ns, Headers: identity}).WithContext(ctx)
 }
 
 // withdrawUnplaceable stops a job Nomad could not place and reports
@@ -564,7 +578,7 @@ func (d *Driver) ensureNamespace(ctx context.Context, p *schema.Project) error {
 		d.mu.Unlock()
 		return nil
 	}
-	cur, _, err := d.client.Namespaces().Info(name, d.q(ctx, ""))
+	cur, _, err := d.client.Namespaces().Info(name, d.small(ctx, ""))
 	if err != nil && !isNotFound(err) {
 		return wrap(err, ref, "read namespace "+name)
 	}

@@ -747,6 +747,19 @@ func smallStart(name string) state.Action {
 // (Observe to Observe); a 0-GPU allocation is not read in full.
 func TestStartRequests(t *testing.T) {
 	h, d, _ := newHooked(t)
+	var mu sync.Mutex
+	encodings := map[string][]string{} // path prefix -> Accept-Encoding values
+	h.mu.Lock()
+	h.before = func(r *http.Request, _ []byte) {
+		for _, p := range []string{"/v1/evaluation/", "/v1/job/"} {
+			if strings.HasPrefix(r.URL.Path, p) {
+				mu.Lock()
+				encodings[p] = r.Header.Values("Accept-Encoding")
+				mu.Unlock()
+			}
+		}
+	}
+	h.mu.Unlock()
 	from := len(h.Requests())
 	if err := d.Apply(ctx, smallStart("a")); err != nil {
 		t.Fatal(err)
@@ -772,6 +785,17 @@ func TestStartRequests(t *testing.T) {
 	if a := h.AllocsOf("vision", "b"); len(a) != 1 || a[0].DesiredStatus != "run" {
 		t.Fatalf("workspace b not placed: %+v", a)
 	}
+	// Small answers without gzip: Nomad's gzip handler reads the first value.
+	mu.Lock()
+	for p, v := range encodings {
+		if len(v) == 0 || v[0] != "identity" {
+			t.Errorf("%s… asked with Accept-Encoding %q, want identity first", p, v)
+		}
+	}
+	if len(encodings) != 2 {
+		t.Errorf("requests seen: %v", encodings)
+	}
+	mu.Unlock()
 
 	// A new cycle checks the namespace again, once.
 	if _, err := d.Observe(ctx); err != nil {
