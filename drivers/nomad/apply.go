@@ -477,14 +477,6 @@ func (d *Driver) blocking(ctx context.Context, ns string, index uint64) *api.Que
 	return (&api.QueryOptions{Namespace: ns, WaitIndex: index, WaitTime: 10 * time.Second, Headers: identity}).WithContext(ctx)
 }
 
-// identity asks Nomad for an answer without gzip: the api package adds
-// "Accept-Encoding: gzip" after it, and Nomad's gzip handler reads the
-// first value only. A small answer (one job, evaluation, allocation or
-// namespace, or one job's allocations) costs berth more CPU to unzip (a
-// fresh 40 KB decompressor each) than it saves on the wire. Should
-// anything between answer with gzip anyway, the api package unzips it.
-var identity = map[string]string{"Accept-Encoding": "identity"}
-
 // small returns query options for a request whose answer is small.
 func (d *Driver) small(ctx context.Context, ns string) *api.QueryOptions {
 	return (&api.QueryOptions{Namespace: ns, Headers: identity}).WithContext(ctx)

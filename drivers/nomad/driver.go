@@ -177,9 +177,21 @@ func (d *Driver) q(ctx context.Context, ns string) *api.QueryOptions {
 	return (&api.QueryOptions{Namespace: ns}).WithContext(ctx)
 }
 
+// w returns write options. A write's answer is small (or echoes what
+// was written): it comes without gzip (identity).
 func (d *Driver) w(ctx context.Context, ns string) *api.WriteOptions {
-	return (&api.WriteOptions{Namespace: ns}).WithContext(ctx)
+	return (&api.WriteOptions{Namespace: ns, Headers: identity}).WithContext(ctx)
 }
+
+// identity asks Nomad for an answer without gzip: the api package adds
+// "Accept-Encoding: gzip" after it, and Nomad's gzip handler (which
+// compresses every answer, however small) reads the first value only.
+// A small answer (a write's, one job, evaluation, allocation or
+// namespace, one job's allocations) costs berth more CPU to unzip (a
+// fresh decompressor of some 40 KB each) than it saves on the wire.
+// Should anything in between answer with gzip anyway, the api package
+// still unzips it. Lists of the whole cluster (Observe) keep gzip.
+var identity = map[string]string{"Accept-Encoding": "identity"}
 
 // sleep waits for dur or until ctx ends.
 func sleep(ctx context.Context, dur time.Duration) error {

@@ -751,7 +751,7 @@ func TestStartRequests(t *testing.T) {
 	encodings := map[string][]string{} // path prefix -> Accept-Encoding values
 	h.mu.Lock()
 	h.before = func(r *http.Request, _ []byte) {
-		for _, p := range []string{"/v1/evaluation/", "/v1/job/"} {
+		for _, p := range []string{"/v1/evaluation/", "/v1/job/", "/v1/jobs"} {
 			if strings.HasPrefix(r.URL.Path, p) {
 				mu.Lock()
 				encodings[p] = r.Header.Values("Accept-Encoding")
@@ -792,7 +792,7 @@ func TestStartRequests(t *testing.T) {
 			t.Errorf("%s… asked with Accept-Encoding %q, want identity first", p, v)
 		}
 	}
-	if len(encodings) != 2 {
+	if len(encodings) != 3 {
 		t.Errorf("requests seen: %v", encodings)
 	}
 	mu.Unlock()
