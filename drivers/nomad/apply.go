@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -383,12 +384,16 @@ func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job 
 		evalID = reg.EvalID
 	}
 	// 1. The evaluation: wait until Nomad's scheduler is done with it.
-	// It is created at reg.EvalCreateIndex and written again when done,
-	// so the first query already waits for that.
+	// It is created at reg.EvalCreateIndex and written again when done
+	// (Nomad 1.6 sometimes writes it once more, still pending, just
+	// after), so the first query already waits past its creation.
 	if evalID != "" {
 		index := reg.EvalCreateIndex
 		for {
-			ev, qm, err := d.client.Evaluations().Info(evalID, d.blocking(ctx, ns, index))
+			// Not Evaluations().Info: it asks for the related
+			// evaluations too (?related=true), which berth does not use.
+			ev := new(api.Evaluation)
+			qm, err := d.client.Raw().Query("/v1/evaluation/"+url.PathEscape(evalID), ev, d.blocking(ctx, ns, index))
 			if err != nil {
 				return timedOut(err)
 			}
