@@ -33,6 +33,11 @@ type nodeData struct {
 // unhealthy: nothing berth places may use them. An allocation whose
 // devices differ from the GPUs berth pinned is reported with the devices
 // Nomad really gave it; Apply stops it.
+//
+// Observe starts a reconcile cycle for Apply too: the jobs it lists are
+// the ones a start reads before registering (any other is registered
+// with EnforceIndex 0), and the namespaces ensured in the last cycle are
+// checked again.
 func (d *Driver) Observe(ctx context.Context) (state.Snapshot, error) {
 	d.forgetNamespaces()
 	var last error
