@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -72,7 +73,7 @@ func (d *Driver) ownedJob(ctx context.Context, a state.Action, verb string) (ns,
 		return "", "", nil, err
 	}
 	id = JobID(ref, ns)
-	job, _, err = d.client.Jobs().Info(id, d.q(ctx, ns))
+	job, _, err = d.client.Jobs().Info(id, d.small(ctx, ns))
 	if isNotFound(err) {
 		return ns, id, nil, nil
 	}
@@ -136,15 +137,36 @@ func (d *Driver) start(ctx context.Context, a state.Action) error {
 	if err != nil {
 		return err
 	}
-	// 2. The job as it is: berth's or nobody's.
-	cur, _, err := d.client.Jobs().Info(id, d.q(ctx, ns))
-	switch {
-	case isNotFound(err):
-		cur = nil
-	case err != nil:
-		return wrap(err, ref, "read job "+ns+"/"+id)
-	case !isBerths(cur.Meta) || refOf(cur.Meta) != ref:
-		return errorf(drivers.ClassInvalid, ref, op, "a job %s/%s exists without berth's marker for %s; berth never touches it", ns, id, ref)
+	// 2. The job as it is: berth's or nobody's. A job the last
+	// observation did not list is registered at once with EnforceIndex 0,
+	// which Nomad refuses if a job exists after all: then it is read.
+	unseen := d.unseen(ns, id)
+	for {
+		err := d.register(ctx, a, ns, id, op, job, pl, unseen)
+		if unseen && isJobExists(err) {
+			unseen = false
+			continue
+		}
+		return err
+	}
+}
+
+// register is start's second half: with unseen, it takes the job for
+// absent without reading it.
+func (d *Driver) register(ctx context.Context, a state.Action, ns, id, op string, job *api.Job, pl []placed, unseen bool) error {
+	ref := a.Workspace
+	var cur *api.Job
+	if !unseen {
+		var err error
+		cur, _, err = d.client.Jobs().Info(id, d.small(ctx, ns))
+		switch {
+		case isNotFound(err):
+			cur = nil
+		case err != nil:
+			return wrap(err, ref, "read job "+ns+"/"+id)
+		case !isBerths(cur.Meta) || refOf(cur.Meta) != ref:
+			return errorf(drivers.ClassInvalid, ref, op, "a job %s/%s exists without berth's marker for %s; berth never touches it", ns, id, ref)
+		}
 	}
 	live := cur != nil && !deref2(cur.Stop) && deref(cur.Status) != "dead"
 	sameTask := cur != nil && cur.Meta[MetaSpecHash] == job.Meta[MetaSpecHash] &&
@@ -152,7 +174,7 @@ func (d *Driver) start(ctx context.Context, a state.Action) error {
 	if live && sameTask {
 		if derefInt(cur.Priority) == derefInt(job.Priority) {
 			// Unchanged: nothing to register, but a wrong placement is still fixed.
-			return d.verify(ctx, ref, ns, id, cur, "")
+			return d.verify(ctx, ref, ns, id, cur, nil)
 		}
 		// Only the priority: Nomad updates it in place (recording 32), as
 		// long as nothing the task sees changes, the revision meta included.
@@ -171,7 +193,8 @@ func (d *Driver) start(ctx context.Context, a state.Action) error {
 		if _, _, err := d.client.Jobs().Deregister(id, false, d.w(ctx, ns)); err != nil {
 			return wrap(err, ref, "stop the ended job "+ns+"/"+id)
 		}
-		if cur, _, err = d.client.Jobs().Info(id, d.q(ctx, ns)); err != nil {
+		var err error
+		if cur, _, err = d.client.Jobs().Info(id, d.small(ctx, ns)); err != nil {
 			return wrap(err, ref, "read job "+ns+"/"+id)
 		}
 	}
@@ -181,15 +204,56 @@ func (d *Driver) start(ctx context.Context, a state.Action) error {
 		enforce = *cur.JobModifyIndex
 	}
 	resp, _, err := d.client.Jobs().EnforceRegister(job, enforce, d.w(ctx, ns))
+	if err != nil && isMissingNamespace(err) {
+		// Deleted since this cycle ensured it: ensure it again, once.
+		d.forgetNamespace(ns)
+		if err := d.ensureNamespace(ctx, a.Project); err != nil {
+			return err
+		}
+		resp, _, err = d.client.Jobs().EnforceRegister(job, enforce, d.w(ctx, ns))
+	}
 	if err != nil {
+		if unseen && isJobExists(err) {
+			return err // start reads the job and tries again
+		}
 		return wrap(err, ref, op)
 	}
-	// 5. See where Nomad put it.
-	got, _, err := d.client.Jobs().Info(id, d.q(ctx, ns))
-	if err != nil {
+	d.saw(ns, id)
+	// 5. See where Nomad put it. A job registered with EnforceIndex 0 did
+	// not exist: Nomad stored it as rendered, at version 0, so it need
+	// not be read again. An update's version is Nomad's to say.
+	got := job
+	if cur == nil {
+		zero := uint64(0)
+		got.Version, got.JobModifyIndex = &zero, &resp.JobModifyIndex
+	} else if got, _, err = d.client.Jobs().Info(id, d.small(ctx, ns)); err != nil {
 		return wrap(err, ref, "read job "+ns+"/"+id)
 	}
-	return d.verify(ctx, ref, ns, id, got, resp.EvalID)
+	return d.verify(ctx, ref, ns, id, got, resp)
+}
+
+// isJobExists reports Nomad refusing a register with EnforceIndex 0
+// because the job exists.
+func isJobExists(err error) bool {
+	_, body := statusOf(err)
+	return strings.Contains(body, "job already exists")
+}
+
+// unseen reports whether the last observation listed no job ns/id (false
+// before any observation: nothing is known).
+func (d *Driver) unseen(ns, id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.jobsSeen != nil && !d.jobsSeen[[2]string{ns, id}]
+}
+
+// saw records that job ns/id exists (berth registered it).
+func (d *Driver) saw(ns, id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.jobsSeen != nil {
+		d.jobsSeen[[2]string{ns, id}] = true
+	}
 }
 
 func deref2(b *bool) bool { return b != nil && *b }
@@ -287,13 +351,15 @@ func (d *Driver) checkFree(ctx context.Context, ref schema.Ref, ns, id string, p
 }
 
 // verify waits, with blocking queries, until Nomad has evaluated the
-// job (evalID, the register's evaluation; "" for a job berth did not
-// register now) and every group has an allocation of the job's current
-// version, and checks each allocation's GPUs against the pinned set. A
+// job (reg, the register's answer; nil for a job berth did not register
+// now) and every group has an allocation of the job's current version
+// (job, as Nomad holds it), and checks each allocation's GPUs against the
+// pinned set. An allocation of job's version in a group that pins no GPUs
+// and asks for no device cannot hold one: its full record is not read. A
 // mismatch stops the job (never left running) and is a conflict. An
 // evaluation that could not place every group stops the job too and is
 // ClassUnplaceable, with Nomad's own reason (FailedTGAllocs).
-func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job *api.Job, evalID string) error {
+func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job *api.Job, reg *api.JobRegisterResponse) error {
 	op := "verify placement of " + ns + "/" + id
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.PlacementTimeout)
 	defer cancel()
@@ -304,18 +370,30 @@ func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job 
 		return wrap(err, ref, op)
 	}
 	groups := map[string]bool{}
+	noGPUs := map[string]bool{} // groups that can hold no GPU
 	for _, tg := range job.TaskGroups {
 		groups[*tg.Name] = true
+		noGPUs[*tg.Name] = pinsNoGPU(tg)
 	}
 	version := uint64(0)
 	if job.Version != nil {
 		version = *job.Version
 	}
+	evalID := ""
+	if reg != nil {
+		evalID = reg.EvalID
+	}
 	// 1. The evaluation: wait until Nomad's scheduler is done with it.
+	// It is created at reg.EvalCreateIndex and written again when done
+	// (Nomad 1.6 sometimes writes it once more, still pending, just
+	// after), so the first query already waits past its creation.
 	if evalID != "" {
-		var index uint64
+		index := reg.EvalCreateIndex
 		for {
-			ev, qm, err := d.client.Evaluations().Info(evalID, d.blocking(ctx, ns, index))
+			// Not Evaluations().Info: it asks for the related
+			// evaluations too (?related=true), which berth does not use.
+			ev := new(api.Evaluation)
+			qm, err := d.client.Raw().Query("/v1/evaluation/"+url.PathEscape(evalID), ev, d.blocking(ctx, ns, index))
 			if err != nil {
 				return timedOut(err)
 			}
@@ -340,7 +418,11 @@ func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job 
 			if s.DesiredStatus != "run" || s.JobVersion < version {
 				continue
 			}
-			alloc, _, err := d.client.Allocations().Info(s.ID, d.q(ctx, ns))
+			if s.JobVersion == version && noGPUs[s.TaskGroup] {
+				seen[s.TaskGroup] = true
+				continue
+			}
+			alloc, _, err := d.client.Allocations().Info(s.ID, d.small(ctx, ns))
 			if err != nil {
 				return wrap(err, ref, "read allocation "+s.ID)
 			}
@@ -359,7 +441,7 @@ func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job 
 		}
 		if evalID == "" {
 			// A job berth did not register now: Nomad may have blocked it.
-			evals, _, err := d.client.Jobs().Evaluations(id, d.q(ctx, ns))
+			evals, _, err := d.client.Jobs().Evaluations(id, d.small(ctx, ns))
 			if err != nil {
 				return wrap(err, ref, "list evaluations of job "+ns+"/"+id)
 			}
@@ -377,10 +459,32 @@ func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job 
 	}
 }
 
+// pinsNoGPU reports whether a group, as berth renders it, pins no GPU
+// and none of its tasks asks for a device: Nomad gives its allocations
+// none, so there is nothing to check against the pin.
+func pinsNoGPU(tg *api.TaskGroup) bool {
+	v, ok := tg.Meta[MetaGPUs]
+	if !ok || v != "" {
+		return false
+	}
+	for _, t := range tg.Tasks {
+		if t.Resources != nil && len(t.Resources.Devices) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // blocking returns query options for a blocking query: it answers once
 // Nomad's index passes index (at once for 0), or after the wait.
+// Its answers are small, as small's.
 func (d *Driver) blocking(ctx context.Context, ns string, index uint64) *api.QueryOptions {
-	return (&api.QueryOptions{Namespace: ns, WaitIndex: index, WaitTime: 10 * time.Second}).WithContext(ctx)
+	return (&api.QueryOptions{Namespace: ns, WaitIndex: index, WaitTime: 10 * time.Second, Headers: identity}).WithContext(ctx)
+}
+
+// small returns query options for a request whose answer is small.
+func (d *Driver) small(ctx context.Context, ns string) *api.QueryOptions {
+	return (&api.QueryOptions{Namespace: ns, Headers: identity}).WithContext(ctx)
 }
 
 // withdrawUnplaceable stops a job Nomad could not place and reports
@@ -436,26 +540,50 @@ func (d *Driver) withdraw(ctx context.Context, ref schema.Ref, ns, id, why strin
 	return errorf(drivers.ClassConflict, ref, "verify placement of "+ns+"/"+id, "%s; the job is stopped", why)
 }
 
+// nsEnsured is what ensureNamespace found or made a namespace: berth's
+// with this description and meta (as fmt.Sprint prints them), or
+// someone else's (used as it is).
+type nsEnsured struct {
+	foreign     bool
+	description string
+	meta        string
+}
+
 // ensureNamespace creates the project's namespace, or updates its
 // description and meta when berth created it. A namespace berth did not
-// create is used as it is.
+// create is used as it is. Within one reconcile cycle (until the next
+// Observe) a namespace already ensured as the project wants it is not
+// read again; forgetNamespace drops one that turned out gone.
 func (d *Driver) ensureNamespace(ctx context.Context, p *schema.Project) error {
 	name := Namespace(p)
 	ref := schema.Ref{Project: p.Meta.Name}
-	cur, _, err := d.client.Namespaces().Info(name, d.q(ctx, ""))
-	if err != nil && !isNotFound(err) {
-		return wrap(err, ref, "read namespace "+name)
-	}
-	if cur != nil && err == nil && cur.Meta[MetaCreatedBy] != createdBy {
-		return nil
-	}
 	want := &api.Namespace{
 		Name:        name,
 		Description: nsDescription(p),
 		Meta:        map[string]string{MetaCreatedBy: createdBy, MetaProject: p.Meta.Name, "berth.tier": p.Spec.Tier},
 	}
-	if cur != nil && err == nil && cur.Description == want.Description && fmt.Sprint(cur.Meta) == fmt.Sprint(want.Meta) {
+	ours := nsEnsured{description: want.Description, meta: fmt.Sprint(want.Meta)}
+	d.mu.Lock()
+	had, ok := d.namespaces[name]
+	d.mu.Unlock()
+	if ok && (had.foreign || had == ours) {
 		return nil
+	}
+	remember := func(e nsEnsured) error {
+		d.mu.Lock()
+		d.namespaces[name] = e
+		d.mu.Unlock()
+		return nil
+	}
+	cur, _, err := d.client.Namespaces().Info(name, d.small(ctx, ""))
+	if err != nil && !isNotFound(err) {
+		return wrap(err, ref, "read namespace "+name)
+	}
+	if cur != nil && err == nil && cur.Meta[MetaCreatedBy] != createdBy {
+		return remember(nsEnsured{foreign: true})
+	}
+	if cur != nil && err == nil && cur.Description == want.Description && fmt.Sprint(cur.Meta) == ours.meta {
+		return remember(ours)
 	}
 	if _, err := d.client.Namespaces().Register(want, d.w(ctx, "")); err != nil {
 		if code, _ := statusOf(err); (code == http.StatusForbidden || code == http.StatusUnauthorized) && cur == nil {
@@ -464,7 +592,30 @@ func (d *Driver) ensureNamespace(ctx context.Context, p *schema.Project) error {
 		}
 		return wrap(err, ref, "write namespace "+name)
 	}
-	return nil
+	return remember(ours)
+}
+
+// forgetNamespace drops what ensureNamespace remembers of one namespace
+// (Nomad said it does not exist, or berth deleted it).
+func (d *Driver) forgetNamespace(name string) {
+	d.mu.Lock()
+	delete(d.namespaces, name)
+	d.mu.Unlock()
+}
+
+// forgetNamespaces drops all of it: a new reconcile cycle checks each
+// namespace again.
+func (d *Driver) forgetNamespaces() {
+	d.mu.Lock()
+	clear(d.namespaces)
+	d.mu.Unlock()
+}
+
+// isMissingNamespace reports whether err is Nomad refusing a write into a
+// namespace that does not exist.
+func isMissingNamespace(err error) bool {
+	_, body := statusOf(err)
+	return strings.Contains(body, "nonexistent namespace") || strings.Contains(strings.ToLower(body), "namespace not found")
 }
 
 func nsDescription(p *schema.Project) string {
@@ -498,6 +649,7 @@ func (d *Driver) PruneNamespaces(ctx context.Context, keep []string) ([]string, 
 		if len(jobs) > 0 {
 			continue
 		}
+		d.forgetNamespace(ns.Name)
 		if _, err := d.client.Namespaces().Delete(ns.Name, d.w(ctx, "")); err != nil {
 			return deleted, wrap(err, schema.Ref{}, "delete namespace "+ns.Name)
 		}

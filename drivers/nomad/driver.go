@@ -104,6 +104,14 @@ type Driver struct {
 	nodeIDs   map[string]string // node name (and ID) -> ID, from the last observation
 	lastIndex uint64
 	evicted   []Eviction
+	// namespaces memoizes ensureNamespace within one reconcile cycle:
+	// namespace name -> what it was ensured as (nsEnsured). Observe
+	// clears it, so a namespace changed outside berth is checked again
+	// every cycle; a register that finds the namespace gone drops it.
+	namespaces map[string]nsEnsured
+	// jobsSeen holds the jobs (namespace, ID) the last observation listed
+	// and those berth registered since; nil before any observation.
+	jobsSeen map[[2]string]bool
 
 	// storeMu serializes LoadHistory and SaveHistory; stored is the
 	// history as this driver last read or wrote it.
@@ -158,7 +166,7 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nomad: client for %s: %w", cfg.Address, err)
 	}
-	return &Driver{cfg: cfg, client: client, nodeIDs: map[string]string{}}, nil
+	return &Driver{cfg: cfg, client: client, nodeIDs: map[string]string{}, namespaces: map[string]nsEnsured{}}, nil
 }
 
 // Client returns the api client the driver uses (berth doctor reads the
@@ -169,9 +177,21 @@ func (d *Driver) q(ctx context.Context, ns string) *api.QueryOptions {
 	return (&api.QueryOptions{Namespace: ns}).WithContext(ctx)
 }
 
+// w returns write options. A write's answer is small (or echoes what
+// was written): it comes without gzip (identity).
 func (d *Driver) w(ctx context.Context, ns string) *api.WriteOptions {
-	return (&api.WriteOptions{Namespace: ns}).WithContext(ctx)
+	return (&api.WriteOptions{Namespace: ns, Headers: identity}).WithContext(ctx)
 }
+
+// identity asks Nomad for an answer without gzip: the api package adds
+// "Accept-Encoding: gzip" after it, and Nomad's gzip handler (which
+// compresses every answer, however small) reads the first value only.
+// A small answer (a write's, one job, evaluation, allocation or
+// namespace, one job's allocations) costs berth more CPU to unzip (a
+// fresh decompressor of some 40 KB each) than it saves on the wire.
+// Should anything in between answer with gzip anyway, the api package
+// still unzips it. Lists of the whole cluster (Observe) keep gzip.
+var identity = map[string]string{"Accept-Encoding": "identity"}
 
 // sleep waits for dur or until ctx ends.
 func sleep(ctx context.Context, dur time.Duration) error {

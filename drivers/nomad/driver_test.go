@@ -606,13 +606,17 @@ func TestRegisterErrorClasses(t *testing.T) {
 		"unavailable":             {503, "Service Unavailable", drivers.ClassTransient},
 		"bad request":             {400, "Request body is invalid", drivers.ClassInvalid},
 		"permission denied":       {403, "Permission denied", drivers.ClassTransient},
-		"nonexistent namespace":   {500, "1 error occurred:\n\t* job \"x\" is in nonexistent namespace \"y\"\n\n", drivers.ClassConflict},
-		"too many requests":       {429, "Too Many Requests", drivers.ClassTransient},
+		// Twice: the driver ensures the namespace again and retries once.
+		"nonexistent namespace": {500, "1 error occurred:\n\t* job \"x\" is in nonexistent namespace \"y\"\n\n", drivers.ClassConflict},
+		"too many requests":     {429, "Too Many Requests", drivers.ClassTransient},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			h, d, nodes := newHooked(t)
 			h.Fail("PUT", "/v1/job", tt.status, tt.body)
+			if strings.Contains(tt.body, "nonexistent namespace") {
+				h.Fail("PUT", "/v1/job", tt.status, tt.body)
+			}
 			err := d.Apply(ctx, startAction("train", "gpu-a", nodes[0].GPUs[0].ID))
 			if got := drivers.ClassOf(err); got != tt.want {
 				t.Errorf("class %s, want %s (%v)", got, tt.want, err)
@@ -717,5 +721,163 @@ func TestNamespaceCreationRefused(t *testing.T) {
 	err := d.Apply(ctx, startAction("train", "gpu-a", nodes[0].GPUs[0].ID))
 	if err == nil || !strings.Contains(err.Error(), "nomad namespace apply vision") || !strings.Contains(err.Error(), "management token") {
 		t.Errorf("Apply = %v, want an error saying to create the namespace or grant the right", err)
+	}
+}
+
+// requestsSince returns the method and path (no query) of the requests
+// the fake got from index from on.
+func requestsSince(h *hookFake, from int) []string {
+	var out []string
+	for _, r := range h.Requests()[from:] {
+		out = append(out, strings.SplitN(r, "?", 2)[0])
+	}
+	return out
+}
+
+// smallStart is a 0-GPU start that leaves room for many on one node.
+func smallStart(name string) state.Action {
+	a := startAction(name, "gpu-a")
+	a.Spec.Spec.Resources.CPUMilli, a.Spec.Spec.Resources.MemoryBytes = 100, 64<<20
+	return a
+}
+
+// TestStartRequests: the requests one start of a new 0-GPU workspace
+// costs (issue 12, item 7): register (EnforceIndex 0: the observation
+// listed no such job), wait for the evaluation, list the allocations. The namespace is read once per cycle
+// (Observe to Observe); a 0-GPU allocation is not read in full.
+func TestStartRequests(t *testing.T) {
+	h, d, _ := newHooked(t)
+	var mu sync.Mutex
+	encodings := map[string][]string{} // path prefix -> Accept-Encoding values
+	h.mu.Lock()
+	h.before = func(r *http.Request, _ []byte) {
+		for _, p := range []string{"/v1/evaluation/", "/v1/job/", "/v1/jobs"} {
+			if strings.HasPrefix(r.URL.Path, p) {
+				mu.Lock()
+				encodings[p] = r.Header.Values("Accept-Encoding")
+				mu.Unlock()
+			}
+		}
+	}
+	h.mu.Unlock()
+	from := len(h.Requests())
+	if err := d.Apply(ctx, smallStart("a")); err != nil {
+		t.Fatal(err)
+	}
+	first := requestsSince(h, from)
+	if !slices.Contains(first, "GET /v1/namespace/vision") || !slices.Contains(first, "PUT /v1/namespace") {
+		t.Errorf("the first start must read and create the namespace: %q", first)
+	}
+	from = len(h.Requests())
+	if err := d.Apply(ctx, smallStart("b")); err != nil {
+		t.Fatal(err)
+	}
+	got := requestsSince(h, from)
+	want := []string{"PUT /v1/jobs", "GET /v1/evaluation/", "GET /v1/job/b/allocations"}
+	if len(got) != len(want) {
+		t.Fatalf("second start: %d requests %q, want %d like %q", len(got), got, len(want), want)
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("request %d: %s, want %s…", i, got[i], want[i])
+		}
+	}
+	if a := h.AllocsOf("vision", "b"); len(a) != 1 || a[0].DesiredStatus != "run" {
+		t.Fatalf("workspace b not placed: %+v", a)
+	}
+	// Small answers without gzip: Nomad's gzip handler reads the first value.
+	mu.Lock()
+	for p, v := range encodings {
+		if len(v) == 0 || v[0] != "identity" {
+			t.Errorf("%s… asked with Accept-Encoding %q, want identity first", p, v)
+		}
+	}
+	if len(encodings) != 3 {
+		t.Errorf("requests seen: %v", encodings)
+	}
+	mu.Unlock()
+
+	// A new cycle checks the namespace again, once.
+	if _, err := d.Observe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	from = len(h.Requests())
+	for _, ws := range []string{"c", "d"} {
+		if err := d.Apply(ctx, smallStart(ws)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	for _, r := range requestsSince(h, from) {
+		if strings.HasPrefix(r, "GET /v1/namespace/") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("namespace read %d times in a cycle of two starts, want 1", n)
+	}
+}
+
+// TestStartRecreatesDeletedNamespace: a namespace deleted after the
+// driver ensured it (by a person, or another berth's prune) is created
+// again by the next start, in the same cycle.
+func TestStartRecreatesDeletedNamespace(t *testing.T) {
+	h, d, _ := newHooked(t)
+	if err := d.Apply(ctx, smallStart("a")); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a"} {
+		if _, _, err := d.Client().Jobs().Deregister(id, true, &api.WriteOptions{Namespace: "vision"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := d.Client().Namespaces().Delete("vision", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Apply(ctx, smallStart("b")); err != nil {
+		t.Fatalf("start after the namespace was deleted: %v", err)
+	}
+	ns, _, err := d.Client().Namespaces().Info("vision", nil)
+	if err != nil || ns.Meta[nomad.MetaCreatedBy] != "berth" || ns.Description != "Vision team" {
+		t.Fatalf("namespace not created again as berth's: %+v, %v", ns, err)
+	}
+	if a := h.AllocsOf("vision", "b"); len(a) != 1 {
+		t.Fatalf("workspace b not placed: %+v", a)
+	}
+}
+
+// TestStartOfAJobNotObserved: a job that appeared after the observation
+// (berth took it for absent and registered with EnforceIndex 0) is read
+// after Nomad refuses: someone else's is refused, berth's own is used.
+func TestStartOfAJobNotObserved(t *testing.T) {
+	h, d, _ := newHooked(t)
+	h.RegisterForeignJob("vision", "x", "00000001-aaaa-4bbb-8ccc-000000000001", nil)
+	err := d.Apply(ctx, smallStart("x"))
+	if drivers.ClassOf(err) != drivers.ClassInvalid || !strings.Contains(err.Error(), "without berth's marker") {
+		t.Fatalf("Apply over a foreign job = %v, want invalid naming the marker", err)
+	}
+	if j := jobOf(t, d, "vision", "x"); j.Meta[nomad.MetaWorkspace] != "" {
+		t.Fatalf("the foreign job was overwritten: %v", j.Meta)
+	}
+
+	// berth's own job, registered by another berth since the observation.
+	other, err := nomad.New(nomad.Config{Address: d.Client().Address(), PlacementTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Apply(ctx, smallStart("y")); err != nil {
+		t.Fatal(err)
+	}
+	before := jobOf(t, d, "vision", "y")
+	from := len(h.Requests())
+	if err := d.Apply(ctx, smallStart("y")); err != nil {
+		t.Fatalf("Apply of berth's job registered since the observation: %v", err)
+	}
+	got := requestsSince(h, from)
+	if len(got) < 2 || got[0] != "PUT /v1/jobs" || got[1] != "GET /v1/job/y" {
+		t.Errorf("requests %q, want a refused register, then a read", got)
+	}
+	if after := jobOf(t, d, "vision", "y"); *after.JobModifyIndex != *before.JobModifyIndex {
+		t.Errorf("an unchanged job was registered again (JobModifyIndex %d -> %d)", *before.JobModifyIndex, *after.JobModifyIndex)
 	}
 }

@@ -33,7 +33,13 @@ type nodeData struct {
 // unhealthy: nothing berth places may use them. An allocation whose
 // devices differ from the GPUs berth pinned is reported with the devices
 // Nomad really gave it; Apply stops it.
+//
+// Observe starts a reconcile cycle for Apply too: the jobs it lists are
+// the ones a start reads before registering (any other is registered
+// with EnforceIndex 0), and the namespaces ensured in the last cycle are
+// checked again.
 func (d *Driver) Observe(ctx context.Context) (state.Snapshot, error) {
+	d.forgetNamespaces()
 	var last error
 	for attempt := 0; attempt < 3; attempt++ {
 		snap, retry, err := d.observe(ctx)
@@ -91,7 +97,9 @@ func (d *Driver) observe(ctx context.Context) (state.Snapshot, bool, error) {
 	}
 	index = max(index, jqm.LastIndex)
 	berth := map[[2]string]*api.JobListStub{}
+	seen := make(map[[2]string]bool, len(jobs))
 	for _, j := range jobs {
+		seen[[2]string{j.Namespace, j.ID}] = true
 		if isBerths(j.Meta) {
 			berth[[2]string{j.Namespace, j.ID}] = j
 		}
@@ -130,6 +138,7 @@ func (d *Driver) observe(ctx context.Context) (state.Snapshot, bool, error) {
 	d.mu.Lock()
 	d.evicted = evicted
 	d.nodeIDs = ids
+	d.jobsSeen = seen
 	d.lastIndex = max(d.lastIndex, index)
 	d.mu.Unlock()
 	return snap, false, nil

@@ -83,6 +83,10 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request, queryNS string
 	}
 	eval := s.newEval(cur.j, "job-register", idx)
 	s.schedule(cur, groups, eval)
+	// Nomad creates the evaluation pending at EvalCreateIndex and its
+	// scheduler writes it again when done (recordings 23 and 30: created
+	// at 18, complete at 20).
+	eval.ModifyIndex = s.bump()
 	cur.groups = groups
 	s.updateJobStatus(cur.j)
 	writeJSON(w, 200, idx, map[string]any{
