@@ -509,6 +509,7 @@ func BenchmarkObserve(b *testing.B) {
 	for n := 0; n < 64; n++ {
 		for w := 0; w < 4; w++ {
 			a := startAction(fmt.Sprintf("ws-%02d-%d", n, w), nodes[n].Name, nodes[n].GPUs[2*w].ID, nodes[n].GPUs[2*w+1].ID)
+			a.Spec.Spec.Resources.CPUMilli = 1000 // four to a node: the fake's 4,490 MHz holds them
 			if err := d.Apply(ctx, a); err != nil {
 				b.Fatal(err)
 			}
