@@ -7,7 +7,7 @@ FUZZTIME ?= 5s
 .PHONY: help run run-nomad test e2e bench lint build golden fuzz clean screenshot
 
 help: ## Show the targets
-	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN{FS=":.*## "} /^[a-z0-9-]+:.*## /{printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 run: build ## The preemption walk-through on the embedded simulated cluster
 	@./scripts/run-walkthrough.sh $(BIN)
