@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 
@@ -30,8 +31,13 @@ current directory), checks each document against berth's schema, checks the
 rules that span documents and the repo's own *.cue rules, and reports every
 problem at once, sorted by file and line.
 
+A tree with no tier, project or workspace at all is an error, not a valid
+empty tree: berth apply and berth reconcile refuse it, and a CI job pointed
+at the wrong directory must fail.
+
 Exit status: 0 when the specs are valid (warnings allowed), 1 when they are
-not, 2 when the command line is wrong.
+not or when there are none, 2 when the command line is wrong (a PATH that
+does not exist).
 
 Formats:
   text     one problem per line, then a summary line
@@ -50,7 +56,7 @@ Formats:
 			for _, a := range args {
 				if _, err := os.Stat(a); err != nil {
 					if errors.Is(err, fs.ErrNotExist) {
-						return usageError("%s: no such file or directory", a)
+						return usageError("%s: no such file or directory (looked for %s); give the directory that holds the specs", a, absPath(a))
 					}
 					return &exitError{Code: exitFailure, Err: err}
 				}
@@ -59,6 +65,9 @@ Formats:
 			r, err := schema.Check(args...)
 			if err != nil {
 				return &exitError{Code: exitFailure, Err: err}
+			}
+			if d, ok := noSpecs(args, r); ok {
+				r.Diagnostics = append(r.Diagnostics, d)
 			}
 			out := cmd.OutOrStdout()
 			switch format {
@@ -84,6 +93,41 @@ Formats:
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text, json or github")
 	return cmd
+}
+
+// noSpecs is the error of a check that found nothing to check: no
+// error, and not one tier, project or workspace under any of paths.
+func noSpecs(paths []string, r *schema.Report) (schema.Diagnostic, bool) {
+	s := r.Summary
+	if r.Diagnostics.HasErrors() || s.Tiers+s.Projects+s.Workspaces > 0 {
+		return schema.Diagnostic{}, false
+	}
+	abs := make([]string, len(paths))
+	for i, p := range paths {
+		abs[i] = absPath(p)
+	}
+	holds, has := "holds", "has"
+	if len(abs) > 1 {
+		holds, has = "together hold", "together have"
+	}
+	what := holds + " no *.yaml or *.yml file"
+	if s.Files > 0 {
+		what = has + " " + plural(s.Files, "YAML file") + " but no document of kind PriorityTier, Project or Workspace"
+	}
+	where := strings.Join(abs, ", ")
+	return schema.Diagnostic{
+		Pos:      schema.Pos{File: strings.Join(paths, ", ")},
+		Severity: schema.SeverityError,
+		Message:  fmt.Sprintf("no berth specs found: %s %s; give the directory that holds the specs", where, what),
+	}, true
+}
+
+// absPath is p made absolute for a message; p itself if that fails.
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }
 
 func plural(n int, one string) string {
