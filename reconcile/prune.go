@@ -140,7 +140,9 @@ func (l *Loop) admit(prev, set *schema.Set, snap *state.Snapshot) *schema.Set {
 	if prev != nil {
 		kept = prev.Revision + " stays in force"
 	}
-	l.log.Error("revision "+set.Revision+" refused; "+kept, "err", m.Problem())
+	// A warning, as for an invalid revision: the loop goes on, and the
+	// refusal is in the status (berth apply prints it, once).
+	l.log.Warn("revision "+set.Revision+" refused; "+kept, "err", m.Problem())
 	return prev
 }
 

@@ -28,13 +28,18 @@ func newApplyCmd() *cobra.Command {
 what was applied and every workspace's state. Starts that wait for their
 victims to release GPUs are left for the next cycle.
 
+A revision that would stop or remove many of the workspaces berth manages
+at once, or that holds no specs at all, is refused as berth reconcile
+refuses it, unless --allow-mass-prune (or the SchedulingPolicy's
+berth.dev/allow-mass-prune: "true" annotation) allows it.
+
 Exit status: 0 when everything was applied, 1 when the specs are invalid or
 an action failed, 2 when the command line is wrong.
 
 ` + clusterHelp(),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.check(); err != nil {
+			if err := f.check("apply"); err != nil {
 				return err
 			}
 			log, err := newLogger(cmd.ErrOrStderr(), f.logFormat, f.logLevel)
@@ -51,6 +56,7 @@ an action failed, 2 when the command line is wrong.
 			loop, err := reconcile.New(reconcile.Config{
 				Source: reconcile.DirSource{Dir: f.source}, Cluster: c.Cluster, Store: c.Store,
 				Logger: log, ClusterName: c.Name, BerthVersion: berthVersion(),
+				AllowMassPrune: f.prune.allow, MassPrunePercent: f.prune.percent, MassPruneMin: f.prune.atMin,
 			})
 			if err != nil {
 				return err
@@ -96,6 +102,7 @@ an action failed, 2 when the command line is wrong.
 	fl.Float64Var(&f.simSpeed, "sim-speed", 1, "how fast a simulated cluster's clock runs")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json (logs go to stderr)")
 	fl.StringVar(&f.logLevel, "log-level", "error", "debug, info, warn or error")
+	f.prune.add(fl)
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the cycle to this file (go tool pprof)")
 	fl.MarkHidden("cpuprofile")
 	return cmd

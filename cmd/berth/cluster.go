@@ -45,7 +45,10 @@ type openedCluster struct {
 type clusterScheme struct {
 	Name  string
 	Usage string // e.g. "sim:FILE  a simulated cluster from a cluster file"
-	Open  func(ctx context.Context, opts clusterOptions) (*openedCluster, error)
+	// ReadOnly schemes can be planned against but not driven: apply and
+	// reconcile refuse them at flag parsing.
+	ReadOnly bool
+	Open     func(ctx context.Context, opts clusterOptions) (*openedCluster, error)
 }
 
 var clusterSchemes = map[string]clusterScheme{}
@@ -63,6 +66,18 @@ func clusterUsage() string {
 	var lines []string
 	for _, s := range clusterSchemes {
 		lines = append(lines, "  "+s.Usage)
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// writableClusterUsage is clusterUsage without the read-only schemes.
+func writableClusterUsage() string {
+	var lines []string
+	for _, s := range clusterSchemes {
+		if !s.ReadOnly {
+			lines = append(lines, "  "+s.Usage)
+		}
 	}
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")

@@ -26,9 +26,6 @@ type sourceFlags struct {
 	verifyKeys                string
 	webhookSecretFile         string
 	pruneDelay                time.Duration
-	allowMassPrune            bool
-	massPrunePercent          int
-	massPruneMin              int
 }
 
 // Environment variables that hold secrets.
@@ -50,9 +47,6 @@ func (f *sourceFlags) add(fl *pflag.FlagSet) {
 	fl.StringVar(&f.verifyKeys, "verify-keys", "", "armored OpenPGP public keys; apply only commits signed by one of them")
 	fl.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "file holding the git webhook secret (or $"+envWebhookSecret+"); enables POST "+reconcile.WebhookPath)
 	fl.DurationVar(&f.pruneDelay, "prune-delay", reconcile.DefaultPruneDelay, "how long a workspace removed from the specs stays stopped before its job is purged")
-	fl.BoolVar(&f.allowMassPrune, "allow-mass-prune", false, "apply revisions that stop or remove more than --mass-prune-percent (and more than --mass-prune-min) of the managed workspaces")
-	fl.IntVar(&f.massPrunePercent, "mass-prune-percent", 25, "a revision that stops or removes more than this percentage of the managed workspaces is a mass prune (refused)…")
-	fl.IntVar(&f.massPruneMin, "mass-prune-min", 3, "…when that is also more than this many workspaces")
 }
 
 // openedSource is the source the loop reads, and the directory to watch

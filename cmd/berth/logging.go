@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 // newLogger makes berth's logger: text (one readable line per event, the
@@ -37,16 +40,38 @@ type loopFlags struct {
 	simSpeed  float64
 	logFormat string
 	logLevel  string
+	prune     massPruneFlags
 }
 
-func (f *loopFlags) check() error {
+// check reports a wrong command line of `berth command` as a usage error:
+// a missing --source, a bad --sim-speed, a read-only --cluster (a
+// snapshot, which every write of the loop would fail on).
+func (f *loopFlags) check(command string) error {
 	if f.source == "" {
 		return usageError("--source DIR is required")
 	}
 	if f.simSpeed <= 0 {
 		return usageError("--sim-speed %v: want a factor above 0", f.simSpeed)
 	}
+	name, _, _ := strings.Cut(f.cluster, ":")
+	if s, ok := clusterSchemes[name]; ok && s.ReadOnly {
+		return usageError("--cluster %s is read-only and berth %s writes to the cluster; plan against it with berth plan SPECS --cluster %s, or give a cluster berth can drive:\n%s",
+			f.cluster, command, f.cluster, writableClusterUsage())
+	}
 	return nil
+}
+
+// massPruneFlags are the deletion guard's flags (reconcile.PruneGuard),
+// the same for apply and reconcile.
+type massPruneFlags struct {
+	allow          bool
+	percent, atMin int
+}
+
+func (f *massPruneFlags) add(fl *pflag.FlagSet) {
+	fl.BoolVar(&f.allow, "allow-mass-prune", false, "apply revisions that stop or remove more than --mass-prune-percent (and more than --mass-prune-min) of the managed workspaces, or that hold no specs at all")
+	fl.IntVar(&f.percent, "mass-prune-percent", 25, "a revision that stops or removes more than this percentage of the managed workspaces is a mass prune (refused)…")
+	fl.IntVar(&f.atMin, "mass-prune-min", 3, "…when that is also more than this many workspaces")
 }
 
 func clusterHelp() string {

@@ -62,7 +62,7 @@ reaches a server or its logs).
 ` + clusterHelp(),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.check(); err != nil {
+			if err := f.check("reconcile"); err != nil {
 				return err
 			}
 			token, err := readUIToken(uiToken, listen)
@@ -96,8 +96,8 @@ reaches a server or its logs).
 				Source: src.Source, Cluster: c.Cluster, Store: c.Store,
 				Logger: log, LogTransitionFields: f.logFormat == "json",
 				ClusterName: c.Name, BerthVersion: berthVersion(), Interval: interval,
-				PruneDelay: sf.pruneDelay, AllowMassPrune: sf.allowMassPrune,
-				MassPrunePercent: sf.massPrunePercent, MassPruneMin: sf.massPruneMin,
+				PruneDelay: sf.pruneDelay, AllowMassPrune: f.prune.allow,
+				MassPrunePercent: f.prune.percent, MassPruneMin: f.prune.atMin,
 			}
 			if c.Watch != nil {
 				// The cluster's changes start cycles but never cut a backoff short.
@@ -161,6 +161,7 @@ reaches a server or its logs).
 	fl.StringVar(&listen, "listen", defaultListen, "address of the status API")
 	fl.DurationVar(&interval, "interval", time.Minute, "longest time between cycles (and between git fetches)")
 	sf.add(fl)
+	f.prune.add(fl)
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&uiToken, "ui-token-file", "", "file holding the bearer token the API and dashboard require (required when --listen is not loopback)")

@@ -149,8 +149,9 @@ func (s *snapshotCluster) SaveHistory(ctx context.Context, h state.History) erro
 
 func init() {
 	registerCluster(clusterScheme{
-		Name:  "snapshot",
-		Usage: "snapshot:FILE       a snapshot written by berth snapshot (read-only: for berth plan)",
+		Name:     "snapshot",
+		Usage:    "snapshot:FILE       a snapshot written by berth snapshot (read-only: for berth plan)",
+		ReadOnly: true,
 		Open: func(ctx context.Context, opts clusterOptions) (*openedCluster, error) {
 			if opts.Arg == "" {
 				return nil, fmt.Errorf("--cluster snapshot:FILE needs a file written by berth snapshot")
