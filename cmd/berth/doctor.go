@@ -15,22 +15,25 @@ func init() { commands = append(commands, newDoctorCmd) }
 
 func newDoctorCmd() *cobra.Command {
 	var cluster string
-	var fix bool
+	var fix, strict bool
 	cmd := &cobra.Command{
-		Use:   "doctor --cluster nomad [--fix]",
+		Use:   "doctor --cluster nomad [--fix] [--strict]",
 		Short: "Check that a Nomad cluster is set up for berth",
 		Long: `doctor reads a Nomad cluster and reports what stands in berth's way:
 Nomad's native preemption (it evicts whole allocations of jobs 10 or more
 priority points lower, without checkpoint grace, quotas or berth's choice of
-victims) and GPU nodes without the topology 'berth agent' publishes (berth
-then assumes one NVLink domain per node).
+victims) and evictions it made are problems. GPU nodes without the topology
+'berth agent' publishes are warnings: berth then assumes one NVLink domain
+per node, which works but may place a multi-GPU workspace across domains;
+--strict makes them problems too.
 
 It changes nothing unless --fix is given; --fix turns native preemption off
 for batch and service jobs with a check-and-set write of the whole scheduler
 configuration.
 
-Exit status: 0 when nothing is wrong (or --fix fixed it), 1 when a problem
-remains, 2 when the command line is wrong.`,
+Exit status: 0 when no problem remains (or --fix fixed it; warnings
+allowed unless --strict), 1 when a problem remains, 2 when the command line
+is wrong.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			name, _, _ := strings.Cut(cluster, ":")
@@ -67,25 +70,36 @@ remains, 2 when the command line is wrong.`,
 			if err != nil {
 				return &exitError{Code: exitFailure, Err: err}
 			}
-			problems = append(problems, printNodes(out, snap)...)
+			warnings := printNodes(out, snap)
+			if strict {
+				problems, warnings = append(problems, warnings...), nil
+			}
 			for _, e := range d.Evictions() {
 				fmt.Fprintf(out, "evicted: %s replica %d on %s: %s\n", e.Workspace, e.Replica, e.Node, e.Reason)
 				if e.By != "" {
 					problems = append(problems, fmt.Sprintf("Nomad's native preemption evicted %s; berth's own preemption gives a checkpoint grace", e.Workspace))
 				}
 			}
-			if len(problems) == 0 {
-				fmt.Fprintln(out, "ok: nothing stands in berth's way")
-				return nil
-			}
 			for _, p := range problems {
 				fmt.Fprintln(out, "problem: "+p)
 			}
-			return &exitError{Code: exitFailure}
+			for _, w := range warnings {
+				fmt.Fprintln(out, "warning: "+w)
+			}
+			switch {
+			case len(problems) > 0:
+				return &exitError{Code: exitFailure}
+			case len(warnings) > 0:
+				fmt.Fprintf(out, "ok: nothing stands in berth's way (%s; --strict fails on them)\n", plural(len(warnings), "warning"))
+			default:
+				fmt.Fprintln(out, "ok: nothing stands in berth's way")
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&cluster, "cluster", "nomad", "the Nomad cluster: nomad or nomad://HOST:PORT")
 	cmd.Flags().BoolVar(&fix, "fix", false, "turn Nomad's native preemption off for batch and service jobs")
+	cmd.Flags().BoolVar(&strict, "strict", false, "fail on warnings too (GPU nodes whose topology is guessed)")
 	return cmd
 }
 
@@ -106,9 +120,8 @@ func printScheduler(w io.Writer, rep nomad.SchedulerReport) {
 }
 
 // printNodes lists GPU nodes and where their topology comes from; it
-// returns a problem for each GPU node without the agent's topology.
-func printNodes(w io.Writer, snap state.Snapshot) []string {
-	var problems []string
+// returns a warning for each GPU node without the agent's topology.
+func printNodes(w io.Writer, snap state.Snapshot) (warnings []string) {
 	nodes := append([]state.Node(nil), snap.Nodes...)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	for _, n := range nodes {
@@ -122,7 +135,7 @@ func printNodes(w io.Writer, snap state.Snapshot) []string {
 		src := "from berth agent"
 		if n.TopologyGuessed {
 			src = "guessed: one NVLink domain (run berth agent on it)"
-			problems = append(problems, fmt.Sprintf("node %s has no GPU topology from berth agent; berth assumes one NVLink domain", n.Name))
+			warnings = append(warnings, fmt.Sprintf("node %s has no GPU topology from berth agent; berth assumes one NVLink domain", n.Name))
 		}
 		status := "ready"
 		if !n.Ready {
@@ -132,5 +145,5 @@ func printNodes(w io.Writer, snap state.Snapshot) []string {
 		}
 		fmt.Fprintf(w, "node %s: %s, %d GPUs in %d NVLink domain(s), topology %s\n", n.Name, status, len(n.GPUs), len(domains), src)
 	}
-	return problems
+	return warnings
 }
