@@ -42,6 +42,9 @@ an action failed, 2 when the command line is wrong.
 			if err := f.check("apply"); err != nil {
 				return err
 			}
+			if fi, err := os.Stat(f.source); err != nil || !fi.IsDir() {
+				return usageError("--source %s: not a directory (looked for %s); give the directory that holds the specs", f.source, absPath(f.source))
+			}
 			log, err := newLogger(cmd.ErrOrStderr(), f.logFormat, f.logLevel)
 			if err != nil {
 				return err
