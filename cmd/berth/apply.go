@@ -75,7 +75,12 @@ an action failed, 2 when the command line is wrong.
 			out := cmd.OutOrStdout()
 			var stalled *reconcile.StalledError
 			if errors.As(err, &stalled) {
-				fmt.Fprintf(out, "revision %s is invalid; nothing applied:\n", stalled.Revision)
+				what := "is invalid"
+				if !res.ObservedAt.IsZero() {
+					// Valid, but refused against the cluster: the deletion guard.
+					what = "is refused"
+				}
+				fmt.Fprintf(out, "revision %s %s; nothing applied:\n", stalled.Revision, what)
 				for _, p := range stalled.Problems {
 					fmt.Fprintln(out, "  "+p)
 				}
