@@ -21,7 +21,8 @@ eval "$("$kit/up" -n 2 -g 4 -p "$port" "$dir")"
 trap '"$kit/down" "$dir" >/dev/null 2>&1 || true' EXIT
 echo "e2e: Nomad v1.6.5 at $NOMAD_ADDR (2 nodes, 4 fake GPUs each)"
 export NOMAD_ADDR
-# go-nvml's header marks calls berth never makes as deprecated: keep cgo quiet.
-export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations"
+# go-nvml's header marks calls berth never makes as deprecated: keep cgo
+# quiet (make exports the same when e2e runs through it).
+export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}"
 go test -count=1 -p 1 -timeout 30m -run "${E2E_RUN:-^TestReal}" ./... 2>&1 | grep -v 'no test files' | grep -v '^ok .*\[no tests to run\]'
 echo "e2e: $(( $(date +%s) - started )) s wall"
