@@ -277,6 +277,18 @@ func TestRealUnplaceableStartCarriesNomadsReason(t *testing.T) {
 	}
 }
 
+// driftRunning reports whether workspace name runs with drift reported.
+func driftRunning(name string) func(state.Snapshot) bool {
+	return func(s state.Snapshot) bool {
+		for _, a := range s.Allocs {
+			if a.Workspace.Name == name && a.Drift != "" && a.Phase == state.AllocRunning {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 func mustLoad(t *testing.T, dir string) *schema.Set {
 	t.Helper()
 	set, problems, err := reconcile.LoadSpecs(os.DirFS(dir), ".")
@@ -303,14 +315,7 @@ func TestRealDriftIsPutBack(t *testing.T) {
 	if _, _, err := r.c.Jobs().Register(j, &api.WriteOptions{Namespace: "berth-real"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitFor(ctx, r.d, 20*time.Second, func(s state.Snapshot) bool {
-		for _, a := range s.Allocs {
-			if a.Workspace.Name == "d" && a.Drift != "" && a.Phase == state.AllocRunning {
-				return true
-			}
-		}
-		return false
-	}); err != nil {
+	if err := waitFor(ctx, r.d, 20*time.Second, driftRunning("d")); err != nil {
 		t.Fatalf("the edited job is not reported as drift: %v", err)
 	}
 	res := r.until(20*time.Second, "put back", func() bool {
@@ -379,14 +384,7 @@ func TestRealDriftIsPutBack(t *testing.T) {
 		}
 		t.Logf("re-pinned to %s", other)
 	})
-	if err := waitFor(ctx, r.d, 20*time.Second, func(s state.Snapshot) bool {
-		for _, a := range s.Allocs {
-			if a.Workspace.Name == "d" && a.Drift != "" && a.Phase == state.AllocRunning {
-				return true
-			}
-		}
-		return false
-	}); err != nil {
+	if err := waitFor(ctx, r.d, 20*time.Second, driftRunning("d")); err != nil {
 		t.Fatalf("the re-pinned job is not reported as drift: %v", err)
 	}
 	// berth then owns it again: its own rendering, pinned where berth
