@@ -61,6 +61,7 @@ func realLoop(t *testing.T, specs string, watch bool) *reconcile.Loop {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { d.Close() })
 	cfg := reconcile.Config{Source: reconcile.DirSource{Dir: dir}, Cluster: overAsking{d}, Store: d,
 		Settle: 500 * time.Millisecond, BackoffMin: time.Second, BackoffMax: 10 * time.Second}
 	if watch {

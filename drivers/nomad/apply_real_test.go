@@ -42,14 +42,8 @@ func realSmallStart(name, node string) state.Action {
 // Nomad refuses the EnforceIndex-0 register, never overwritten.
 func TestRealStartShortcuts(t *testing.T) {
 	c := realnomad.Client(t)
-	d, err := nomad.New(nomad.ConfigFromEnv(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := nomad.New(nomad.ConfigFromEnv(""))
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDriver(t, nomad.ConfigFromEnv(""))
+	other := newDriver(t, nomad.ConfigFromEnv(""))
 	snap, err := d.Observe(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -176,10 +170,7 @@ func TestRealStartRequests(t *testing.T) {
 	ct := &countingTransport{n: map[string]int{}, base: http.DefaultTransport.(*http.Transport).Clone()}
 	cfg := nomad.ConfigFromEnv("")
 	cfg.HTTPClient = &http.Client{Transport: ct}
-	d, err := nomad.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDriver(t, cfg)
 	snap, err := d.Observe(ctx)
 	if err != nil {
 		t.Fatal(err)

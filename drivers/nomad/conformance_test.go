@@ -39,10 +39,7 @@ func fakeCluster(t testing.TB, nodes []state.Node) (*nomadfake.Server, *nomad.Dr
 		fake.AddNode(spec)
 	}
 	ts := fake.Start(t)
-	d, err := nomad.New(nomad.Config{Address: ts.URL, PlacementTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDriver(t, nomad.Config{Address: ts.URL, PlacementTimeout: 2 * time.Second})
 	return fake, d
 }
 
@@ -68,10 +65,7 @@ func TestConformanceFake(t *testing.T) {
 func TestRealConformance(t *testing.T) {
 	drivertest.Run(t, func(t *testing.T, _ []state.Node) drivertest.Harness {
 		realnomad.Client(t) // skips without NOMAD_ADDR; cleans the agent before and after
-		d, err := nomad.New(nomad.ConfigFromEnv(""))
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := newDriver(t, nomad.ConfigFromEnv(""))
 		dir := t.TempDir()
 		// The task waits for its exit code in a file named after its job.
 		task := schema.Task{Driver: "raw_exec", Command: "/bin/sh", Args: []string{"-c",

@@ -153,9 +153,16 @@ func New(cfg Config) (*Driver, error) {
 	} else {
 		// The api package's default keeps GOMAXPROCS+1 idle connections per
 		// host; the loop applies up to 32 actions at once, so most would
-		// open a new connection for each request.
+		// open a new connection for each request. Nomad refuses a client
+		// IP's 101st concurrent connection (limits.http_max_conns_per_client,
+		// 100 by default) with 429 for everyone on that address, so berth
+		// never holds more than maxConns: the 32 appliers, the event
+		// stream and a few reads, with room left for the other clients
+		// on berth's host.
 		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = 64
+		tr.MaxConnsPerHost = maxConns
+		tr.MaxIdleConnsPerHost = maxConns
+		tr.IdleConnTimeout = 30 * time.Second
 		tr.ForceAttemptHTTP2 = false // as the api package: HTTP/1.1
 		ac.HttpClient = &http.Client{Transport: tr}
 		if err := api.ConfigureTLS(ac.HttpClient, ac.TLSConfig); err != nil {
@@ -167,6 +174,17 @@ func New(cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("nomad: client for %s: %w", cfg.Address, err)
 	}
 	return &Driver{cfg: cfg, client: client, nodeIDs: map[string]string{}, namespaces: map[string]nsEnsured{}}, nil
+}
+
+// maxConns bounds the connections one driver holds open to Nomad.
+const maxConns = 40
+
+// Close releases the driver's idle connections to Nomad. A driver that
+// is dropped without Close keeps them open until they time out, and
+// they count against Nomad's per-IP limit meanwhile.
+func (d *Driver) Close() error {
+	d.client.Close()
+	return nil
 }
 
 // Client returns the api client the driver uses (berth doctor reads the

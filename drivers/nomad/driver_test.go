@@ -78,10 +78,7 @@ func TestObserveRecordedNomad(t *testing.T) {
 		_, _ = w.Write(b)
 	}))
 	defer srv.Close()
-	d, err := nomad.New(nomad.Config{Address: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDriver(t, nomad.Config{Address: srv.URL})
 	snap, err := d.Observe(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -141,10 +138,7 @@ func newHooked(t *testing.T) (*hookFake, *nomad.Driver, []state.Node) {
 	h := &hookFake{Server: fake}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	d, err := nomad.New(nomad.Config{Address: srv.URL, PlacementTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDriver(t, nomad.Config{Address: srv.URL, PlacementTimeout: time.Second})
 	if _, err := d.Observe(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -366,10 +360,7 @@ func TestObserveTopologyAndForeignGPUs(t *testing.T) {
 	fake.AddNode(nomadfake.Node{ID: "n2", Name: "draining", Drain: true})
 	fake.AddNode(nomadfake.Node{ID: "n3", Name: "down", Down: true})
 	fake.RegisterForeignJob("default", "web", "n1", []string{"GPU-b"})
-	d, err := nomad.New(nomad.Config{Address: fake.Start(t).URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDriver(t, nomad.Config{Address: fake.Start(t).URL})
 	snap, err := d.Observe(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -404,7 +395,7 @@ func TestErrorClassesAndToken(t *testing.T) {
 	const secret = "s3cret-token-value"
 	fake := nomadfake.New(nomadfake.WithToken(secret))
 	url := fake.Start(t).URL
-	wrong, _ := nomad.New(nomad.Config{Address: url, Token: "not-" + secret})
+	wrong := newDriver(t, nomad.Config{Address: url, Token: "not-" + secret})
 	_, err := wrong.Observe(ctx)
 	if drivers.ClassOf(err) != drivers.ClassTransient || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "NOMAD_TOKEN") || !strings.Contains(err.Error(), "examples/deploy") {
 		t.Errorf("403: %v, want transient (the operator fixes the token or policy)", err)
@@ -415,7 +406,7 @@ func TestErrorClassesAndToken(t *testing.T) {
 			t.Errorf("the token is printed: %s", s)
 		}
 	}
-	good, _ := nomad.New(cfg)
+	good := newDriver(t, cfg)
 	if _, err := good.Observe(ctx); err != nil {
 		t.Fatalf("with the right token: %v", err)
 	}
@@ -424,7 +415,7 @@ func TestErrorClassesAndToken(t *testing.T) {
 	if drivers.ClassOf(err) != drivers.ClassTransient || strings.Contains(err.Error(), secret) {
 		t.Errorf("500 no leader: %v, want transient without the token", err)
 	}
-	down, _ := nomad.New(nomad.Config{Address: "http://127.0.0.1:1", Token: secret})
+	down := newDriver(t, nomad.Config{Address: "http://127.0.0.1:1", Token: secret})
 	_, err = down.Observe(ctx)
 	if drivers.ClassOf(err) != drivers.ClassTransient || strings.Contains(err.Error(), secret) {
 		t.Errorf("unreachable: %v, want transient without the token", err)
@@ -434,7 +425,7 @@ func TestErrorClassesAndToken(t *testing.T) {
 func TestWaitForChange(t *testing.T) {
 	fake := nomadfake.New()
 	fake.AddNode(nomadfake.Node{ID: "n1", Name: "a"})
-	d, _ := nomad.New(nomad.Config{Address: fake.Start(t).URL})
+	d := newDriver(t, nomad.Config{Address: fake.Start(t).URL})
 	if _, err := d.Observe(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -475,7 +466,7 @@ func TestBusyGPUIsNeverPinned(t *testing.T) {
 func TestWatch(t *testing.T) {
 	fake := nomadfake.New()
 	fake.AddNode(nomadfake.Node{ID: "n1", Name: "a"})
-	d, _ := nomad.New(nomad.Config{Address: fake.Start(t).URL})
+	d := newDriver(t, nomad.Config{Address: fake.Start(t).URL})
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ch := d.Watch(wctx)
@@ -862,10 +853,7 @@ func TestStartOfAJobNotObserved(t *testing.T) {
 	}
 
 	// berth's own job, registered by another berth since the observation.
-	other, err := nomad.New(nomad.Config{Address: d.Client().Address(), PlacementTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := newDriver(t, nomad.Config{Address: d.Client().Address(), PlacementTimeout: time.Second})
 	if err := other.Apply(ctx, smallStart("y")); err != nil {
 		t.Fatal(err)
 	}
@@ -881,4 +869,16 @@ func TestStartOfAJobNotObserved(t *testing.T) {
 	if after := jobOf(t, d, "vision", "y"); *after.JobModifyIndex != *before.JobModifyIndex {
 		t.Errorf("an unchanged job was registered again (JobModifyIndex %d -> %d)", *before.JobModifyIndex, *after.JobModifyIndex)
 	}
+}
+
+// newDriver opens a driver for cfg and closes its connections when t
+// ends: a real agent refuses an address that holds too many.
+func newDriver(t testing.TB, cfg nomad.Config) *nomad.Driver {
+	t.Helper()
+	d, err := nomad.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
 }

@@ -56,10 +56,7 @@ type realLoop struct {
 
 func newRealLoop(t *testing.T) *realLoop {
 	c := realnomad.Client(t)
-	d, err := nomad.New(nomad.ConfigFromEnv(""))
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDriver(t, nomad.ConfigFromEnv(""))
 	dir := t.TempDir()
 	l, err := reconcile.New(reconcile.Config{Source: reconcile.DirSource{Dir: dir}, Cluster: d, Store: d})
 	if err != nil {
@@ -250,10 +247,7 @@ func TestRealExitIsNotLooped(t *testing.T) {
 // loop's per-workspace backoff (cmd/berth's TestRealNoConnectionPileUp).
 func TestRealUnplaceableStartCarriesNomadsReason(t *testing.T) {
 	c := realnomad.Client(t)
-	d, err := nomad.New(nomad.ConfigFromEnv(""))
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDriver(t, nomad.ConfigFromEnv(""))
 	snap, err := d.Observe(ctx)
 	if err != nil || len(snap.Nodes) == 0 {
 		t.Fatalf("observe: %v", err)
@@ -414,10 +408,7 @@ func TestRealRestartOnFailureIsBounded(t *testing.T) {
 	c := realnomad.Client(t)
 	cfg := nomad.ConfigFromEnv("")
 	cfg.RestartDelay = time.Second
-	d, err := nomad.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDriver(t, cfg)
 	dir := t.TempDir()
 	l, err := reconcile.New(reconcile.Config{Source: reconcile.DirSource{Dir: dir}, Cluster: d, Store: d})
 	if err != nil {

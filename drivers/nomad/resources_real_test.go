@@ -66,10 +66,7 @@ spec:
 // resLoop returns a loop over dir and the driver it uses.
 func resLoop(t *testing.T, dir string) (*reconcile.Loop, *nomad.Driver) {
 	t.Helper()
-	d, err := nomad.New(nomad.ConfigFromEnv(""))
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDriver(t, nomad.ConfigFromEnv(""))
 	l, err := reconcile.New(reconcile.Config{Source: reconcile.DirSource{Dir: dir}, Cluster: d, Store: d, ClusterName: "real"})
 	if err != nil {
 		t.Fatal(err)

@@ -47,10 +47,7 @@ func realHistoryVars(t *testing.T, c *api.Client) (sizes map[string]int, index m
 func TestRealHistoryFiftyThousandWorkspaces(t *testing.T) {
 	c := realnomad.Client(t)
 	newReal := func() *nomad.Driver {
-		d, err := nomad.New(nomad.ConfigFromEnv(""))
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := newDriver(t, nomad.ConfigFromEnv(""))
 		return d
 	}
 	h := bigHistory(50000, 1)
@@ -149,10 +146,7 @@ func TestRealHistoryThousandWaitingWorkspaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	newLoop := func() (*reconcile.Loop, *nomad.Driver) {
-		d, err := nomad.New(nomad.ConfigFromEnv(""))
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := newDriver(t, nomad.ConfigFromEnv(""))
 		l, err := reconcile.New(reconcile.Config{Source: reconcile.DirSource{Dir: dir}, Cluster: d, Store: d, ClusterName: "nomad"})
 		if err != nil {
 			t.Fatal(err)

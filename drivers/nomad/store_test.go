@@ -82,10 +82,7 @@ func varsUnder(t testing.TB, url string) map[string]int {
 
 func historyStore(t testing.TB, url string) *nomad.Driver {
 	t.Helper()
-	d, err := nomad.New(nomad.Config{Address: url})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDriver(t, nomad.Config{Address: url})
 	return d
 }
 
@@ -624,11 +621,11 @@ func BenchmarkSaveHistory(b *testing.B) {
 func TestHistoryStatePathTooLong(t *testing.T) {
 	fake := nomadfake.New()
 	url := fake.Start(t).URL
-	ok, _ := nomad.New(nomad.Config{Address: url, StatePath: strings.Repeat("p", 85)})
+	ok := newDriver(t, nomad.Config{Address: url, StatePath: strings.Repeat("p", 85)})
 	if err := ok.SaveHistory(ctx, bigHistory(10, 1)); err != nil {
 		t.Errorf("85 characters: %v", err)
 	}
-	long, _ := nomad.New(nomad.Config{Address: url, StatePath: strings.Repeat("p", 86)})
+	long := newDriver(t, nomad.Config{Address: url, StatePath: strings.Repeat("p", 86)})
 	err := long.SaveHistory(ctx, bigHistory(10, 1))
 	if drivers.ClassOf(err) != drivers.ClassInvalid || !strings.Contains(err.Error(), "at most 85") {
 		t.Errorf("86 characters: %v", err)

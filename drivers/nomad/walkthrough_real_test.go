@@ -55,10 +55,7 @@ func TestRealWalkthrough(t *testing.T) {
 	medDoc, highDoc := docs[0]+"\n", docs[1]
 	write(t, dir, "medium.yaml", medDoc)
 
-	d, err := nomad.New(nomad.ConfigFromEnv(""))
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDriver(t, nomad.ConfigFromEnv(""))
 	loop, err := reconcile.New(reconcile.Config{Source: reconcile.DirSource{Dir: dir}, Cluster: d, Store: d, ClusterName: "nomad"})
 	if err != nil {
 		t.Fatal(err)

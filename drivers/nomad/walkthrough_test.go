@@ -51,10 +51,7 @@ func TestWalkthroughOnFakeNomad(t *testing.T) {
 	})
 	url := fake.Start(t).URL
 	newLoop := func() *reconcile.Loop {
-		d, err := nomad.New(nomad.Config{Address: url, PlacementTimeout: 1e9})
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := newDriver(t, nomad.Config{Address: url, PlacementTimeout: 1e9})
 		l, err := reconcile.New(reconcile.Config{Source: reconcile.DirSource{Dir: dir}, Cluster: d, Store: d, ClusterName: "nomad " + url})
 		if err != nil {
 			t.Fatal(err)

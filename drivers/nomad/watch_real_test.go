@@ -15,10 +15,7 @@ import (
 // returns for it.
 func TestRealWatch(t *testing.T) {
 	c := realnomad.Client(t)
-	d, err := nomad.New(nomad.ConfigFromEnv(""))
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDriver(t, nomad.ConfigFromEnv(""))
 	if _, err := d.Observe(ctx); err != nil {
 		t.Fatal(err)
 	}

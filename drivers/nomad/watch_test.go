@@ -15,7 +15,7 @@ import (
 func TestWatchHoldsOneStream(t *testing.T) {
 	fake := nomadfake.New()
 	fake.AddNode(nomadfake.Node{ID: "n1", Name: "a"})
-	d, _ := nomad.New(nomad.Config{Address: fake.Start(t).URL})
+	d := newDriver(t, nomad.Config{Address: fake.Start(t).URL})
 	if _, err := d.Observe(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,7 @@ func Client(t testing.TB) *api.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(c.Close) // runs last: after the cleaning below
 	if err := Clean(context.Background(), c); err != nil {
 		t.Fatalf("clean the agent before the test: %v", err)
 	}
