@@ -1,5 +1,9 @@
 package policies
 
+// Rule: victim choice. Who may be preempted by whom (right), and the
+// fewest, lowest-tier, over-quota, least-work-lost victims that make a
+// preemptor fit.
+
 import (
 	"fmt"
 	"slices"
