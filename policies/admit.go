@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 )
 
 // admit decides one queued workspace: start on free GPUs, start after
@@ -83,7 +83,7 @@ func (d *decider) admit(w *wsState) {
 	// 2. Place every replica: free GPUs first, else by preemption.
 	d.journal = d.journal[:0]
 	ok := true
-	var pls []state.Placement
+	var pls []drivers.Placement
 	type taken struct {
 		victim int32
 		right  Right
@@ -223,7 +223,7 @@ func (d *decider) wait(w *wsState, r Reason) {
 // placeFree places replica r on free GPUs: the first level (preferred
 // topology first) where a group fits, in the group with the fewest free
 // GPUs that still fits (least stranded capacity).
-func (d *decider) placeFree(wi int32, w *wsState, mi, r int) (state.Placement, bool) {
+func (d *decider) placeFree(wi int32, w *wsState, mi, r int) (drivers.Placement, bool) {
 	for _, l := range w.levels {
 		li := d.c.index[mi][l]
 		gi := -1
@@ -244,7 +244,7 @@ func (d *decider) placeFree(wi int32, w *wsState, mi, r int) (state.Placement, b
 		d.takeNode(int(li.groups[gi].node), w, amount{})
 		return d.placement(r, slots), true
 	}
-	return state.Placement{}, false
+	return drivers.Placement{}, false
 }
 
 // orderFree returns the free slots of a group, those in the most used
@@ -275,8 +275,8 @@ func (d *decider) orderFree(mi int, gpus []int32) []int32 {
 	return out
 }
 
-func (d *decider) placement(r int, slots []int32) state.Placement {
-	pl := state.Placement{Replica: r, Node: d.c.nodes[d.c.slots[slots[0]].node].Name}
+func (d *decider) placement(r int, slots []int32) drivers.Placement {
+	pl := drivers.Placement{Replica: r, Node: d.c.nodes[d.c.slots[slots[0]].node].Name}
 	for _, si := range slots {
 		pl.GPUs = append(pl.GPUs, d.c.slots[si].id)
 	}
@@ -402,7 +402,7 @@ func (d *decider) reserve(wi int32, w *wsState, mi int, as string) string {
 	if !d.anyNodeBig(w) {
 		return ""
 	}
-	var holding []state.Placement
+	var holding []drivers.Placement
 	for r := range w.replicas {
 		gi := -1
 		for k := li.maxK; k >= 1 && gi < 0; k-- {

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -41,7 +41,7 @@ type wsState struct {
 
 	stopped bool // the specs want it stopped (DesiredStopped)
 
-	allocs   []*state.Alloc
+	allocs   []*drivers.Alloc
 	held     int  // GPUs its allocations hold
 	stopping bool // an allocation is stopping
 	leaving  bool // holds GPUs it will give up: stopping, stopped or removed
@@ -55,7 +55,7 @@ type wsState struct {
 
 	queuedSince time.Time
 	boost       int
-	preempted   *state.Preemption // last preemption (history), if waiting to resume
+	preempted   *drivers.Preemption // last preemption (history), if waiting to resume
 
 	victim bool // preempted in this decision
 	// candidate: may be preempted at all (running, preemptible, past the

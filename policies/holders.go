@@ -9,7 +9,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 )
 
 // settleHolders gives every workspace that holds GPUs, or is not wanted,
@@ -22,7 +22,7 @@ func (d *decider) settleHolders() {
 		allocs += len(w.allocs)
 		gpus += w.held // every GPU its allocations list
 	}
-	buf.pls = make([]state.Placement, 0, allocs)
+	buf.pls = make([]drivers.Placement, 0, allocs)
 	buf.gpus = make([]string, 0, gpus)
 	for _, w := range d.ws {
 		switch {
@@ -55,7 +55,7 @@ func (d *decider) settleHolders() {
 // PlacementsOf turns allocations into placements, sorted by replica, with
 // each placement's GPUs sorted; it copies and never mutates allocs. Nil
 // for no allocations.
-func PlacementsOf(allocs []*state.Alloc) []state.Placement {
+func PlacementsOf(allocs []*drivers.Alloc) []drivers.Placement {
 	var b placementBuf
 	return b.placementsOf(allocs)
 }
@@ -65,16 +65,16 @@ func PlacementsOf(allocs []*state.Alloc) []state.Placement {
 // per workspace and one per placement. Each slice cut from them is
 // capped at its length, so appending to one never reaches another.
 type placementBuf struct {
-	pls  []state.Placement
+	pls  []drivers.Placement
 	gpus []string
 }
 
-func (b *placementBuf) placementsOf(allocs []*state.Alloc) []state.Placement {
+func (b *placementBuf) placementsOf(allocs []*drivers.Alloc) []drivers.Placement {
 	if len(allocs) == 0 {
 		return nil
 	}
 	if cap(b.pls)-len(b.pls) < len(allocs) {
-		b.pls = make([]state.Placement, 0, max(len(allocs), 64))
+		b.pls = make([]drivers.Placement, 0, max(len(allocs), 64))
 	}
 	start := len(b.pls)
 	for _, a := range allocs {
@@ -90,7 +90,7 @@ func (b *placementBuf) placementsOf(allocs []*state.Alloc) []state.Placement {
 				slices.Sort(gpus)
 			}
 		}
-		b.pls = append(b.pls, state.Placement{Replica: a.Replica, Node: a.Node, GPUs: gpus})
+		b.pls = append(b.pls, drivers.Placement{Replica: a.Replica, Node: a.Node, GPUs: gpus})
 	}
 	out := b.pls[start:len(b.pls):len(b.pls)]
 	if len(out) > 1 {

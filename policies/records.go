@@ -13,7 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -32,7 +32,7 @@ func newDecider(in Input) *decider {
 	d.policy = specs.Policy.Spec
 	snap := in.Snapshot
 	if snap == nil {
-		snap = &state.Snapshot{}
+		snap = &drivers.Snapshot{}
 	}
 	hl := d.policy.FairShare.HalfLife
 	d.steady = 1
@@ -45,7 +45,7 @@ func newDecider(in Input) *decider {
 
 	// Projects.
 	projIdx := map[string]int{}
-	var hist state.History
+	var hist drivers.History
 	if in.History != nil {
 		hist = *in.History
 	}
@@ -163,7 +163,7 @@ func newDecider(in Input) *decider {
 	// A workspace's allocations are cut from one array of them all, in
 	// snapshot order, while they come together; a workspace whose
 	// allocations come back later (unsorted Allocs) appends to a copy.
-	allocs := make([]*state.Alloc, 0, len(snap.Allocs))
+	allocs := make([]*drivers.Alloc, 0, len(snap.Allocs))
 	runStart, fresh := 0, false
 	for ai := range snap.Allocs {
 		a := &snap.Allocs[ai]
@@ -185,7 +185,7 @@ func newDecider(in Input) *decider {
 			w.allocs = append(w.allocs, a)
 		}
 		w.held += len(a.GPUs)
-		if a.Phase == state.AllocStopping {
+		if a.Phase == drivers.AllocStopping {
 			w.stopping = true
 		}
 		if a.StartedAt.After(w.startedAt) {
@@ -277,14 +277,14 @@ func newDecider(in Input) *decider {
 	if len(hist.Preempted) < len(d.ws) {
 		for ref, p := range hist.Preempted {
 			if wi := d.find(ref); wi >= 0 {
-				d.ws[wi].preempted = &state.Preemption{}
+				d.ws[wi].preempted = &drivers.Preemption{}
 				*d.ws[wi].preempted = p
 			}
 		}
 	} else {
 		for _, w := range d.ws {
 			if p, ok := hist.Preempted[w.ref]; ok {
-				w.preempted = &state.Preemption{}
+				w.preempted = &drivers.Preemption{}
 				*w.preempted = p
 			}
 		}
@@ -363,7 +363,7 @@ func newDecider(in Input) *decider {
 }
 
 // nodeIndex finds a node by name in nodes (sorted by name), or -1.
-func nodeIndex(nodes []state.Node, name string) int {
+func nodeIndex(nodes []drivers.Node, name string) int {
 	i := sort.Search(len(nodes), func(i int) bool { return nodes[i].Name >= name })
 	if i < len(nodes) && nodes[i].Name == name {
 		return i

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers/sim"
-	"github.com/berth-dev/berth/drivers/sim/replay"
+	"github.com/berth-dev/berth/replay"
 	"github.com/spf13/cobra"
 )
 

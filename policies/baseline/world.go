@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/policies"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -28,10 +28,10 @@ type world struct {
 	turns int
 	projs []project // as specs.Projects (by name)
 	specs *schema.Set
-	hist  *state.History // nil: none
+	hist  *drivers.History // nil: none
 	// pls and ids are what placementsOf cuts its slices from; heldGPUs
 	// counts the GPU IDs of all allocations.
-	pls      []state.Placement
+	pls      []drivers.Placement
 	ids      []string
 	heldGPUs int
 	// gen changes whenever a GPU changes hands, so memoized failures are
@@ -45,11 +45,11 @@ type world struct {
 	maxVictims int
 
 	// Scratch memory: released to the pool with the world.
-	owners  []int          // newWorld: each allocation's workspace
-	ptrs    []*state.Alloc // backs work.allocs
-	queue   []*work        // settle's result
-	ordered []*work        // sorted's result
-	rest    []*work        // partition's
+	owners  []int            // newWorld: each allocation's workspace
+	ptrs    []*drivers.Alloc // backs work.allocs
+	queue   []*work          // settle's result
+	ordered []*work          // sorted's result
+	rest    []*work          // partition's
 	failed  map[uint64]bool
 	// nodeAt remembers where node lookups found each name, from one
 	// decision to the next (checked before use: a hint, not a truth).
@@ -114,7 +114,7 @@ type work struct {
 	held     int
 	ref      schema.Ref
 	spec     *schema.Workspace // nil: an orphan (allocations only)
-	allocs   []*state.Alloc
+	allocs   []*drivers.Alloc
 }
 
 // started is when w's latest allocation started.
@@ -165,7 +165,7 @@ func newWorld(in policies.Input) *world {
 	}
 	snap := in.Snapshot
 	if snap == nil {
-		snap = &state.Snapshot{}
+		snap = &drivers.Snapshot{}
 	}
 
 	// 1. Nodes and their usable GPUs, in one array.
@@ -317,7 +317,7 @@ func newWorld(in policies.Input) *world {
 		}
 		w.held += len(a.GPUs)
 		wd.heldGPUs += len(a.GPUs)
-		if a.Phase == state.AllocStopping {
+		if a.Phase == drivers.AllocStopping {
 			w.stopping = true
 		}
 		nd := wd.node(a.Node)
@@ -492,17 +492,17 @@ func (wd *world) settle() []*work {
 // slice capped, so appending to one copies it), and sorting is skipped
 // when already done (a snapshot's allocations are sorted by replica,
 // their GPUs by ID).
-func (wd *world) placementsOf(allocs []*state.Alloc) []state.Placement {
+func (wd *world) placementsOf(allocs []*drivers.Alloc) []drivers.Placement {
 	if len(allocs) == 0 {
 		return nil
 	}
 	if wd.pls == nil {
 		// Enough for every allocation: one array each.
-		wd.pls = make([]state.Placement, 0, len(wd.ptrs))
+		wd.pls = make([]drivers.Placement, 0, len(wd.ptrs))
 		wd.ids = make([]string, 0, wd.heldGPUs)
 	}
 	if cap(wd.pls)-len(wd.pls) < len(allocs) {
-		wd.pls = make([]state.Placement, 0, max(len(allocs), 256))
+		wd.pls = make([]drivers.Placement, 0, max(len(allocs), 256))
 	}
 	out := wd.pls[len(wd.pls) : len(wd.pls)+len(allocs) : len(wd.pls)+len(allocs)]
 	wd.pls = wd.pls[:len(wd.pls)+len(allocs)]
@@ -518,7 +518,7 @@ func (wd *world) placementsOf(allocs []*state.Alloc) []state.Placement {
 				sort.Strings(gpus)
 			}
 		}
-		out[i] = state.Placement{Replica: a.Replica, Node: a.Node, GPUs: gpus}
+		out[i] = drivers.Placement{Replica: a.Replica, Node: a.Node, GPUs: gpus}
 	}
 	for i := 1; i < len(out); i++ {
 		if out[i].Replica < out[i-1].Replica {
@@ -591,8 +591,8 @@ func (wd *world) pickNode(n int, how fit, useReleasing bool) *node {
 // take places one replica of w on nd: free GPUs first (by index), then
 // GPUs being released; waitFor collects the workspaces those belong to
 // (a few), once each.
-func (wd *world) take(w *work, r int, nd *node, waitFor *[]*work) state.Placement {
-	pl := state.Placement{Replica: r, Node: nd.name}
+func (wd *world) take(w *work, r int, nd *node, waitFor *[]*work) drivers.Placement {
+	pl := drivers.Placement{Replica: r, Node: nd.name}
 	need := w.gpus
 	for pass := 0; pass < 2 && need > 0; pass++ {
 		for i := range nd.gpus {
@@ -742,7 +742,7 @@ func (wd *world) place(w *work, how fit, may right, order victimOrder, cheaper f
 	wd.journal = wd.journal[:0]
 	gen := wd.gen
 	var waitFor []*work
-	var pls []state.Placement
+	var pls []drivers.Placement
 	var victims []*work
 	budget := wd.maxVictims
 	for r := 0; r < w.replicas; r++ {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-const fullTrace = "../../../../shared/traces/philly-pollux/philly.csv"
+const fullTrace = "../../shared/traces/philly-pollux/philly.csv"
 
 // BenchmarkSimulate replays the whole Philly trace under the four
 // policies when ../shared holds it, and prints the table.
