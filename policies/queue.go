@@ -167,7 +167,7 @@ func (d *decider) buildQueue() *projHeap {
 			if c := a.queuedSince.Compare(b.queuedSince); c != 0 {
 				return c
 			}
-			return compareRefs(a.ref, b.ref)
+			return a.ref.Compare(b.ref)
 		})
 		n := len(p.queue)
 		p.done = done[off : off+n : off+n]

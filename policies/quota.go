@@ -73,7 +73,7 @@ func markOverQuota(ws []*wsState, quota int, queued func(*wsState)) int {
 				if c := a.queuedSince.Compare(b.queuedSince); c != 0 {
 					return c
 				}
-				return compareRefs(a.ref, b.ref)
+				return a.ref.Compare(b.ref)
 			})
 		}
 		i = j

@@ -10,7 +10,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/berth-dev/berth/drivers"
@@ -390,20 +389,12 @@ func (d *decider) addOrphan(ref schema.Ref, projIdx map[string]int) int32 {
 	return wi
 }
 
-// compareRefs orders refs as Ref.Less does.
-func compareRefs(a, b schema.Ref) int {
-	if c := strings.Compare(a.Project, b.Project); c != 0 {
-		return c
-	}
-	return strings.Compare(a.Name, b.Name)
-}
-
 // find returns the index of the workspace with ref, or -1.
 func (d *decider) find(ref schema.Ref) int32 {
 	if d.specSorted {
 		specs := d.ws[:d.nSpecs]
 		i, ok := slices.BinarySearchFunc(specs, ref, func(w *wsState, ref schema.Ref) int {
-			return compareRefs(w.ref, ref)
+			return w.ref.Compare(ref)
 		})
 		if ok {
 			return int32(i)
@@ -422,12 +413,12 @@ func (d *decider) find(ref schema.Ref) int32 {
 // unsorted specs.
 func (d *decider) findFrom(walk *int, ref schema.Ref) int32 {
 	i := *walk
-	if !d.specSorted || (i > 0 && compareRefs(d.ws[i-1].ref, ref) >= 0) {
+	if !d.specSorted || (i > 0 && d.ws[i-1].ref.Compare(ref) >= 0) {
 		return d.find(ref)
 	}
 	// Every spec before i is before ref: it is at i or later, or nowhere.
 	for ; i < d.nSpecs; i++ {
-		if c := compareRefs(d.ws[i].ref, ref); c >= 0 {
+		if c := d.ws[i].ref.Compare(ref); c >= 0 {
 			if c == 0 {
 				*walk = i + 1
 				return int32(i)

@@ -253,7 +253,7 @@ func (d *decider) startWithoutGPUs(w *wsState) bool {
 			return false
 		}
 		d.takeNode(best, w, amount{})
-		pls = append(pls, drivers.Placement{Replica: r, Node: d.c.nodes[best].Name}) // GPUs nil for none, as placementsOf gives
+		pls = append(pls, drivers.Placement{Replica: r, Node: d.c.nodes[best].Name}) // GPUs nil for none, as drivers.PlacementsOf gives
 	}
 	d.journal = d.journal[:0]
 	w.out.Verdict = VerdictStart
