@@ -472,6 +472,7 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 				kept := own[0].ResumedFrom
 				lost := max(0, rec.lastProgress-kept)
 				st.WorkLost += lost
+				l.cfg.Metrics.lost(set, ref, lost)
 				rec.gone = false
 				rec.resumed = resumedText(wasPreempted, kept, lost, rec.lastProgress > 0 || own[0].Progress > 0)
 			}
@@ -578,7 +579,7 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 		l.records[ref] = rec
 	}
 	l.projects = projectStatus(set, snap, hist)
-	l.cfg.Metrics.observeStatus(l.records)
+	l.cfg.Metrics.observeStatus(l.records, l.projects, now)
 	return out
 }
 
