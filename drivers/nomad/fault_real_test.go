@@ -1,0 +1,272 @@
+package nomad_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/drivers/nomad"
+	"github.com/berth-dev/berth/internal/faultproxy"
+	"github.com/berth-dev/berth/internal/realnomad"
+	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/schema"
+	"github.com/hashicorp/nomad/api"
+)
+
+// Issue 14 sections 1 and 2 on a real Nomad (NOMAD_ADDR): berth's loop,
+// as `berth reconcile` runs it (Run, with the driver's watch), talks to
+// Nomad through a fault-injecting proxy. After each fault: no workspace
+// duplicated (one job and at most one live allocation each), none lost
+// (every workspace the specs want running runs).
+
+// logBuffer is a log sink the loop writes to while the test reads.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type faultLoop struct {
+	t     *testing.T
+	c     *api.Client
+	proxy *faultproxy.Proxy
+	loop  *reconcile.Loop
+	dir   string
+	log   *logBuffer
+	// changes tells Run the specs changed, as WatchDir would.
+	changes chan struct{}
+}
+
+// Timings of the fault tests: short, so faults are cut and retried within
+// a test; the backoff doubles from 1 s to 8 s.
+const (
+	faultRequestTimeout = 2 * time.Second
+	faultBackoffMax     = 8 * time.Second
+)
+
+// newFaultLoop runs a loop over dir through a fault proxy until the test
+// ends.
+func newFaultLoop(t *testing.T) *faultLoop {
+	c := realnomad.Client(t)
+	p, err := faultproxy.New(os.Getenv("NOMAD_ADDR"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	cfg := nomad.ConfigFromEnv(p.URL())
+	cfg.RequestTimeout, cfg.PlacementTimeout = faultRequestTimeout, 10*time.Second
+	d := newDriver(t, cfg)
+	f := &faultLoop{t: t, c: c, proxy: p, dir: t.TempDir(), log: &logBuffer{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	l, err := reconcile.New(reconcile.Config{
+		Source: reconcile.DirSource{Dir: f.dir}, Cluster: d, Store: d,
+		Logger:   slog.New(slog.NewTextHandler(f.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Interval: 30 * time.Second, Settle: 500 * time.Millisecond, Debounce: 200 * time.Millisecond,
+		BackoffMin: time.Second, BackoffMax: faultBackoffMax, CycleTimeout: 20 * time.Second,
+		ClusterChanges: d.Watch(ctx),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.loop = l
+	f.write("tiers.yaml", realTiers)
+	f.changes = make(chan struct{}, 1)
+	done := make(chan error)
+	go func() { done <- l.Run(ctx, f.changes) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if t.Failed() {
+			t.Logf("berth's log:\n%s", f.log.String())
+		}
+	})
+	return f
+}
+
+func (f *faultLoop) write(name, text string) {
+	f.t.Helper()
+	if err := os.WriteFile(filepath.Join(f.dir, name), []byte(text), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	if f.changes != nil {
+		select {
+		case f.changes <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// waitRunning waits until the loop reports every workspace in names
+// Running, and checks Nomad agrees: nothing duplicated, nothing lost.
+func (f *faultLoop) waitRunning(within time.Duration, after string, names ...string) {
+	f.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok := true
+		for _, n := range names {
+			w, _ := f.loop.Workspace(schema.Ref{Project: "berth-real", Name: n})
+			if w.Workspace.State != reconcile.StateRunning {
+				ok = false
+			}
+		}
+		if ok && f.intact(names) == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("after %s: %s not all running within %s; %s; status %+v", after, names, within, f.intact(names), f.loop.Status().Workspaces)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// intact returns "" when Nomad holds exactly the jobs of names, each
+// with exactly one live allocation, else what is wrong.
+func (f *faultLoop) intact(names []string) string {
+	jobs, _, err := f.c.Jobs().List(&api.QueryOptions{Namespace: "berth-real"})
+	if err != nil {
+		return err.Error()
+	}
+	var got []string
+	for _, j := range jobs {
+		if j.Stop {
+			continue
+		}
+		got = append(got, j.ID)
+		stubs, _, err := f.c.Jobs().Allocations(j.ID, false, &api.QueryOptions{Namespace: "berth-real"})
+		if err != nil {
+			return err.Error()
+		}
+		live := 0
+		for _, s := range stubs {
+			if s.DesiredStatus == "run" && (s.ClientStatus == "running" || s.ClientStatus == "pending") {
+				live++
+			}
+		}
+		if live != 1 {
+			return fmt.Sprintf("job %s has %d live allocations (duplicated or lost)", j.ID, live)
+		}
+	}
+	slices.Sort(got)
+	want := slices.Sorted(slices.Values(names))
+	if !slices.Equal(got, want) {
+		return fmt.Sprintf("jobs %v, want %v (duplicated or lost)", got, want)
+	}
+	return ""
+}
+
+// TestRealHungRequestIsCut: Nomad's answer to the loop's second node
+// list never comes (a proxy holds it). The request is cut by the
+// driver's request timeout, the log says what was cut, and the loop goes
+// on: a spec change made while the request hung is applied.
+func TestRealHungRequestIsCut(t *testing.T) {
+	f := newFaultLoop(t)
+	f.write("a.yaml", realWorkspace("a", 1, "sleep 3600"))
+	f.waitRunning(30*time.Second, "start", "a")
+	f.proxy.Inject(faultproxy.Rule{Method: "GET", Path: "/v1/nodes", Fault: faultproxy.Hang, Times: 1})
+	f.write("b.yaml", realWorkspace("b", 1, "sleep 3600")) // while the hang holds the cycle
+	f.waitRunning(60*time.Second, "a hung GET /v1/nodes", "a", "b")
+	if !strings.Contains(f.log.String(), "no answer from Nomad to GET /v1/nodes within 2s: cut (request timeout)") {
+		t.Errorf("the log does not say what was cut:\n%s", f.log.String())
+	}
+	if n := countFault(f.proxy, faultproxy.Hang); n != 1 {
+		t.Errorf("%d requests hung, want 1", n)
+	}
+}
+
+// countFault returns how many requests the proxy answered with fault.
+func countFault(p *faultproxy.Proxy, fault faultproxy.Fault) int {
+	n := 0
+	for _, r := range p.Requests() {
+		if r.Fault == fault {
+			n++
+		}
+	}
+	return n
+}
+
+// TestReal500EOFStartIsRetried: Nomad answers the start of a workspace
+// with 500 "1 error occurred: rpc error: EOF" (an RPC cut inside Nomad).
+// That is transient, not invalid: the start is retried and the workspace
+// runs; it never shows Failed.
+func TestReal500EOFStartIsRetried(t *testing.T) {
+	f := newFaultLoop(t)
+	f.proxy.Inject(faultproxy.Rule{Method: "PUT", Path: "/v1/jobs", Fault: faultproxy.Status, Status: 500,
+		Body: "1 error occurred:\n\t* rpc error: EOF\n\n", Times: 1})
+	f.write("a.yaml", realWorkspace("a", 1, "sleep 3600"))
+	f.waitRunning(30*time.Second, "a 500 rpc error: EOF on its register", "a")
+	if n := countFault(f.proxy, faultproxy.Status); n != 1 {
+		t.Fatalf("%d registers refused, want 1", n)
+	}
+	if n := f.proxy.Count("PUT", "/v1/jobs"); n != 2 {
+		t.Errorf("%d registers, want the refused one and its retry", n)
+	}
+	w, _ := f.loop.Workspace(schema.Ref{Project: "berth-real", Name: "a"})
+	for _, tr := range w.History {
+		if tr.To == reconcile.StateFailed {
+			t.Errorf("a went Failed after a transient 500: %+v", tr)
+		}
+	}
+	if !strings.Contains(f.log.String(), "failed (transient)") {
+		t.Errorf("the log does not say the failure was transient:\n%s", f.log.String())
+	}
+}
+
+// TestRealPersistentFailureBacksOff: Nomad answers every register with
+// 409 for 20 s, while the cluster changes (another workspace starts and
+// stops, the watch reports it). The start is retried as the log says:
+// each retry no sooner than the time logged, the waits doubling to the
+// backoff's maximum; the state Variable is not rewritten meanwhile. Once
+// Nomad accepts again the workspace runs.
+func TestRealPersistentFailureBacksOff(t *testing.T) {
+	f := newFaultLoop(t)
+	f.write("a.yaml", realWorkspace("a", 1, "sleep 3600"))
+	f.waitRunning(30*time.Second, "start", "a")
+	remove := f.proxy.Inject(faultproxy.Rule{Method: "PUT", Path: "/v1/jobs", Fault: faultproxy.Status, Status: 409,
+		Body: "Conflict"})
+	vars0 := f.proxy.Count("PUT", "/v1/var/")
+	start := time.Now()
+	f.write("b.yaml", realWorkspace("b", 1, "sleep 3600"))
+	const window = 20 * time.Second
+	time.Sleep(window)
+	remove()
+	registers := f.proxy.Count("PUT", "/v1/jobs")
+	vars := f.proxy.Count("PUT", "/v1/var/") - vars0
+	f.waitRunning(faultBackoffMax+30*time.Second, "20 s of 409s", "a", "b")
+	// Doubling from 1 s: tries at 0, 1, 3, 7, 15 s into the window.
+	t.Logf("in %s of 409s: %d registers, %d state writes", time.Since(start).Round(time.Second), registers, vars)
+	if registers > 6 {
+		t.Errorf("%d registers in %s of 409s: the backoff (doubling from 1s) allows at most 6", registers, window)
+	}
+	if vars > 2 {
+		t.Errorf("%d state writes in %s while nothing changed", vars, window)
+	}
+	// Each retry no sooner than the log said.
+	var retries []string
+	for _, line := range strings.Split(f.log.String(), "\n") {
+		if strings.Contains(line, "start of berth-real/b failed") {
+			retries = append(retries, line)
+		}
+	}
+	if len(retries) < 3 {
+		t.Errorf("%d failed starts logged, want the backoff's", len(retries))
+	}
+}
