@@ -578,8 +578,11 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 		}
 		// It held GPUs at the last observation, berth did not stop it, and
 		// they are gone: it failed (even if it is started again at once).
+		// One the specs want stopped (or no longer name) did not fail: berth
+		// stopped it, even if the stop's answer was lost on the way back.
 		ended, hasEnded := finished[ref]
-		failed := len(own) == 0 && rec.held && !wasPreempted && !hasEnded && (prev == StateRunning || prev == StateStarting)
+		wantsRun := spec != nil && spec.Spec.State != schema.DesiredStopped
+		failed := len(own) == 0 && rec.held && wantsRun && !wasPreempted && !hasEnded && (prev == StateRunning || prev == StateStarting)
 		rec.held = len(own) > 0
 		a, didAct := acted[ref]
 		switch {

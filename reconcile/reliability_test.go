@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -230,4 +231,51 @@ func TestFreedCapacityRetriesOnlyUnplaceable(t *testing.T) {
 			t.Errorf("%s: not due at its retry time", class)
 		}
 	}
+}
+
+// lossyCluster applies every action but answers a stop with an error, as
+// a connection reset after Nomad applied it.
+type lossyCluster struct{ *sim.Cluster }
+
+func (c lossyCluster) Apply(ctx context.Context, a state.Action) error {
+	if err := c.Cluster.Apply(ctx, a); err != nil {
+		return err
+	}
+	if a.Kind == state.ActionStop {
+		return errors.New("read: connection reset by peer")
+	}
+	return nil
+}
+
+// TestLostStopAnswerIsNotAFailure: berth stops a workspace the specs
+// want stopped; the cluster does it but the answer is lost. When its
+// allocation is gone the workspace is Stopped, never Failed: berth
+// stopped it.
+func TestLostStopAnswerIsNotAFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sets := testSets{
+			"r1": withWorkspaces(workspace("med", "b", schema.DesiredRunning)),
+			"r2": withWorkspaces(workspace("med", "b", schema.DesiredStopped)),
+		}
+		h := newHarness(t, sets, "r1")
+		h.loop.cfg.Cluster = lossyCluster{h.cluster}
+		ctx := t.Context()
+		h.loop.Once(ctx)
+		time.Sleep(sim.DefaultStartDelay + time.Second)
+		h.loop.Once(ctx)
+		h.source.set("r2")
+		if res, _ := h.loop.Once(ctx); len(res.Failed) != 1 {
+			t.Fatalf("the stop's lost answer: failed %+v", res.Failed)
+		}
+		time.Sleep(time.Minute) // past the grace period: the allocation is gone
+		h.loop.Once(ctx)
+		d, _ := h.loop.Workspace(schema.Ref{Project: "med", Name: "b"})
+		var path []string
+		for _, tr := range d.History {
+			path = append(path, string(tr.To))
+		}
+		if diff := cmp.Diff([]string{"Starting", "Running", "Stopped"}, path); diff != "" {
+			t.Errorf("history (-want +got):\n%s", diff)
+		}
+	})
 }

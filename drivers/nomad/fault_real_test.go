@@ -138,6 +138,22 @@ func (f *faultLoop) waitRunning(within time.Duration, after string, names ...str
 	}
 }
 
+// waitState waits until the loop reports name in state st.
+func (f *faultLoop) waitState(within time.Duration, name string, st reconcile.State) {
+	f.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		w, _ := f.loop.Workspace(schema.Ref{Project: "berth-real", Name: name})
+		if w.Workspace.State == st {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%s is %s, not %s, after %s", name, w.Workspace.State, st, within)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // intact returns "" when Nomad holds exactly the jobs of names, each
 // with exactly one live allocation, else what is wrong.
 func (f *faultLoop) intact(names []string) string {
@@ -269,4 +285,57 @@ func TestRealPersistentFailureBacksOff(t *testing.T) {
 	if len(retries) < 3 {
 		t.Errorf("%d failed starts logged, want the backoff's", len(retries))
 	}
+}
+
+// TestRealFaultsLeaveNothingDuplicatedOrLost: one fault after another
+// while the specs change; after each, every workspace the specs want
+// running runs, once: a register whose answer is lost after Nomad applied
+// it, a stop whose connection is reset after Nomad applied it, resets of
+// reads, 5xx on the observation, 409 on the state Variable, and a
+// partition of 5 s during which a workspace is added.
+func TestRealFaultsLeaveNothingDuplicatedOrLost(t *testing.T) {
+	f := newFaultLoop(t)
+	f.write("a.yaml", realWorkspace("a", 1, "sleep 3600"))
+	f.write("b.yaml", realWorkspace("b", 1, "sleep 3600"))
+	f.waitRunning(30*time.Second, "start", "a", "b")
+	within := faultBackoffMax + 30*time.Second
+	faults := 0
+	inject := func(r faultproxy.Rule) {
+		f.proxy.Inject(r)
+		faults += r.Times
+	}
+
+	// 1. Nomad registers c; berth never hears.
+	inject(faultproxy.Rule{Method: "PUT", Path: "/v1/jobs", Fault: faultproxy.LoseResponse, Times: 1})
+	f.write("c.yaml", realWorkspace("c", 1, "sleep 3600"))
+	f.waitRunning(within, "a lost register answer", "a", "b", "c")
+
+	// 2. Nomad stops b; the connection is reset before berth hears. Reads
+	// of jobs are reset twice too.
+	inject(faultproxy.Rule{Method: "DELETE", Path: "/v1/job/b", Fault: faultproxy.LoseResponse, Times: 1})
+	inject(faultproxy.Rule{Method: "GET", Path: "/v1/job/", Fault: faultproxy.Reset, Times: 2})
+	f.write("b.yaml", strings.Replace(realWorkspace("b", 1, "sleep 3600"), "state: Running", "state: Stopped", 1))
+	f.waitRunning(within, "a lost stop answer and reset reads", "a", "c")
+	f.waitState(within, "b", reconcile.StateStopped)
+	if w, _ := f.loop.Workspace(schema.Ref{Project: "berth-real", Name: "b"}); slices.ContainsFunc(w.History, func(tr reconcile.Transition) bool { return tr.To == reconcile.StateFailed }) {
+		t.Errorf("b went Failed when berth stopped it and the answer was lost: %+v", w.History)
+	}
+
+	// 3. The observation fails with 500 three times; the state Variable's
+	// writes are refused with 409 twice.
+	inject(faultproxy.Rule{Method: "GET", Path: "/v1/nodes", Fault: faultproxy.Status, Status: 500, Body: "rpc error: No cluster leader", Times: 3})
+	inject(faultproxy.Rule{Method: "PUT", Path: "/v1/var/", Fault: faultproxy.Status, Status: 409, Body: "{}", Times: 2})
+	f.write("d.yaml", realWorkspace("d", 1, "sleep 3600"))
+	f.waitRunning(within, "5xx observations and 409 state writes", "a", "c", "d")
+
+	// 4. A partition: nothing answers for 5 s; e is added meanwhile.
+	f.proxy.Partition(5 * time.Second)
+	faults++
+	f.write("e.yaml", realWorkspace("e", 1, "sleep 3600"))
+	f.waitRunning(within, "a 5 s partition", "a", "c", "d", "e")
+	hist, _, err := f.c.Variables().Peek("berth/state/history", nil)
+	if err != nil || hist == nil {
+		t.Errorf("the state Variable after the faults: %v, %v", hist, err)
+	}
+	t.Logf("%d faults injected (%d requests faulted, %d seen); 0 duplicated, 0 lost", faults, len(f.proxy.Requests())-countFault(f.proxy, 0), len(f.proxy.Requests()))
 }
