@@ -82,6 +82,7 @@ func newFaultLoop(t *testing.T) *faultLoop {
 		Logger:   slog.New(slog.NewTextHandler(f.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Interval: 30 * time.Second, Settle: 500 * time.Millisecond, Debounce: 200 * time.Millisecond,
 		BackoffMin: time.Second, BackoffMax: faultBackoffMax, CycleTimeout: 20 * time.Second,
+		HealthMaxAge: 30 * time.Second,
 		ClusterChanges: d.Watch(ctx),
 	})
 	if err != nil {
@@ -198,8 +199,10 @@ func TestRealHungRequestIsCut(t *testing.T) {
 	f.write("a.yaml", realWorkspace("a", 1, "sleep 3600"))
 	f.waitRunning(30*time.Second, "start", "a")
 	f.proxy.Inject(faultproxy.Rule{Method: "GET", Path: "/v1/nodes", Fault: faultproxy.Hang, Times: 1})
+	changed := time.Now()
 	f.write("b.yaml", realWorkspace("b", 1, "sleep 3600")) // while the hang holds the cycle
 	f.waitRunning(60*time.Second, "a hung GET /v1/nodes", "a", "b")
+	t.Logf("a GET /v1/nodes hung; cut after %s; the spec change made meanwhile ran %s after it was made", faultRequestTimeout, time.Since(changed).Round(100*time.Millisecond))
 	if !strings.Contains(f.log.String(), "no answer from Nomad to GET /v1/nodes within 2s: cut (request timeout)") {
 		t.Errorf("the log does not say what was cut:\n%s", f.log.String())
 	}
@@ -227,8 +230,10 @@ func TestReal500EOFStartIsRetried(t *testing.T) {
 	f := newFaultLoop(t)
 	f.proxy.Inject(faultproxy.Rule{Method: "PUT", Path: "/v1/jobs", Fault: faultproxy.Status, Status: 500,
 		Body: "1 error occurred:\n\t* rpc error: EOF\n\n", Times: 1})
+	written := time.Now()
 	f.write("a.yaml", realWorkspace("a", 1, "sleep 3600"))
 	f.waitRunning(30*time.Second, "a 500 rpc error: EOF on its register", "a")
+	t.Logf("a start answered 500 rpc error: EOF: running %s after the spec was written", time.Since(written).Round(100*time.Millisecond))
 	if n := countFault(f.proxy, faultproxy.Status); n != 1 {
 		t.Fatalf("%d registers refused, want 1", n)
 	}
@@ -258,32 +263,55 @@ func TestRealPersistentFailureBacksOff(t *testing.T) {
 	f.waitRunning(30*time.Second, "start", "a")
 	remove := f.proxy.Inject(faultproxy.Rule{Method: "PUT", Path: "/v1/jobs", Fault: faultproxy.Status, Status: 409,
 		Body: "Conflict"})
-	vars0 := f.proxy.Count("PUT", "/v1/var/")
-	start := time.Now()
+	vars0, registers0 := f.proxy.Count("PUT", "/v1/var/"), f.proxy.Count("PUT", "/v1/jobs")
 	f.write("b.yaml", realWorkspace("b", 1, "sleep 3600"))
 	const window = 20 * time.Second
 	time.Sleep(window)
 	remove()
-	registers := f.proxy.Count("PUT", "/v1/jobs")
+	registers := f.proxy.Count("PUT", "/v1/jobs") - registers0
 	vars := f.proxy.Count("PUT", "/v1/var/") - vars0
 	f.waitRunning(faultBackoffMax+30*time.Second, "20 s of 409s", "a", "b")
 	// Doubling from 1 s: tries at 0, 1, 3, 7, 15 s into the window.
-	t.Logf("in %s of 409s: %d registers, %d state writes", time.Since(start).Round(time.Second), registers, vars)
-	if registers > 6 {
-		t.Errorf("%d registers in %s of 409s: the backoff (doubling from 1s) allows at most 6", registers, window)
+	t.Logf("in %s of 409s: %d registers, %d state writes", window, registers, vars)
+	if registers > 5 {
+		t.Errorf("%d registers in %s of 409s: the backoff (at 0, 1, 3, 7, 15 s) allows 5", registers, window)
 	}
 	if vars > 2 {
 		t.Errorf("%d state writes in %s while nothing changed", vars, window)
 	}
-	// Each retry no sooner than the log said.
-	var retries []string
+	// Each retry no sooner than the log said, at WARN.
+	var at, due []time.Time
 	for _, line := range strings.Split(f.log.String(), "\n") {
-		if strings.Contains(line, "start of berth-real/b failed") {
-			retries = append(retries, line)
+		if !strings.Contains(line, "start of berth-real/b failed") {
+			continue
 		}
+		if !strings.Contains(line, "level=WARN") {
+			t.Errorf("a failed start not logged as a warning: %s", line)
+		}
+		var ts, retry string
+		for _, field := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(field, "time="); ok {
+				ts = v
+			}
+			if v, ok := strings.CutPrefix(field, "retry="); ok {
+				retry = v
+			}
+		}
+		tm, err1 := time.Parse(time.RFC3339Nano, ts)
+		r, err2 := time.Parse(time.TimeOnly, retry)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("cannot read the failed start's line: %s", line)
+		}
+		at = append(at, tm)
+		due = append(due, time.Date(tm.Year(), tm.Month(), tm.Day(), r.Hour(), r.Minute(), r.Second(), 0, tm.Location()))
 	}
-	if len(retries) < 3 {
-		t.Errorf("%d failed starts logged, want the backoff's", len(retries))
+	if len(at) < 4 {
+		t.Fatalf("%d failed starts logged, want the backoff's 4 or more", len(at))
+	}
+	for i := 1; i < len(at); i++ {
+		if at[i].Before(due[i-1]) {
+			t.Errorf("attempt %d at %s, before the retry time the log gave, %s", i+1, at[i].Format(time.TimeOnly+".000"), due[i-1].Format(time.TimeOnly))
+		}
 	}
 }
 
@@ -338,4 +366,34 @@ func TestRealFaultsLeaveNothingDuplicatedOrLost(t *testing.T) {
 		t.Errorf("the state Variable after the faults: %v, %v", hist, err)
 	}
 	t.Logf("%d faults injected (%d requests faulted, %d seen); 0 duplicated, 0 lost", faults, len(f.proxy.Requests())-countFault(f.proxy, 0), len(f.proxy.Requests()))
+}
+
+// TestRealLongPartition: nothing answers for 2 minutes. Every request is
+// cut at its deadline, cycles back off (to 8 s here), /healthz turns
+// stale once no cycle has succeeded for HealthMaxAge (30 s here), and a
+// workspace added meanwhile runs soon after the partition ends, with
+// nothing duplicated or lost; /healthz is ok again.
+func TestRealLongPartition(t *testing.T) {
+	f := newFaultLoop(t)
+	f.write("a.yaml", realWorkspace("a", 1, "sleep 3600"))
+	f.waitRunning(30*time.Second, "start", "a")
+	const partition = 2 * time.Minute
+	f.proxy.Partition(partition)
+	start := time.Now()
+	f.write("b.yaml", realWorkspace("b", 1, "sleep 3600"))
+	for f.loop.Health().Status != reconcile.HealthStale {
+		if time.Since(start) > partition {
+			t.Fatalf("/healthz still ok after %s of partition", partition)
+		}
+		time.Sleep(time.Second)
+	}
+	stale := time.Since(start)
+	time.Sleep(time.Until(start.Add(partition)))
+	f.waitRunning(faultBackoffMax+30*time.Second, "a 2 minute partition", "a", "b")
+	if h := f.loop.Health(); h.Status != reconcile.HealthOK {
+		t.Errorf("/healthz after the partition: %+v", h)
+	}
+	cut := strings.Count(f.log.String(), "cut (request timeout)")
+	t.Logf("a %s partition: /healthz stale after %s, %d requests cut, b running %s after the partition ended; 0 duplicated, 0 lost",
+		partition, stale.Round(time.Second), cut, time.Since(start.Add(partition)).Round(100*time.Millisecond))
 }
