@@ -82,7 +82,7 @@ func newFaultLoop(t *testing.T) *faultLoop {
 		Logger:   slog.New(slog.NewTextHandler(f.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Interval: 30 * time.Second, Settle: 500 * time.Millisecond, Debounce: 200 * time.Millisecond,
 		BackoffMin: time.Second, BackoffMax: faultBackoffMax, CycleTimeout: 20 * time.Second,
-		HealthMaxAge: 30 * time.Second,
+		HealthMaxAge:   30 * time.Second,
 		ClusterChanges: d.Watch(ctx),
 	})
 	if err != nil {
