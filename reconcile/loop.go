@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -171,11 +170,11 @@ type Loop struct {
 	// started is when New made the loop; lastOK when the last cycle that
 	// succeeded ended (zero before the first): what /healthz reports.
 	started, lastOK time.Time
-	// savedKey is the history as last loaded or saved, its clock-driven
-	// fields left out (historyKey), and savedAt when it was saved (Once's only): a cycle that changed
-	// nothing else saves only once Interval has passed.
-	savedKey string
-	savedAt  time.Time
+	// saved is the history as last saved and savedAt when (Once's only;
+	// saved is never mutated): a cycle that changed nothing but the
+	// clock's fields (sameHistory) saves only once Interval has passed.
+	saved   *state.History
+	savedAt time.Time
 }
 
 // New checks cfg and fills its defaults.
@@ -389,7 +388,7 @@ func (l *Loop) once(ctx, outer context.Context) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("load history: %w", err)
 	}
-	loadedKey := historyKey(hist)
+	loaded := hist // Advance and RecordDecision return new histories
 	hist = l.cfg.Advance(hist, set, &snap, now)
 
 	// 5. Decide (a workspace whose run ended does not want to run: see
@@ -434,8 +433,7 @@ func (l *Loop) once(ctx, outer context.Context) (Result, error) {
 	// (usage decays and accrues, AppliedAt follows the cycle), or at
 	// least every Interval so usage reaches the store; a cycle cut by its
 	// deadline still saves what it did, within outer.
-	key := historyKey(hist)
-	if key != "" && key == loadedKey && key == l.savedKey && time.Since(l.savedAt) < l.cfg.Interval {
+	if l.saved != nil && sameHistory(hist, loaded) && sameHistory(hist, *l.saved) && time.Since(l.savedAt) < l.cfg.Interval {
 		return res, applyErr
 	}
 	saveCtx := ctx
@@ -443,23 +441,24 @@ func (l *Loop) once(ctx, outer context.Context) (Result, error) {
 		saveCtx = outer
 	}
 	if err := l.cfg.Store.SaveHistory(saveCtx, hist); err != nil {
-		l.savedKey = ""
+		l.saved = nil
 		return res, errors.Join(applyErr, fmt.Errorf("save history: %w", err))
 	}
-	l.savedKey, l.savedAt = key, time.Now()
+	l.saved, l.savedAt = &hist, time.Now()
 	return res, applyErr
 }
 
-// historyKey is h without what moves with the clock alone (UsageAt,
-// Usage, AppliedAt): two histories with the same key differ only in
-// time. It is "" for a history that does not encode.
-func historyKey(h state.History) string {
-	h.UsageAt, h.Usage, h.AppliedAt = time.Time{}, nil, time.Time{}
-	b, err := json.Marshal(h)
-	if err != nil {
-		return ""
+// sameHistory reports whether a and b differ at most in what moves with
+// the clock alone: UsageAt, Usage and AppliedAt. Every other field of
+// state.History is compared (TestSameHistorySeesEveryField keeps it so).
+func sameHistory(a, b state.History) bool {
+	samePreemption := func(x, y state.Preemption) bool {
+		return x.Victim == y.Victim && x.By == y.By && x.At.Equal(y.At) && x.Reason == y.Reason
 	}
-	return string(b)
+	return a.AppliedRevision == b.AppliedRevision &&
+		maps.EqualFunc(a.QueuedSince, b.QueuedSince, time.Time.Equal) &&
+		maps.EqualFunc(a.Preempted, b.Preempted, samePreemption) &&
+		maps.Equal(a.Borrowing, b.Borrowing)
 }
 
 // load returns the Set to apply: the new revision when valid (not yet in
