@@ -322,12 +322,14 @@ func (r *retries) failed(a drivers.Action, class string, err error, now time.Tim
 
 // due reports whether a, whose workspace last failed with f, is to be
 // sent now: it is another action (a changed spec or placement), its
-// backoff is over, or capacity was freed since it failed (by anything but
-// the workspaces backing off: berth's own withdrawals do not count) and
-// at least min has passed.
+// backoff is over, or it was unplaceable, capacity was freed since (by
+// anything but the workspaces backing off: berth's own withdrawals do
+// not count) and at least min has passed. Freed capacity does not help
+// a conflict or a transient error: those wait out their backoff, however
+// often the cluster changes.
 func (r *retries) due(f *failure, a drivers.Action, now time.Time, min time.Duration) bool {
 	return f.key != actionKey(a) || !now.Before(f.retryAt) ||
-		(r.freedAt.After(f.at) && now.Sub(f.at) >= min)
+		(f.class == "unplaceable" && r.freedAt.After(f.at) && now.Sub(f.at) >= min)
 }
 
 // forget drops the failures of workspaces the plan no longer acts on

@@ -74,6 +74,11 @@ type GitSource struct {
 	// loop cycles every second while workspaces settle), unless Poke was
 	// called since. Zero fetches on every Read.
 	FetchEvery time.Duration
+	// Timeout bounds each clone or fetch (default DefaultGitTimeout): a
+	// git server that accepts and never answers is cut, and the Read
+	// fails with a *GitError that says so (the last good revision stays
+	// in force).
+	Timeout time.Duration
 
 	read      sync.Mutex // one Read at a time; guards repo, head, rev, lastFetch
 	repo      *git.Repository
@@ -87,6 +92,10 @@ type GitSource struct {
 	status SourceStatus
 	hashes map[string]string // short ID -> full hash of heads seen
 }
+
+// DefaultGitTimeout is GitSource.Timeout's default: a clone of a large
+// spec repository takes seconds; one that takes this long is stuck.
+const DefaultGitTimeout = 2 * time.Minute
 
 // SourceStatus is what the status reports about the source, like Flux's
 // GitRepository status: the revision applied, the newest one seen and
@@ -251,11 +260,25 @@ func (s *GitSource) Read(ctx context.Context) (Revision, error) {
 
 // fetch clones the repository the first time and fetches the branch
 // after; callers hold s.read.
-func (s *GitSource) fetch(ctx context.Context) error {
+func (s *GitSource) fetch(ctx context.Context) (err error) {
 	auth, err := s.authMethod()
 	if err != nil {
 		return s.fail("auth", err.Error())
 	}
+	limit := s.Timeout
+	if limit <= 0 {
+		limit = DefaultGitTimeout
+	}
+	outer := ctx
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	defer func() {
+		// Say what was cut, not only "context deadline exceeded".
+		var ge *GitError
+		if errors.As(err, &ge) && ctx.Err() != nil && outer.Err() == nil {
+			ge.Msg = fmt.Sprintf("no answer from the git server within %s: cut (git timeout): %s", limit, ge.Msg)
+		}
+	}()
 	if s.repo == nil {
 		opts := &git.CloneOptions{URL: s.URL, Auth: auth, SingleBranch: true, NoCheckout: true, Tags: git.NoTags}
 		if s.Branch != "" {

@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/pem"
+	"errors"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -377,5 +379,43 @@ func TestIsGitURL(t *testing.T) {
 	}
 	if got := RedactURL("https://bot:tok3n@host/org/r.git"); got != "https://bot:***@host/org/r.git" {
 		t.Errorf("RedactURL: %s", got)
+	}
+}
+
+// TestGitServerThatNeverAnswers: a git server that accepts connections
+// and never answers is cut at the source's Timeout, over http and git://,
+// with an error that says so (before, the loop froze with no log line).
+func TestGitServerThatNeverAnswers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	held := make(chan net.Conn, 16)
+	defer func() {
+		ln.Close()
+		for len(held) > 0 {
+			(<-held).Close()
+		}
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held <- c // never answered
+		}
+	}()
+	for _, u := range []string{"http://" + ln.Addr().String() + "/specs.git", "git://" + ln.Addr().String() + "/specs.git"} {
+		s := &GitSource{URL: u, Timeout: 50 * time.Millisecond}
+		_, err := s.Read(t.Context())
+		var ge *GitError
+		if !errors.As(err, &ge) || !strings.Contains(err.Error(), "no answer from the git server within 50ms: cut (git timeout)") {
+			t.Errorf("%s: Read = %v, want a GitError saying it was cut", u, err)
+		}
+		if st := s.SourceStatus(); !strings.Contains(st.FetchError, "within 50ms") {
+			t.Errorf("%s: status fetch error %q", u, st.FetchError)
+		}
 	}
 }

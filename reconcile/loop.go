@@ -81,6 +81,17 @@ type Config struct {
 	// BackoffMin and BackoffMax bound the wait after a failed cycle; it
 	// doubles from min to max (defaults 1s and 1m).
 	BackoffMin, BackoffMax time.Duration
+	// CycleTimeout bounds one cycle (default DefaultCycleTimeout): a
+	// cycle still running then is cut (the calls in flight end with its
+	// context), what it applied is recorded and saved, and it fails: Run
+	// backs off and the next cycle plans again from a fresh observation.
+	// It is a last resort behind the deadlines of the source's and the
+	// cluster's own calls.
+	CycleTimeout time.Duration
+	// HealthMaxAge is how old the last successful cycle may be before
+	// /healthz fails with 503 (default DefaultHealthMaxAge); before the
+	// first success it counts from New.
+	HealthMaxAge time.Duration
 
 	// PruneDelay is how long a workspace must stay out of the specs before
 	// its job is purged (default DefaultPruneDelay); until then it is only
@@ -105,6 +116,16 @@ type Config struct {
 	ClusterChanges <-chan struct{}
 }
 
+// DefaultCycleTimeout is Config.CycleTimeout's default: far above what a
+// cycle takes (an apply of 1,000 workspaces on a real Nomad takes under a
+// minute), so it cuts only a cycle that is stuck.
+const DefaultCycleTimeout = 5 * time.Minute
+
+// DefaultHealthMaxAge is Config.HealthMaxAge's default: two cycle
+// timeouts, so one stuck cycle cut by its deadline, followed by a good
+// one, never fails the health check.
+const DefaultHealthMaxAge = 2 * DefaultCycleTimeout
+
 // Loop keeps a cluster matching the specs. Once is one cycle; Run calls
 // Once on changes and on an interval. The Loop is safe for concurrent use:
 // the HTTP server reads its status while Run runs.
@@ -128,6 +149,15 @@ type Loop struct {
 	feed *feed // the dashboard's event feed (events.go)
 
 	retry retries // failed actions and their backoff (apply.go); Once's only
+
+	// started is when New made the loop; lastOK when the last cycle that
+	// succeeded ended (zero before the first): what /healthz reports.
+	started, lastOK time.Time
+	// saved is the history as last saved and savedAt when (Once's only;
+	// saved is never mutated): a cycle that changed nothing but the
+	// clock's fields (sameHistory) saves only once Interval has passed.
+	saved   *drivers.History
+	savedAt time.Time
 }
 
 // New checks cfg and fills its defaults.
@@ -162,6 +192,8 @@ func New(cfg Config) (*Loop, error) {
 	def(&cfg.BackoffMin, time.Second)
 	def(&cfg.BackoffMax, time.Minute)
 	def(&cfg.PruneDelay, DefaultPruneDelay)
+	def(&cfg.CycleTimeout, DefaultCycleTimeout)
+	def(&cfg.HealthMaxAge, DefaultHealthMaxAge)
 	if cfg.Parallelism <= 0 {
 		cfg.Parallelism = DefaultParallelism
 	}
@@ -171,7 +203,8 @@ func New(cfg Config) (*Loop, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
-	return &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}, rejected: map[schema.Ref]rejection{}, feed: newFeed()}, nil
+	return &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}, rejected: map[schema.Ref]rejection{}, feed: newFeed(),
+		started: time.Now()}, nil
 }
 
 // Metrics returns the loop's metrics.
@@ -258,23 +291,42 @@ type WorkspaceTransition struct {
 // leaves the rest of the plan for the next cycle, which plans again from
 // a fresh snapshot: actions already applied are not repeated. Errors wrap
 // their cause; a *StalledError means only a new revision can help.
+//
+// A cycle that runs past Config.CycleTimeout is cut: its calls end with
+// its context, what it applied is recorded and the history saved (within
+// ctx, not the cycle's deadline), and it fails with an error that says
+// so.
 func (l *Loop) Once(ctx context.Context) (Result, error) {
 	l.cycle.Lock()
 	defer l.cycle.Unlock()
 	started := time.Now()
-	res, err := l.once(ctx)
+	cycleCtx, cancel := context.WithTimeoutCause(ctx, l.cfg.CycleTimeout, errCycleTimeout)
+	res, err := l.once(cycleCtx, ctx)
+	cut := context.Cause(cycleCtx) == errCycleTimeout && ctx.Err() == nil
+	cancel()
+	if err != nil && cut {
+		err = fmt.Errorf("the cycle ran for %s, its limit, and was cut (what it applied is kept; the next cycle observes again): %w", l.cfg.CycleTimeout, err)
+	}
 	l.cfg.Metrics.observeCycle(time.Since(started), err)
 	l.mu.Lock()
 	l.last = &CycleStatus{At: res.ObservedAt, Duration: time.Since(started), Actions: len(res.Applied)}
 	if err != nil {
 		l.last.Error = err.Error()
+	} else {
+		l.lastOK = time.Now()
 	}
 	l.mu.Unlock()
 	l.publish(res.Transitions)
 	return res, err
 }
 
-func (l *Loop) once(ctx context.Context) (Result, error) {
+// errCycleTimeout is the cause of a cycle's context cut by CycleTimeout.
+var errCycleTimeout = errors.New("the reconcile cycle ran past its limit")
+
+// once is Once's cycle under ctx (with the cycle's deadline); outer is
+// Once's own context, which the history is saved under once the cycle's
+// deadline has passed.
+func (l *Loop) once(ctx, outer context.Context) (Result, error) {
 	var res Result
 	// 1. Read the source.
 	rev, err := l.cfg.Source.Read(ctx)
@@ -319,6 +371,7 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("load history: %w", err)
 	}
+	loaded := hist // Advance and RecordDecision return new histories
 	hist = l.cfg.Advance(hist, set, &snap, now)
 
 	// 5. Decide (a workspace whose run ended does not want to run: see
@@ -359,10 +412,36 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 	if applyErr == nil {
 		hist.AppliedRevision, hist.AppliedAt = set.Revision, now
 	}
-	if err := l.cfg.Store.SaveHistory(ctx, hist); err != nil {
+	// 9. Save the history: only when something but the clock moved it
+	// (usage decays and accrues, AppliedAt follows the cycle), or at
+	// least every Interval so usage reaches the store; a cycle cut by its
+	// deadline still saves what it did, within outer.
+	if l.saved != nil && sameHistory(hist, loaded) && sameHistory(hist, *l.saved) && time.Since(l.savedAt) < l.cfg.Interval {
+		return res, applyErr
+	}
+	saveCtx := ctx
+	if ctx.Err() != nil && outer.Err() == nil {
+		saveCtx = outer
+	}
+	if err := l.cfg.Store.SaveHistory(saveCtx, hist); err != nil {
+		l.saved = nil
 		return res, errors.Join(applyErr, fmt.Errorf("save history: %w", err))
 	}
+	l.saved, l.savedAt = &hist, time.Now()
 	return res, applyErr
+}
+
+// sameHistory reports whether a and b differ at most in what moves with
+// the clock alone: UsageAt, Usage and AppliedAt. Every other field of
+// state.History is compared (TestSameHistorySeesEveryField keeps it so).
+func sameHistory(a, b drivers.History) bool {
+	samePreemption := func(x, y drivers.Preemption) bool {
+		return x.Victim == y.Victim && x.By == y.By && x.At.Equal(y.At) && x.Reason == y.Reason
+	}
+	return a.AppliedRevision == b.AppliedRevision &&
+		maps.EqualFunc(a.QueuedSince, b.QueuedSince, time.Time.Equal) &&
+		maps.EqualFunc(a.Preempted, b.Preempted, samePreemption) &&
+		maps.Equal(a.Borrowing, b.Borrowing)
 }
 
 // load returns the Set to apply: the new revision when valid (not yet in
@@ -482,8 +561,11 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 		}
 		// It held GPUs at the last observation, berth did not stop it, and
 		// they are gone: it failed (even if it is started again at once).
+		// One the specs want stopped (or no longer name) did not fail: berth
+		// stopped it, even if the stop's answer was lost on the way back.
 		ended, hasEnded := finished[ref]
-		failed := len(own) == 0 && rec.held && !wasPreempted && !hasEnded && (prev == StateRunning || prev == StateStarting)
+		wantsRun := spec != nil && spec.Spec.State != schema.DesiredStopped
+		failed := len(own) == 0 && rec.held && wantsRun && !wasPreempted && !hasEnded && (prev == StateRunning || prev == StateStarting)
 		rec.held = len(own) > 0
 		a, didAct := acted[ref]
 		switch {

@@ -13,10 +13,11 @@ import (
 // ClusterChanges starts a cycle like changes does.
 //
 // After a failed cycle it waits with backoff, doubling from BackoffMin to
-// BackoffMax, unless the specs change: the cluster's changes do not cut
-// it short (berth's own writes are among them). After a conflict (the
-// cluster changed under berth) it observes again after Settle; a conflict
-// that repeats backs off the same way, doubling from Settle. An invalid
+// BackoffMax, unless the specs change: neither the cluster's changes
+// (berth's own writes are among them) nor a failed action due again cut
+// it short. After a conflict (the cluster changed under berth) it
+// observes again after Settle; a conflict that repeats backs off the
+// same way, doubling from Settle, and is logged as a warning. An invalid
 // revision with nothing in force waits for a change. Run returns nil
 // when ctx ends. changes may be nil.
 func (l *Loop) Run(ctx context.Context, changes <-chan struct{}) error {
@@ -46,7 +47,13 @@ func (l *Loop) Run(ctx context.Context, changes <-chan struct{}) error {
 			}
 			next = min(next, l.cfg.BackoffMax)
 			cluster = nil
-			l.log.Info("the cluster changed under berth; observing again", "in", next.String(), "err", err.Error())
+			msg := "the cluster changed under berth; observing again"
+			if conflicts > 1 {
+				// Once is news; again and again is a problem to look at.
+				l.log.Warn(msg, "in", next.String(), "conflicts", conflicts, "err", err.Error())
+			} else {
+				l.log.Info(msg, "in", next.String(), "err", err.Error())
+			}
 		case err != nil:
 			conflicts = 0
 			if backoff == 0 {
@@ -62,9 +69,12 @@ func (l *Loop) Run(ctx context.Context, changes <-chan struct{}) error {
 			if res.Settling {
 				next = l.cfg.Settle
 			}
-		}
-		if !res.RetryAt.IsZero() {
-			next = min(next, max(0, time.Until(res.RetryAt)))
+			// A failed action due again before then: its own backoff. After
+			// a failed cycle the cycle's backoff wins: an action is never
+			// retried sooner than the log says.
+			if !res.RetryAt.IsZero() {
+				next = min(next, max(0, time.Until(res.RetryAt)))
+			}
 		}
 		if !l.wait(ctx, changes, cluster, next) {
 			return nil

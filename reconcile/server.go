@@ -3,6 +3,7 @@ package reconcile
 import (
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/berth-dev/berth/reconcile/ui"
 	"github.com/berth-dev/berth/schema"
@@ -15,7 +16,7 @@ import (
 //
 //	GET /api/v1/status                      the Status as JSON
 //	GET /api/v1/workspaces/{project}/{name} a WorkspaceDetail as JSON
-//	GET /healthz                            200 "ok" while the loop runs
+//	GET /healthz                            a Health as JSON: 200 while cycles succeed, 503 once the last success is older than Config.HealthMaxAge
 //	GET /metrics                            Prometheus metrics
 //	GET /api/v1/events                      the dashboard's WebSocket feed (events.go)
 //	GET /                                   the dashboard (reconcile/ui)
@@ -41,8 +42,12 @@ func (l *Loop) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, d)
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Write([]byte("ok\n"))
+		h := l.Health()
+		code := http.StatusOK
+		if h.Status != HealthOK {
+			code = http.StatusServiceUnavailable
+		}
+		writeJSON(w, code, h)
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /api/v1/events", l.serveEvents)
@@ -56,4 +61,44 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(v)
+}
+
+// Health is what /healthz answers. It carries no error text: /healthz
+// needs no token.
+type Health struct {
+	// Status is HealthOK or HealthStale.
+	Status string `json:"status"`
+	// LastSuccessAt is when the last successful cycle ended; absent
+	// before the first.
+	LastSuccessAt time.Time `json:"lastSuccessAt,omitzero"`
+	// AgeSeconds is the time since then (since berth started, before the
+	// first success); MaxAgeSeconds the most it may be (Config.HealthMaxAge).
+	AgeSeconds    float64 `json:"ageSeconds"`
+	MaxAgeSeconds float64 `json:"maxAgeSeconds"`
+}
+
+// Health statuses.
+const (
+	// HealthOK: a cycle succeeded within Config.HealthMaxAge.
+	HealthOK = "ok"
+	// HealthStale: none did (a hung or failing berth, an unreachable
+	// cluster, or specs with no valid revision): restart it or look.
+	HealthStale = "stale"
+)
+
+// Health reports the age of the last successful cycle against
+// Config.HealthMaxAge.
+func (l *Loop) Health() Health {
+	l.mu.Lock()
+	last, since := l.lastOK, l.lastOK
+	l.mu.Unlock()
+	if since.IsZero() {
+		since = l.started
+	}
+	age := time.Since(since)
+	h := Health{Status: HealthOK, LastSuccessAt: last, AgeSeconds: age.Round(time.Millisecond).Seconds(), MaxAgeSeconds: l.cfg.HealthMaxAge.Seconds()}
+	if age > l.cfg.HealthMaxAge {
+		h.Status = HealthStale
+	}
+	return h
 }

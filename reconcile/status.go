@@ -74,7 +74,9 @@ type RevisionStatus struct {
 
 // CycleStatus is the outcome of one reconcile cycle.
 type CycleStatus struct {
-	At       time.Time     `json:"at"`
+	// At is the cluster's time of the cycle's observation; absent for a
+	// cycle that failed before it observed.
+	At       time.Time     `json:"at,omitzero"`
 	Duration time.Duration `json:"duration"`
 	Actions  int           `json:"actions"`
 	Error    string        `json:"error,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/sim"
@@ -23,6 +24,9 @@ type clusterOptions struct {
 	// SimSpeed is --sim-speed: how fast a simulated clock runs.
 	SimSpeed float64
 	Logger   *slog.Logger
+	// RequestTimeout is --nomad-timeout: the deadline of each request to
+	// a real cluster (0: the driver's default).
+	RequestTimeout time.Duration
 }
 
 // openedCluster is a cluster ready for the loop.

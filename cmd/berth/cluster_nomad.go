@@ -21,6 +21,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
+			cfg.RequestTimeout = opts.RequestTimeout
 			d, err := nomad.New(cfg)
 			if err != nil {
 				return nil, err

@@ -26,6 +26,7 @@ type sourceFlags struct {
 	verifyKeys                string
 	webhookSecretFile         string
 	pruneDelay                time.Duration
+	gitTimeout                time.Duration
 }
 
 // Environment variables that hold secrets.
@@ -46,6 +47,7 @@ func (f *sourceFlags) add(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.insecureHostKey, "git-insecure-skip-host-key-check", false, "do not check ssh host keys (insecure; warns on every fetch)")
 	fl.StringVar(&f.verifyKeys, "verify-keys", "", "armored OpenPGP public keys; apply only commits signed by one of them")
 	fl.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "file holding the git webhook secret (or $"+envWebhookSecret+"); enables POST "+reconcile.WebhookPath)
+	fl.DurationVar(&f.gitTimeout, "git-timeout", reconcile.DefaultGitTimeout, "longest a git clone or fetch may take before it is cut (the last good revision stays in force)")
 	fl.DurationVar(&f.pruneDelay, "prune-delay", reconcile.DefaultPruneDelay, "how long a workspace removed from the specs stays stopped before its job is purged")
 }
 
@@ -83,7 +85,7 @@ func (f *sourceFlags) open(source string, interval time.Duration, log *slog.Logg
 	if auth.SSHKeyPassphrase, err = secret(f.sshPassphraseFile, envGitSSHPassphrase); err != nil {
 		return nil, err
 	}
-	src := &reconcile.GitSource{URL: source, Branch: f.branch, Path: f.path, Auth: auth, Logger: log, FetchEvery: interval}
+	src := &reconcile.GitSource{URL: source, Branch: f.branch, Path: f.path, Auth: auth, Logger: log, FetchEvery: interval, Timeout: f.gitTimeout}
 	if f.verifyKeys != "" {
 		b, err := os.ReadFile(f.verifyKeys)
 		if err != nil {

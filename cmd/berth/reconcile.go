@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +32,9 @@ func newReconcileCmd() *cobra.Command {
 		uiToken  string
 		interval time.Duration
 		sf       sourceFlags
+		// Deadlines: of each request to Nomad, of a cycle, and the age of
+		// the last successful cycle past which /healthz fails.
+		nomadTimeout, cycleTimeout, healthMaxAge time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "reconcile --source DIR|GIT-URL --cluster CLUSTER",
@@ -52,6 +56,15 @@ Each workspace transition is logged as one line. The status is served on
 /metrics, and a live dashboard at / (its feed: the WebSocket
 /api/v1/events). Ctrl-C stops it.
 
+berth never waits forever: each request to Nomad is cut after
+--nomad-timeout, each git clone or fetch after --git-timeout, and a whole
+cycle after --cycle-timeout; the log names what was cut, and the next
+cycle observes again (a spec change made meanwhile is applied then).
+/healthz answers {"status":"ok",…} with the age of the last successful
+cycle, and 503 {"status":"stale",…} once it is older than
+--health-max-age: point Nomad's (or any) health check at it to restart a
+berth that is stuck or cannot reach its cluster.
+
 --listen is loopback by default. On any other address berth requires a
 bearer token, read from --ui-token-file, for everything but the
 dashboard's static files and /healthz: the API, the event feed and
@@ -65,6 +78,17 @@ reaches a server or its logs).
 			if err := f.check("reconcile"); err != nil {
 				return err
 			}
+			for _, d := range []struct {
+				name string
+				v    time.Duration
+			}{{"--nomad-timeout", nomadTimeout}, {"--cycle-timeout", cycleTimeout}, {"--health-max-age", healthMaxAge}, {"--git-timeout", sf.gitTimeout}} {
+				if d.v <= 0 {
+					return usageError("%s %s: want a duration above 0", d.name, d.v)
+				}
+			}
+			if healthMaxAge <= interval {
+				return usageError("--health-max-age %s must be longer than --interval %s: a healthy berth succeeds a cycle at least every interval", healthMaxAge, interval)
+			}
 			token, err := readUIToken(uiToken, listen)
 			if err != nil {
 				return err
@@ -75,7 +99,7 @@ reaches a server or its logs).
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			c, err := openCluster(ctx, f.cluster, clusterOptions{SimSpeed: f.simSpeed, Logger: log})
+			c, err := openCluster(ctx, f.cluster, clusterOptions{SimSpeed: f.simSpeed, Logger: log, RequestTimeout: nomadTimeout})
 			if err != nil {
 				return err
 			}
@@ -98,6 +122,7 @@ reaches a server or its logs).
 				ClusterName: c.Name, BerthVersion: berthVersion(), Interval: interval,
 				PruneDelay: sf.pruneDelay, AllowMassPrune: f.prune.allow,
 				MassPrunePercent: f.prune.percent, MassPruneMin: f.prune.atMin,
+				CycleTimeout: cycleTimeout, HealthMaxAge: healthMaxAge,
 			}
 			if c.Watch != nil {
 				// The cluster's changes start cycles but never cut a backoff short.
@@ -160,6 +185,9 @@ reaches a server or its logs).
 	fl.Float64Var(&f.simSpeed, "sim-speed", 1, "how fast a simulated cluster's clock runs (60: a second is a minute)")
 	fl.StringVar(&listen, "listen", defaultListen, "address of the status API")
 	fl.DurationVar(&interval, "interval", time.Minute, "longest time between cycles (and between git fetches)")
+	fl.DurationVar(&nomadTimeout, "nomad-timeout", nomad.DefaultRequestTimeout, "longest berth waits for Nomad to answer one request (a blocking query: its wait on top) before it cuts it and retries")
+	fl.DurationVar(&cycleTimeout, "cycle-timeout", reconcile.DefaultCycleTimeout, "longest one reconcile cycle may run before it is cut (what it applied is kept)")
+	fl.DurationVar(&healthMaxAge, "health-max-age", reconcile.DefaultHealthMaxAge, "/healthz answers 503 once the last successful cycle is older than this")
 	sf.add(fl)
 	f.prune.add(fl)
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")

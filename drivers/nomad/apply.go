@@ -142,12 +142,52 @@ func (d *Driver) start(ctx context.Context, a drivers.Action) error {
 	unseen := d.unseen(ns, id)
 	for {
 		err := d.register(ctx, a, ns, id, op, job, pl, unseen)
-		if unseen && isJobExists(err) {
+		if unseen && errors.Is(err, errJobChanged) {
 			unseen = false
 			continue
 		}
 		return err
 	}
+}
+
+// errJobChanged is the cause of a register that Nomad refused because
+// the job is not at the index berth enforced (it exists after all, or
+// another writer changed it).
+var errJobChanged = errors.New("the job changed since berth read it")
+
+// registerFailed classifies a register Nomad refused with HTTP 500 by
+// asking Nomad, not by reading its message: Nomad answers a job that does
+// not validate, a stale EnforceIndex and a server-side failure (an RPC
+// cut: "1 error occurred: rpc error: EOF") alike with 500 and text. So
+// it asks Nomad's state and /v1/validate/job (which Nomad documents to
+// list the validation errors). First it reads the job: one whose modify index
+// is not the one enforced (it exists when enforce is 0, is gone, or
+// another writer changed it) is a conflict wrapping errJobChanged. Then
+// it validates the job: errors there are ClassInvalid, with Nomad's
+// validation errors. Anything else is transient. Other
+// statuses are classified as classOf does.
+func (d *Driver) registerFailed(ctx context.Context, ref schema.Ref, ns, id, op string, job *api.Job, enforce uint64, err error) error {
+	if code, _ := statusOf(err); code != http.StatusInternalServerError {
+		return wrap(err, ref, op)
+	}
+	cur, _, rerr := d.client.Jobs().Info(id, d.small(ctx, ns))
+	switch {
+	case isNotFound(rerr) && enforce != 0:
+		return &drivers.Error{Class: drivers.ClassConflict, Op: "nomad: " + op, Workspace: ref,
+			Err: fmt.Errorf("%w: it is gone (%w)", errJobChanged, err)}
+	case rerr == nil && (enforce == 0 || cur.JobModifyIndex == nil || *cur.JobModifyIndex != enforce):
+		at := "unknown"
+		if cur.JobModifyIndex != nil {
+			at = fmt.Sprint(*cur.JobModifyIndex)
+		}
+		return &drivers.Error{Class: drivers.ClassConflict, Op: "nomad: " + op, Workspace: ref,
+			Err: fmt.Errorf("%w: its modify index is %s, berth enforced %d (%w)", errJobChanged, at, enforce, err)}
+	}
+	if v, _, verr := d.client.Jobs().Validate(job, d.w(ctx, ns)); verr == nil && len(v.ValidationErrors) > 0 {
+		return &drivers.Error{Class: drivers.ClassInvalid, Op: "nomad: " + op, Workspace: ref,
+			Err: fmt.Errorf("%w (Nomad's validation: %s)", err, strings.Join(v.ValidationErrors, "; "))}
+	}
+	return wrap(err, ref, op)
 }
 
 // register is start's second half: with unseen, it takes the job for
@@ -212,10 +252,7 @@ func (d *Driver) register(ctx context.Context, a drivers.Action, ns, id, op stri
 		resp, _, err = d.client.Jobs().EnforceRegister(job, enforce, d.w(ctx, ns))
 	}
 	if err != nil {
-		if unseen && isJobExists(err) {
-			return err // start reads the job and tries again
-		}
-		return wrap(err, ref, op)
+		return d.registerFailed(ctx, ref, ns, id, op, job, enforce, err)
 	}
 	d.saw(ns, id)
 	// 5. See where Nomad put it. A job registered with EnforceIndex 0 did
@@ -229,13 +266,6 @@ func (d *Driver) register(ctx context.Context, a drivers.Action, ns, id, op stri
 		return wrap(err, ref, "read job "+ns+"/"+id)
 	}
 	return d.verify(ctx, ref, ns, id, got, resp)
-}
-
-// isJobExists reports Nomad refusing a register with EnforceIndex 0
-// because the job exists.
-func isJobExists(err error) bool {
-	_, body := statusOf(err)
-	return strings.Contains(body, "job already exists")
 }
 
 // unseen reports whether the last observation listed no job ns/id (false

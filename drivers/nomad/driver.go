@@ -60,7 +60,13 @@ type Config struct {
 	// task whose workspace asks for restartOnFailure (default
 	// RestartDelay, 15s).
 	RestartDelay time.Duration
-	// HTTPClient replaces the api package's client (tests).
+	// RequestTimeout bounds each request to Nomad, its answer included
+	// (default DefaultRequestTimeout); a blocking query gets its wait on
+	// top, and the event stream is cut only when it stays silent. A
+	// request cut by it fails with a *TimeoutError (transient).
+	RequestTimeout time.Duration
+	// HTTPClient replaces the api package's client (tests); its requests
+	// get deadlines too.
 	HTTPClient *http.Client
 	// Now is the driver's clock (default time.Now).
 	Now func() time.Time
@@ -136,6 +142,9 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.PlacementTimeout == 0 {
 		cfg.PlacementTimeout = 30 * time.Second
 	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
 	if cfg.RestartDelay <= 0 {
 		cfg.RestartDelay = RestartDelay
 	}
@@ -155,7 +164,8 @@ func New(cfg Config) (*Driver, error) {
 	}
 	ac.TLSConfig.CACert, ac.TLSConfig.ClientCert, ac.TLSConfig.ClientKey = cfg.CACert, cfg.ClientCert, cfg.ClientKey
 	if cfg.HTTPClient != nil {
-		ac.HttpClient = cfg.HTTPClient
+		hc := *cfg.HTTPClient
+		ac.HttpClient = &hc
 	} else {
 		// The api package's default keeps GOMAXPROCS+1 idle connections per
 		// host; the loop applies up to 32 actions at once, so most would
@@ -175,6 +185,11 @@ func New(cfg Config) (*Driver, error) {
 			return nil, fmt.Errorf("nomad: TLS for %s: %w", cfg.Address, err)
 		}
 	}
+	next := ac.HttpClient.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	ac.HttpClient.Transport = deadlines{next: next, timeout: cfg.RequestTimeout}
 	client, err := api.NewClient(ac)
 	if err != nil {
 		return nil, fmt.Errorf("nomad: client for %s: %w", cfg.Address, err)

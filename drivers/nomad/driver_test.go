@@ -578,8 +578,12 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 }
 
-// TestRegisterErrorClasses: Nomad's answers to a register, as recorded,
-// sorted into what the loop does next.
+// TestRegisterErrorClasses: Nomad's answers to a register of a valid job
+// at the current index, as recorded or injected, sorted into what the
+// loop does next by status, never by text: a 500 is transient whatever
+// its message says (the job validates and its index is current), so a
+// 500 whose body reads like a validation failure or a stale index, or an
+// RPC cut ("rpc error: EOF"), is retried.
 func TestRegisterErrorClasses(t *testing.T) {
 	var stale, prio struct {
 		Response struct{ Body string } `json:"response"`
@@ -591,23 +595,20 @@ func TestRegisterErrorClasses(t *testing.T) {
 		body   string
 		want   drivers.Class
 	}{
-		"stale EnforceIndex (34)": {500, stale.Response.Body, drivers.ClassConflict},
-		"priority 101 (36)":       {500, prio.Response.Body, drivers.ClassInvalid},
-		"no leader":               {500, "rpc error: No cluster leader", drivers.ClassTransient},
-		"unavailable":             {503, "Service Unavailable", drivers.ClassTransient},
-		"bad request":             {400, "Request body is invalid", drivers.ClassInvalid},
-		"permission denied":       {403, "Permission denied", drivers.ClassTransient},
-		// Twice: the driver ensures the namespace again and retries once.
-		"nonexistent namespace": {500, "1 error occurred:\n\t* job \"x\" is in nonexistent namespace \"y\"\n\n", drivers.ClassConflict},
-		"too many requests":     {429, "Too Many Requests", drivers.ClassTransient},
+		"a stale EnforceIndex's text (34), index current": {500, stale.Response.Body, drivers.ClassTransient},
+		"a validation failure's text (36), job valid":     {500, prio.Response.Body, drivers.ClassTransient},
+		"rpc error: EOF":    {500, "1 error occurred:\n\t* rpc error: EOF\n\n", drivers.ClassTransient},
+		"no leader":         {500, "rpc error: No cluster leader", drivers.ClassTransient},
+		"unavailable":       {503, "Service Unavailable", drivers.ClassTransient},
+		"bad request":       {400, "Request body is invalid", drivers.ClassInvalid},
+		"permission denied": {403, "Permission denied", drivers.ClassTransient},
+		"conflict":          {409, "Conflict", drivers.ClassConflict},
+		"too many requests": {429, "Too Many Requests", drivers.ClassTransient},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			h, d, nodes := newHooked(t)
 			h.Fail("PUT", "/v1/job", tt.status, tt.body)
-			if strings.Contains(tt.body, "nonexistent namespace") {
-				h.Fail("PUT", "/v1/job", tt.status, tt.body)
-			}
 			err := d.Apply(ctx, startAction("train", "gpu-a", nodes[0].GPUs[0].ID))
 			if got := drivers.ClassOf(err); got != tt.want {
 				t.Errorf("class %s, want %s (%v)", got, tt.want, err)
@@ -617,6 +618,34 @@ func TestRegisterErrorClasses(t *testing.T) {
 				t.Errorf("the error must name the workspace: %#v", err)
 			}
 		})
+	}
+}
+
+// TestRegisterInvalidJob: a job Nomad's validation refuses (priority 101,
+// recording 36) is invalid, with Nomad's validation errors; Nomad said
+// so through /v1/validate/job, not through the register's message.
+func TestRegisterInvalidJob(t *testing.T) {
+	h, d, nodes := newHooked(t)
+	a := startAction("train", "gpu-a", nodes[0].GPUs[0].ID)
+	a.Tier = &schema.PriorityTier{Meta: schema.Meta{Name: "over"}, Spec: schema.TierSpec{Value: 101}}
+	err := d.Apply(ctx, a)
+	if drivers.ClassOf(err) != drivers.ClassInvalid || !strings.Contains(err.Error(), "Nomad's validation: job priority must be between [1, 100]") {
+		t.Fatalf("Apply = %v, want invalid with Nomad's validation errors", err)
+	}
+	if !slices.Contains(h.Requests(), "PUT /v1/validate/job?namespace=vision") {
+		t.Errorf("requests %v: want a validation after the refused register", h.Requests())
+	}
+}
+
+// TestRegisterNonexistentNamespace: a register into a namespace deleted
+// since this cycle ensured it makes the driver ensure it again and
+// register once more.
+func TestRegisterNonexistentNamespace(t *testing.T) {
+	h, d, nodes := newHooked(t)
+	body := "1 error occurred:\n\t* job \"x\" is in nonexistent namespace \"y\"\n\n"
+	h.Fail("PUT", "/v1/job", 500, body)
+	if err := d.Apply(ctx, startAction("train", "gpu-a", nodes[0].GPUs[0].ID)); err != nil {
+		t.Fatalf("Apply = %v, want the namespace ensured again and the job registered", err)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
@@ -31,9 +30,18 @@ func isNotFound(err error) bool {
 	return code == http.StatusNotFound
 }
 
-// classOf sorts a Nomad error. Nomad answers job validation failures and
-// a stale EnforceIndex alike with HTTP 500 and a text message (recordings
-// 34, 36, 59), so the message decides.
+// classOf sorts a Nomad error by its HTTP status, as Nomad's API
+// documents them: 400 (and 405, 413, 422) a request Nomad will never
+// accept, 404 and 409 a cluster that changed under berth, everything
+// else (5xx, 429, no answer, a request cut by its deadline) worth a
+// retry. 403 and 401 are the operator's to fix in Nomad, not the
+// workspace's: they are retried (with backoff) until the token works.
+//
+// The text of an answer never decides: Nomad answers a job that does not
+// validate, a stale EnforceIndex and a failed RPC ("1 error occurred:
+// rpc error: EOF") alike with HTTP 500 and a message (recordings 34, 36,
+// 59), so a 500 is transient here; a register that gets one asks Nomad
+// what went wrong (registerFailed).
 func classOf(err error) drivers.Class {
 	var cas api.ErrCASConflict
 	if errors.As(err, &cas) {
@@ -42,30 +50,12 @@ func classOf(err error) drivers.Class {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return drivers.ClassTransient
 	}
-	code, body := statusOf(err)
-	switch {
-	case code == 0:
-		return drivers.ClassTransient // no answer: network, TLS, timeout
-	case code == http.StatusConflict, code == http.StatusNotFound:
+	code, _ := statusOf(err)
+	switch code {
+	case http.StatusConflict, http.StatusNotFound:
 		return drivers.ClassConflict
-	case code == http.StatusBadRequest, code == http.StatusMethodNotAllowed:
+	case http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
 		return drivers.ClassInvalid
-	case code == http.StatusForbidden, code == http.StatusUnauthorized:
-		// An ACL problem is the operator's to fix in Nomad, not the
-		// workspace's: keep retrying (with backoff) until the token works.
-		return drivers.ClassTransient
-	case code == http.StatusInternalServerError:
-		switch {
-		case strings.Contains(body, "Enforcing job modify index"),
-			strings.Contains(body, "has non-terminal jobs"),
-			strings.Contains(body, "nonexistent namespace"),
-			strings.Contains(body, "job already exists"):
-			return drivers.ClassConflict
-		case strings.Contains(body, "error occurred:"), strings.Contains(body, "errors occurred:"),
-			strings.Contains(body, "validation failed"), strings.Contains(body, "must be"):
-			return drivers.ClassInvalid
-		}
-		return drivers.ClassTransient
 	}
 	return drivers.ClassTransient
 }

@@ -64,10 +64,16 @@ job "berth" {
         port     = "http"
         provider = "nomad"
         check {
+          # 503 once no cycle has succeeded for --health-max-age (10m):
+          # a berth that is stuck or cannot reach Nomad is restarted.
           type     = "http"
           path     = "/healthz"
           interval = "10s"
           timeout  = "2s"
+          check_restart {
+            limit = 3
+            grace = "30s"
+          }
         }
       }
       resources {

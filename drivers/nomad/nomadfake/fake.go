@@ -492,6 +492,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.namespace(w, r, seg)
 	case p == "operator/scheduler/configuration":
 		s.schedConfig(w, r)
+	case p == "validate/job" && (r.Method == "PUT" || r.Method == "POST"):
+		s.validateJob(w, r)
 	case p == "jobs" && r.Method == "GET":
 		s.listJobs(w, r, ns)
 	case (p == "jobs" && (r.Method == "PUT" || r.Method == "POST")) || (seg[0] == "job" && len(seg) == 2 && (r.Method == "PUT" || r.Method == "POST")):

@@ -95,6 +95,22 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request, queryNS string
 	})
 }
 
+// validateJob answers /v1/validate/job as Nomad does: 200 with the
+// validation errors listed (none for a valid job).
+func (s *Server) validateJob(w http.ResponseWriter, r *http.Request) {
+	var req api.JobValidateRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Job == nil {
+		text(w, 400, "Job must be specified")
+		return
+	}
+	errs := validate(req.Job)
+	resp := api.JobValidateResponse{DriverConfigValidated: true, ValidationErrors: errs}
+	if len(errs) > 0 {
+		resp.Error = multiError(errs)
+	}
+	writeJSON(w, 200, 0, resp)
+}
+
 func defaults(j *api.Job) {
 	if j.Type == nil {
 		j.Type = ptr("service")
