@@ -129,10 +129,13 @@ reaches a server or its logs).
 				// Git webhooks (/api/v1/hooks/…) prove themselves with their
 				// own signature: a forge cannot send berth's bearer token.
 				handler = reconcile.RequireToken(handler, token, "/api/v1/hooks/")
+			} else {
+				// No token: answer only to loopback names (DNS rebinding).
+				handler = reconcile.RequireLocalHost(handler, listen, "/api/v1/hooks/")
 			}
-			srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+			srv, sln := reconcile.NewServer(handler, ln, reconcile.DefaultServerLimits)
 			go func() {
-				if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				if err := srv.Serve(sln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					log.Error("status server stopped", "err", err.Error())
 				}
 			}()
