@@ -33,10 +33,11 @@ fuzz: ## Fuzz the spec loader for FUZZTIME from its seed corpus
 bench: ## The benchmarks the issues name, with their figures
 	@./scripts/bench.sh
 
-lint: ## gofmt, go vet and staticcheck
+lint: ## gofmt, go vet, staticcheck and the dependency check (govulncheck offline; SKIP_DEPCHECK=1 skips it)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) tool staticcheck $(PKGS)
+	@if [ -n "$(SKIP_DEPCHECK)" ]; then echo "dependency check SKIPPED (SKIP_DEPCHECK is set)"; else $(GO) run ./scripts/depcheck; fi
 
 build: ## Build bin/berth
 	@[ -x $(BIN) ] || echo "building $(BIN): the first build compiles CUE, go-git and Nomad's API client (about a minute on 2 cores, more while Go downloads the modules)"
