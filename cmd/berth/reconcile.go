@@ -52,12 +52,23 @@ Each workspace transition is logged as one line. The status is served on
 /metrics, and a live dashboard at / (its feed: the WebSocket
 /api/v1/events). Ctrl-C stops it.
 
---listen is loopback by default. On any other address berth requires a
-bearer token, read from --ui-token-file, for everything but the
-dashboard's static files and /healthz: the API, the event feed and
-/metrics (they all show the same cluster). Open the dashboard and paste
-the token, or go to http://HOST:PORT/#token=TOKEN (the fragment never
-reaches a server or its logs).
+--listen is loopback by default, and without a token berth answers only
+requests addressed to localhost, 127.x.x.x, [::1] or the --listen host
+(403 for any other Host: a guard against DNS rebinding). On any other
+address berth requires a bearer token, read from --ui-token-file, for
+everything but the dashboard's static files and /healthz: the API, the
+event feed and /metrics (they all show the same cluster). Open the
+dashboard and paste the token, or go to http://HOST:PORT/#token=TOKEN (the
+fragment never reaches a server or its logs).
+
+The webhook needs no bearer token: it proves itself with the secret
+(at least 32 bytes), as a signature of the body (X-Hub-Signature-256,
+at most 1 MiB) or the secret itself (X-Berth-Webhook-Token,
+X-Gitlab-Token). Only push events start a fetch.
+
+Give credentials in files or the environment, not in the --source URL
+(berth warns: ps shows it to every user); every credential in the URL is
+shown as *** in logs and the status.
 
 ` + clusterHelp(),
 		Args: cobra.NoArgs,
