@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,6 +103,11 @@ func (f *sourceFlags) open(source string, interval time.Duration, log *slog.Logg
 // from a file or the environment.
 func warnSecrets(log *slog.Logger, source string, withToken bool) {
 	inURL := reconcile.HasURLCredential(source)
+	if u, err := url.Parse(source); err == nil && withToken && u.User != nil && u.RawQuery == "" {
+		if _, hasPass := u.User.Password(); !hasPass {
+			inURL = false // https://alice@host with a token file: alice is the user name
+		}
+	}
 	if inURL {
 		log.Warn("the --source URL holds a credential, which every user of this machine can read in the process list (ps) and which stays in shell history: give the URL without it and put the token in --git-token-file or $"+envGitToken, "source", reconcile.RedactURL(source))
 	}
