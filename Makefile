@@ -36,10 +36,11 @@ bench: ## The benchmarks the issues name, with their figures (about 6 min on 2 c
 bench-quick: ## The Go benchmarks only, once each (about 2 minutes)
 	@BENCH=quick ./scripts/bench.sh
 
-lint: ## gofmt, go vet and staticcheck
+lint: ## gofmt, go vet, staticcheck and the dependency check (govulncheck offline; SKIP_DEPCHECK=1 skips it)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) tool staticcheck $(PKGS)
+	@if [ -n "$(SKIP_DEPCHECK)" ]; then echo "dependency check SKIPPED (SKIP_DEPCHECK is set)"; else $(GO) run ./scripts/depcheck; fi
 
 build: ## Build bin/berth
 	@[ -x $(BIN) ] || echo "building $(BIN): the first build compiles CUE, go-git and Nomad's API client (about a minute on 2 cores, more while Go downloads the modules)"

@@ -75,3 +75,48 @@ func IsLoopback(addr string) bool {
 	ip := net.ParseIP(strings.Trim(host, "[]"))
 	return ip != nil && ip.IsLoopback()
 }
+
+// RequireLocalHost wraps h so that it answers only requests whose Host
+// header names the loopback interface (localhost, 127.0.0.0/8, [::1]) or
+// the host of listen; any other name gets 403. It guards a berth that
+// needs no token against DNS rebinding: a web page whose host name an
+// attacker re-points at 127.0.0.1 reaches berth with the attacker's name
+// in Host, and would otherwise read the status and the metrics. A request
+// without Host (HTTP/1.0; a browser always sends one) and the path
+// prefixes in public (a webhook that proves itself by its signature)
+// pass.
+func RequireLocalHost(h http.Handler, listen string, public ...string) http.Handler {
+	listenHost, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		listenHost = listen
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Host == "" || localHost(r.Host, listenHost) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		for _, pre := range public {
+			if strings.HasPrefix(r.URL.Path, pre) {
+				h.ServeHTTP(w, r)
+				return
+			}
+		}
+		writeJSON(w, http.StatusForbidden, map[string]string{"version": APIVersion,
+			"error": "this berth answers only to localhost, 127.0.0.1 or [::1] (a guard against DNS rebinding, as it needs no token); to reach it by another name, give it --ui-token-file"})
+	})
+}
+
+// localHost reports whether a Host header names the loopback interface
+// or listenHost.
+func localHost(hostport, listenHost string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if strings.EqualFold(host, "localhost") || (listenHost != "" && strings.EqualFold(host, strings.Trim(listenHost, "[]"))) {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

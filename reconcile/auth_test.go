@@ -61,3 +61,39 @@ func TestIsLoopback(t *testing.T) {
 		}
 	}
 }
+
+// Without a token, only loopback names (and the listen host) in Host get
+// an answer: a DNS-rebound name does not.
+func TestRequireLocalHost(t *testing.T) {
+	h := RequireLocalHost(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) }), "127.0.0.7:4680", "/api/v1/hooks/")
+	tests := map[string]struct {
+		host, path string
+		want       int
+	}{
+		"127.0.0.1":                {"127.0.0.1:4680", "/api/v1/status", http.StatusTeapot},
+		"127.x without port":       {"127.3.2.1", "/metrics", http.StatusTeapot},
+		"localhost":                {"localhost:4680", "/api/v1/status", http.StatusTeapot},
+		"LOCALHOST.":               {"LOCALHOST.:4680", "/api/v1/status", http.StatusTeapot},
+		"[::1]":                    {"[::1]:4680", "/api/v1/events", http.StatusTeapot},
+		"the listen host":          {"127.0.0.7:4680", "/", http.StatusTeapot},
+		"no Host (HTTP/1.0)":       {"", "/api/v1/status", http.StatusTeapot},
+		"rebound name: status":     {"attacker.example", "/api/v1/status", http.StatusForbidden},
+		"rebound name: metrics":    {"attacker.example:4680", "/metrics", http.StatusForbidden},
+		"rebound name: dashboard":  {"attacker.example:4680", "/", http.StatusForbidden},
+		"localhost.attacker":       {"localhost.attacker.example", "/api/v1/status", http.StatusForbidden},
+		"another address":          {"10.0.0.5:4680", "/api/v1/status", http.StatusForbidden},
+		"webhook proves itself":    {"berth.example.com", "/api/v1/hooks/git", http.StatusTeapot},
+		"127.0.0.1 as a subdomain": {"127.0.0.1.attacker.example", "/healthz", http.StatusForbidden},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", tt.path, nil)
+			r.Host = tt.host
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != tt.want {
+				t.Errorf("Host %q %s: %d, want %d", tt.host, tt.path, w.Code, tt.want)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/url"
 	"path"
 	"path/filepath"
@@ -320,21 +321,59 @@ func (s *GitSource) fail(op, msg string) error {
 	return &GitError{Op: op, URL: RedactURL(s.URL), Msg: s.redact(msg)}
 }
 
-// redact replaces every secret of the source in msg by "***".
+// redact replaces every secret of the source in msg by "***": the
+// passwords and passphrases given, and every credential the URL holds
+// (its user info's password, an http(s) or git:// user name that is a
+// token, query values), raw and escaped.
 func (s *GitSource) redact(msg string) string {
-	secrets := []string{s.Auth.Password, s.Auth.SSHKeyPassphrase}
-	if u, err := url.Parse(s.URL); err == nil && u.User != nil {
-		if p, ok := u.User.Password(); ok {
-			secrets = append(secrets, p, url.QueryEscape(p))
-		}
-	}
+	secrets := append([]string{s.Auth.Password, s.Auth.SSHKeyPassphrase}, urlSecrets(s.URL)...)
 	msg = strings.ReplaceAll(msg, s.URL, RedactURL(s.URL))
 	for _, sec := range secrets {
-		if len(sec) >= 4 {
-			msg = strings.ReplaceAll(msg, sec, "***")
+		if len(sec) < 4 {
+			continue
+		}
+		// As given, and as a URL's query or user info escapes it.
+		for _, form := range []string{sec, url.QueryEscape(sec), url.User(sec).String()} {
+			msg = strings.ReplaceAll(msg, form, "***")
 		}
 	}
 	return msg
+}
+
+// urlSecrets returns the credentials in a URL: the user info's password,
+// the user name where it is one (see RedactURL), and query values.
+func urlSecrets(raw string) []string {
+	u, err := url.Parse(raw)
+	if err != nil || !strings.Contains(raw, "://") {
+		return nil
+	}
+	var out []string
+	if u.User != nil {
+		if p, ok := u.User.Password(); ok {
+			out = append(out, p)
+		} else if userIsSecret(u.Scheme) {
+			out = append(out, u.User.Username())
+		}
+	}
+	for _, vs := range u.Query() {
+		out = append(out, vs...)
+	}
+	return out
+}
+
+// userIsSecret reports whether a URL scheme's user name, given without a
+// password, is a credential: forges take a token as the user name of an
+// https URL (https://TOKEN@host/x.git), and git:// has no login, so a
+// user name there is nothing else. An ssh user name is a login, not a
+// secret.
+func userIsSecret(scheme string) bool {
+	return scheme != "ssh" && scheme != "git+ssh" && scheme != "ssh+git"
+}
+
+// HasURLCredential reports whether a git URL carries a credential
+// (RedactURL would hide something).
+func HasURLCredential(raw string) bool {
+	return RedactURL(raw) != raw
 }
 
 var scpLike = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:`)
@@ -354,7 +393,13 @@ func IsGitURL(source string) bool {
 	return isSSHURL(source)
 }
 
-// RedactURL drops the password (or token) of a URL's user info.
+// RedactURL returns a URL that is safe to print: every credential in it
+// is replaced by "***" -- the password of its user info
+// (https://bot:***@host), a user name that is a token
+// (https://***@host/x.git, git://***@host; an ssh user name is a login
+// and stays), and the values of its query (?access_token=***). An
+// scp-like ssh address (git@host:org/x.git) has no credential and is
+// returned as it is; an unparsable URL as "(unparsable URL)".
 func RedactURL(raw string) string {
 	if !strings.Contains(raw, "://") {
 		return raw // scp-like ssh or a path: no password there
@@ -363,11 +408,31 @@ func RedactURL(raw string) string {
 	if err != nil {
 		return "(unparsable URL)"
 	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "***")
-		return strings.Replace(u.String(), "%2A%2A%2A", "***", 1)
+	var userinfo string
+	if u.User != nil {
+		_, hasPass := u.User.Password()
+		switch {
+		case hasPass:
+			userinfo = url.User(u.User.Username()).String() + ":***@"
+		case userIsSecret(u.Scheme):
+			userinfo = "***@"
+		default:
+			userinfo = u.User.String() + "@"
+		}
 	}
-	return u.String()
+	query := ""
+	if u.RawQuery != "" {
+		q := u.Query()
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(q)) {
+			for range q[k] {
+				parts = append(parts, url.QueryEscape(k)+"=***")
+			}
+		}
+		query = "?" + strings.Join(parts, "&")
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return strings.Replace(u.String(), u.Scheme+"://", u.Scheme+"://"+userinfo, 1) + query
 }
 
 func (s *GitSource) authMethod() (transport.AuthMethod, error) {

@@ -194,43 +194,67 @@ func TestGitSourceBranchAndPathProblems(t *testing.T) {
 }
 
 // Secrets never appear in errors, status or logs, even when the server
-// refuses them.
+// refuses them, whatever form the URL gives them in.
 func TestGitSourceSecretsStayOut(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
 		http.Error(w, "bad credentials", http.StatusUnauthorized)
 	}))
 	defer srv.Close()
-	const token, urlPass = "ghp_supersecrettoken123", "urlpassword987"
-	u := strings.Replace(srv.URL, "http://", "http://bot:"+urlPass+"@", 1) + "/org/repo.git"
-	var logs bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	src := &GitSource{URL: u, Auth: GitAuth{Password: token}, Logger: log}
-	spec, _ := sim.Parse([]byte(twoGPUs))
-	c := sim.New(*spec, sim.NewScaledClock(1))
-	l, err := New(Config{Source: src, Cluster: c, Store: c, Logger: log})
-	if err != nil {
-		t.Fatal(err)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedHost := strings.TrimPrefix(closed.URL, "http://")
+	closed.Close() // a port nothing listens on: the fetch fails to connect
+	const token, urlPass, urlToken = "ghp_supersecrettoken123", "urlpassword987", "ghp_urlTokenAsUser456"
+	tests := map[string]struct {
+		url     string
+		auth    GitAuth
+		secrets []string
+		shown   string // what the status shows of the URL
+	}{
+		"password in the URL, token from a file": {url: "http://bot:" + urlPass + "@" + host + "/org/repo.git", auth: GitAuth{Password: token},
+			secrets: []string{token, urlPass}, shown: "bot:***@"},
+		"token as the user name": {url: "http://" + urlToken + "@" + host + "/org/repo.git",
+			secrets: []string{urlToken}, shown: "http://***@"},
+		"token as the user name, unreachable": {url: "http://" + urlToken + "@" + closedHost + "/org/repo.git",
+			secrets: []string{urlToken}, shown: "http://***@"},
+		"git:// token, unreachable": {url: "git://" + urlToken + "@" + closedHost + "/org/repo.git",
+			secrets: []string{urlToken}, shown: "git://***@"},
+		"token in the query": {url: "http://" + host + "/org/repo.git?private_token=" + urlToken,
+			secrets: []string{urlToken}, shown: "private_token=***"},
 	}
-	_, err = l.Once(t.Context())
-	if err == nil {
-		t.Fatal("a refused fetch succeeded")
-	}
-	st := l.Status()
-	var status bytes.Buffer
-	writeJSON(httptestRecorder{&status}, 200, st)
-	for what, text := range map[string]string{"error": err.Error(), "status": status.String(), "logs": logs.String()} {
-		for _, secret := range []string{token, urlPass} {
-			if strings.Contains(text, secret) {
-				t.Errorf("%s shows a secret:\n%s", what, text)
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			var logs bytes.Buffer
+			log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			src := &GitSource{URL: tt.url, Auth: tt.auth, Logger: log}
+			spec, _ := sim.Parse([]byte(twoGPUs))
+			c := sim.New(*spec, sim.NewScaledClock(1))
+			l, err := New(Config{Source: src, Cluster: c, Store: c, Logger: log})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-	}
-	if st.Source == nil || st.Source.FetchError == "" || !strings.Contains(st.Source.URL, "bot:***@") {
-		t.Errorf("source status %+v", st.Source)
-	}
-	if len(c.Applied()) != 0 {
-		t.Errorf("the cluster was touched: %v", c.Applied())
+			_, err = l.Once(t.Context())
+			if err == nil {
+				t.Fatal("a refused fetch succeeded")
+			}
+			st := l.Status()
+			var status bytes.Buffer
+			writeJSON(httptestRecorder{&status}, 200, st)
+			for what, text := range map[string]string{"error": err.Error(), "status": status.String(), "logs": logs.String()} {
+				for _, secret := range tt.secrets {
+					if strings.Contains(text, secret) {
+						t.Errorf("%s shows a secret:\n%s", what, text)
+					}
+				}
+			}
+			if st.Source == nil || st.Source.FetchError == "" || !strings.Contains(st.Source.URL, tt.shown) {
+				t.Errorf("source status %+v", st.Source)
+			}
+			if len(c.Applied()) != 0 {
+				t.Errorf("the cluster was touched: %v", c.Applied())
+			}
+		})
 	}
 }
 
@@ -377,8 +401,28 @@ func TestIsGitURL(t *testing.T) {
 			t.Errorf("IsGitURL(%q) = %v, want %v", src, got, want)
 		}
 	}
-	if got := RedactURL("https://bot:tok3n@host/org/r.git"); got != "https://bot:***@host/org/r.git" {
-		t.Errorf("RedactURL: %s", got)
+}
+
+func TestRedactURL(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://bot:tok3n@host/org/r.git":         "https://bot:***@host/org/r.git",
+		"https://ghp_T0KEN@github.com/org/r.git":   "https://***@github.com/org/r.git",
+		"http://ghp_T0KEN@host:8080/org/r.git":     "http://***@host:8080/org/r.git",
+		"git://T0KEN@host/org/r.git":               "git://***@host/org/r.git",
+		"https://x-access-token:T0K@host/r.git":    "https://x-access-token:***@host/r.git",
+		"https://bot:p%40ss@host/r.git":            "https://bot:***@host/r.git",
+		"https://host/r.git?private_token=T0K&a=b": "https://host/r.git?a=***&private_token=***",
+		"ssh://git@host/org/r.git":                 "ssh://git@host/org/r.git",
+		"ssh://git:pw@host/org/r.git":              "ssh://git:***@host/org/r.git",
+		"git@github.com:org/r.git":                 "git@github.com:org/r.git",
+		"https://github.com/org/r.git":             "https://github.com/org/r.git",
+		"file:///srv/specs":                        "file:///srv/specs",
+		"https://T0KEN@host/r.git#frag":            "https://***@host/r.git",
+		"https://user:%zz@host/r.git":              "(unparsable URL)",
+	} {
+		if got := RedactURL(raw); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", raw, got, want)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"sync"
 	"time"
 
 	"github.com/berth-dev/berth/policies"
@@ -25,6 +26,9 @@ type Metrics struct {
 	quota, used, borrowed *prometheus.GaugeVec
 	waiting, oldestWait   *prometheus.GaugeVec
 	workLost              *prometheus.CounterVec
+
+	mu      sync.Mutex // guards the revision series
+	refused string     // the revision of the refused series
 }
 
 // NewMetrics makes the loop's metrics in a new registry (with the Go and
@@ -114,12 +118,22 @@ func tierName(set *schema.Set, ref schema.Ref) string {
 	return "unknown"
 }
 
+// revision records the revision in force or the last refused one: at
+// most one series of each, so that a run of refused revisions (one per
+// commit of a broken branch) does not grow the metric without bound.
 func (m *Metrics) revision(id string, valid bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if valid {
 		m.revisions.Reset()
+		m.refused = ""
 		m.revisions.WithLabelValues(id, "in_force").Set(1)
 		return
 	}
+	if m.refused != "" {
+		m.revisions.DeleteLabelValues(m.refused, "refused")
+	}
+	m.refused = id
 	m.revisions.WithLabelValues(id, "refused").Set(1)
 }
 

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/berth-dev/berth/drivers/nomad"
+	"github.com/berth-dev/berth/reconcile"
 )
 
 // The nomad scheme: --cluster nomad reads NOMAD_ADDR, NOMAD_TOKEN,
@@ -22,6 +24,9 @@ func init() {
 				return nil, err
 			}
 			cfg.RequestTimeout = opts.RequestTimeout
+			if w := plainHTTPToken(cfg.Address, cfg.Token != ""); w != "" && opts.Logger != nil {
+				opts.Logger.Warn(w)
+			}
 			d, err := nomad.New(cfg)
 			if err != nil {
 				return nil, err
@@ -49,4 +54,15 @@ func nomadConfig(arg string) (nomad.Config, error) {
 		addr = fmt.Sprintf("%s://%s", scheme, hostport)
 	}
 	return nomad.ConfigFromEnv(addr), nil
+}
+
+// plainHTTPToken returns a warning when a Nomad token goes over plain
+// http:// to a host other than loopback, where anyone on the network path
+// reads it; "" otherwise.
+func plainHTTPToken(address string, withToken bool) string {
+	u, err := url.Parse(address)
+	if !withToken || err != nil || u.Scheme != "http" || reconcile.IsLoopback(u.Host) {
+		return ""
+	}
+	return "NOMAD_TOKEN is sent unencrypted over plain http:// to " + u.Host + ": anyone on the network path can read it; use https:// (NOMAD_ADDR and NOMAD_CACERT)"
 }

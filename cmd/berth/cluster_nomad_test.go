@@ -24,3 +24,18 @@ func TestNomadConfig(t *testing.T) {
 		}
 	}
 }
+
+// A Nomad token over plain http:// to another host is warned about.
+func TestPlainHTTPToken(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"http://10.0.0.9:4646": true, "http://nomad.lab:4646": true,
+		"https://10.0.0.9:4646": false, "http://127.0.0.1:4646": false, "http://localhost:4646": false, "http://[::1]:4646": false,
+	} {
+		if got := plainHTTPToken(addr, true) != ""; got != want {
+			t.Errorf("plainHTTPToken(%q) warns: %v, want %v", addr, got, want)
+		}
+	}
+	if plainHTTPToken("http://10.0.0.9:4646", false) != "" {
+		t.Errorf("warned without a token")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,6 +86,7 @@ func (f *sourceFlags) open(source string, interval time.Duration, log *slog.Logg
 	if auth.SSHKeyPassphrase, err = secret(f.sshPassphraseFile, envGitSSHPassphrase); err != nil {
 		return nil, err
 	}
+	warnSecrets(log, source, auth.Password != "")
 	src := &reconcile.GitSource{URL: source, Branch: f.branch, Path: f.path, Auth: auth, Logger: log, FetchEvery: interval, Timeout: f.gitTimeout}
 	if f.verifyKeys != "" {
 		b, err := os.ReadFile(f.verifyKeys)
@@ -94,6 +96,26 @@ func (f *sourceFlags) open(source string, interval time.Duration, log *slog.Logg
 		src.VerifyKeys = string(b)
 	}
 	return &openedSource{Source: src, Name: reconcile.RedactURL(source)}, nil
+}
+
+// warnSecrets warns about credentials exposed by how they were given: in
+// the --source URL, where every user of the machine reads them with ps
+// (and in shell history), and over plain http://, where anyone on the
+// path reads them off the wire. withToken: a token or password was given
+// from a file or the environment.
+func warnSecrets(log *slog.Logger, source string, withToken bool) {
+	inURL := reconcile.HasURLCredential(source)
+	if u, err := url.Parse(source); err == nil && withToken && u.User != nil && u.RawQuery == "" {
+		if _, hasPass := u.User.Password(); !hasPass {
+			inURL = false // https://alice@host with a token file: alice is the user name
+		}
+	}
+	if inURL {
+		log.Warn("the --source URL holds a credential, which every user of this machine can read in the process list (ps) and which stays in shell history: give the URL without it and put the token in --git-token-file or $"+envGitToken, "source", reconcile.RedactURL(source))
+	}
+	if strings.HasPrefix(source, "http://") && (inURL || withToken) {
+		log.Warn("git credentials are sent unencrypted over plain http://: anyone on the network path can read them; use an https:// URL", "source", reconcile.RedactURL(source))
+	}
 }
 
 // webhook returns the webhook for a git source, nil for a directory or
@@ -106,6 +128,13 @@ func (f *sourceFlags) webhook(src *openedSource, log *slog.Logger, trigger func(
 	s, err := secret(f.webhookSecretFile, envWebhookSecret)
 	if err != nil || s == "" {
 		return nil, err
+	}
+	if err := reconcile.CheckWebhookSecret([]byte(s)); err != nil {
+		from := "$" + envWebhookSecret
+		if f.webhookSecretFile != "" {
+			from = "--webhook-secret-file " + f.webhookSecretFile
+		}
+		return nil, usageError("%s: %v", from, err)
 	}
 	return &reconcile.Webhook{Secret: []byte(s), Trigger: func() { gs.Poke(); trigger() }, Logger: log}, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -25,6 +26,7 @@ func TestScripts(t *testing.T) {
 		UpdateScripts: os.Getenv("BERTH_UPDATE") != "",
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"waitfor":   cmdWaitFor,
+			"http":      cmdHTTP,
 			"fakenomad": fakeNomad,
 		},
 		Setup: func(env *testscript.Env) error {
@@ -63,4 +65,30 @@ func cmdWaitFor(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	ts.Fatalf("waitfor: %s never contained %q; last:\n%s", args[1], args[2], last)
+}
+
+// cmdHTTP sends one request to the berth that waitfor found and prints
+// the answer's status code, then its body.
+//
+//	http METHOD PATH [NAME:VALUE...]   (a Host:NAME header sets the Host)
+func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: http METHOD PATH [NAME:VALUE...]")
+	}
+	req, err := http.NewRequest(args[0], ts.Getenv("BERTH_SERVER")+args[1], nil)
+	ts.Check(err)
+	for _, h := range args[2:] {
+		k, v, _ := strings.Cut(h, ":")
+		if strings.EqualFold(k, "Host") {
+			req.Host = v
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	ts.Check(err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	ts.Check(err)
+	fmt.Fprintf(ts.Stdout(), "%d\n%s", resp.StatusCode, body)
 }

@@ -65,12 +65,23 @@ cycle, and 503 {"status":"stale",…} once it is older than
 --health-max-age: point Nomad's (or any) health check at it to restart a
 berth that is stuck or cannot reach its cluster.
 
---listen is loopback by default. On any other address berth requires a
-bearer token, read from --ui-token-file, for everything but the
-dashboard's static files and /healthz: the API, the event feed and
-/metrics (they all show the same cluster). Open the dashboard and paste
-the token, or go to http://HOST:PORT/#token=TOKEN (the fragment never
-reaches a server or its logs).
+--listen is loopback by default, and without a token berth answers only
+requests addressed to localhost, 127.x.x.x, [::1] or the --listen host
+(403 for any other Host: a guard against DNS rebinding). On any other
+address berth requires a bearer token, read from --ui-token-file, for
+everything but the dashboard's static files and /healthz: the API, the
+event feed and /metrics (they all show the same cluster). Open the
+dashboard and paste the token, or go to http://HOST:PORT/#token=TOKEN (the
+fragment never reaches a server or its logs).
+
+The webhook needs no bearer token: it proves itself with the secret
+(at least 32 bytes), as a signature of the body (X-Hub-Signature-256,
+at most 1 MiB) or the secret itself (X-Berth-Webhook-Token,
+X-Gitlab-Token). Only push events start a fetch.
+
+Give credentials in files or the environment, not in the --source URL
+(berth warns: ps shows it to every user); every credential in the URL is
+shown as *** in logs and the status.
 
 ` + clusterHelp(),
 		Args: cobra.NoArgs,
@@ -154,10 +165,13 @@ reaches a server or its logs).
 				// Git webhooks (/api/v1/hooks/…) prove themselves with their
 				// own signature: a forge cannot send berth's bearer token.
 				handler = reconcile.RequireToken(handler, token, "/api/v1/hooks/")
+			} else {
+				// No token: answer only to loopback names (DNS rebinding).
+				handler = reconcile.RequireLocalHost(handler, listen, "/api/v1/hooks/")
 			}
-			srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+			srv, sln := reconcile.NewServer(handler, ln, reconcile.DefaultServerLimits)
 			go func() {
-				if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				if err := srv.Serve(sln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					log.Error("status server stopped", "err", err.Error())
 				}
 			}()
