@@ -236,3 +236,19 @@ func TestLoaderLinksInMapFS(t *testing.T) {
 		t.Errorf("links out of the tree not refused; got:\n%s", strings.Join(msgs, "\n"))
 	}
 }
+
+// TestProgressCounts: a load's Progress ends with every file read and
+// every document counted.
+func TestProgressCounts(t *testing.T) {
+	dir := t.TempDir()
+	writeRepo(t, dir, 20)
+	var p Progress
+	r, err := CheckWith(Options{Progress: &p}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.Summary
+	if p.Files.Load() != 20 || p.Read.Load() != 20 || p.Documents.Load() != int64(s.Tiers+s.Projects+s.Workspaces+s.Volumes) {
+		t.Errorf("progress %d of %d files, %d documents; summary %+v", p.Read.Load(), p.Files.Load(), p.Documents.Load(), s)
+	}
+}
