@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
@@ -455,11 +456,16 @@ func explain(e cueerrors.Error, path []string, def cue.Value, data ast.Expr, kin
 		if v == nil {
 			return ""
 		}
+		if lit, ok := v.(*ast.BasicLit); ok && (lit.Kind == token.INT || lit.Kind == token.FLOAT) {
+			// As written, so a number too large for JSON stays readable
+			// (CUE's YAML decoder writes one as "number & 1e20").
+			return strings.TrimPrefix(lit.Value, "number & ")
+		}
 		b, err := json.Marshal(plain(v))
 		if err != nil {
 			return ""
 		}
-		return string(b)
+		return echo(string(b))
 	}
 	switch {
 	case format == "field not allowed":
@@ -502,10 +508,33 @@ func explain(e cueerrors.Error, path []string, def cue.Value, data ast.Expr, kin
 			return fmt.Sprintf("%s: %s is not allowed; use one of %s", field, got(), enum)
 		}
 		return withHint(fmt.Sprintf("%s: %s is not valid", field, got()))
+	case strings.Contains(format, "illegal number") || strings.HasPrefix(format, "parse error") || strings.Contains(format, "overflow"):
+		// A number CUE cannot hold (99999999999999999999): its parser's
+		// words would show the schema's internals.
+		if h := hint(def, path); h != "" {
+			return fmt.Sprintf("%s: %s is out of range: %s", field, got(), h)
+		}
+		return fmt.Sprintf("%s: %s is not a number berth can use", field, got())
 	case strings.HasPrefix(format, "incomplete value"):
 		return withHint(fmt.Sprintf("%s is missing or incomplete", field))
 	}
 	return withHint(fmt.Sprintf("%s: %s", field, fmt.Sprintf(format, args...)))
+}
+
+// maxEcho is the most characters of a value a message repeats.
+const maxEcho = 80
+
+// echo shortens a value written back in a message to maxEcho characters,
+// saying how long it was: a deeply nested value is not a 30 KB line.
+func echo(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	cut := maxEcho
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d characters)", s[:cut], len(s))
 }
 
 func where(parent []string, kind string) string {

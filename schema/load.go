@@ -119,6 +119,7 @@ type doc struct {
 	name    string
 	project string
 	tier    string // spec.tier as written (projects), for references of invalid documents
+	owner   string // spec.owner as written (workspaces), likewise
 	start   Pos
 	fields  map[string]Pos
 	json    []byte // the document as JSON, kept only when there are rules
@@ -341,6 +342,7 @@ func parseDoc(c *checker, file string, expr ast.Expr, keepExpr bool) (*doc, []Di
 	d.name, _ = stringField(expr, "metadata.name")
 	d.project, _ = stringField(expr, "metadata.project")
 	d.tier, _ = stringField(expr, "spec.tier")
+	d.owner, _ = stringField(expr, "spec.owner")
 	switch {
 	case d.kind == KindCluster:
 		d.raw = plain(expr)
