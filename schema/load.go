@@ -278,15 +278,35 @@ func parseFile(c *checker, name string, data []byte, keepExpr bool) (fr fileResu
 	if !bytes.ContainsFunc(data, func(r rune) bool { return r != ' ' && r != '\n' && r != '\t' && r != '\r' }) {
 		return fr
 	}
+	data, fr.diags = badBytes(name, data)
+	var starts []int
 	dec := yaml.NewDecoder(name, bytes.NewReader(data))
-	for {
+	for restarts := 0; ; {
 		expr, err := dec.Extract()
 		if errors.Is(err, io.EOF) {
 			return fr
 		}
 		if err != nil {
-			fr.diags = append(fr.diags, yamlError(name, err))
-			return fr
+			d := yamlSyntax(name, data, err)
+			fr.diags = append(fr.diags, d)
+			// Go on at the next document after the mistake, with what
+			// came before blanked, so positions stay the file's.
+			if starts == nil {
+				starts = docStarts(data)
+			}
+			next := -1
+			for _, s := range starts {
+				if d.Pos.Line > 0 && 1+bytes.Count(data[:s], []byte("\n")) > d.Pos.Line {
+					next = s
+					break
+				}
+			}
+			if next < 0 || restarts >= maxRestarts {
+				return fr
+			}
+			restarts++
+			dec = yaml.NewDecoder(name, io.MultiReader(bytes.NewReader(bytes.Repeat([]byte("\n"), bytes.Count(data[:next], []byte("\n")))), bytes.NewReader(data[next:])))
+			continue
 		}
 		d, diags := parseDoc(c, name, expr, keepExpr)
 		fr.diags = append(fr.diags, diags...)

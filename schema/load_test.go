@@ -351,3 +351,27 @@ func TestLargeCollectionsInPieces(t *testing.T) {
 		t.Errorf("diagnostics (-want +got):\n%s", diff)
 	}
 }
+
+// TestYAMLBadBytes: invalid UTF-8 and control characters are reported at
+// their line and column, and the file's other documents are still checked.
+func TestYAMLBadBytes(t *testing.T) {
+	src := "apiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: l\x07ow}\nspec: {value: 20}\n" +
+		"---\napiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: ok}\nspec: {value: 30, bogus: 1}\n" +
+		"---\n# caf\xe9\napiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: x}\nspec: {value: 40}\n"
+	_, diags, err := LoadFS(fstest.MapFS{"a.yaml": {Data: []byte(src)}}, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range diags {
+		got = append(got, d.String())
+	}
+	want := []string{
+		"a.yaml:3:19: invalid YAML: a control character (U+0007) is not allowed in YAML; remove it, or write it as an escape inside a double-quoted string",
+		`a.yaml:9:19: unknown field "bogus" in spec of a PriorityTier; allowed fields are canPreempt, description, preemptible, value`,
+		"a.yaml:11:6: invalid YAML: invalid UTF-8 (byte 0xE9); YAML files must be UTF-8: save the file as UTF-8",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("diagnostics (-want +got):\n%s", diff)
+	}
+}
