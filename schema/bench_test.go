@@ -5,8 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
+	"testing/fstest"
 )
 
 // writeRepo writes a valid generated spec repo of n files into dir: four
@@ -119,5 +121,47 @@ func TestGeneratedRepo(t *testing.T) {
 	}
 	if r.Summary.Files != n {
 		t.Errorf("generated %d files, want %d", r.Summary.Files, n)
+	}
+}
+
+// largeDocument is one Workspace of about size bytes: half a list of
+// arguments, half a mapping of environment variables.
+func largeDocument(size int) []byte {
+	var b strings.Builder
+	b.WriteString("apiVersion: berth.dev/v1\nkind: Workspace\nmetadata: {name: w, project: p}\nspec:\n  resources: {gpus: 1}\n  task:\n    image: x\n    args:\n")
+	n := size / 100
+	for i := range n {
+		fmt.Fprintf(&b, "      - \"value-%d-abcdefghijklmnopqrstuvwxyz\"\n", i)
+	}
+	b.WriteString("    env:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "      K%d: \"value-%d-abcdefghijklmnopqrstuvwxyz\"\n", i, i)
+	}
+	return []byte(b.String())
+}
+
+// BenchmarkLargeDocument loads one document of 1 MB and of 10 MB: the
+// time must grow linearly (issue 14 measured 14.9 s for 10 MB; CUE looks
+// up each value of a collection by a scan of its siblings, so the loader
+// hands it large collections in pieces).
+func BenchmarkLargeDocument(b *testing.B) {
+	for _, mb := range []int{1, 10} {
+		b.Run(fmt.Sprintf("MB=%d", mb), func(b *testing.B) {
+			fsys := fstest.MapFS{"w.yaml": {Data: largeDocument(mb << 20)}}
+			var ru0, ru1 syscall.Rusage
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+			for b.Loop() {
+				r, err := CheckFS(fsys, ".")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if r.Summary.Workspaces != 1 {
+					b.Fatalf("read %d workspaces: %v", r.Summary.Workspaces, r.Diagnostics)
+				}
+			}
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+			cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
+			b.ReportMetric(float64(cpu)/float64(b.N)/1e9, "cpu-s/op")
+		})
 	}
 }

@@ -135,8 +135,14 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 	clusters := clusterShapes(byKind[KindCluster])
 	for _, d := range byKind[KindWorkspace] {
 		if !d.valid {
+			// Still check the references, so one run shows every problem.
 			if isName(d.project) && !exists(KindProject, d.project) {
 				add(errorf(d.pos("metadata.project"), "workspace %q: %s", d.name, missing(KindProject, d.project)))
+			}
+			if p := set.Project(d.project); p != nil && d.owner != "" {
+				if dg, ok := checkOwner(d, d.name, d.owner, p); !ok {
+					add(dg)
+				}
 			}
 			continue
 		}
@@ -151,8 +157,8 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 		if p == nil {
 			continue // the project is invalid; its own errors say why
 		}
-		if w.Spec.Owner != "" && len(p.Spec.Members) > 0 && !contains(p.Spec.Members, w.Spec.Owner) {
-			add(errorf(d.pos("spec.owner"), "workspace %q: owner %q is not a member of project %q; add them to the project's spec.members (%s) or change the owner", w.Meta.Name, w.Spec.Owner, p.Meta.Name, p.Meta.FieldPos("spec.members")))
+		if dg, ok := checkOwner(d, w.Meta.Name, w.Spec.Owner, p); !ok {
+			add(dg)
 		}
 		seenMount := map[string]int{}
 		for i, m := range w.Spec.Volumes {
@@ -191,6 +197,15 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 	}
 	set.Sort()
 	return set, diags
+}
+
+// checkOwner reports a workspace whose owner is not a member of its
+// project (a project without members admits anyone).
+func checkOwner(d *doc, name, owner string, p *Project) (Diagnostic, bool) {
+	if owner == "" || len(p.Spec.Members) == 0 || contains(p.Spec.Members, owner) {
+		return Diagnostic{}, true
+	}
+	return errorf(d.pos("spec.owner"), "workspace %q: owner %q is not a member of project %q; add them to the project's spec.members (%s) or change the owner", name, owner, p.Meta.Name, p.Meta.FieldPos("spec.members")), false
 }
 
 func contains(list []string, s string) bool {

@@ -4,9 +4,11 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
@@ -97,11 +99,148 @@ func (c *checker) check(kind string, expr ast.Expr, fields map[string]Pos, start
 	// "#Kind & document", built in the schema's scope, is one evaluation
 	// where building the document and unifying it with the definition
 	// would be two.
-	v := c.ctx.BuildExpr(ast.NewBinExpr(token.AND, ast.NewIdent("#"+kind), expr), cue.Scope(c.root), cue.InferBuiltins(true))
+	//
+	// CUE finds a field or list element among its siblings by a linear
+	// scan, so one collection of n values costs n² (a 10 MB document took
+	// minutes): the document is validated with each large list and
+	// mapping cut to its first maxArcs values, and the rest in pieces of
+	// maxArcs values against the schema of the collection.
+	var pieces []piece
+	trimmed := c.split(&pieces, kind, nil, def, expr, 0)
+	diags := unknown
+	v := c.ctx.BuildExpr(ast.NewBinExpr(token.AND, ast.NewIdent("#"+kind), trimmed), cue.Scope(c.root), cue.InferBuiltins(true))
 	if err := v.Validate(cue.Concrete(true)); err != nil {
-		return append(unknown, cueDiagnostics(err, def, expr, fields, start, kind)...)
+		diags = append(diags, cueDiagnostics(err, def, expr, fields, start, kind, nil)...)
 	}
-	return unknown
+	for i := 0; i < len(pieces); i++ {
+		p := pieces[i]
+		chunk := c.split(&pieces, p.key, p.path, p.schema, p.lit, p.offset)
+		v := p.schema.Unify(c.ctx.BuildExpr(chunk))
+		if err := v.Validate(cue.Concrete(true)); err != nil {
+			shift := func(path []string) []string {
+				if !p.isList || len(path) <= len(p.path) {
+					return path
+				}
+				if n, err := strconv.Atoi(path[len(p.path)]); err == nil {
+					path = slices.Clone(path)
+					path[len(p.path)] = strconv.Itoa(n + p.offset)
+				}
+				return path
+			}
+			diags = append(diags, cueDiagnostics(err, def, expr, fields, start, kind, shift)...)
+		}
+	}
+	return diags
+}
+
+// maxArcs is the most values of one list or mapping CUE evaluates at
+// once.
+const maxArcs = 128
+
+// piece is part of a large collection, validated on its own: values from
+// offset on (for a list) of the collection at path, whose schema is
+// schema (key names it in the checker's shape cache).
+type piece struct {
+	key    string
+	path   []string
+	schema cue.Value
+	lit    ast.Expr
+	offset int
+	isList bool
+}
+
+// split returns e with every list, and every mapping whose fields all
+// come from a pattern, of more than
+// maxArcs values cut to its first maxArcs, appending the rest to pieces,
+// and with the fields a closed mapping does not allow left out (they are
+// reported by unknownFields, and would cost CUE the same scan). e itself
+// is not changed: what changes is copied. offset is the index of e's
+// first element when e is a piece of a list.
+func (c *checker) split(pieces *[]piece, key string, path []string, v cue.Value, e ast.Expr, offset int) ast.Expr {
+	sh := c.shapeAt(key, v)
+	switch x := e.(type) {
+	case *ast.StructLit:
+		if !sh.isStruct {
+			return e
+		}
+		var elts, rest []ast.Decl
+		changed := false
+		for _, d := range x.Elts {
+			f, ok := d.(*ast.Field)
+			if !ok {
+				elts = append(elts, d)
+				continue
+			}
+			name, _, err := ast.LabelName(f.Label)
+			if err != nil {
+				elts = append(elts, d)
+				continue
+			}
+			var childKey string
+			var child cue.Value
+			switch {
+			case sh.fields[name]:
+				childKey, child = key+"."+name, sh.child(name)
+			case sh.pattern || v.Allows(cue.Str(name)):
+				childKey, child = key+".*", sh.child("*")
+			default:
+				changed = true // not allowed: unknownFields says so
+				continue
+			}
+			if len(sh.fields) == 0 && len(elts) >= maxArcs {
+				rest = append(rest, f)
+				continue
+			}
+			cv := c.split(pieces, childKey, append(path[:len(path):len(path)], name), child, f.Value, 0)
+			if cv != f.Value {
+				changed = true
+				nf := *f
+				nf.Value = cv
+				d = &nf
+			}
+			elts = append(elts, d)
+		}
+		for from := 0; from < len(rest); from += maxArcs {
+			lit := &ast.StructLit{Elts: rest[from:min(from+maxArcs, len(rest))]}
+			*pieces = append(*pieces, piece{key: key, path: path, schema: v, lit: lit})
+		}
+		if !changed && len(rest) == 0 {
+			return e
+		}
+		ns := *x
+		ns.Elts = elts
+		return &ns
+	case *ast.ListLit:
+		if !sh.isList {
+			return e
+		}
+		ev := sh.child("[]")
+		if !ev.Exists() {
+			return e
+		}
+		elts := x.Elts
+		for from := maxArcs; from < len(elts); from += maxArcs {
+			lit := &ast.ListLit{Elts: elts[from:min(from+maxArcs, len(elts))]}
+			*pieces = append(*pieces, piece{key: key, path: path, schema: v, lit: lit, offset: offset + from, isList: true})
+		}
+		changed := len(elts) > maxArcs
+		elts = elts[:min(len(elts), maxArcs)]
+		var out []ast.Expr
+		for i, el := range elts {
+			cv := c.split(pieces, key+".[]", append(path[:len(path):len(path)], strconv.Itoa(offset+i)), ev, el, 0)
+			if cv != el {
+				changed = true
+			}
+			out = append(out, cv)
+		}
+		if !changed {
+			return e
+		}
+		nl := *x
+		nl.Elts = out
+		return &nl
+	}
+	return e
 }
 
 func (c *checker) shapeAt(key string, v cue.Value) *shape {
@@ -205,13 +344,18 @@ func (c *checker) unknownFields(kind string, def cue.Value, expr ast.Expr, field
 
 // cueDiagnostics turns CUE's errors into diagnostics a person can act on,
 // one per field, at the field's position in the YAML.
-func cueDiagnostics(err error, def cue.Value, data ast.Expr, fields map[string]Pos, start Pos, kind string) []Diagnostic {
+// shift, when not nil, maps an error's path to the document's (a piece
+// of a list starts at an offset).
+func cueDiagnostics(err error, def cue.Value, data ast.Expr, fields map[string]Pos, start Pos, kind string, shift func([]string) []string) []Diagnostic {
 	var out []Diagnostic
 	seen := map[string]bool{}
 	for _, e := range cueerrors.Errors(err) {
 		path := cleanPath(e.Path())
 		if len(path) > 0 && strings.HasPrefix(path[0], "#") {
 			path = path[1:]
+		}
+		if shift != nil {
+			path = shift(path)
 		}
 		dotted := strings.Join(path, ".")
 		if seen[dotted] || format(e) == "field not allowed" || format(e) == "field is required but not present" {
@@ -312,11 +456,16 @@ func explain(e cueerrors.Error, path []string, def cue.Value, data ast.Expr, kin
 		if v == nil {
 			return ""
 		}
+		if lit, ok := v.(*ast.BasicLit); ok && (lit.Kind == token.INT || lit.Kind == token.FLOAT) {
+			// As written, so a number too large for JSON stays readable
+			// (CUE's YAML decoder writes one as "number & 1e20").
+			return strings.TrimPrefix(lit.Value, "number & ")
+		}
 		b, err := json.Marshal(plain(v))
 		if err != nil {
 			return ""
 		}
-		return string(b)
+		return echo(string(b))
 	}
 	switch {
 	case format == "field not allowed":
@@ -359,10 +508,33 @@ func explain(e cueerrors.Error, path []string, def cue.Value, data ast.Expr, kin
 			return fmt.Sprintf("%s: %s is not allowed; use one of %s", field, got(), enum)
 		}
 		return withHint(fmt.Sprintf("%s: %s is not valid", field, got()))
+	case strings.Contains(format, "illegal number") || strings.HasPrefix(format, "parse error") || strings.Contains(format, "overflow"):
+		// A number CUE cannot hold (99999999999999999999): its parser's
+		// words would show the schema's internals.
+		if h := hint(def, path); h != "" {
+			return fmt.Sprintf("%s: %s is out of range: %s", field, got(), h)
+		}
+		return fmt.Sprintf("%s: %s is not a number berth can use", field, got())
 	case strings.HasPrefix(format, "incomplete value"):
 		return withHint(fmt.Sprintf("%s is missing or incomplete", field))
 	}
 	return withHint(fmt.Sprintf("%s: %s", field, fmt.Sprintf(format, args...)))
+}
+
+// maxEcho is the most characters of a value a message repeats.
+const maxEcho = 80
+
+// echo shortens a value written back in a message to maxEcho characters,
+// saying how long it was: a deeply nested value is not a 30 KB line.
+func echo(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	cut := maxEcho
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d characters)", s[:cut], len(s))
 }
 
 func where(parent []string, kind string) string {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/token"
@@ -65,28 +66,51 @@ func LoadFS(fsys fs.FS, root string) (*Set, Diagnostics, error) {
 	return r.Set, r.Diagnostics, nil
 }
 
+// Options tunes a load. The zero value is the defaults.
+type Options struct {
+	Limits
+	// Progress, when not nil, is updated as files are read, so a caller
+	// can show it while a large tree loads.
+	Progress *Progress
+}
+
+// Progress counts what a load has done so far; safe to read while the
+// load runs.
+type Progress struct {
+	// Files is how many files the load will read (set once the tree is
+	// walked), Read how many it has read, and Documents how many
+	// documents those held.
+	Files, Read, Documents atomic.Int64
+}
+
 // Check is Load returning the whole Report.
-func Check(paths ...string) (*Report, error) {
+func Check(paths ...string) (*Report, error) { return CheckWith(Options{}, paths...) }
+
+// CheckWith is Check with options.
+func CheckWith(opts Options, paths ...string) (*Report, error) {
 	if len(paths) == 0 {
 		paths = []string{"."}
 	}
-	files, err := readPaths(paths)
+	files, diags, err := readPaths(paths, opts.Limits)
 	if err != nil {
 		return nil, err
 	}
-	return check(files)
+	return check(files, diags, opts.Progress)
 }
 
 // CheckFS is LoadFS returning the whole Report.
-func CheckFS(fsys fs.FS, root string) (*Report, error) {
+func CheckFS(fsys fs.FS, root string) (*Report, error) { return CheckFSWith(fsys, root, Options{}) }
+
+// CheckFSWith is CheckFS with options.
+func CheckFSWith(fsys fs.FS, root string, opts Options) (*Report, error) {
 	if root == "" {
 		root = "."
 	}
-	files, err := walkFS(fsys, path.Clean(root), func(p string) string { return p })
+	files, diags, err := walkFS(fsys, path.Clean(root), func(p string) string { return p }, opts.Limits)
 	if err != nil {
 		return nil, err
 	}
-	return check(files)
+	return check(files, diags, opts.Progress)
 }
 
 // doc is one document of a spec file as the loader sees it.
@@ -95,6 +119,7 @@ type doc struct {
 	name    string
 	project string
 	tier    string // spec.tier as written (projects), for references of invalid documents
+	owner   string // spec.owner as written (workspaces), likewise
 	start   Pos
 	fields  map[string]Pos
 	json    []byte // the document as JSON, kept only when there are rules
@@ -123,12 +148,22 @@ type fileResult struct {
 }
 
 // check runs every stage over files and builds the report.
-func check(files []sourceFile) (*Report, error) {
+func check(files []sourceFile, walked []Diagnostic, progress *Progress) (*Report, error) {
+	if progress == nil {
+		progress = &Progress{}
+	}
 	files = dedupe(files)
+	progress.Files.Store(int64(len(files)))
 	var specs, rules []sourceFile
 	for _, f := range files {
 		if isRuleFile(f.name) {
 			b, err := f.load()
+			progress.Read.Add(1)
+			var refused *refusedError
+			if errors.As(err, &refused) {
+				walked = append(walked, errorf(Pos{File: f.name}, "not read: %s", refused.msg))
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -157,11 +192,18 @@ func check(files []sourceFile) (*Report, error) {
 					c = newChecker()
 				}
 				b, err := specs[i].load()
+				progress.Read.Add(1)
+				var refused *refusedError
+				if errors.As(err, &refused) {
+					results[i].diags = []Diagnostic{errorf(Pos{File: specs[i].name}, "not read: %s", refused.msg)}
+					continue
+				}
 				if err != nil {
 					readErrs[i] = err
 					continue
 				}
 				results[i] = parseFile(c, specs[i].name, b, keepExpr)
+				progress.Documents.Add(int64(len(results[i].docs)))
 			}
 		}()
 	}
@@ -174,7 +216,7 @@ func check(files []sourceFile) (*Report, error) {
 		return nil, err
 	}
 
-	r := &Report{Summary: Summary{Files: len(specs), Rules: len(rules)}}
+	r := &Report{Summary: Summary{Files: len(specs), Rules: len(rules)}, Diagnostics: walked}
 	var docs []*doc
 	for _, fr := range results {
 		r.Diagnostics = append(r.Diagnostics, fr.diags...)
@@ -236,15 +278,35 @@ func parseFile(c *checker, name string, data []byte, keepExpr bool) (fr fileResu
 	if !bytes.ContainsFunc(data, func(r rune) bool { return r != ' ' && r != '\n' && r != '\t' && r != '\r' }) {
 		return fr
 	}
+	data, fr.diags = badBytes(name, data)
+	var starts []int
 	dec := yaml.NewDecoder(name, bytes.NewReader(data))
-	for {
+	for restarts := 0; ; {
 		expr, err := dec.Extract()
 		if errors.Is(err, io.EOF) {
 			return fr
 		}
 		if err != nil {
-			fr.diags = append(fr.diags, yamlError(name, err))
-			return fr
+			d := yamlSyntax(name, data, err)
+			fr.diags = append(fr.diags, d)
+			// Go on at the next document after the mistake, with what
+			// came before blanked, so positions stay the file's.
+			if starts == nil {
+				starts = docStarts(data)
+			}
+			next := -1
+			for _, s := range starts {
+				if d.Pos.Line > 0 && 1+bytes.Count(data[:s], []byte("\n")) > d.Pos.Line {
+					next = s
+					break
+				}
+			}
+			if next < 0 || restarts >= maxRestarts {
+				return fr
+			}
+			restarts++
+			dec = yaml.NewDecoder(name, io.MultiReader(bytes.NewReader(bytes.Repeat([]byte("\n"), bytes.Count(data[:next], []byte("\n")))), bytes.NewReader(data[next:])))
+			continue
 		}
 		d, diags := parseDoc(c, name, expr, keepExpr)
 		fr.diags = append(fr.diags, diags...)
@@ -300,6 +362,7 @@ func parseDoc(c *checker, file string, expr ast.Expr, keepExpr bool) (*doc, []Di
 	d.name, _ = stringField(expr, "metadata.name")
 	d.project, _ = stringField(expr, "metadata.project")
 	d.tier, _ = stringField(expr, "spec.tier")
+	d.owner, _ = stringField(expr, "spec.owner")
 	switch {
 	case d.kind == KindCluster:
 		d.raw = plain(expr)

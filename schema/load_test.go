@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -298,5 +299,79 @@ func TestMountSource(t *testing.T) {
 		if got := set.Workspaces[0].Spec.Volumes[0].Source; got != want {
 			t.Errorf("source %q: mount source %q, want %q", source, got, want)
 		}
+	}
+}
+
+// TestLargeCollectionsInPieces: values of a list or mapping past the
+// first pieces the loader hands CUE are still checked, and reported at
+// their own index and line.
+func TestLargeCollectionsInPieces(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("apiVersion: berth.dev/v1\nkind: Workspace\nmetadata: {name: w, project: ml}\nspec:\n  resources: {gpus: 1}\n  task:\n    image: x\n    args:\n")
+	for i := range 1000 {
+		if i == 700 {
+			b.WriteString("      - 7\n") // line 709
+			continue
+		}
+		fmt.Fprintf(&b, "      - a%d\n", i)
+	}
+	b.WriteString("    env:\n") // line 1009
+	for i := range 1000 {
+		if i == 900 {
+			b.WriteString("      K900: [x]\n") // line 1910
+			continue
+		}
+		fmt.Fprintf(&b, "      K%d: v\n", i)
+	}
+	b.WriteString("  volumes:\n") // line 2010
+	for i := range 300 {
+		if i == 260 {
+			b.WriteString("  - {name: data}\n") // line 2271
+			continue
+		}
+		fmt.Fprintf(&b, "  - {name: data, mountPath: /d%d}\n", i)
+	}
+	src := strings.Replace(minimal, "  task: {image: x}\n  resources: {gpus: 1}\n", "", 1)
+	src = src[:strings.LastIndex(src, "---")] + "---\n" + b.String()
+	_, diags, err := LoadFS(fstest.MapFS{"a.yaml": {Data: []byte(src)}}, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	offset := strings.Count(src[:strings.Index(src, "kind: Workspace")], "\n") - 1
+	var got []string
+	for _, d := range diags {
+		got = append(got, fmt.Sprintf("%d: %s", d.Pos.Line-offset, d.Message))
+	}
+	want := []string{
+		`709: spec.task.args.700: got 7, want a string`,
+		`1910: spec.task.env.K900: got ["x"], want a string`,
+		`2271: spec.volumes.260.mountPath is missing: mountPath is an absolute path such as /data`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("diagnostics (-want +got):\n%s", diff)
+	}
+}
+
+// TestYAMLBadBytes: invalid UTF-8 and control characters are reported at
+// their line and column, and the file's other documents are still checked.
+func TestYAMLBadBytes(t *testing.T) {
+	src := "apiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: l\x07ow}\nspec: {value: 20}\n" +
+		"---\napiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: ok}\nspec: {value: 30, bogus: 1}\n" +
+		"---\n# caf\xe9\napiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: x}\nspec: {value: 40}\n"
+	_, diags, err := LoadFS(fstest.MapFS{"a.yaml": {Data: []byte(src)}}, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range diags {
+		got = append(got, d.String())
+	}
+	want := []string{
+		"a.yaml:3:19: invalid YAML: a control character (U+0007) is not allowed in YAML; remove it, or write it as an escape inside a double-quoted string",
+		`a.yaml:9:19: unknown field "bogus" in spec of a PriorityTier; allowed fields are canPreempt, description, preemptible, value`,
+		"a.yaml:11:6: invalid YAML: invalid UTF-8 (byte 0xE9); YAML files must be UTF-8: save the file as UTF-8",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("diagnostics (-want +got):\n%s", diff)
 	}
 }

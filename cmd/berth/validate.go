@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/berth-dev/berth/schema"
 	"github.com/spf13/cobra"
@@ -22,7 +24,7 @@ func init() { commands = append(commands, newValidateCmd) }
 const validateJSONVersion = 1
 
 func newValidateCmd() *cobra.Command {
-	var format string
+	var format, maxFile, maxTree string
 	cmd := &cobra.Command{
 		Use:   "validate [PATH...]",
 		Short: "Validate a tree of specs (for CI)",
@@ -34,6 +36,14 @@ problem at once, sorted by file and line.
 A tree with no tier, project or workspace at all is an error, not a valid
 empty tree: berth apply and berth reconcile refuse it, and a CI job pointed
 at the wrong directory must fail.
+
+What is read: only regular files inside each directory. A symbolic link is
+followed only to a regular file inside the directory; a link out of it, a
+link to a directory, a loop, a FIFO or a device is an error that names it,
+and is never opened. One file may hold at most --max-file-size (16Mi) and a
+whole tree at most --max-tree-size (512Mi); past either, the files are
+errors, not read. On a terminal, the files read and the documents found
+so far are shown on stderr every second.
 
 Exit status: 0 when the specs are valid (warnings allowed), 1 when they are
 not or when there are none, 2 when the command line is wrong (a PATH that
@@ -61,8 +71,25 @@ Formats:
 					return &exitError{Code: exitFailure, Err: err}
 				}
 			}
+			var opts schema.Options
+			for _, l := range []struct {
+				flag, value string
+				to          *int64
+			}{{"--max-file-size", maxFile, &opts.FileBytes}, {"--max-tree-size", maxTree, &opts.TreeBytes}} {
+				n, err := schema.ParseBytes(l.value)
+				if err != nil || n <= 0 {
+					return usageError("%s %q: want a size such as 16Mi or 1Gi", l.flag, l.value)
+				}
+				*l.to = n
+			}
 			tuneGC()
-			r, err := schema.Check(args...)
+			stderr := cmd.ErrOrStderr()
+			if isTerminal(stderr) {
+				opts.Progress = &schema.Progress{}
+				stop := showProgress(stderr, opts.Progress, time.Second)
+				defer stop()
+			}
+			r, err := schema.CheckWith(opts, args...)
 			if err != nil {
 				return &exitError{Code: exitFailure, Err: err}
 			}
@@ -92,6 +119,8 @@ Formats:
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text, json or github")
+	cmd.Flags().StringVar(&maxFile, "max-file-size", "16Mi", "the most one spec or rule file may hold (a size such as 16Mi)")
+	cmd.Flags().StringVar(&maxTree, "max-tree-size", "512Mi", "the most all spec and rule files together may hold")
 	return cmd
 }
 
@@ -248,6 +277,51 @@ func appendStepSummary(path string, r *schema.Report) error {
 
 func mdCell(s string) string {
 	return strings.NewReplacer("|", `\|`, "\n", "<br>").Replace(s)
+}
+
+// showProgress writes progressLine(p) to w every interval, over itself,
+// until the returned stop is called, which clears the line.
+func showProgress(w io.Writer, p *schema.Progress, every time.Duration) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		shown := false
+		for {
+			select {
+			case <-done:
+				if shown {
+					fmt.Fprint(w, "\r\033[K")
+				}
+				return
+			case <-t.C:
+				fmt.Fprint(w, "\r\033[K"+progressLine(p))
+				shown = true
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// progressLine is "reading specs: 1,204 of 199,012 files, 3,118
+// documents".
+func progressLine(p *schema.Progress) string {
+	files, read, docs := p.Files.Load(), p.Read.Load(), p.Documents.Load()
+	if files == 0 {
+		return "reading specs: looking for files"
+	}
+	return fmt.Sprintf("reading specs: %s of %s files, %s documents", thousands(read), thousands(files), thousands(docs))
+}
+
+// thousands writes n with commas between groups of three digits.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // tuneGC trades memory for time in a short-lived validate: CUE allocates
