@@ -57,7 +57,8 @@ bearer token, read from --ui-token-file, for everything but the
 dashboard's static files and /healthz: the API, the event feed and
 /metrics (they all show the same cluster). Open the dashboard and paste
 the token, or go to http://HOST:PORT/#token=TOKEN (the fragment never
-reaches a server or its logs).
+reaches a server or its logs); berth status and berth explain send it with
+--token-file FILE or $BERTH_TOKEN.
 
 ` + clusterHelp(),
 		Args: cobra.NoArgs,
@@ -144,7 +145,7 @@ reaches a server or its logs).
 			}
 			log.Info("berth reconciling", "source", f.source, "cluster", c.Name, "status", addr+"/api/v1/status", "dashboard", addr+"/")
 			if token != "" {
-				log.Info("the API, the dashboard's feed and /metrics need the bearer token in " + uiToken + " (Authorization: Bearer TOKEN; in the browser, paste it or open " + addr + "/#token=TOKEN)")
+				log.Info("the API, the dashboard's feed and /metrics need the bearer token in " + uiToken + " (Authorization: Bearer TOKEN; berth status and explain: --token-file " + uiToken + "; in the browser, paste it or open " + addr + "/#token=TOKEN)")
 			}
 			runErr := loop.Run(ctx, changes)
 			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
