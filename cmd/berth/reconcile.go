@@ -40,7 +40,8 @@ them, observes the cluster, decides who runs where, and applies the
 difference; again whenever a file changes and every --interval. An invalid
 revision is never applied: the last good one stays in force.
 
---source is a directory (watched for changes) or a git URL (https://…,
+--source is a directory (watched for changes; when it is a symbolic link,
+as git-sync's --link is, a swap of the link applies at once) or a git URL (https://…,
 ssh://…, git@host:org/repo.git, file://…), cloned with its full history
 and fetched every --interval, or at once on a signed POST to
 /api/v1/hooks/git (--webhook-secret-file). A workspace removed from the
