@@ -9,7 +9,7 @@ FUZZTIME ?= 5s
 # those third-party warnings out of every build's output.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: help run run-nomad test e2e bench lint build static image golden fuzz clean screenshot
+.PHONY: help run run-nomad test e2e bench lint build static image dist golden fuzz clean screenshot
 
 help: ## Show the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z0-9-]+:.*## /{printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -46,6 +46,9 @@ build: ## Build bin/berth
 
 static: ## Build bin/berth-static (STATIC=…): no cgo, no NVML (not for berth agent); what the container image runs
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(STATIC) ./cmd/berth
+
+dist: build ## Pack bin/berth (cgo, for berth agent's NVML) as bin/berth_linux_amd64.tar.gz, the agent job's artifact
+	tar -czf bin/berth_$$($(GO) env GOOS)_$$($(GO) env GOARCH).tar.gz -C bin berth
 
 image: ## Build the container image berth:dev (IMAGE=…) from the Dockerfile (needs a docker daemon)
 	@docker info >/dev/null 2>&1 || { echo "make image needs a running docker daemon (docker info fails here); make static builds the binary the image runs"; exit 1; }
