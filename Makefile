@@ -9,7 +9,7 @@ FUZZTIME ?= 5s
 # those third-party warnings out of every build's output.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: help run run-nomad test e2e bench lint build static image dist golden fuzz clean screenshot
+.PHONY: help run run-nomad test e2e bench bench-quick lint build static image dist golden fuzz clean screenshot
 
 help: ## Show the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z0-9-]+:.*## /{printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -32,8 +32,11 @@ e2e: ## berth against a real Nomad v1.6.5 with fake GPUs (../shared/nomad-dev): 
 fuzz: ## Fuzz the spec loader for FUZZTIME from its seed corpus
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./schema
 
-bench: ## The benchmarks the issues name, with their figures
+bench: ## The benchmarks the issues name, with their figures (about 6 min on 2 cores)
 	@./scripts/bench.sh
+
+bench-quick: ## The Go benchmarks only, once each (about 2 minutes)
+	@BENCH=quick ./scripts/bench.sh
 
 lint: ## gofmt, go vet and staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -17,22 +17,28 @@ const module = "github.com/berth-dev/berth"
 
 // allowed lists, for each package prefix, the berth packages it may import
 // (prefixes too). The first matching rule wins; a package without a rule
-// may import anything.
+// may import anything. A name starting with "=" is that package alone,
+// not its subtree.
 var allowed = []struct {
 	pkg   string
 	berth []string
 }{
 	{"schema", nil},
-	{"reconcile/state", []string{"schema"}},
-	{"policies", []string{"schema", "reconcile/state", "policies"}},
-	// Trace replay runs the decision functions it compares over the sim.
-	{"drivers/sim/replay", []string{"schema", "reconcile/state", "drivers", "policies"}},
-	{"drivers", []string{"schema", "reconcile/state", "drivers"}},
-	{"reconcile", []string{"schema", "reconcile", "policies"}},
+	// The ground floor beside schema: the observed world, the Cluster
+	// contract and how drivers fail.
+	{"=drivers", []string{"schema"}},
+	{"policies", []string{"schema", "=drivers", "policies"}},
+	// The replay is a second loop beside reconcile: it runs the decision
+	// functions it compares over the sim.
+	{"replay", []string{"schema", "=drivers", "drivers/sim", "policies", "replay"}},
+	// The drivers reach clusters; none imports policies or reconcile.
+	{"drivers", []string{"schema", "drivers"}},
+	{"reconcile", []string{"schema", "=drivers", "reconcile", "policies"}},
 }
 
-// pure packages do no I/O and read no clock.
-var pure = []string{"schema/", "reconcile/state", "policies"}
+// pure packages do no I/O and read no clock ("=" names one package, not
+// its subtree).
+var pure = []string{"schema/", "=drivers", "policies"}
 
 // forbiddenInPure are standard packages a pure package must not import.
 var forbiddenInPure = []string{"net", "net/http", "os/exec", "math/rand", "math/rand/v2", "syscall"}
@@ -131,7 +137,7 @@ func parsePackages(t *testing.T) map[string]*pkgInfo {
 
 func ruleFor(pkg string) []string {
 	for _, r := range allowed {
-		if pkg == r.pkg || strings.HasPrefix(pkg, r.pkg+"/") {
+		if matches(r.pkg, pkg) {
 			if r.berth == nil {
 				return []string{}
 			}
@@ -142,19 +148,19 @@ func ruleFor(pkg string) []string {
 }
 
 func isPure(pkg string) bool {
-	for _, p := range pure {
-		if pkg == strings.TrimSuffix(p, "/") || strings.HasPrefix(pkg, p) {
-			return true
-		}
-	}
-	return false
+	return hasPrefix(pure, pkg)
 }
 
 func hasPrefix(prefixes []string, pkg string) bool {
-	for _, p := range prefixes {
-		if pkg == p || strings.HasPrefix(pkg, p+"/") {
-			return true
-		}
+	return slices.ContainsFunc(prefixes, func(p string) bool { return matches(p, pkg) })
+}
+
+// matches reports whether pkg is p or below it; "=p" is p alone, and
+// "p/" is p or below it.
+func matches(p, pkg string) bool {
+	if exact, ok := strings.CutPrefix(p, "="); ok {
+		return pkg == exact
 	}
-	return false
+	p = strings.TrimSuffix(p, "/")
+	return pkg == p || strings.HasPrefix(pkg, p+"/")
 }

@@ -1,12 +1,16 @@
 package policies
 
+// Rule: admission (phase 3). In queue order, each workspace starts on free
+// GPUs (best fit, preferred topology first), else preempts (preempt.go),
+// else waits with a reason; the first gang that waits reserves.
+
 import (
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 )
 
 // admit decides one queued workspace: start on free GPUs, start after
@@ -79,7 +83,7 @@ func (d *decider) admit(w *wsState) {
 	// 2. Place every replica: free GPUs first, else by preemption.
 	d.journal = d.journal[:0]
 	ok := true
-	var pls []state.Placement
+	var pls []drivers.Placement
 	type taken struct {
 		victim int32
 		right  Right
@@ -216,75 +220,10 @@ func (d *decider) wait(w *wsState, r Reason) {
 	w.out.Reason = r
 }
 
-func (d *decider) quotaReason(p *projState, w *wsState) Reason {
-	need := w.gpus * w.replicas
-	inQ := min(p.held, p.quota)
-	borrowed := max(p.held-p.quota, 0)
-	if !w.preemptible {
-		return Reason{ReasonQuota, fmt.Sprintf("quota: not preemptible, so it runs only inside project %s's guaranteed quota, which has %d/%d GPUs in use; it needs %d", p.name, inQ, p.quota, need)}
-	}
-	return Reason{ReasonQuota, fmt.Sprintf("quota: project %s uses %d/%d guaranteed GPUs and %d/%d borrowed; it needs %d", p.name, inQ, p.quota, borrowed, p.borrow, need)}
-}
-
-// startWithoutGPUs places a workspace that needs no GPU on the first
-// ready, eligible node.
-// --- moves, with a journal so a failed gang leaves no trace ---
-
-func (d *decider) setOwner(si, owner int32, releasing bool) {
-	d.changeSlot(si, owner, releasing, true)
-	d.gen++
-}
-
-func (d *decider) victimize(vi int32) {
-	v := d.ws[vi]
-	p := d.projs[v.proj]
-	// Slots first, then the workspace: rollback undoes the workspace first,
-	// so each slot's avail contribution is recomputed as it was.
-	for _, si := range d.slotsOf(vi) {
-		d.changeSlot(si, vi, true, true)
-	}
-	d.journal = append(d.journal, undo{slot: -1, ws: vi, victim: v.victim, projHeld: p.held})
-	v.victim = true
-	p.held -= v.held
-	d.dirty = append(d.dirty, v.proj)
-	d.gen++
-	d.memoGen++
-}
-
-func (d *decider) rollback() {
-	for i := len(d.journal) - 1; i >= 0; i-- {
-		u := d.journal[i]
-		if u.slot >= 0 {
-			d.changeSlot(u.slot, u.owner, u.releasing, false)
-			continue
-		}
-		if u.slot == -2 {
-			d.free[u.node] = u.amt
-			continue
-		}
-		if u.slot == -3 {
-			key := [2]int32{u.owner, u.node}
-			if u.victim {
-				d.relLeft[key] = u.amt
-			} else {
-				delete(d.relLeft, key)
-			}
-			continue
-		}
-		v := d.ws[u.ws]
-		v.victim = u.victim
-		d.projs[v.proj].held = u.projHeld
-	}
-	d.journal = d.journal[:0]
-	d.dirty = d.dirty[:0]
-}
-
-// --- free placement ---
-
 // placeFree places replica r on free GPUs: the first level (preferred
 // topology first) where a group fits, in the group with the fewest free
 // GPUs that still fits (least stranded capacity).
-func (d *decider) placeFree(wi int32, w *wsState, mi, r int) (state.Placement, bool) {
+func (d *decider) placeFree(wi int32, w *wsState, mi, r int) (drivers.Placement, bool) {
 	for _, l := range w.levels {
 		li := d.c.index[mi][l]
 		gi := -1
@@ -305,7 +244,7 @@ func (d *decider) placeFree(wi int32, w *wsState, mi, r int) (state.Placement, b
 		d.takeNode(int(li.groups[gi].node), w, amount{})
 		return d.placement(r, slots), true
 	}
-	return state.Placement{}, false
+	return drivers.Placement{}, false
 }
 
 // orderFree returns the free slots of a group, those in the most used
@@ -336,16 +275,14 @@ func (d *decider) orderFree(mi int, gpus []int32) []int32 {
 	return out
 }
 
-func (d *decider) placement(r int, slots []int32) state.Placement {
-	pl := state.Placement{Replica: r, Node: d.c.nodes[d.c.slots[slots[0]].node].Name}
+func (d *decider) placement(r int, slots []int32) drivers.Placement {
+	pl := drivers.Placement{Replica: r, Node: d.c.nodes[d.c.slots[slots[0]].node].Name}
 	for _, si := range slots {
 		pl.GPUs = append(pl.GPUs, d.c.slots[si].id)
 	}
 	sort.Strings(pl.GPUs)
 	return pl
 }
-
-// --- waiting ---
 
 // waitReason explains why w cannot start; the cluster is as it was
 // before w was tried.
@@ -465,7 +402,7 @@ func (d *decider) reserve(wi int32, w *wsState, mi int, as string) string {
 	if !d.anyNodeBig(w) {
 		return ""
 	}
-	var holding []state.Placement
+	var holding []drivers.Placement
 	for r := range w.replicas {
 		gi := -1
 		for k := li.maxK; k >= 1 && gi < 0; k-- {
@@ -505,57 +442,6 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
-}
-
-// starved picks, before the queue runs, the workspace the starvation guard
-// reserves the best free GPUs for: the workspace that has waited longest among those whose aging boost is
-// at its maximum, that need more GPUs than the smallest workspace waiting
-// in their tier (only those can be starved by smaller arrivals taking GPUs
-// one by one) and whose quota would let them run; highest tier first, then
-// longest waiting, then Ref.
-func (d *decider) starved() int32 {
-	ag := d.policy.Aging
-	if ag.Interval <= 0 || ag.Step <= 0 || ag.MaxBoost <= 0 {
-		return -1
-	}
-	minNeed := map[int]int{}
-	for _, p := range d.projs {
-		for _, wi := range p.queue {
-			w := d.ws[wi]
-			if n, ok := minNeed[w.tier]; !ok || w.gpus*w.replicas < n {
-				minNeed[w.tier] = w.gpus * w.replicas
-			}
-		}
-	}
-	var best *wsState
-	bestIdx := int32(-1)
-	for _, p := range d.projs {
-		for _, wi := range p.queue {
-			w := d.ws[wi]
-			need := w.gpus * w.replicas
-			if w.boost < ag.MaxBoost || w.gpus <= 0 || need <= minNeed[w.tier] {
-				continue
-			}
-			if best != nil && (w.tier < best.tier || (w.tier == best.tier && (w.queuedSince.After(best.queuedSince) || (w.queuedSince.Equal(best.queuedSince) && !w.ref.Less(best.ref))))) {
-				continue
-			}
-			limit := -1
-			if !w.preemptible {
-				limit = p.quota
-			} else if p.borrow >= 0 {
-				limit = p.quota + p.borrow
-			}
-			if limit >= 0 && p.held+need > limit {
-				continue
-			}
-			mi := d.c.modelIndex(w.model)
-			if mi < 0 || d.c.index[mi][w.levels[len(w.levels)-1]].maxK < w.gpus {
-				continue
-			}
-			best, bestIdx = w, wi
-		}
-	}
-	return bestIdx
 }
 
 // decided reports whether queued workspace wi has had its turn.

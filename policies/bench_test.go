@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -82,17 +82,17 @@ func benchInput(s benchSize) Input {
 			FairShare: schema.FairShare{Weight: float64(1 + p%3)},
 		}})
 	}
-	snap := &state.Snapshot{ObservedAt: now}
+	snap := &drivers.Snapshot{ObservedAt: now}
 	nodes := s.gpus / 8
 	for n := range nodes {
-		node := state.Node{Name: fmt.Sprintf("node-%05d", n), Ready: true, Eligible: true}
+		node := drivers.Node{Name: fmt.Sprintf("node-%05d", n), Ready: true, Eligible: true}
 		node.ID = node.Name
 		for g := range 8 {
-			node.GPUs = append(node.GPUs, state.GPU{ID: fmt.Sprintf("gpu-%d", g), Index: g, Model: "H100", Domain: g / 4, NUMA: g / 4, Healthy: true})
+			node.GPUs = append(node.GPUs, drivers.GPU{ID: fmt.Sprintf("gpu-%d", g), Index: g, Model: "H100", Domain: g / 4, NUMA: g / 4, Healthy: true})
 		}
 		snap.Nodes = append(snap.Nodes, node)
 	}
-	hist := &state.History{UsageAt: now.Add(-time.Minute), Usage: map[string]float64{}, QueuedSince: map[schema.Ref]time.Time{}}
+	hist := &drivers.History{UsageAt: now.Add(-time.Minute), Usage: map[string]float64{}, QueuedSince: map[schema.Ref]time.Time{}}
 	for p := range s.projects {
 		hist.Usage[fmt.Sprintf("p%04d", p)] = float64(r.IntN(10_000_000))
 	}
@@ -128,7 +128,7 @@ func benchInput(s benchSize) Input {
 		for want > 0 {
 			g := min([]int{1, 2, 4, 8}[r.IntN(4)], want)
 			ref := newWS(g, 1, schema.ConstraintPreferred, true)
-			a := state.Alloc{Workspace: ref, Node: snap.Nodes[n].Name, Phase: state.AllocRunning, StartedAt: now.Add(-time.Duration(1+r.IntN(600)) * time.Minute)}
+			a := drivers.Alloc{Workspace: ref, Node: snap.Nodes[n].Name, Phase: drivers.AllocRunning, StartedAt: now.Add(-time.Duration(1+r.IntN(600)) * time.Minute)}
 			for i := range g {
 				a.GPUs = append(a.GPUs, fmt.Sprintf("gpu-%d", used+i))
 			}

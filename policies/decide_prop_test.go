@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 	"pgregory.net/rapid"
 )
@@ -29,11 +29,11 @@ func verifying(t *testing.T) {
 // orphaned; history with usage, queue times and preemptions.
 func genInput(t *rapid.T) Input {
 	models := []string{"H100", "A100"}
-	var snap state.Snapshot
+	var snap drivers.Snapshot
 	snap.ObservedAt = propNow
 	nNodes := rapid.IntRange(1, 5).Draw(t, "nodes")
 	for i := range nNodes {
-		n := state.Node{Name: fmt.Sprintf("n%d", i), Ready: rapid.IntRange(0, 9).Draw(t, "ready") > 0, Eligible: rapid.IntRange(0, 9).Draw(t, "eligible") > 0,
+		n := drivers.Node{Name: fmt.Sprintf("n%d", i), Ready: rapid.IntRange(0, 9).Draw(t, "ready") > 0, Eligible: rapid.IntRange(0, 9).Draw(t, "eligible") > 0,
 			CPUMilli:    rapid.SampledFrom([]int64{0, 16000, 32000, 64000}).Draw(t, "nodeCPU"),
 			MemoryBytes: rapid.SampledFrom([]int64{0, 32 << 30, 256 << 30}).Draw(t, "nodeMem"),
 			DiskBytes:   rapid.SampledFrom([]int64{0, 1 << 30, 100 << 30}).Draw(t, "nodeDisk")}
@@ -52,7 +52,7 @@ func genInput(t *rapid.T) Input {
 		numas := rapid.IntRange(1, 2).Draw(t, "numas")
 		model := rapid.SampledFrom(models).Draw(t, "model")
 		for g := range count {
-			n.GPUs = append(n.GPUs, state.GPU{ID: fmt.Sprintf("g%d", g), Index: g, Model: model, Domain: g * doms / count, NUMA: g * numas / count, Healthy: rapid.IntRange(0, 19).Draw(t, "healthy") > 0})
+			n.GPUs = append(n.GPUs, drivers.GPU{ID: fmt.Sprintf("g%d", g), Index: g, Model: model, Domain: g * doms / count, NUMA: g * numas / count, Healthy: rapid.IntRange(0, 19).Draw(t, "healthy") > 0})
 		}
 		snap.Nodes = append(snap.Nodes, n)
 	}
@@ -79,7 +79,7 @@ func genInput(t *rapid.T) Input {
 	// owner of each GPU while placing running workspaces
 	used := map[[2]string]bool{}
 	cpuUsed := map[string]amount{}
-	hist := &state.History{UsageAt: propNow.Add(-time.Hour), Usage: map[string]float64{}, QueuedSince: map[schema.Ref]time.Time{}, Preempted: map[schema.Ref]state.Preemption{}}
+	hist := &drivers.History{UsageAt: propNow.Add(-time.Hour), Usage: map[string]float64{}, QueuedSince: map[schema.Ref]time.Time{}, Preempted: map[schema.Ref]drivers.Preemption{}}
 	nWS := rapid.IntRange(1, 12).Draw(t, "workspaces")
 	for i := range nWS {
 		proj := fmt.Sprintf("p%d", rapid.IntRange(0, nProj-1).Draw(t, "wsProject"))
@@ -112,7 +112,7 @@ func genInput(t *rapid.T) Input {
 			hist.QueuedSince[ref] = propNow.Add(-time.Duration(rapid.IntRange(0, 600).Draw(t, "waited")) * time.Minute)
 		}
 		if rapid.IntRange(0, 1).Draw(t, "running") == 1 {
-			phase := rapid.SampledFrom([]state.AllocPhase{state.AllocRunning, state.AllocRunning, state.AllocRunning, state.AllocStarting, state.AllocStopping}).Draw(t, "phase")
+			phase := rapid.SampledFrom([]drivers.AllocPhase{drivers.AllocRunning, drivers.AllocRunning, drivers.AllocRunning, drivers.AllocStarting, drivers.AllocStopping}).Draw(t, "phase")
 			started := propNow.Add(-time.Duration(rapid.IntRange(0, 300).Draw(t, "age")) * time.Minute)
 			ckpt := time.Time{}
 			if rapid.Bool().Draw(t, "ckpt") {
@@ -123,8 +123,8 @@ func genInput(t *rapid.T) Input {
 				a.Phase, a.StartedAt, a.LastCheckpoint = phase, started, ckpt
 				snap.Allocs = append(snap.Allocs, a)
 			}
-			if phase == state.AllocStopping && len(allocs) > 0 && rapid.Bool().Draw(t, "byRecord") {
-				hist.Preempted[ref] = state.Preemption{Victim: ref, By: schema.Ref{Project: "p0", Name: "w0"}, At: propNow.Add(-time.Minute)}
+			if phase == drivers.AllocStopping && len(allocs) > 0 && rapid.Bool().Draw(t, "byRecord") {
+				hist.Preempted[ref] = drivers.Preemption{Victim: ref, By: schema.Ref{Project: "p0", Name: "w0"}, At: propNow.Add(-time.Minute)}
 			}
 		}
 	}
@@ -132,7 +132,7 @@ func genInput(t *rapid.T) Input {
 	if rapid.IntRange(0, 3).Draw(t, "orphan") == 0 {
 		ref := schema.Ref{Project: "p0", Name: "gone"}
 		for _, a := range placeRunning(t, snap.Nodes, used, cpuUsed, ref, 1, 1, schema.WorkResources{}) {
-			a.Phase, a.StartedAt = state.AllocRunning, propNow.Add(-time.Hour)
+			a.Phase, a.StartedAt = drivers.AllocRunning, propNow.Add(-time.Hour)
 			snap.Allocs = append(snap.Allocs, a)
 		}
 	}
@@ -147,8 +147,8 @@ func genInput(t *rapid.T) Input {
 // placeRunning places replicas on random nodes with free GPUs (any GPUs,
 // topology ignored, as a real cluster may have them); a replica that
 // finds no room is left out.
-func placeRunning(t *rapid.T, nodes []state.Node, used map[[2]string]bool, resUsed map[string]amount, ref schema.Ref, replicas, gpus int, res schema.WorkResources) []state.Alloc {
-	var out []state.Alloc
+func placeRunning(t *rapid.T, nodes []drivers.Node, used map[[2]string]bool, resUsed map[string]amount, ref schema.Ref, replicas, gpus int, res schema.WorkResources) []drivers.Alloc {
+	var out []drivers.Alloc
 	for r := range replicas {
 		ni := rapid.IntRange(0, len(nodes)-1).Draw(t, "allocNode")
 		n := nodes[ni]
@@ -180,12 +180,12 @@ func placeRunning(t *rapid.T, nodes []state.Node, used map[[2]string]bool, resUs
 
 // allocFor is what one replica asking res holds on node n, as Nomad
 // allocates it: its CPU share, or its exclusive cores and their shares.
-func allocFor(n state.Node, res schema.WorkResources) state.Alloc {
-	return state.Alloc{CPUMilli: res.CPUMilli + int64(res.ExclusiveCores)*n.CPUPerCore, Cores: res.ExclusiveCores,
+func allocFor(n drivers.Node, res schema.WorkResources) drivers.Alloc {
+	return drivers.Alloc{CPUMilli: res.CPUMilli + int64(res.ExclusiveCores)*n.CPUPerCore, Cores: res.ExclusiveCores,
 		MemoryBytes: res.MemoryBytes, DiskBytes: res.DiskBytes}
 }
 
-func sortAllocs(a []state.Alloc) {
+func sortAllocs(a []drivers.Alloc) {
 	sort.Slice(a, func(i, j int) bool {
 		if a[i].Workspace != a[j].Workspace {
 			return a[i].Workspace.Less(a[j].Workspace)
@@ -227,7 +227,7 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 			holder[[2]string{a.Node, g}] = a.Workspace
 		}
 	}
-	nodes := map[string]state.Node{}
+	nodes := map[string]drivers.Node{}
 	for _, n := range snap.Nodes {
 		nodes[n.Name] = n
 	}
@@ -294,7 +294,7 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 				}
 				doms, numas := map[int]bool{}, map[int]bool{}
 				for _, id := range p.GPUs {
-					var gpu *state.GPU
+					var gpu *drivers.GPU
 					for i := range n.GPUs {
 						if n.GPUs[i].ID == id {
 							gpu = &n.GPUs[i]
@@ -436,7 +436,7 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 // for every victim would: Run keeps its allocations, Start gets new ones
 // (started at now), Preempt and Stop are gone; history records it.
 func apply(in Input, d Decision, now time.Time) Input {
-	snap := state.Snapshot{ObservedAt: now, Nodes: in.Snapshot.Nodes}
+	snap := drivers.Snapshot{ObservedAt: now, Nodes: in.Snapshot.Nodes}
 	keep := map[schema.Ref]bool{}
 	for _, w := range d.Workspaces {
 		switch w.Verdict {
@@ -445,14 +445,14 @@ func apply(in Input, d Decision, now time.Time) Input {
 		case VerdictStart:
 			for _, p := range w.Placements {
 				a := allocFor(in.Snapshot.Nodes[nodeIndex(in.Snapshot.Nodes, p.Node)], in.Specs.Workspace(w.Ref).Spec.Resources)
-				a.Workspace, a.Replica, a.Node, a.GPUs, a.Phase, a.StartedAt = w.Ref, p.Replica, p.Node, append([]string(nil), p.GPUs...), state.AllocRunning, now
+				a.Workspace, a.Replica, a.Node, a.GPUs, a.Phase, a.StartedAt = w.Ref, p.Replica, p.Node, append([]string(nil), p.GPUs...), drivers.AllocRunning, now
 				snap.Allocs = append(snap.Allocs, a)
 			}
 		}
 	}
 	for _, a := range in.Snapshot.Allocs {
 		if keep[a.Workspace] {
-			a.Phase = state.AllocRunning
+			a.Phase = drivers.AllocRunning
 			snap.Allocs = append(snap.Allocs, a)
 		}
 	}

@@ -4,15 +4,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 )
 
 // Input is everything a decision reads. Decide never mutates it.
 type Input struct {
 	Specs    *schema.Set
-	Snapshot *state.Snapshot
-	History  *state.History
+	Snapshot *drivers.Snapshot
+	History  *drivers.History
 	Now      time.Time
 }
 
@@ -115,7 +115,7 @@ type WorkspaceDecision struct {
 	Ref     schema.Ref `json:"ref"`
 	Verdict Verdict    `json:"verdict"`
 	// Placements: Run and Start, one per replica.
-	Placements []state.Placement `json:"placements,omitempty"`
+	Placements []drivers.Placement `json:"placements,omitempty"`
 	// Preempts: Start only, every workspace that must be gone first: the
 	// victims it preempts (VerdictPreempt, PreemptedBy this one), victims
 	// of an earlier decision still stopping, and workspaces being stopped
@@ -135,8 +135,8 @@ type WorkspaceDecision struct {
 	// per replica it found room for (the head of the queue's reservation,
 	// or the starvation guard's), so that later workspaces do not take
 	// them.
-	Holding []state.Placement `json:"holding,omitempty"`
-	Reason  Reason            `json:"reason"`
+	Holding []drivers.Placement `json:"holding,omitempty"`
+	Reason  Reason              `json:"reason"`
 	// Queue is its place (1, 2, …) in the order this decision considered
 	// the workspaces that wanted to run and held nothing; 0 for the rest.
 	Queue int `json:"queue,omitempty"`

@@ -64,6 +64,20 @@
 // the GPUs a preemptor could get; so a decision over 50,000 pending
 // workspaces and 16,384 GPUs takes well under a second.
 //
+// # Where each rule lives
+//
+// The rules, one file each: queue.go (the queue order), quota.go (who is
+// in quota), admit.go (admission and waiting reasons), preempt.go (who
+// may preempt whom, and victim choice), guard.go (the starvation guard),
+// holders.go (phase 1), resources.go (CPU, memory, disk, cores, drivers
+// and host volumes). decide.go runs the phases. The machinery that makes
+// them fast has files of its own, each saying which rule it serves:
+// records.go (the records a decision builds), index.go (free GPUs by
+// level), avail.go (what a preemptor could get), memo.go (failures per
+// shape), journal.go (rollback of a failed trial), verify.go (the
+// property tests' recount). history.go advances History between
+// decisions; render.go prints a Decision.
+//
 // The reconciler advances History between decisions with AdvanceUsage
 // (decayed usage) and RecordDecision (queue times, preemption records,
 // quota labels).

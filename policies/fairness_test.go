@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -29,11 +29,11 @@ func TestFairShareWeights(t *testing.T) {
 	}
 	policy := schema.DefaultPolicy()
 	policy.Spec.FairShare.HalfLife = 24 * time.Hour
-	snap := &state.Snapshot{}
+	snap := &drivers.Snapshot{}
 	for n := range 2 {
-		node := state.Node{Name: fmt.Sprintf("n%d", n), Ready: true, Eligible: true}
+		node := drivers.Node{Name: fmt.Sprintf("n%d", n), Ready: true, Eligible: true}
 		for g := range 8 {
-			node.GPUs = append(node.GPUs, state.GPU{ID: fmt.Sprintf("g%d", g), Index: g, Model: "H100", Domain: g / 4, Healthy: true})
+			node.GPUs = append(node.GPUs, drivers.GPU{ID: fmt.Sprintf("g%d", g), Index: g, Model: "H100", Domain: g / 4, Healthy: true})
 		}
 		snap.Nodes = append(snap.Nodes, node)
 	}
@@ -52,12 +52,12 @@ func TestFairShareWeights(t *testing.T) {
 		fmt.Sscanf(name, "j%05d", &n)
 		return time.Duration(50+(n*7)%41) * time.Minute
 	}
-	hist := &state.History{UsageAt: now}
+	hist := &drivers.History{UsageAt: now}
 	used := map[string]float64{}
 	for end := now.Add(horizon); now.Before(end); now = now.Add(step) {
 		// Jobs that ran their time finish and leave the specs; each
 		// project asks for a new one in its place.
-		var allocs []state.Alloc
+		var allocs []drivers.Alloc
 		for _, a := range snap.Allocs {
 			if now.Sub(a.StartedAt) >= duration(a.Workspace.Name) {
 				names := active[a.Workspace.Project]

@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -16,7 +16,7 @@ import (
 // UsageAt counts from its start. A zero halfLife means no decay. h is not
 // changed; the result shares no map with it. A now before h.UsageAt
 // returns a copy of h.
-func AdvanceUsage(h state.History, snap state.Snapshot, now time.Time, halfLife time.Duration) state.History {
+func AdvanceUsage(h drivers.History, snap drivers.Snapshot, now time.Time, halfLife time.Duration) drivers.History {
 	out := copyHistory(h)
 	if !h.UsageAt.IsZero() && now.Before(h.UsageAt) {
 		return out
@@ -27,7 +27,7 @@ func AdvanceUsage(h state.History, snap state.Snapshot, now time.Time, halfLife 
 }
 
 // decayedUsage is AdvanceUsage's usage map, without copying the rest.
-func decayedUsage(h state.History, snap *state.Snapshot, now time.Time, halfLife time.Duration) map[string]float64 {
+func decayedUsage(h drivers.History, snap *drivers.Snapshot, now time.Time, halfLife time.Duration) map[string]float64 {
 	usage := make(map[string]float64, len(h.Usage))
 	factor := 1.0
 	if !h.UsageAt.IsZero() && halfLife > 0 && now.After(h.UsageAt) {
@@ -72,8 +72,8 @@ func decayedUsage(h state.History, snap *state.Snapshot, now time.Time, halfLife
 	return usage
 }
 
-func copyHistory(h state.History) state.History {
-	out := state.History{UsageAt: h.UsageAt}
+func copyHistory(h drivers.History) drivers.History {
+	out := drivers.History{UsageAt: h.UsageAt}
 	if h.Usage != nil {
 		out.Usage = maps.Clone(h.Usage)
 	}
@@ -97,13 +97,13 @@ func copyHistory(h state.History) state.History {
 // it runs again. A workspace that starts or runs has its quota label
 // (WorkspaceDecision.Borrowed) kept in Borrowing; every other one has it
 // dropped. Usage is left to AdvanceUsage. h is not changed.
-func RecordDecision(h state.History, d Decision) state.History {
+func RecordDecision(h drivers.History, d Decision) drivers.History {
 	out := copyHistory(h)
 	if out.QueuedSince == nil {
 		out.QueuedSince = map[schema.Ref]time.Time{}
 	}
 	if out.Preempted == nil {
-		out.Preempted = map[schema.Ref]state.Preemption{}
+		out.Preempted = map[schema.Ref]drivers.Preemption{}
 	}
 	if out.Borrowing == nil {
 		out.Borrowing = map[schema.Ref]bool{}
@@ -136,7 +136,7 @@ func RecordDecision(h state.History, d Decision) state.History {
 			}
 			if w.PreemptedBy != nil {
 				if old, ok := out.Preempted[w.Ref]; !ok || old.By != *w.PreemptedBy {
-					out.Preempted[w.Ref] = state.Preemption{Victim: w.Ref, By: *w.PreemptedBy, At: d.Now, Reason: w.Reason.Message}
+					out.Preempted[w.Ref] = drivers.Preemption{Victim: w.Ref, By: *w.PreemptedBy, At: d.Now, Reason: w.Reason.Message}
 				}
 			}
 		}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -17,32 +17,32 @@ func TestAdvanceUsage(t *testing.T) {
 	ref := schema.Ref{Project: "ml", Name: "train"}
 	tau := hl.Seconds() / math.Ln2
 	tests := map[string]struct {
-		h     state.History
-		snap  state.Snapshot
+		h     drivers.History
+		snap  drivers.Snapshot
 		now   time.Time
 		want  map[string]float64
 		wantT time.Time
 	}{
 		"one half-life halves usage": {
-			h:    state.History{UsageAt: t0, Usage: map[string]float64{"ml": 1000}},
+			h:    drivers.History{UsageAt: t0, Usage: map[string]float64{"ml": 1000}},
 			now:  t0.Add(hl),
 			want: map[string]float64{"ml": 500}, wantT: t0.Add(hl),
 		},
 		"a running GPU adds its decayed seconds": {
-			h:    state.History{UsageAt: t0},
-			snap: state.Snapshot{Allocs: []state.Alloc{{Workspace: ref, GPUs: []string{"g0", "g1"}, StartedAt: t0.Add(-time.Hour)}}},
+			h:    drivers.History{UsageAt: t0},
+			snap: drivers.Snapshot{Allocs: []drivers.Alloc{{Workspace: ref, GPUs: []string{"g0", "g1"}, StartedAt: t0.Add(-time.Hour)}}},
 			now:  t0.Add(hl),
 			// 2 GPUs over one half-life: 2·τ·(1−½).
 			want: map[string]float64{"ml": 2 * tau * 0.5}, wantT: t0.Add(hl),
 		},
 		"an allocation started after UsageAt counts from its start": {
-			h:    state.History{UsageAt: t0},
-			snap: state.Snapshot{Allocs: []state.Alloc{{Workspace: ref, GPUs: []string{"g0"}, StartedAt: t0.Add(hl)}}},
+			h:    drivers.History{UsageAt: t0},
+			snap: drivers.Snapshot{Allocs: []drivers.Alloc{{Workspace: ref, GPUs: []string{"g0"}, StartedAt: t0.Add(hl)}}},
 			now:  t0.Add(2 * hl),
 			want: map[string]float64{"ml": tau * 0.5}, wantT: t0.Add(2 * hl),
 		},
 		"now before UsageAt changes nothing": {
-			h:    state.History{UsageAt: t0, Usage: map[string]float64{"ml": 7}},
+			h:    drivers.History{UsageAt: t0, Usage: map[string]float64{"ml": 7}},
 			now:  t0.Add(-time.Minute),
 			want: map[string]float64{"ml": 7}, wantT: t0,
 		},
@@ -68,9 +68,9 @@ func TestRecordDecision(t *testing.T) {
 	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 	a, b, c, gone := schema.Ref{Project: "p", Name: "a"}, schema.Ref{Project: "p", Name: "b"}, schema.Ref{Project: "p", Name: "c"}, schema.Ref{Project: "p", Name: "gone"}
 	e, f, g, s := schema.Ref{Project: "q", Name: "e"}, schema.Ref{Project: "q", Name: "f"}, schema.Ref{Project: "q", Name: "g"}, schema.Ref{Project: "q", Name: "s"}
-	h := state.History{
+	h := drivers.History{
 		QueuedSince: map[schema.Ref]time.Time{a: t0.Add(-time.Hour), gone: t0.Add(-time.Hour)},
-		Preempted:   map[schema.Ref]state.Preemption{b: {Victim: b, By: c, At: t0.Add(-time.Hour)}},
+		Preempted:   map[schema.Ref]drivers.Preemption{b: {Victim: b, By: c, At: t0.Add(-time.Hour)}},
 		// a (preempted now), f (waits), s (stopped) and gone lose their
 		// label; b keeps its in-quota one, e is promoted, g borrows still.
 		Borrowing: map[schema.Ref]bool{a: false, b: false, e: true, f: true, g: true, s: false, gone: true},
@@ -85,9 +85,9 @@ func TestRecordDecision(t *testing.T) {
 		{Ref: s, Verdict: VerdictStop},
 	}}
 	got := RecordDecision(h, d)
-	want := state.History{
+	want := drivers.History{
 		QueuedSince: map[schema.Ref]time.Time{a: t0.Add(-time.Hour), b: t0, c: t0, e: t0, f: t0, g: t0},
-		Preempted:   map[schema.Ref]state.Preemption{a: {Victim: a, By: c, At: t0, Reason: "preempted by p/c"}},
+		Preempted:   map[schema.Ref]drivers.Preemption{a: {Victim: a, By: c, At: t0, Reason: "preempted by p/c"}},
 		Borrowing:   map[schema.Ref]bool{b: false, c: true, e: false, g: true},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 )
 
 // Levels of GPU grouping inside a node, from the tightest to the loosest.
@@ -188,7 +188,7 @@ func (b *countBuckets) bestFit(n int) int {
 // cluster is Decide's working copy of the usable GPUs. It is built from
 // the snapshot and changed only by the decision's own tentative moves.
 type cluster struct {
-	nodes  []state.Node
+	nodes  []drivers.Node
 	slots  []gpuSlot
 	models []string // sorted distinct models; model index m ≥ 1 is models[m-1]
 	// index[m][l]: m 0 is "any model", m ≥ 1 is models[m-1].
@@ -207,7 +207,7 @@ type cluster struct {
 	free []bool
 }
 
-func newCluster(snap *state.Snapshot) *cluster {
+func newCluster(snap *drivers.Snapshot) *cluster {
 	clusterCache.Lock()
 	t := clusterCache.tmpl
 	if t == nil || !sameLayout(clusterCache.key, snap.Nodes) {
@@ -227,22 +227,22 @@ func newCluster(snap *state.Snapshot) *cluster {
 // never changed; each decision gets its own clone of what it changes.
 var clusterCache struct {
 	sync.Mutex
-	key  []state.Node
+	key  []drivers.Node
 	tmpl *cluster
 }
 
 // layoutOf copies what buildCluster reads from nodes.
-func layoutOf(nodes []state.Node) []state.Node {
-	out := make([]state.Node, len(nodes))
+func layoutOf(nodes []drivers.Node) []drivers.Node {
+	out := make([]drivers.Node, len(nodes))
 	for i, n := range nodes {
-		out[i] = state.Node{Name: n.Name, Ready: n.Ready, Eligible: n.Eligible, GPUs: slices.Clone(n.GPUs)}
+		out[i] = drivers.Node{Name: n.Name, Ready: n.Ready, Eligible: n.Eligible, GPUs: slices.Clone(n.GPUs)}
 	}
 	return out
 }
 
 // sameLayout reports whether nodes match the layout key in everything
 // buildCluster reads.
-func sameLayout(key, nodes []state.Node) bool {
+func sameLayout(key, nodes []drivers.Node) bool {
 	if len(key) != len(nodes) {
 		return false
 	}
@@ -266,7 +266,7 @@ func sameLayout(key, nodes []state.Node) bool {
 // a clone of t that a finished decision gave back (release) as that
 // decision left it: hold, which newDecider calls next, sets all of what
 // a decision changes.
-func (t *cluster) clone(nodes []state.Node) *cluster {
+func (t *cluster) clone(nodes []drivers.Node) *cluster {
 	if c, _ := clusterPool.Get().(*cluster); c != nil && c.tmpl == t {
 		c.nodes = nodes
 		return c
@@ -294,7 +294,7 @@ func (c *cluster) release() {
 var clusterPool sync.Pool // of *cluster
 
 // buildCluster indexes the usable GPUs of snap's nodes, all free.
-func buildCluster(snap *state.Snapshot) *cluster {
+func buildCluster(snap *drivers.Snapshot) *cluster {
 	c := &cluster{nodes: snap.Nodes}
 	modelSet := map[string]bool{}
 	for _, n := range snap.Nodes {

@@ -1,10 +1,14 @@
 package policies
 
+// Rule: victim choice. Who may be preempted by whom (right), and the
+// fewest, lowest-tier, over-quota, least-work-lost victims that make a
+// preemptor fit.
+
 import (
 	"fmt"
 	"slices"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 )
 
 // right returns the right preemptor w has over running workspace v, or
@@ -418,7 +422,7 @@ func (d *decider) cost(set []int32) setCost {
 // applyOption preempts the option's victims and takes the replica's GPUs:
 // free ones first, then ones already being released, then the victims'.
 // waitFor collects every workspace whose GPUs the start takes over.
-func (d *decider) applyOption(wi int32, w *wsState, r int, opt option, waitFor map[int32]bool) state.Placement {
+func (d *decider) applyOption(wi int32, w *wsState, r int, opt option, waitFor map[int32]bool) drivers.Placement {
 	mi := d.c.modelIndex(w.model)
 	li := d.c.index[mi][w.levels[opt.level]]
 	g := &li.groups[opt.group]

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 	"github.com/rogpeppe/go-internal/txtar"
 )
@@ -63,7 +63,7 @@ func TestQueueOrderTier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in.Snapshot = &state.Snapshot{ObservedAt: in.Now, Nodes: in.Snapshot.Nodes} // nothing runs: both wait to start
+	in.Snapshot = &drivers.Snapshot{ObservedAt: in.Now, Nodes: in.Snapshot.Nodes} // nothing runs: both wait to start
 	places := map[string]int{}
 	for _, w := range Decide(in).Workspaces {
 		places[w.Ref.String()] = w.Queue

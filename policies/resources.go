@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -39,13 +39,13 @@ func (a amount) within(have amount) bool {
 }
 
 // allocAmount is what allocation a holds on its node.
-func allocAmount(a *state.Alloc) amount {
+func allocAmount(a *drivers.Alloc) amount {
 	return amount{a.CPUMilli, a.MemoryBytes, a.DiskBytes, int64(a.Cores)}
 }
 
 // nodeAmount is what node n offers in all (before any allocation berth
 // sees); a dimension the node does not track is zero.
-func nodeAmount(n *state.Node) amount {
+func nodeAmount(n *drivers.Node) amount {
 	return amount{n.CPUMilli, n.MemoryBytes, n.DiskBytes, int64(n.Cores)}
 }
 
@@ -179,7 +179,7 @@ func (d *decider) featureOf(specs *schema.Set, sw *schema.Workspace) int32 {
 // driver if no such node has it, else the first host volume none has,
 // else the combination.
 func (d *decider) missingFeature(fs featureSet) string {
-	ready := func(has func(n *state.Node) bool) bool {
+	ready := func(has func(n *drivers.Node) bool) bool {
 		for ni := range d.c.nodes {
 			n := &d.c.nodes[ni]
 			if n.Ready && n.Eligible && (!n.Features || has(n)) {
@@ -188,11 +188,11 @@ func (d *decider) missingFeature(fs featureSet) string {
 		}
 		return false
 	}
-	if fs.driver != "" && !ready(func(n *state.Node) bool { return contains(n.Drivers, fs.driver) }) {
+	if fs.driver != "" && !ready(func(n *drivers.Node) bool { return contains(n.Drivers, fs.driver) }) {
 		return fmt.Sprintf("no ready node has the %s driver", fs.driver)
 	}
 	for _, v := range fs.volumes {
-		if !ready(func(n *state.Node) bool { return contains(n.HostVolumes, v) }) {
+		if !ready(func(n *drivers.Node) bool { return contains(n.HostVolumes, v) }) {
 			return fmt.Sprintf("no ready node has host volume %s", v)
 		}
 	}
@@ -220,7 +220,7 @@ func contains(sorted []string, s string) bool {
 // Nomad's own scheduler bin-packs too. A replica never preempts.
 func (d *decider) startWithoutGPUs(w *wsState) bool {
 	d.journal = d.journal[:0]
-	var pls []state.Placement
+	var pls []drivers.Placement
 	for r := range w.replicas {
 		best := -1
 		var bestLeft amount
@@ -253,7 +253,7 @@ func (d *decider) startWithoutGPUs(w *wsState) bool {
 			return false
 		}
 		d.takeNode(best, w, amount{})
-		pls = append(pls, state.Placement{Replica: r, Node: d.c.nodes[best].Name}) // GPUs nil for none, as placementsOf gives
+		pls = append(pls, drivers.Placement{Replica: r, Node: d.c.nodes[best].Name}) // GPUs nil for none, as drivers.PlacementsOf gives
 	}
 	d.journal = d.journal[:0]
 	w.out.Verdict = VerdictStart

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 	"github.com/rogpeppe/go-internal/txtar"
@@ -360,13 +360,13 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 	return set, nil
 }
 
-func parseCluster(text string, now time.Time) (*state.Snapshot, error) {
-	snap := &state.Snapshot{ObservedAt: now}
+func parseCluster(text string, now time.Time) (*drivers.Snapshot, error) {
+	snap := &drivers.Snapshot{ObservedAt: now}
 	for _, l := range lines(text) {
 		f := lineFields(l)
 		switch f.words[0] {
 		case "node":
-			n := state.Node{Name: f.words[1], ID: f.words[1], Ready: !f.flags["notready"], Eligible: !f.flags["ineligible"]}
+			n := drivers.Node{Name: f.words[1], ID: f.words[1], Ready: !f.flags["notready"], Eligible: !f.flags["ineligible"]}
 			var err error
 			if n.CPUMilli, n.MemoryBytes, n.DiskBytes, n.Cores, err = resFields(f); err != nil {
 				return nil, err
@@ -404,7 +404,7 @@ func parseCluster(text string, now time.Time) (*state.Snapshot, error) {
 				model = "H100"
 			}
 			for i := range count {
-				n.GPUs = append(n.GPUs, state.GPU{ID: fmt.Sprintf("g%d", i), Index: i, Model: model, Domain: i * doms / count, NUMA: i * numas / count, Healthy: !bad[i]})
+				n.GPUs = append(n.GPUs, drivers.GPU{ID: fmt.Sprintf("g%d", i), Index: i, Model: model, Domain: i * doms / count, NUMA: i * numas / count, Healthy: !bad[i]})
 			}
 			snap.Nodes = append(snap.Nodes, n)
 		case "alloc":
@@ -412,7 +412,7 @@ func parseCluster(text string, now time.Time) (*state.Snapshot, error) {
 			if err != nil {
 				return nil, err
 			}
-			a := state.Alloc{Workspace: ref, Node: f.kv["node"], Phase: state.AllocRunning}
+			a := drivers.Alloc{Workspace: ref, Node: f.kv["node"], Phase: drivers.AllocRunning}
 			if a.CPUMilli, a.MemoryBytes, a.DiskBytes, a.Cores, err = resFields(f); err != nil {
 				return nil, err
 			}
@@ -426,9 +426,9 @@ func parseCluster(text string, now time.Time) (*state.Snapshot, error) {
 			switch f.kv["phase"] {
 			case "", "running":
 			case "starting":
-				a.Phase = state.AllocStarting
+				a.Phase = drivers.AllocStarting
 			case "stopping":
-				a.Phase = state.AllocStopping
+				a.Phase = drivers.AllocStopping
 			default:
 				return nil, fmt.Errorf("phase %q", f.kv["phase"])
 			}
@@ -459,8 +459,8 @@ func parseCluster(text string, now time.Time) (*state.Snapshot, error) {
 	return snap, nil
 }
 
-func parseHistory(text string, now time.Time) (*state.History, error) {
-	h := &state.History{}
+func parseHistory(text string, now time.Time) (*drivers.History, error) {
+	h := &drivers.History{}
 	for _, l := range lines(text) {
 		f := lineFields(l)
 		var err error
@@ -494,14 +494,14 @@ func parseHistory(text string, now time.Time) (*state.History, error) {
 				}
 			}
 		case "preempted":
-			var p state.Preemption
+			var p drivers.Preemption
 			if p.Victim, err = parseRef(f.words[1]); err == nil {
 				if p.By, err = parseRef(f.kv["by"]); err == nil {
 					p.At, err = rel(now, f.kv["at"])
 				}
 			}
 			if h.Preempted == nil {
-				h.Preempted = map[schema.Ref]state.Preemption{}
+				h.Preempted = map[schema.Ref]drivers.Preemption{}
 			}
 			h.Preempted[p.Victim] = p
 		default:
@@ -519,7 +519,7 @@ func parseHistory(text string, now time.Time) (*state.History, error) {
 
 // renderAdmitted writes h's admission labels as "admitted" history lines,
 // by Ref.
-func renderAdmitted(h state.History) string {
+func renderAdmitted(h drivers.History) string {
 	refs := make([]schema.Ref, 0, len(h.Borrowing))
 	for r := range h.Borrowing {
 		refs = append(refs, r)

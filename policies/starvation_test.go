@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -26,11 +26,11 @@ func TestNoStarvation(t *testing.T) {
 	}
 	policy := schema.DefaultPolicy()
 	policy.Spec.FairShare.HalfLife = 24 * time.Hour
-	node := state.Node{Name: "n1", Ready: true, Eligible: true}
+	node := drivers.Node{Name: "n1", Ready: true, Eligible: true}
 	for g := range 8 {
-		node.GPUs = append(node.GPUs, state.GPU{ID: fmt.Sprintf("g%d", g), Index: g, Model: "H100", Domain: g / 4, Healthy: true})
+		node.GPUs = append(node.GPUs, drivers.GPU{ID: fmt.Sprintf("g%d", g), Index: g, Model: "H100", Domain: g / 4, Healthy: true})
 	}
-	snap := &state.Snapshot{Nodes: []state.Node{node}}
+	snap := &drivers.Snapshot{Nodes: []drivers.Node{node}}
 	var small []string
 	next := 0
 	arrive := func() {
@@ -45,15 +45,15 @@ func TestNoStarvation(t *testing.T) {
 	// The node starts full of small jobs at staggered ages.
 	for g := range 8 {
 		arrive()
-		snap.Allocs = append(snap.Allocs, state.Alloc{Workspace: schema.Ref{Project: "small", Name: small[g]}, Node: "n1", GPUs: []string{fmt.Sprintf("g%d", g)}, Phase: state.AllocRunning, StartedAt: now.Add(-time.Duration(g*5) * time.Minute)})
+		snap.Allocs = append(snap.Allocs, drivers.Alloc{Workspace: schema.Ref{Project: "small", Name: small[g]}, Node: "n1", GPUs: []string{fmt.Sprintf("g%d", g)}, Phase: drivers.AllocRunning, StartedAt: now.Add(-time.Duration(g*5) * time.Minute)})
 	}
 	for range 4 {
 		arrive()
 	}
-	hist := &state.History{UsageAt: now, Usage: map[string]float64{"big": 8 * 3600 * 10, "small": 0}}
+	hist := &drivers.History{UsageAt: now, Usage: map[string]float64{"big": 8 * 3600 * 10, "small": 0}}
 	bigStarted, smallAfter := time.Time{}, false
 	for end := now.Add(48 * time.Hour); now.Before(end); now = now.Add(step) {
-		var allocs []state.Alloc
+		var allocs []drivers.Alloc
 		for _, a := range snap.Allocs {
 			if a.Workspace.Project == "small" && now.Sub(a.StartedAt) >= duration(a.Workspace.Name) {
 				for i, n := range small {

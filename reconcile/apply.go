@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -20,7 +20,7 @@ const DefaultParallelism = 32
 
 // ActionFailure is an action the cluster did not carry out.
 type ActionFailure struct {
-	Action state.Action
+	Action drivers.Action
 	// Class is how the driver classified the error: "invalid",
 	// "unplaceable", "conflict" or "transient".
 	Class string
@@ -42,8 +42,8 @@ const (
 
 // applyOutcome is what apply did, for Once.
 type applyOutcome struct {
-	applied  []state.Action // in plan order
-	deferred []schema.Ref   // starts held back by their Wait
+	applied  []drivers.Action // in plan order
+	deferred []schema.Ref     // starts held back by their Wait
 	failed   []ActionFailure
 	retryAt  time.Time // earliest retry of a failed action; zero: none
 	// err is a failure of the cluster as a whole (unreachable, ctx ended):
@@ -68,7 +68,7 @@ type applyOutcome struct {
 //     conflict or transient error of that action) back off per workspace
 //     (retries). A failure of the cluster as a whole (breaker) stops
 //     sending (the calls in flight finish) and is returned.
-func (l *Loop) apply(ctx context.Context, plan Plan, snap *state.Snapshot) applyOutcome {
+func (l *Loop) apply(ctx context.Context, plan Plan, snap *drivers.Snapshot) applyOutcome {
 	var out applyOutcome
 	now := time.Now()
 	l.retry.observe(snap, now)
@@ -79,15 +79,15 @@ func (l *Loop) apply(ctx context.Context, plan Plan, snap *state.Snapshot) apply
 	var waves [2][]int
 	for i, a := range plan.Actions {
 		inPlan[a.Workspace] = true
-		if a.Kind == state.ActionWait {
+		if a.Kind == drivers.ActionWait {
 			held[a.Workspace] = true
 			out.deferred = append(out.deferred, a.Workspace)
 			continue
 		}
-		if a.Kind == state.ActionStart && held[a.Workspace] {
+		if a.Kind == drivers.ActionStart && held[a.Workspace] {
 			continue
 		}
-		starts := a.Kind == state.ActionStart || a.Kind == state.ActionUpdate
+		starts := a.Kind == drivers.ActionStart || a.Kind == drivers.ActionUpdate
 		l.mu.Lock()
 		rej, refused := l.rejected[a.Workspace]
 		l.mu.Unlock()
@@ -100,7 +100,7 @@ func (l *Loop) apply(ctx context.Context, plan Plan, snap *state.Snapshot) apply
 			continue
 		}
 		wave := 1
-		if a.Kind == state.ActionStop || a.Kind == state.ActionPreempt {
+		if a.Kind == drivers.ActionStop || a.Kind == drivers.ActionPreempt {
 			wave = 0
 		}
 		waves[wave] = append(waves[wave], i)
@@ -187,7 +187,7 @@ func (b *breaker) note(ctx context.Context, err error, limit int) {
 // send applies the actions at idx, up to Config.Parallelism at a time,
 // and returns when all it started have returned. errs and sent are
 // indexed like actions. Once b stops, no further action is started.
-func (l *Loop) send(ctx context.Context, actions []state.Action, idx []int, errs []error, sent []bool, b *breaker) {
+func (l *Loop) send(ctx context.Context, actions []drivers.Action, idx []int, errs []error, sent []bool, b *breaker) {
 	sem := make(chan struct{}, l.cfg.Parallelism)
 	var wg sync.WaitGroup
 	for _, i := range idx {
@@ -287,7 +287,7 @@ type failure struct {
 
 // actionKey identifies what an action asks of the cluster: a commit that
 // changes another workspace leaves it alone.
-func actionKey(a state.Action) string {
+func actionKey(a drivers.Action) string {
 	key := fmt.Sprintf("%s %v", a.Kind, a.Placements)
 	if a.Spec != nil {
 		key += fmt.Sprintf(" %+v", a.Spec.Spec)
@@ -297,7 +297,7 @@ func actionKey(a state.Action) string {
 
 // failed records a failure of a and returns it: the backoff doubles from
 // min with each failure of the same action, up to max.
-func (r *retries) failed(a state.Action, class string, err error, now time.Time, min, max time.Duration) *failure {
+func (r *retries) failed(a drivers.Action, class string, err error, now time.Time, min, max time.Duration) *failure {
 	if r.byRef == nil {
 		r.byRef = map[schema.Ref]*failure{}
 	}
@@ -325,7 +325,7 @@ func (r *retries) failed(a state.Action, class string, err error, now time.Time,
 // backoff is over, or capacity was freed since it failed (by anything but
 // the workspaces backing off: berth's own withdrawals do not count) and
 // at least min has passed.
-func (r *retries) due(f *failure, a state.Action, now time.Time, min time.Duration) bool {
+func (r *retries) due(f *failure, a drivers.Action, now time.Time, min time.Duration) bool {
 	return f.key != actionKey(a) || !now.Before(f.retryAt) ||
 		(r.freedAt.After(f.at) && now.Sub(f.at) >= min)
 }
@@ -343,7 +343,7 @@ func (r *retries) forget(inPlan map[schema.Ref]bool) {
 // observe notes whether capacity was freed since the last snapshot: an
 // allocation of a workspace that is not backing off went away, or a node
 // became ready and eligible. It keeps nothing while no workspace backs off.
-func (r *retries) observe(snap *state.Snapshot, now time.Time) {
+func (r *retries) observe(snap *drivers.Snapshot, now time.Time) {
 	if len(r.byRef) == 0 {
 		r.live = nil
 		return

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/sim"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -51,7 +51,7 @@ func BenchmarkOnce(b *testing.B) {
 	snap, _ := c.Observe(ctx)
 	running := 0
 	for _, a := range snap.Allocs {
-		if a.Phase == state.AllocRunning {
+		if a.Phase == drivers.AllocRunning {
 			running += len(a.GPUs)
 		}
 	}

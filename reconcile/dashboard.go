@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/policies"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -133,13 +133,13 @@ func eventKind(t Transition) string {
 // replaces it whole each cycle (under mu) and never mutates one.
 type view struct {
 	set      *schema.Set
-	snap     *state.Snapshot
+	snap     *drivers.Snapshot
 	decision *policies.Decision
-	hist     *state.History
+	hist     *drivers.History
 }
 
 // keepView remembers the cycle's inputs and outcome for the dashboard.
-func (l *Loop) keepView(set *schema.Set, snap *state.Snapshot, d *policies.Decision, hist *state.History) {
+func (l *Loop) keepView(set *schema.Set, snap *drivers.Snapshot, d *policies.Decision, hist *drivers.History) {
 	l.mu.Lock()
 	l.view = view{set: set, snap: snap, decision: d, hist: hist}
 	l.mu.Unlock()
@@ -217,10 +217,10 @@ func (l *Loop) dashboard(events []Event) Dashboard {
 }
 
 // nodeViews draws snap's nodes with the workspace holding each GPU.
-func nodeViews(snap *state.Snapshot) []NodeView {
+func nodeViews(snap *drivers.Snapshot) []NodeView {
 	type holder struct {
 		ref   schema.Ref
-		phase state.AllocPhase
+		phase drivers.AllocPhase
 	}
 	held := map[string]holder{} // node + "\x00" + GPU ID
 	for _, a := range snap.Allocs {

@@ -6,23 +6,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/policies"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 )
 
 func TestNodeViews(t *testing.T) {
 	ref := schema.Ref{Project: "ml", Name: "train"}
-	snap := &state.Snapshot{
-		Nodes: []state.Node{
-			{Name: "b", Ready: true, Eligible: false, GPUs: []state.GPU{
+	snap := &drivers.Snapshot{
+		Nodes: []drivers.Node{
+			{Name: "b", Ready: true, Eligible: false, GPUs: []drivers.GPU{
 				{ID: "b0", Index: 0, Model: "H100", Domain: 0, NUMA: 0, Healthy: true},
 				{ID: "b1", Index: 1, Model: "H100", Domain: 1, NUMA: 1, Healthy: false},
 			}},
-			{Name: "a", Ready: false, TopologyGuessed: true, GPUs: []state.GPU{{ID: "a0", Model: "A100", Healthy: true}}},
+			{Name: "a", Ready: false, TopologyGuessed: true, GPUs: []drivers.GPU{{ID: "a0", Model: "A100", Healthy: true}}},
 		},
-		Allocs: []state.Alloc{{Workspace: ref, Node: "b", GPUs: []string{"b0"}, Phase: state.AllocStopping}},
+		Allocs: []drivers.Alloc{{Workspace: ref, Node: "b", GPUs: []string{"b0"}, Phase: drivers.AllocStopping}},
 	}
 	want := []NodeView{
 		{Name: "a", TopologyGuessed: true, GPUs: []GPUView{{ID: "a0", Model: "A100", Healthy: true}}},
@@ -69,7 +69,7 @@ func TestQueueOrder(t *testing.T) {
 		{Ref: schema.Ref{Project: "med", Name: "a"}, Verdict: policies.VerdictWait, Queue: 3},
 		{Ref: schema.Ref{Project: "med", Name: "b"}, Verdict: policies.VerdictStart, Queue: 1, Preempts: []schema.Ref{{Project: "hi", Name: "x"}}},
 	}}
-	hist := &state.History{QueuedSince: map[schema.Ref]time.Time{{Project: "med", Name: "a"}: at}}
+	hist := &drivers.History{QueuedSince: map[schema.Ref]time.Time{{Project: "med", Name: "a"}: at}}
 	var ws []WorkspaceStatus
 	for _, r := range []string{"hi/c", "hi/d", "hi/off", "med/a", "med/b", "hi/running"} {
 		p, n, _ := strings.Cut(r, "/")

@@ -6,8 +6,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/sim"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -30,7 +30,7 @@ func TestEndedRunsAreNotStartedAgain(t *testing.T) {
 		ctx := t.Context()
 		starts := func(res Result) (n int) {
 			for _, a := range res.Applied {
-				if a.Kind == state.ActionStart {
+				if a.Kind == drivers.ActionStart {
 					n++
 				}
 			}
@@ -97,7 +97,7 @@ func TestEndedRunsAreNotStartedAgain(t *testing.T) {
 		// 3. Stopped, then Running: it runs again.
 		h.source.set("r3")
 		res := cycle()
-		if len(res.Applied) != 1 || res.Applied[0].Kind != state.ActionStop {
+		if len(res.Applied) != 1 || res.Applied[0].Kind != drivers.ActionStop {
 			t.Errorf("Stopped after a failure applied %v, want one stop that clears the ended run", res.Applied)
 		}
 		want(StateStopped, "")

@@ -14,27 +14,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/policies"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 )
-
-// Cluster is what the loop drives: a Nomad cluster or the simulator.
-type Cluster interface {
-	// Observe returns one complete, consistent snapshot, or an error;
-	// never a partial one. It changes nothing.
-	Observe(ctx context.Context) (state.Snapshot, error)
-	// Apply applies one action; applying it twice has the effect of
-	// applying it once. It never receives ActionWait.
-	Apply(ctx context.Context, a state.Action) error
-}
-
-// Store is the reconciler's memory between cycles and restarts: usage
-// history, preemption records and queue places.
-type Store interface {
-	LoadHistory(ctx context.Context) (state.History, error)
-	SaveHistory(ctx context.Context, h state.History) error
-}
 
 // Source gives the loop the current revision of the specs.
 type Source interface {
@@ -63,14 +46,14 @@ type DecideFunc func(policies.Input) policies.Decision
 
 // AdvanceFunc returns h with its decayed usage advanced to now from what
 // snap shows running. It does not mutate h.
-type AdvanceFunc func(h state.History, set *schema.Set, snap *state.Snapshot, now time.Time) state.History
+type AdvanceFunc func(h drivers.History, set *schema.Set, snap *drivers.Snapshot, now time.Time) drivers.History
 
 // Config wires a Loop. Source, Cluster and Store are required; Load
 // defaults to LoadSpecs and Decide to policies.Decide.
 type Config struct {
 	Source  Source
-	Cluster Cluster
-	Store   Store
+	Cluster drivers.Cluster
+	Store   drivers.Store
 	Load    LoadFunc
 	Decide  DecideFunc
 	// Advance advances decayed usage (default: policies.AdvanceUsage with
@@ -164,7 +147,7 @@ func New(cfg Config) (*Loop, error) {
 		cfg.Decide = policies.Decide
 	}
 	if cfg.Advance == nil {
-		cfg.Advance = func(h state.History, set *schema.Set, snap *state.Snapshot, now time.Time) state.History {
+		cfg.Advance = func(h drivers.History, set *schema.Set, snap *drivers.Snapshot, now time.Time) drivers.History {
 			return policies.AdvanceUsage(h, *snap, now, set.Policy.Spec.FairShare.HalfLife)
 		}
 	}
@@ -232,7 +215,7 @@ type Result struct {
 	Refused *RevisionStatus
 	Plan    Plan
 	// Applied are the actions the cluster accepted, in order.
-	Applied []state.Action
+	Applied []drivers.Action
 	// Deferred are workspaces whose start waits for victims to be gone.
 	Deferred []schema.Ref
 	// Failed are the actions the cluster did not carry out this cycle, in
@@ -350,7 +333,7 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 	applied, deferred, applyErr := out.applied, out.deferred, out.err
 	res.Applied, res.Deferred, res.Failed, res.RetryAt = applied, deferred, out.failed, out.retryAt
 	for _, a := range applied {
-		if a.Kind == state.ActionPreempt {
+		if a.Kind == drivers.ActionPreempt {
 			l.cfg.Metrics.preempted(set, a.Workspace)
 		}
 	}
@@ -361,12 +344,12 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 	l.keepView(set, &snap, &d, &hist)
 	res.Settling = len(deferred) > 0 || applyErr != nil
 	for _, a := range snap.Allocs {
-		if a.Phase != state.AllocRunning {
+		if a.Phase != drivers.AllocRunning {
 			res.Settling = true
 		}
 	}
 	for _, a := range applied {
-		if a.Kind != state.ActionUpdate {
+		if a.Kind != drivers.ActionUpdate {
 			res.Settling = true
 		}
 	}
@@ -434,19 +417,19 @@ func (l *Loop) setAttempted(a *RevisionStatus) {
 // record derives each workspace's state from the decision, the snapshot,
 // what was applied and the preemption records in hist (read only), and
 // appends transitions.
-func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision, hist *state.History,
-	applied []state.Action, deferred []schema.Ref, now time.Time) []WorkspaceTransition {
+func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decision, hist *drivers.History,
+	applied []drivers.Action, deferred []schema.Ref, now time.Time) []WorkspaceTransition {
 	decisions := map[schema.Ref]*policies.WorkspaceDecision{}
 	for i := range d.Workspaces {
 		decisions[d.Workspaces[i].Ref] = &d.Workspaces[i]
 	}
-	allocs := map[schema.Ref][]state.Alloc{}
+	allocs := map[schema.Ref][]drivers.Alloc{}
 	for _, a := range snap.Allocs {
 		allocs[a.Workspace] = append(allocs[a.Workspace], a)
 	}
-	acted := map[schema.Ref]state.Action{}
+	acted := map[schema.Ref]drivers.Action{}
 	for _, a := range applied {
-		if a.Kind != state.ActionUpdate {
+		if a.Kind != drivers.ActionUpdate {
 			acted[a.Workspace] = a
 		}
 	}
@@ -489,6 +472,7 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 				kept := own[0].ResumedFrom
 				lost := max(0, rec.lastProgress-kept)
 				st.WorkLost += lost
+				l.cfg.Metrics.lost(set, ref, lost)
 				rec.gone = false
 				rec.resumed = resumedText(wasPreempted, kept, lost, rec.lastProgress > 0 || own[0].Progress > 0)
 			}
@@ -503,13 +487,13 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 		rec.held = len(own) > 0
 		a, didAct := acted[ref]
 		switch {
-		case didAct && a.Kind == state.ActionPreempt:
+		case didAct && a.Kind == drivers.ActionPreempt:
 			by := a.By
 			st.State, st.PreemptedBy, st.ReasonKind = StatePreempting, &by, policies.ReasonPreempted.String()
 			st.Reason = preemptReason(a)
-		case didAct && a.Kind == state.ActionStop:
+		case didAct && a.Kind == drivers.ActionStop:
 			st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), a.Reason
-		case didAct && a.Kind == state.ActionStart:
+		case didAct && a.Kind == drivers.ActionStart:
 			st.State = StateStarting
 			st.Node, st.GPUs = wherePlaced(a.Placements)
 			st.Reason = "placed"
@@ -526,7 +510,7 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 		case len(own) > 0:
 			st.State = StateRunning
 			for _, al := range own {
-				if al.Phase == state.AllocStarting {
+				if al.Phase == drivers.AllocStarting {
 					st.State = StateStarting
 				}
 			}
@@ -595,7 +579,7 @@ func (l *Loop) record(set *schema.Set, snap *state.Snapshot, d policies.Decision
 		l.records[ref] = rec
 	}
 	l.projects = projectStatus(set, snap, hist)
-	l.cfg.Metrics.observeStatus(l.records)
+	l.cfg.Metrics.observeStatus(l.records, l.projects, now)
 	return out
 }
 
@@ -606,7 +590,7 @@ const ReasonExited = "exited"
 // endedState is the state and reason of a workspace whose run ended on
 // its own: Completed when every task exited 0, else Failed with the exit
 // code and the cluster's message.
-func endedState(e state.Exit) (State, string) {
+func endedState(e drivers.Exit) (State, string) {
 	again := "; berth does not run it again until its spec changes (or it is set Stopped, then Running)"
 	if !e.Failed {
 		return StateCompleted, "its task exited 0" + again
@@ -637,7 +621,7 @@ func resumedText(preempted bool, kept, lost time.Duration, known bool) string {
 	return "started again (the driver does not report progress)"
 }
 
-func preemptReason(a state.Action) string {
+func preemptReason(a drivers.Action) string {
 	if a.Reason != "" {
 		return a.Reason
 	}
@@ -671,7 +655,7 @@ func (l *Loop) logTransition(ref schema.Ref, t Transition) {
 	l.log.Info(fmt.Sprintf("%s: %s → %s", ref, from, t.To), attrs...)
 }
 
-func where(allocs []state.Alloc) (string, []string) {
+func where(allocs []drivers.Alloc) (string, []string) {
 	var nodes, gpus []string
 	for _, a := range allocs {
 		if !slices.Contains(nodes, a.Node) {
@@ -683,16 +667,16 @@ func where(allocs []state.Alloc) (string, []string) {
 	return strings.Join(nodes, ","), gpus
 }
 
-func wherePlaced(ps []state.Placement) (string, []string) {
-	var allocs []state.Alloc
+func wherePlaced(ps []drivers.Placement) (string, []string) {
+	var allocs []drivers.Alloc
 	for _, p := range ps {
-		allocs = append(allocs, state.Alloc{Node: p.Node, GPUs: p.GPUs})
+		allocs = append(allocs, drivers.Alloc{Node: p.Node, GPUs: p.GPUs})
 	}
 	return where(allocs)
 }
 
 // projectStatus reports each project's quota, usage and share.
-func projectStatus(set *schema.Set, snap *state.Snapshot, hist *state.History) []ProjectStatus {
+func projectStatus(set *schema.Set, snap *drivers.Snapshot, hist *drivers.History) []ProjectStatus {
 	used := map[string]int{}
 	for _, a := range snap.Allocs {
 		used[a.Workspace.Project] += len(a.GPUs)

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/sim"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 	"pgregory.net/rapid"
 )
@@ -65,12 +65,12 @@ func TestLoopConvergesProperty(t *testing.T) {
 		live := map[schema.Ref]bool{}
 		for _, a := range c.Applied() {
 			switch a.Kind {
-			case state.ActionStart:
+			case drivers.ActionStart:
 				if live[a.Workspace] {
 					t.Fatalf("started %s while it was running", a.Workspace)
 				}
 				live[a.Workspace] = true
-			case state.ActionStop, state.ActionPreempt:
+			case drivers.ActionStop, drivers.ActionPreempt:
 				if !live[a.Workspace] {
 					t.Fatalf("%s of %s, which was not running", a.Kind, a.Workspace)
 				}

@@ -13,9 +13,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/policies"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 )
@@ -127,7 +127,7 @@ func fifoDecide(in policies.Input) policies.Decision {
 					if !busy[g.ID] && wd.Verdict == policies.VerdictWait {
 						busy[g.ID] = true
 						wd.Verdict, wd.Reason = policies.VerdictStart, policies.Reason{}
-						wd.Placements = []state.Placement{{Node: n.Name, GPUs: []string{g.ID}}}
+						wd.Placements = []drivers.Placement{{Node: n.Name, GPUs: []string{g.ID}}}
 					}
 				}
 			}
@@ -369,7 +369,7 @@ func TestApplyFailureMidwayRetriedWithoutDuplicates(t *testing.T) {
 		)}
 		h := newHarness(t, sets, "r1")
 		failed := false
-		h.cluster.InjectApplyFault(func(a state.Action) error {
+		h.cluster.InjectApplyFault(func(a drivers.Action) error {
 			if a.Workspace.Name == "b" && !failed {
 				failed = true
 				return sim.ErrInjected
@@ -456,8 +456,8 @@ func TestInvalidActionNotRetriedUntilTheSpecsChange(t *testing.T) {
 		sets["r2"].Workspaces[1].Spec.Owner = "fixed"
 		h := newHarness(t, sets, "r1")
 		tries := 0
-		h.cluster.InjectApplyFault(func(a state.Action) error {
-			if a.Workspace.Name == "b" && a.Kind == state.ActionStart {
+		h.cluster.InjectApplyFault(func(a drivers.Action) error {
+			if a.Workspace.Name == "b" && a.Kind == drivers.ActionStart {
 				tries++
 				if tries == 1 {
 					return classed{invalid: true}
@@ -493,7 +493,7 @@ func TestRepeatedConflictBacksOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, testSets{"r1": withWorkspaces(workspace("med", "b", schema.DesiredRunning))}, "r1")
 		var at []time.Time
-		h.cluster.InjectApplyFault(func(a state.Action) error {
+		h.cluster.InjectApplyFault(func(a drivers.Action) error {
 			at = append(at, time.Now())
 			if len(at) <= 4 {
 				return classed{conflict: true}
@@ -573,7 +573,7 @@ func TestPlanGoesOnPastFailedStarts(t *testing.T) {
 			strings.Repeat("    - {model: H100, memory: 80Gi}\n", 4))))
 		h.cluster = sim.New(*spec, sim.NewScaledClock(1))
 		h.loop.cfg.Cluster, h.loop.cfg.Store = h.cluster, h.cluster
-		h.cluster.InjectApplyFault(func(a state.Action) error {
+		h.cluster.InjectApplyFault(func(a drivers.Action) error {
 			switch a.Workspace.Name {
 			case "a-big":
 				return unplaceable{}
@@ -627,11 +627,11 @@ type countingCluster struct {
 	stopsDone, started []string
 }
 
-func (c *countingCluster) Apply(ctx context.Context, a state.Action) error {
+func (c *countingCluster) Apply(ctx context.Context, a drivers.Action) error {
 	c.mu.Lock()
 	c.inFlight++
 	c.most = max(c.most, c.inFlight)
-	if a.Kind == state.ActionStart {
+	if a.Kind == drivers.ActionStart {
 		c.started = append(c.started, fmt.Sprintf("%s after %d stops", a.Workspace.Name, len(c.stopsDone)))
 	}
 	c.mu.Unlock()
@@ -641,7 +641,7 @@ func (c *countingCluster) Apply(ctx context.Context, a state.Action) error {
 	err := c.Cluster.Apply(ctx, a)
 	c.mu.Lock()
 	c.inFlight--
-	if a.Kind == state.ActionStop {
+	if a.Kind == drivers.ActionStop {
 		c.stopsDone = append(c.stopsDone, a.Workspace.Name)
 	}
 	c.mu.Unlock()
@@ -722,7 +722,7 @@ func TestFailedStartBacksOffPerWorkspace(t *testing.T) {
 		sets := testSets{"r1": withWorkspaces(workspace("hi", "big", schema.DesiredRunning), workspace("med", "small", schema.DesiredRunning))}
 		h := newHarness(t, sets, "r1")
 		var at []time.Time
-		h.cluster.InjectApplyFault(func(a state.Action) error {
+		h.cluster.InjectApplyFault(func(a drivers.Action) error {
 			if a.Workspace.Name == "big" {
 				at = append(at, time.Now())
 				return unplaceable{}
@@ -776,8 +776,8 @@ func TestFreedCapacityRetriesEarly(t *testing.T) {
 		h := newHarness(t, sets, "r1")
 		h.loop.cfg.BackoffMax = time.Hour
 		var at []time.Time
-		h.cluster.InjectApplyFault(func(a state.Action) error {
-			if a.Workspace.Name == "big" && a.Kind == state.ActionStart {
+		h.cluster.InjectApplyFault(func(a drivers.Action) error {
+			if a.Workspace.Name == "big" && a.Kind == drivers.ActionStart {
 				at = append(at, time.Now())
 				return unplaceable{}
 			}
@@ -826,7 +826,7 @@ func TestClusterRefusingEverythingStopsThePlan(t *testing.T) {
 		h.loop.cfg.Cluster, h.loop.cfg.Store = h.cluster, h.cluster
 		h.loop.cfg.Parallelism = 4
 		tries := 0
-		h.cluster.InjectApplyFault(func(a state.Action) error {
+		h.cluster.InjectApplyFault(func(a drivers.Action) error {
 			tries++
 			return errors.New("429 Your IP is issuing too many concurrent connections")
 		})

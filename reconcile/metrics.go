@@ -19,6 +19,12 @@ type Metrics struct {
 	duration    prometheus.Histogram
 	cycles      *prometheus.CounterVec
 	revisions   *prometheus.GaugeVec
+
+	// Per project (the specs bound their number) and per tier: what the
+	// dashboard shows, for a Grafana board.
+	quota, used, borrowed *prometheus.GaugeVec
+	waiting, oldestWait   *prometheus.GaugeVec
+	workLost              *prometheus.CounterVec
 }
 
 // NewMetrics makes the loop's metrics in a new registry (with the Go and
@@ -48,8 +54,27 @@ func NewMetrics() *Metrics {
 		revisions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "berth_revision_info", Help: "The spec revision in force (state=in_force) and the last refused one (state=refused).",
 		}, []string{"revision", "state"}),
+		quota: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "berth_project_quota_gpus", Help: "The GPUs a project's quota guarantees it.",
+		}, []string{"project", "tier"}),
+		used: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "berth_project_used_gpus", Help: "The GPUs a project's workspaces hold.",
+		}, []string{"project", "tier"}),
+		borrowed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "berth_project_borrowed_gpus", Help: "The GPUs a project holds beyond its quota.",
+		}, []string{"project", "tier"}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "berth_project_waiting_workspaces", Help: "A project's workspaces waiting to run (Pending or Preempted).",
+		}, []string{"project", "tier"}),
+		oldestWait: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "berth_project_oldest_wait_seconds", Help: "How long a project's longest-waiting workspace has waited (0: none waits).",
+		}, []string{"project", "tier"}),
+		workLost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_work_lost_seconds_total", Help: "Progress lost by workspaces since their last checkpoint when preempted or failed, by the workspace's tier.",
+		}, []string{"tier"}),
 	}
-	m.Registry.MustRegister(m.decisions, m.preemptions, m.pending, m.states, m.duration, m.cycles, m.revisions)
+	m.Registry.MustRegister(m.decisions, m.preemptions, m.pending, m.states, m.duration, m.cycles, m.revisions,
+		m.quota, m.used, m.borrowed, m.waiting, m.oldestWait, m.workLost)
 	return m
 }
 
@@ -69,11 +94,24 @@ func (m *Metrics) observeDecision(d policies.Decision) {
 }
 
 func (m *Metrics) preempted(set *schema.Set, victim schema.Ref) {
-	tier := "unknown"
-	if t := set.TierOf(victim.Project); t != nil {
-		tier = t.Meta.Name
+	m.preemptions.WithLabelValues(tierName(set, victim)).Inc()
+}
+
+// lost counts work a workspace lost (its progress since the last
+// checkpoint, when it resumed after a preemption or a failure).
+func (m *Metrics) lost(set *schema.Set, ref schema.Ref, d time.Duration) {
+	if d > 0 {
+		m.workLost.WithLabelValues(tierName(set, ref)).Add(d.Seconds())
 	}
-	m.preemptions.WithLabelValues(tier).Inc()
+}
+
+// tierName is the name of ref's project's tier, "unknown" when the specs
+// do not say.
+func tierName(set *schema.Set, ref schema.Ref) string {
+	if t := set.TierOf(ref.Project); t != nil {
+		return t.Meta.Name
+	}
+	return "unknown"
 }
 
 func (m *Metrics) revision(id string, valid bool) {
@@ -85,10 +123,25 @@ func (m *Metrics) revision(id string, valid bool) {
 	m.revisions.WithLabelValues(id, "refused").Set(1)
 }
 
-// observeStatus sets the gauges from the loop's records (l.mu held).
-func (m *Metrics) observeStatus(records map[schema.Ref]*record) {
+// observeStatus sets the gauges from the loop's records and project
+// statuses at now (l.mu held). Projects the specs no longer list leave
+// the per-project series.
+func (m *Metrics) observeStatus(records map[schema.Ref]*record, projects []ProjectStatus, now time.Time) {
 	m.pending.Reset()
 	m.states.Reset()
+	for _, g := range []*prometheus.GaugeVec{m.quota, m.used, m.borrowed, m.waiting, m.oldestWait} {
+		g.Reset()
+	}
+	tiers := make(map[string]string, len(projects))
+	for _, p := range projects {
+		tiers[p.Name] = p.Tier
+		m.quota.WithLabelValues(p.Name, p.Tier).Set(float64(p.QuotaGPUs))
+		m.used.WithLabelValues(p.Name, p.Tier).Set(float64(p.UsedGPUs))
+		m.borrowed.WithLabelValues(p.Name, p.Tier).Set(float64(p.BorrowedGPUs))
+		m.waiting.WithLabelValues(p.Name, p.Tier).Set(0)
+		m.oldestWait.WithLabelValues(p.Name, p.Tier).Set(0)
+	}
+	oldest := map[string]time.Duration{}
 	for _, r := range records {
 		m.states.WithLabelValues(string(r.status.State)).Inc()
 		if r.status.State == StatePending {
@@ -97,6 +150,15 @@ func (m *Metrics) observeStatus(records map[schema.Ref]*record) {
 				reason = "none"
 			}
 			m.pending.WithLabelValues(reason).Inc()
+		}
+		tier, ok := tiers[r.status.Project]
+		if !ok || (r.status.State != StatePending && r.status.State != StatePreempted) {
+			continue
+		}
+		m.waiting.WithLabelValues(r.status.Project, tier).Inc()
+		if w := now.Sub(r.status.Since); w > oldest[r.status.Project] {
+			oldest[r.status.Project] = w
+			m.oldestWait.WithLabelValues(r.status.Project, tier).Set(w.Seconds())
 		}
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/policies"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -17,20 +17,20 @@ import (
 // same workspace: that start runs only once the victims are gone (in a
 // later cycle, from a fresh snapshot).
 type Plan struct {
-	Revision string         `json:"revision"`
-	Actions  []state.Action `json:"actions"`
+	Revision string           `json:"revision"`
+	Actions  []drivers.Action `json:"actions"`
 }
 
 // Empty reports whether the plan does nothing.
 func (p Plan) Empty() bool { return len(p.Actions) == 0 }
 
 // planOrder is where each kind of action goes in a plan.
-var planOrder = map[state.ActionKind]int{
-	state.ActionStop:    0,
-	state.ActionPreempt: 1,
-	state.ActionWait:    2,
-	state.ActionStart:   3,
-	state.ActionUpdate:  4,
+var planOrder = map[drivers.ActionKind]int{
+	drivers.ActionStop:    0,
+	drivers.ActionPreempt: 1,
+	drivers.ActionWait:    2,
+	drivers.ActionStart:   3,
+	drivers.ActionUpdate:  4,
 }
 
 // NewPlan diffs decision d against snapshot snap. It is a pure function of
@@ -43,7 +43,7 @@ var planOrder = map[state.ActionKind]int{
 // preceded by a Wait while anything still holds those GPUs (its victims,
 // or itself, stopping).
 // 3. A workspace that keeps running gets an Update only when what its
-// task sees changed (its state.Fingerprint differs from the one its
+// task sees changed (its drivers.Fingerprint differs from the one its
 // allocations run, or its job drifted: Restarts, the task restarts) or
 // its tier's priority changed (in place, nothing restarts). A new
 // revision that changes neither updates nothing.
@@ -54,9 +54,9 @@ var planOrder = map[state.ActionKind]int{
 //
 // set is the revision as written; d may come from FinishedSpecs(set,
 // snap), so a finished workspace is not started again.
-func NewPlan(set *schema.Set, snap *state.Snapshot, d policies.Decision) Plan {
+func NewPlan(set *schema.Set, snap *drivers.Snapshot, d policies.Decision) Plan {
 	plan := Plan{Revision: set.Revision}
-	allocs := map[schema.Ref][]state.Alloc{}
+	allocs := map[schema.Ref][]drivers.Alloc{}
 	holder := map[string]schema.Ref{} // node/gpu -> workspace
 	for _, a := range snap.Allocs {
 		allocs[a.Workspace] = append(allocs[a.Workspace], a)
@@ -76,15 +76,15 @@ func NewPlan(set *schema.Set, snap *state.Snapshot, d policies.Decision) Plan {
 		switch wd.Verdict {
 		case policies.VerdictStop:
 			if live {
-				plan.Actions = append(plan.Actions, state.Action{Kind: state.ActionStop, Workspace: wd.Ref,
+				plan.Actions = append(plan.Actions, drivers.Action{Kind: drivers.ActionStop, Workspace: wd.Ref,
 					Reason: orDefault(wd.Reason.Message, "the specs want it stopped"), Revision: set.Revision})
 			} else if len(own) == 0 && exited[wd.Ref] && !wantsRunning(set, wd.Ref) {
-				plan.Actions = append(plan.Actions, state.Action{Kind: state.ActionStop, Workspace: wd.Ref,
+				plan.Actions = append(plan.Actions, drivers.Action{Kind: drivers.ActionStop, Workspace: wd.Ref,
 					Reason: "its run has ended; cleared so that it runs again when the specs want it running", Revision: set.Revision})
 			}
 		case policies.VerdictPreempt:
 			if live {
-				a := state.Action{Kind: state.ActionPreempt, Workspace: wd.Ref, Reason: wd.Reason.Message, Revision: set.Revision}
+				a := drivers.Action{Kind: drivers.ActionPreempt, Workspace: wd.Ref, Reason: wd.Reason.Message, Revision: set.Revision}
 				if wd.PreemptedBy != nil {
 					a.By = *wd.PreemptedBy
 				}
@@ -111,10 +111,10 @@ func NewPlan(set *schema.Set, snap *state.Snapshot, d policies.Decision) Plan {
 				}
 			}
 			if len(victims) > 0 {
-				plan.Actions = append(plan.Actions, state.Action{Kind: state.ActionWait, Workspace: wd.Ref,
+				plan.Actions = append(plan.Actions, drivers.Action{Kind: drivers.ActionWait, Workspace: wd.Ref,
 					Victims: sortedRefs(victims), Reason: "the GPUs it needs are still held", Revision: set.Revision})
 			}
-			a := describe(set, wd.Ref, state.ActionStart)
+			a := describe(set, wd.Ref, drivers.ActionStart)
 			a.Placements = clonePlacements(wd.Placements)
 			a.Reason = wd.Reason.Message
 			plan.Actions = append(plan.Actions, a)
@@ -124,19 +124,19 @@ func NewPlan(set *schema.Set, snap *state.Snapshot, d policies.Decision) Plan {
 			}
 			// What runs now: an allocation that is stopping (replaced by a
 			// job update) is on its way out.
-			var running []state.Alloc
+			var running []drivers.Alloc
 			for _, al := range own {
-				if al.Phase != state.AllocStopping {
+				if al.Phase != drivers.AllocStopping {
 					running = append(running, al)
 				}
 			}
-			a := describe(set, wd.Ref, state.ActionUpdate)
+			a := describe(set, wd.Ref, drivers.ActionUpdate)
 			reason, restarts, ok := updateOf(running, &a)
 			if !ok {
 				continue
 			}
 			for _, al := range running {
-				a.Placements = append(a.Placements, state.Placement{Replica: al.Replica, Node: al.Node, GPUs: slices.Clone(al.GPUs)})
+				a.Placements = append(a.Placements, drivers.Placement{Replica: al.Replica, Node: al.Node, GPUs: slices.Clone(al.GPUs)})
 			}
 			a.Reason, a.Restarts = reason, restarts
 			plan.Actions = append(plan.Actions, a)
@@ -150,7 +150,7 @@ func NewPlan(set *schema.Set, snap *state.Snapshot, d policies.Decision) Plan {
 		}
 	}
 	for _, ref := range orphans {
-		plan.Actions = append(plan.Actions, state.Action{Kind: state.ActionStop, Workspace: ref,
+		plan.Actions = append(plan.Actions, drivers.Action{Kind: drivers.ActionStop, Workspace: ref,
 			Reason: "no longer in the specs", Revision: set.Revision})
 	}
 	sort.SliceStable(plan.Actions, func(i, j int) bool {
@@ -164,17 +164,17 @@ func NewPlan(set *schema.Set, snap *state.Snapshot, d policies.Decision) Plan {
 }
 
 // describe fills the spec pointers drivers render jobs from.
-func describe(set *schema.Set, ref schema.Ref, kind state.ActionKind) state.Action {
-	a := state.Action{Kind: kind, Workspace: ref, Revision: set.Revision, Spec: set.Workspace(ref), Project: set.Project(ref.Project)}
+func describe(set *schema.Set, ref schema.Ref, kind drivers.ActionKind) drivers.Action {
+	a := drivers.Action{Kind: kind, Workspace: ref, Revision: set.Revision, Spec: set.Workspace(ref), Project: set.Project(ref.Project)}
 	if a.Project != nil {
 		a.Tier = set.Tier(a.Project.Spec.Tier)
 	}
 	return a
 }
 
-func allStopping(allocs []state.Alloc) bool {
+func allStopping(allocs []drivers.Alloc) bool {
 	for _, a := range allocs {
-		if a.Phase != state.AllocStopping {
+		if a.Phase != drivers.AllocStopping {
 			return false
 		}
 	}
@@ -185,8 +185,8 @@ func allStopping(allocs []state.Alloc) bool {
 // (describe's action): its task restarts when any allocation runs another
 // fingerprint or drifted; its priority changes in place. ok is false when
 // nothing changes.
-func updateOf(own []state.Alloc, a *state.Action) (reason string, restarts, ok bool) {
-	fp := state.Fingerprint(&a.Spec.Spec)
+func updateOf(own []drivers.Alloc, a *drivers.Action) (reason string, restarts, ok bool) {
+	fp := drivers.Fingerprint(&a.Spec.Spec)
 	prio := 0
 	if a.Tier != nil {
 		prio = a.Tier.Spec.Value
@@ -226,15 +226,15 @@ func wantsRunning(set *schema.Set, ref schema.Ref) bool {
 // fingerprint): berth does not start them again. A changed spec, or a
 // Stopped → Running round trip in the specs (whose Stop clears the
 // ended run), runs them again. It mutates nothing.
-func Finished(set *schema.Set, snap *state.Snapshot) map[schema.Ref]state.Exit {
-	var out map[schema.Ref]state.Exit
+func Finished(set *schema.Set, snap *drivers.Snapshot) map[schema.Ref]drivers.Exit {
+	var out map[schema.Ref]drivers.Exit
 	for _, e := range snap.Exits {
 		w := set.Workspace(e.Workspace)
-		if w == nil || w.Spec.State != schema.DesiredRunning || e.SpecHash != state.Fingerprint(&w.Spec) {
+		if w == nil || w.Spec.State != schema.DesiredRunning || e.SpecHash != drivers.Fingerprint(&w.Spec) {
 			continue
 		}
 		if out == nil {
-			out = map[schema.Ref]state.Exit{}
+			out = map[schema.Ref]drivers.Exit{}
 		}
 		out[e.Workspace] = e
 	}
@@ -245,7 +245,7 @@ func Finished(set *schema.Set, snap *state.Snapshot) map[schema.Ref]state.Exit {
 // whose run ended (Finished) do not want to run. It returns set itself
 // when none has ended, else a copy that shares everything but the
 // Workspaces slice; set is not mutated.
-func FinishedSpecs(set *schema.Set, snap *state.Snapshot) *schema.Set {
+func FinishedSpecs(set *schema.Set, snap *drivers.Snapshot) *schema.Set {
 	done := Finished(set, snap)
 	if len(done) == 0 {
 		return set
@@ -269,8 +269,8 @@ func sortedRefs(m map[schema.Ref]bool) []schema.Ref {
 	return refs
 }
 
-func clonePlacements(ps []state.Placement) []state.Placement {
-	out := make([]state.Placement, len(ps))
+func clonePlacements(ps []drivers.Placement) []drivers.Placement {
+	out := make([]drivers.Placement, len(ps))
 	for i, p := range ps {
 		out[i] = p
 		out[i].GPUs = slices.Clone(p.GPUs)
@@ -299,29 +299,29 @@ func (p Plan) Text() string {
 }
 
 // ActionLine renders one action as a line a person reads.
-func ActionLine(a state.Action) string {
+func ActionLine(a drivers.Action) string {
 	line := fmt.Sprintf("%-8s %s", a.Kind, a.Workspace)
 	switch a.Kind {
-	case state.ActionStart, state.ActionUpdate:
+	case drivers.ActionStart, drivers.ActionUpdate:
 		line += " on " + placementText(a.Placements)
-	case state.ActionPreempt:
+	case drivers.ActionPreempt:
 		if a.By != (schema.Ref{}) {
 			line += " for " + a.By.String()
 		}
-	case state.ActionWait:
+	case drivers.ActionWait:
 		names := make([]string, len(a.Victims))
 		for i, v := range a.Victims {
 			names[i] = v.String()
 		}
 		line += " until " + strings.Join(names, ", ") + " gone"
 	}
-	if a.Reason != "" && a.Kind != state.ActionWait {
+	if a.Reason != "" && a.Kind != drivers.ActionWait {
 		line += ": " + a.Reason
 	}
 	return line
 }
 
-func placementText(ps []state.Placement) string {
+func placementText(ps []drivers.Placement) string {
 	var parts []string
 	for _, p := range ps {
 		parts = append(parts, fmt.Sprintf("%s [%s]", p.Node, strings.Join(shortGPUs(p.GPUs), " ")))

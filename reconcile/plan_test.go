@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/policies"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 )
@@ -16,20 +16,20 @@ func TestNewPlan(t *testing.T) {
 	hi := schema.Ref{Project: "hi", Name: "eval"}
 	set := withWorkspaces(workspace("med", "train", schema.DesiredRunning), workspace("hi", "eval", schema.DesiredRunning))
 	set.Revision = "r2"
-	fp := state.Fingerprint(&set.Workspace(med).Spec)
+	fp := drivers.Fingerprint(&set.Workspace(med).Spec)
 	prio := set.Tier(set.Project("med").Spec.Tier).Spec.Value
-	alloc := func(ref schema.Ref, phase state.AllocPhase, rev string) state.Alloc {
-		return state.Alloc{Workspace: ref, Node: "n", GPUs: []string{"g0"}, Phase: phase, Revision: rev, SpecHash: fp, Priority: prio}
+	alloc := func(ref schema.Ref, phase drivers.AllocPhase, rev string) drivers.Alloc {
+		return drivers.Alloc{Workspace: ref, Node: "n", GPUs: []string{"g0"}, Phase: phase, Revision: rev, SpecHash: fp, Priority: prio}
 	}
-	with := func(a state.Alloc, f func(*state.Alloc)) state.Alloc { f(&a); return a }
-	place := []state.Placement{{Node: "n", GPUs: []string{"g0"}}}
+	with := func(a drivers.Alloc, f func(*drivers.Alloc)) drivers.Alloc { f(&a); return a }
+	place := []drivers.Placement{{Node: "n", GPUs: []string{"g0"}}}
 	tests := map[string]struct {
-		allocs    []state.Alloc
+		allocs    []drivers.Alloc
 		decisions []policies.WorkspaceDecision
 		want      []string
 	}{
 		"preempt, then wait for the victim, then start": {
-			allocs: []state.Alloc{alloc(med, state.AllocRunning, "r2")},
+			allocs: []drivers.Alloc{alloc(med, drivers.AllocRunning, "r2")},
 			decisions: []policies.WorkspaceDecision{
 				{Ref: hi, Verdict: policies.VerdictStart, Placements: place, Preempts: []schema.Ref{med}},
 				{Ref: med, Verdict: policies.VerdictPreempt, PreemptedBy: &hi, Reason: policies.Reason{Kind: policies.ReasonPreempted, Message: "tier high (80) > medium (50)"}},
@@ -37,7 +37,7 @@ func TestNewPlan(t *testing.T) {
 			want: []string{"preempt med/train for hi/eval: tier high (80) > medium (50)", "wait hi/eval until med/train gone", "start hi/eval on n [g0]"},
 		},
 		"victim still stopping: wait, no second preempt": {
-			allocs: []state.Alloc{alloc(med, state.AllocStopping, "r2")},
+			allocs: []drivers.Alloc{alloc(med, drivers.AllocStopping, "r2")},
 			decisions: []policies.WorkspaceDecision{
 				{Ref: hi, Verdict: policies.VerdictStart, Placements: place, Preempts: []schema.Ref{med}},
 				{Ref: med, Verdict: policies.VerdictPreempt, PreemptedBy: &hi},
@@ -52,7 +52,7 @@ func TestNewPlan(t *testing.T) {
 			want: []string{"start hi/eval on n [g0]"},
 		},
 		"a GPU held by someone the decision forgot is waited for": {
-			allocs: []state.Alloc{alloc(med, state.AllocStopping, "r2")},
+			allocs: []drivers.Alloc{alloc(med, drivers.AllocStopping, "r2")},
 			decisions: []policies.WorkspaceDecision{
 				{Ref: hi, Verdict: policies.VerdictStart, Placements: place},
 				{Ref: med, Verdict: policies.VerdictStop},
@@ -60,7 +60,7 @@ func TestNewPlan(t *testing.T) {
 			want: []string{"wait hi/eval until med/train gone", "start hi/eval on n [g0]"},
 		},
 		"stop what runs; nothing for what is stopping": {
-			allocs: []state.Alloc{alloc(med, state.AllocRunning, "r2"), {Workspace: hi, Node: "n", GPUs: []string{"g1"}, Phase: state.AllocStopping}},
+			allocs: []drivers.Alloc{alloc(med, drivers.AllocRunning, "r2"), {Workspace: hi, Node: "n", GPUs: []string{"g1"}, Phase: drivers.AllocStopping}},
 			decisions: []policies.WorkspaceDecision{
 				{Ref: hi, Verdict: policies.VerdictStop},
 				{Ref: med, Verdict: policies.VerdictStop, Reason: policies.Reason{Message: "the specs want it stopped"}},
@@ -68,43 +68,43 @@ func TestNewPlan(t *testing.T) {
 			want: []string{"stop med/train: the specs want it stopped"},
 		},
 		"running from an older revision that changes nothing it sees: nothing": {
-			allocs:    []state.Alloc{alloc(med, state.AllocRunning, "r1")},
+			allocs:    []drivers.Alloc{alloc(med, drivers.AllocRunning, "r1")},
 			decisions: []policies.WorkspaceDecision{{Ref: med, Verdict: policies.VerdictRun}},
 		},
 		"its task changed: update that restarts it": {
-			allocs:    []state.Alloc{with(alloc(med, state.AllocRunning, "r1"), func(a *state.Alloc) { a.SpecHash = "older" })},
+			allocs:    []drivers.Alloc{with(alloc(med, drivers.AllocRunning, "r1"), func(a *drivers.Alloc) { a.SpecHash = "older" })},
 			decisions: []policies.WorkspaceDecision{{Ref: med, Verdict: policies.VerdictRun}},
 			want:      []string{"update med/train on n [g0]: its task changed: restarts it where it runs"},
 		},
 		"its priority changed: update in place": {
-			allocs:    []state.Alloc{with(alloc(med, state.AllocRunning, "r1"), func(a *state.Alloc) { a.Priority = prio - 10 })},
+			allocs:    []drivers.Alloc{with(alloc(med, drivers.AllocRunning, "r1"), func(a *drivers.Alloc) { a.Priority = prio - 10 })},
 			decisions: []policies.WorkspaceDecision{{Ref: med, Verdict: policies.VerdictRun}},
 			want:      []string{"update med/train on n [g0]: priority 40 → 50, in place (nothing restarts)"},
 		},
 		"its job drifted: put back": {
-			allocs:    []state.Alloc{with(alloc(med, state.AllocRunning, "r2"), func(a *state.Alloc) { a.Drift = "edited" })},
+			allocs:    []drivers.Alloc{with(alloc(med, drivers.AllocRunning, "r2"), func(a *drivers.Alloc) { a.Drift = "edited" })},
 			decisions: []policies.WorkspaceDecision{{Ref: med, Verdict: policies.VerdictRun}},
 			want:      []string{"update med/train on n [g0]: drift: edited; berth puts it back, which restarts its task"},
 		},
 		"running the current revision: nothing": {
-			allocs:    []state.Alloc{alloc(med, state.AllocRunning, "r2")},
+			allocs:    []drivers.Alloc{alloc(med, drivers.AllocRunning, "r2")},
 			decisions: []policies.WorkspaceDecision{{Ref: med, Verdict: policies.VerdictRun}},
 		},
 		"an allocation the decision does not mention is stopped": {
-			allocs: []state.Alloc{alloc(schema.Ref{Project: "old", Name: "x"}, state.AllocRunning, "r1")},
+			allocs: []drivers.Alloc{alloc(schema.Ref{Project: "old", Name: "x"}, drivers.AllocRunning, "r1")},
 			want:   []string{"stop old/x: no longer in the specs"},
 		},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			snap := &state.Snapshot{ObservedAt: time.Unix(0, 0), Allocs: tt.allocs}
+			snap := &drivers.Snapshot{ObservedAt: time.Unix(0, 0), Allocs: tt.allocs}
 			before := cloneSnap(snap)
 			d := policies.Decision{Workspaces: tt.decisions}
 			plan := NewPlan(set, snap, d)
 			var got []string
 			for _, a := range plan.Actions {
 				got = append(got, strings.Join(strings.Fields(ActionLine(a)), " "))
-				if (a.Kind == state.ActionStart || a.Kind == state.ActionUpdate) && (a.Spec == nil || a.Project == nil || a.Tier == nil) {
+				if (a.Kind == drivers.ActionStart || a.Kind == drivers.ActionUpdate) && (a.Spec == nil || a.Project == nil || a.Tier == nil) {
 					t.Errorf("%s without its spec, project and tier", ActionLine(a))
 				}
 				if a.Revision != "r2" {
@@ -124,7 +124,7 @@ func TestNewPlan(t *testing.T) {
 	}
 }
 
-func cloneSnap(s *state.Snapshot) *state.Snapshot {
+func cloneSnap(s *drivers.Snapshot) *drivers.Snapshot {
 	c := *s
 	c.Allocs = nil
 	for _, a := range s.Allocs {

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/policies"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -106,8 +106,8 @@ type PlanInput struct {
 	Base, Head         *schema.Set
 	BaseName, HeadName string
 	Cluster            string
-	Snapshot           *state.Snapshot
-	History            *state.History
+	Snapshot           *drivers.Snapshot
+	History            *drivers.History
 	// AllowMassPrune is berth reconcile's --allow-mass-prune.
 	AllowMassPrune bool
 	// MassPrune is berth reconcile's threshold (PruneGuard; Allow is
@@ -134,9 +134,9 @@ func NewReport(in PlanInput) Report {
 	}
 	snap := in.Snapshot
 	if snap == nil {
-		snap = &state.Snapshot{}
+		snap = &drivers.Snapshot{}
 	}
-	hist := state.History{}
+	hist := drivers.History{}
 	if in.History != nil {
 		hist = *in.History
 	}
@@ -164,33 +164,33 @@ func NewReport(in PlanInput) Report {
 	// (workspaces whose run ended stay ended, as in the loop).
 	d := decide(policies.Input{Specs: FinishedSpecs(in.Head, snap), Snapshot: snap, History: &hist, Now: snap.ObservedAt})
 	plan := NewPlan(in.Head, snap, d)
-	allocs := map[schema.Ref][]state.Alloc{}
+	allocs := map[schema.Ref][]drivers.Alloc{}
 	for _, a := range snap.Allocs {
 		allocs[a.Workspace] = append(allocs[a.Workspace], a)
 	}
 	waits := map[schema.Ref][]schema.Ref{}
 	for _, a := range plan.Actions {
-		if a.Kind == state.ActionWait {
+		if a.Kind == drivers.ActionWait {
 			waits[a.Workspace] = a.Victims
 		}
 	}
 	for _, a := range plan.Actions {
 		c := Consequence{Workspace: a.Workspace, Reason: a.Reason}
 		switch a.Kind {
-		case state.ActionStart:
+		case drivers.ActionStart:
 			c.Kind = "start"
 			c.Node, c.GPUs = wherePlaced(a.Placements)
 			for _, v := range waits[a.Workspace] {
 				c.After = append(c.After, v.String())
 			}
-		case state.ActionPreempt:
+		case drivers.ActionPreempt:
 			c.Kind = "preempt"
 			by := a.By
 			c.By = &by
 			c.Node, c.GPUs = where(allocs[a.Workspace])
 			c.AtRisk = atRisk(allocs[a.Workspace], snap.ObservedAt)
 			c.AtRiskSeconds = int64(c.AtRisk / time.Second)
-		case state.ActionUpdate:
+		case drivers.ActionUpdate:
 			// Exactly the updates apply makes (NewPlan): a changed task
 			// restarts; a changed priority is applied in place.
 			c.Kind = "update"
@@ -211,7 +211,7 @@ func NewReport(in PlanInput) Report {
 			} else {
 				c.Reason = a.Reason
 			}
-		case state.ActionStop:
+		case drivers.ActionStop:
 			c.Kind = "stop"
 			c.Node, c.GPUs = where(allocs[a.Workspace])
 			if in.Head.Workspace(a.Workspace) == nil {
@@ -304,7 +304,7 @@ func NewReport(in PlanInput) Report {
 
 // atRisk is the work since the last checkpoint (or the start) of the
 // longest-running replica.
-func atRisk(allocs []state.Alloc, now time.Time) time.Duration {
+func atRisk(allocs []drivers.Alloc, now time.Time) time.Duration {
 	var risk time.Duration
 	for _, a := range allocs {
 		since := a.StartedAt
@@ -516,7 +516,7 @@ func closeTiers(s *schema.Set) []string {
 // guessedTopology warns of GPU nodes whose NVLink/NUMA topology the driver
 // did not get from berth agent: berth placed on them as if all their GPUs
 // shared one NVLink domain and one NUMA node.
-func guessedTopology(snap *state.Snapshot) []string {
+func guessedTopology(snap *drivers.Snapshot) []string {
 	var names []string
 	for _, n := range snap.Nodes {
 		if n.TopologyGuessed && len(n.GPUs) > 0 {

@@ -11,7 +11,7 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 	"github.com/rogpeppe/go-internal/txtar"
@@ -100,7 +100,7 @@ func planInput(t *testing.T, ar *txtar.Archive) PlanInput {
 	if err != nil {
 		t.Fatalf("now: %v", err)
 	}
-	in := PlanInput{Cluster: "test", HeadName: "head", Snapshot: parsePlanCluster(t, sections["cluster"], now), History: &state.History{}}
+	in := PlanInput{Cluster: "test", HeadName: "head", Snapshot: parsePlanCluster(t, sections["cluster"], now), History: &drivers.History{}}
 	in.Head = loadTestSpecs(t, head, "head")
 	if len(base) > 0 {
 		in.Base = loadTestSpecs(t, base, "base")
@@ -115,7 +115,7 @@ func planInput(t *testing.T, ar *txtar.Archive) PlanInput {
 	for i := range in.Snapshot.Allocs {
 		a := &in.Snapshot.Allocs[i]
 		if w := started.Workspace(a.Workspace); w != nil {
-			a.SpecHash = state.Fingerprint(&w.Spec)
+			a.SpecHash = drivers.Fingerprint(&w.Spec)
 		}
 		if p := started.Project(a.Workspace.Project); p != nil {
 			if tr := started.Tier(p.Spec.Tier); tr != nil {
@@ -146,9 +146,9 @@ func loadTestSpecs(t *testing.T, fsys fstest.MapFS, name string) *schema.Set {
 	return set
 }
 
-func parsePlanCluster(t *testing.T, text string, now time.Time) *state.Snapshot {
+func parsePlanCluster(t *testing.T, text string, now time.Time) *drivers.Snapshot {
 	t.Helper()
-	snap := &state.Snapshot{ObservedAt: now}
+	snap := &drivers.Snapshot{ObservedAt: now}
 	for _, line := range strings.Split(text, "\n") {
 		f := strings.Fields(line)
 		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
@@ -174,20 +174,20 @@ func parsePlanCluster(t *testing.T, text string, now time.Time) *state.Snapshot 
 			n, _ := strconv.Atoi(kv["gpus"])
 			domains, _ := strconv.Atoi(kv["domains"])
 			domains = max(domains, 1)
-			node := state.Node{Name: f[1], ID: f[1], Ready: true, Eligible: true}
+			node := drivers.Node{Name: f[1], ID: f[1], Ready: true, Eligible: true}
 			for i := range n {
-				node.GPUs = append(node.GPUs, state.GPU{ID: fmt.Sprintf("%s-g%d", f[1], i), Index: i, Model: "H100", Domain: i * domains / n, Healthy: true})
+				node.GPUs = append(node.GPUs, drivers.GPU{ID: fmt.Sprintf("%s-g%d", f[1], i), Index: i, Model: "H100", Domain: i * domains / n, Healthy: true})
 			}
 			snap.Nodes = append(snap.Nodes, node)
 		case "alloc":
 			p, n, _ := strings.Cut(f[1], "/")
-			a := state.Alloc{Workspace: schema.Ref{Project: p, Name: n}, Node: kv["node"], Phase: state.AllocRunning,
+			a := drivers.Alloc{Workspace: schema.Ref{Project: p, Name: n}, Node: kv["node"], Phase: drivers.AllocRunning,
 				StartedAt: rel("started"), LastCheckpoint: rel("checkpoint"), Revision: "base"}
 			if a.StartedAt.IsZero() {
 				a.StartedAt = now.Add(-time.Hour)
 			}
 			if kv["phase"] == "stopping" {
-				a.Phase = state.AllocStopping
+				a.Phase = drivers.AllocStopping
 			}
 			for _, g := range strings.Split(kv["gpus"], ",") {
 				a.GPUs = append(a.GPUs, kv["node"]+"-g"+g)
@@ -238,31 +238,31 @@ func TestMarkdownSplitsLongPlans(t *testing.T) {
 }
 
 func TestGuessedTopologyWarning(t *testing.T) {
-	node := func(name string, gpus int, guessed bool) state.Node {
-		n := state.Node{Name: name, TopologyGuessed: guessed}
+	node := func(name string, gpus int, guessed bool) drivers.Node {
+		n := drivers.Node{Name: name, TopologyGuessed: guessed}
 		for i := range gpus {
-			n.GPUs = append(n.GPUs, state.GPU{ID: fmt.Sprintf("%s-g%d", name, i), Index: i})
+			n.GPUs = append(n.GPUs, drivers.GPU{ID: fmt.Sprintf("%s-g%d", name, i), Index: i})
 		}
 		return n
 	}
 	tests := map[string]struct {
-		nodes []state.Node
+		nodes []drivers.Node
 		want  []string
 	}{
-		"agent everywhere": {nodes: []state.Node{node("a", 8, false)}},
-		"guessed, no GPUs": {nodes: []state.Node{node("cpu", 0, true)}},
+		"agent everywhere": {nodes: []drivers.Node{node("a", 8, false)}},
+		"guessed, no GPUs": {nodes: []drivers.Node{node("cpu", 0, true)}},
 		"one guessed": {
-			nodes: []state.Node{node("a", 8, false), node("b", 4, true)},
+			nodes: []drivers.Node{node("a", 8, false), node("b", 4, true)},
 			want:  []string{"1 node(s) have no GPU topology from berth agent (b): berth assumes one NVLink domain and one NUMA node on each, so nvlink/numa requirements there are not checked against the hardware; run berth agent on them"},
 		},
 		"many guessed": {
-			nodes: []state.Node{node("n1", 1, true), node("n2", 1, true), node("n3", 1, true), node("n4", 1, true), node("n5", 1, true), node("n6", 1, true), node("n7", 1, true)},
+			nodes: []drivers.Node{node("n1", 1, true), node("n2", 1, true), node("n3", 1, true), node("n4", 1, true), node("n5", 1, true), node("n6", 1, true), node("n7", 1, true)},
 			want:  []string{"7 node(s) have no GPU topology from berth agent (n1, n2, n3, n4, n5 and 2 more): berth assumes one NVLink domain and one NUMA node on each, so nvlink/numa requirements there are not checked against the hardware; run berth agent on them"},
 		},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := guessedTopology(&state.Snapshot{Nodes: tt.nodes})
+			got := guessedTopology(&drivers.Snapshot{Nodes: tt.nodes})
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("guessedTopology (-want +got):\n%s", diff)
 			}

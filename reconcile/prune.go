@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -81,11 +81,11 @@ func (m MassPrune) Problem() string {
 // CheckMassPrune compares next against what berth manages: workspaces
 // holding GPUs in snap (not already stopping) and those prev (the
 // revision in force, may be nil) wants Running. It is pure.
-func CheckMassPrune(prev, next *schema.Set, snap *state.Snapshot, guard PruneGuard) MassPrune {
+func CheckMassPrune(prev, next *schema.Set, snap *drivers.Snapshot, guard PruneGuard) MassPrune {
 	guard = guard.withDefaults()
 	managed := map[schema.Ref]bool{}
 	if snap != nil {
-		held := map[schema.Ref][]state.Alloc{}
+		held := map[schema.Ref][]drivers.Alloc{}
 		for _, a := range snap.Allocs {
 			held[a.Workspace] = append(held[a.Workspace], a)
 		}
@@ -119,7 +119,7 @@ func CheckMassPrune(prev, next *schema.Set, snap *state.Snapshot, guard PruneGua
 // prune too much: then the previous revision stays in force (nil when
 // there was none) and the new one is reported as attempted with the
 // reason.
-func (l *Loop) admit(prev, set *schema.Set, snap *state.Snapshot) *schema.Set {
+func (l *Loop) admit(prev, set *schema.Set, snap *drivers.Snapshot) *schema.Set {
 	m := CheckMassPrune(prev, set, snap, PruneGuard{Percent: l.cfg.MassPrunePercent, Min: l.cfg.MassPruneMin, Allow: l.cfg.AllowMassPrune})
 	if !m.Refused() {
 		if m.Mass() {
@@ -157,7 +157,7 @@ type absence struct {
 // that will happen. A workspace back in the specs is forgotten here and
 // starts from what it saved. The memory is the loop's: after a restart
 // the delay starts again (a purge comes later, never earlier).
-func (l *Loop) prune(ctx context.Context, set *schema.Set, snap *state.Snapshot, now time.Time) error {
+func (l *Loop) prune(ctx context.Context, set *schema.Set, snap *drivers.Snapshot, now time.Time) error {
 	holding := map[schema.Ref]bool{}
 	for _, a := range snap.Allocs {
 		holding[a.Workspace] = true
@@ -201,7 +201,7 @@ func (l *Loop) prune(ctx context.Context, set *schema.Set, snap *state.Snapshot,
 	sort.Slice(due, func(i, j int) bool { return due[i].Less(due[j]) })
 	var firstErr error
 	for _, ref := range due {
-		a := state.Action{Kind: state.ActionPurge, Workspace: ref, Reason: "out of the specs for " + l.cfg.PruneDelay.String(), Revision: set.Revision}
+		a := drivers.Action{Kind: drivers.ActionPurge, Workspace: ref, Reason: "out of the specs for " + l.cfg.PruneDelay.String(), Revision: set.Revision}
 		if err := l.cfg.Cluster.Apply(ctx, a); err != nil {
 			err = fmt.Errorf("apply purge %s: %w", ref, err)
 			l.log.Warn("purge failed; retrying next cycle", "workspace", ref.String(), "err", err.Error())

@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 )
@@ -27,7 +27,7 @@ func TestCheckMassPrune(t *testing.T) {
 	ref := func(n string) schema.Ref { return schema.Ref{Project: "med", Name: n} }
 	tests := map[string]struct {
 		prev, next *schema.Set
-		snap       *state.Snapshot
+		snap       *drivers.Snapshot
 		allow      bool
 		refused    bool
 		affected   int
@@ -40,7 +40,7 @@ func TestCheckMassPrune(t *testing.T) {
 		"flag allows":            {prev: five, next: withWorkspaces(), allow: true, affected: 5},
 		"annotation allows":      {prev: five, next: annotated, affected: 4},
 		"no specs at all":        {prev: nil, next: &schema.Set{Policy: schema.DefaultPolicy()}, refused: true},
-		"running in the cluster": {next: withWorkspaces(), snap: &state.Snapshot{Allocs: allocs(ref("a"), ref("b"), ref("c"), ref("d"))}, refused: true, affected: 4},
+		"running in the cluster": {next: withWorkspaces(), snap: &drivers.Snapshot{Allocs: allocs(ref("a"), ref("b"), ref("c"), ref("d"))}, refused: true, affected: 4},
 	}
 	// A stricter threshold: more than 10% and more than 1.
 	strict := CheckMassPrune(five, withWorkspaces(fiveRunning()[:3]...), nil, PruneGuard{Percent: 10, Min: 1})
@@ -75,10 +75,10 @@ func many(n int) []schema.Workspace {
 	return ws
 }
 
-func allocs(refs ...schema.Ref) []state.Alloc {
-	var out []state.Alloc
+func allocs(refs ...schema.Ref) []drivers.Alloc {
+	var out []drivers.Alloc
 	for i, r := range refs {
-		out = append(out, state.Alloc{Workspace: r, Node: "node", GPUs: []string{string(rune('0' + i))}, Phase: state.AllocRunning})
+		out = append(out, drivers.Alloc{Workspace: r, Node: "node", GPUs: []string{string(rune('0' + i))}, Phase: drivers.AllocRunning})
 	}
 	return out
 }
@@ -104,7 +104,7 @@ func TestMassPruneRefusedKeepsRevision(t *testing.T) {
 			t.Fatalf("revision %q refused %+v; want r1 in force and r2 refused", res.Revision, res.Refused)
 		}
 		for _, a := range res.Applied {
-			if a.Kind == state.ActionStop {
+			if a.Kind == drivers.ActionStop {
 				t.Errorf("stopped %s under a refused revision", a.Workspace)
 			}
 		}
@@ -189,7 +189,7 @@ func TestPruneDelayAndRevert(t *testing.T) {
 		if kept < 9*time.Minute {
 			t.Fatalf("kept %s of progress, want about 10m", kept)
 		}
-		if n := countKind(h.cluster.Applied(), state.ActionPurge); n != 0 {
+		if n := countKind(h.cluster.Applied(), drivers.ActionPurge); n != 0 {
 			t.Fatalf("purged %d times before the delay", n)
 		}
 		// 2. Reverted before the delay: it resumes from what it saved.
@@ -214,7 +214,7 @@ func TestPruneDelayAndRevert(t *testing.T) {
 			time.Sleep(time.Minute)
 			h.loop.Once(ctx)
 		}
-		if n := countKind(h.cluster.Applied(), state.ActionPurge); n != 1 {
+		if n := countKind(h.cluster.Applied(), drivers.ActionPurge); n != 1 {
 			t.Fatalf("purged %d times, want 1", n)
 		}
 		if _, ok := h.cluster.Stats().Workspaces[a]; ok {
@@ -243,14 +243,14 @@ func TestRenameDoesNotStop(t *testing.T) {
 		h.source.set("r2")
 		res, _ := h.loop.Once(ctx)
 		for _, a := range res.Applied {
-			if a.Kind == state.ActionStop || a.Kind == state.ActionPreempt {
+			if a.Kind == drivers.ActionStop || a.Kind == drivers.ActionPreempt {
 				t.Errorf("renaming stopped %s", a.Workspace)
 			}
 		}
 	})
 }
 
-func countKind(as []state.Action, k state.ActionKind) int {
+func countKind(as []drivers.Action, k drivers.ActionKind) int {
 	n := 0
 	for _, a := range as {
 		if a.Kind == k {

@@ -146,6 +146,15 @@ func (r Ref) Less(o Ref) bool {
 	return r.Name < o.Name
 }
 
+// Compare orders refs as Less does: -1, 0 or +1 (for slices.SortFunc and
+// binary searches).
+func (r Ref) Compare(o Ref) int {
+	if c := strings.Compare(r.Project, o.Project); c != 0 {
+		return c
+	}
+	return strings.Compare(r.Name, o.Name)
+}
+
 // DesiredState is what the spec asks of a workspace.
 type DesiredState string
 

@@ -2,11 +2,19 @@
 # make bench: the benchmarks the issues name, with their figures.
 #   validate (issue 2), decide (issue 3), the baselines simulate compares
 #   against (issue 7), one reconcile cycle (issues 4 and 8), Nomad observe
-#   (issue 5), berth validate against cue vet (issue 2) and the whole
-#   Philly trace replayed under four policies (issue 7, when ../shared
-#   holds the trace; under two minutes on 2 cores).
+#   (issue 5), berth validate against cue vet (issue 2), the whole
+#   Philly trace replayed under four policies (issue 7, under two minutes
+#   on 2 cores) and berth apply against a real Nomad. About 6 minutes on
+#   2 cores.
+#
+#   BENCH=quick runs only the Go benchmarks, once each (about 2 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${BENCH:-}" = quick ]; then
+	go test -run '^$' -bench 'BenchmarkValidate|BenchmarkDecide|BenchmarkFIFO|BenchmarkNomad|BenchmarkQuota|BenchmarkOnce$' -benchtime 1x -benchmem \
+		./schema/... ./policies/... ./reconcile/
+	exit 0
+fi
 go test -run '^$' -bench 'BenchmarkValidate|BenchmarkDecide|BenchmarkFIFO|BenchmarkNomad|BenchmarkQuota|BenchmarkOnce|BenchmarkObserve|BenchmarkSaveHistory' -benchmem -timeout 60m \
 	./schema/... ./policies/... ./reconcile/... ./drivers/nomad/
 # The decision's growth between sizes (must stay within n log n).

@@ -1,14 +1,10 @@
 #!/usr/bin/env bash
-# The trace replay of issue 7: the whole Philly trace under fifo, nomad,
-# quota and berth, when ../shared holds it; prints the table and the wall
-# time. make bench can call it.
+# The trace replay of issue 7: the whole Philly trace (shipped in traces/,
+# see traces/PROVENANCE.md) under fifo, nomad, quota and berth; prints the
+# table and the wall time. make bench calls it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-trace=../shared/traces/philly-pollux/philly.csv
-if [ ! -f "$trace" ]; then
-	echo "simulate: no $trace; skipped"
-	exit 0
-fi
+trace=traces/philly-pollux/philly.csv.gz
 go build -o bin/berth ./cmd/berth
 start=$(date +%s.%N)
 bin/berth simulate --trace "$trace" "$@"

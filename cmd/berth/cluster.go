@@ -7,8 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/sim"
-	"github.com/berth-dev/berth/reconcile"
 )
 
 // The --cluster flag names a cluster as SCHEME[:ARG]. Each scheme lives
@@ -29,8 +29,8 @@ type clusterOptions struct {
 type openedCluster struct {
 	// Name is what status reports ("sim walkthrough", "nomad http://…").
 	Name    string
-	Cluster reconcile.Cluster
-	Store   reconcile.Store
+	Cluster drivers.Cluster
+	Store   drivers.Store
 	// Close releases what Open took; nil when nothing.
 	Close func() error
 	// Watch, when not nil, signals changes in the cluster (nodes, jobs,

@@ -6,8 +6,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/nomad"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/spf13/cobra"
 )
 
@@ -121,8 +121,8 @@ func printScheduler(w io.Writer, rep nomad.SchedulerReport) {
 
 // printNodes lists GPU nodes and where their topology comes from; it
 // returns a warning for each GPU node without the agent's topology.
-func printNodes(w io.Writer, snap state.Snapshot) (warnings []string) {
-	nodes := append([]state.Node(nil), snap.Nodes...)
+func printNodes(w io.Writer, snap drivers.Snapshot) (warnings []string) {
+	nodes := append([]drivers.Node(nil), snap.Nodes...)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	for _, n := range nodes {
 		if len(n.GPUs) == 0 {

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/internal/realnomad"
 	"github.com/berth-dev/berth/reconcile"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 	"github.com/hashicorp/nomad/api"
 )
@@ -81,7 +81,7 @@ func realLoop(t *testing.T, specs string, watch bool) *reconcile.Loop {
 // a job edited outside berth, a resource berth does not model).
 type overAsking struct{ *nomad.Driver }
 
-func (o overAsking) Apply(ctx context.Context, a state.Action) error {
+func (o overAsking) Apply(ctx context.Context, a drivers.Action) error {
 	if a.Workspace.Name == "a-huge" && a.Spec != nil {
 		ws := *a.Spec
 		ws.Spec.Resources.MemoryBytes = 100000 << 30

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers/sim"
-	"github.com/berth-dev/berth/drivers/sim/replay"
+	"github.com/berth-dev/berth/replay"
 	"github.com/spf13/cobra"
 )
 
@@ -79,7 +79,7 @@ queue and reports how many differed (0 is the only right answer).
 --tick makes policies decide at most once per tick, as a reconciler loop
 would: faster on long traces, at the cost of up to a tick of extra wait
 per start. A progress bar goes to stderr when it is a terminal.`,
-		Example: `  berth simulate --trace ../shared/traces/philly-pollux/philly.csv
+		Example: `  berth simulate --trace traces/philly-pollux/philly.csv.gz
   berth simulate --trace philly.csv --window 168h --output html --html report.html
   berth simulate --trace mine.csv --cluster cluster.yaml --policies fifo,berth --output json`,
 		Args: cobra.NoArgs,

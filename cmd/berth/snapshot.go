@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/nomad"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/spf13/cobra"
 )
 
@@ -23,11 +23,11 @@ const snapshotVersion = "berth.dev/snapshot/v1"
 type snapshotDoc struct {
 	Version string `json:"version"`
 	// Cluster names where it was taken.
-	Cluster  string         `json:"cluster"`
-	Snapshot state.Snapshot `json:"snapshot"`
+	Cluster  string           `json:"cluster"`
+	Snapshot drivers.Snapshot `json:"snapshot"`
 	// History is the reconciler's memory (decayed usage, queue places,
 	// preemptions), which decisions read.
-	History state.History `json:"history"`
+	History drivers.History `json:"history"`
 	// NativePreemption lists the Nomad schedulers with native preemption
 	// on ("batch", "service").
 	NativePreemption []string `json:"nativePreemption,omitempty"`
@@ -131,19 +131,19 @@ type snapshotCluster struct {
 
 var errReadOnly = errors.New("a snapshot file is read-only; it can be planned against, not applied to")
 
-func (s *snapshotCluster) Observe(ctx context.Context) (state.Snapshot, error) {
+func (s *snapshotCluster) Observe(ctx context.Context) (drivers.Snapshot, error) {
 	return s.doc.Snapshot, nil
 }
 
-func (s *snapshotCluster) Apply(ctx context.Context, a state.Action) error {
+func (s *snapshotCluster) Apply(ctx context.Context, a drivers.Action) error {
 	return fmt.Errorf("%s: %w", s.file, errReadOnly)
 }
 
-func (s *snapshotCluster) LoadHistory(ctx context.Context) (state.History, error) {
+func (s *snapshotCluster) LoadHistory(ctx context.Context) (drivers.History, error) {
 	return s.doc.History, nil
 }
 
-func (s *snapshotCluster) SaveHistory(ctx context.Context, h state.History) error {
+func (s *snapshotCluster) SaveHistory(ctx context.Context, h drivers.History) error {
 	return fmt.Errorf("%s: %w", s.file, errReadOnly)
 }
 

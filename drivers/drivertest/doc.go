@@ -9,7 +9,7 @@
 // fresh cluster of the given nodes:
 //
 //	func TestConformance(t *testing.T) {
-//		drivertest.Run(t, func(t *testing.T, nodes []state.Node) drivertest.Harness {
+//		drivertest.Run(t, func(t *testing.T, nodes []drivers.Node) drivertest.Harness {
 //			c := sim.New(nodes) // or a fake Nomad server
 //			return drivertest.Harness{Cluster: c, Settle: c.Settle, Exact: true}
 //		})

@@ -10,22 +10,14 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
-// Cluster is the method set of reconcile.Cluster, which this package may
-// not import.
-type Cluster interface {
-	Observe(ctx context.Context) (state.Snapshot, error)
-	Apply(ctx context.Context, a state.Action) error
-}
-
 // Harness is one driver over one fresh cluster.
 type Harness struct {
-	Cluster Cluster
+	Cluster drivers.Cluster
 	// Settle lets the cluster catch up as time would: placed allocations
 	// start, stopping ones finish. A fake advances its clock; a real
 	// cluster polls until nothing is starting or stopping.
@@ -49,21 +41,21 @@ type Harness struct {
 
 // Factory builds a driver over a new cluster holding nodes. It registers
 // its own cleanup with t.
-type Factory func(t *testing.T, nodes []state.Node) Harness
+type Factory func(t *testing.T, nodes []drivers.Node) Harness
 
 // Nodes is the cluster the suite asks for: two nodes with 8 GPUs each in
 // two 4-GPU NVLink domains on two NUMA nodes (DGX-like), and a node with
 // 2 GPUs. Names sort in this order.
-func Nodes() []state.Node {
-	var out []state.Node
+func Nodes() []drivers.Node {
+	var out []drivers.Node
 	for n, name := range []string{"gpu-a", "gpu-b", "gpu-c"} {
 		count := 8
 		if name == "gpu-c" {
 			count = 2
 		}
-		node := state.Node{Name: name, ID: name, Pool: "default", Ready: true, Eligible: true}
+		node := drivers.Node{Name: name, ID: name, Pool: "default", Ready: true, Eligible: true}
 		for i := 0; i < count; i++ {
-			node.GPUs = append(node.GPUs, state.GPU{
+			node.GPUs = append(node.GPUs, drivers.GPU{
 				ID:    fmt.Sprintf("GPU-%d%d-0000-4000-8000-%012d", n, i, n*100+i),
 				Index: i, Model: "H100-fake", Domain: i / 4, NUMA: i / 4, Healthy: true,
 			})
@@ -111,7 +103,7 @@ type suite struct {
 	started []schema.Ref
 }
 
-func (s *suite) observe() state.Snapshot {
+func (s *suite) observe() drivers.Snapshot {
 	s.t.Helper()
 	snap, err := s.h.Cluster.Observe(s.ctx)
 	if err != nil {
@@ -147,20 +139,20 @@ func (s *suite) workspace(name string, gpus, replicas int) *schema.Workspace {
 }
 
 // start returns a Start action for a workspace at the given placements.
-func (s *suite) start(name, revision string, pl ...state.Placement) state.Action {
+func (s *suite) start(name, revision string, pl ...drivers.Placement) drivers.Action {
 	gpus := 0
 	if len(pl) > 0 {
 		gpus = len(pl[0].GPUs)
 	}
-	return state.Action{
-		Kind: state.ActionStart, Workspace: s.ref(name), Spec: s.workspace(name, gpus, len(pl)),
+	return drivers.Action{
+		Kind: drivers.ActionStart, Workspace: s.ref(name), Spec: s.workspace(name, gpus, len(pl)),
 		Project: s.project, Tier: s.tier, Placements: pl, Revision: revision,
 	}
 }
 
-func (s *suite) apply(a state.Action) {
+func (s *suite) apply(a drivers.Action) {
 	s.t.Helper()
-	if a.Kind == state.ActionStart || a.Kind == state.ActionUpdate {
+	if a.Kind == drivers.ActionStart || a.Kind == drivers.ActionUpdate {
 		s.started = append(s.started, a.Workspace)
 	}
 	if err := s.h.Cluster.Apply(s.ctx, a); err != nil {
@@ -172,20 +164,20 @@ func (s *suite) apply(a state.Action) {
 // the suite leaves nothing behind.
 func (s *suite) cleanup() {
 	for _, ref := range s.started {
-		_ = s.h.Cluster.Apply(s.ctx, state.Action{Kind: state.ActionStop, Workspace: ref, Project: s.project})
+		_ = s.h.Cluster.Apply(s.ctx, drivers.Action{Kind: drivers.ActionStop, Workspace: ref, Project: s.project})
 	}
 	if len(s.started) > 0 {
 		_ = s.h.Settle(s.ctx)
 	}
 	for _, ref := range s.started {
-		_ = s.h.Cluster.Apply(s.ctx, state.Action{Kind: state.ActionPurge, Workspace: ref, Project: s.project})
+		_ = s.h.Cluster.Apply(s.ctx, drivers.Action{Kind: drivers.ActionPurge, Workspace: ref, Project: s.project})
 	}
 }
 
 // freeGPUs returns a node of the snapshot with at least n healthy GPUs no
 // allocation holds, and n of them sorted (same NVLink domain first), or
 // skips when the cluster has none (a real cluster may be busy).
-func (s *suite) freeGPUs(snap state.Snapshot, n int, exclude ...string) (string, []string) {
+func (s *suite) freeGPUs(snap drivers.Snapshot, n int, exclude ...string) (string, []string) {
 	s.t.Helper()
 	held := map[string]bool{}
 	for _, a := range snap.Allocs {
@@ -222,7 +214,7 @@ func (s *suite) freeGPUs(snap state.Snapshot, n int, exclude ...string) (string,
 	return "", nil
 }
 
-func allocOf(snap state.Snapshot, ref schema.Ref, replica int) *state.Alloc {
+func allocOf(snap drivers.Snapshot, ref schema.Ref, replica int) *drivers.Alloc {
 	for i := range snap.Allocs {
 		if snap.Allocs[i].Workspace == ref && snap.Allocs[i].Replica == replica {
 			return &snap.Allocs[i]
@@ -231,7 +223,7 @@ func allocOf(snap state.Snapshot, ref schema.Ref, replica int) *state.Alloc {
 	return nil
 }
 
-func countOf(snap state.Snapshot, ref schema.Ref) int {
+func countOf(snap drivers.Snapshot, ref schema.Ref) int {
 	n := 0
 	for _, a := range snap.Allocs {
 		if a.Workspace == ref {
@@ -251,7 +243,7 @@ func testObserveComplete(t *testing.T, s *suite) {
 			t.Errorf("node %s: GPUs are not sorted by index", n.Name)
 		}
 	}
-	if d := cmp.Diff(a, b, cmpopts.IgnoreFields(state.Snapshot{}, "ObservedAt")); d != "" {
+	if d := cmp.Diff(a, b, cmpopts.IgnoreFields(drivers.Snapshot{}, "ObservedAt")); d != "" {
 		t.Errorf("two observations of an unchanged cluster differ (-first +second):\n%s", d)
 	}
 	if a.ObservedAt.IsZero() {
@@ -262,8 +254,8 @@ func testObserveComplete(t *testing.T, s *suite) {
 	}
 	want := Nodes()
 	opts := cmp.Options{
-		cmpopts.IgnoreFields(state.Node{}, "ID", "CPUMilli", "MemoryBytes", "DiskBytes", "Cores", "CPUPerCore", "Features", "Drivers", "HostVolumes", "Pool"),
-		cmpopts.IgnoreFields(state.GPU{}, "MemoryBytes", "Model"),
+		cmpopts.IgnoreFields(drivers.Node{}, "ID", "CPUMilli", "MemoryBytes", "DiskBytes", "Cores", "CPUPerCore", "Features", "Drivers", "HostVolumes", "Pool"),
+		cmpopts.IgnoreFields(drivers.GPU{}, "MemoryBytes", "Model"),
 		cmpopts.EquateEmpty(),
 	}
 	if d := cmp.Diff(want, a.Nodes, opts); d != "" {
@@ -277,8 +269,8 @@ func testObserveComplete(t *testing.T, s *suite) {
 func testStart(t *testing.T, s *suite) {
 	node, gpus := s.freeGPUs(s.observe(), 2)
 	ref := s.ref("ws-start")
-	s.apply(s.start("ws-start", "r1", state.Placement{Replica: 0, Node: node, GPUs: gpus}))
-	check := func(phases ...state.AllocPhase) {
+	s.apply(s.start("ws-start", "r1", drivers.Placement{Replica: 0, Node: node, GPUs: gpus}))
+	check := func(phases ...drivers.AllocPhase) {
 		t.Helper()
 		snap := s.observe()
 		a := allocOf(snap, ref, 0)
@@ -295,14 +287,14 @@ func testStart(t *testing.T, s *suite) {
 			t.Errorf("revision %q, want r1", a.Revision)
 		}
 	}
-	check(state.AllocStarting, state.AllocRunning)
+	check(drivers.AllocStarting, drivers.AllocRunning)
 	s.settle()
-	check(state.AllocRunning)
+	check(drivers.AllocRunning)
 }
 
 func testIdempotent(t *testing.T, s *suite) {
 	node, gpus := s.freeGPUs(s.observe(), 1)
-	a := s.start("ws-idem", "r1", state.Placement{Node: node, GPUs: gpus})
+	a := s.start("ws-idem", "r1", drivers.Placement{Node: node, GPUs: gpus})
 	s.apply(a)
 	s.apply(a)
 	s.settle()
@@ -315,7 +307,7 @@ func testIdempotent(t *testing.T, s *suite) {
 	if d := cmp.Diff(first.Allocs, second.Allocs); d != "" {
 		t.Errorf("re-applying an applied Start changed allocations (-before +after):\n%s", d)
 	}
-	stop := state.Action{Kind: state.ActionStop, Workspace: a.Workspace, Project: s.project}
+	stop := drivers.Action{Kind: drivers.ActionStop, Workspace: a.Workspace, Project: s.project}
 	s.apply(stop)
 	s.apply(stop)
 }
@@ -323,34 +315,34 @@ func testIdempotent(t *testing.T, s *suite) {
 func testStop(t *testing.T, s *suite) {
 	node, gpus := s.freeGPUs(s.observe(), 1)
 	ref := s.ref("ws-stop")
-	s.apply(s.start("ws-stop", "r1", state.Placement{Node: node, GPUs: gpus}))
+	s.apply(s.start("ws-stop", "r1", drivers.Placement{Node: node, GPUs: gpus}))
 	s.settle()
-	s.apply(state.Action{Kind: state.ActionStop, Workspace: ref, Project: s.project})
-	if a := allocOf(s.observe(), ref, 0); a != nil && a.Phase != state.AllocStopping {
+	s.apply(drivers.Action{Kind: drivers.ActionStop, Workspace: ref, Project: s.project})
+	if a := allocOf(s.observe(), ref, 0); a != nil && a.Phase != drivers.AllocStopping {
 		t.Errorf("right after Stop the allocation is %s, want stopping or gone", a.Phase)
 	}
 	s.settle()
 	if a := allocOf(s.observe(), ref, 0); a != nil {
 		t.Errorf("after Stop and settling the allocation is still there: %+v", a)
 	}
-	s.apply(state.Action{Kind: state.ActionStop, Workspace: ref, Project: s.project})
-	s.apply(state.Action{Kind: state.ActionStop, Workspace: s.ref("ws-never-started"), Project: s.project})
+	s.apply(drivers.Action{Kind: drivers.ActionStop, Workspace: ref, Project: s.project})
+	s.apply(drivers.Action{Kind: drivers.ActionStop, Workspace: s.ref("ws-never-started"), Project: s.project})
 }
 
 func testPreempt(t *testing.T, s *suite) {
 	node, gpus := s.freeGPUs(s.observe(), 4)
 	victim, by := s.ref("ws-victim"), s.ref("ws-preemptor")
-	s.apply(s.start("ws-victim", "r1", state.Placement{Node: node, GPUs: gpus}))
+	s.apply(s.start("ws-victim", "r1", drivers.Placement{Node: node, GPUs: gpus}))
 	s.settle()
-	s.apply(state.Action{Kind: state.ActionPreempt, Workspace: victim, By: by, Project: s.project, Reason: "conformance"})
+	s.apply(drivers.Action{Kind: drivers.ActionPreempt, Workspace: victim, By: by, Project: s.project, Reason: "conformance"})
 	snap := s.observe()
 	if a := allocOf(snap, victim, 0); a != nil {
-		if a.Phase != state.AllocStopping {
+		if a.Phase != drivers.AllocStopping {
 			t.Errorf("right after Preempt the victim is %s, want stopping or gone", a.Phase)
 		}
 		// While the victim holds them, the GPUs are not free: the
 		// preemptor is refused as a conflict.
-		err := s.h.Cluster.Apply(s.ctx, s.start("ws-preemptor", "r1", state.Placement{Node: node, GPUs: gpus}))
+		err := s.h.Cluster.Apply(s.ctx, s.start("ws-preemptor", "r1", drivers.Placement{Node: node, GPUs: gpus}))
 		s.started = append(s.started, by)
 		if err == nil {
 			t.Errorf("Start on GPUs a stopping victim still holds succeeded")
@@ -362,10 +354,10 @@ func testPreempt(t *testing.T, s *suite) {
 	if a := allocOf(s.observe(), victim, 0); a != nil {
 		t.Fatalf("victim still there after settling: %+v", a)
 	}
-	s.apply(s.start("ws-preemptor", "r1", state.Placement{Node: node, GPUs: gpus}))
+	s.apply(s.start("ws-preemptor", "r1", drivers.Placement{Node: node, GPUs: gpus}))
 	s.settle()
 	a := allocOf(s.observe(), by, 0)
-	if a == nil || !slices.Equal(a.GPUs, gpus) || a.Phase != state.AllocRunning {
+	if a == nil || !slices.Equal(a.GPUs, gpus) || a.Phase != drivers.AllocRunning {
 		t.Errorf("preemptor: %+v, want running on %v", a, gpus)
 	}
 }
@@ -376,18 +368,18 @@ func testPreempt(t *testing.T, s *suite) {
 // says so (a new run ID, the new fingerprint).
 func testUpdate(t *testing.T, s *suite) {
 	node, gpus := s.freeGPUs(s.observe(), 2)
-	a := s.start("ws-update", "r1", state.Placement{Node: node, GPUs: gpus})
+	a := s.start("ws-update", "r1", drivers.Placement{Node: node, GPUs: gpus})
 	s.apply(a)
 	s.settle()
 	before := allocOf(s.observe(), a.Workspace, 0)
-	if before == nil || before.SpecHash != state.Fingerprint(&a.Spec.Spec) || before.Priority != s.tier.Spec.Value {
-		t.Fatalf("after Start: %+v, want spec hash %s and priority %d", before, state.Fingerprint(&a.Spec.Spec), s.tier.Spec.Value)
+	if before == nil || before.SpecHash != drivers.Fingerprint(&a.Spec.Spec) || before.Priority != s.tier.Spec.Value {
+		t.Fatalf("after Start: %+v, want spec hash %s and priority %d", before, drivers.Fingerprint(&a.Spec.Spec), s.tier.Spec.Value)
 	}
-	check := func(what string, restarted bool, hash string, prio int) *state.Alloc {
+	check := func(what string, restarted bool, hash string, prio int) *drivers.Alloc {
 		t.Helper()
 		got := allocOf(s.observe(), a.Workspace, 0)
 		switch {
-		case got == nil || got.Phase != state.AllocRunning || got.Node != node || !slices.Equal(got.GPUs, gpus):
+		case got == nil || got.Phase != drivers.AllocRunning || got.Node != node || !slices.Equal(got.GPUs, gpus):
 			t.Fatalf("after %s: %+v, want running on %s %v", what, got, node, gpus)
 		case !restarted && got.ID != before.ID:
 			t.Errorf("after %s the task was restarted (run %s, was %s); nothing it sees changed", what, got.ID, before.ID)
@@ -400,7 +392,7 @@ func testUpdate(t *testing.T, s *suite) {
 	}
 	// 1. A new revision alone.
 	up := a
-	up.Kind, up.Revision = state.ActionUpdate, "r2"
+	up.Kind, up.Revision = drivers.ActionUpdate, "r2"
 	s.apply(up)
 	s.settle()
 	check("a revision-only Update", false, before.SpecHash, s.tier.Spec.Value)
@@ -417,7 +409,7 @@ func testUpdate(t *testing.T, s *suite) {
 	up.Spec, up.Revision, up.Restarts = &ws, "r4", true
 	s.apply(up)
 	s.settle()
-	if got := check("a task Update", true, state.Fingerprint(&ws.Spec), higher.Spec.Value); got.Revision != "r4" {
+	if got := check("a task Update", true, drivers.Fingerprint(&ws.Spec), higher.Spec.Value); got.Revision != "r4" {
 		t.Errorf("after a task Update the revision is %q, want r4", got.Revision)
 	}
 }
@@ -432,7 +424,7 @@ func testExit(t *testing.T, s *suite) {
 	for _, code := range []int{0, 3} {
 		name := fmt.Sprintf("ws-exit-%d", code)
 		node, gpus := s.freeGPUs(s.observe(), 1)
-		a := s.start(name, "r1", state.Placement{Node: node, GPUs: gpus})
+		a := s.start(name, "r1", drivers.Placement{Node: node, GPUs: gpus})
 		s.apply(a)
 		s.settle()
 		if err := s.h.Exit(s.ctx, a.Workspace, code); err != nil {
@@ -449,8 +441,8 @@ func testExit(t *testing.T, s *suite) {
 			t.Fatalf("exit %d: not in Snapshot.Exits: %+v", code, snap.Exits)
 		case ex.Failed != (code != 0) || ex.ExitCode != code:
 			t.Errorf("exit %d: reported %+v", code, *ex)
-		case ex.SpecHash != state.Fingerprint(&a.Spec.Spec):
-			t.Errorf("exit %d: spec hash %s, want %s", code, ex.SpecHash, state.Fingerprint(&a.Spec.Spec))
+		case ex.SpecHash != drivers.Fingerprint(&a.Spec.Spec):
+			t.Errorf("exit %d: spec hash %s, want %s", code, ex.SpecHash, drivers.Fingerprint(&a.Spec.Spec))
 		}
 		// Nothing runs it again by itself.
 		s.settle()
@@ -462,7 +454,7 @@ func testExit(t *testing.T, s *suite) {
 			s.apply(a)
 			s.settle()
 			snap = s.observe()
-			if al := allocOf(snap, a.Workspace, 0); al == nil || al.Phase != state.AllocRunning {
+			if al := allocOf(snap, a.Workspace, 0); al == nil || al.Phase != drivers.AllocRunning {
 				t.Errorf("Start after exit: %+v, want running", al)
 			}
 			if ex := exitOf(snap, a.Workspace); ex != nil {
@@ -471,7 +463,7 @@ func testExit(t *testing.T, s *suite) {
 			continue
 		}
 		// A Stop clears the ended run.
-		s.apply(state.Action{Kind: state.ActionStop, Workspace: a.Workspace, Project: s.project})
+		s.apply(drivers.Action{Kind: drivers.ActionStop, Workspace: a.Workspace, Project: s.project})
 		s.settle()
 		if ex := exitOf(s.observe(), a.Workspace); ex != nil {
 			t.Errorf("Stop after exit: still reported: %+v", *ex)
@@ -493,7 +485,7 @@ func testUnplaceable(t *testing.T, s *suite) {
 			break
 		}
 	}
-	a := s.start("ws-unplaceable", "r1", state.Placement{Node: node})
+	a := s.start("ws-unplaceable", "r1", drivers.Placement{Node: node})
 	a.Spec.Spec.Resources = s.h.Unplaceable
 	s.started = append(s.started, a.Workspace)
 	err := s.h.Cluster.Apply(s.ctx, a)
@@ -513,7 +505,7 @@ func testUnplaceable(t *testing.T, s *suite) {
 	}
 }
 
-func exitOf(snap state.Snapshot, ref schema.Ref) *state.Exit {
+func exitOf(snap drivers.Snapshot, ref schema.Ref) *drivers.Exit {
 	for i := range snap.Exits {
 		if snap.Exits[i].Workspace == ref {
 			return &snap.Exits[i]
@@ -536,7 +528,7 @@ func testGang(t *testing.T, s *suite) {
 	}
 	n1, g1 := s.freeGPUs(snap, 2, n0)
 	ref := s.ref("ws-gang")
-	s.apply(s.start("ws-gang", "r1", state.Placement{Replica: 0, Node: n0, GPUs: g0}, state.Placement{Replica: 1, Node: n1, GPUs: g1}))
+	s.apply(s.start("ws-gang", "r1", drivers.Placement{Replica: 0, Node: n0, GPUs: g0}, drivers.Placement{Replica: 1, Node: n1, GPUs: g1}))
 	s.settle()
 	got := s.observe()
 	for r, want := range []struct {
@@ -553,22 +545,22 @@ func testGang(t *testing.T, s *suite) {
 func testErrors(t *testing.T, s *suite) {
 	snap := s.observe()
 	node, gpus := s.freeGPUs(snap, 2)
-	s.apply(s.start("ws-holder", "r1", state.Placement{Node: node, GPUs: gpus[:1]}))
+	s.apply(s.start("ws-holder", "r1", drivers.Placement{Node: node, GPUs: gpus[:1]}))
 	s.settle()
 	bad := *s.tier
 	bad.Spec.Value = 101
-	invalidTier := s.start("ws-bad-tier", "r1", state.Placement{Node: node, GPUs: gpus[1:]})
+	invalidTier := s.start("ws-bad-tier", "r1", drivers.Placement{Node: node, GPUs: gpus[1:]})
 	invalidTier.Tier = &bad
-	wait := state.Action{Kind: state.ActionWait, Workspace: s.ref("ws-wait"), Victims: []schema.Ref{s.ref("ws-holder")}}
+	wait := drivers.Action{Kind: drivers.ActionWait, Workspace: s.ref("ws-wait"), Victims: []schema.Ref{s.ref("ws-holder")}}
 	tests := map[string]struct {
-		a    state.Action
+		a    drivers.Action
 		want drivers.Class
 	}{
 		"priority out of range is invalid": {invalidTier, drivers.ClassInvalid},
 		"a Wait never reaches a driver":    {wait, drivers.ClassInvalid},
-		"held GPU is a conflict":           {s.start("ws-clash", "r1", state.Placement{Node: node, GPUs: gpus[:1]}), drivers.ClassConflict},
-		"unknown node is a conflict":       {s.start("ws-nowhere", "r1", state.Placement{Node: "no-such-node", GPUs: gpus[1:]}), drivers.ClassConflict},
-		"unknown GPU is a conflict":        {s.start("ws-ghost", "r1", state.Placement{Node: node, GPUs: []string{"GPU-no-such-device"}}), drivers.ClassConflict},
+		"held GPU is a conflict":           {s.start("ws-clash", "r1", drivers.Placement{Node: node, GPUs: gpus[:1]}), drivers.ClassConflict},
+		"unknown node is a conflict":       {s.start("ws-nowhere", "r1", drivers.Placement{Node: "no-such-node", GPUs: gpus[1:]}), drivers.ClassConflict},
+		"unknown GPU is a conflict":        {s.start("ws-ghost", "r1", drivers.Placement{Node: node, GPUs: []string{"GPU-no-such-device"}}), drivers.ClassConflict},
 	}
 	names := make([]string, 0, len(tests))
 	for name := range tests {
@@ -590,7 +582,7 @@ func testErrors(t *testing.T, s *suite) {
 	// Nothing of the refused actions may be left running.
 	after := s.observe()
 	for _, ref := range []string{"ws-bad-tier", "ws-clash", "ws-nowhere", "ws-ghost"} {
-		if a := allocOf(after, s.ref(ref), 0); a != nil && a.Phase != state.AllocStopping {
+		if a := allocOf(after, s.ref(ref), 0); a != nil && a.Phase != drivers.AllocStopping {
 			t.Errorf("refused %s left an allocation: %+v", ref, a)
 		}
 	}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 	"github.com/hashicorp/nomad/api"
 )
@@ -33,13 +32,13 @@ import (
 //     until it is gone. The loop's Wait barrier waits for that.
 //   - Purge deregisters a stopped job with purge, once the loop's prune
 //     delay has passed.
-func (d *Driver) Apply(ctx context.Context, a state.Action) error {
+func (d *Driver) Apply(ctx context.Context, a drivers.Action) error {
 	switch a.Kind {
-	case state.ActionStart, state.ActionUpdate:
+	case drivers.ActionStart, drivers.ActionUpdate:
 		return d.start(ctx, a)
-	case state.ActionStop, state.ActionPreempt:
+	case drivers.ActionStop, drivers.ActionPreempt:
 		return d.stop(ctx, a)
-	case state.ActionPurge:
+	case drivers.ActionPurge:
 		return d.purge(ctx, a)
 	}
 	return errorf(drivers.ClassInvalid, a.Workspace, "apply", "action %s never reaches a driver", a.Kind)
@@ -47,7 +46,7 @@ func (d *Driver) Apply(ctx context.Context, a state.Action) error {
 
 // namespaceOf returns the namespace of the action's workspace: from the
 // project spec when the action carries it, else where berth's job is.
-func (d *Driver) namespaceOf(ctx context.Context, a state.Action) (string, error) {
+func (d *Driver) namespaceOf(ctx context.Context, a drivers.Action) (string, error) {
 	if a.Project != nil {
 		return Namespace(a.Project), nil
 	}
@@ -66,7 +65,7 @@ func (d *Driver) namespaceOf(ctx context.Context, a state.Action) (string, error
 
 // ownedJob finds the job of a's workspace and checks it carries berth's
 // marker for that workspace. A nil job and nil error: there is no job.
-func (d *Driver) ownedJob(ctx context.Context, a state.Action, verb string) (ns, id string, job *api.Job, err error) {
+func (d *Driver) ownedJob(ctx context.Context, a drivers.Action, verb string) (ns, id string, job *api.Job, err error) {
 	ref := a.Workspace
 	ns, err = d.namespaceOf(ctx, a)
 	if err != nil || ns == "" {
@@ -86,7 +85,7 @@ func (d *Driver) ownedJob(ctx context.Context, a state.Action, verb string) (ns,
 	return ns, id, job, nil
 }
 
-func (d *Driver) stop(ctx context.Context, a state.Action) error {
+func (d *Driver) stop(ctx context.Context, a drivers.Action) error {
 	ref := a.Workspace
 	ns, id, job, err := d.ownedJob(ctx, a, a.Kind.String())
 	if err != nil || job == nil {
@@ -104,7 +103,7 @@ func (d *Driver) stop(ctx context.Context, a state.Action) error {
 // purge removes a stopped workspace's job for good (deregister with
 // purge). A job that is not stopped is refused: berth purges only what it
 // stopped earlier and the specs still leave out.
-func (d *Driver) purge(ctx context.Context, a state.Action) error {
+func (d *Driver) purge(ctx context.Context, a drivers.Action) error {
 	ref := a.Workspace
 	ns, id, job, err := d.ownedJob(ctx, a, "purge")
 	if err != nil || job == nil {
@@ -119,7 +118,7 @@ func (d *Driver) purge(ctx context.Context, a state.Action) error {
 	return nil
 }
 
-func (d *Driver) start(ctx context.Context, a state.Action) error {
+func (d *Driver) start(ctx context.Context, a drivers.Action) error {
 	ref := a.Workspace
 	if a.Project == nil {
 		return errorf(drivers.ClassInvalid, ref, "start", "a %s action needs the project spec", a.Kind)
@@ -153,7 +152,7 @@ func (d *Driver) start(ctx context.Context, a state.Action) error {
 
 // register is start's second half: with unseen, it takes the job for
 // absent without reading it.
-func (d *Driver) register(ctx context.Context, a state.Action, ns, id, op string, job *api.Job, pl []placed, unseen bool) error {
+func (d *Driver) register(ctx context.Context, a drivers.Action, ns, id, op string, job *api.Job, pl []placed, unseen bool) error {
 	ref := a.Workspace
 	var cur *api.Job
 	if !unseen {
@@ -260,7 +259,7 @@ func deref2(b *bool) bool { return b != nil && *b }
 
 // resolve maps placements to Nomad node IDs, reading the nodes again when
 // the last observation does not know one.
-func (d *Driver) resolve(ctx context.Context, a state.Action) ([]placed, error) {
+func (d *Driver) resolve(ctx context.Context, a drivers.Action) ([]placed, error) {
 	lookup := func() map[string]string {
 		d.mu.Lock()
 		defer d.mu.Unlock()

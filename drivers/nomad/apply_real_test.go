@@ -11,14 +11,13 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/internal/realnomad"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 	"github.com/hashicorp/nomad/api"
 )
 
 // realSmallStart is a 0-GPU start of workspace name in project
 // berth-real on node.
-func realSmallStart(name, node string) state.Action {
+func realSmallStart(name, node string) drivers.Action {
 	ws := &schema.Workspace{
 		Meta: schema.Meta{Name: name, Project: "berth-real"},
 		Spec: schema.WorkspaceSpec{
@@ -26,11 +25,11 @@ func realSmallStart(name, node string) state.Action {
 			Resources: schema.WorkResources{CPUMilli: 100, MemoryBytes: 32 << 20},
 		},
 	}
-	return state.Action{
-		Kind: state.ActionStart, Workspace: ws.Ref(), Spec: ws, Revision: "r1",
+	return drivers.Action{
+		Kind: drivers.ActionStart, Workspace: ws.Ref(), Spec: ws, Revision: "r1",
 		Project:    &schema.Project{Meta: schema.Meta{Name: "berth-real"}, Spec: schema.ProjectSpec{Tier: "medium"}},
 		Tier:       &schema.PriorityTier{Meta: schema.Meta{Name: "medium"}, Spec: schema.TierSpec{Value: 50}},
-		Placements: []state.Placement{{Node: node}},
+		Placements: []drivers.Placement{{Node: node}},
 	}
 }
 

@@ -9,18 +9,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/drivertest"
 	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/drivers/nomad/gpumeta"
 	"github.com/berth-dev/berth/drivers/nomad/nomadfake"
 	"github.com/berth-dev/berth/internal/realnomad"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 )
 
 // fakeCluster starts a fake Nomad holding nodes (with the topology
 // metadata `berth agent` would publish) and a driver over it.
-func fakeCluster(t testing.TB, nodes []state.Node) (*nomadfake.Server, *nomad.Driver) {
+func fakeCluster(t testing.TB, nodes []drivers.Node) (*nomadfake.Server, *nomad.Driver) {
 	t.Helper()
 	fake := nomadfake.New()
 	for n, node := range nodes {
@@ -44,7 +44,7 @@ func fakeCluster(t testing.TB, nodes []state.Node) (*nomadfake.Server, *nomad.Dr
 }
 
 func TestConformanceFake(t *testing.T) {
-	drivertest.Run(t, func(t *testing.T, nodes []state.Node) drivertest.Harness {
+	drivertest.Run(t, func(t *testing.T, nodes []drivers.Node) drivertest.Harness {
 		fake, d := fakeCluster(t, nodes)
 		return drivertest.Harness{
 			Cluster: d,
@@ -63,7 +63,7 @@ func TestConformanceFake(t *testing.T) {
 // NOMAD_ADDR (with NOMAD_TOKEN and the TLS variables). It starts and
 // stops jobs in the namespace berth-conformance.
 func TestRealConformance(t *testing.T) {
-	drivertest.Run(t, func(t *testing.T, _ []state.Node) drivertest.Harness {
+	drivertest.Run(t, func(t *testing.T, _ []drivers.Node) drivertest.Harness {
 		realnomad.Client(t) // skips without NOMAD_ADDR; cleans the agent before and after
 		d := newDriver(t, nomad.ConfigFromEnv(""))
 		dir := t.TempDir()
@@ -76,7 +76,7 @@ func TestRealConformance(t *testing.T) {
 					return err
 				}
 				defer os.Remove(filepath.Join(dir, ref.Name))
-				return waitFor(ctx, d, 30*time.Second, func(s state.Snapshot) bool {
+				return waitFor(ctx, d, 30*time.Second, func(s drivers.Snapshot) bool {
 					for _, e := range s.Exits {
 						if e.Workspace == ref {
 							return true
@@ -91,7 +91,7 @@ func TestRealConformance(t *testing.T) {
 }
 
 // waitFor observes until ok holds or within passes.
-func waitFor(ctx context.Context, d *nomad.Driver, within time.Duration, ok func(state.Snapshot) bool) error {
+func waitFor(ctx context.Context, d *nomad.Driver, within time.Duration, ok func(drivers.Snapshot) bool) error {
 	deadline := time.Now().Add(within)
 	for {
 		snap, err := d.Observe(ctx)
@@ -119,7 +119,7 @@ func settleReal(d *nomad.Driver) func(context.Context) error {
 			}
 			busy := false
 			for _, a := range snap.Allocs {
-				busy = busy || a.Phase != state.AllocRunning
+				busy = busy || a.Phase != drivers.AllocRunning
 			}
 			if !busy {
 				return nil

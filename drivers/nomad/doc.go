@@ -11,7 +11,7 @@
 // placement Nomad cannot make is withdrawn and reported ClassUnplaceable
 // with Nomad's own reason (FailedTGAllocs), and not registered again until
 // a backoff passes. Job meta carries the workspace's task fingerprint
-// (state.Fingerprint) and a hash of the task-visible job: a revision that
+// (drivers.Fingerprint) and a hash of the task-visible job: a revision that
 // changes neither registers nothing (a meta change would make Nomad
 // restart the task), a priority change is an in-place update, and a job
 // edited outside berth is reported as drift. Jobs are batch jobs: a task
@@ -26,5 +26,5 @@
 // It must never touch a job or namespace without berth's marker, never
 // rewrite the scheduler configuration unless asked (FixScheduler), never
 // print or log the ACL token, and never import package reconcile (it
-// satisfies reconcile.Cluster and reconcile.Store structurally).
+// satisfies drivers.Cluster and drivers.Store).
 package nomad

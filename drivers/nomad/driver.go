@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -20,7 +21,7 @@ const (
 	MetaGPUs      = "berth.gpus"
 	MetaReplica   = "berth.replica"
 	MetaNode      = "berth.node"
-	// MetaSpecHash is the workspace's state.Fingerprint; MetaJobHash the
+	// MetaSpecHash is the workspace's drivers.Fingerprint; MetaJobHash the
 	// hash of the job's task-visible parts as berth rendered them.
 	MetaSpecHash = "berth.spec-hash"
 	MetaJobHash  = "berth.job-hash"
@@ -93,8 +94,13 @@ func (c Config) String() string {
 // GoString keeps %#v from printing the token too.
 func (c Config) GoString() string { return c.String() }
 
-// Driver is berth's Nomad driver: it implements reconcile.Cluster
-// (Observe, Apply) and reconcile.Store (LoadHistory, SaveHistory). It is
+var (
+	_ drivers.Cluster = (*Driver)(nil)
+	_ drivers.Store   = (*Driver)(nil)
+)
+
+// Driver is berth's Nomad driver: it implements drivers.Cluster
+// (Observe, Apply) and drivers.Store (LoadHistory, SaveHistory). It is
 // safe for concurrent use.
 type Driver struct {
 	cfg    Config

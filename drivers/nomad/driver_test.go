@@ -21,7 +21,6 @@ import (
 	"github.com/berth-dev/berth/drivers/drivertest"
 	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/drivers/nomad/nomadfake"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -83,12 +82,12 @@ func TestObserveRecordedNomad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gpu := func(i, domain, numa int, pci string) state.GPU {
-		return state.GPU{ID: "GPU-fake-" + pci, Index: i, Model: "H100-fake", MemoryBytes: 81559 << 20, Domain: domain, NUMA: numa, Healthy: true}
+	gpu := func(i, domain, numa int, pci string) drivers.GPU {
+		return drivers.GPU{ID: "GPU-fake-" + pci, Index: i, Model: "H100-fake", MemoryBytes: 81559 << 20, Domain: domain, NUMA: numa, Healthy: true}
 	}
-	want := state.Snapshot{
+	want := drivers.Snapshot{
 		ObservedAt: snap.ObservedAt,
-		Nodes: []state.Node{{
+		Nodes: []drivers.Node{{
 			Name: "gpu-node-1", ID: nodeID, Pool: "default", Ready: true, Eligible: true,
 			// Nomad's CpuShares (MHz), memory and disk, none reserved; 2
 			// reservable cores of 2245 MHz each; its healthy drivers.
@@ -96,12 +95,12 @@ func TestObserveRecordedNomad(t *testing.T) {
 			Cores: 2, CPUPerCore: 2245,
 			Features: true, Drivers: []string{"exec", "java", "mock_driver", "raw_exec"}, HostVolumes: []string{},
 			// berth.gpu.topology "v1;pci=18,2a,ba,db;nvlink=0-1,2-3;numa=0:0-1,1:2-3"
-			GPUs: []state.GPU{gpu(0, 0, 0, "0"), gpu(1, 0, 0, "1"), gpu(2, 1, 1, "2"), gpu(3, 1, 1, "3")},
+			GPUs: []drivers.GPU{gpu(0, 0, 0, "0"), gpu(1, 0, 0, "1"), gpu(2, 1, 1, "2"), gpu(3, 1, 1, "3")},
 		}},
-		Allocs: []state.Alloc{{
+		Allocs: []drivers.Alloc{{
 			Workspace: schema.Ref{Project: "vision", Name: "ws-medium-train"}, Replica: 0, Node: "gpu-node-1",
 			GPUs: []string{"GPU-fake-3"}, CPUMilli: 200, MemoryBytes: 256 << 20, DiskBytes: 300 << 20,
-			Phase: state.AllocRunning, Revision: "1",
+			Phase: drivers.AllocRunning, Revision: "1",
 			StartedAt: time.Date(2026, 11, 29, 16, 26, 6, 676618170, time.UTC),
 			Priority:  50, ID: snap.Allocs[0].ID,
 		}},
@@ -131,7 +130,7 @@ func (h *hookFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Server.ServeHTTP(w, r)
 }
 
-func newHooked(t *testing.T) (*hookFake, *nomad.Driver, []state.Node) {
+func newHooked(t *testing.T) (*hookFake, *nomad.Driver, []drivers.Node) {
 	t.Helper()
 	nodes := drivertest.Nodes()
 	fake, _ := fakeCluster(t, nodes)
@@ -150,7 +149,7 @@ var (
 	project = &schema.Project{Meta: schema.Meta{Name: "vision"}, Spec: schema.ProjectSpec{Tier: "high", Description: "Vision team"}}
 )
 
-func startAction(name string, node string, gpus ...string) state.Action {
+func startAction(name string, node string, gpus ...string) drivers.Action {
 	ws := &schema.Workspace{
 		Meta: schema.Meta{Name: name, Project: "vision"},
 		Spec: schema.WorkspaceSpec{
@@ -160,9 +159,9 @@ func startAction(name string, node string, gpus ...string) state.Action {
 			Volumes:    []schema.VolumeMount{{Name: "datasets", MountPath: "/data", ReadOnly: true}},
 		},
 	}
-	return state.Action{
-		Kind: state.ActionStart, Workspace: ws.Ref(), Spec: ws, Project: project, Tier: tier, Revision: "abc123",
-		Placements: []state.Placement{{Node: node, GPUs: gpus}},
+	return drivers.Action{
+		Kind: drivers.ActionStart, Workspace: ws.Ref(), Spec: ws, Project: project, Tier: tier, Revision: "abc123",
+		Placements: []drivers.Placement{{Node: node, GPUs: gpus}},
 	}
 }
 
@@ -207,7 +206,7 @@ func TestStartRendersPinnedJob(t *testing.T) {
 		"type": "batch", "priority": 80,
 		"meta": map[string]string{
 			"berth.project": "vision", "berth.workspace": "train", "berth.revision": "abc123",
-			"berth.gpus": g[4].ID + "," + g[5].ID, "berth.spec-hash": state.Fingerprint(&startAction("train", "gpu-a", g[5].ID, g[4].ID).Spec.Spec),
+			"berth.gpus": g[4].ID + "," + g[5].ID, "berth.spec-hash": drivers.Fingerprint(&startAction("train", "gpu-a", g[5].ID, g[4].ID).Spec.Spec),
 			"berth.job-hash": j.Meta["berth.job-hash"],
 		},
 		"node":      api.Constraint{LTarget: "${node.unique.id}", Operand: "=", RTarget: "00000001-aaaa-4bbb-8ccc-000000000001"},
@@ -293,7 +292,7 @@ func TestEnforceIndexConflict(t *testing.T) {
 		}
 	}
 	a := startAction("train", "gpu-a", g[0].ID)
-	a.Kind, a.Revision, a.Restarts = state.ActionUpdate, "def456", true
+	a.Kind, a.Revision, a.Restarts = drivers.ActionUpdate, "def456", true
 	a.Spec.Spec.Task.Args = []string{"train.py", "--epochs=4"} // a task change: registered again
 	err := d.Apply(ctx, a)
 	if drivers.ClassOf(err) != drivers.ClassConflict || !strings.Contains(err.Error(), "Enforcing job modify index") {
@@ -311,7 +310,7 @@ func TestNeverTouchesForeignJobs(t *testing.T) {
 	if drivers.ClassOf(err) != drivers.ClassInvalid {
 		t.Errorf("Start over a foreign job: %v, want invalid", err)
 	}
-	err = d.Apply(ctx, state.Action{Kind: state.ActionStop, Workspace: schema.Ref{Project: "vision", Name: "train"}, Project: project})
+	err = d.Apply(ctx, drivers.Action{Kind: drivers.ActionStop, Workspace: schema.Ref{Project: "vision", Name: "train"}, Project: project})
 	if drivers.ClassOf(err) != drivers.ClassInvalid {
 		t.Errorf("Stop of a foreign job: %v, want invalid", err)
 	}
@@ -337,7 +336,7 @@ func TestPruneNamespaces(t *testing.T) {
 		t.Errorf("a namespace with jobs was deleted: %v %v", deleted, err)
 	}
 	ref := schema.Ref{Project: "vision", Name: "train"}
-	if err := d.Apply(ctx, state.Action{Kind: state.ActionStop, Workspace: ref, Project: project}); err != nil {
+	if err := d.Apply(ctx, drivers.Action{Kind: drivers.ActionStop, Workspace: ref, Project: project}); err != nil {
 		t.Fatal(err)
 	}
 	h.Settle()
@@ -367,17 +366,17 @@ func TestObserveTopologyAndForeignGPUs(t *testing.T) {
 	}
 	// Capacity as Nomad's scheduler counts it; on plain, less what the
 	// foreign job reserves (Nomad's defaults: 100 MHz, 300 MB, 300 MB).
-	features := func(n state.Node) state.Node {
+	features := func(n drivers.Node) drivers.Node {
 		n.Cores, n.CPUPerCore = 2, 2245
 		n.Features, n.Drivers, n.HostVolumes = true, []string{"docker", "exec", "raw_exec"}, []string{}
 		return n
 	}
-	want := []state.Node{
-		features(state.Node{Name: "down", ID: "n3", Pool: "default", Eligible: true, CPUMilli: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
-		features(state.Node{Name: "draining", ID: "n2", Pool: "default", Ready: true, CPUMilli: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
-		features(state.Node{Name: "plain", ID: "n1", Pool: "default", Ready: true, Eligible: true, TopologyGuessed: true,
+	want := []drivers.Node{
+		features(drivers.Node{Name: "down", ID: "n3", Pool: "default", Eligible: true, CPUMilli: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
+		features(drivers.Node{Name: "draining", ID: "n2", Pool: "default", Ready: true, CPUMilli: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
+		features(drivers.Node{Name: "plain", ID: "n1", Pool: "default", Ready: true, Eligible: true, TopologyGuessed: true,
 			CPUMilli: 4490 - 100, MemoryBytes: (24105 - 300) << 20, DiskBytes: (76790 - 300) << 20,
-			GPUs: []state.GPU{
+			GPUs: []drivers.GPU{
 				{ID: "GPU-a", Index: 0, Model: "H100-fake", MemoryBytes: 81559 << 20, Healthy: true},
 				{ID: "GPU-b", Index: 1, Model: "H100-fake", MemoryBytes: 81559 << 20, Healthy: false}, // a foreign job holds it
 				{ID: "GPU-c", Index: 2, Model: "H100-fake", MemoryBytes: 81559 << 20, Healthy: false},
@@ -485,11 +484,11 @@ func TestWatch(t *testing.T) {
 // BenchmarkObserve: one observation of a 64-node, 512-GPU cluster with
 // 256 running workspaces, over HTTP against the fake.
 func BenchmarkObserve(b *testing.B) {
-	var nodes []state.Node
+	var nodes []drivers.Node
 	for n := 0; n < 64; n++ {
-		node := state.Node{Name: fmt.Sprintf("gpu-%02d", n), Ready: true, Eligible: true}
+		node := drivers.Node{Name: fmt.Sprintf("gpu-%02d", n), Ready: true, Eligible: true}
 		for i := 0; i < 8; i++ {
-			node.GPUs = append(node.GPUs, state.GPU{ID: fmt.Sprintf("GPU-%02d-%d", n, i), Index: i, Domain: i / 4, NUMA: i / 4, Healthy: true})
+			node.GPUs = append(node.GPUs, drivers.GPU{ID: fmt.Sprintf("GPU-%02d-%d", n, i), Index: i, Domain: i / 4, NUMA: i / 4, Healthy: true})
 		}
 		nodes = append(nodes, node)
 	}
@@ -553,7 +552,7 @@ func TestEvictionsAreReported(t *testing.T) {
 	}
 	h.Settle()
 	snap, _ = d.Observe(ctx)
-	if len(snap.Allocs) != 1 || snap.Allocs[0].Phase != state.AllocRunning {
+	if len(snap.Allocs) != 1 || snap.Allocs[0].Phase != drivers.AllocRunning {
 		t.Errorf("after restarting: %+v", snap.Allocs)
 	}
 }
@@ -727,7 +726,7 @@ func requestsSince(h *hookFake, from int) []string {
 }
 
 // smallStart is a 0-GPU start that leaves room for many on one node.
-func smallStart(name string) state.Action {
+func smallStart(name string) drivers.Action {
 	a := startAction(name, "gpu-a")
 	a.Spec.Spec.Resources.CPUMilli, a.Spec.Spec.Resources.MemoryBytes = 100, 64<<20
 	return a

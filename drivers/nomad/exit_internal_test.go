@@ -3,7 +3,7 @@ package nomad
 import (
 	"testing"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/nomad/api"
@@ -31,7 +31,7 @@ func TestExitsOfGarbageCollectedJob(t *testing.T) {
 	lost := &api.Allocation{ID: "a1", Namespace: "p", JobID: "lost", ClientStatus: "lost", DesiredStatus: "run",
 		Job: &api.Job{JobModifyIndex: &jmi}}
 	got := exitsOf([]nodeData{{allocs: []*api.Allocation{lost}}}, berth)
-	want := []state.Exit{
+	want := []drivers.Exit{
 		{Workspace: schema.Ref{Project: "p", Name: "gone-bad"}, Failed: true, Message: "Nomad no longer has its allocations", SpecHash: "h-gone-bad"},
 		{Workspace: schema.Ref{Project: "p", Name: "gone-ok"}, Message: "Nomad no longer has its allocations", SpecHash: "h-gone-ok"},
 	}

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -26,7 +26,7 @@ import (
 // the JSON of the history's global fields (applied revision, usage time,
 // and the per-project usage unless it is too large for the head). Each
 // shard is a Variable at StatePath/<name> with one item, "history": the
-// base64 of the gzip of the JSON of a state.History holding only the
+// base64 of the gzip of the JSON of a drivers.History holding only the
 // workspaces (and, when usage is sharded, the projects) that hash to it.
 //
 // A shard's name is "<index>-<generation>-<hash>": hash is the first 16
@@ -83,8 +83,8 @@ func shardOf(key string, n int) int {
 }
 
 // globalOf returns h's global fields, with the usage when withUsage.
-func globalOf(h state.History, withUsage bool) state.History {
-	g := state.History{AppliedRevision: h.AppliedRevision, AppliedAt: h.AppliedAt, UsageAt: h.UsageAt}
+func globalOf(h drivers.History, withUsage bool) drivers.History {
+	g := drivers.History{AppliedRevision: h.AppliedRevision, AppliedAt: h.AppliedAt, UsageAt: h.UsageAt}
 	if withUsage {
 		g.Usage = h.Usage
 	}
@@ -95,8 +95,8 @@ func globalOf(h state.History, withUsage bool) state.History {
 // QueuedSince, Preempted and Borrowing by the hash of their workspace,
 // and Usage by the hash of its project when usageInShards. It reads h
 // and changes nothing.
-func splitHistory(h state.History, n int, usageInShards bool) ([][]byte, error) {
-	parts := make([]state.History, n)
+func splitHistory(h drivers.History, n int, usageInShards bool) ([][]byte, error) {
+	parts := make([]drivers.History, n)
 	for ref, t := range h.QueuedSince {
 		p := &parts[shardOf(ref.String(), n)]
 		if p.QueuedSince == nil {
@@ -107,7 +107,7 @@ func splitHistory(h state.History, n int, usageInShards bool) ([][]byte, error) 
 	for ref, pr := range h.Preempted {
 		p := &parts[shardOf(ref.String(), n)]
 		if p.Preempted == nil {
-			p.Preempted = map[schema.Ref]state.Preemption{}
+			p.Preempted = map[schema.Ref]drivers.Preemption{}
 		}
 		p.Preempted[ref] = pr
 	}
@@ -141,19 +141,19 @@ func splitHistory(h state.History, n int, usageInShards bool) ([][]byte, error) 
 // shardJSON is a shard's History without the global fields, so that a
 // shard's JSON (and its name) changes only with its own entries.
 type shardBody struct {
-	Usage       map[string]float64              `json:"usage,omitempty"`
-	QueuedSince map[schema.Ref]time.Time        `json:"queuedSince,omitempty"`
-	Preempted   map[schema.Ref]state.Preemption `json:"preempted,omitempty"`
-	Borrowing   map[schema.Ref]bool             `json:"borrowing,omitempty"`
+	Usage       map[string]float64                `json:"usage,omitempty"`
+	QueuedSince map[schema.Ref]time.Time          `json:"queuedSince,omitempty"`
+	Preempted   map[schema.Ref]drivers.Preemption `json:"preempted,omitempty"`
+	Borrowing   map[schema.Ref]bool               `json:"borrowing,omitempty"`
 }
 
-func shardJSON(h state.History) shardBody {
+func shardJSON(h drivers.History) shardBody {
 	return shardBody{Usage: h.Usage, QueuedSince: h.QueuedSince, Preempted: h.Preempted, Borrowing: h.Borrowing}
 }
 
 // mergeShard adds a shard's entries to h. Each entry is in one shard
 // only; a key seen twice is a damaged history.
-func mergeShard(h *state.History, b []byte) error {
+func mergeShard(h *drivers.History, b []byte) error {
 	var s shardBody
 	if err := json.Unmarshal(b, &s); err != nil {
 		return err

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/nomad/gpumeta"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 	"github.com/hashicorp/nomad/api"
 )
@@ -38,7 +38,7 @@ type nodeData struct {
 // the ones a start reads before registering (any other is registered
 // with EnforceIndex 0), and the namespaces ensured in the last cycle are
 // checked again.
-func (d *Driver) Observe(ctx context.Context) (state.Snapshot, error) {
+func (d *Driver) Observe(ctx context.Context) (drivers.Snapshot, error) {
 	d.forgetNamespaces()
 	var last error
 	for attempt := 0; attempt < 3; attempt++ {
@@ -47,18 +47,18 @@ func (d *Driver) Observe(ctx context.Context) (state.Snapshot, error) {
 			return snap, nil
 		}
 		if !retry {
-			return state.Snapshot{}, err
+			return drivers.Snapshot{}, err
 		}
 		last = err // something vanished between two reads: read again
 	}
-	return state.Snapshot{}, last
+	return drivers.Snapshot{}, last
 }
 
-func (d *Driver) observe(ctx context.Context) (state.Snapshot, bool, error) {
+func (d *Driver) observe(ctx context.Context) (drivers.Snapshot, bool, error) {
 	now := d.cfg.Now()
 	stubs, qm, err := d.client.Nodes().List(d.q(ctx, ""))
 	if err != nil {
-		return state.Snapshot{}, false, wrap(err, schema.Ref{}, "list nodes")
+		return drivers.Snapshot{}, false, wrap(err, schema.Ref{}, "list nodes")
 	}
 	index := qm.LastIndex
 	data := make([]nodeData, len(stubs))
@@ -87,13 +87,13 @@ func (d *Driver) observe(ctx context.Context) (state.Snapshot, bool, error) {
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return state.Snapshot{}, isNotFound(err), err
+			return drivers.Snapshot{}, isNotFound(err), err
 		}
 	}
 	jobs, jqm, err := d.client.Jobs().ListOptions(&api.JobListOptions{Fields: &api.JobListFields{Meta: true}},
 		(&api.QueryOptions{Namespace: "*", Filter: berthFilter}).WithContext(ctx))
 	if err != nil {
-		return state.Snapshot{}, false, wrap(err, schema.Ref{}, "list berth's jobs")
+		return drivers.Snapshot{}, false, wrap(err, schema.Ref{}, "list berth's jobs")
 	}
 	index = max(index, jqm.LastIndex)
 	berth := map[[2]string]*api.JobListStub{}
@@ -105,7 +105,7 @@ func (d *Driver) observe(ctx context.Context) (state.Snapshot, bool, error) {
 		}
 	}
 
-	snap := state.Snapshot{ObservedAt: now}
+	snap := drivers.Snapshot{ObservedAt: now}
 	ids := map[string]string{}
 	var evicted []Eviction
 	for _, nd := range data {
@@ -146,9 +146,9 @@ func (d *Driver) observe(ctx context.Context) (state.Snapshot, bool, error) {
 
 // buildNode turns one Nomad node and its allocations into berth's node
 // and berth's allocations on it.
-func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (out state.Node, allocs []state.Alloc, evicted []Eviction) {
+func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (out drivers.Node, allocs []drivers.Alloc, evicted []Eviction) {
 	n := nd.node
-	out = state.Node{
+	out = drivers.Node{
 		Name: n.Name, ID: n.ID, Pool: n.NodePool,
 		Ready:    n.Status == "ready",
 		Eligible: n.SchedulingEligibility == "eligible" && !n.Drain && n.DrainStrategy == nil,
@@ -263,7 +263,7 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (out state.Nod
 		byIndex[g.Index] = g
 	}
 	for _, in := range insts {
-		g := state.GPU{
+		g := drivers.GPU{
 			ID: in.inst.ID, Index: in.index, Model: in.dev.Name, MemoryBytes: in.mem,
 			Healthy: in.inst.Healthy && !held[in.inst.ID],
 		}
@@ -325,12 +325,12 @@ func ownerOf(a *api.Allocation, berth map[[2]string]*api.JobListStub) *api.JobLi
 	return nil
 }
 
-func buildAlloc(a *api.Allocation, stub *api.JobListStub, n *api.Node) state.Alloc {
+func buildAlloc(a *api.Allocation, stub *api.JobListStub, n *api.Node) drivers.Alloc {
 	meta := stub.Meta
 	if a.Job != nil && isBerths(a.Job.Meta) {
 		meta = a.Job.Meta // the version the allocation runs
 	}
-	out := state.Alloc{
+	out := drivers.Alloc{
 		Workspace: refOf(meta),
 		Replica:   replicaOf(a),
 		Node:      n.Name,
@@ -358,11 +358,11 @@ func buildAlloc(a *api.Allocation, stub *api.JobListStub, n *api.Node) state.All
 	out.CPUMilli, out.MemoryBytes, out.DiskBytes, out.Cores = r.CPUMilli, r.MemoryBytes, r.DiskBytes, r.Cores
 	switch {
 	case a.DesiredStatus != "run" || stub.Stop:
-		out.Phase = state.AllocStopping
+		out.Phase = drivers.AllocStopping
 	case a.ClientStatus == "running":
-		out.Phase = state.AllocRunning
+		out.Phase = drivers.AllocRunning
 	default:
-		out.Phase = state.AllocStarting
+		out.Phase = drivers.AllocStarting
 	}
 	return out
 }
@@ -370,8 +370,8 @@ func buildAlloc(a *api.Allocation, stub *api.JobListStub, n *api.Node) state.All
 // allocResources is what an allocation holds on its node, as Nomad's
 // scheduler counts it: its tasks' CPU shares (exclusive cores' shares
 // included), exclusive cores and memory, and its group's ephemeral disk.
-func allocResources(a *api.Allocation) state.Alloc {
-	var out state.Alloc
+func allocResources(a *api.Allocation) drivers.Alloc {
+	var out drivers.Alloc
 	r := a.AllocatedResources
 	if r == nil {
 		return out
@@ -478,7 +478,7 @@ func unitBytes(u string) int64 {
 // allocations of a dead job, the job summary says whether any failed.
 // Runs the cluster ended (a lost node, an eviction) are not exits: berth
 // starts those again.
-func exitsOf(data []nodeData, berth map[[2]string]*api.JobListStub) []state.Exit {
+func exitsOf(data []nodeData, berth map[[2]string]*api.JobListStub) []drivers.Exit {
 	ended := map[[2]string][]*api.Allocation{}
 	live, seen := map[[2]string]bool{}, map[[2]string]bool{}
 	for _, nd := range data {
@@ -495,13 +495,13 @@ func exitsOf(data []nodeData, berth map[[2]string]*api.JobListStub) []state.Exit
 			}
 		}
 	}
-	var out []state.Exit
+	var out []drivers.Exit
 	for k, st := range berth {
 		allocs := ended[k]
 		if st.Stop || live[k] || (len(allocs) == 0 && (st.Status != "dead" || seen[k])) {
 			continue // running, stopped, or no run of its current version ended
 		}
-		ex := state.Exit{Workspace: refOf(st.Meta), SpecHash: st.Meta[MetaSpecHash]}
+		ex := drivers.Exit{Workspace: refOf(st.Meta), SpecHash: st.Meta[MetaSpecHash]}
 		sort.Slice(allocs, func(i, j int) bool { return allocs[i].ID < allocs[j].ID })
 		byCluster := len(allocs) > 0
 		for _, a := range allocs {

@@ -3,7 +3,7 @@ package nomad_test
 import (
 	"testing"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 	"github.com/hashicorp/nomad/api"
 )
@@ -16,11 +16,11 @@ func TestPurgeOnlyStoppedJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := schema.Ref{Project: "vision", Name: "train"}
-	purge := state.Action{Kind: state.ActionPurge, Workspace: ref}
+	purge := drivers.Action{Kind: drivers.ActionPurge, Workspace: ref}
 	if err := d.Apply(ctx, purge); err == nil {
 		t.Fatal("purged a running job")
 	}
-	if err := d.Apply(ctx, state.Action{Kind: state.ActionStop, Workspace: ref, Project: project}); err != nil {
+	if err := d.Apply(ctx, drivers.Action{Kind: drivers.ActionStop, Workspace: ref, Project: project}); err != nil {
 		t.Fatal(err)
 	}
 	h.Settle()

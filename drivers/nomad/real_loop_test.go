@@ -12,7 +12,6 @@ import (
 	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/internal/realnomad"
 	"github.com/berth-dev/berth/reconcile"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 	"github.com/hashicorp/nomad/api"
 )
@@ -132,7 +131,7 @@ func (r *realLoop) job(name string) (allocs []string, version uint64) {
 func countUpdates(res []reconcile.Result) (n int) {
 	for _, r := range res {
 		for _, a := range r.Applied {
-			if a.Kind == state.ActionUpdate {
+			if a.Kind == drivers.ActionUpdate {
 				n++
 			}
 		}
@@ -223,7 +222,7 @@ func TestRealExitIsNotLooped(t *testing.T) {
 	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
 		res, _ := r.loop.Once(ctx)
 		for _, a := range res.Applied {
-			if a.Kind == state.ActionStart {
+			if a.Kind == drivers.ActionStart {
 				starts++
 			}
 		}
@@ -255,10 +254,10 @@ func TestRealUnplaceableStartCarriesNomadsReason(t *testing.T) {
 	ws := &schema.Workspace{Meta: schema.Meta{Name: "huge", Project: "berth-real"}, Spec: schema.WorkspaceSpec{
 		State: schema.DesiredRunning, Task: schema.Task{Driver: "raw_exec", Command: "/bin/sleep", Args: []string{"3600"}},
 		Resources: schema.WorkResources{MemoryBytes: 1 << 50}}}
-	a := state.Action{Kind: state.ActionStart, Workspace: ws.Ref(), Spec: ws, Revision: "r1",
+	a := drivers.Action{Kind: drivers.ActionStart, Workspace: ws.Ref(), Spec: ws, Revision: "r1",
 		Project:    &schema.Project{Meta: schema.Meta{Name: "berth-real"}, Spec: schema.ProjectSpec{Tier: "medium"}},
 		Tier:       &schema.PriorityTier{Meta: schema.Meta{Name: "medium"}, Spec: schema.TierSpec{Value: 50}},
-		Placements: []state.Placement{{Node: snap.Nodes[0].Name}}}
+		Placements: []drivers.Placement{{Node: snap.Nodes[0].Name}}}
 	start := time.Now()
 	err = d.Apply(ctx, a)
 	if drivers.ClassOf(err) != drivers.ClassUnplaceable || !strings.Contains(err.Error(), "memory exhausted") || strings.Contains(err.Error(), "GPU") {
@@ -272,10 +271,10 @@ func TestRealUnplaceableStartCarriesNomadsReason(t *testing.T) {
 }
 
 // driftRunning reports whether workspace name runs with drift reported.
-func driftRunning(name string) func(state.Snapshot) bool {
-	return func(s state.Snapshot) bool {
+func driftRunning(name string) func(drivers.Snapshot) bool {
+	return func(s drivers.Snapshot) bool {
 		for _, a := range s.Allocs {
-			if a.Workspace.Name == name && a.Drift != "" && a.Phase == state.AllocRunning {
+			if a.Workspace.Name == name && a.Drift != "" && a.Phase == drivers.AllocRunning {
 				return true
 			}
 		}
@@ -319,7 +318,7 @@ func TestRealDriftIsPutBack(t *testing.T) {
 	drift := false
 	for _, rs := range res {
 		for _, a := range rs.Applied {
-			drift = drift || a.Kind == state.ActionUpdate && a.Restarts && strings.Contains(a.Reason, "drift")
+			drift = drift || a.Kind == drivers.ActionUpdate && a.Restarts && strings.Contains(a.Reason, "drift")
 		}
 	}
 	if !drift {
@@ -327,7 +326,7 @@ func TestRealDriftIsPutBack(t *testing.T) {
 	}
 	snap, _ := r.d.Observe(ctx)
 	for _, a := range snap.Allocs {
-		if a.Drift != "" && a.Phase != state.AllocStopping {
+		if a.Drift != "" && a.Phase != drivers.AllocStopping {
 			t.Errorf("still drift after putting it back: %+v", a)
 		}
 	}
@@ -390,7 +389,7 @@ func TestRealDriftIsPutBack(t *testing.T) {
 			return false
 		}
 		for _, a := range s.Allocs {
-			if a.Workspace.Name == "d" && a.Phase == state.AllocRunning && a.Drift == "" && len(a.GPUs) == 1 {
+			if a.Workspace.Name == "d" && a.Phase == drivers.AllocRunning && a.Drift == "" && len(a.GPUs) == 1 {
 				j, _, err := r.c.Jobs().Info("d", q)
 				return err == nil && j.TaskGroups[0].Meta[nomad.MetaGPUs] == a.GPUs[0] &&
 					j.TaskGroups[0].Tasks[0].Resources.Devices[0].Constraints[0].RTarget == a.GPUs[0]

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 	"github.com/hashicorp/nomad/api"
 )
@@ -40,7 +39,7 @@ const mib = 1 << 20
 
 // placed is one placement with the node's Nomad ID resolved.
 type placed struct {
-	state.Placement
+	drivers.Placement
 	NodeID string
 }
 
@@ -49,14 +48,14 @@ type placed struct {
 // exact GPUs (device "nvidia/gpu", count and ${device.ids}
 // set_contains_any), with berth's marker meta. It is pure.
 //
-// Job meta carries MetaSpecHash, the workspace's state.Fingerprint (what
+// Job meta carries MetaSpecHash, the workspace's drivers.Fingerprint (what
 // its task sees), and MetaJobHash, the hash of the task-visible parts of
 // the job as rendered (jobHash), so a job changed outside berth is seen
 // as drift. Every job is a batch job: a task that exits 0 completes; one
 // that fails is restarted in place (same node, same GPUs) by Nomad's
 // restart block only when the spec asks for restartOnFailure, a bounded
 // number of times with a delay, and then fails. Nomad never moves it.
-func renderJob(a state.Action, ns string, pl []placed, datacenters []string, restartDelay time.Duration) (*api.Job, error) {
+func renderJob(a drivers.Action, ns string, pl []placed, datacenters []string, restartDelay time.Duration) (*api.Job, error) {
 	ref := a.Workspace
 	if a.Spec == nil || a.Project == nil || a.Tier == nil {
 		return nil, errorf(drivers.ClassInvalid, ref, "render job", "a %s action needs the workspace, project and tier specs", a.Kind)
@@ -141,7 +140,7 @@ func renderJob(a state.Action, ns string, pl []placed, datacenters []string, res
 		}
 		job.TaskGroups = append(job.TaskGroups, tg)
 	}
-	job.Meta[MetaSpecHash] = state.Fingerprint(&a.Spec.Spec)
+	job.Meta[MetaSpecHash] = drivers.Fingerprint(&a.Spec.Spec)
 	job.Meta[MetaJobHash] = jobHash(job)
 	return job, nil
 }

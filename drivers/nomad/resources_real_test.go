@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/internal/realnomad"
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/reconcile"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 	"github.com/hashicorp/nomad/api"
 )
@@ -85,7 +85,7 @@ func predict(t *testing.T, d *nomad.Driver, dir string) policies.Decision {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return policies.Decide(policies.Input{Specs: set, Snapshot: &snap, History: &state.History{}, Now: snap.ObservedAt})
+	return policies.Decide(policies.Input{Specs: set, Snapshot: &snap, History: &drivers.History{}, Now: snap.ObservedAt})
 }
 
 // runningAlloc waits until workspace name's job has a running

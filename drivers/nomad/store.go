@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/berth-dev/berth/drivers"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 	"github.com/hashicorp/nomad/api"
 )
@@ -46,13 +45,13 @@ const variableParallel = 8
 // one save whole, never a mix of two: a shard that a concurrent save
 // deleted makes it read the new head and start over. It reads the head
 // and only the shards this driver has not read or written before.
-func (d *Driver) LoadHistory(ctx context.Context) (state.History, error) {
+func (d *Driver) LoadHistory(ctx context.Context) (drivers.History, error) {
 	d.storeMu.Lock()
 	defer d.storeMu.Unlock()
 	var err error
 	for try := 0; try < loadTries; try++ {
 		var (
-			h     state.History
+			h     drivers.History
 			st    storedHistory
 			again bool
 		)
@@ -65,12 +64,12 @@ func (d *Driver) LoadHistory(ctx context.Context) (state.History, error) {
 			break
 		}
 	}
-	return state.History{}, err
+	return drivers.History{}, err
 }
 
 // loadOnce reads the head and its shards. again reports a shard the head
 // names that is gone: a save committed a newer head meanwhile.
-func (d *Driver) loadOnce(ctx context.Context) (h state.History, st storedHistory, again bool, err error) {
+func (d *Driver) loadOnce(ctx context.Context) (h drivers.History, st storedHistory, again bool, err error) {
 	op := "read variable " + d.cfg.StatePath
 	v, _, err := d.client.Variables().Peek(d.cfg.StatePath, d.q(ctx, d.cfg.StateNamespace))
 	if err != nil {
@@ -86,7 +85,7 @@ func (d *Driver) loadOnce(ctx context.Context) (h state.History, st storedHistor
 		st.legacy = true
 		if raw := v.Items[legacyItem]; raw != "" {
 			if err := json.Unmarshal([]byte(raw), &h); err != nil {
-				return state.History{}, st, false, damaged(d.cfg.StatePath, "item %q is not a history: %v", legacyItem, err)
+				return drivers.History{}, st, false, damaged(d.cfg.StatePath, "item %q is not a history: %v", legacyItem, err)
 			}
 		}
 		return h, st, false, nil
@@ -169,7 +168,7 @@ func damaged(path, format string, args ...any) error {
 // doubles when a shard outgrows a Variable and halves when the shards are
 // less than a quarter full; shards no head names are deleted after the
 // head is written. h is not changed.
-func (d *Driver) SaveHistory(ctx context.Context, h state.History) error {
+func (d *Driver) SaveHistory(ctx context.Context, h drivers.History) error {
 	d.storeMu.Lock()
 	defer d.storeMu.Unlock()
 	op := "write variable " + d.cfg.StatePath
@@ -302,7 +301,7 @@ type savePlan struct {
 // planSave lays h out over shards, as few as fit, reusing st's shard
 // count while it fits (grow when a shard overflows, shrink when all are
 // under a quarter full). It does no I/O.
-func planSave(h state.History, st storedHistory) (savePlan, error) {
+func planSave(h drivers.History, st storedHistory) (savePlan, error) {
 	var p savePlan
 	g, err := json.Marshal(globalOf(h, true))
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/drivers/nomad/nomadfake"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -28,14 +27,14 @@ const historyPath = "berth/state/history"
 // bigHistory returns the history of n workspaces over n/50+1 projects as
 // a loop leaves it: every workspace queued or running (half of the
 // running ones borrowing), one in ten preempted, times to the nanosecond.
-func bigHistory(n int, seed uint64) state.History {
+func bigHistory(n int, seed uint64) drivers.History {
 	r := rand.New(rand.NewPCG(seed, 1))
 	at := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
-	h := state.History{
+	h := drivers.History{
 		AppliedRevision: "3f2a9c1e0b7d4a5f8e6c2b1a0d9e8f7c6b5a4d3e", AppliedAt: at, UsageAt: at,
 		Usage:       map[string]float64{},
 		QueuedSince: map[schema.Ref]time.Time{},
-		Preempted:   map[schema.Ref]state.Preemption{},
+		Preempted:   map[schema.Ref]drivers.Preemption{},
 		Borrowing:   map[schema.Ref]bool{},
 	}
 	for i := range n {
@@ -47,7 +46,7 @@ func bigHistory(n int, seed uint64) state.History {
 		case i%10 == 0:
 			by := schema.Ref{Project: "team-000", Name: fmt.Sprintf("train-%05d", r.IntN(n))}
 			h.QueuedSince[ref] = since
-			h.Preempted[ref] = state.Preemption{Victim: ref, By: by, At: since, Reason: "tier high (80) preempts tier medium (50) on node-7 GPUs 0-3"}
+			h.Preempted[ref] = drivers.Preemption{Victim: ref, By: by, At: since, Reason: "tier high (80) preempts tier medium (50) on node-7 GPUs 0-3"}
 		case i%2 == 0:
 			h.QueuedSince[ref] = since
 		default:
@@ -108,11 +107,11 @@ func TestHistoryInVariables(t *testing.T) {
 		t.Fatalf("empty store: %+v, %v", h, err)
 	}
 	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	h = state.History{
+	h = drivers.History{
 		UsageAt:     at,
 		Usage:       map[string]float64{"vision": 3600},
 		QueuedSince: map[schema.Ref]time.Time{{Project: "vision", Name: "train"}: at},
-		Preempted:   map[schema.Ref]state.Preemption{{Project: "vision", Name: "train"}: {Victim: schema.Ref{Project: "vision", Name: "train"}, By: schema.Ref{Project: "nlp", Name: "big"}, At: at, Reason: "tier high > low"}},
+		Preempted:   map[schema.Ref]drivers.Preemption{{Project: "vision", Name: "train"}: {Victim: schema.Ref{Project: "vision", Name: "train"}, By: schema.Ref{Project: "nlp", Name: "big"}, At: at, Reason: "tier high > low"}},
 		Borrowing:   map[schema.Ref]bool{{Project: "nlp", Name: "big"}: false, {Project: "nlp", Name: "extra"}: true},
 	}
 	if err := a.SaveHistory(ctx, h); err != nil {
@@ -131,7 +130,7 @@ func TestHistoryInVariables(t *testing.T) {
 	}
 	// a saw the head at index N; b wrote N+1: a's write must not
 	// overwrite b's, even a write of what a saved before.
-	for _, save := range []state.History{h, got} {
+	for _, save := range []drivers.History{h, got} {
 		if err := a.SaveHistory(ctx, save); drivers.ClassOf(err) != drivers.ClassConflict {
 			t.Fatalf("stale SaveHistory = %v, want a conflict", err)
 		}
@@ -269,7 +268,7 @@ func TestHistoryUsageMovesToShards(t *testing.T) {
 	a := historyStore(t, url)
 	at := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
 	for _, projects := range []int{3, 4000, 3} {
-		h := state.History{UsageAt: at, Usage: map[string]float64{}}
+		h := drivers.History{UsageAt: at, Usage: map[string]float64{}}
 		for p := range projects {
 			h.Usage[fmt.Sprintf("project-with-a-long-name-%05d", p)] = float64(p) + 0.123456789
 		}
@@ -454,7 +453,7 @@ func TestHistoryUpgradesSingleVariable(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	want := state.History{
+	want := drivers.History{
 		AppliedRevision: "abc", UsageAt: at, Usage: map[string]float64{"vision": 3600},
 		QueuedSince: map[schema.Ref]time.Time{{Project: "vision", Name: "train"}: at.Add(-time.Hour)},
 		Borrowing:   map[schema.Ref]bool{{Project: "nlp", Name: "big"}: true},
@@ -526,12 +525,12 @@ func TestHistoryStoreProperty(t *testing.T) {
 		srv := httptest.NewServer(fake)
 		defer srv.Close()
 		d := historyStore(t, srv.URL)
-		var last state.History
+		var last drivers.History
 		for step := range rapid.IntRange(1, 3).Draw(rt, "saves") {
 			n := rapid.SampledFrom([]int{0, 1, 50, 4000}).Draw(rt, fmt.Sprint("workspaces", step))
 			last = bigHistory(n, rapid.Uint64().Draw(rt, fmt.Sprint("seed", step)))
 			if n == 0 {
-				last = state.History{}
+				last = drivers.History{}
 			}
 			if err := d.SaveHistory(ctx, last); err != nil {
 				rt.Fatal(err)

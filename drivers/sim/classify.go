@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/berth-dev/berth/drivers"
-	"github.com/berth-dev/berth/reconcile/state"
 )
 
 // errInvalid marks what a real cluster would refuse outright;
@@ -18,7 +17,7 @@ var (
 // validate refuses what Nomad's job validation refuses: a priority
 // outside 1-100 (when the action carries its tier), a Start without
 // spec or placement.
-func validate(a state.Action) error {
+func validate(a drivers.Action) error {
 	switch {
 	case a.Spec == nil:
 		return fmt.Errorf("%w: start needs the workspace spec", errInvalid)
@@ -34,15 +33,15 @@ func validate(a state.Action) error {
 // or an invalid Start is invalid; a Start the cluster's state refuses (a
 // GPU held, a node gone or draining, a run still stopping) is a conflict.
 // Injected faults stay unclassified, that is transient.
-func classify(a state.Action, err error) error {
+func classify(a drivers.Action, err error) error {
 	switch {
 	case errors.Is(err, ErrInjected):
 		return err
 	case errors.Is(err, errUnplaceable):
 		return &drivers.Error{Class: drivers.ClassUnplaceable, Op: "sim: " + a.Kind.String(), Workspace: a.Workspace, Err: err}
-	case a.Kind == state.ActionWait || errors.Is(err, errInvalid):
+	case a.Kind == drivers.ActionWait || errors.Is(err, errInvalid):
 		return &drivers.Error{Class: drivers.ClassInvalid, Op: "sim: " + a.Kind.String(), Workspace: a.Workspace, Err: err}
-	case a.Kind == state.ActionStart:
+	case a.Kind == drivers.ActionStart:
 		return &drivers.Error{Class: drivers.ClassConflict, Op: "sim: " + a.Kind.String(), Workspace: a.Workspace, Err: err}
 	}
 	return err

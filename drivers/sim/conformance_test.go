@@ -5,15 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/drivertest"
 	"github.com/berth-dev/berth/drivers/sim"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 )
 
 // TestConformance runs the driver conformance suite against the simulator.
 func TestConformance(t *testing.T) {
-	drivertest.Run(t, func(t *testing.T, nodes []state.Node) drivertest.Harness {
+	drivertest.Run(t, func(t *testing.T, nodes []drivers.Node) drivertest.Harness {
 		clock := sim.NewManualClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 		for i := range nodes {
 			nodes[i].MemoryBytes = 1 << 40

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 	"sigs.k8s.io/yaml"
 )
@@ -43,7 +43,7 @@ type Spec struct {
 	// after its signal; a grace period shorter than this loses the work
 	// since the last periodic checkpoint.
 	CheckpointTime time.Duration
-	Nodes          []state.Node
+	Nodes          []drivers.Node
 }
 
 // Default timings of a simulated workspace.
@@ -166,7 +166,7 @@ func Parse(b []byte) (*Spec, error) {
 	return spec, nil
 }
 
-func expandNode(ns nodeSpec) ([]state.Node, error) {
+func expandNode(ns nodeSpec) ([]drivers.Node, error) {
 	if ns.Name == "" {
 		return nil, fmt.Errorf("name is required")
 	}
@@ -204,13 +204,13 @@ func expandNode(ns nodeSpec) ([]state.Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
 	}
-	var out []state.Node
+	var out []drivers.Node
 	for k := 1; k <= count; k++ {
 		name := ns.Name
 		if count > 1 {
 			name = fmt.Sprintf("%s-%d", ns.Name, k)
 		}
-		n := state.Node{Name: name, ID: name, Pool: ns.Pool, Ready: true, Eligible: true, CPUMilli: cpuMilli, MemoryBytes: memBytes}
+		n := drivers.Node{Name: name, ID: name, Pool: ns.Pool, Ready: true, Eligible: true, CPUMilli: cpuMilli, MemoryBytes: memBytes}
 		// A simulated core is 1000 MHz of shares: cpu: 32 offers 32
 		// exclusive cores, or 32000 MHz of shares.
 		if cpuMilli >= 1000 {
@@ -230,7 +230,7 @@ func expandNode(ns nodeSpec) ([]state.Node, error) {
 			}
 			for range c {
 				idx := len(n.GPUs)
-				n.GPUs = append(n.GPUs, state.GPU{ID: gpuID(name, idx), Index: idx, Model: g.Model, MemoryBytes: mem, Domain: g.Domain, NUMA: g.NUMA, Healthy: true})
+				n.GPUs = append(n.GPUs, drivers.GPU{ID: gpuID(name, idx), Index: idx, Model: g.Model, MemoryBytes: mem, Domain: g.Domain, NUMA: g.NUMA, Healthy: true})
 			}
 		}
 		out = append(out, n)

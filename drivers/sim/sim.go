@@ -12,12 +12,17 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 )
 
 // ErrInjected is the error an injected fault returns (wrapped).
 var ErrInjected = errors.New("sim: injected fault")
+
+var (
+	_ drivers.Cluster = (*Cluster)(nil)
+	_ drivers.Store   = (*Cluster)(nil)
+)
 
 // Cluster is a simulated cluster. It is safe for concurrent use. Time
 // moves with its Clock; the cluster catches up with it on every call.
@@ -32,7 +37,7 @@ type Cluster struct {
 	order  []schema.Ref
 	holder map[gpuKey]schema.Ref
 	// nodeCopy: the nodes as snapshots show them, until one changes.
-	nodeCopy []state.Node
+	nodeCopy []drivers.Node
 	// kept is the progress each workspace has saved over its finished runs.
 	kept map[schema.Ref]time.Duration
 	// lost is the work each workspace lost over its finished runs.
@@ -40,24 +45,24 @@ type Cluster struct {
 	// finished holds the GPU-seconds of runs that are over.
 	delivered, wasted float64
 
-	applied []state.Action
+	applied []drivers.Action
 
 	failApplies  int
 	failObserves int
-	applyFault   func(state.Action) error
+	applyFault   func(drivers.Action) error
 
 	history []byte // the reconciler's history, as JSON (a deep copy)
 
 	// exits are the runs that ended on their own (Exit), until the
 	// workspace is stopped or started again; seq numbers runs (Alloc.ID).
-	exits map[schema.Ref]state.Exit
+	exits map[schema.Ref]drivers.Exit
 	seq   int
 }
 
 // run is one run of a workspace: all its replicas, started together.
 type run struct {
 	ref      schema.Ref
-	allocs   []state.Alloc // Phase and progress fields are computed on observe
+	allocs   []drivers.Alloc // Phase and progress fields are computed on observe
 	gpus     int
 	revision string
 	specHash string
@@ -92,7 +97,7 @@ func New(spec Spec, clock Clock) *Cluster {
 		holder: map[gpuKey]schema.Ref{},
 		kept:   map[schema.Ref]time.Duration{},
 		lost:   map[schema.Ref]time.Duration{},
-		exits:  map[schema.Ref]state.Exit{},
+		exits:  map[schema.Ref]drivers.Exit{},
 	}
 }
 
@@ -160,19 +165,19 @@ func (c *Cluster) advance(now time.Time) {
 
 // Observe returns a complete snapshot at the cluster's now, or the
 // injected error.
-func (c *Cluster) Observe(ctx context.Context) (state.Snapshot, error) {
+func (c *Cluster) Observe(ctx context.Context) (drivers.Snapshot, error) {
 	if err := ctx.Err(); err != nil {
-		return state.Snapshot{}, err
+		return drivers.Snapshot{}, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.failObserves > 0 {
 		c.failObserves--
-		return state.Snapshot{}, fmt.Errorf("sim: observe: %w", ErrInjected)
+		return drivers.Snapshot{}, fmt.Errorf("sim: observe: %w", ErrInjected)
 	}
 	now := c.clock.Now()
 	c.advance(now)
-	// Nobody mutates a snapshot (state.Snapshot), so snapshots share one
+	// Nobody mutates a snapshot (drivers.Snapshot), so snapshots share one
 	// copy of the nodes until a node changes, and the allocations' GPU
 	// lists, which never change once started.
 	if c.nodeCopy == nil {
@@ -181,20 +186,20 @@ func (c *Cluster) Observe(ctx context.Context) (state.Snapshot, error) {
 			c.nodeCopy[i].GPUs = slices.Clone(c.nodeCopy[i].GPUs)
 		}
 	}
-	snap := state.Snapshot{ObservedAt: now, Nodes: c.nodeCopy}
+	snap := drivers.Snapshot{ObservedAt: now, Nodes: c.nodeCopy}
 	// Runs in Ref order, so the allocations come out sorted (replicas are
 	// appended in order) and a sort of the whole list is rarely needed.
 	if len(c.order) > 0 {
-		snap.Allocs = make([]state.Alloc, 0, len(c.order))
+		snap.Allocs = make([]drivers.Alloc, 0, len(c.order))
 	}
 	for _, ref := range c.order {
 		r := c.runs[ref]
-		phase := state.AllocRunning
+		phase := drivers.AllocRunning
 		switch {
 		case r.stopping:
-			phase = state.AllocStopping
+			phase = drivers.AllocStopping
 		case now.Before(r.runningAt):
-			phase = state.AllocStarting
+			phase = drivers.AllocStarting
 		}
 		cpAt, _ := r.checkpoint(now)
 		for _, a := range r.allocs {
@@ -209,7 +214,7 @@ func (c *Cluster) Observe(ctx context.Context) (state.Snapshot, error) {
 			snap.Allocs = append(snap.Allocs, a)
 		}
 	}
-	byRef := func(a, b state.Alloc) int {
+	byRef := func(a, b drivers.Alloc) int {
 		if a.Workspace != b.Workspace {
 			if a.Workspace.Less(b.Workspace) {
 				return -1
@@ -231,7 +236,7 @@ func (c *Cluster) Observe(ctx context.Context) (state.Snapshot, error) {
 // of applying it once: starting a running workspace, or stopping one that
 // is stopping or gone, does nothing. Wait is a barrier for the reconciler
 // and an error here.
-func (c *Cluster) Apply(ctx context.Context, a state.Action) error {
+func (c *Cluster) Apply(ctx context.Context, a drivers.Action) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -250,18 +255,18 @@ func (c *Cluster) Apply(ctx context.Context, a state.Action) error {
 	c.advance(now)
 	var err error
 	switch a.Kind {
-	case state.ActionStart:
+	case drivers.ActionStart:
 		if err = validate(a); err == nil {
 			err = c.start(now, a)
 		}
-	case state.ActionStop, state.ActionPreempt:
+	case drivers.ActionStop, drivers.ActionPreempt:
 		delete(c.exits, a.Workspace)
 		c.stop(now, a.Workspace)
-	case state.ActionUpdate:
+	case drivers.ActionUpdate:
 		err = c.update(now, a)
-	case state.ActionPurge:
+	case drivers.ActionPurge:
 		err = c.purge(a.Workspace)
-	case state.ActionWait:
+	case drivers.ActionWait:
 		err = fmt.Errorf("wait is a barrier for the reconciler; drivers never apply it")
 	default:
 		err = fmt.Errorf("unknown action kind %d", a.Kind)
@@ -274,11 +279,11 @@ func (c *Cluster) Apply(ctx context.Context, a state.Action) error {
 }
 
 // update changes a running workspace as Nomad does: a change to what
-// its task sees (another state.Fingerprint) restarts it where it runs,
+// its task sees (another drivers.Fingerprint) restarts it where it runs,
 // losing the work since its last checkpoint, under a new run ID and the
 // action's revision; a change of priority alone is made in place (the
 // run, its ID and its revision stay).
-func (c *Cluster) update(now time.Time, a state.Action) error {
+func (c *Cluster) update(now time.Time, a drivers.Action) error {
 	r := c.runs[a.Workspace]
 	if r == nil || r.stopping {
 		return nil
@@ -286,7 +291,7 @@ func (c *Cluster) update(now time.Time, a state.Action) error {
 	if a.Tier != nil {
 		r.priority = a.Tier.Spec.Value
 	}
-	if a.Spec == nil || state.Fingerprint(&a.Spec.Spec) == r.specHash {
+	if a.Spec == nil || drivers.Fingerprint(&a.Spec.Spec) == r.specHash {
 		return nil
 	}
 	_, saved := r.checkpoint(now)
@@ -295,16 +300,16 @@ func (c *Cluster) update(now time.Time, a state.Action) error {
 	c.wasted += float64(r.gpus) * lost.Seconds()
 	c.lost[a.Workspace] += lost
 	c.kept[a.Workspace] = saved
-	pl := make([]state.Placement, 0, len(r.allocs))
+	pl := make([]drivers.Placement, 0, len(r.allocs))
 	for _, al := range r.allocs {
-		pl = append(pl, state.Placement{Replica: al.Replica, Node: al.Node, GPUs: al.GPUs})
+		pl = append(pl, drivers.Placement{Replica: al.Replica, Node: al.Node, GPUs: al.GPUs})
 	}
 	c.dropRun(a.Workspace)
 	a.Placements = pl
 	return c.start(now, a)
 }
 
-func (c *Cluster) start(now time.Time, a state.Action) error {
+func (c *Cluster) start(now time.Time, a drivers.Action) error {
 	if r := c.runs[a.Workspace]; r != nil {
 		if r.stopping {
 			return fmt.Errorf("still stopping (until %s); start it again once it is gone", r.doneAt.Format(time.RFC3339))
@@ -323,7 +328,7 @@ func (c *Cluster) start(now time.Time, a state.Action) error {
 	r := &run{
 		ref:       a.Workspace,
 		revision:  a.Revision,
-		specHash:  state.Fingerprint(&a.Spec.Spec),
+		specHash:  drivers.Fingerprint(&a.Spec.Spec),
 		id:        fmt.Sprintf("run-%d", c.seq),
 		startedAt: now,
 		runningAt: now.Add(c.spec.StartDelay),
@@ -345,7 +350,7 @@ func (c *Cluster) start(now time.Time, a state.Action) error {
 			return fmt.Errorf("%w: replica %d: memory exhausted: it needs %d bytes, node %q has %d", errUnplaceable, p.Replica, need, p.Node, node.MemoryBytes)
 		}
 		for _, g := range p.GPUs {
-			if !slices.ContainsFunc(node.GPUs, func(d state.GPU) bool { return d.ID == g }) {
+			if !slices.ContainsFunc(node.GPUs, func(d drivers.GPU) bool { return d.ID == g }) {
 				return fmt.Errorf("replica %d: node %q has no GPU %s", p.Replica, p.Node, g)
 			}
 			k := gpuKey{p.Node, g}
@@ -362,7 +367,7 @@ func (c *Cluster) start(now time.Time, a state.Action) error {
 		// What the replica reserves, as Nomad would: its CPU share, or
 		// its exclusive cores and their shares; memory; disk.
 		res := a.Spec.Spec.Resources
-		al := state.Alloc{
+		al := drivers.Alloc{
 			Workspace:   a.Workspace,
 			Replica:     p.Replica,
 			Node:        p.Node,
@@ -386,9 +391,9 @@ func (c *Cluster) start(now time.Time, a state.Action) error {
 // allocation on it (this start's earlier replicas, mine, included), in
 // each dimension the node tracks: CPU shares, memory, disk and exclusive
 // cores. A run still stopping holds what it has until it is gone.
-func (c *Cluster) fits(node *state.Node, al state.Alloc, mine []state.Alloc) error {
+func (c *Cluster) fits(node *drivers.Node, al drivers.Alloc, mine []drivers.Alloc) error {
 	cpu, mem, disk, cores := al.CPUMilli, al.MemoryBytes, al.DiskBytes, al.Cores
-	add := func(o state.Alloc) {
+	add := func(o drivers.Alloc) {
 		if o.Node == node.Name {
 			cpu, mem, disk, cores = cpu+o.CPUMilli, mem+o.MemoryBytes, disk+o.DiskBytes, cores+o.Cores
 		}
@@ -447,7 +452,7 @@ func (c *Cluster) purge(ref schema.Ref) error {
 	return nil
 }
 
-func (c *Cluster) node(name string) *state.Node {
+func (c *Cluster) node(name string) *drivers.Node {
 	for i := range c.spec.Nodes {
 		if c.spec.Nodes[i].Name == name {
 			return &c.spec.Nodes[i]
@@ -457,7 +462,7 @@ func (c *Cluster) node(name string) *state.Node {
 }
 
 // Applied returns a copy of the actions applied so far, in order.
-func (c *Cluster) Applied() []state.Action {
+func (c *Cluster) Applied() []drivers.Action {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.applied)
@@ -479,7 +484,7 @@ func (c *Cluster) FailObserves(n int) {
 
 // InjectApplyFault calls f before each Apply; a non-nil error fails that
 // Apply with no effect. A nil f removes the fault.
-func (c *Cluster) InjectApplyFault(f func(state.Action) error) {
+func (c *Cluster) InjectApplyFault(f func(drivers.Action) error) {
 	c.mu.Lock()
 	c.applyFault = f
 	c.mu.Unlock()
@@ -518,7 +523,7 @@ func (c *Cluster) SetNodeReady(name string, ready bool) error {
 	var victims []schema.Ref
 	if !ready {
 		for ref, r := range c.runs {
-			if slices.ContainsFunc(r.allocs, func(a state.Alloc) bool { return a.Node == name }) {
+			if slices.ContainsFunc(r.allocs, func(a drivers.Alloc) bool { return a.Node == name }) {
 				victims = append(victims, ref)
 			}
 		}
@@ -566,10 +571,10 @@ func (c *Cluster) Stats() Stats {
 }
 
 // LoadHistory returns a copy of the history last saved (empty at first).
-func (c *Cluster) LoadHistory(ctx context.Context) (state.History, error) {
+func (c *Cluster) LoadHistory(ctx context.Context) (drivers.History, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var h state.History
+	var h drivers.History
 	if c.history == nil {
 		return h, nil
 	}
@@ -580,7 +585,7 @@ func (c *Cluster) LoadHistory(ctx context.Context) (state.History, error) {
 }
 
 // SaveHistory keeps a copy of h.
-func (c *Cluster) SaveHistory(ctx context.Context, h state.History) error {
+func (c *Cluster) SaveHistory(ctx context.Context, h drivers.History) error {
 	b, err := json.Marshal(h)
 	if err != nil {
 		return fmt.Errorf("sim: save history: %w", err)
@@ -628,7 +633,7 @@ func (c *Cluster) end(ref schema.Ref, code int, report bool) {
 		c.wasted += float64(r.gpus) * lost.Seconds()
 	}
 	if report {
-		c.exits[ref] = state.Exit{Workspace: ref, Failed: code != 0, ExitCode: code,
+		c.exits[ref] = drivers.Exit{Workspace: ref, Failed: code != 0, ExitCode: code,
 			Message: fmt.Sprintf("Exit Code: %d", code), At: now, SpecHash: r.specHash}
 	}
 	c.dropRun(ref)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-dev/berth/reconcile/state"
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 )
@@ -41,22 +41,22 @@ func newOne(t *testing.T) (*Cluster, *ManualClock) {
 
 var ref = schema.Ref{Project: "medium", Name: "train"}
 
-func startAction(c *Cluster, r schema.Ref, interval, grace time.Duration) state.Action {
+func startAction(c *Cluster, r schema.Ref, interval, grace time.Duration) drivers.Action {
 	ws := &schema.Workspace{Meta: schema.Meta{Name: r.Name, Project: r.Project}}
 	ws.Spec.Resources.GPUs = 1
 	ws.Spec.Checkpoint = schema.Checkpoint{Signal: "SIGTERM", GracePeriod: grace, Interval: interval}
-	return state.Action{Kind: state.ActionStart, Workspace: r, Spec: ws, Revision: "r1",
-		Placements: []state.Placement{{Node: "gpu-node", GPUs: []string{c.spec.Nodes[0].GPUs[0].ID}}}}
+	return drivers.Action{Kind: drivers.ActionStart, Workspace: r, Spec: ws, Revision: "r1",
+		Placements: []drivers.Placement{{Node: "gpu-node", GPUs: []string{c.spec.Nodes[0].GPUs[0].ID}}}}
 }
 
-func mustApply(t *testing.T, c *Cluster, a state.Action) {
+func mustApply(t *testing.T, c *Cluster, a drivers.Action) {
 	t.Helper()
 	if err := c.Apply(context.Background(), a); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func observe(t *testing.T, c *Cluster) state.Snapshot {
+func observe(t *testing.T, c *Cluster) drivers.Snapshot {
 	t.Helper()
 	s, err := c.Observe(context.Background())
 	if err != nil {
@@ -154,12 +154,12 @@ func TestParseQuantities(t *testing.T) {
 func TestProgressAndCheckpoints(t *testing.T) {
 	c, clock := newOne(t)
 	mustApply(t, c, startAction(c, ref, 5*time.Minute, 30*time.Second))
-	if a := observe(t, c).Allocs[0]; a.Phase != state.AllocStarting || a.Progress != 0 {
+	if a := observe(t, c).Allocs[0]; a.Phase != drivers.AllocStarting || a.Progress != 0 {
 		t.Fatalf("just started: phase %s progress %s, want starting 0s", a.Phase, a.Progress)
 	}
 	clock.Advance(5*time.Second + 12*time.Minute)
 	a := observe(t, c).Allocs[0]
-	if a.Phase != state.AllocRunning || a.Progress != 12*time.Minute {
+	if a.Phase != drivers.AllocRunning || a.Progress != 12*time.Minute {
 		t.Errorf("after 12m running: phase %s progress %s", a.Phase, a.Progress)
 	}
 	if want := t0.Add(5*time.Second + 10*time.Minute); !a.LastCheckpoint.Equal(want) {
@@ -183,10 +183,10 @@ func TestPreemptionGrace(t *testing.T) {
 			c, clock := newOne(t)
 			mustApply(t, c, startAction(c, ref, 5*time.Minute, tt.grace))
 			clock.Advance(5*time.Second + 12*time.Minute)
-			mustApply(t, c, state.Action{Kind: state.ActionPreempt, Workspace: ref})
+			mustApply(t, c, drivers.Action{Kind: drivers.ActionPreempt, Workspace: ref})
 			if tt.goneFrom > 0 {
 				s := observe(t, c)
-				if len(s.Allocs) != 1 || s.Allocs[0].Phase != state.AllocStopping {
+				if len(s.Allocs) != 1 || s.Allocs[0].Phase != drivers.AllocStopping {
 					t.Fatalf("right after the signal: %+v, want one stopping alloc holding its GPU", s.Allocs)
 				}
 				clock.Advance(tt.goneFrom - time.Nanosecond)
@@ -225,7 +225,7 @@ func TestApplyIsIdempotent(t *testing.T) {
 	if s := observe(t, c); len(s.Allocs) != 1 || !s.Allocs[0].StartedAt.Equal(t0) {
 		t.Fatalf("second start changed the run: %+v", s.Allocs)
 	}
-	stop := state.Action{Kind: state.ActionStop, Workspace: ref}
+	stop := drivers.Action{Kind: drivers.ActionStop, Workspace: ref}
 	mustApply(t, c, stop)
 	clock.Advance(time.Second)
 	mustApply(t, c, stop)
@@ -243,7 +243,7 @@ func TestStartRefusesBusyGPU(t *testing.T) {
 	c, clock := newOne(t)
 	mustApply(t, c, startAction(c, ref, time.Minute, 30*time.Second))
 	clock.Advance(time.Minute)
-	mustApply(t, c, state.Action{Kind: state.ActionPreempt, Workspace: ref})
+	mustApply(t, c, drivers.Action{Kind: drivers.ActionPreempt, Workspace: ref})
 	other := schema.Ref{Project: "high", Name: "eval"}
 	err := c.Apply(context.Background(), startAction(c, other, 0, 0))
 	if err == nil || !strings.Contains(err.Error(), "is held by medium/train") {
@@ -270,8 +270,8 @@ func TestFaults(t *testing.T) {
 	if s := observe(t, c); len(s.Allocs) != 0 || len(c.Applied()) != 0 {
 		t.Fatalf("a failed apply had an effect: %+v", s.Allocs)
 	}
-	c.InjectApplyFault(func(a state.Action) error {
-		if a.Kind == state.ActionStart {
+	c.InjectApplyFault(func(a drivers.Action) error {
+		if a.Kind == drivers.ActionStart {
 			return ErrInjected
 		}
 		return nil
@@ -281,7 +281,7 @@ func TestFaults(t *testing.T) {
 	}
 	c.InjectApplyFault(nil)
 	mustApply(t, c, startAction(c, ref, 0, 0))
-	if err := c.Apply(context.Background(), state.Action{Kind: state.ActionWait}); err == nil {
+	if err := c.Apply(context.Background(), drivers.Action{Kind: drivers.ActionWait}); err == nil {
 		t.Fatal("a driver applied a wait")
 	}
 }
@@ -324,7 +324,7 @@ func TestHistoryStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := state.History{UsageAt: t0, Usage: map[string]float64{"medium": 3}, QueuedSince: map[schema.Ref]time.Time{ref: t0},
+	want := drivers.History{UsageAt: t0, Usage: map[string]float64{"medium": 3}, QueuedSince: map[schema.Ref]time.Time{ref: t0},
 		Borrowing: map[schema.Ref]bool{ref: false, {Project: "medium", Name: "extra"}: true}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)

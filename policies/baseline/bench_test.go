@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/policies"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -33,16 +33,16 @@ func benchInput(queued int) policies.Input {
 			set.Projects = append(set.Projects, schema.Project{Meta: schema.Meta{Name: name}, Spec: schema.ProjectSpec{Tier: t.name, Quota: schema.Resources{GPUs: 14}, BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited}}})
 		}
 	}
-	snap := &state.Snapshot{ObservedAt: t0}
+	snap := &drivers.Snapshot{ObservedAt: t0}
 	for n := range 64 {
-		node := state.Node{Name: fmt.Sprintf("node-%02d", n), Ready: true, Eligible: true}
+		node := drivers.Node{Name: fmt.Sprintf("node-%02d", n), Ready: true, Eligible: true}
 		node.ID = node.Name
 		for g := range 8 {
-			node.GPUs = append(node.GPUs, state.GPU{ID: fmt.Sprintf("n%02d-g%d", n, g), Index: g, Model: "H100", Domain: g / 4, Healthy: true})
+			node.GPUs = append(node.GPUs, drivers.GPU{ID: fmt.Sprintf("n%02d-g%d", n, g), Index: g, Model: "H100", Domain: g / 4, Healthy: true})
 		}
 		snap.Nodes = append(snap.Nodes, node)
 	}
-	hist := &state.History{QueuedSince: map[schema.Ref]time.Time{}}
+	hist := &drivers.History{QueuedSince: map[schema.Ref]time.Time{}}
 	sizes := []int{1, 1, 1, 2, 4, 8}
 	job := 0
 	add := func(tier, gpus int, queued time.Time) *schema.Workspace {
@@ -67,7 +67,7 @@ func benchInput(queued int) policies.Input {
 		for g := 0; free > 0; {
 			k := min(sizes[rng.IntN(len(sizes))], free)
 			w := add(rng.IntN(len(tiers)), k, t0.Add(-time.Duration(rng.IntN(1000))*time.Minute))
-			a := state.Alloc{Workspace: w.Ref(), Node: snap.Nodes[n].Name, Phase: state.AllocRunning, StartedAt: t0.Add(-time.Duration(rng.IntN(600)) * time.Minute)}
+			a := drivers.Alloc{Workspace: w.Ref(), Node: snap.Nodes[n].Name, Phase: drivers.AllocRunning, StartedAt: t0.Add(-time.Duration(rng.IntN(600)) * time.Minute)}
 			for range k {
 				a.GPUs = append(a.GPUs, snap.Nodes[n].GPUs[g].ID)
 				g++
@@ -91,7 +91,7 @@ func benchInput(queued int) policies.Input {
 	return policies.Input{Specs: set, Snapshot: snap, History: hist, Now: t0}
 }
 
-func sortAllocs(as []state.Alloc) {
+func sortAllocs(as []drivers.Alloc) {
 	for i := 1; i < len(as); i++ {
 		for j := i; j > 0 && as[j].Workspace.Less(as[j-1].Workspace); j-- {
 			as[j], as[j-1] = as[j-1], as[j]

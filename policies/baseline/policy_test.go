@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/policies"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 )
@@ -17,12 +17,12 @@ var t0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 // high 80, projects with quotas, workspaces queued in the order given.
 type fixture struct {
 	set  *schema.Set
-	snap *state.Snapshot
-	hist *state.History
+	snap *drivers.Snapshot
+	hist *drivers.History
 }
 
 func newFixture(nodes int, quotas map[string]int) *fixture {
-	f := &fixture{set: &schema.Set{Policy: schema.DefaultPolicy()}, snap: &state.Snapshot{ObservedAt: t0}, hist: &state.History{QueuedSince: map[schema.Ref]time.Time{}}}
+	f := &fixture{set: &schema.Set{Policy: schema.DefaultPolicy()}, snap: &drivers.Snapshot{ObservedAt: t0}, hist: &drivers.History{QueuedSince: map[schema.Ref]time.Time{}}}
 	for name, v := range map[string]int{"low": 20, "mid": 45, "med": 50, "high": 80} {
 		f.set.Tiers = append(f.set.Tiers, schema.PriorityTier{Meta: schema.Meta{Name: name}, Spec: schema.TierSpec{Value: v, Preemptible: true, CanPreempt: true}})
 	}
@@ -39,10 +39,10 @@ func newFixture(nodes int, quotas map[string]int) *fixture {
 		f.set.Projects = append(f.set.Projects, schema.Project{Meta: schema.Meta{Name: name}, Spec: schema.ProjectSpec{Tier: tier, Quota: schema.Resources{GPUs: q}, BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited}}})
 	}
 	for n := 1; n <= nodes; n++ {
-		node := state.Node{Name: fmt.Sprintf("node-%d", n), Ready: true, Eligible: true}
+		node := drivers.Node{Name: fmt.Sprintf("node-%d", n), Ready: true, Eligible: true}
 		node.ID = node.Name
 		for g := range 4 {
-			node.GPUs = append(node.GPUs, state.GPU{ID: fmt.Sprintf("n%d-g%d", n, g), Index: g, Model: "H100", Domain: g / 2, Healthy: true})
+			node.GPUs = append(node.GPUs, drivers.GPU{ID: fmt.Sprintf("n%d-g%d", n, g), Index: g, Model: "H100", Domain: g / 2, Healthy: true})
 		}
 		f.snap.Nodes = append(f.snap.Nodes, node)
 	}
@@ -68,7 +68,7 @@ func (f *fixture) ws(ref string, gpus, replicas int, queued int) schema.Ref {
 // run makes ref hold GPUs on node (indices), started at t0-minutes.
 func (f *fixture) run(ref string, node int, idx []int, startedAgo int) {
 	r := f.ws(ref, len(idx), 1, -100)
-	a := state.Alloc{Workspace: r, Node: fmt.Sprintf("node-%d", node), Phase: state.AllocRunning, StartedAt: t0.Add(-time.Duration(startedAgo) * time.Minute)}
+	a := drivers.Alloc{Workspace: r, Node: fmt.Sprintf("node-%d", node), Phase: drivers.AllocRunning, StartedAt: t0.Add(-time.Duration(startedAgo) * time.Minute)}
 	for _, i := range idx {
 		a.GPUs = append(a.GPUs, fmt.Sprintf("n%d-g%d", node, i))
 	}

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/policies"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -28,12 +28,11 @@ type world struct {
 	turns int
 	projs []project // as specs.Projects (by name)
 	specs *schema.Set
-	hist  *state.History // nil: none
-	// pls and ids are what placementsOf cuts its slices from; heldGPUs
+	hist  *drivers.History // nil: none
+	// placements is what the holders' placements are cut from; heldGPUs
 	// counts the GPU IDs of all allocations.
-	pls      []state.Placement
-	ids      []string
-	heldGPUs int
+	placements drivers.PlacementBuf
+	heldGPUs   int
 	// gen changes whenever a GPU changes hands, so memoized failures are
 	// recomputed only when they could differ.
 	gen     int
@@ -45,11 +44,11 @@ type world struct {
 	maxVictims int
 
 	// Scratch memory: released to the pool with the world.
-	owners  []int          // newWorld: each allocation's workspace
-	ptrs    []*state.Alloc // backs work.allocs
-	queue   []*work        // settle's result
-	ordered []*work        // sorted's result
-	rest    []*work        // partition's
+	owners  []int            // newWorld: each allocation's workspace
+	ptrs    []*drivers.Alloc // backs work.allocs
+	queue   []*work          // settle's result
+	ordered []*work          // sorted's result
+	rest    []*work          // partition's
 	failed  map[uint64]bool
 	// nodeAt remembers where node lookups found each name, from one
 	// decision to the next (checked before use: a hint, not a truth).
@@ -114,7 +113,7 @@ type work struct {
 	held     int
 	ref      schema.Ref
 	spec     *schema.Workspace // nil: an orphan (allocations only)
-	allocs   []*state.Alloc
+	allocs   []*drivers.Alloc
 }
 
 // started is when w's latest allocation started.
@@ -165,7 +164,7 @@ func newWorld(in policies.Input) *world {
 	}
 	snap := in.Snapshot
 	if snap == nil {
-		snap = &state.Snapshot{}
+		snap = &drivers.Snapshot{}
 	}
 
 	// 1. Nodes and their usable GPUs, in one array.
@@ -317,7 +316,7 @@ func newWorld(in policies.Input) *world {
 		}
 		w.held += len(a.GPUs)
 		wd.heldGPUs += len(a.GPUs)
-		if a.Phase == state.AllocStopping {
+		if a.Phase == drivers.AllocStopping {
 			w.stopping = true
 		}
 		nd := wd.node(a.Node)
@@ -380,7 +379,7 @@ func resize[T any](s []T, n int) []T {
 
 // release zeroes wd's scratch memory and gives it to the next world;
 // wd must not be used afterwards. The decision (world.out and the
-// slices placementsOf cut) is not scratch: it is the caller's.
+// placements cut from wd.placements) is not scratch: it is the caller's.
 func (wd *world) release() {
 	s := world{
 		nodes:   clearAll(wd.nodes),
@@ -452,24 +451,25 @@ func (wd *world) node(name string) *node {
 // nothing, in specs order, each with the time it was queued.
 func (wd *world) settle() []*work {
 	queue := resize(wd.queue, len(wd.ws))[:0]
+	wd.placements.Grow(len(wd.ptrs), wd.heldGPUs)
 	for i := range wd.ws {
 		w := &wd.ws[i]
 		switch {
 		case w.spec == nil:
 			w.out.Verdict = policies.VerdictStop
-			w.out.Placements = wd.placementsOf(w.allocs)
+			w.out.Placements = wd.placements.Of(w.allocs)
 			w.out.Reason = policies.Reason{Kind: policies.ReasonStopped, Message: "removed: the specs no longer list it"}
 		case w.stopped:
 			w.out.Verdict = policies.VerdictStop
-			w.out.Placements = wd.placementsOf(w.allocs)
+			w.out.Placements = wd.placements.Of(w.allocs)
 			w.out.Reason = policies.Reason{Kind: policies.ReasonStopped, Message: "stopped: its desired state is Stopped"}
 		case w.stopping:
 			w.out.Verdict = policies.VerdictPreempt
-			w.out.Placements = wd.placementsOf(w.allocs)
+			w.out.Placements = wd.placements.Of(w.allocs)
 			w.out.Reason = policies.Reason{Kind: policies.ReasonPreempted, Message: "stopping; it queues again once its GPUs are free"}
 		case w.running:
 			w.out.Verdict = policies.VerdictRun
-			w.out.Placements = wd.placementsOf(w.allocs)
+			w.out.Placements = wd.placements.Of(w.allocs)
 		case w.proj == nil:
 			w.out.Verdict = policies.VerdictWait
 			w.out.Reason = policies.Reason{Kind: policies.ReasonQuota, Message: "quota: its project does not exist"}
@@ -485,48 +485,6 @@ func (wd *world) settle() []*work {
 	}
 	wd.queue = queue
 	return queue
-}
-
-// placementsOf is policies.PlacementsOf, cheaper: the placements and
-// their GPU IDs are cut from arrays shared by the whole decision (each
-// slice capped, so appending to one copies it), and sorting is skipped
-// when already done (a snapshot's allocations are sorted by replica,
-// their GPUs by ID).
-func (wd *world) placementsOf(allocs []*state.Alloc) []state.Placement {
-	if len(allocs) == 0 {
-		return nil
-	}
-	if wd.pls == nil {
-		// Enough for every allocation: one array each.
-		wd.pls = make([]state.Placement, 0, len(wd.ptrs))
-		wd.ids = make([]string, 0, wd.heldGPUs)
-	}
-	if cap(wd.pls)-len(wd.pls) < len(allocs) {
-		wd.pls = make([]state.Placement, 0, max(len(allocs), 256))
-	}
-	out := wd.pls[len(wd.pls) : len(wd.pls)+len(allocs) : len(wd.pls)+len(allocs)]
-	wd.pls = wd.pls[:len(wd.pls)+len(allocs)]
-	for i, a := range allocs {
-		if cap(wd.ids)-len(wd.ids) < len(a.GPUs) {
-			wd.ids = make([]string, 0, max(len(a.GPUs), 1024))
-		}
-		var gpus []string // nil when none, as PlacementsOf
-		if len(a.GPUs) > 0 {
-			gpus = append(wd.ids[len(wd.ids):len(wd.ids):len(wd.ids)+len(a.GPUs)], a.GPUs...)
-			wd.ids = wd.ids[:len(wd.ids)+len(a.GPUs)]
-			if !sort.StringsAreSorted(gpus) {
-				sort.Strings(gpus)
-			}
-		}
-		out[i] = state.Placement{Replica: a.Replica, Node: a.Node, GPUs: gpus}
-	}
-	for i := 1; i < len(out); i++ {
-		if out[i].Replica < out[i-1].Replica {
-			sort.Slice(out, func(i, j int) bool { return out[i].Replica < out[j].Replica })
-			break
-		}
-	}
-	return out
 }
 
 // decision returns the verdicts, sorted by Ref: newWorld laid world.out
@@ -591,8 +549,8 @@ func (wd *world) pickNode(n int, how fit, useReleasing bool) *node {
 // take places one replica of w on nd: free GPUs first (by index), then
 // GPUs being released; waitFor collects the workspaces those belong to
 // (a few), once each.
-func (wd *world) take(w *work, r int, nd *node, waitFor *[]*work) state.Placement {
-	pl := state.Placement{Replica: r, Node: nd.name}
+func (wd *world) take(w *work, r int, nd *node, waitFor *[]*work) drivers.Placement {
+	pl := drivers.Placement{Replica: r, Node: nd.name}
 	need := w.gpus
 	for pass := 0; pass < 2 && need > 0; pass++ {
 		for i := range nd.gpus {
@@ -742,7 +700,7 @@ func (wd *world) place(w *work, how fit, may right, order victimOrder, cheaper f
 	wd.journal = wd.journal[:0]
 	gen := wd.gen
 	var waitFor []*work
-	var pls []state.Placement
+	var pls []drivers.Placement
 	var victims []*work
 	budget := wd.maxVictims
 	for r := 0; r < w.replicas; r++ {
@@ -786,7 +744,7 @@ func (wd *world) place(w *work, how fit, may right, order victimOrder, cheaper f
 	for _, v := range waitFor {
 		w.out.Preempts = append(w.out.Preempts, v.ref)
 	}
-	slices.SortFunc(w.out.Preempts, compareRefs)
+	slices.SortFunc(w.out.Preempts, schema.Ref.Compare)
 	if len(w.out.Preempts) > 0 {
 		w.out.Reason.Message = "starts once the GPUs it takes over are released"
 	}
@@ -846,14 +804,4 @@ func finder(ws []schema.Workspace) func(schema.Ref) int {
 		}
 		return -1
 	}
-}
-
-func compareRefs(a, b schema.Ref) int {
-	switch {
-	case a.Less(b):
-		return -1
-	case b.Less(a):
-		return 1
-	}
-	return 0
 }

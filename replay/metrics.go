@@ -5,8 +5,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/sim"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -67,7 +67,7 @@ func (m *meter) decided(d time.Duration) { m.decisions = append(m.decisions, d) 
 
 // interval accounts for [m.last, now): the allocations of prev held their
 // GPUs all of it, and worked from when they were running unless stopping.
-func (m *meter) interval(prev *state.Snapshot, now time.Time, queued []int) {
+func (m *meter) interval(prev *drivers.Snapshot, now time.Time, queued []int) {
 	dt := now.Sub(m.last).Seconds()
 	if dt <= 0 {
 		return
@@ -77,7 +77,7 @@ func (m *meter) interval(prev *state.Snapshot, now time.Time, queued []int) {
 		g := float64(len(a.GPUs))
 		m.heldSec += g * dt
 		m.held[m.tenantOf[a.Workspace.Project]] += len(a.GPUs)
-		if a.Phase == state.AllocStopping {
+		if a.Phase == drivers.AllocStopping {
 			continue
 		}
 		from := a.StartedAt.Add(m.startDelay)

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/policies"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -126,7 +126,7 @@ func (r *replayer) classLeave(ji int) {
 // exact (see above), and returns its decision. The meter gets the time the
 // cycle's deciding took (the window and, where the window could not
 // decide, the whole queue), checks against the whole queue aside.
-func (r *replayer) decide(snap *state.Snapshot, running []int) policies.Decision {
+func (r *replayer) decide(snap *drivers.Snapshot, running []int) policies.Decision {
 	t0 := time.Now()
 	free := 0
 	for _, f := range r.freeByNode(snap) {

@@ -1,6 +1,10 @@
 package replay
 
 import (
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -8,10 +12,10 @@ import (
 	"time"
 )
 
-const fullTrace = "../../../../shared/traces/philly-pollux/philly.csv"
+const fullTrace = "../traces/philly-pollux/philly.csv.gz"
 
 // BenchmarkSimulate replays the whole Philly trace under the four
-// policies when ../shared holds it, and prints the table.
+// policies, and prints the table.
 func BenchmarkSimulate(b *testing.B) {
 	if _, err := os.Stat(fullTrace); err != nil {
 		b.Skip("no Philly trace at " + fullTrace)
@@ -49,5 +53,34 @@ func BenchmarkSimulate(b *testing.B) {
 			b.Logf("%s: %+v", p.Name, p.Timing)
 		}
 		b.Logf("wall %s", time.Since(start))
+	}
+}
+
+// TestShippedTrace: the trace in traces/ is the file its PROVENANCE.md
+// describes, and it reads compressed as it is.
+func TestShippedTrace(t *testing.T) {
+	f, err := os.Open(fullTrace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, zr); err != nil {
+		t.Fatal(err)
+	}
+	const want = "ebffb3dd1589bdf4e7bcd74496201c5ded1d557d498ee14f560463f37ec353da"
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		t.Errorf("decompressed sha256 %s, want %s (traces/PROVENANCE.md)", got, want)
+	}
+	jobs, err := ReadFile(fullTrace, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 82247 {
+		t.Errorf("%d jobs, want 82,247", len(jobs))
 	}
 }

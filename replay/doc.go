@@ -1,4 +1,5 @@
-// Package replay is the engine of `berth simulate`: it reads job traces
+// Package replay is the engine of `berth simulate`, a second loop beside
+// reconcile (not a way to reach a cluster): it reads job traces
 // (berth's generic CSV and the Philly trace), maps them onto berth's specs
 // (projects, tiers, checkpoints, gangs: every choice in Mapping and stated
 // in the report), replays them event by event through the simulated

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bufio"
+	"compress/gzip"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -58,11 +59,19 @@ func ReadFile(path string, f Format) ([]Job, error) {
 }
 
 // Read reads a trace in format f ("" detects it: a header of exactly the
-// Philly columns is Philly, anything else the generic CSV). Jobs come back
-// sorted by submit time (ties: original line order) and numbered j000001…
-// in that order.
+// Philly columns is Philly, anything else the generic CSV), gzip-compressed
+// or not. Jobs come back sorted by submit time (ties: original line order)
+// and numbered j000001… in that order.
 func Read(r io.Reader, f Format) ([]Job, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("gzip: %w", err)
+		}
+		defer zr.Close()
+		br = bufio.NewReaderSize(zr, 1<<16)
+	}
 	if f == "" {
 		peek, _ := br.Peek(len(phillyHeader) + 2)
 		if strings.HasPrefix(strings.TrimPrefix(string(peek), "\ufeff"), phillyHeader) {

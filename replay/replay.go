@@ -10,10 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/policies/baseline"
-	"github.com/berth-dev/berth/reconcile/state"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -155,7 +155,7 @@ type replayer struct {
 	liveChanged bool
 	refRank     []int          // each job's place in Ref order
 	quota       map[string]int // each berth project's guaranteed GPUs
-	hist        state.History
+	hist        drivers.History
 	jobs        []jobState
 	byRef       map[schema.Ref]int
 	tenant      map[string]int // berth project → index into wl.Projects
@@ -188,7 +188,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 	r.cl = sim.New(spec, r.clock)
 	r.set = *wl.Base
 	r.set.Workspaces = nil
-	r.hist = state.History{UsageAt: start, Usage: map[string]float64{}, QueuedSince: map[schema.Ref]time.Time{}, Preempted: map[schema.Ref]state.Preemption{}}
+	r.hist = drivers.History{UsageAt: start, Usage: map[string]float64{}, QueuedSince: map[schema.Ref]time.Time{}, Preempted: map[schema.Ref]drivers.Preemption{}}
 	for i, j := range wl.Jobs {
 		r.byRef[j.Ref] = i
 	}
@@ -203,7 +203,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 	}
 	r.m = newMeter(wl, spec, start)
 	halfLife := wl.Base.Policy.Spec.FairShare.HalfLife
-	var prev state.Snapshot
+	var prev drivers.Snapshot
 	next := 0 // next arrival
 	done := 0
 	var running []int // jobs holding GPUs (running or stopping)
@@ -335,14 +335,14 @@ func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]in
 			if js.status != jobRunning {
 				continue
 			}
-			if err := r.cl.Apply(ctx, state.Action{Kind: state.ActionPreempt, Workspace: wd.Ref}); err != nil {
+			if err := r.cl.Apply(ctx, drivers.Action{Kind: drivers.ActionPreempt, Workspace: wd.Ref}); err != nil {
 				return nil, false, err
 			}
 			changed = true
 			js.preempted++
 			r.m.preemptions++
 			if wd.PreemptedBy != nil {
-				r.hist.Preempted[wd.Ref] = state.Preemption{Victim: wd.Ref, By: *wd.PreemptedBy, At: r.now}
+				r.hist.Preempted[wd.Ref] = drivers.Preemption{Victim: wd.Ref, By: *wd.PreemptedBy, At: r.now}
 			}
 			j := r.wl.Jobs[ji]
 			js.status = jobStopping
@@ -375,7 +375,7 @@ func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]in
 		}
 		ji := r.byRef[wd.Ref]
 		j := &r.wl.Jobs[ji]
-		err := r.cl.Apply(ctx, state.Action{Kind: state.ActionStart, Workspace: wd.Ref, Spec: &j.Spec, Placements: wd.Placements, Revision: "trace"})
+		err := r.cl.Apply(ctx, drivers.Action{Kind: drivers.ActionStart, Workspace: wd.Ref, Spec: &j.Spec, Placements: wd.Placements, Revision: "trace"})
 		if err != nil {
 			continue // its GPUs are not free yet: decided again when they are
 		}
@@ -449,8 +449,8 @@ func (r *replayer) wholeSet() *schema.Set {
 
 // advanceUsage decays usage to now and adds what prev's allocations used
 // since the last cycle (they held their GPUs all that time).
-func (r *replayer) advanceUsage(prev *state.Snapshot, halfLife time.Duration) {
-	h := policies.AdvanceUsage(state.History{UsageAt: r.hist.UsageAt, Usage: r.hist.Usage}, *prev, r.now, halfLife)
+func (r *replayer) advanceUsage(prev *drivers.Snapshot, halfLife time.Duration) {
+	h := policies.AdvanceUsage(drivers.History{UsageAt: r.hist.UsageAt, Usage: r.hist.Usage}, *prev, r.now, halfLife)
 	r.hist.Usage, r.hist.UsageAt = h.Usage, h.UsageAt
 }
 
@@ -471,7 +471,7 @@ func (r *replayer) queue(ji int, delta int) {
 // startable reports whether the free GPUs of snap could hold some
 // waiting job: a node with room for one replica of it (for a policy whose
 // head blocks: room for all the replicas of the head).
-func (r *replayer) startable(snap *state.Snapshot) bool {
+func (r *replayer) startable(snap *drivers.Snapshot) bool {
 	free := r.freeByNode(snap)
 	fits := func(j MappedJob) bool {
 		room := 0
@@ -511,7 +511,7 @@ func (r *replayer) startable(snap *state.Snapshot) bool {
 }
 
 // freeByNode counts the free usable GPUs of each node of snap.
-func (r *replayer) freeByNode(snap *state.Snapshot) []int {
+func (r *replayer) freeByNode(snap *drivers.Snapshot) []int {
 	free := r.freeBuf[:0]
 	for _, n := range snap.Nodes {
 		k := 0

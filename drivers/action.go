@@ -1,6 +1,11 @@
-package state
+package drivers
 
-import "github.com/berth-dev/berth/schema"
+import (
+	"cmp"
+	"slices"
+
+	"github.com/berth-dev/berth/schema"
+)
 
 // ActionKind is what an Action does.
 type ActionKind int
@@ -77,3 +82,60 @@ type Action struct {
 	// priority changes, in place.
 	Restarts bool `json:"restarts,omitempty"`
 }
+
+// PlacementsOf turns allocations into placements, sorted by replica, with
+// each placement's GPUs sorted; it copies and never mutates allocs. Nil
+// for no allocations.
+func PlacementsOf(allocs []*Alloc) []Placement {
+	var b PlacementBuf
+	return b.Of(allocs)
+}
+
+// PlacementBuf is PlacementsOf for many workspaces at once (a decision's
+// holders): it carves their placements, and their GPU lists, out of two
+// shared arrays, one allocation each instead of one per workspace and one
+// per placement. Each slice cut from them is capped at its length, so
+// appending to one never reaches another. The zero value is ready.
+type PlacementBuf struct {
+	pls  []Placement
+	gpus []string
+}
+
+// Grow makes room for allocs placements listing gpus GPUs in all.
+func (b *PlacementBuf) Grow(allocs, gpus int) {
+	b.pls = slices.Grow(b.pls, allocs)
+	b.gpus = slices.Grow(b.gpus, gpus)
+}
+
+// Of is PlacementsOf, cut from b's arrays.
+func (b *PlacementBuf) Of(allocs []*Alloc) []Placement {
+	if len(allocs) == 0 {
+		return nil
+	}
+	if cap(b.pls)-len(b.pls) < len(allocs) {
+		b.pls = make([]Placement, 0, max(len(allocs), 256))
+	}
+	start := len(b.pls)
+	for _, a := range allocs {
+		var gpus []string // nil for none, as append([]string(nil)) gives
+		if len(a.GPUs) > 0 {
+			if cap(b.gpus)-len(b.gpus) < len(a.GPUs) {
+				b.gpus = make([]string, 0, max(len(a.GPUs), 1024))
+			}
+			n := len(b.gpus)
+			b.gpus = append(b.gpus, a.GPUs...)
+			gpus = b.gpus[n:len(b.gpus):len(b.gpus)]
+			if !slices.IsSorted(gpus) {
+				slices.Sort(gpus)
+			}
+		}
+		b.pls = append(b.pls, Placement{Replica: a.Replica, Node: a.Node, GPUs: gpus})
+	}
+	out := b.pls[start:len(b.pls):len(b.pls)]
+	if !slices.IsSortedFunc(out, byReplica) {
+		slices.SortFunc(out, byReplica)
+	}
+	return out
+}
+
+func byReplica(a, b Placement) int { return cmp.Compare(a.Replica, b.Replica) }

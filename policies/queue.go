@@ -1,0 +1,210 @@
+package policies
+
+// Rule: the queue order (phase 2). One queue per project (aging, then
+// time queued), merged by a heap on the head's key: in-quota before
+// borrowing, then tier, then fair share less the aging credit, then time
+// queued, then Ref.
+
+import (
+	"cmp"
+	"container/heap"
+	"fmt"
+	"slices"
+)
+
+// queueKey is what orders a project in the queue: its head workspace
+// and that workspace's queue key (see before).
+type queueKey struct {
+	w       *wsState
+	inQuota bool
+	share   float64 // the project's fair share less the head's aging credit
+}
+
+// needBucket lists the queue positions of a project's workspaces that need
+// the same number of GPUs, in queue order, so the first one that still
+// fits inside the quota is found in a few steps.
+type needBucket struct {
+	need int
+	pos  []int
+	cur  int
+}
+
+// head returns the queue position the project offers next: the first
+// workspace (in its queue order) that fits inside the project's remaining
+// guaranteed quota, else its first workspace.
+func (p *projState) head() int {
+	room := p.quota - p.held
+	best := -1
+	for i := range p.needs {
+		b := &p.needs[i]
+		if b.need > room {
+			break
+		}
+		for b.cur < len(b.pos) && p.done[b.pos[b.cur]] {
+			b.cur++
+		}
+		if b.cur < len(b.pos) && (best < 0 || b.pos[b.cur] < best) {
+			best = b.pos[b.cur]
+		}
+	}
+	if best >= 0 {
+		return best
+	}
+	for p.next < len(p.queue) && p.done[p.next] {
+		p.next++
+	}
+	return p.next
+}
+
+// projHeap orders projects by the queue key of their head workspace.
+type projHeap struct {
+	d     *decider
+	items []int
+}
+
+func (h *projHeap) Len() int { return len(h.items) }
+
+func (h *projHeap) Less(i, j int) bool {
+	return h.d.before(h.items[i], h.items[j])
+}
+
+func (h *projHeap) Swap(i, j int) {
+	h.items[i], h.items[j] = h.items[j], h.items[i]
+	h.d.projs[h.items[i]].heapIdx = i
+	h.d.projs[h.items[j]].heapIdx = j
+}
+
+func (h *projHeap) Push(x any) {
+	pi := x.(int)
+	h.d.projs[pi].heapIdx = len(h.items)
+	h.items = append(h.items, pi)
+}
+
+func (h *projHeap) Pop() any {
+	pi := h.items[len(h.items)-1]
+	h.items = h.items[:len(h.items)-1]
+	h.d.projs[pi].heapIdx = -1
+	return pi
+}
+
+// share is a project's fair-share load: decayed usage plus its held GPUs
+// at the usage they reach when held for good, per unit of weight.
+func (d *decider) share(p *projState) float64 {
+	return (p.usage + float64(p.held)*d.steady) / p.weight
+}
+
+// refreshKey recomputes project pi's queue key. The key reads only the
+// project's own state (holdings, usage, decided positions), so Decide
+// refreshes the projects whose state changed before the heap compares
+// anything: the key then is what computing it at each comparison gave.
+func (d *decider) refreshKey(pi int) {
+	p := d.projs[pi]
+	w := d.ws[p.queue[p.head()]]
+	p.key = queueKey{w: w, inQuota: d.inQuota(p, w), share: d.share(p) - float64(w.boost)*d.stepCredit}
+}
+
+// before reports whether project a's head comes before project b's, by
+// their keys.
+func (d *decider) before(a, b int) bool {
+	ka, kb := &d.projs[a].key, &d.projs[b].key
+	wa, wb := ka.w, kb.w
+	if ka.inQuota != kb.inQuota {
+		return ka.inQuota
+	}
+	if wa.tier != wb.tier {
+		return wa.tier > wb.tier
+	}
+	if ka.share != kb.share {
+		return ka.share < kb.share
+	}
+	if !wa.queuedSince.Equal(wb.queuedSince) {
+		return wa.queuedSince.Before(wb.queuedSince)
+	}
+	return wa.ref.Less(wb.ref)
+}
+
+func (d *decider) buildQueue() *projHeap {
+	h := &projHeap{d: d}
+	queued := func(w *wsState) bool { return w.spec != nil && !w.stopped && len(w.allocs) == 0 && w.proj >= 0 }
+	// Each project's queue, done flags and need buckets are cut from
+	// arrays sized for every queued workspace.
+	counts := make([]int, len(d.projs))
+	total := 0
+	for _, w := range d.ws {
+		if w.spec != nil && !w.stopped && len(w.allocs) == 0 && w.proj < 0 {
+			w.out.Verdict = VerdictWait
+			w.out.Reason = Reason{ReasonQuota, fmt.Sprintf("quota: project %s does not exist", w.ref.Project)}
+		}
+		if queued(w) {
+			counts[w.proj]++
+			total++
+		}
+	}
+	queues, done, positions := make([]int32, total), make([]bool, total), make([]int, total)
+	bucketOf := make([]int32, total) // by queue position, its need bucket
+	off := 0
+	for pi, p := range d.projs {
+		p.queue = queues[off : off : off+counts[pi]]
+		off += counts[pi]
+	}
+	for wi, w := range d.ws {
+		if queued(w) {
+			p := d.projs[w.proj]
+			p.queue = append(p.queue, int32(wi))
+		}
+	}
+	off = 0
+	for pi, p := range d.projs {
+		if len(p.queue) == 0 {
+			continue
+		}
+		// Refs are unique: no ties, so any sort gives this order.
+		slices.SortFunc(p.queue, func(i, j int32) int {
+			a, b := d.ws[i], d.ws[j]
+			if a.boost != b.boost {
+				return cmp.Compare(b.boost, a.boost)
+			}
+			if c := a.queuedSince.Compare(b.queuedSince); c != 0 {
+				return c
+			}
+			return a.ref.Compare(b.ref)
+		})
+		n := len(p.queue)
+		p.done = done[off : off+n : off+n]
+		p.left = n
+		// A project's queue asks for a few distinct needs: its buckets
+		// are found by a scan, counted, then filled in queue order.
+		bof := bucketOf[off : off+n]
+		for pos, wi := range p.queue {
+			w := d.ws[wi]
+			need := w.gpus * w.replicas
+			bi := 0
+			for bi < len(p.needs) && p.needs[bi].need != need {
+				bi++
+			}
+			if bi == len(p.needs) {
+				p.needs = append(p.needs, needBucket{need: need})
+			}
+			p.needs[bi].cur++ // counts for now
+			bof[pos] = int32(bi)
+		}
+		at := off
+		for bi := range p.needs {
+			b := &p.needs[bi]
+			b.pos = positions[at : at : at+b.cur]
+			at += b.cur
+			b.cur = 0
+		}
+		for pos := range p.queue {
+			b := &p.needs[bof[pos]]
+			b.pos = append(b.pos, pos)
+		}
+		off += n
+		slices.SortFunc(p.needs, func(a, b needBucket) int { return cmp.Compare(a.need, b.need) })
+		h.items = append(h.items, pi)
+		p.heapIdx = len(h.items) - 1
+		d.refreshKey(pi)
+	}
+	heap.Init(h)
+	return h
+}

@@ -1,0 +1,463 @@
+package policies
+
+// Machinery: the decider's records, built once per decision from the
+// specs, the snapshot and the history (workspaces, projects, orphans,
+// held GPUs, queue times, quota labels, preemption candidates), and
+// lookups by Ref. Serves every rule.
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/schema"
+)
+
+// recordPool recycles the workspace records (decider.pool) of finished
+// decisions, cleared: a decision over thousands of workspaces needs a
+// large block of them, and clearing memory just used costs much less
+// than clearing fresh memory.
+var recordPool sync.Pool // of *[]wsState, zero up to their capacity
+
+func newDecider(in Input) *decider {
+	d := &decider{in: in, now: in.Now, shapeIDs: map[shapeKey]int32{}, featIDs: map[string]int32{}, featByDriver: map[string]int32{}, reservedBy: -1}
+	specs := in.Specs
+	if specs == nil {
+		specs = &schema.Set{Policy: schema.DefaultPolicy()}
+	}
+	d.policy = specs.Policy.Spec
+	snap := in.Snapshot
+	if snap == nil {
+		snap = &drivers.Snapshot{}
+	}
+	hl := d.policy.FairShare.HalfLife
+	d.steady = 1
+	if hl > 0 {
+		d.steady = hl.Seconds() / math.Ln2
+	}
+	d.stepCredit = d.policy.Aging.Interval.Seconds()
+	d.c = newCluster(snap)
+	d.avail = make([][numLevels][]*countIndex, len(d.c.index)) // built by availAt
+
+	// Projects.
+	projIdx := map[string]int{}
+	var hist drivers.History
+	if in.History != nil {
+		hist = *in.History
+	}
+	usage := decayedUsage(hist, snap, in.Now, hl)
+	for i := range specs.Projects {
+		p := &specs.Projects[i]
+		ps := &projState{spec: p, name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs, weight: p.Spec.FairShare.Weight, heapIdx: -1, leastOver: math.MaxInt}
+		if ps.weight <= 0 {
+			ps.weight = 1
+		}
+		if t := specs.Tier(p.Spec.Tier); t != nil {
+			ps.tier = t.Spec.Value
+			ps.canPreempt, ps.preemptible = t.Spec.CanPreempt, t.Spec.Preemptible
+		}
+		ps.usage = usage[ps.name]
+		projIdx[ps.name] = len(d.projs)
+		d.projs = append(d.projs, ps)
+	}
+
+	// Workspaces in the specs. Their records and decisions live in two
+	// slices, sized for every workspace and orphan, so pointers into them
+	// stay valid; the records are filled in place.
+	nw := len(specs.Workspaces)
+	if buf, _ := recordPool.Get().(*[]wsState); buf != nil && cap(*buf) >= nw+len(snap.Allocs) {
+		d.pool = (*buf)[:nw]
+	} else {
+		d.pool = make([]wsState, nw, nw+len(snap.Allocs))
+	}
+	d.outs = make([]WorkspaceDecision, nw, nw+len(snap.Allocs))
+	d.ws = make([]*wsState, nw, nw+len(snap.Allocs))
+	d.nSpecs, d.specSorted = nw, true
+	// Placement levels and topology numbers, by the topology a spec
+	// asks for; the levels are shared, read-only.
+	type topoInfo struct {
+		levels []int
+		id     int
+	}
+	topos := map[schema.Topology]topoInfo{}
+	topoIDs := map[schema.Topology]int{} // by the constraints with defaults filled in
+	var lastTopo schema.Topology
+	var lastInfo topoInfo
+	lastProj, pi := "", -1
+	for i := range specs.Workspaces {
+		sw := &specs.Workspaces[i]
+		w := &d.pool[i]
+		d.ws[i] = w
+		w.idx = int32(i)
+		w.ref = sw.Ref()
+		w.spec = sw
+		w.stopped = sw.Spec.State == schema.DesiredStopped
+		w.gpus, w.replicas = sw.Spec.Resources.GPUs, max(sw.Spec.Replicas, 1)
+		w.model = sw.Spec.Resources.GPUModel
+		res := &sw.Spec.Resources
+		w.cpu, w.mem, w.disk, w.cores = res.CPUMilli, res.MemoryBytes, res.DiskBytes, res.ExclusiveCores
+		w.feat = d.featureOf(specs, sw)
+		w.out = &d.outs[i]
+		w.out.Ref = w.ref
+		if i > 0 && !d.ws[i-1].ref.Less(w.ref) {
+			d.specSorted = false
+		}
+		// Sorted specs list a project's workspaces together: one lookup
+		// per project.
+		if i == 0 || w.ref.Project != lastProj {
+			lastProj, pi = w.ref.Project, -1
+			if p, ok := projIdx[lastProj]; ok {
+				pi = p
+			}
+		}
+		w.proj = pi
+		if pi >= 0 {
+			p := d.projs[pi]
+			w.tier = p.tier
+			w.tierName = p.spec.Spec.Tier
+			w.canPreempt = p.canPreempt
+			w.preemptible = p.preemptible && sw.Spec.Preemptible
+		}
+		if topo := sw.Spec.Topology; i == 0 || topo != lastTopo {
+			ti, ok := topos[topo]
+			if !ok {
+				def := d.policy.Defaults.Topology
+				eff := schema.Topology{NVLink: cmp.Or(topo.NVLink, def.NVLink), NUMA: cmp.Or(topo.NUMA, def.NUMA)}
+				id, ok := topoIDs[eff]
+				if !ok {
+					id = len(topoIDs)
+					topoIDs[eff] = id
+				}
+				ti = topoInfo{levels(topo, def), id}
+				topos[topo] = ti
+			}
+			lastTopo, lastInfo = topo, ti
+		}
+		w.levels, w.topo = lastInfo.levels, lastInfo.id
+	}
+	if !d.specSorted {
+		d.byRef = make(map[schema.Ref]int32, nw)
+		for i, w := range d.ws {
+			d.byRef[w.ref] = int32(i)
+		}
+	}
+
+	// Allocations: attach to their workspace (or an orphan for refs the
+	// specs no longer list), mark their GPUs held and take their CPU and
+	// memory off their node's. A workspace's allocations usually come
+	// together (Snapshot.Allocs is sorted by workspace): one lookup for
+	// them all, walking the sorted specs alongside (findFrom).
+	d.free = make([]amount, len(snap.Nodes))
+	for ni := range snap.Nodes {
+		d.free[ni] = nodeAmount(&snap.Nodes[ni])
+	}
+	heldSlots := make([]int32, 0, len(d.c.slots))
+	heldBy := make([]int32, 0, len(d.c.slots))
+	wi := int32(-1)
+	walk := 0 // findFrom's place in the specs
+	ni, lastNode := -1, ""
+	// A workspace's allocations are cut from one array of them all, in
+	// snapshot order, while they come together; a workspace whose
+	// allocations come back later (unsorted Allocs) appends to a copy.
+	allocs := make([]*drivers.Alloc, 0, len(snap.Allocs))
+	runStart, fresh := 0, false
+	for ai := range snap.Allocs {
+		a := &snap.Allocs[ai]
+		newRun := ai == 0 || a.Workspace != snap.Allocs[ai-1].Workspace
+		if newRun {
+			wi = d.findFrom(&walk, a.Workspace)
+		}
+		if wi < 0 {
+			wi = d.addOrphan(a.Workspace, projIdx)
+		}
+		w := d.ws[wi]
+		allocs = append(allocs, a)
+		if newRun {
+			runStart, fresh = len(allocs)-1, len(w.allocs) == 0
+		}
+		if fresh {
+			w.allocs = allocs[runStart:len(allocs):len(allocs)]
+		} else {
+			w.allocs = append(w.allocs, a)
+		}
+		w.held += len(a.GPUs)
+		if a.Phase == drivers.AllocStopping {
+			w.stopping = true
+		}
+		if a.StartedAt.After(w.startedAt) {
+			w.startedAt = a.StartedAt
+		}
+		since := a.StartedAt
+		if a.LastCheckpoint.After(since) {
+			since = a.LastCheckpoint
+		}
+		if lost := in.Now.Sub(since).Seconds(); lost > 0 {
+			w.workLost += lost * float64(len(a.GPUs))
+		}
+		if ai == 0 || a.Node != lastNode {
+			ni, lastNode = d.c.nodeIndex(a.Node), a.Node
+		}
+		if ni < 0 {
+			continue
+		}
+		f := &d.free[ni]
+		f.cpu, f.mem, f.disk, f.cores = f.cpu-a.CPUMilli, f.mem-a.MemoryBytes, f.disk-a.DiskBytes, f.cores-int64(a.Cores)
+		// An allocation usually lists its GPUs in the node's order: try
+		// the slot after the last one found before searching the node.
+		next := int32(-1)
+		for _, id := range a.GPUs {
+			si := next
+			if si < 0 || si >= d.c.first[ni+1] || d.c.slots[si].id != id {
+				si = d.c.slot(ni, id)
+			}
+			if si >= 0 {
+				heldSlots = append(heldSlots, si)
+				heldBy = append(heldBy, wi)
+				next = si + 1
+			}
+		}
+	}
+	d.c.hold(heldSlots, heldBy)
+	d.relLeft = map[[2]int32]amount{}
+	for _, n := range snap.Nodes {
+		if !n.Ready || !n.Eligible {
+			continue
+		}
+		a := nodeAmount(&n)
+		for _, v := range []*int64{&a.cpu, &a.mem, &a.disk} {
+			if *v == 0 {
+				*v = math.MaxInt64
+			}
+		}
+		if n.CPUPerCore == 0 {
+			a.cores = math.MaxInt64
+		}
+		d.big = amount{max(d.big.cpu, a.cpu), max(d.big.mem, a.mem), max(d.big.disk, a.disk), max(d.big.cores, a.cores)}
+	}
+	// A workspace with allocations holds its place, GPUs or not: it runs
+	// or leaves, and never queues for a second start.
+	for wi, w := range d.ws {
+		if len(w.allocs) == 0 {
+			continue
+		}
+		w.leaving = w.stopping || w.spec == nil || w.stopped
+		w.running = !w.leaving
+		if w.leaving {
+			d.markReleasing(int32(wi))
+		}
+	}
+
+	// Waiting and aging, for the workspaces that will queue (buildQueue's
+	// test): nothing else reads either, but for the quota accounting
+	// below, which looks up the QueuedSince a running workspace was
+	// admitted with (RecordDecision) only where it breaks a tie.
+	ag := d.policy.Aging
+	queuedSince := func(w *wsState) {
+		w.queuedSince = in.Now
+		if t, ok := hist.QueuedSince[w.ref]; ok && t.Before(in.Now) {
+			w.queuedSince = t
+		}
+	}
+	for _, w := range d.ws {
+		if w.spec == nil || w.stopped || len(w.allocs) > 0 {
+			continue
+		}
+		queuedSince(w)
+		if ag.Interval > 0 && ag.Step > 0 {
+			steps := int64(in.Now.Sub(w.queuedSince) / ag.Interval)
+			w.boost = int(min(steps*int64(ag.Step), int64(max(ag.MaxBoost, 0))))
+		}
+	}
+	// Preemption records and quota labels, walking whichever side is
+	// smaller: the record's workspace, or each workspace's record.
+	if len(hist.Preempted) < len(d.ws) {
+		for ref, p := range hist.Preempted {
+			if wi := d.find(ref); wi >= 0 {
+				d.ws[wi].preempted = &drivers.Preemption{}
+				*d.ws[wi].preempted = p
+			}
+		}
+	} else {
+		for _, w := range d.ws {
+			if p, ok := hist.Preempted[w.ref]; ok {
+				w.preempted = &drivers.Preemption{}
+				*w.preempted = p
+			}
+		}
+	}
+	setAdmitted := func(w *wsState, borrowing bool) {
+		if !w.running {
+			return
+		}
+		w.admitted = admittedInQuota
+		if borrowing {
+			w.admitted = admittedBorrowing
+		}
+	}
+	if len(hist.Borrowing) < len(d.ws) {
+		for ref, b := range hist.Borrowing {
+			if wi := d.find(ref); wi >= 0 {
+				setAdmitted(d.ws[wi], b)
+			}
+		}
+	} else {
+		for _, w := range d.ws {
+			if b, ok := hist.Borrowing[w.ref]; ok {
+				setAdmitted(w, b)
+			}
+		}
+	}
+
+	// Quota accounting: what stays counts against its project.
+	byProj := make([][]*wsState, len(d.projs))
+	for _, w := range d.ws {
+		if w.running && w.proj >= 0 {
+			byProj[w.proj] = append(byProj[w.proj], w)
+		}
+	}
+	for pi, ws := range byProj {
+		d.projs[pi].held = markOverQuota(ws, d.projs[pi].quota, queuedSince)
+	}
+
+	// Preemption candidates and tier ranks.
+	values := map[int]bool{}
+	for _, t := range specs.Tiers {
+		values[t.Spec.Value] = true
+	}
+	var sorted []int
+	for v := range values {
+		sorted = append(sorted, v)
+	}
+	sort.Ints(sorted)
+	d.numTiers = len(sorted)
+	for _, w := range d.ws {
+		w.rank = sort.SearchInts(sorted, w.tier)
+		w.candidate = w.running && w.preemptible && w.proj >= 0 && in.Now.Sub(w.startedAt) >= d.policy.Preemption.MinRuntime
+		if w.candidate {
+			p := d.projs[w.proj]
+			p.candidates = true
+			if w.overQuota {
+				p.leastOver = min(p.leastOver, w.held)
+			}
+		}
+	}
+	d.rightStamp = make([]int32, len(d.ws))
+	d.decidedWS = make([]bool, len(d.ws))
+	d.rightVal = make([]Right, len(d.ws))
+	// What was free before anyone was admitted, for "queue" reasons.
+	d.initialMost = make([][numLevels]int, len(d.c.index))
+	for m := range d.c.index {
+		for l := range numLevels {
+			li := d.c.index[m][l]
+			d.initialMost[m][l] = -1
+			if gi := li.most(); gi >= 0 {
+				d.initialMost[m][l] = li.groups[gi].free
+			}
+		}
+	}
+	return d
+}
+
+// nodeIndex finds a node by name in nodes (sorted by name), or -1.
+func nodeIndex(nodes []drivers.Node, name string) int {
+	i := sort.Search(len(nodes), func(i int) bool { return nodes[i].Name >= name })
+	if i < len(nodes) && nodes[i].Name == name {
+		return i
+	}
+	return -1
+}
+
+// addOrphan adds a record for a workspace that holds GPUs but is not in
+// the specs, and returns its index.
+func (d *decider) addOrphan(ref schema.Ref, projIdx map[string]int) int32 {
+	wi := int32(len(d.ws))
+	d.pool = append(d.pool, wsState{idx: wi, ref: ref, proj: -1})
+	d.outs = append(d.outs, WorkspaceDecision{Ref: ref})
+	w := &d.pool[wi]
+	w.out = &d.outs[wi]
+	if pi, ok := projIdx[ref.Project]; ok {
+		w.proj = pi
+	}
+	d.ws = append(d.ws, w)
+	if d.byRef == nil {
+		d.byRef = map[schema.Ref]int32{}
+	}
+	d.byRef[ref] = wi
+	return wi
+}
+
+// find returns the index of the workspace with ref, or -1.
+func (d *decider) find(ref schema.Ref) int32 {
+	if d.specSorted {
+		specs := d.ws[:d.nSpecs]
+		i, ok := slices.BinarySearchFunc(specs, ref, func(w *wsState, ref schema.Ref) int {
+			return w.ref.Compare(ref)
+		})
+		if ok {
+			return int32(i)
+		}
+	}
+	if wi, ok := d.byRef[ref]; ok {
+		return wi
+	}
+	return -1
+}
+
+// findFrom is find for refs looked up in ascending order: the walk goes
+// on through the sorted specs from *walk, where the last lookup left it,
+// so looking up refs in order costs one pass over the specs in all. A ref
+// not after the last one passed (out of order) falls back to find, as do
+// unsorted specs.
+func (d *decider) findFrom(walk *int, ref schema.Ref) int32 {
+	i := *walk
+	if !d.specSorted || (i > 0 && d.ws[i-1].ref.Compare(ref) >= 0) {
+		return d.find(ref)
+	}
+	// Every spec before i is before ref: it is at i or later, or nowhere.
+	for ; i < d.nSpecs; i++ {
+		if c := d.ws[i].ref.Compare(ref); c >= 0 {
+			if c == 0 {
+				*walk = i + 1
+				return int32(i)
+			}
+			break
+		}
+	}
+	*walk = i
+	if wi, ok := d.byRef[ref]; ok {
+		return wi
+	}
+	return -1
+}
+
+// levels lists the placement levels a topology allows, preferred first.
+func levels(t, def schema.Topology) []int {
+	nv, nu := t.NVLink, t.NUMA
+	if nv == "" {
+		nv = def.NVLink
+	}
+	if nu == "" {
+		nu = def.NUMA
+	}
+	req := func(c schema.Constraint) bool { return c == schema.ConstraintRequired }
+	pref := func(c schema.Constraint) bool { return c == schema.ConstraintPreferred }
+	var out []int
+	wantDom := req(nv) || pref(nv)
+	wantNUMA := req(nu) || pref(nu)
+	if wantDom && wantNUMA {
+		out = append(out, levelCell)
+	}
+	if wantDom && !req(nu) {
+		out = append(out, levelDomain)
+	}
+	if wantNUMA && !req(nv) {
+		out = append(out, levelNUMA)
+	}
+	if !req(nv) && !req(nu) {
+		out = append(out, levelNode)
+	}
+	return out
+}

@@ -1,0 +1,108 @@
+package reconcile
+
+import (
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/berth-dev/berth/drivers/sim"
+	"github.com/berth-dev/berth/schema"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestProjectMetrics: /metrics shows per project what the dashboard does
+// (quota, used, borrowed, waiting, oldest wait), and a project the specs
+// drop leaves the series.
+func TestProjectMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Three 1-GPU workspaces of one project on two GPUs: two run, one waits.
+		set := withWorkspaces(workspace("med", "a", schema.DesiredRunning), workspace("med", "b", schema.DesiredRunning), workspace("med", "c", schema.DesiredRunning))
+		dropped := withWorkspaces()
+		dropped.Projects = dropped.Projects[:1] // hi only
+		h := newHarness(t, testSets{"r1": set, "r2": dropped}, "r1")
+		if _, err := h.loop.Once(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(sim.DefaultStartDelay + time.Minute)
+		if _, err := h.loop.Once(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		reg := h.loop.Metrics().Registry
+		p := set.Project("med")
+		tier := p.Spec.Tier
+		for name, want := range map[string]float64{
+			"berth_project_quota_gpus":         float64(p.Spec.Quota.GPUs),
+			"berth_project_used_gpus":          2,
+			"berth_project_borrowed_gpus":      float64(max(0, 2-p.Spec.Quota.GPUs)),
+			"berth_project_waiting_workspaces": 1,
+		} {
+			if got, ok := gauge(t, reg, name, "med", tier); !ok || got != want {
+				t.Errorf("%s{project=med,tier=%s} = %v (present %v), want %v", name, tier, got, ok, want)
+			}
+		}
+		if got, _ := gauge(t, reg, "berth_project_oldest_wait_seconds", "med", tier); got < 60 {
+			t.Errorf("oldest wait %vs, want at least the minute waited", got)
+		}
+
+		h.source.set("r2")
+		if _, err := h.loop.Once(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := gauge(t, reg, "berth_project_quota_gpus", "med", tier); ok {
+			t.Errorf("project med left the specs, its series stayed")
+		}
+		if _, ok := gauge(t, reg, "berth_project_quota_gpus", "hi", "high"); !ok {
+			t.Errorf("project hi has no series")
+		}
+	})
+}
+
+// gauge returns the value of metric name with the labels project and
+// tier in reg, and whether it is there.
+func gauge(t *testing.T, reg *prometheus.Registry, name, project, tier string) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["project"] == project && labels["tier"] == tier {
+				return m.GetGauge().GetValue(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// TestWorkLostByTier: lost work adds up per the workspace's tier.
+func TestWorkLostByTier(t *testing.T) {
+	m := NewMetrics()
+	set := withWorkspaces()
+	m.lost(set, schema.Ref{Project: "med", Name: "a"}, 90*time.Second)
+	m.lost(set, schema.Ref{Project: "med", Name: "b"}, 30*time.Second)
+	m.lost(set, schema.Ref{Project: "gone", Name: "c"}, 0)
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() == "berth_work_lost_seconds_total" {
+			for _, s := range mf.GetMetric() {
+				got[s.GetLabel()[0].GetValue()] = s.GetCounter().GetValue()
+			}
+		}
+	}
+	if want := map[string]float64{"medium": 120}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("work lost by tier %v, want %v", got, want)
+	}
+}
