@@ -2,12 +2,14 @@
 GO      ?= go
 PKGS    := ./...
 BIN     := bin/berth
+STATIC  ?= bin/berth-static
+IMAGE   ?= berth:dev
 FUZZTIME ?= 5s
 # go-nvml's C header marks NVML calls berth never makes as deprecated; keep
 # those third-party warnings out of every build's output.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: help run run-nomad test e2e bench bench-quick lint build golden fuzz clean screenshot
+.PHONY: help run run-nomad test e2e bench bench-quick lint build static image dist golden fuzz clean screenshot
 
 help: ## Show the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z0-9-]+:.*## /{printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -45,6 +47,16 @@ lint: ## gofmt, go vet, staticcheck and the dependency check (govulncheck offlin
 build: ## Build bin/berth
 	@[ -x $(BIN) ] || echo "building $(BIN): the first build compiles CUE, go-git and Nomad's API client (about a minute on 2 cores, more while Go downloads the modules)"
 	$(GO) build -o $(BIN) ./cmd/berth
+
+static: ## Build bin/berth-static (STATIC=…): no cgo, no NVML (not for berth agent); what the container image runs
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(STATIC) ./cmd/berth
+
+dist: build ## Pack bin/berth (cgo, for berth agent's NVML) as bin/berth_linux_amd64.tar.gz, the agent job's artifact
+	tar -czf bin/berth_$$($(GO) env GOOS)_$$($(GO) env GOARCH).tar.gz -C bin berth
+
+image: ## Build the container image berth:dev (IMAGE=…) from the Dockerfile (needs a docker daemon)
+	@docker info >/dev/null 2>&1 || { echo "make image needs a running docker daemon (docker info fails here); make static builds the binary the image runs"; exit 1; }
+	docker build -t $(IMAGE) .
 
 golden: ## Rewrite every golden file and txtar expectation from the code
 	BERTH_UPDATE=1 $(GO) test -count=1 $(PKGS) >/dev/null

@@ -14,13 +14,15 @@ import (
 func init() { commands = append(commands, newExplainCmd) }
 
 func newExplainCmd() *cobra.Command {
-	var server string
+	var sf serverFlags
 	cmd := &cobra.Command{
 		Use:   "explain PROJECT/WORKSPACE",
 		Short: "Say why a workspace is in its state",
 		Long: `explain asks a running 'berth reconcile' why a workspace is pending, why it
 was preempted and by whom, and when it resumed, in sentences, followed by
-its history of transitions.`,
+its history of transitions.
+
+` + serverHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var ref schema.Ref
@@ -29,8 +31,8 @@ its history of transitions.`,
 			}
 			var d reconcile.WorkspaceDetail
 			path := "/api/v1/workspaces/" + url.PathEscape(ref.Project) + "/" + url.PathEscape(ref.Name)
-			if _, err := getJSON(cmd.Context(), server, path, &d); err != nil {
-				return &exitError{Code: exitFailure, Err: err}
+			if _, err := sf.get(cmd.Context(), path, &d); err != nil {
+				return err
 			}
 			w := cmd.OutOrStdout()
 			for _, s := range d.Explanation {
@@ -56,6 +58,6 @@ its history of transitions.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&server, "server", defaultServer(), "URL of a running berth reconcile")
+	sf.add(cmd.Flags())
 	return cmd
 }

@@ -44,7 +44,8 @@ them, observes the cluster, decides who runs where, and applies the
 difference; again whenever a file changes and every --interval. An invalid
 revision is never applied: the last good one stays in force.
 
---source is a directory (watched for changes) or a git URL (https://…,
+--source is a directory (watched for changes; when it is a symbolic link,
+as git-sync's --link is, a swap of the link applies at once) or a git URL (https://…,
 ssh://…, git@host:org/repo.git, file://…), cloned with its full history
 and fetched every --interval, or at once on a signed POST to
 /api/v1/hooks/git (--webhook-secret-file). A workspace removed from the
@@ -72,7 +73,8 @@ address berth requires a bearer token, read from --ui-token-file, for
 everything but the dashboard's static files and /healthz: the API, the
 event feed and /metrics (they all show the same cluster). Open the
 dashboard and paste the token, or go to http://HOST:PORT/#token=TOKEN (the
-fragment never reaches a server or its logs).
+fragment never reaches a server or its logs); berth status and berth explain send it with
+--token-file FILE or $BERTH_TOKEN.
 
 The webhook needs no bearer token: it proves itself with the secret
 (at least 32 bytes), as a signature of the body (X-Hub-Signature-256,
@@ -183,7 +185,7 @@ shown as *** in logs and the status.
 			}
 			log.Info("berth reconciling", "source", f.source, "cluster", c.Name, "status", addr+"/api/v1/status", "dashboard", addr+"/")
 			if token != "" {
-				log.Info("the API, the dashboard's feed and /metrics need the bearer token in " + uiToken + " (Authorization: Bearer TOKEN; in the browser, paste it or open " + addr + "/#token=TOKEN)")
+				log.Info("the API, the dashboard's feed and /metrics need the bearer token in " + uiToken + " (Authorization: Bearer TOKEN; berth status and explain: --token-file " + uiToken + "; in the browser, paste it or open " + addr + "/#token=TOKEN)")
 			}
 			runErr := loop.Run(ctx, changes)
 			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func init() { commands = append(commands, newStatusCmd) }
@@ -26,23 +27,85 @@ func defaultServer() string {
 	return "http://" + defaultListen
 }
 
+// envToken holds the bearer token berth status and explain send, when
+// --token-file is not given.
+const envToken = "BERTH_TOKEN"
+
+// serverFlags are how berth status and explain reach a running loop: its
+// URL and the bearer token it requires when it listens beyond loopback
+// (the contents of its --ui-token-file).
+type serverFlags struct {
+	server, tokenFile string
+}
+
+func (f *serverFlags) add(fl *pflag.FlagSet) {
+	fl.StringVar(&f.server, "server", defaultServer(), "URL of a running berth reconcile (or $BERTH_SERVER)")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token of a berth reconcile that listens beyond loopback: the contents of its --ui-token-file (or $"+envToken+")")
+}
+
+// serverHelp is the part of status's and explain's help about reaching
+// the loop.
+const serverHelp = `A berth reconcile on loopback (its default --listen 127.0.0.1:4680) needs
+no token. One that listens on any other address requires a bearer token,
+the contents of its --ui-token-file: give it with --token-file FILE or in
+$BERTH_TOKEN. In the deploy job of examples/deploy it is the ui_token item
+of the Nomad Variable nomad/jobs/berth:
+
+  nomad var get -item ui_token nomad/jobs/berth > berth.token
+  berth status --server http://HOST:4680 --token-file berth.token`
+
+// token returns the bearer token to send: from --token-file, else
+// $BERTH_TOKEN, else none.
+func (f *serverFlags) token() (string, error) {
+	if f.tokenFile == "" {
+		return strings.TrimSpace(os.Getenv(envToken)), nil
+	}
+	b, err := os.ReadFile(f.tokenFile)
+	if err != nil {
+		return "", usageError("--token-file: %w", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", usageError("--token-file %s is empty: it should hold the reconciler's bearer token (the contents of its --ui-token-file)", f.tokenFile)
+	}
+	return t, nil
+}
+
+// get GETs path from the loop into v and returns the body.
+func (f *serverFlags) get(ctx context.Context, path string, v any) ([]byte, error) {
+	token, err := f.token()
+	if err != nil {
+		return nil, err
+	}
+	body, err := getJSON(ctx, f.server, token, path, v)
+	if err != nil {
+		return nil, &exitError{Code: exitFailure, Err: err}
+	}
+	return body, nil
+}
+
 func newStatusCmd() *cobra.Command {
-	var server, output string
+	var (
+		sf     serverFlags
+		output string
+	)
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show projects and workspaces from a running loop",
 		Long: `status asks a running 'berth reconcile' (--server, default $BERTH_SERVER or
 http://127.0.0.1:4680) for the revision in force, the last refused one and
-why, every project's quota, usage and share, and every workspace's state.`,
+why, every project's quota, usage and share, and every workspace's state.
+
+` + serverHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
 				return usageError("--output %q: want table or json", output)
 			}
 			var st reconcile.Status
-			raw, err := getJSON(cmd.Context(), server, "/api/v1/status", &st)
+			raw, err := sf.get(cmd.Context(), "/api/v1/status", &st)
 			if err != nil {
-				return &exitError{Code: exitFailure, Err: err}
+				return err
 			}
 			if output == "json" {
 				cmd.OutOrStdout().Write(raw)
@@ -52,19 +115,23 @@ why, every project's quota, usage and share, and every workspace's state.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&server, "server", defaultServer(), "URL of a running berth reconcile")
+	sf.add(cmd.Flags())
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	return cmd
 }
 
-// getJSON GETs path from server into v and returns the body.
-func getJSON(ctx context.Context, server, path string, v any) ([]byte, error) {
+// getJSON GETs path from server into v, with token as the bearer token
+// when it is not empty, and returns the body.
+func getJSON(ctx context.Context, server, token, path string, v any) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	url := strings.TrimSuffix(server, "/") + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("--server %q: %w", server, err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -74,6 +141,12 @@ func getJSON(ctx context.Context, server, path string, v any) ([]byte, error) {
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", url, err)
+	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		if token == "" {
+			return nil, fmt.Errorf("the berth reconcile at %s requires a bearer token: give the contents of its --ui-token-file with --token-file FILE or $%s", server, envToken)
+		}
+		return nil, fmt.Errorf("the berth reconcile at %s refused the bearer token (from --token-file or $%s): it is not the contents of that berth's --ui-token-file", server, envToken)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct {

@@ -2,12 +2,30 @@
 # memory, PCI bus, NUMA node, NVLink peers) and publishes them as dynamic
 # node metadata under berth.gpu. through the local Nomad client.
 #
+#   make dist          # bin/berth_linux_amd64.tar.gz: berth built with cgo
+#   (put it where the GPU nodes can download it: an internal HTTP server,
+#    S3, GCS — any source Nomad's artifact block takes)
 #   nomad var put nomad/jobs/berth-agent token=<secret of a token with node:write>
-#   nomad job run examples/deploy/berth-agent.nomad.hcl
+#   nomad job run -var berth_artifact=https://files.example.com/berth_linux_amd64.tar.gz \
+#       examples/deploy/berth-agent.nomad.hcl
 #
+# berth publishes no release binaries: the artifact is the one you build.
 # It must run on the host (raw_exec) or in a container that sees
-# libnvidia-ml.so.1, with a berth built with cgo. It requests no GPU: it
-# only reads them, and must never hold one a workspace could use.
+# libnvidia-ml.so.1, with a berth built with cgo (make build, make dist;
+# not make static, nor the container image). It requests no GPU: it only
+# reads them, and must never hold one a workspace could use.
+
+variable "berth_artifact" {
+  type        = string
+  description = "URL of the tar.gz make dist builds (bin/berth_linux_amd64.tar.gz), as the GPU nodes download it"
+}
+
+variable "nomad_addr" {
+  type        = string
+  default     = "http://$${attr.unique.network.ip-address}:4646"
+  description = "the local Nomad client's HTTP API as the task reaches it"
+}
+
 job "berth-agent" {
   type     = "system"
   priority = 90
@@ -31,7 +49,7 @@ job "berth-agent" {
       driver = "raw_exec"
 
       artifact {
-        source = "https://example.invalid/berth/releases/latest/berth_linux_amd64.tar.gz"
+        source = var.berth_artifact
       }
 
       config {
@@ -41,7 +59,7 @@ job "berth-agent" {
 
       env {
         BERTH_NODE_ID = "${node.unique.id}"
-        NOMAD_ADDR    = "http://${attr.unique.network.ip-address}:4646"
+        NOMAD_ADDR    = var.nomad_addr
       }
 
       # The ACL token (node:write) comes from a Nomad Variable; it is never
