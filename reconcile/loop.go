@@ -145,6 +145,9 @@ type Loop struct {
 	feed *feed // the dashboard's event feed (events.go)
 
 	retry retries // failed actions and their backoff (apply.go); Once's only
+	// restored: the memory of workspaces was read from the Store's
+	// journal (journal.go); Once's only.
+	restored bool
 }
 
 // New checks cfg and fills its defaults.
@@ -336,6 +339,12 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("load history: %w", err)
 	}
+	if !l.restored {
+		// A restarted berth, or one newly leading, continues from the
+		// last writer's journal (journal.go).
+		l.restore(hist.Journal)
+		l.restored = true
+	}
 	hist = l.cfg.Advance(hist, set, &snap, now)
 
 	// 5. Decide (a workspace whose run ended does not want to run: see
@@ -376,6 +385,7 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 	if applyErr == nil {
 		hist.AppliedRevision, hist.AppliedAt = set.Revision, now
 	}
+	hist.Journal = l.journal(now)
 	if err := l.cfg.Store.SaveHistory(ctx, hist); err != nil {
 		return res, errors.Join(applyErr, fmt.Errorf("save history: %w", err))
 	}

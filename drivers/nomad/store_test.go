@@ -114,6 +114,8 @@ func TestHistoryInVariables(t *testing.T) {
 		QueuedSince: map[schema.Ref]time.Time{{Project: "vision", Name: "train"}: at},
 		Preempted:   map[schema.Ref]state.Preemption{{Project: "vision", Name: "train"}: {Victim: schema.Ref{Project: "vision", Name: "train"}, By: schema.Ref{Project: "nlp", Name: "big"}, At: at, Reason: "tier high > low"}},
 		Borrowing:   map[schema.Ref]bool{{Project: "nlp", Name: "big"}: false, {Project: "nlp", Name: "extra"}: true},
+		// The loop's journal travels as it is.
+		Journal: map[schema.Ref]json.RawMessage{{Project: "vision", Name: "train"}: json.RawMessage(`{"history":[{"at":"2026-11-29T12:00:00Z","to":"Preempted"}],"held":true}`)},
 	}
 	if err := a.SaveHistory(ctx, h); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/berth-dev/berth/schema"
@@ -197,6 +198,13 @@ type History struct {
 	// workspaces without an entry (an older history, an allocation berth
 	// did not start) are told apart by start order.
 	Borrowing map[schema.Ref]bool `json:"borrowing,omitempty"`
+	// Journal is the reconciler's own memory of each workspace for its
+	// status: its recent transitions (behind explain and the dashboard's
+	// timeline), the facts of its last run that a resume is measured
+	// against, and when it left the specs (the prune delay). The JSON is
+	// the reconciler's to write and read; the decision never reads it,
+	// and stores keep it as it is. The reconciler bounds its size.
+	Journal map[schema.Ref]json.RawMessage `json:"journal,omitempty"`
 }
 
 // Preemption records who preempted whom, when and why.
