@@ -115,6 +115,11 @@ type Config struct {
 	// Parallelism is how many actions of a plan are applied at once
 	// (default DefaultParallelism); results are recorded in plan order.
 	Parallelism int
+	// Leader, when not nil, says whether this replica leads (leader.go):
+	// a follower observes and decides but never applies, prunes or saves,
+	// and reads the leader's journal each cycle. Nil: this berth is the
+	// only one and always writes.
+	Leader Leadership
 	// ClusterChanges, when not nil, signals that the cluster changed
 	// (the driver's watch): Run starts a cycle soon after, debounced like
 	// spec changes, except while it backs off after a failed cycle, which
@@ -190,6 +195,11 @@ func New(cfg Config) (*Loop, error) {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
+	}
+	if cfg.Leader != nil {
+		// The lease can lapse mid-cycle: every write checks it.
+		cfg.Cluster = fencedCluster{Cluster: cfg.Cluster, lead: cfg.Leader}
+		cfg.Store = fencedStore{Store: cfg.Store, lead: cfg.Leader}
 	}
 	return &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}, rejected: map[schema.Ref]rejection{}, feed: newFeed()}, nil
 }
@@ -296,6 +306,7 @@ func (l *Loop) Once(ctx context.Context) (Result, error) {
 
 func (l *Loop) once(ctx context.Context) (Result, error) {
 	var res Result
+	leading := l.cfg.Leader == nil || l.cfg.Leader.Leading()
 	// 1. Read the source.
 	rev, err := l.cfg.Source.Read(ctx)
 	if err != nil {
@@ -339,12 +350,12 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("load history: %w", err)
 	}
-	if !l.restored {
+	if !l.restored || !leading {
 		// A restarted berth, or one newly leading, continues from the
-		// last writer's journal (journal.go).
+		// last writer's journal (journal.go); a follower shows it.
 		l.restore(hist.Journal)
-		l.restored = true
 	}
+	l.restored = leading
 	hist = l.cfg.Advance(hist, set, &snap, now)
 
 	// 5. Decide (a workspace whose run ended does not want to run: see
@@ -354,8 +365,11 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 	res.Plan = NewPlan(set, &snap, d)
 	l.cfg.Metrics.observeDecision(d)
 
-	// 7. Apply.
-	out := l.apply(ctx, res.Plan, &snap)
+	// 7. Apply (the leader only).
+	var out applyOutcome
+	if leading {
+		out = l.apply(ctx, res.Plan, &snap)
+	}
 	applied, deferred, applyErr := out.applied, out.deferred, out.err
 	res.Applied, res.Deferred, res.Failed, res.RetryAt = applied, deferred, out.failed, out.retryAt
 	for _, a := range applied {
@@ -378,6 +392,10 @@ func (l *Loop) once(ctx context.Context) (Result, error) {
 		if a.Kind != state.ActionUpdate {
 			res.Settling = true
 		}
+	}
+	if !leading {
+		res.Settling = false // a follower writes nothing and need not hurry
+		return res, nil
 	}
 	if err := l.prune(ctx, set, &snap, now); err != nil && applyErr == nil {
 		applyErr = err
@@ -759,6 +777,10 @@ func (l *Loop) Status() Status {
 		s.LastReconcile = &c
 	}
 	s.Source = l.sourceStatus()
+	if l.cfg.Leader != nil {
+		ls := l.cfg.Leader.LeaderStatus()
+		s.Leader = &ls
+	}
 	for _, ref := range slices.SortedFunc(maps.Keys(l.records), func(a, b schema.Ref) int {
 		if a.Less(b) {
 			return -1

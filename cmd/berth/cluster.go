@@ -31,6 +31,10 @@ type openedCluster struct {
 	Name    string
 	Cluster reconcile.Cluster
 	Store   reconcile.Store
+	// Lease, when not nil, keeps the leader lease of replicas that drive
+	// the same cluster; nil: the cluster has one driver at most (the
+	// simulator lives in one process).
+	Lease reconcile.LeaseStore
 	// Close releases what Open took; nil when nothing.
 	Close func() error
 	// Watch, when not nil, signals changes in the cluster (nodes, jobs,

@@ -30,6 +30,7 @@ func newReconcileCmd() *cobra.Command {
 		addrFile string
 		uiToken  string
 		interval time.Duration
+		leaseTTL time.Duration
 		sf       sourceFlags
 	)
 	cmd := &cobra.Command{
@@ -52,6 +53,15 @@ Each workspace transition is logged as one line. The status is served on
 /metrics, and a live dashboard at / (its feed: the WebSocket
 /api/v1/events). Ctrl-C stops it.
 
+Replicas: several berths may drive one Nomad cluster (for availability).
+They elect a leader through a lease in a Nomad Variable
+(berth/state/leader), renewed with check-and-set every --lease-ttl/5; only
+the leader applies and saves. The others follow: they serve the status
+read-only, name the leader in /api/v1/status ("leader") and take over
+within --lease-ttl when it dies (at once when it stops cleanly). A
+restarted or newly elected berth continues from what the last leader
+saved in Nomad: transitions, preemption records, prune delays.
+
 --listen is loopback by default. On any other address berth requires a
 bearer token, read from --ui-token-file, for everything but the
 dashboard's static files and /healthz: the API, the event feed and
@@ -64,6 +74,9 @@ reaches a server or its logs).
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.check("reconcile"); err != nil {
 				return err
+			}
+			if leaseTTL != 0 && leaseTTL < time.Second {
+				return usageError("--lease-ttl %s: the leader lease must live at least 1s (default %s), or 0 to run without an election", leaseTTL, reconcile.DefaultLeaseTTL)
 			}
 			token, err := readUIToken(uiToken, listen)
 			if err != nil {
@@ -102,6 +115,16 @@ reaches a server or its logs).
 			if c.Watch != nil {
 				// The cluster's changes start cycles but never cut a backoff short.
 				cfg.ClusterChanges = c.Watch(ctx)
+			}
+			var (
+				elector     *reconcile.Elector
+				electorDone = make(chan struct{})
+			)
+			if c.Lease != nil && leaseTTL > 0 {
+				elector = reconcile.NewElector(c.Lease, "", leaseTTL, log)
+				elector.Step(ctx) // a lone replica leads from its first cycle
+				cfg.Leader = elector
+				go func() { defer close(electorDone); elector.Run(ctx) }()
 			}
 			if hook != nil {
 				cfg.Routes = hook.Routes
@@ -142,6 +165,10 @@ reaches a server or its logs).
 					return &exitError{Code: exitFailure, Err: err}
 				}
 			}
+			if elector != nil {
+				// A replica that becomes the leader runs a cycle at once.
+				changes = reconcile.MergeChanges(ctx, changes, elector.Changes())
+			}
 			log.Info("berth reconciling", "source", f.source, "cluster", c.Name, "status", addr+"/api/v1/status", "dashboard", addr+"/")
 			if token != "" {
 				log.Info("the API, the dashboard's feed and /metrics need the bearer token in " + uiToken + " (Authorization: Bearer TOKEN; in the browser, paste it or open " + addr + "/#token=TOKEN)")
@@ -149,6 +176,12 @@ reaches a server or its logs).
 			runErr := loop.Run(ctx, changes)
 			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
+			if elector != nil {
+				<-electorDone
+				if err := elector.Release(shutdown); err != nil {
+					log.Warn("the other replicas take over when the lease expires", "err", err.Error())
+				}
+			}
 			srv.Shutdown(shutdown)
 			log.Info("berth stopped")
 			return runErr
@@ -160,6 +193,7 @@ reaches a server or its logs).
 	fl.Float64Var(&f.simSpeed, "sim-speed", 1, "how fast a simulated cluster's clock runs (60: a second is a minute)")
 	fl.StringVar(&listen, "listen", defaultListen, "address of the status API")
 	fl.DurationVar(&interval, "interval", time.Minute, "longest time between cycles (and between git fetches)")
+	fl.DurationVar(&leaseTTL, "lease-ttl", reconcile.DefaultLeaseTTL, "time to live of the leader lease among replicas (Nomad); a dead leader is replaced within it; 0: no election (only one berth may run)")
 	sf.add(fl)
 	f.prune.add(fl)
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
