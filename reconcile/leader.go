@@ -229,11 +229,14 @@ func (e *Elector) write(ctx context.Context, next state.Lease, ver uint64, prev 
 	e.seen, e.seenVer, e.seenAt = next, nv, e.now()
 	e.leadUntil, e.renewed, e.followed = sent.Add(e.ttl/2), sent, ""
 	if !was {
-		from := "no leader"
-		if prev != "" && prev != e.id {
-			from = prev
+		switch prev {
+		case e.id:
+			e.log.Info("leading again: this replica renewed its lease after it had lapsed, before another took it", "self", e.id, "term", next.Term)
+		case "":
+			e.log.Info("leading: this replica holds the leader lease and writes", "self", e.id, "term", next.Term)
+		default:
+			e.log.Info("leading: this replica took the leader lease over and writes", "self", e.id, "term", next.Term, "from", prev)
 		}
-		e.log.Info("leading: this replica holds the leader lease and writes", "self", e.id, "term", next.Term, "from", from)
 		select {
 		case e.changes <- struct{}{}:
 		default:
