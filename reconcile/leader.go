@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -283,11 +284,45 @@ type fencedCluster struct {
 	lead Leadership
 }
 
+// Apply applies a while this replica leads: an action that outlasts the
+// lease (a start waits for its placement) is cancelled when the lease
+// lapses, so a deposed leader's driver makes no further write.
 func (f fencedCluster) Apply(ctx context.Context, a state.Action) error {
 	if !f.lead.Leading() {
 		return notLeader{f.lead.LeaderStatus().Leader}
 	}
-	return f.Cluster.Apply(ctx, a)
+	ctx, stop := whileLeading(ctx, f.lead)
+	defer stop()
+	err := f.Cluster.Apply(ctx, a)
+	if err != nil && !f.lead.Leading() {
+		return errors.Join(notLeader{f.lead.LeaderStatus().Leader}, err)
+	}
+	return err
+}
+
+// leadingPoll is how often a write in flight checks the lease.
+const leadingPoll = 100 * time.Millisecond
+
+// whileLeading returns a context that ends with ctx or when lead no
+// longer leads, whichever comes first; stop releases it.
+func whileLeading(ctx context.Context, lead Leadership) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTicker(leadingPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if !lead.Leading() {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return ctx, cancel
 }
 
 type fencedStore struct {
@@ -299,6 +334,8 @@ func (f fencedStore) SaveHistory(ctx context.Context, h state.History) error {
 	if !f.lead.Leading() {
 		return notLeader{f.lead.LeaderStatus().Leader}
 	}
+	ctx, stop := whileLeading(ctx, f.lead)
+	defer stop()
 	return f.Store.SaveHistory(ctx, h)
 }
 

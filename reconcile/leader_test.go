@@ -265,3 +265,39 @@ func TestFollowerWritesNothing(t *testing.T) {
 		}
 	})
 }
+
+// blockingCluster's Apply waits until its context ends.
+type blockingCluster struct {
+	Cluster
+	started chan struct{}
+}
+
+func (b blockingCluster) Apply(ctx context.Context, a state.Action) error {
+	close(b.started)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A write in flight when the lease lapses is cancelled: a deposed
+// leader's driver makes no further write (a start waits for its
+// placement for up to 30 s).
+func TestLapsedLeaseCancelsWriteInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &memLease{}
+		me := NewElector(store, "me", 10*time.Second, nil)
+		me.Step(t.Context())
+		b := blockingCluster{started: make(chan struct{})}
+		f := fencedCluster{Cluster: b, lead: me}
+		done := make(chan error)
+		start := time.Now()
+		go func() { done <- f.Apply(t.Context(), state.Action{Kind: state.ActionStart}) }()
+		<-b.started
+		err := <-done // me never renews: its lease lapses after TTL/2
+		if took := time.Since(start); took > 5*time.Second+leadingPoll {
+			t.Errorf("the write ran on %s, past the lease", took)
+		}
+		if !hasClass(err, "conflict") || !strings.Contains(err.Error(), "does not hold the leader lease") {
+			t.Errorf("error %v, want one saying this replica no longer leads", err)
+		}
+	})
+}
