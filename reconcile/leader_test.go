@@ -241,6 +241,9 @@ func TestFollowerWritesNothing(t *testing.T) {
 		if n := len(h.cluster.Applied()); n != writes {
 			t.Errorf("the follower applied %d actions", n-writes)
 		}
+		if v := gauge(t, follower, "berth_leader"); v != 0 {
+			t.Errorf("a follower's berth_leader is %v, want 0", v)
+		}
 		st := follower.Status()
 		if st.Leader == nil || st.Leader.Leader != "other" || st.Leader.Leading {
 			t.Errorf("the follower's status names %+v, want other", st.Leader)
@@ -260,6 +263,9 @@ func TestFollowerWritesNothing(t *testing.T) {
 			t.Fatal("me did not take over")
 		}
 		follower.Once(ctx)
+		if v := gauge(t, follower, "berth_leader"); v != 1 {
+			t.Errorf("the new leader's berth_leader is %v, want 1", v)
+		}
 		if n := countKind(h.cluster.Applied(), state.ActionStop); n != 1 {
 			t.Errorf("the new leader stopped %d workspaces, want 1", n)
 		}
@@ -300,4 +306,20 @@ func TestLapsedLeaseCancelsWriteInFlight(t *testing.T) {
 			t.Errorf("error %v, want one saying this replica no longer leads", err)
 		}
 	})
+}
+
+// gauge reads the value of an unlabelled gauge from l's metrics.
+func gauge(t *testing.T, l *Loop, name string) float64 {
+	t.Helper()
+	mfs, err := l.Metrics().Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no gauge %s", name)
+	return 0
 }

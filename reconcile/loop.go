@@ -151,8 +151,9 @@ type Loop struct {
 
 	retry retries // failed actions and their backoff (apply.go); Once's only
 	// restored: the memory of workspaces was read from the Store's
-	// journal (journal.go); Once's only.
-	restored bool
+	// journal (journal.go); following: this cycle is a follower's (its
+	// transitions are logged at debug: the leader logs them). Once's only.
+	restored, following bool
 }
 
 // New checks cfg and fills its defaults.
@@ -200,6 +201,7 @@ func New(cfg Config) (*Loop, error) {
 		// The lease can lapse mid-cycle: every write checks it.
 		cfg.Cluster = fencedCluster{Cluster: cfg.Cluster, lead: cfg.Leader}
 		cfg.Store = fencedStore{Store: cfg.Store, lead: cfg.Leader}
+		cfg.Metrics.leader(cfg.Leader)
 	}
 	return &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}, rejected: map[schema.Ref]rejection{}, feed: newFeed()}, nil
 }
@@ -307,6 +309,7 @@ func (l *Loop) Once(ctx context.Context) (Result, error) {
 func (l *Loop) once(ctx context.Context) (Result, error) {
 	var res Result
 	leading := l.cfg.Leader == nil || l.cfg.Leader.Leading()
+	l.following = !leading
 	// 1. Read the source.
 	rev, err := l.cfg.Source.Read(ctx)
 	if err != nil {
@@ -696,7 +699,11 @@ func (l *Loop) logTransition(ref schema.Ref, t Transition) {
 	if !l.cfg.LogTransitionFields {
 		attrs = attrs[6:] // the message says them
 	}
-	l.log.Info(fmt.Sprintf("%s: %s → %s", ref, from, t.To), attrs...)
+	level := slog.LevelInfo
+	if l.following {
+		level = slog.LevelDebug
+	}
+	l.log.Log(context.Background(), level, fmt.Sprintf("%s: %s → %s", ref, from, t.To), attrs...)
 }
 
 func where(allocs []state.Alloc) (string, []string) {
