@@ -26,10 +26,7 @@ func TestRealPruneDelaySurvivesRestart(t *testing.T) {
 	write(t, dir, "a.yaml", realWorkspace("a", 1, "sleep 3600"))
 	write(t, dir, "b.yaml", realWorkspace("b", 1, "sleep 3600"))
 	open := func() (*reconcile.Loop, *nomad.Driver) {
-		d, err := nomad.New(nomad.ConfigFromEnv(""))
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := newDriver(t, nomad.ConfigFromEnv(""))
 		l, err := reconcile.New(reconcile.Config{Source: reconcile.DirSource{Dir: dir}, Cluster: d, Store: d, PruneDelay: delay})
 		if err != nil {
 			t.Fatal(err)
@@ -73,8 +70,7 @@ func TestRealPruneDelaySurvivesRestart(t *testing.T) {
 	cycle(l1, delay, "half the delay", func() bool { return time.Since(removed) > delay/2 })
 	d1.Close() // the first berth is gone
 
-	l2, d2 := open()
-	defer d2.Close()
+	l2, _ := open()
 	l2.Once(ctx)
 	if after := state(l2, a).Reason; after != before {
 		t.Errorf("after the restart a's reason is %q, want it unchanged: %q", after, before)
