@@ -1,6 +1,7 @@
 package drivers
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/berth-dev/berth/schema"
@@ -197,6 +198,13 @@ type History struct {
 	// workspaces without an entry (an older history, an allocation berth
 	// did not start) are told apart by start order.
 	Borrowing map[schema.Ref]bool `json:"borrowing,omitempty"`
+	// Journal is the reconciler's own memory of each workspace for its
+	// status: its recent transitions (behind explain and the dashboard's
+	// timeline), the facts of its last run that a resume is measured
+	// against, and when it left the specs (the prune delay). The JSON is
+	// the reconciler's to write and read; the decision never reads it,
+	// and stores keep it as it is. The reconciler bounds its size.
+	Journal map[schema.Ref]json.RawMessage `json:"journal,omitempty"`
 }
 
 // Preemption records who preempted whom, when and why.
@@ -205,4 +213,20 @@ type Preemption struct {
 	By     schema.Ref `json:"by"`
 	At     time.Time  `json:"at"`
 	Reason string     `json:"reason"`
+}
+
+// Lease is the leader lease that replicas of berth sharing one cluster
+// hold in turn: only its holder writes to the cluster. It is kept by the
+// store with check-and-set (its version); the times in it are the
+// holder's, for people to read: replicas never compare clocks.
+type Lease struct {
+	// Holder names the replica holding it ("host/pid/random"); empty: it
+	// was released and any replica may take it at once.
+	Holder string `json:"holder"`
+	// TTL is how long the lease holds without a renewal.
+	TTL time.Duration `json:"ttl"`
+	// Term counts the take-overs: each new holder adds one.
+	Term uint64 `json:"term"`
+	// Renewed is when the holder last renewed it, by its own clock.
+	Renewed time.Time `json:"renewed"`
 }

@@ -86,6 +86,9 @@ func copyHistory(h drivers.History) drivers.History {
 	if h.Borrowing != nil {
 		out.Borrowing = maps.Clone(h.Borrowing)
 	}
+	if h.Journal != nil {
+		out.Journal = maps.Clone(h.Journal)
+	}
 	return out
 }
 

@@ -1,7 +1,9 @@
 package reconcile
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -109,6 +111,11 @@ type Config struct {
 	// Parallelism is how many actions of a plan are applied at once
 	// (default DefaultParallelism); results are recorded in plan order.
 	Parallelism int
+	// Leader, when not nil, says whether this replica leads (leader.go):
+	// a follower observes and decides but never applies, prunes or saves,
+	// and reads the leader's journal each cycle. Nil: this berth is the
+	// only one and always writes.
+	Leader Leadership
 	// ClusterChanges, when not nil, signals that the cluster changed
 	// (the driver's watch): Run starts a cycle soon after, debounced like
 	// spec changes, except while it backs off after a failed cycle, which
@@ -158,6 +165,10 @@ type Loop struct {
 	// clock's fields (sameHistory) saves only once Interval has passed.
 	saved   *drivers.History
 	savedAt time.Time
+	// restored: the memory of workspaces was read from the Store's
+	// journal (journal.go); following: this cycle is a follower's (its
+	// transitions are logged at debug: the leader logs them). Once's only.
+	restored, following bool
 }
 
 // New checks cfg and fills its defaults.
@@ -202,6 +213,12 @@ func New(cfg Config) (*Loop, error) {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
+	}
+	if cfg.Leader != nil {
+		// The lease can lapse mid-cycle: every write checks it.
+		cfg.Cluster = fencedCluster{Cluster: cfg.Cluster, lead: cfg.Leader}
+		cfg.Store = fencedStore{Store: cfg.Store, lead: cfg.Leader}
+		cfg.Metrics.leader(cfg.Leader)
 	}
 	return &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}, rejected: map[schema.Ref]rejection{}, feed: newFeed(),
 		started: time.Now()}, nil
@@ -328,6 +345,8 @@ var errCycleTimeout = errors.New("the reconcile cycle ran past its limit")
 // deadline has passed.
 func (l *Loop) once(ctx, outer context.Context) (Result, error) {
 	var res Result
+	leading := l.cfg.Leader == nil || l.cfg.Leader.Leading()
+	l.following = !leading
 	// 1. Read the source.
 	rev, err := l.cfg.Source.Read(ctx)
 	if err != nil {
@@ -372,6 +391,12 @@ func (l *Loop) once(ctx, outer context.Context) (Result, error) {
 		return res, fmt.Errorf("load history: %w", err)
 	}
 	loaded := hist // Advance and RecordDecision return new histories
+	if !l.restored || !leading {
+		// A restarted berth, or one newly leading, continues from the
+		// last writer's journal (journal.go); a follower shows it.
+		l.restore(hist.Journal)
+	}
+	l.restored = leading
 	hist = l.cfg.Advance(hist, set, &snap, now)
 
 	// 5. Decide (a workspace whose run ended does not want to run: see
@@ -381,8 +406,11 @@ func (l *Loop) once(ctx, outer context.Context) (Result, error) {
 	res.Plan = NewPlan(set, &snap, d)
 	l.cfg.Metrics.observeDecision(d)
 
-	// 7. Apply.
-	out := l.apply(ctx, res.Plan, &snap)
+	// 7. Apply (the leader only).
+	var out applyOutcome
+	if leading {
+		out = l.apply(ctx, res.Plan, &snap)
+	}
 	applied, deferred, applyErr := out.applied, out.deferred, out.err
 	res.Applied, res.Deferred, res.Failed, res.RetryAt = applied, deferred, out.failed, out.retryAt
 	for _, a := range applied {
@@ -406,6 +434,10 @@ func (l *Loop) once(ctx, outer context.Context) (Result, error) {
 			res.Settling = true
 		}
 	}
+	if !leading {
+		res.Settling = false // a follower writes nothing and need not hurry
+		return res, nil
+	}
 	if err := l.prune(ctx, set, &snap, now); err != nil && applyErr == nil {
 		applyErr = err
 	}
@@ -416,6 +448,7 @@ func (l *Loop) once(ctx, outer context.Context) (Result, error) {
 	// (usage decays and accrues, AppliedAt follows the cycle), or at
 	// least every Interval so usage reaches the store; a cycle cut by its
 	// deadline still saves what it did, within outer.
+	hist.Journal = l.journal(now)
 	if l.saved != nil && sameHistory(hist, loaded) && sameHistory(hist, *l.saved) && time.Since(l.savedAt) < l.cfg.Interval {
 		return res, applyErr
 	}
@@ -433,7 +466,7 @@ func (l *Loop) once(ctx, outer context.Context) (Result, error) {
 
 // sameHistory reports whether a and b differ at most in what moves with
 // the clock alone: UsageAt, Usage and AppliedAt. Every other field of
-// state.History is compared (TestSameHistorySeesEveryField keeps it so).
+// drivers.History is compared (TestSameHistorySeesEveryField keeps it so).
 func sameHistory(a, b drivers.History) bool {
 	samePreemption := func(x, y drivers.Preemption) bool {
 		return x.Victim == y.Victim && x.By == y.By && x.At.Equal(y.At) && x.Reason == y.Reason
@@ -441,7 +474,8 @@ func sameHistory(a, b drivers.History) bool {
 	return a.AppliedRevision == b.AppliedRevision &&
 		maps.EqualFunc(a.QueuedSince, b.QueuedSince, time.Time.Equal) &&
 		maps.EqualFunc(a.Preempted, b.Preempted, samePreemption) &&
-		maps.Equal(a.Borrowing, b.Borrowing)
+		maps.Equal(a.Borrowing, b.Borrowing) &&
+		maps.EqualFunc(a.Journal, b.Journal, func(x, y json.RawMessage) bool { return bytes.Equal(x, y) })
 }
 
 // load returns the Set to apply: the new revision when valid (not yet in
@@ -734,7 +768,11 @@ func (l *Loop) logTransition(ref schema.Ref, t Transition) {
 	if !l.cfg.LogTransitionFields {
 		attrs = attrs[6:] // the message says them
 	}
-	l.log.Info(fmt.Sprintf("%s: %s → %s", ref, from, t.To), attrs...)
+	level := slog.LevelInfo
+	if l.following {
+		level = slog.LevelDebug
+	}
+	l.log.Log(context.Background(), level, fmt.Sprintf("%s: %s → %s", ref, from, t.To), attrs...)
 }
 
 func where(allocs []drivers.Alloc) (string, []string) {
@@ -815,6 +853,10 @@ func (l *Loop) Status() Status {
 		s.LastReconcile = &c
 	}
 	s.Source = l.sourceStatus()
+	if l.cfg.Leader != nil {
+		ls := l.cfg.Leader.LeaderStatus()
+		s.Leader = &ls
+	}
 	for _, ref := range slices.SortedFunc(maps.Keys(l.records), func(a, b schema.Ref) int {
 		if a.Less(b) {
 			return -1

@@ -82,6 +82,19 @@ func NewMetrics() *Metrics {
 	return m
 }
 
+// leader exports whether this replica leads (berth_leader, 1 or 0).
+func (m *Metrics) leader(l Leadership) {
+	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "berth_leader", Help: "1 while this replica holds the leader lease and writes, 0 while it follows.",
+	}, func() float64 {
+		if l.Leading() {
+			return 1
+		}
+		return 0
+	})
+	_ = m.Registry.Register(g) // a second loop on the same metrics keeps the first's
+}
+
 func (m *Metrics) observeCycle(d time.Duration, err error) {
 	m.duration.Observe(d.Seconds())
 	if err != nil {

@@ -38,11 +38,11 @@ func TestProjectMetrics(t *testing.T) {
 			"berth_project_borrowed_gpus":      float64(max(0, 2-p.Spec.Quota.GPUs)),
 			"berth_project_waiting_workspaces": 1,
 		} {
-			if got, ok := gauge(t, reg, name, "med", tier); !ok || got != want {
+			if got, ok := projectGauge(t, reg, name, "med", tier); !ok || got != want {
 				t.Errorf("%s{project=med,tier=%s} = %v (present %v), want %v", name, tier, got, ok, want)
 			}
 		}
-		if got, _ := gauge(t, reg, "berth_project_oldest_wait_seconds", "med", tier); got < 60 {
+		if got, _ := projectGauge(t, reg, "berth_project_oldest_wait_seconds", "med", tier); got < 60 {
 			t.Errorf("oldest wait %vs, want at least the minute waited", got)
 		}
 
@@ -50,18 +50,18 @@ func TestProjectMetrics(t *testing.T) {
 		if _, err := h.loop.Once(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := gauge(t, reg, "berth_project_quota_gpus", "med", tier); ok {
+		if _, ok := projectGauge(t, reg, "berth_project_quota_gpus", "med", tier); ok {
 			t.Errorf("project med left the specs, its series stayed")
 		}
-		if _, ok := gauge(t, reg, "berth_project_quota_gpus", "hi", "high"); !ok {
+		if _, ok := projectGauge(t, reg, "berth_project_quota_gpus", "hi", "high"); !ok {
 			t.Errorf("project hi has no series")
 		}
 	})
 }
 
-// gauge returns the value of metric name with the labels project and
+// projectGauge returns the value of metric name with the labels project and
 // tier in reg, and whether it is there.
-func gauge(t *testing.T, reg *prometheus.Registry, name, project, tier string) (float64, bool) {
+func projectGauge(t *testing.T, reg *prometheus.Registry, name, project, tier string) (float64, bool) {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {

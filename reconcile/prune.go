@@ -155,8 +155,9 @@ type absence struct {
 // prune purges the jobs of workspaces that have stayed out of the specs
 // for PruneDelay and no longer hold GPUs, and notes in their status when
 // that will happen. A workspace back in the specs is forgotten here and
-// starts from what it saved. The memory is the loop's: after a restart
-// the delay starts again (a purge comes later, never earlier).
+// starts from what it saved. When each workspace left the specs is kept
+// in the Store's journal (journal.go): a restarted berth, or a newly
+// elected one, purges on the same schedule.
 func (l *Loop) prune(ctx context.Context, set *schema.Set, snap *drivers.Snapshot, now time.Time) error {
 	holding := map[schema.Ref]bool{}
 	for _, a := range snap.Allocs {

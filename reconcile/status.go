@@ -58,6 +58,10 @@ type Status struct {
 	// fetches, applied and attempted revisions, force-pushes); nil for a
 	// source that reports nothing.
 	Source *SourceStatus `json:"source,omitempty"`
+	// Leader is the election among replicas (nil: this berth is the
+	// only one). A follower's status is read-only: it shows the leader's
+	// journal and its own observation, and applies nothing.
+	Leader *LeaderStatus `json:"leader,omitempty"`
 	// LastReconcile is the last completed cycle.
 	LastReconcile *CycleStatus      `json:"lastReconcile,omitempty"`
 	Projects      []ProjectStatus   `json:"projects"`

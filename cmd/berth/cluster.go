@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/sim"
+	"github.com/berth-dev/berth/reconcile"
 )
 
 // The --cluster flag names a cluster as SCHEME[:ARG]. Each scheme lives
@@ -35,6 +36,10 @@ type openedCluster struct {
 	Name    string
 	Cluster drivers.Cluster
 	Store   drivers.Store
+	// Lease, when not nil, keeps the leader lease of replicas that drive
+	// the same cluster; nil: the cluster has one driver at most (the
+	// simulator lives in one process).
+	Lease reconcile.LeaseStore
 	// Close releases what Open took; nil when nothing.
 	Close func() error
 	// Watch, when not nil, signals changes in the cluster (nodes, jobs,

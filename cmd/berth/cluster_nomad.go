@@ -31,7 +31,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return &openedCluster{Name: "nomad " + cfg.Address, Cluster: d, Store: d, Watch: d.Watch, Close: d.Close,
+			return &openedCluster{Name: "nomad " + cfg.Address, Cluster: d, Store: d, Lease: d, Watch: d.Watch, Close: d.Close,
 				Unreachable: "check that Nomad is running at " + cfg.Address + " and that NOMAD_ADDR (or --cluster nomad://HOST:PORT) names it"}, nil
 		},
 	})

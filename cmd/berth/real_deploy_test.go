@@ -125,6 +125,10 @@ func TestRealDeployReconcilerJob(t *testing.T) {
 		t.Fatalf("parse %s: %v", deployJob, err)
 	}
 	rawExec(t, job, map[string]string{"berth-under-test": bin, "registry.k8s.io/git-sync/git-sync:v4.2.1": standIn})
+	// One replica: this test proves the job starts and reconciles;
+	// TestRealLeaderElection proves replicas hand over.
+	one := 1
+	job.TaskGroups[0].Count = &one
 	if _, _, err := c.Jobs().Register(job, nil); err != nil {
 		t.Fatalf("register %s: %v", deployJob, err)
 	}

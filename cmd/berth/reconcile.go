@@ -31,6 +31,7 @@ func newReconcileCmd() *cobra.Command {
 		addrFile string
 		uiToken  string
 		interval time.Duration
+		leaseTTL time.Duration
 		sf       sourceFlags
 		// Deadlines: of each request to Nomad, of a cycle, and the age of
 		// the last successful cycle past which /healthz fails.
@@ -65,6 +66,15 @@ cycle observes again (a spec change made meanwhile is applied then).
 cycle, and 503 {"status":"stale",…} once it is older than
 --health-max-age: point Nomad's (or any) health check at it to restart a
 berth that is stuck or cannot reach its cluster.
+
+Replicas: several berths may drive one Nomad cluster (for availability).
+They elect a leader through a lease in a Nomad Variable
+(berth/state/leader), renewed with check-and-set every --lease-ttl/5; only
+the leader applies and saves. The others follow: they serve the status
+read-only, name the leader in /api/v1/status ("leader") and take over
+within --lease-ttl when it dies (at once when it stops cleanly). A
+restarted or newly elected berth continues from what the last leader
+saved in Nomad: transitions, preemption records, prune delays.
 
 --listen is loopback by default, and without a token berth answers only
 requests addressed to localhost, 127.x.x.x, [::1] or the --listen host
@@ -101,6 +111,9 @@ shown as *** in logs and the status.
 			}
 			if healthMaxAge <= interval {
 				return usageError("--health-max-age %s must be longer than --interval %s: a healthy berth succeeds a cycle at least every interval", healthMaxAge, interval)
+			}
+			if leaseTTL != 0 && leaseTTL < time.Second {
+				return usageError("--lease-ttl %s: the leader lease must live at least 1s (default %s), or 0 to run without an election", leaseTTL, reconcile.DefaultLeaseTTL)
 			}
 			token, err := readUIToken(uiToken, listen)
 			if err != nil {
@@ -140,6 +153,16 @@ shown as *** in logs and the status.
 			if c.Watch != nil {
 				// The cluster's changes start cycles but never cut a backoff short.
 				cfg.ClusterChanges = c.Watch(ctx)
+			}
+			var (
+				elector     *reconcile.Elector
+				electorDone = make(chan struct{})
+			)
+			if c.Lease != nil && leaseTTL > 0 {
+				elector = reconcile.NewElector(c.Lease, "", leaseTTL, log)
+				elector.Step(ctx) // a lone replica leads from its first cycle
+				cfg.Leader = elector
+				go func() { defer close(electorDone); elector.Run(ctx) }()
 			}
 			if hook != nil {
 				cfg.Routes = hook.Routes
@@ -183,6 +206,10 @@ shown as *** in logs and the status.
 					return &exitError{Code: exitFailure, Err: err}
 				}
 			}
+			if elector != nil {
+				// A replica that becomes the leader runs a cycle at once.
+				changes = reconcile.MergeChanges(ctx, changes, elector.Changes())
+			}
 			log.Info("berth reconciling", "source", f.source, "cluster", c.Name, "status", addr+"/api/v1/status", "dashboard", addr+"/")
 			if token != "" {
 				log.Info("the API, the dashboard's feed and /metrics need the bearer token in " + uiToken + " (Authorization: Bearer TOKEN; berth status and explain: --token-file " + uiToken + "; in the browser, paste it or open " + addr + "/#token=TOKEN)")
@@ -190,6 +217,12 @@ shown as *** in logs and the status.
 			runErr := loop.Run(ctx, changes)
 			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
+			if elector != nil {
+				<-electorDone
+				if err := elector.Release(shutdown); err != nil {
+					log.Warn("the other replicas take over when the lease expires", "err", err.Error())
+				}
+			}
 			srv.Shutdown(shutdown)
 			log.Info("berth stopped")
 			return runErr
@@ -204,6 +237,7 @@ shown as *** in logs and the status.
 	fl.DurationVar(&nomadTimeout, "nomad-timeout", nomad.DefaultRequestTimeout, "longest berth waits for Nomad to answer one request (a blocking query: its wait on top) before it cuts it and retries")
 	fl.DurationVar(&cycleTimeout, "cycle-timeout", reconcile.DefaultCycleTimeout, "longest one reconcile cycle may run before it is cut (what it applied is kept)")
 	fl.DurationVar(&healthMaxAge, "health-max-age", reconcile.DefaultHealthMaxAge, "/healthz answers 503 once the last successful cycle is older than this")
+	fl.DurationVar(&leaseTTL, "lease-ttl", reconcile.DefaultLeaseTTL, "time to live of the leader lease among replicas (Nomad); a dead leader is replaced within it; 0: no election (only one berth may run)")
 	sf.add(fl)
 	f.prune.add(fl)
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")

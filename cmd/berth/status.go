@@ -173,6 +173,16 @@ func printStatus(w io.Writer, st reconcile.Status) {
 		fmt.Fprintf(w, "Cluster:   %s\n", st.Cluster)
 	}
 	printSource(w, st.Source)
+	if l := st.Leader; l != nil {
+		switch {
+		case l.Leading:
+			fmt.Fprintf(w, "Leader:    this replica (%s), term %d\n", l.Self, l.Term)
+		case l.Leader != "":
+			fmt.Fprintf(w, "Leader:    %s; this replica (%s) follows: read-only, it takes over if the leader dies\n", l.Leader, l.Self)
+		default:
+			fmt.Fprintf(w, "Leader:    none yet; this replica (%s) waits for the lease\n", l.Self)
+		}
+	}
 	if st.Attempted != nil {
 		fmt.Fprintf(w, "Refused:   %s\n", st.Attempted.ID)
 		for _, e := range st.Attempted.Errors {

@@ -53,6 +53,9 @@ type Config struct {
 	// has at most 85 characters.
 	StateNamespace string
 	StatePath      string
+	// LeasePath is the Variable of the replicas' leader lease (default
+	// "berth/state/leader", in StateNamespace; lease.go).
+	LeasePath string
 	// PlacementTimeout bounds how long Apply waits to see where Nomad put
 	// a started workspace (default 30s); it waits with blocking queries.
 	PlacementTimeout time.Duration
@@ -138,6 +141,9 @@ func New(cfg Config) (*Driver, error) {
 	}
 	if cfg.StatePath == "" {
 		cfg.StatePath = "berth/state/history"
+	}
+	if cfg.LeasePath == "" {
+		cfg.LeasePath = "berth/state/leader"
 	}
 	if cfg.PlacementTimeout == 0 {
 		cfg.PlacementTimeout = 30 * time.Second

@@ -92,7 +92,7 @@ func globalOf(h drivers.History, withUsage bool) drivers.History {
 }
 
 // splitHistory returns the JSON of each of n shards of h: the entries of
-// QueuedSince, Preempted and Borrowing by the hash of their workspace,
+// QueuedSince, Preempted, Borrowing and Journal by the hash of their workspace,
 // and Usage by the hash of its project when usageInShards. It reads h
 // and changes nothing.
 func splitHistory(h drivers.History, n int, usageInShards bool) ([][]byte, error) {
@@ -117,6 +117,13 @@ func splitHistory(h drivers.History, n int, usageInShards bool) ([][]byte, error
 			p.Borrowing = map[schema.Ref]bool{}
 		}
 		p.Borrowing[ref] = b
+	}
+	for ref, j := range h.Journal {
+		p := &parts[shardOf(ref.String(), n)]
+		if p.Journal == nil {
+			p.Journal = map[schema.Ref]json.RawMessage{}
+		}
+		p.Journal[ref] = j
 	}
 	if usageInShards {
 		for project, u := range h.Usage {
@@ -145,10 +152,11 @@ type shardBody struct {
 	QueuedSince map[schema.Ref]time.Time          `json:"queuedSince,omitempty"`
 	Preempted   map[schema.Ref]drivers.Preemption `json:"preempted,omitempty"`
 	Borrowing   map[schema.Ref]bool               `json:"borrowing,omitempty"`
+	Journal     map[schema.Ref]json.RawMessage    `json:"journal,omitempty"`
 }
 
 func shardJSON(h drivers.History) shardBody {
-	return shardBody{Usage: h.Usage, QueuedSince: h.QueuedSince, Preempted: h.Preempted, Borrowing: h.Borrowing}
+	return shardBody{Usage: h.Usage, QueuedSince: h.QueuedSince, Preempted: h.Preempted, Borrowing: h.Borrowing, Journal: h.Journal}
 }
 
 // mergeShard adds a shard's entries to h. Each entry is in one shard
@@ -162,7 +170,8 @@ func mergeShard(h *drivers.History, b []byte) error {
 		mergeInto(&h.Usage, s.Usage, "project"),
 		mergeInto(&h.QueuedSince, s.QueuedSince, "workspace"),
 		mergeInto(&h.Preempted, s.Preempted, "workspace"),
-		mergeInto(&h.Borrowing, s.Borrowing, "workspace"))
+		mergeInto(&h.Borrowing, s.Borrowing, "workspace"),
+		mergeInto(&h.Journal, s.Journal, "workspace"))
 }
 
 // mergeInto adds src's entries to *dst (made when nil); a key already in

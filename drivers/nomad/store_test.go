@@ -113,6 +113,8 @@ func TestHistoryInVariables(t *testing.T) {
 		QueuedSince: map[schema.Ref]time.Time{{Project: "vision", Name: "train"}: at},
 		Preempted:   map[schema.Ref]drivers.Preemption{{Project: "vision", Name: "train"}: {Victim: schema.Ref{Project: "vision", Name: "train"}, By: schema.Ref{Project: "nlp", Name: "big"}, At: at, Reason: "tier high > low"}},
 		Borrowing:   map[schema.Ref]bool{{Project: "nlp", Name: "big"}: false, {Project: "nlp", Name: "extra"}: true},
+		// The loop's journal travels as it is.
+		Journal: map[schema.Ref]json.RawMessage{{Project: "vision", Name: "train"}: json.RawMessage(`{"history":[{"at":"2026-11-29T12:00:00Z","to":"Preempted"}],"held":true}`)},
 	}
 	if err := a.SaveHistory(ctx, h); err != nil {
 		t.Fatal(err)
@@ -629,4 +631,51 @@ func TestHistoryStatePathTooLong(t *testing.T) {
 	if drivers.ClassOf(err) != drivers.ClassInvalid || !strings.Contains(err.Error(), "at most 85") {
 		t.Errorf("86 characters: %v", err)
 	}
+}
+
+// TestHistoryJournalSize saves the journal a loop keeps for 1,000
+// workspaces with their 32 last transitions each (the most it keeps)
+// beside a history of 1,000 workspaces: every Variable within Nomad's
+// limit, the whole read back, and the size reported.
+func TestHistoryJournalSize(t *testing.T) {
+	fake := nomadfake.New()
+	url := fake.Start(t).URL
+	d := historyStore(t, url)
+	h := bigHistory(1000, 14)
+	h.Journal = map[schema.Ref]json.RawMessage{}
+	at := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
+	states := []string{"Pending", "Starting", "Running", "Preempting", "Preempted"}
+	for i := range 1000 {
+		ref := schema.Ref{Project: fmt.Sprintf("team-%03d", i/50), Name: fmt.Sprintf("train-%05d", i)}
+		var b strings.Builder
+		b.WriteString(`{"history":[`)
+		for k := range 32 {
+			if k > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `{"at":%q,"from":%q,"to":%q,"reason":"preempted by team-000/train-%05d: tier high (80) outranks tier medium (50)","node":"node-%d","gpus":["GPU-%08d-0000-4000-8000-00000000000%d"],"progress":%d}`,
+				at.Add(time.Duration(i*32+k)*time.Second).Format(time.RFC3339Nano), states[k%5], states[(k+1)%5], (i*7+k)%1000, i%64, i, k%8, k*int(time.Minute))
+		}
+		b.WriteString(`],"held":true,"workLost":120000000000}`)
+		h.Journal[ref] = json.RawMessage(b.String())
+	}
+	if err := d.SaveHistory(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	got, err := historyStore(t, url).LoadHistory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Journal) != 1000 {
+		t.Fatalf("read back %d journal entries, want 1000", len(got.Journal))
+	}
+	total, vars := 0, varsUnder(t, url)
+	for _, n := range vars {
+		total += n
+	}
+	raw := 0
+	for _, j := range h.Journal {
+		raw += len(j)
+	}
+	t.Logf("1,000 workspaces, 32 transitions each: journal %d bytes of JSON; the whole history %d bytes in %d Variables", raw, total, len(vars))
 }

@@ -1,9 +1,13 @@
 # berth reconcile as a Nomad service: keeps the cluster matching the specs
 # in a git repository, checked out by git-sync, through the Nomad driver
 # (--cluster nomad reads NOMAD_ADDR and NOMAD_TOKEN). Its memory (fair-share
-# usage, queue places, preemption records) lives in Nomad Variables under
-# berth/state/history, so it can be rescheduled anywhere and restart
-# stateless. examples/deploy/README.md walks through it; in short:
+# usage, queue places, preemption records, transitions, prune delays) lives
+# in Nomad Variables under berth/state/history, so it can be rescheduled
+# anywhere and restart stateless. Two replicas run on different hosts: they
+# elect a leader through the lease in berth/state/leader; only the leader
+# writes, the other serves the status read-only (naming the leader) and
+# takes over within --lease-ttl (15 s) if the leader dies.
+# examples/deploy/README.md walks through it; in short:
 #
 #   nomad acl policy apply berth-reconciler examples/deploy/berth-reconciler.policy.hcl
 #   nomad var put nomad/jobs/berth token=<secret of a token with that policy> \
@@ -60,7 +64,12 @@ job "berth" {
   priority = 95
 
   group "reconciler" {
-    count = 1 # one writer; EnforceIndex and check-and-set guard against a second
+    count = 2 # one leader writes; the other follows and takes over
+
+    constraint {
+      operator = "distinct_hosts" # one per host: the static port, and a host failure takes one
+      value    = "true"
+    }
 
     network {
       port "http" { static = var.port }
