@@ -1,9 +1,7 @@
 package reconcile
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -465,7 +463,8 @@ func (l *Loop) once(ctx, outer context.Context) (Result, error) {
 }
 
 // sameHistory reports whether a and b differ at most in what moves with
-// the clock alone: UsageAt, Usage and AppliedAt. Every other field of
+// the clock alone: UsageAt, Usage, AppliedAt and the journal's LastProgress
+// (sameJournalEntry). Every other field of
 // drivers.History is compared (TestSameHistorySeesEveryField keeps it so).
 func sameHistory(a, b drivers.History) bool {
 	samePreemption := func(x, y drivers.Preemption) bool {
@@ -475,7 +474,7 @@ func sameHistory(a, b drivers.History) bool {
 		maps.EqualFunc(a.QueuedSince, b.QueuedSince, time.Time.Equal) &&
 		maps.EqualFunc(a.Preempted, b.Preempted, samePreemption) &&
 		maps.Equal(a.Borrowing, b.Borrowing) &&
-		maps.EqualFunc(a.Journal, b.Journal, func(x, y json.RawMessage) bool { return bytes.Equal(x, y) })
+		maps.EqualFunc(a.Journal, b.Journal, sameJournalEntry)
 }
 
 // load returns the Set to apply: the new revision when valid (not yet in

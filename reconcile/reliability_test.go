@@ -289,6 +289,9 @@ func nonZero(t *testing.T, typ reflect.Type) reflect.Value {
 	case typ == reflect.TypeFor[time.Time]():
 		v.Set(reflect.ValueOf(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)))
 		return v
+	case typ == reflect.TypeFor[json.RawMessage](): // a journal entry
+		v.Set(reflect.ValueOf(json.RawMessage(`{"workLost":1}`)))
+		return v
 	}
 	switch typ.Kind() {
 	case reflect.String:
