@@ -2,6 +2,8 @@ package drivers
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/berth-dev/berth/schema"
@@ -122,6 +124,34 @@ func (p AllocPhase) String() string {
 		return "stopping"
 	}
 	return "unknown"
+}
+
+// MarshalText writes the phase's name (starting, running, stopping).
+func (p AllocPhase) MarshalText() ([]byte, error) {
+	if s := p.String(); s != "unknown" {
+		return []byte(s), nil
+	}
+	return nil, fmt.Errorf("allocation phase %d has no name", int(p))
+}
+
+// UnmarshalJSON reads a phase's name, or its number as snapshots before
+// berth.dev/snapshot/v2 wrote it.
+func (p *AllocPhase) UnmarshalJSON(b []byte) error {
+	if n, err := strconv.Atoi(string(b)); err == nil {
+		*p = AllocPhase(n)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("allocation phase: %w", err)
+	}
+	for q := AllocStarting; q <= AllocStopping; q++ {
+		if q.String() == s {
+			*p = q
+			return nil
+		}
+	}
+	return fmt.Errorf("allocation phase %q: want starting, running or stopping", s)
 }
 
 // Alloc is one replica of a workspace holding GPUs on a node. Terminal

@@ -109,8 +109,8 @@ type Event struct {
 	Transition
 	// AtRisk is, for a preemption, the work done since the victim's last
 	// checkpoint (what it loses unless it checkpoints within Grace).
-	AtRisk time.Duration `json:"atRisk,omitempty"`
-	Grace  time.Duration `json:"grace,omitempty"`
+	AtRisk Seconds `json:"atRiskSeconds,omitempty"`
+	Grace  Seconds `json:"graceSeconds,omitempty"`
 }
 
 // eventKind names a transition for the timeline.
@@ -166,11 +166,11 @@ func (l *Loop) events(ts []WorkspaceTransition) []Event {
 				if a.LastCheckpoint.After(since) {
 					since = a.LastCheckpoint
 				}
-				e.AtRisk = max(e.AtRisk, t.At.Sub(since))
+				e.AtRisk = max(e.AtRisk, Seconds(t.At.Sub(since)))
 			}
 			if v.set != nil {
 				if w := v.set.Workspace(t.Workspace); w != nil {
-					e.Grace = w.Spec.Checkpoint.GracePeriod
+					e.Grace = Seconds(w.Spec.Checkpoint.GracePeriod)
 				}
 			}
 		}

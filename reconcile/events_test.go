@@ -209,7 +209,7 @@ func TestEventsStateThenDeltasInOrder(t *testing.T) {
 		}
 	}
 	pre := s.Events[slices.IndexFunc(s.Events, func(e Event) bool { return e.Workspace == mediumRef && e.Kind == "preempted" })]
-	if pre.PreemptedBy == nil || pre.PreemptedBy.String() != highRef || pre.AtRisk != 5*time.Minute+time.Second || pre.Grace != 30*time.Second {
+	if pre.PreemptedBy == nil || pre.PreemptedBy.String() != highRef || pre.AtRisk.D() != 5*time.Minute+time.Second || pre.Grace.D() != 30*time.Second {
 		t.Errorf("preemption event %+v: want by %s, 5m1s at risk (since the 10m checkpoint), 30s grace", pre, highRef)
 	}
 
@@ -380,7 +380,7 @@ func TestSameWorkspaceCoversEveryField(t *testing.T) {
 		switch f.Interface().(type) {
 		case string, State:
 			f.SetString("x")
-		case time.Duration:
+		case time.Duration, Seconds:
 			f.SetInt(1)
 		case time.Time:
 			f.Set(reflect.ValueOf(time.Unix(1, 0)))

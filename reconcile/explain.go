@@ -56,7 +56,7 @@ func Explain(ws WorkspaceStatus, history []Transition) []string {
 		s := fmt.Sprintf("It was preempted by %s at %s (%s)", refName(t), at(t.At), t.Reason)
 		for _, r := range history[i+1:] {
 			if r.To == StateStarting || r.To == StateRunning {
-				s += fmt.Sprintf(" and resumed at %s from %s of progress", at(r.At), round(r.Progress))
+				s += fmt.Sprintf(" and resumed at %s from %s of progress", at(r.At), round(r.Progress.D()))
 				break
 			}
 		}
@@ -64,9 +64,9 @@ func Explain(ws WorkspaceStatus, history []Transition) []string {
 		break
 	}
 	if ws.Progress > 0 {
-		s := "Progress so far: " + round(ws.Progress)
+		s := "Progress so far: " + round(ws.Progress.D())
 		if ws.WorkLost > 0 {
-			s += "; work lost to preemptions and failures: " + round(ws.WorkLost)
+			s += "; work lost to preemptions and failures: " + round(ws.WorkLost.D())
 		} else {
 			s += "; no work lost"
 		}

@@ -14,12 +14,12 @@ func TestExplain(t *testing.T) {
 	preempted := []Transition{
 		{At: at(0), To: StateStarting},
 		{At: at(1), From: StateStarting, To: StateRunning},
-		{At: at(20), From: StateRunning, To: StatePreempting, PreemptedBy: by, Reason: "tier high (80) outranks tier medium (50)", Progress: 19 * time.Minute},
-		{At: at(21), From: StatePreempting, To: StatePreempted, PreemptedBy: by, Progress: 19 * time.Minute},
+		{At: at(20), From: StateRunning, To: StatePreempting, PreemptedBy: by, Reason: "tier high (80) outranks tier medium (50)", Progress: Seconds(19 * time.Minute)},
+		{At: at(21), From: StatePreempting, To: StatePreempted, PreemptedBy: by, Progress: Seconds(19 * time.Minute)},
 	}
 	resumed := append(preempted[:len(preempted):len(preempted)],
-		Transition{At: at(40), From: StatePreempted, To: StateStarting, Progress: 19 * time.Minute},
-		Transition{At: at(41), From: StateStarting, To: StateRunning, Progress: 19 * time.Minute})
+		Transition{At: at(40), From: StatePreempted, To: StateStarting, Progress: Seconds(19 * time.Minute)},
+		Transition{At: at(41), From: StateStarting, To: StateRunning, Progress: Seconds(19 * time.Minute)})
 	tests := map[string]struct {
 		ws      WorkspaceStatus
 		history []Transition
@@ -35,14 +35,14 @@ func TestExplain(t *testing.T) {
 				"It has preempted lower-tier workspaces and starts once they have checkpointed and released their GPUs."},
 		},
 		"preempted": {
-			ws:      WorkspaceStatus{Project: "med", Name: "train", State: StatePreempted, Since: at(21), PreemptedBy: by, Reason: "tier high (80) outranks tier medium (50)", Progress: 19 * time.Minute},
+			ws:      WorkspaceStatus{Project: "med", Name: "train", State: StatePreempted, Since: at(21), PreemptedBy: by, Reason: "tier high (80) outranks tier medium (50)", Progress: Seconds(19 * time.Minute)},
 			history: preempted,
 			want: []string{"med/train was preempted by hi/eval at 10:21:00: tier high (80) outranks tier medium (50).",
 				"It keeps its place in the queue and resumes on its own, from its last checkpoint, when capacity returns.",
 				"Progress so far: 19m0s; no work lost."},
 		},
 		"resumed": {
-			ws:      WorkspaceStatus{Project: "med", Name: "train", State: StateRunning, Since: at(41), Node: "gpu-1", GPUs: []string{"GPU-0123456789ab-cdef"}, Progress: 20 * time.Minute, WorkLost: 30 * time.Second},
+			ws:      WorkspaceStatus{Project: "med", Name: "train", State: StateRunning, Since: at(41), Node: "gpu-1", GPUs: []string{"GPU-0123456789ab-cdef"}, Progress: Seconds(20 * time.Minute), WorkLost: Seconds(30 * time.Second)},
 			history: resumed,
 			want: []string{"med/train is running on gpu-1 (GPUs GPU-01234567) since 10:41:00.",
 				"It was preempted by hi/eval at 10:20:00 (tier high (80) outranks tier medium (50)) and resumed at 10:40:00 from 19m0s of progress.",

@@ -54,7 +54,7 @@ func (l *Loop) journal(now time.Time) map[schema.Ref]json.RawMessage {
 	defer l.mu.Unlock()
 	out := make(map[schema.Ref]json.RawMessage, len(l.records))
 	for ref, rec := range l.records {
-		e := journalEntry{WorkLost: rec.status.WorkLost, Held: rec.held, Gone: rec.gone, LastProgress: rec.lastProgress, Resumed: rec.resumed}
+		e := journalEntry{WorkLost: rec.status.WorkLost.D(), Held: rec.held, Gone: rec.gone, LastProgress: rec.lastProgress, Resumed: rec.resumed}
 		e.History = rec.history[max(0, len(rec.history)-journalTransitions):]
 		if ab := l.absent[ref]; ab != nil {
 			e.AbsentSince, e.Purged = ab.since, ab.purged
@@ -89,7 +89,7 @@ func (l *Loop) restore(j map[schema.Ref]json.RawMessage) {
 			continue
 		}
 		rec := &record{history: e.History, held: e.Held, gone: e.Gone, lastProgress: e.LastProgress, resumed: e.Resumed,
-			status: WorkspaceStatus{Project: ref.Project, Name: ref.Name, WorkLost: e.WorkLost}}
+			status: WorkspaceStatus{Project: ref.Project, Name: ref.Name, WorkLost: Seconds(e.WorkLost)}}
 		if n := len(e.History); n > 0 {
 			last := e.History[n-1]
 			rec.status.State, rec.status.Since, rec.status.Reason = last.To, last.At, last.Reason

@@ -140,16 +140,18 @@ type Loop struct {
 
 	cycle sync.Mutex // one Once at a time
 
-	mu        sync.Mutex
-	good      *schema.Set
-	goodRev   *RevisionStatus
-	attempted *RevisionStatus
-	absent    map[schema.Ref]*absence // workspaces out of the specs (prune.go)
-	records   map[schema.Ref]*record
-	rejected  map[schema.Ref]rejection
-	projects  []ProjectStatus
-	last      *CycleStatus
-	view      view // the last cycle's inputs, for the dashboard
+	mu      sync.Mutex
+	good    *schema.Set
+	goodRev *RevisionStatus
+	// observedAt is the cluster's time at the last observation.
+	observedAt time.Time
+	attempted  *RevisionStatus
+	absent     map[schema.Ref]*absence // workspaces out of the specs (prune.go)
+	records    map[schema.Ref]*record
+	rejected   map[schema.Ref]rejection
+	projects   []ProjectStatus
+	last       *CycleStatus
+	view       view // the last cycle's inputs, for the dashboard
 
 	feed *feed // the dashboard's event feed (events.go)
 
@@ -324,7 +326,7 @@ func (l *Loop) Once(ctx context.Context) (Result, error) {
 	}
 	l.cfg.Metrics.observeCycle(time.Since(started), err)
 	l.mu.Lock()
-	l.last = &CycleStatus{At: res.ObservedAt, Duration: time.Since(started), Actions: len(res.Applied)}
+	l.last = &CycleStatus{At: res.ObservedAt, Duration: Seconds(time.Since(started)), Actions: len(res.Applied)}
 	if err != nil {
 		l.last.Error = err.Error()
 	} else {
@@ -371,6 +373,9 @@ func (l *Loop) once(ctx, outer context.Context) (Result, error) {
 	}
 	now := snap.ObservedAt
 	res.ObservedAt = now
+	l.mu.Lock()
+	l.observedAt = now
+	l.mu.Unlock()
 
 	// 3b. Deletion safety: a new revision that would stop or remove too
 	// many workspaces at once is refused; the previous one stays.
@@ -502,8 +507,16 @@ func (l *Loop) load(rev Revision) (*schema.Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load revision %s: %w", rev.ID, err)
 	}
-	now := time.Now()
 	if set == nil {
+		// Refused before this cycle observes: at the cluster's time of the
+		// last observation (the status's one clock), or this machine's
+		// before the first.
+		l.mu.Lock()
+		now := l.observedAt
+		l.mu.Unlock()
+		if now.IsZero() {
+			now = time.Now()
+		}
 		if len(problems) == 0 {
 			problems = []string{"the specs are invalid"}
 		}
@@ -578,17 +591,17 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 		pre, wasPreempted := hist.Preempted[ref]
 		if len(own) > 0 {
 			st.Node, st.GPUs = where(own)
-			st.Progress = own[0].Progress
+			st.Progress = Seconds(own[0].Progress)
 			st.Revision = own[0].Revision
 			if !allStopping(own) && rec.gone {
 				kept := own[0].ResumedFrom
 				lost := max(0, rec.lastProgress-kept)
-				st.WorkLost += lost
+				st.WorkLost += Seconds(lost)
 				l.cfg.Metrics.lost(set, ref, lost)
 				rec.gone = false
 				rec.resumed = resumedText(wasPreempted, kept, lost, rec.lastProgress > 0 || own[0].Progress > 0)
 			}
-			rec.lastProgress = st.Progress
+			rec.lastProgress = st.Progress.D()
 		} else if rec.held {
 			rec.gone = true
 		}
@@ -759,10 +772,10 @@ func (l *Loop) logTransition(ref schema.Ref, t Transition) {
 		attrs = append(attrs, "node", t.Node, "gpus", strings.Join(shortGPUs(t.GPUs), ","))
 	}
 	if t.Progress > 0 {
-		attrs = append(attrs, "progress", t.Progress.Round(time.Second).String())
+		attrs = append(attrs, "progress", t.Progress.D().Round(time.Second).String())
 	}
 	if t.WorkLost > 0 {
-		attrs = append(attrs, "lost", t.WorkLost.Round(time.Second).String())
+		attrs = append(attrs, "lost", t.WorkLost.D().Round(time.Second).String())
 	}
 	if !l.cfg.LogTransitionFields {
 		attrs = attrs[6:] // the message says them
@@ -808,8 +821,11 @@ func projectStatus(set *schema.Set, snap *drivers.Snapshot, hist *drivers.Histor
 	out := make([]ProjectStatus, 0, len(set.Projects))
 	for _, p := range set.Projects {
 		ps := ProjectStatus{
-			Name: p.Meta.Name, Tier: p.Spec.Tier, QuotaGPUs: p.Spec.Quota.GPUs, BorrowLimitGPUs: p.Spec.BorrowLimit.GPUs,
+			Name: p.Meta.Name, Tier: p.Spec.Tier, QuotaGPUs: p.Spec.Quota.GPUs,
 			UsedGPUs: used[p.Meta.Name], DecayedUsage: hist.Usage[p.Meta.Name],
+		}
+		if b := p.Spec.BorrowLimit.GPUs; b >= 0 {
+			ps.BorrowLimitGPUs = &b
 		}
 		if t := set.Tier(p.Spec.Tier); t != nil {
 			ps.TierValue = t.Spec.Value
@@ -837,7 +853,7 @@ func weight(p schema.Project) float64 {
 func (l *Loop) Status() Status {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := Status{Version: APIVersion, Berth: l.cfg.BerthVersion, Cluster: l.cfg.ClusterName,
+	s := Status{Version: APIVersion, Clock: "cluster", Berth: l.cfg.BerthVersion, Cluster: l.cfg.ClusterName,
 		Projects: slices.Clone(l.projects), Workspaces: []WorkspaceStatus{}}
 	if s.Projects == nil {
 		s.Projects = []ProjectStatus{}
@@ -881,7 +897,14 @@ func (l *Loop) Workspace(ref schema.Ref) (WorkspaceDetail, bool) {
 		return WorkspaceDetail{}, false
 	}
 	r := rec.clone()
-	return WorkspaceDetail{Version: APIVersion, Workspace: r.status, History: r.history, Explanation: Explain(r.status, r.history)}, true
+	d := WorkspaceDetail{Version: APIVersion, Workspace: r.status, History: r.history, Explanation: Explain(r.status, r.history)}
+	if d.History == nil {
+		d.History = []Transition{}
+	}
+	if d.Explanation == nil {
+		d.Explanation = []string{}
+	}
+	return d, true
 }
 
 // refused returns a copy of the newest refused revision, or nil.

@@ -538,7 +538,7 @@ func TestFailureLosesWorkSinceCheckpoint(t *testing.T) {
 		if diff := cmp.Diff([]string{"Starting", "Running", "Failed", "Starting", "Running"}, path); diff != "" {
 			t.Errorf("history (-want +got):\n%s", diff)
 		}
-		if d.Workspace.WorkLost != 30*time.Second {
+		if d.Workspace.WorkLost.D() != 30*time.Second {
 			t.Errorf("work lost %s, want the 30s since the checkpoint at 2m", d.Workspace.WorkLost)
 		}
 		if last := d.History[len(d.History)-1]; !strings.Contains(last.Reason, "resumed from its checkpoint at 2m0s of progress; 30s of work lost") {

@@ -126,14 +126,14 @@ func (l *Loop) admit(prev, set *schema.Set, snap *drivers.Snapshot) *schema.Set 
 			l.log.Warn("revision "+set.Revision+" stops or removes many workspaces; allowed", "affected", len(m.Affected), "managed", m.Managed)
 		}
 		l.mu.Lock()
-		l.good, l.goodRev, l.attempted = set, &RevisionStatus{ID: set.Revision, LoadedAt: time.Now()}, nil
+		l.good, l.goodRev, l.attempted = set, &RevisionStatus{ID: set.Revision, LoadedAt: snap.ObservedAt}, nil
 		l.mu.Unlock()
 		l.cfg.Metrics.revision(set.Revision, true)
 		l.log.Info("revision "+set.Revision+" in force", "workspaces", len(set.Workspaces), "projects", len(set.Projects))
 		return set
 	}
 	l.mu.Lock()
-	l.attempted = &RevisionStatus{ID: set.Revision, LoadedAt: time.Now(), Errors: []string{m.Problem()}}
+	l.attempted = &RevisionStatus{ID: set.Revision, LoadedAt: snap.ObservedAt, Errors: []string{m.Problem()}}
 	l.mu.Unlock()
 	l.cfg.Metrics.revision(set.Revision, false)
 	kept := "nothing is in force"

@@ -1,14 +1,45 @@
 package reconcile
 
 import (
+	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/berth-dev/berth/schema"
 )
 
 // APIVersion is the version of the status documents the HTTP API serves.
-const APIVersion = "berth.dev/v1"
+// v2 (from v1): durations are seconds in fields named …Seconds, not
+// nanoseconds; an unlimited borrow limit is absent, not -1; every time is
+// the cluster's clock (Status.Clock); lists are [] when empty, never null.
+const APIVersion = "berth.dev/v2"
+
+// Seconds is a duration that the API writes as a number of seconds (JSON
+// numbers with up to millisecond precision), as Kubernetes' …Seconds
+// fields do; in Go it is a time.Duration.
+type Seconds time.Duration
+
+// D returns s as a time.Duration.
+func (s Seconds) D() time.Duration { return time.Duration(s) }
+
+func (s Seconds) String() string { return time.Duration(s).String() }
+
+// MarshalJSON writes s in seconds.
+func (s Seconds) MarshalJSON() ([]byte, error) {
+	return strconv.AppendFloat(nil, math.Round(time.Duration(s).Seconds()*1000)/1000, 'f', -1, 64), nil
+}
+
+// UnmarshalJSON reads seconds.
+func (s *Seconds) UnmarshalJSON(b []byte) error {
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		return fmt.Errorf("a duration in seconds: %w", err)
+	}
+	*s = Seconds(math.Round(f * float64(time.Second)))
+	return nil
+}
 
 // State is where a workspace is in its life, as berth reports it.
 type State string
@@ -49,8 +80,14 @@ type Status struct {
 	// Berth is the berth build serving the status.
 	Berth   string `json:"berth,omitempty"`
 	Cluster string `json:"cluster,omitempty"`
-	// Revision is the revision in force (last good); nil before the first.
-	Revision *RevisionStatus `json:"revision"`
+	// Clock names the clock of every time in the document but the
+	// source's: "cluster", the cluster's own (the simulator's under
+	// --cluster sim, which may run faster than this machine's). The
+	// source's times (git fetches) are this machine's.
+	Clock string `json:"clock"`
+	// Revision is the revision in force (last good); absent before the
+	// first.
+	Revision *RevisionStatus `json:"revision,omitempty"`
 	// Attempted is the last revision read, when it differs from Revision
 	// (it was refused: Errors say why).
 	Attempted *RevisionStatus `json:"attempted,omitempty"`
@@ -80,10 +117,10 @@ type RevisionStatus struct {
 type CycleStatus struct {
 	// At is the cluster's time of the cycle's observation; absent for a
 	// cycle that failed before it observed.
-	At       time.Time     `json:"at,omitzero"`
-	Duration time.Duration `json:"duration"`
-	Actions  int           `json:"actions"`
-	Error    string        `json:"error,omitempty"`
+	At       time.Time `json:"at,omitzero"`
+	Duration Seconds   `json:"durationSeconds"`
+	Actions  int       `json:"actions"`
+	Error    string    `json:"error,omitempty"`
 }
 
 // ProjectStatus is one project's standing.
@@ -92,9 +129,10 @@ type ProjectStatus struct {
 	Tier      string `json:"tier"`
 	TierValue int    `json:"tierValue"`
 	QuotaGPUs int    `json:"quotaGPUs"`
-	// BorrowLimitGPUs < 0 means unlimited.
-	BorrowLimitGPUs int `json:"borrowLimitGPUs"`
-	UsedGPUs        int `json:"usedGPUs"`
+	// BorrowLimitGPUs is how many GPUs it may borrow beyond its quota;
+	// nil (absent) when unlimited.
+	BorrowLimitGPUs *int `json:"borrowLimitGPUs,omitempty"`
+	UsedGPUs        int  `json:"usedGPUs"`
 	// BorrowedGPUs are the GPUs it uses beyond its quota.
 	BorrowedGPUs int `json:"borrowedGPUs"`
 	// DecayedUsage is its time-decayed usage in GPU-seconds.
@@ -121,9 +159,9 @@ type WorkspaceStatus struct {
 	Since time.Time `json:"since"`
 	// Progress is the work it holds (when the driver knows it) and
 	// WorkLost the work it lost to preemptions and failures, over all runs.
-	Progress time.Duration `json:"progress"`
-	WorkLost time.Duration `json:"workLost"`
-	Revision string        `json:"revision,omitempty"`
+	Progress Seconds `json:"progressSeconds"`
+	WorkLost Seconds `json:"workLostSeconds"`
+	Revision string  `json:"revision,omitempty"`
 	// Decision is the last decision's verdict for it and why.
 	Decision string `json:"decision,omitempty"`
 }
@@ -133,15 +171,15 @@ func (w WorkspaceStatus) Ref() schema.Ref { return schema.Ref{Project: w.Project
 
 // Transition is one change of a workspace's state.
 type Transition struct {
-	At          time.Time     `json:"at"`
-	From        State         `json:"from,omitempty"`
-	To          State         `json:"to"`
-	Reason      string        `json:"reason,omitempty"`
-	Node        string        `json:"node,omitempty"`
-	GPUs        []string      `json:"gpus,omitempty"`
-	PreemptedBy *schema.Ref   `json:"preemptedBy,omitempty"`
-	Progress    time.Duration `json:"progress"`
-	WorkLost    time.Duration `json:"workLost,omitempty"`
+	At          time.Time   `json:"at"`
+	From        State       `json:"from,omitempty"`
+	To          State       `json:"to"`
+	Reason      string      `json:"reason,omitempty"`
+	Node        string      `json:"node,omitempty"`
+	GPUs        []string    `json:"gpus,omitempty"`
+	PreemptedBy *schema.Ref `json:"preemptedBy,omitempty"`
+	Progress    Seconds     `json:"progressSeconds"`
+	WorkLost    Seconds     `json:"workLostSeconds,omitempty"`
 }
 
 // WorkspaceDetail is one workspace with its history and an explanation of

@@ -161,7 +161,7 @@ func TestWalkthrough(t *testing.T) {
 	// 1. The medium workspace starts and runs past a few checkpoints (every 10m).
 	w.until("medium Running", 5*time.Second, func(st reconcile.Status) bool { return state(st, medium) == reconcile.StateRunning })
 	w.until("medium to run 25m", time.Minute, func(st reconcile.Status) bool {
-		return find(st, "medium-priority-project", "medium-training").Progress >= 25*time.Minute
+		return find(st, "medium-priority-project", "medium-training").Progress.D() >= 25*time.Minute
 	})
 
 	// 2. The high workspace arrives and preempts it.
@@ -179,7 +179,7 @@ func TestWalkthrough(t *testing.T) {
 		t.Errorf("medium %s while high runs, want Preempted", got)
 	}
 	w.until("high to run 20m", time.Minute, func(st reconcile.Status) bool {
-		return find(st, "high-priority-project", "high-training").Progress >= 20*time.Minute
+		return find(st, "high-priority-project", "high-training").Progress.D() >= 20*time.Minute
 	})
 
 	// 3. The high workspace is stopped; medium resumes with no edit of its own.
@@ -198,10 +198,10 @@ func TestWalkthrough(t *testing.T) {
 	for _, tr := range d.History {
 		path = append(path, string(tr.From)+"→"+string(tr.To))
 		if tr.To == reconcile.StatePreempting {
-			atPreempt = tr.Progress
+			atPreempt = tr.Progress.D()
 		}
 		if tr.From == reconcile.StateStarting && tr.To == reconcile.StateRunning {
-			atResume = tr.Progress
+			atResume = tr.Progress.D()
 		}
 	}
 	want := []string{"→Starting", "Starting→Running", "Running→Preempting", "Preempting→Preempted", "Preempted→Starting", "Starting→Running"}

@@ -168,7 +168,7 @@ func printWorkspaces(w io.Writer, ws []reconcile.WorkspaceStatus, withTimes bool
 		}
 		if withTimes {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.Ref(), s.State, dash(s.Node), len(s.GPUs),
-				s.Since.UTC().Format("15:04:05"), roundDur(s.Progress), roundDur(s.WorkLost), dash(reason))
+				s.Since.UTC().Format("15:04:05"), roundDur(s.Progress.D()), roundDur(s.WorkLost.D()), dash(reason))
 		} else {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", s.Ref(), s.State, dash(s.Node), len(s.GPUs), dash(reason))
 		}

@@ -52,7 +52,7 @@ its history of transitions.
 				if t.Node != "" {
 					detail = strings.TrimSpace(fmt.Sprintf("on %s %s", t.Node, detail))
 				}
-				fmt.Fprintf(tw, "  %s\t%s → %s\tprogress %s\t%s\n", t.At.UTC().Format("15:04:05"), from, t.To, roundDur(t.Progress), detail)
+				fmt.Fprintf(tw, "  %s\t%s → %s\tprogress %s\t%s\n", t.At.UTC().Format("15:04:05"), from, t.To, roundDur(t.Progress.D()), detail)
 			}
 			tw.Flush()
 			return nil

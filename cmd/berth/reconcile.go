@@ -241,7 +241,7 @@ shown as *** in logs and the status.
 	fl.DurationVar(&interval, "interval", time.Minute, "longest time between cycles (and between git fetches)")
 	fl.DurationVar(&nomadTimeout, "nomad-timeout", nomad.DefaultRequestTimeout, "longest berth waits for Nomad to answer one request (a blocking query: its wait on top) before it cuts it and retries")
 	fl.DurationVar(&cycleTimeout, "cycle-timeout", reconcile.DefaultCycleTimeout, "longest one reconcile cycle may run before it is cut (what it applied is kept)")
-	fl.DurationVar(&healthMaxAge, "health-max-age", reconcile.DefaultHealthMaxAge, "/healthz answers 503 once the last successful cycle is older than this (default: 10m, or twice --interval when that is longer)")
+	fl.DurationVar(&healthMaxAge, "health-max-age", reconcile.DefaultHealthMaxAge, "/healthz answers 503 once the last successful cycle is older than this; when not given, twice --interval if that is longer")
 	fl.DurationVar(&leaseTTL, "lease-ttl", reconcile.DefaultLeaseTTL, "time to live of the leader lease among replicas (Nomad); a dead leader is replaced within it; 0: no election (only one berth may run)")
 	sf.add(fl)
 	f.prune.add(fl)

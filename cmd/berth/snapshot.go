@@ -14,8 +14,13 @@ import (
 
 func init() { commands = append(commands, newSnapshotCmd) }
 
-// snapshotVersion is the version of the file `berth snapshot` writes.
-const snapshotVersion = "berth.dev/snapshot/v1"
+// snapshotVersion is the version of the file `berth snapshot` writes. v2
+// names allocation phases ("running"); v1 numbered them, and berth still
+// reads it.
+const (
+	snapshotVersion   = "berth.dev/snapshot/v2"
+	snapshotVersionV1 = "berth.dev/snapshot/v1"
+)
 
 // snapshotDoc is an exported observation of a cluster: what `berth plan
 // --cluster snapshot:FILE` plans against where CI has no cluster
@@ -95,6 +100,7 @@ the cluster:
 func observeDoc(ctx context.Context, c *openedCluster) (*snapshotDoc, error) {
 	if sc, ok := c.Cluster.(*snapshotCluster); ok {
 		d := *sc.doc
+		d.Version = snapshotVersion // a v1 file is written back as v2
 		return &d, nil
 	}
 	snap, err := c.Cluster.Observe(ctx)
@@ -164,7 +170,7 @@ func init() {
 			if err := json.Unmarshal(b, &doc); err != nil {
 				return nil, fmt.Errorf("%s: not a berth snapshot: %w", opts.Arg, err)
 			}
-			if doc.Version != snapshotVersion {
+			if doc.Version != snapshotVersion && doc.Version != snapshotVersionV1 {
 				return nil, fmt.Errorf("%s: version %q; this berth reads %q", opts.Arg, doc.Version, snapshotVersion)
 			}
 			c := &snapshotCluster{file: opts.Arg, doc: &doc}

@@ -127,8 +127,8 @@ function colorOf(project) {
   return PALETTE[h % PALETTE.length];
 }
 function clock(t) { return t ? new Date(t).toISOString().slice(11, 19) : ""; }
-function dur(ns) {
-  let s = Math.round((ns || 0) / 1e9);
+function dur(seconds) {
+  let s = Math.round(seconds || 0);
   if (s < 60) return s + "s";
   const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60); s = s % 60;
   return h ? h + "h" + (m ? m + "m" : "") : m + "m" + (s ? s + "s" : "");
@@ -283,7 +283,7 @@ function drawProjects() {
   const box = $("projects");
   box.replaceChildren();
   for (const p of S.projects) {
-    const cap = Math.max(p.quotaGPUs + Math.max(p.borrowLimitGPUs, 0), p.usedGPUs, 1);
+    const cap = Math.max(p.quotaGPUs + (p.borrowLimitGPUs ?? 0), p.usedGPUs, 1);
     const inQuota = Math.min(p.usedGPUs, p.quotaGPUs);
     const color = colorOf(p.name);
     const bar = el("div", { class: "bar", title: `${p.usedGPUs} GPUs in use; quota ${p.quotaGPUs}; ${p.borrowedGPUs} borrowed` },
@@ -303,7 +303,7 @@ function drawProjects() {
       for (const w of mine.slice(MAX_CHIPS)) more[w.state] = (more[w.state] || 0) + 1;
       chips.append(el("span", { class: "muted", text: "and " + Object.entries(more).map(([st, n]) => n + " more " + st).join(", ") }));
     }
-    const borrow = p.borrowLimitGPUs < 0 ? "unlimited" : String(p.borrowLimitGPUs);
+    const borrow = p.borrowLimitGPUs == null ? "unlimited" : String(p.borrowLimitGPUs);
     box.append(el("div", { class: "project", "data-project": p.name },
       el("div", { class: "top" }, el("i", { class: "sw", style: "background:" + color }), el("b", { text: p.name }),
         el("span", { class: "tier", text: `${p.tier} ${p.tierValue}` }),
@@ -354,10 +354,10 @@ function drawEvents() {
   for (const e of shown) {
     const detail = [];
     if (e.preemptedBy && e.kind === "preempted" && !(e.reason || "").includes(e.preemptedBy)) detail.push("by " + e.preemptedBy);
-    if (e.atRisk) detail.push("work at risk " + dur(e.atRisk) + (e.grace ? ", grace " + dur(e.grace) + " to checkpoint" : ""));
+    if (e.atRiskSeconds) detail.push("work at risk " + dur(e.atRiskSeconds) + (e.graceSeconds ? ", grace " + dur(e.graceSeconds) + " to checkpoint" : ""));
     if (e.node) detail.push("on " + e.node);
-    if (e.progress) detail.push("progress " + dur(e.progress));
-    if (e.workLost) detail.push("lost " + dur(e.workLost));
+    if (e.progressSeconds) detail.push("progress " + dur(e.progressSeconds));
+    if (e.workLostSeconds) detail.push("lost " + dur(e.workLostSeconds));
     list.append(el("li", { "data-workspace": e.workspace, "data-from": e.from || "", "data-to": e.to, "data-kind": e.kind },
       el("span", { class: "t", text: clock(e.at) }),
       el("span", { class: "kind k-" + e.kind, text: e.kind }),
@@ -386,8 +386,8 @@ async function loadWorkspace(ref) {
   $("ws-status").replaceChildren(el("div", { class: "figures" },
     w.node ? el("span", { text: "on " + w.node + " " + (w.gpus || []).join(", ") }) : null,
     el("span", { text: "since " + clock(w.since) }),
-    el("span", { text: "progress " + dur(w.progress) }),
-    el("span", { text: "work lost " + dur(w.workLost) }),
+    el("span", { text: "progress " + dur(w.progressSeconds) }),
+    el("span", { text: "work lost " + dur(w.workLostSeconds) }),
     w.decision ? el("span", { text: "decision: " + w.decision }) : null));
   $("ws-explain").replaceChildren(...(d.explanation || []).map((s) => el("p", { text: s })));
   const body = $("ws-history").tBodies[0];
@@ -395,7 +395,7 @@ async function loadWorkspace(ref) {
     el("td", { class: "mono", text: clock(t.at) }),
     el("td", {}, (t.from || "new") + " → ", stateBadge(t.to)),
     el("td", { class: "mono", text: t.node ? t.node + " " + (t.gpus || []).join(",") : "" }),
-    el("td", { text: dur(t.progress) + (t.workLost ? " (lost " + dur(t.workLost) + ")" : "") }),
+    el("td", { text: dur(t.progressSeconds) + (t.workLostSeconds ? " (lost " + dur(t.workLostSeconds) + ")" : "") }),
     el("td", { text: (t.reason || "") + (t.preemptedBy ? " [by " + t.preemptedBy + "]" : "") }))));
 }
 function route() {

@@ -1,0 +1,75 @@
+package reconcile
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/schema"
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestStatusJSON keeps the status document's JSON (berth status -o json,
+// /api/v1/status) as testdata/status-v2.json shows it: durations in
+// seconds, an unlimited borrow limit absent, empty lists [], never null.
+// It round-trips. BERTH_UPDATE=1 rewrites the file.
+func TestStatusJSON(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	four := 4
+	s := Status{
+		Version: APIVersion, Berth: "v1.0.0", Cluster: "sim four", Clock: "cluster",
+		Revision:      &RevisionStatus{ID: "20304850e2ce", LoadedAt: t0},
+		Attempted:     &RevisionStatus{ID: "d5c4cedd60f5", LoadedAt: t0.Add(time.Minute), Errors: []string{"projects.yaml:7:3: there is no PriorityTier \"meduim\""}},
+		Leader:        &LeaderStatus{Self: "berth-1", Leader: "berth-1", Leading: true, Term: 3},
+		LastReconcile: &CycleStatus{At: t0.Add(2 * time.Minute), Duration: Seconds(1500 * time.Millisecond), Actions: 2},
+		Projects: []ProjectStatus{
+			{Name: "research", Tier: "low", TierValue: 20, QuotaGPUs: 4, UsedGPUs: 6, BorrowedGPUs: 2, DecayedUsage: 1200, Share: 0.5, UsageShare: 0.75},
+			{Name: "vision", Tier: "medium", TierValue: 50, QuotaGPUs: 4, BorrowLimitGPUs: &four, UsedGPUs: 2, DecayedUsage: 400, Share: 0.5, UsageShare: 0.25},
+		},
+		Workspaces: []WorkspaceStatus{
+			{Project: "research", Name: "train", State: StateRunning, Node: "gpu-node", GPUs: []string{"GPU-0", "GPU-1"},
+				Since: t0, Progress: Seconds(19*time.Minute + 500*time.Millisecond), WorkLost: Seconds(30 * time.Second), Revision: "20304850e2ce", Decision: "run"},
+			{Project: "vision", Name: "sweep", State: StatePreempted, ReasonKind: "preempted", Reason: "preempted by research/train",
+				PreemptedBy: &schema.Ref{Project: "research", Name: "train"}, Since: t0},
+		},
+	}
+	got, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	if bytes.Contains(got, []byte("null")) {
+		t.Errorf("the status has a null:\n%s", got)
+	}
+	const golden = "testdata/status-v2.json"
+	if os.Getenv("BERTH_UPDATE") != "" {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (BERTH_UPDATE=1 writes it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("the status JSON changed (-%s +now); a change needs a new APIVersion\n%s", golden, diff)
+	}
+	var back Status
+	if err := json.Unmarshal(got, &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(s, back); diff != "" {
+		t.Errorf("round trip (-sent +read)\n%s", diff)
+	}
+	// A loop's status before its first cycle has no null either.
+	h := newHarness(t, testSets{"r1": withWorkspaces()}, "r1")
+	b, err := json.Marshal(h.loop.Status())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte("null")) {
+		t.Errorf("a status before the first cycle has a null: %s", b)
+	}
+}
