@@ -47,6 +47,15 @@ type journalEntry struct {
 	Purged      bool      `json:"purged,omitempty"`
 }
 
+// journalSig is what a record's journal encoding was made from.
+type journalSig struct {
+	transitions            int
+	workLost, lastProgress time.Duration
+	held, gone, purged     bool
+	resumed                string
+	absentSince            time.Time
+}
+
 // journal encodes the loop's memory for the Store at now. The caller
 // holds no lock.
 func (l *Loop) journal(now time.Time) map[schema.Ref]json.RawMessage {
@@ -62,10 +71,19 @@ func (l *Loop) journal(now time.Time) map[schema.Ref]json.RawMessage {
 				continue // purged long ago: forgotten
 			}
 		}
+		// Transitions are only ever appended: the count and the other
+		// fields tell whether the last encoding still holds.
+		sig := journalSig{transitions: len(rec.history), workLost: e.WorkLost, held: e.Held, gone: e.Gone,
+			lastProgress: e.LastProgress, resumed: e.Resumed, absentSince: e.AbsentSince, purged: e.Purged}
+		if rec.journal != nil && rec.journalSig == sig {
+			out[ref] = rec.journal
+			continue
+		}
 		b, err := json.Marshal(e)
 		if err != nil {
 			continue // a Transition always encodes
 		}
+		rec.journal, rec.journalSig = b, sig
 		out[ref] = b
 	}
 	if len(out) == 0 {

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -204,6 +205,10 @@ type record struct {
 	held bool
 	// resumed is the note for its next Running transition after a resume.
 	resumed string
+	// journal is its last journal encoding and journalSig what it was
+	// made from (journal.go).
+	journal    json.RawMessage
+	journalSig journalSig
 }
 
 func (r *record) clone() *record {
