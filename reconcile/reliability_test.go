@@ -222,8 +222,8 @@ func TestFreedCapacityRetriesOnlyUnplaceable(t *testing.T) {
 	a := drivers.Action{Kind: drivers.ActionStart, Workspace: schema.Ref{Project: "p", Name: "w"}}
 	for class, want := range map[string]bool{"unplaceable": true, "conflict": false, "transient": false} {
 		var r retries
-		f := r.failed(a, class, context.DeadlineExceeded, now, time.Second, time.Minute)
-		f = r.failed(a, class, context.DeadlineExceeded, now, time.Second, time.Minute) // retry at +2s
+		r.failed(a, class, context.DeadlineExceeded, now, time.Second, time.Minute)
+		f := r.failed(a, class, context.DeadlineExceeded, now, time.Second, time.Minute) // retry at +2s
 		r.freedAt = now.Add(500 * time.Millisecond)
 		if got := r.due(f, a, now.Add(time.Second), time.Second); got != want {
 			t.Errorf("%s, capacity freed, 1s later: due %v, want %v", class, got, want)

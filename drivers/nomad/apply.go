@@ -243,16 +243,19 @@ func (d *Driver) register(ctx context.Context, a drivers.Action, ns, id, op stri
 		enforce = *cur.JobModifyIndex
 	}
 	resp, _, err := d.client.Jobs().EnforceRegister(job, enforce, d.w(ctx, ns))
-	if err != nil && isMissingNamespace(err) {
+	if err != nil {
+		failed := d.registerFailed(ctx, ref, ns, id, op, job, enforce, err)
+		if errors.Is(failed, errJobChanged) || !d.namespaceGone(ctx, ns, err) {
+			return failed
+		}
 		// Deleted since this cycle ensured it: ensure it again, once.
 		d.forgetNamespace(ns)
 		if err := d.ensureNamespace(ctx, a.Project); err != nil {
 			return err
 		}
-		resp, _, err = d.client.Jobs().EnforceRegister(job, enforce, d.w(ctx, ns))
-	}
-	if err != nil {
-		return d.registerFailed(ctx, ref, ns, id, op, job, enforce, err)
+		if resp, _, err = d.client.Jobs().EnforceRegister(job, enforce, d.w(ctx, ns)); err != nil {
+			return d.registerFailed(ctx, ref, ns, id, op, job, enforce, err)
+		}
 	}
 	d.saw(ns, id)
 	// 5. See where Nomad put it. A job registered with EnforceIndex 0 did
@@ -640,11 +643,16 @@ func (d *Driver) forgetNamespaces() {
 	d.mu.Unlock()
 }
 
-// isMissingNamespace reports whether err is Nomad refusing a write into a
-// namespace that does not exist.
-func isMissingNamespace(err error) bool {
-	_, body := statusOf(err)
-	return strings.Contains(body, "nonexistent namespace") || strings.Contains(strings.ToLower(body), "namespace not found")
+// namespaceGone reports whether a write into ns that Nomad refused with
+// err (a 500: Nomad answers a write into a nonexistent namespace so) was
+// refused because ns does not exist: Nomad says so when asked for it
+// (404), whatever the write's message said.
+func (d *Driver) namespaceGone(ctx context.Context, ns string, err error) bool {
+	if code, _ := statusOf(err); code != http.StatusInternalServerError {
+		return false
+	}
+	_, _, err = d.client.Namespaces().Info(ns, d.small(ctx, ""))
+	return isNotFound(err)
 }
 
 func nsDescription(p *schema.Project) string {

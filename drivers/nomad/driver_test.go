@@ -638,14 +638,43 @@ func TestRegisterInvalidJob(t *testing.T) {
 }
 
 // TestRegisterNonexistentNamespace: a register into a namespace deleted
-// since this cycle ensured it makes the driver ensure it again and
-// register once more.
+// since this cycle ensured it (Nomad: 500) makes the driver ask for the
+// namespace, ensure it again when Nomad says it is gone, and register
+// once more. A 500 whose text only reads so, with the namespace there,
+// does not.
 func TestRegisterNonexistentNamespace(t *testing.T) {
 	h, d, nodes := newHooked(t)
-	body := "1 error occurred:\n\t* job \"x\" is in nonexistent namespace \"y\"\n\n"
-	h.Fail("PUT", "/v1/job", 500, body)
-	if err := d.Apply(ctx, startAction("train", "gpu-a", nodes[0].GPUs[0].ID)); err != nil {
+	a := startAction("train", "gpu-a", nodes[0].GPUs[0].ID)
+	if err := d.Apply(ctx, drivers.Action{Kind: drivers.ActionStop, Workspace: a.Workspace, Project: project}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Apply(ctx, startAction("other", "gpu-a", nodes[0].GPUs[1].ID)); err != nil { // ensures vision
+		t.Fatal(err)
+	}
+	if _, _, err := d.Client().Jobs().Deregister("other", true, &api.WriteOptions{Namespace: "vision"}); err != nil {
+		t.Fatal(err)
+	}
+	h.before = func(r *http.Request, body []byte) {
+		if r.Method == "PUT" && r.URL.Path == "/v1/jobs" {
+			h.mu.Lock()
+			h.before = nil
+			h.mu.Unlock()
+			if _, err := d.Client().Namespaces().Delete("vision", nil); err != nil {
+				t.Errorf("delete the namespace: %v", err)
+			}
+		}
+	}
+	if err := d.Apply(ctx, a); err != nil {
 		t.Fatalf("Apply = %v, want the namespace ensured again and the job registered", err)
+	}
+	if ns, _, err := d.Client().Namespaces().Info("vision", nil); err != nil || ns.Meta[nomad.MetaCreatedBy] != "berth" {
+		t.Errorf("namespace vision after the register: %+v, %v", ns, err)
+	}
+
+	h.Fail("PUT", "/v1/job", 500, "1 error occurred:\n\t* job \"x\" is in nonexistent namespace \"y\"\n\n")
+	err := d.Apply(ctx, startAction("third", "gpu-a", nodes[0].GPUs[2].ID))
+	if drivers.ClassOf(err) != drivers.ClassTransient {
+		t.Errorf("a 500 reading like a missing namespace, the namespace there: %v, want transient", err)
 	}
 }
 
