@@ -49,8 +49,15 @@ type Node struct {
 	// Name is unique in the cluster and what berth reports.
 	Name string `json:"name"`
 	// ID is the driver's identifier (Nomad node ID); may equal Name.
-	ID   string `json:"id"`
-	Pool string `json:"pool,omitempty"`
+	ID string `json:"id"`
+	// Pool, Datacenter, Class and Meta are what a workspace's placement
+	// matches (schema.Placement.Allows): the Nomad node pool, datacenter,
+	// node class and node metadata. Empty Pool and Datacenter are Nomad's
+	// defaults ("default", "dc1").
+	Pool       string            `json:"pool,omitempty"`
+	Datacenter string            `json:"datacenter,omitempty"`
+	Class      string            `json:"class,omitempty"`
+	Meta       map[string]string `json:"meta,omitempty"`
 	// Ready: the node is up. Eligible: new work may be placed on it (not
 	// draining, not marked ineligible).
 	Ready    bool `json:"ready"`

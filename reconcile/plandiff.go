@@ -395,6 +395,9 @@ func diffProjects(base, head *schema.Set, project func(string) *ProjectReport) {
 		if a.Description != b.Description {
 			ch = append(ch, "description changed")
 		}
+		if x, y := a.Placement.String(), b.Placement.String(); x != y {
+			ch = append(ch, fmt.Sprintf("placement %s → %s", orDefault(x, "any node"), orDefault(y, "any node")))
+		}
 		pr.Changes = ch
 		if len(ch) > 0 {
 			pr.Change = "changed"
@@ -452,6 +455,7 @@ func workspaceDetails(a, b schema.WorkspaceSpec) []string {
 	add("checkpoint grace", a.Checkpoint.GracePeriod, b.Checkpoint.GracePeriod)
 	add("checkpoint interval", a.Checkpoint.Interval, b.Checkpoint.Interval)
 	add("owner", a.Owner, b.Owner)
+	add("placement", orDefault(a.Placement.String(), "any node"), orDefault(b.Placement.String(), "any node"))
 	if len(out) == 0 {
 		out = append(out, "spec changed (task, volumes or resources)")
 	}

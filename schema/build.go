@@ -151,6 +151,8 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 		if p == nil {
 			continue // the project is invalid; its own errors say why
 		}
+		w.Spec.Placement = w.Spec.Placement.Or(p.Spec.Placement)
+		set.Workspaces[len(set.Workspaces)-1].Spec.Placement = w.Spec.Placement
 		if w.Spec.Owner != "" && len(p.Spec.Members) > 0 && !contains(p.Spec.Members, w.Spec.Owner) {
 			add(errorf(d.pos("spec.owner"), "workspace %q: owner %q is not a member of project %q; add them to the project's spec.members (%s) or change the owner", w.Meta.Name, w.Spec.Owner, p.Meta.Name, p.Meta.FieldPos("spec.members")))
 		}

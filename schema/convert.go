@@ -1,5 +1,7 @@
 package schema
 
+import "slices"
+
 // Conversions from the documents as written to the spec types, filling
 // every default. Each returns the diagnostics of quantities that the
 // schema's patterns accepted but that do not parse (too large, fractions
@@ -50,6 +52,7 @@ func convertProject(d *doc) (Project, []Diagnostic) {
 			BorrowLimit: BorrowLimit{GPUs: Unlimited},
 			FairShare:   FairShare{Weight: 1},
 			Namespace:   r.Spec.Namespace,
+			Placement:   placement(r.Spec.Placement),
 		},
 	}
 	if q := r.Spec.Quota; q != nil {
@@ -130,6 +133,7 @@ func convertWorkspace(d0 *doc, policy SchedulingPolicy) (Workspace, []Diagnostic
 			Task:             s.Task,
 			Resources:        workResources(fe, d0, s.Resources),
 			Topology:         topology(s.Topology, policy.Spec.Defaults.Topology),
+			Placement:        placement(s.Placement),
 			Replicas:         intOr(s.Replicas, 1),
 			Volumes:          s.Volumes,
 			Checkpoint:       checkpoint(fe, "spec.checkpoint", s.Checkpoint, policy.Spec.Defaults.Checkpoint),
@@ -227,6 +231,18 @@ func convertPolicy(d *doc) (SchedulingPolicy, []Diagnostic) {
 		p.Spec.Defaults.Checkpoint = checkpoint(fe, "spec.defaults.checkpoint", df.Checkpoint, p.Spec.Defaults.Checkpoint)
 	}
 	return p, fe.diag
+}
+
+// placement copies a placement as written, its datacenters sorted and
+// without duplicates; nil is the zero Placement.
+func placement(r *Placement) Placement {
+	if r == nil {
+		return Placement{}
+	}
+	p := *r
+	p.Datacenters = slices.Compact(slices.Sorted(slices.Values(p.Datacenters)))
+	p.NodeMeta = nilIfEmpty(p.NodeMeta)
+	return p
 }
 
 func nilIfEmpty(m map[string]string) map[string]string {

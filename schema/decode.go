@@ -46,7 +46,8 @@ type rawProject struct {
 		FairShare *struct {
 			Weight *float64 `json:"weight"`
 		} `json:"fairShare"`
-		Namespace string `json:"namespace"`
+		Namespace string     `json:"namespace"`
+		Placement *Placement `json:"placement"`
 	} `json:"spec"`
 }
 
@@ -70,6 +71,7 @@ type rawWorkspace struct {
 		Resources        rawResources   `json:"resources"`
 		Topology         *rawTopology   `json:"topology"`
 		Replicas         *int           `json:"replicas"`
+		Placement        *Placement     `json:"placement"`
 		Volumes          []VolumeMount  `json:"volumes"`
 		Checkpoint       *rawCheckpoint `json:"checkpoint"`
 		Preemptible      *bool          `json:"preemptible"`

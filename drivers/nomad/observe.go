@@ -144,12 +144,28 @@ func (d *Driver) observe(ctx context.Context) (drivers.Snapshot, bool, error) {
 	return snap, false, nil
 }
 
+// placementMeta is the node metadata a placement may match: all of it
+// but the GPU topology `berth agent` writes (berth.gpu.*), nil when none.
+func placementMeta(m map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range m {
+		if strings.HasPrefix(k, "berth.gpu.") {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(m))
+		}
+		out[k] = v
+	}
+	return out
+}
+
 // buildNode turns one Nomad node and its allocations into berth's node
 // and berth's allocations on it.
 func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (out drivers.Node, allocs []drivers.Alloc, evicted []Eviction) {
 	n := nd.node
 	out = drivers.Node{
-		Name: n.Name, ID: n.ID, Pool: n.NodePool,
+		Name: n.Name, ID: n.ID, Pool: n.NodePool, Datacenter: n.Datacenter, Class: n.NodeClass, Meta: placementMeta(n.Meta),
 		Ready:    n.Status == "ready",
 		Eligible: n.SchedulingEligibility == "eligible" && !n.Drain && n.DrainStrategy == nil,
 	}

@@ -71,6 +71,9 @@ func renderJob(a drivers.Action, ns string, pl []placed, datacenters []string, r
 	for _, p := range pl {
 		all = append(all, p.GPUs...)
 	}
+	if dcs := spec.Placement.Datacenters; len(dcs) > 0 {
+		datacenters = dcs
+	}
 	job := &api.Job{
 		ID: &id, Name: &id, Namespace: &ns, Type: &typ, Priority: &prio,
 		Datacenters: datacenters,
@@ -80,6 +83,9 @@ func renderJob(a drivers.Action, ns string, pl []placed, datacenters []string, r
 			MetaRevision:  a.Revision,
 			MetaGPUs:      strings.Join(all, ","),
 		},
+	}
+	if spec.Placement.NodePool != "" {
+		job.NodePool = strPtr(spec.Placement.NodePool)
 	}
 	for _, p := range pl {
 		res, diskMB := renderResources(spec.Resources)
@@ -111,9 +117,9 @@ func renderJob(a drivers.Action, ns string, pl []placed, datacenters []string, r
 		tg := &api.TaskGroup{
 			Name:  &group,
 			Count: intPtr(1),
-			Constraints: []*api.Constraint{{
+			Constraints: append([]*api.Constraint{{
 				LTarget: "${node.unique.id}", Operand: "=", RTarget: p.NodeID,
-			}},
+			}}, placementConstraints(spec.Placement)...),
 			Tasks:         []*api.Task{task},
 			EphemeralDisk: &api.EphemeralDisk{SizeMB: intPtr(diskMB)},
 			Meta: map[string]string{
@@ -143,6 +149,25 @@ func renderJob(a drivers.Action, ns string, pl []placed, datacenters []string, r
 	job.Meta[MetaSpecHash] = drivers.Fingerprint(&a.Spec.Spec)
 	job.Meta[MetaJobHash] = jobHash(job)
 	return job, nil
+}
+
+// placementConstraints are the group constraints of a placement's node
+// class and node metadata (sorted by key), which Nomad checks as berth's
+// decision did; its datacenters and node pool are job fields.
+func placementConstraints(p schema.Placement) []*api.Constraint {
+	var out []*api.Constraint
+	if p.NodeClass != "" {
+		out = append(out, &api.Constraint{LTarget: "${node.class}", Operand: "=", RTarget: p.NodeClass})
+	}
+	keys := make([]string, 0, len(p.NodeMeta))
+	for k := range p.NodeMeta {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, &api.Constraint{LTarget: "${meta." + k + "}", Operand: "=", RTarget: p.NodeMeta[k]})
+	}
+	return out
 }
 
 // renderResources is what one replica asks Nomad to reserve, exactly
