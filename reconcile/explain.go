@@ -72,6 +72,9 @@ func Explain(ws WorkspaceStatus, history []Transition) []string {
 		}
 		out = append(out, sentence(s))
 	}
+	if c := connectText(ws.Endpoints); c != "" {
+		out = append(out, "Connect: "+c+".")
+	}
 	return out
 }
 

@@ -286,6 +286,10 @@ type WorkspaceSpec struct {
 	// Placement is where its replicas may run, the project's placement
 	// filled in for what the workspace leaves out.
 	Placement Placement `json:"placement,omitzero"`
+	// Ports are the task's network ports, in the order written; Service
+	// its Nomad service registration (nil: none).
+	Ports   []Port   `json:"ports,omitempty"`
+	Service *Service `json:"service,omitempty"`
 	// Replicas is the gang size: all replicas run, or none (default 1).
 	Replicas   int           `json:"replicas"`
 	Volumes    []VolumeMount `json:"volumes,omitempty"`
@@ -296,6 +300,35 @@ type WorkspaceSpec struct {
 	// RestartOnFailure restarts a failed task in place a bounded number
 	// of times (drivers: Nomad's restart block), then it is Failed.
 	RestartOnFailure bool `json:"restartOnFailure,omitempty"`
+}
+
+// Port is one network port of a workspace's task: Static is a fixed
+// host port (0: Nomad picks one), To the port inside a container (0: the
+// host port), Scheme "http" or "https" when its address is a URL.
+type Port struct {
+	Label  string `json:"label"`
+	Static int    `json:"static,omitempty"`
+	To     int    `json:"to,omitempty"`
+	Scheme string `json:"scheme,omitempty"`
+}
+
+// Service is a Nomad service registration (provider nomad) of the port
+// labelled Port, named Name (the loader fills PROJECT-NAME), with an
+// optional health check.
+type Service struct {
+	Name  string        `json:"name"`
+	Port  string        `json:"port"`
+	Tags  []string      `json:"tags,omitempty"`
+	Check *ServiceCheck `json:"check,omitempty"`
+}
+
+// ServiceCheck is a health check: Type "http" (Path, default "/") or
+// "tcp", every Interval (default 10s), each within Timeout (default 2s).
+type ServiceCheck struct {
+	Type     string        `json:"type"`
+	Path     string        `json:"path,omitempty"`
+	Interval time.Duration `json:"interval"`
+	Timeout  time.Duration `json:"timeout"`
 }
 
 // Task is what runs.

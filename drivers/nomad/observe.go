@@ -370,6 +370,7 @@ func buildAlloc(a *api.Allocation, stub *api.JobListStub, n *api.Node) drivers.A
 	if ts := a.TaskStates[TaskName]; ts != nil && !ts.StartedAt.IsZero() {
 		out.StartedAt = ts.StartedAt.UTC()
 	}
+	out.Addresses = addressesOf(a, n)
 	r := allocResources(a)
 	out.CPUMilli, out.MemoryBytes, out.DiskBytes, out.Cores = r.CPUMilli, r.MemoryBytes, r.DiskBytes, r.Cores
 	switch {
@@ -379,6 +380,26 @@ func buildAlloc(a *api.Allocation, stub *api.JobListStub, n *api.Node) drivers.A
 		out.Phase = drivers.AllocRunning
 	default:
 		out.Phase = drivers.AllocStarting
+	}
+	return out
+}
+
+// addressesOf is where the allocation's ports are, as Nomad placed them:
+// its group's port mappings (host IP and port), in the order the job
+// lists its ports; a mapping without a host IP takes the node's HTTP
+// address host.
+func addressesOf(a *api.Allocation, n *api.Node) []drivers.Address {
+	r := a.AllocatedResources
+	if r == nil || len(r.Shared.Ports) == 0 {
+		return nil
+	}
+	out := make([]drivers.Address, 0, len(r.Shared.Ports))
+	for _, p := range r.Shared.Ports {
+		host := p.HostIP
+		if host == "" && n != nil {
+			host, _, _ = strings.Cut(n.HTTPAddr, ":")
+		}
+		out = append(out, drivers.Address{Label: p.Label, Host: host, Port: p.Value})
 	}
 	return out
 }
