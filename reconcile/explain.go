@@ -82,6 +82,9 @@ func placement(ws WorkspaceStatus) string {
 	if ws.Node == "" {
 		return "its node"
 	}
+	if len(ws.GPUs) == 0 {
+		return ws.Node // work without GPUs
+	}
 	return fmt.Sprintf("%s (GPUs %s)", ws.Node, strings.Join(shortGPUs(ws.GPUs), ", "))
 }
 
