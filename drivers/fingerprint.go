@@ -11,7 +11,7 @@ import (
 // Fingerprint returns a short, stable hash of everything in a workspace
 // spec that its task sees: the task (driver, image, command, args, env),
 // the resources, the gang size, the volumes, the checkpoint signal and
-// grace period, and the restart behaviour. Two specs with the same
+// grace period, the restart behaviour, and the ports and service. Two specs with the same
 // fingerprint run the same task; a spec change that leaves it equal (a
 // comment, the owner, the desired state, the topology preference, the
 // checkpoint interval, preemptibility) must never restart a task.
@@ -31,9 +31,12 @@ func Fingerprint(ws *schema.WorkspaceSpec) string {
 		Signal           string               `json:"signal,omitempty"`
 		Grace            int64                `json:"grace,omitempty"`
 		RestartOnFailure bool                 `json:"restartOnFailure,omitempty"`
+		Ports            []schema.Port        `json:"ports,omitempty"`
+		Service          *schema.Service      `json:"service,omitempty"`
 	}{
 		Task: ws.Task, Resources: ws.Resources, Replicas: max(ws.Replicas, 1), Volumes: ws.Volumes,
 		Signal: ws.Checkpoint.Signal, Grace: int64(ws.Checkpoint.GracePeriod), RestartOnFailure: ws.RestartOnFailure,
+		Ports: ws.Ports, Service: ws.Service,
 	}
 	if len(seen.Task.Env) == 0 {
 		seen.Task.Env = nil

@@ -52,8 +52,15 @@ type Node struct {
 	// Name is unique in the cluster and what berth reports.
 	Name string `json:"name"`
 	// ID is the driver's identifier (Nomad node ID); may equal Name.
-	ID   string `json:"id"`
-	Pool string `json:"pool,omitempty"`
+	ID string `json:"id"`
+	// Pool, Datacenter, Class and Meta are what a workspace's placement
+	// matches (schema.Placement.Allows): the Nomad node pool, datacenter,
+	// node class and node metadata. Empty Pool and Datacenter are Nomad's
+	// defaults ("default", "dc1").
+	Pool       string            `json:"pool,omitempty"`
+	Datacenter string            `json:"datacenter,omitempty"`
+	Class      string            `json:"class,omitempty"`
+	Meta       map[string]string `json:"meta,omitempty"`
 	// Ready: the node is up. Eligible: new work may be placed on it (not
 	// draining, not marked ineligible).
 	Ready    bool `json:"ready"`
@@ -195,10 +202,23 @@ type Alloc struct {
 	// allocation ID); a restart gives a new one. Empty when the driver
 	// has none.
 	ID string `json:"id,omitempty"`
+	// Addresses are where the replica's ports are reachable, as the
+	// cluster placed them (Nomad: the allocation's port mappings), in
+	// the order of the spec's ports; empty when it has none or the driver
+	// does not know.
+	Addresses []Address `json:"addresses,omitempty"`
 	// Drift, when not empty, says how the cluster's object for this
 	// allocation was changed outside berth (another task, other GPUs
 	// pinned); berth puts it back.
 	Drift string `json:"drift,omitempty"`
+}
+
+// Address is where one port of a replica is reachable: Host (an IP or
+// a name) and Port on it, under the port's Label.
+type Address struct {
+	Label string `json:"label"`
+	Host  string `json:"host"`
+	Port  int    `json:"port"`
 }
 
 // History is what the reconciler remembers between decisions: decayed

@@ -48,7 +48,7 @@ func (d *decider) admit(w *wsState) {
 		return
 	}
 	if w.feat >= 0 && !d.feats[w.feat].ready {
-		d.wait(w, Reason{ReasonCapacity, "capacity: " + d.feats[w.feat].missing})
+		d.wait(w, d.featureReason(w))
 		return
 	}
 	if w.gpus <= 0 {
@@ -327,6 +327,8 @@ func (d *decider) waitReason(w *wsState, mi int) Reason {
 	}
 	var r Reason
 	switch {
+	case gpuFits && w.cpu == 0 && w.mem == 0 && w.disk == 0 && w.cores == 0 && w.feat >= 0 && w.replicas == 1:
+		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: no node%s has %s%s free", d.featureText(w), plural(w.gpus, "GPU"), of)}
 	case gpuFits && (w.cpu > 0 || w.mem > 0 || w.disk > 0 || w.cores > 0 || w.feat >= 0) && w.replicas == 1:
 		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: no node with %s%s free also has %s free%s", plural(w.gpus, "GPU"), of, resources(w.cpu, w.cores, w.mem, w.disk), d.featureText(w))}
 	case w.replicas > 1 && li.bestFit(w.gpus) >= 0:
@@ -472,5 +474,20 @@ func (d *decider) featureText(w *wsState) string {
 	for _, v := range fs.volumes {
 		what = append(what, "host volume "+v)
 	}
-	return " with " + strings.Join(what, " and ")
+	in := ""
+	if !fs.placement.IsZero() {
+		in = " in " + fs.placement.String()
+	}
+	if len(what) == 0 {
+		return in
+	}
+	return in + " with " + strings.Join(what, " and ")
+}
+
+// featureReason is the wait reason of a workspace no ready node has the
+// features or placement for: "capacity: no ready node has the docker
+// driver", or "capacity: placement: no ready, eligible node is in
+// datacenter eu-west".
+func (d *decider) featureReason(w *wsState) Reason {
+	return Reason{ReasonCapacity, "capacity: " + d.feats[w.feat].missing}
 }

@@ -44,8 +44,11 @@ type wsState struct {
 	allocs   []*drivers.Alloc
 	held     int  // GPUs its allocations hold
 	stopping bool // an allocation is stopping
-	leaving  bool // holds GPUs it will give up: stopping, stopped or removed
-	running  bool // has allocations (GPUs or not) and stays unless preempted
+	leaving  bool // holds GPUs it will give up: stopping, stopped, removed or moved
+	// moved: it runs on a node its placement no longer allows (the spec
+	// changed): it stops, and queues again to start where it may.
+	moved   bool
+	running bool // has allocations (GPUs or not) and stays unless preempted
 
 	startedAt time.Time // latest start over its allocations
 	workLost  float64   // GPU-seconds since the last checkpoint

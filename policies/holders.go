@@ -31,6 +31,10 @@ func (d *decider) settleHolders() {
 			w.out.Verdict = VerdictStop
 			w.out.Placements = buf.Of(w.allocs)
 			w.out.Reason = Reason{ReasonStopped, "stopped: its desired state is Stopped"}
+		case w.moved:
+			w.out.Verdict = VerdictStop
+			w.out.Placements = buf.Of(w.allocs)
+			w.out.Reason = Reason{ReasonStopped, fmt.Sprintf("moves: its placement (%s) no longer allows the node it runs on; it starts again where it may", d.feats[w.feat].placement)}
 		case w.stopping:
 			w.out.Verdict = VerdictPreempt
 			w.out.Placements = buf.Of(w.allocs)

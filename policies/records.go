@@ -243,7 +243,8 @@ func newDecider(in Input) *decider {
 		if len(w.allocs) == 0 {
 			continue
 		}
-		w.leaving = w.stopping || w.spec == nil || w.stopped
+		w.moved = !w.stopping && w.spec != nil && !w.stopped && d.misplaced(w)
+		w.leaving = w.stopping || w.spec == nil || w.stopped || w.moved
 		w.running = !w.leaving
 		if w.leaving {
 			d.markReleasing(int32(wi))
@@ -359,6 +360,20 @@ func newDecider(in Input) *decider {
 		}
 	}
 	return d
+}
+
+// misplaced reports whether an allocation of w runs on a node that w's
+// placement does not allow (its node is gone: no).
+func (d *decider) misplaced(w *wsState) bool {
+	if w.feat < 0 || d.feats[w.feat].placement.IsZero() {
+		return false
+	}
+	for _, a := range w.allocs {
+		if ni := d.c.nodeIndex(a.Node); ni >= 0 && !d.feats[w.feat].placement.Allows(d.c.nodes[ni].Datacenter, d.c.nodes[ni].Pool, d.c.nodes[ni].Class, d.c.nodes[ni].Meta) {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeIndex finds a node by name in nodes (sorted by name), or -1.

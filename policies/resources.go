@@ -99,14 +99,16 @@ func (d *decider) takeAmount(ni int, a amount) {
 }
 
 // featureSet is what a workspace needs of a node besides capacity: its
-// task driver and the host volumes it mounts. ok[ni]: node ni has them
-// (or does not report its features); ready: some ready, eligible node
-// has them.
+// task driver and the host volumes it mounts, and its placement. ok[ni]:
+// node ni has them (or does not report its features) and satisfies the
+// placement, which every node reports; ready: some ready, eligible node
+// does.
 type featureSet struct {
-	driver  string
-	volumes []string
-	ok      []bool
-	ready   bool
+	driver    string
+	volumes   []string
+	placement schema.Placement
+	ok        []bool
+	ready     bool
 	// missing says what no ready node has, for the wait reason.
 	missing string
 }
@@ -119,7 +121,9 @@ type featureSet struct {
 // Volume's spec.source.)
 func (d *decider) featureOf(specs *schema.Set, sw *schema.Workspace) int32 {
 	driver := sw.Spec.Task.Driver
-	if len(sw.Spec.Volumes) == 0 {
+	pl := sw.Spec.Placement
+	placed := !pl.IsZero()
+	if len(sw.Spec.Volumes) == 0 && !placed {
 		// The common case, without building a key.
 		if i, ok := d.featByDriver[driver]; ok {
 			return i
@@ -132,21 +136,22 @@ func (d *decider) featureOf(specs *schema.Set, sw *schema.Workspace) int32 {
 		}
 		vols = append(vols, cmp.Or(m.Source, m.Name))
 	}
-	if driver == "" && len(vols) == 0 {
+	if driver == "" && len(vols) == 0 && !placed {
 		d.featByDriver[driver] = -1
 		return -1
 	}
 	slices.Sort(vols)
 	vols = slices.Compact(vols)
-	key := driver + "\x00" + strings.Join(vols, "\x00")
+	// The placement's text is canonical (sorted datacenters and meta).
+	key := driver + "\x00" + strings.Join(vols, "\x00") + "\x01" + pl.String()
 	if i, ok := d.featIDs[key]; ok {
 		return i
 	}
-	fs := featureSet{driver: driver, volumes: vols, ok: make([]bool, len(d.c.nodes))}
+	fs := featureSet{driver: driver, volumes: vols, placement: pl, ok: make([]bool, len(d.c.nodes))}
 	lacks := map[string]bool{}
 	for ni := range d.c.nodes {
 		n := &d.c.nodes[ni]
-		has := true
+		has := !placed || pl.Allows(n.Datacenter, n.Pool, n.Class, n.Meta)
 		if n.Features {
 			if driver != "" && !contains(n.Drivers, driver) {
 				has = false
@@ -169,7 +174,7 @@ func (d *decider) featureOf(specs *schema.Set, sw *schema.Workspace) int32 {
 	i := int32(len(d.feats))
 	d.feats = append(d.feats, fs)
 	d.featIDs[key] = i
-	if len(vols) == 0 {
+	if len(vols) == 0 && !placed {
 		d.featByDriver[driver] = i
 	}
 	return i
@@ -179,21 +184,30 @@ func (d *decider) featureOf(specs *schema.Set, sw *schema.Workspace) int32 {
 // driver if no such node has it, else the first host volume none has,
 // else the combination.
 func (d *decider) missingFeature(fs featureSet) string {
+	pl := fs.placement
+	allows := func(n *drivers.Node) bool { return pl.Allows(n.Datacenter, n.Pool, n.Class, n.Meta) }
 	ready := func(has func(n *drivers.Node) bool) bool {
 		for ni := range d.c.nodes {
 			n := &d.c.nodes[ni]
-			if n.Ready && n.Eligible && (!n.Features || has(n)) {
+			if n.Ready && n.Eligible && allows(n) && (!n.Features || has(n)) {
 				return true
 			}
 		}
 		return false
 	}
+	in := ""
+	if !pl.IsZero() {
+		if !ready(func(*drivers.Node) bool { return true }) {
+			return "placement: no ready, eligible node is in " + pl.String()
+		}
+		in = " in " + pl.String()
+	}
 	if fs.driver != "" && !ready(func(n *drivers.Node) bool { return contains(n.Drivers, fs.driver) }) {
-		return fmt.Sprintf("no ready node has the %s driver", fs.driver)
+		return fmt.Sprintf("no ready node%s has the %s driver", in, fs.driver)
 	}
 	for _, v := range fs.volumes {
 		if !ready(func(n *drivers.Node) bool { return contains(n.HostVolumes, v) }) {
-			return fmt.Sprintf("no ready node has host volume %s", v)
+			return fmt.Sprintf("no ready node%s has host volume %s", in, v)
 		}
 	}
 	what := []string{"the " + fs.driver + " driver"}
@@ -203,7 +217,7 @@ func (d *decider) missingFeature(fs featureSet) string {
 	for _, v := range fs.volumes {
 		what = append(what, "host volume "+v)
 	}
-	return "no ready node has " + strings.Join(what, " and ") + " together"
+	return "no ready node" + in + " has " + strings.Join(what, " and ") + " together"
 }
 
 func contains(sorted []string, s string) bool {
@@ -266,7 +280,7 @@ func (d *decider) startWithoutGPUs(w *wsState) bool {
 // w, which needs no GPU.
 func (d *decider) noNodeReason(w *wsState) Reason {
 	if w.feat >= 0 && !d.feats[w.feat].ready {
-		return Reason{ReasonCapacity, "capacity: " + d.feats[w.feat].missing}
+		return d.featureReason(w)
 	}
 	best, found := amount{}, ""
 	for ni := range d.c.nodes {

@@ -283,6 +283,7 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 					return nil, err
 				}
 			}
+			p.Spec.Placement = placementFields(f)
 			set.Projects = append(set.Projects, p)
 		case "workspace":
 			ref, err := parseRef(f.words[1])
@@ -312,6 +313,7 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 				return nil, err
 			}
 			w.Spec.Task.Driver = f.kv["driver"]
+			w.Spec.Placement = placementFields(f)
 			for _, v := range list(f, "volumes") {
 				w.Spec.Volumes = append(w.Spec.Volumes, schema.VolumeMount{Name: v, MountPath: "/" + v})
 			}
@@ -357,7 +359,30 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 		}
 	}
 	set.Sort()
+	// A project's placement fills what its workspaces leave out, as the
+	// loader does.
+	for i := range set.Workspaces {
+		w := &set.Workspaces[i]
+		if p := set.Project(w.Meta.Project); p != nil {
+			w.Spec.Placement = w.Spec.Placement.Or(p.Spec.Placement)
+		}
+	}
 	return set, nil
+}
+
+// placementFields reads dc=a,b pool=P class=C meta=k:v,k2:v2 (a
+// workspace's or project's placement; a node's datacenter, pool, class
+// and metadata).
+func placementFields(f fields) schema.Placement {
+	p := schema.Placement{Datacenters: list(f, "dc"), NodePool: f.kv["pool"], NodeClass: f.kv["class"]}
+	for _, kv := range list(f, "meta") {
+		k, v, _ := strings.Cut(kv, ":")
+		if p.NodeMeta == nil {
+			p.NodeMeta = map[string]string{}
+		}
+		p.NodeMeta[k] = v
+	}
+	return p
 }
 
 func parseCluster(text string, now time.Time) (*drivers.Snapshot, error) {
@@ -377,6 +402,12 @@ func parseCluster(text string, now time.Time) (*drivers.Snapshot, error) {
 			// drivers= and volumes= say the node reports its features.
 			n.Drivers, n.HostVolumes = list(f, "drivers"), list(f, "volumes")
 			n.Features = n.Drivers != nil || n.HostVolumes != nil
+			if pl := placementFields(f); !pl.IsZero() {
+				if len(pl.Datacenters) > 0 {
+					n.Datacenter = pl.Datacenters[0]
+				}
+				n.Pool, n.Class, n.Meta = pl.NodePool, pl.NodeClass, pl.NodeMeta
+			}
 			count, err := atoi(f, "gpus", 8)
 			if err != nil {
 				return nil, err

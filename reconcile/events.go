@@ -263,7 +263,8 @@ func sameWorkspace(a, b *WorkspaceStatus) bool {
 	return a.Project == b.Project && a.Name == b.Name && a.State == b.State && a.ReasonKind == b.ReasonKind &&
 		a.Reason == b.Reason && a.Node == b.Node && a.Since.Equal(b.Since) && a.Progress == b.Progress &&
 		a.WorkLost == b.WorkLost && a.Revision == b.Revision && a.Decision == b.Decision && slices.Equal(a.GPUs, b.GPUs) &&
-		(a.PreemptedBy == nil) == (b.PreemptedBy == nil) && (a.PreemptedBy == nil || *a.PreemptedBy == *b.PreemptedBy)
+		(a.PreemptedBy == nil) == (b.PreemptedBy == nil) && (a.PreemptedBy == nil || *a.PreemptedBy == *b.PreemptedBy) &&
+		slices.Equal(a.Endpoints, b.Endpoints)
 }
 
 // sameJSON compares two values by their JSON (they are small: a

@@ -388,6 +388,8 @@ func TestSameWorkspaceCoversEveryField(t *testing.T) {
 			f.Set(reflect.ValueOf([]string{"x"}))
 		case *schema.Ref:
 			f.Set(reflect.ValueOf(&schema.Ref{Project: "p", Name: "n"}))
+		case []Endpoint:
+			f.Set(reflect.ValueOf([]Endpoint{{Label: "http", Address: "h:1"}}))
 		default:
 			t.Fatalf("WorkspaceStatus.%s: a type this test does not know; teach it and sameWorkspace", v.Type().Field(i).Name)
 		}

@@ -72,12 +72,18 @@ func Explain(ws WorkspaceStatus, history []Transition) []string {
 		}
 		out = append(out, sentence(s))
 	}
+	if c := connectText(ws.Endpoints); c != "" {
+		out = append(out, "Connect: "+c+".")
+	}
 	return out
 }
 
 func placement(ws WorkspaceStatus) string {
 	if ws.Node == "" {
 		return "its node"
+	}
+	if len(ws.GPUs) == 0 {
+		return ws.Node // work without GPUs
 	}
 	return fmt.Sprintf("%s (GPUs %s)", ws.Node, strings.Join(shortGPUs(ws.GPUs), ", "))
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 )
@@ -48,6 +49,12 @@ func TestExplain(t *testing.T) {
 				"It was preempted by hi/eval at 10:20:00 (tier high (80) outranks tier medium (50)) and resumed at 10:40:00 from 19m0s of progress.",
 				"Progress so far: 20m0s; work lost to preemptions and failures: 30s."},
 		},
+		"a gang with ports": {
+			ws: WorkspaceStatus{Project: "ml", Name: "nb", State: StateRunning, Since: at(1), Node: "a,b", Endpoints: []Endpoint{
+				{Replica: 0, Label: "http", Address: "http://10.0.0.5:20000/"}, {Replica: 1, Label: "http", Address: "http://10.0.0.6:20000/"}}},
+			want: []string{"ml/nb is running on a,b since 10:01:00.",
+				"Connect: replica 0 http at http://10.0.0.5:20000/; replica 1 http at http://10.0.0.6:20000/."},
+		},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -55,5 +62,28 @@ func TestExplain(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestEndpoints: a workspace's addresses come from its allocations that
+// are not stopping, by replica and then the spec's port order; a port
+// with a scheme is a URL.
+func TestEndpoints(t *testing.T) {
+	spec := &schema.Workspace{Spec: schema.WorkspaceSpec{Ports: []schema.Port{{Label: "http", Scheme: "http"}, {Label: "debug", Static: 7000}}}}
+	own := []drivers.Alloc{
+		{Replica: 1, Addresses: []drivers.Address{{Label: "debug", Host: "10.0.0.6", Port: 7000}, {Label: "http", Host: "10.0.0.6", Port: 20001}}},
+		{Replica: 0, Addresses: []drivers.Address{{Label: "http", Host: "fe80::1", Port: 20000}}},
+		{Replica: 2, Phase: drivers.AllocStopping, Addresses: []drivers.Address{{Label: "http", Host: "10.0.0.7", Port: 20002}}},
+	}
+	want := []Endpoint{
+		{Replica: 0, Label: "http", Address: "http://[fe80::1]:20000/"},
+		{Replica: 1, Label: "http", Address: "http://10.0.0.6:20001/"},
+		{Replica: 1, Label: "debug", Address: "10.0.0.6:7000"},
+	}
+	if diff := cmp.Diff(want, endpoints(spec, own)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if got := endpoints(nil, nil); got != nil {
+		t.Errorf("no allocations: %v", got)
 	}
 }

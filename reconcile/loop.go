@@ -703,6 +703,7 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 			out = append(out, WorkspaceTransition{Workspace: ref, Transition: t})
 			l.logTransition(ref, t)
 		}
+		st.Endpoints = endpoints(spec, own)
 		rec.status = st
 		l.records[ref] = rec
 	}

@@ -395,6 +395,9 @@ func diffProjects(base, head *schema.Set, project func(string) *ProjectReport) {
 		if a.Description != b.Description {
 			ch = append(ch, "description changed")
 		}
+		if x, y := a.Placement.String(), b.Placement.String(); x != y {
+			ch = append(ch, fmt.Sprintf("placement %s → %s", orDefault(x, "any node"), orDefault(y, "any node")))
+		}
 		pr.Changes = ch
 		if len(ch) > 0 {
 			pr.Change = "changed"
@@ -452,8 +455,45 @@ func workspaceDetails(a, b schema.WorkspaceSpec) []string {
 	add("checkpoint grace", a.Checkpoint.GracePeriod, b.Checkpoint.GracePeriod)
 	add("checkpoint interval", a.Checkpoint.Interval, b.Checkpoint.Interval)
 	add("owner", a.Owner, b.Owner)
+	add("placement", orDefault(a.Placement.String(), "any node"), orDefault(b.Placement.String(), "any node"))
+	add("ports", portsText(a.Ports), portsText(b.Ports))
+	add("service", serviceText(a.Service), serviceText(b.Service))
 	if len(out) == 0 {
 		out = append(out, "spec changed (task, volumes or resources)")
+	}
+	return out
+}
+
+// portsText writes ports as "http, ssh:2222" (a static port after its
+// label), "none" when there are none.
+func portsText(ps []schema.Port) string {
+	if len(ps) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, p := range ps {
+		s := p.Label
+		if p.Static > 0 {
+			s += fmt.Sprintf(":%d", p.Static)
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// serviceText writes a service as "llm on api (http check /health)",
+// "none" when there is none.
+func serviceText(s *schema.Service) string {
+	if s == nil {
+		return "none"
+	}
+	out := s.Name + " on " + s.Port
+	if c := s.Check; c != nil {
+		out += " (" + c.Type + " check"
+		if c.Path != "" {
+			out += " " + c.Path
+		}
+		out += ")"
 	}
 	return out
 }

@@ -174,7 +174,7 @@ func parsePlanCluster(t *testing.T, text string, now time.Time) *drivers.Snapsho
 			n, _ := strconv.Atoi(kv["gpus"])
 			domains, _ := strconv.Atoi(kv["domains"])
 			domains = max(domains, 1)
-			node := drivers.Node{Name: f[1], ID: f[1], Ready: true, Eligible: true}
+			node := drivers.Node{Name: f[1], ID: f[1], Ready: true, Eligible: true, Datacenter: kv["dc"]}
 			for i := range n {
 				node.GPUs = append(node.GPUs, drivers.GPU{ID: fmt.Sprintf("%s-g%d", f[1], i), Index: i, Model: "H100", Domain: i * domains / n, Healthy: true})
 			}

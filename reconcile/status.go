@@ -165,6 +165,8 @@ type WorkspaceStatus struct {
 	Revision string  `json:"revision,omitempty"`
 	// Decision is the last decision's verdict for it and why.
 	Decision string `json:"decision,omitempty"`
+	// Endpoints are where its ports are reachable now (reach.go).
+	Endpoints []Endpoint `json:"endpoints,omitempty"`
 }
 
 // Ref returns the workspace's reference.

@@ -157,6 +157,8 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 		if p == nil {
 			continue // the project is invalid; its own errors say why
 		}
+		w.Spec.Placement = w.Spec.Placement.Or(p.Spec.Placement)
+		set.Workspaces[len(set.Workspaces)-1].Spec.Placement = w.Spec.Placement
 		if dg, ok := checkOwner(d, w.Meta.Name, w.Spec.Owner, p); !ok {
 			add(dg)
 		}

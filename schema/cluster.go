@@ -19,7 +19,14 @@ type gpuShape struct {
 
 type clusterShape struct {
 	name  string
-	nodes [][]gpuShape
+	nodes []nodeShape
+}
+
+// nodeShape is one node: its GPUs and what a placement matches.
+type nodeShape struct {
+	gpus                    []gpuShape
+	datacenter, pool, class string
+	meta                    map[string]string
 }
 
 func clusterShapes(docs []*doc) []clusterShape {
@@ -83,8 +90,20 @@ func readCluster(d *doc) (clusterShape, bool) {
 				}
 			}
 		}
+		ns := nodeShape{gpus: gpus}
+		ns.datacenter, _ = node["datacenter"].(string)
+		ns.pool, _ = node["pool"].(string)
+		ns.class, _ = node["class"].(string)
+		if m, ok := node["meta"].(map[string]any); ok {
+			ns.meta = map[string]string{}
+			for k, v := range m {
+				if s, ok := v.(string); ok {
+					ns.meta[k] = s
+				}
+			}
+		}
 		for range count {
-			c.nodes = append(c.nodes, gpus)
+			c.nodes = append(c.nodes, ns)
 		}
 	}
 	return c, true
@@ -117,12 +136,25 @@ func slots(node []gpuShape, w *Workspace) int {
 // fits reports a workspace whose gang no set of the cluster's nodes can
 // hold, even when the cluster is empty.
 func (c clusterShape) fits(w *Workspace, d *doc) (Diagnostic, bool) {
+	pl := w.Spec.Placement
+	allowed := 0
+	for _, node := range c.nodes {
+		if pl.Allows(node.datacenter, node.pool, node.class, node.meta) {
+			allowed++
+		}
+	}
+	if allowed == 0 {
+		return errorf(d.pos("spec.placement"), "workspace %q can never run: no node of cluster %q is in %s; change its placement (or its project's) or the cluster's nodes", w.Meta.Name, c.name, pl), false
+	}
 	if w.Spec.Resources.GPUs == 0 {
 		return Diagnostic{}, true
 	}
 	total, best := 0, 0
 	for _, node := range c.nodes {
-		s := slots(node, w)
+		if !pl.Allows(node.datacenter, node.pool, node.class, node.meta) {
+			continue
+		}
+		s := slots(node.gpus, w)
 		total += s
 		best = max(best, s)
 	}
@@ -147,8 +179,12 @@ func (c clusterShape) fits(w *Workspace, d *doc) (Diagnostic, bool) {
 	if len(in) > 0 {
 		shape += " in " + strings.Join(in, " and ")
 	}
+	where := ""
+	if !pl.IsZero() {
+		where = " in " + pl.String()
+	}
 	if total == 0 {
-		return errorf(d.pos("spec.resources.gpus"), "workspace %q can never run: no node of cluster %q has %s; lower its GPUs or relax its topology", w.Meta.Name, c.name, shape), false
+		return errorf(d.pos("spec.resources.gpus"), "workspace %q can never run: no node of cluster %q"+where+" has %s; lower its GPUs or relax its topology", w.Meta.Name, c.name, shape), false
 	}
 	return errorf(d.pos("spec.replicas"), "workspace %q can never run: its gang needs %d replicas of %s, but cluster %q can hold at most %d at once; lower its replicas or GPUs", w.Meta.Name, w.Spec.Replicas, shape, c.name, total), false
 }

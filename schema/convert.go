@@ -1,5 +1,12 @@
 package schema
 
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
 // Conversions from the documents as written to the spec types, filling
 // every default. Each returns the diagnostics of quantities that the
 // schema's patterns accepted but that do not parse (too large, fractions
@@ -50,6 +57,7 @@ func convertProject(d *doc) (Project, []Diagnostic) {
 			BorrowLimit: BorrowLimit{GPUs: Unlimited},
 			FairShare:   FairShare{Weight: 1},
 			Namespace:   r.Spec.Namespace,
+			Placement:   placement(r.Spec.Placement),
 		},
 	}
 	if q := r.Spec.Quota; q != nil {
@@ -130,6 +138,8 @@ func convertWorkspace(d0 *doc, policy SchedulingPolicy) (Workspace, []Diagnostic
 			Task:             s.Task,
 			Resources:        workResources(fe, d0, s.Resources),
 			Topology:         topology(s.Topology, policy.Spec.Defaults.Topology),
+			Placement:        placement(s.Placement),
+			Ports:            s.Ports,
 			Replicas:         intOr(s.Replicas, 1),
 			Volumes:          s.Volumes,
 			Checkpoint:       checkpoint(fe, "spec.checkpoint", s.Checkpoint, policy.Spec.Defaults.Checkpoint),
@@ -137,6 +147,7 @@ func convertWorkspace(d0 *doc, policy SchedulingPolicy) (Workspace, []Diagnostic
 			RestartOnFailure: s.RestartOnFailure,
 		},
 	}
+	w.Spec.Service = service(fe, w, s.Service)
 	w.Spec.Task.Env = nilIfEmpty(w.Spec.Task.Env)
 	if w.Spec.State == "" {
 		w.Spec.State = DesiredRunning
@@ -227,6 +238,72 @@ func convertPolicy(d *doc) (SchedulingPolicy, []Diagnostic) {
 		p.Spec.Defaults.Checkpoint = checkpoint(fe, "spec.defaults.checkpoint", df.Checkpoint, p.Spec.Defaults.Checkpoint)
 	}
 	return p, fe.diag
+}
+
+// service reads a workspace's service registration, filling its name
+// and check defaults, and checks that it points at one of the ports;
+// ports' labels and static ports must be unique.
+func service(fe *fieldErrs, w Workspace, r *rawService) *Service {
+	labels := map[string]int{}
+	static := map[int]int{}
+	for i, p := range w.Spec.Ports {
+		if j, dup := labels[p.Label]; dup {
+			fe.diag = append(fe.diag, errorf(fe.d.pos(fmt.Sprintf("spec.ports.%d.label", i)), "spec.ports.%d and spec.ports.%d are both labelled %q; give each port its own label", j, i, p.Label))
+		}
+		labels[p.Label] = i
+		if p.Static == 0 {
+			continue
+		}
+		if j, dup := static[p.Static]; dup {
+			fe.diag = append(fe.diag, errorf(fe.d.pos(fmt.Sprintf("spec.ports.%d.static", i)), "spec.ports.%d and spec.ports.%d both ask for host port %d; a node has it once", j, i, p.Static))
+		}
+		static[p.Static] = i
+	}
+	if r == nil {
+		return nil
+	}
+	s := &Service{Name: r.Name, Port: r.Port, Tags: r.Tags}
+	if s.Name == "" {
+		s.Name = w.Meta.Project + "-" + w.Meta.Name
+		if len(s.Name) > 63 {
+			fe.diag = append(fe.diag, errorf(fe.d.pos("spec.service"), "the default service name %q is longer than 63 characters; set spec.service.name", s.Name))
+		}
+	}
+	if _, ok := labels[s.Port]; !ok {
+		known := make([]string, 0, len(w.Spec.Ports))
+		for _, p := range w.Spec.Ports {
+			known = append(known, p.Label)
+		}
+		have := "the workspace has no ports: add one to spec.ports"
+		if len(known) > 0 {
+			have = "its ports are " + strings.Join(known, ", ")
+		}
+		fe.diag = append(fe.diag, errorf(fe.d.pos("spec.service.port"), "spec.service.port %q is not a port of the workspace; %s", s.Port, have))
+	}
+	if c := r.Check; c != nil {
+		s.Check = &ServiceCheck{Type: c.Type, Path: c.Path}
+		if c.Type == "http" && s.Check.Path == "" {
+			s.Check.Path = "/"
+		}
+		if c.Type != "http" && c.Path != "" {
+			fe.diag = append(fe.diag, errorf(fe.d.pos("spec.service.check.path"), "spec.service.check.path is for http checks; a %s check has no path", c.Type))
+		}
+		s.Check.Interval = fe.duration("spec.service.check.interval", c.Interval, 10*time.Second)
+		s.Check.Timeout = fe.duration("spec.service.check.timeout", c.Timeout, 2*time.Second)
+	}
+	return s
+}
+
+// placement copies a placement as written, its datacenters sorted and
+// without duplicates; nil is the zero Placement.
+func placement(r *Placement) Placement {
+	if r == nil {
+		return Placement{}
+	}
+	p := *r
+	p.Datacenters = slices.Compact(slices.Sorted(slices.Values(p.Datacenters)))
+	p.NodeMeta = nilIfEmpty(p.NodeMeta)
+	return p
 }
 
 func nilIfEmpty(m map[string]string) map[string]string {

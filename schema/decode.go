@@ -46,7 +46,8 @@ type rawProject struct {
 		FairShare *struct {
 			Weight *float64 `json:"weight"`
 		} `json:"fairShare"`
-		Namespace string `json:"namespace"`
+		Namespace string     `json:"namespace"`
+		Placement *Placement `json:"placement"`
 	} `json:"spec"`
 }
 
@@ -70,11 +71,26 @@ type rawWorkspace struct {
 		Resources        rawResources   `json:"resources"`
 		Topology         *rawTopology   `json:"topology"`
 		Replicas         *int           `json:"replicas"`
+		Placement        *Placement     `json:"placement"`
+		Ports            []Port         `json:"ports"`
+		Service          *rawService    `json:"service"`
 		Volumes          []VolumeMount  `json:"volumes"`
 		Checkpoint       *rawCheckpoint `json:"checkpoint"`
 		Preemptible      *bool          `json:"preemptible"`
 		RestartOnFailure bool           `json:"restartOnFailure"`
 	} `json:"spec"`
+}
+
+type rawService struct {
+	Name  string   `json:"name"`
+	Port  string   `json:"port"`
+	Tags  []string `json:"tags"`
+	Check *struct {
+		Type     string    `json:"type"`
+		Path     string    `json:"path"`
+		Interval *quantity `json:"interval"`
+		Timeout  *quantity `json:"timeout"`
+	} `json:"check"`
 }
 
 type rawVolume struct {

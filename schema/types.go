@@ -84,6 +84,119 @@ type ProjectSpec struct {
 	FairShare   FairShare   `json:"fairShare"`
 	// Namespace is the Nomad namespace; empty means the project's name.
 	Namespace string `json:"namespace,omitempty"`
+	// Placement is the default placement of the project's workspaces.
+	Placement Placement `json:"placement,omitzero"`
+}
+
+// Placement restricts the nodes a workspace may run on: a node must
+// satisfy every field that is set (an empty field allows any node). It
+// becomes the Nomad job's datacenters, node_pool and constraints.
+// Datacenters are sorted and without duplicates once loaded.
+type Placement struct {
+	Datacenters []string          `json:"datacenters,omitempty"`
+	NodePool    string            `json:"nodePool,omitempty"`
+	NodeClass   string            `json:"nodeClass,omitempty"`
+	NodeMeta    map[string]string `json:"nodeMeta,omitempty"`
+}
+
+// IsZero reports whether p allows any node.
+func (p Placement) IsZero() bool {
+	return len(p.Datacenters) == 0 && p.NodePool == "" && p.NodeClass == "" && len(p.NodeMeta) == 0
+}
+
+// Or returns p with every field p leaves out taken from def (NodeMeta
+// key by key, p's value winning). Neither is mutated.
+func (p Placement) Or(def Placement) Placement {
+	out := p
+	if len(out.Datacenters) == 0 {
+		out.Datacenters = def.Datacenters
+	}
+	if out.NodePool == "" {
+		out.NodePool = def.NodePool
+	}
+	if out.NodeClass == "" {
+		out.NodeClass = def.NodeClass
+	}
+	if len(def.NodeMeta) > 0 {
+		m := make(map[string]string, len(def.NodeMeta)+len(p.NodeMeta))
+		for k, v := range def.NodeMeta {
+			m[k] = v
+		}
+		for k, v := range p.NodeMeta {
+			m[k] = v
+		}
+		out.NodeMeta = m
+	}
+	return out
+}
+
+// NodeDefaults are what a node that does not report a datacenter or a
+// node pool is taken to be in, as Nomad's own defaults.
+const (
+	DefaultDatacenter = "dc1"
+	DefaultNodePool   = "default"
+)
+
+// Allows reports whether a node in datacenter dc and node pool pool, of
+// class class and with metadata meta, satisfies p. An empty dc or pool is
+// Nomad's default (DefaultDatacenter, DefaultNodePool).
+func (p Placement) Allows(dc, pool, class string, meta map[string]string) bool {
+	if len(p.Datacenters) > 0 && !contains(p.Datacenters, cmpOr(dc, DefaultDatacenter)) {
+		return false
+	}
+	if p.NodePool != "" && p.NodePool != cmpOr(pool, DefaultNodePool) {
+		return false
+	}
+	if p.NodeClass != "" && p.NodeClass != class {
+		return false
+	}
+	for k, v := range p.NodeMeta {
+		if got, ok := meta[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// String writes p for a person: "datacenter eu-west-1, node class a100
+// and node meta region=eu"; "" when it allows any node.
+func (p Placement) String() string {
+	var parts []string
+	switch len(p.Datacenters) {
+	case 0:
+	case 1:
+		parts = append(parts, "datacenter "+p.Datacenters[0])
+	default:
+		parts = append(parts, "datacenters "+strings.Join(p.Datacenters, ", "))
+	}
+	if p.NodePool != "" {
+		parts = append(parts, "node pool "+p.NodePool)
+	}
+	if p.NodeClass != "" {
+		parts = append(parts, "node class "+p.NodeClass)
+	}
+	keys := make([]string, 0, len(p.NodeMeta))
+	for k := range p.NodeMeta {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		parts = append(parts, "node meta "+k+"="+p.NodeMeta[k])
+	}
+	switch len(parts) {
+	case 0:
+		return ""
+	case 1:
+		return parts[0]
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // Resources is an amount of GPUs, CPU and memory.
@@ -170,6 +283,13 @@ type WorkspaceSpec struct {
 	Task      Task          `json:"task"`
 	Resources WorkResources `json:"resources"`
 	Topology  Topology      `json:"topology"`
+	// Placement is where its replicas may run, the project's placement
+	// filled in for what the workspace leaves out.
+	Placement Placement `json:"placement,omitzero"`
+	// Ports are the task's network ports, in the order written; Service
+	// its Nomad service registration (nil: none).
+	Ports   []Port   `json:"ports,omitempty"`
+	Service *Service `json:"service,omitempty"`
 	// Replicas is the gang size: all replicas run, or none (default 1).
 	Replicas   int           `json:"replicas"`
 	Volumes    []VolumeMount `json:"volumes,omitempty"`
@@ -180,6 +300,35 @@ type WorkspaceSpec struct {
 	// RestartOnFailure restarts a failed task in place a bounded number
 	// of times (drivers: Nomad's restart block), then it is Failed.
 	RestartOnFailure bool `json:"restartOnFailure,omitempty"`
+}
+
+// Port is one network port of a workspace's task: Static is a fixed
+// host port (0: Nomad picks one), To the port inside a container (0: the
+// host port), Scheme "http" or "https" when its address is a URL.
+type Port struct {
+	Label  string `json:"label"`
+	Static int    `json:"static,omitempty"`
+	To     int    `json:"to,omitempty"`
+	Scheme string `json:"scheme,omitempty"`
+}
+
+// Service is a Nomad service registration (provider nomad) of the port
+// labelled Port, named Name (the loader fills PROJECT-NAME), with an
+// optional health check.
+type Service struct {
+	Name  string        `json:"name"`
+	Port  string        `json:"port"`
+	Tags  []string      `json:"tags,omitempty"`
+	Check *ServiceCheck `json:"check,omitempty"`
+}
+
+// ServiceCheck is a health check: Type "http" (Path, default "/") or
+// "tcp", every Interval (default 10s), each within Timeout (default 2s).
+type ServiceCheck struct {
+	Type     string        `json:"type"`
+	Path     string        `json:"path,omitempty"`
+	Interval time.Duration `json:"interval"`
+	Timeout  time.Duration `json:"timeout"`
 }
 
 // Task is what runs.

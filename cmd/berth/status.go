@@ -205,6 +205,25 @@ func printStatus(w io.Writer, st reconcile.Status) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	printWorkspaces(w, st.Workspaces, true)
+	printEndpoints(w, st.Workspaces)
+}
+
+// printEndpoints lists where workspaces with ports are reachable, when
+// any is: one line per port of each replica.
+func printEndpoints(w io.Writer, ws []reconcile.WorkspaceStatus) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := false
+	for _, s := range ws {
+		for _, e := range s.Endpoints {
+			if !header {
+				fmt.Fprintln(w)
+				fmt.Fprintln(tw, "CONNECT\tREPLICA\tPORT\tADDRESS")
+				header = true
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", s.Ref(), e.Replica, e.Label, e.Address)
+		}
+	}
+	tw.Flush()
 }
 
 func roundDur(d time.Duration) string {

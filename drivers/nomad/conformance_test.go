@@ -36,6 +36,13 @@ func fakeCluster(t testing.TB, nodes []drivers.Node) (*nomadfake.Server, *nomad.
 		if len(topo) > 0 {
 			spec.Meta = gpumeta.Encode(topo)
 		}
+		spec.Datacenter, spec.Class = node.Datacenter, node.Class
+		for k, v := range node.Meta {
+			if spec.Meta == nil {
+				spec.Meta = map[string]string{}
+			}
+			spec.Meta[k] = v
+		}
 		fake.AddNode(spec)
 	}
 	ts := fake.Start(t)

@@ -88,7 +88,14 @@ func TestObserveRecordedNomad(t *testing.T) {
 	want := drivers.Snapshot{
 		ObservedAt: snap.ObservedAt,
 		Nodes: []drivers.Node{{
-			Name: "gpu-node-1", ID: nodeID, Pool: "default", Ready: true, Eligible: true,
+			Name: "gpu-node-1", ID: nodeID, Pool: "default", Datacenter: "dc1", Ready: true, Eligible: true,
+			// Nomad's own default metadata, which a placement may match.
+			Meta: map[string]string{
+				"connect.gateway_image":     "docker.io/envoyproxy/envoy:v${NOMAD_envoy_version}",
+				"connect.log_level":         "info",
+				"connect.proxy_concurrency": "1",
+				"connect.sidecar_image":     "docker.io/envoyproxy/envoy:v${NOMAD_envoy_version}",
+			},
 			// Nomad's CpuShares (MHz), memory and disk, none reserved; 2
 			// reservable cores of 2245 MHz each; its healthy drivers.
 			CPUMilli: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20,
@@ -372,9 +379,9 @@ func TestObserveTopologyAndForeignGPUs(t *testing.T) {
 		return n
 	}
 	want := []drivers.Node{
-		features(drivers.Node{Name: "down", ID: "n3", Pool: "default", Eligible: true, CPUMilli: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
-		features(drivers.Node{Name: "draining", ID: "n2", Pool: "default", Ready: true, CPUMilli: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
-		features(drivers.Node{Name: "plain", ID: "n1", Pool: "default", Ready: true, Eligible: true, TopologyGuessed: true,
+		features(drivers.Node{Name: "down", ID: "n3", Pool: "default", Datacenter: "dc1", Eligible: true, CPUMilli: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
+		features(drivers.Node{Name: "draining", ID: "n2", Pool: "default", Datacenter: "dc1", Ready: true, CPUMilli: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
+		features(drivers.Node{Name: "plain", ID: "n1", Pool: "default", Datacenter: "dc1", Ready: true, Eligible: true, TopologyGuessed: true,
 			CPUMilli: 4490 - 100, MemoryBytes: (24105 - 300) << 20, DiskBytes: (76790 - 300) << 20,
 			GPUs: []drivers.GPU{
 				{ID: "GPU-a", Index: 0, Model: "H100-fake", MemoryBytes: 81559 << 20, Healthy: true},

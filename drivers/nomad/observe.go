@@ -144,12 +144,28 @@ func (d *Driver) observe(ctx context.Context) (drivers.Snapshot, bool, error) {
 	return snap, false, nil
 }
 
+// placementMeta is the node metadata a placement may match: all of it
+// but the GPU topology `berth agent` writes (berth.gpu.*), nil when none.
+func placementMeta(m map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range m {
+		if strings.HasPrefix(k, "berth.gpu.") {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(m))
+		}
+		out[k] = v
+	}
+	return out
+}
+
 // buildNode turns one Nomad node and its allocations into berth's node
 // and berth's allocations on it.
 func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (out drivers.Node, allocs []drivers.Alloc, evicted []Eviction) {
 	n := nd.node
 	out = drivers.Node{
-		Name: n.Name, ID: n.ID, Pool: n.NodePool,
+		Name: n.Name, ID: n.ID, Pool: n.NodePool, Datacenter: n.Datacenter, Class: n.NodeClass, Meta: placementMeta(n.Meta),
 		Ready:    n.Status == "ready",
 		Eligible: n.SchedulingEligibility == "eligible" && !n.Drain && n.DrainStrategy == nil,
 	}
@@ -354,6 +370,7 @@ func buildAlloc(a *api.Allocation, stub *api.JobListStub, n *api.Node) drivers.A
 	if ts := a.TaskStates[TaskName]; ts != nil && !ts.StartedAt.IsZero() {
 		out.StartedAt = ts.StartedAt.UTC()
 	}
+	out.Addresses = addressesOf(a, n)
 	r := allocResources(a)
 	out.CPUMilli, out.MemoryBytes, out.DiskBytes, out.Cores = r.CPUMilli, r.MemoryBytes, r.DiskBytes, r.Cores
 	switch {
@@ -363,6 +380,26 @@ func buildAlloc(a *api.Allocation, stub *api.JobListStub, n *api.Node) drivers.A
 		out.Phase = drivers.AllocRunning
 	default:
 		out.Phase = drivers.AllocStarting
+	}
+	return out
+}
+
+// addressesOf is where the allocation's ports are, as Nomad placed them:
+// its group's port mappings (host IP and port), in the order the job
+// lists its ports; a mapping without a host IP takes the node's HTTP
+// address host.
+func addressesOf(a *api.Allocation, n *api.Node) []drivers.Address {
+	r := a.AllocatedResources
+	if r == nil || len(r.Shared.Ports) == 0 {
+		return nil
+	}
+	out := make([]drivers.Address, 0, len(r.Shared.Ports))
+	for _, p := range r.Shared.Ports {
+		host := p.HostIP
+		if host == "" && n != nil {
+			host, _, _ = strings.Cut(n.HTTPAddr, ":")
+		}
+		out = append(out, drivers.Address{Label: p.Label, Host: host, Port: p.Value})
 	}
 	return out
 }

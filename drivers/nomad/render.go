@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -71,6 +72,9 @@ func renderJob(a drivers.Action, ns string, pl []placed, datacenters []string, r
 	for _, p := range pl {
 		all = append(all, p.GPUs...)
 	}
+	if dcs := spec.Placement.Datacenters; len(dcs) > 0 {
+		datacenters = dcs
+	}
 	job := &api.Job{
 		ID: &id, Name: &id, Namespace: &ns, Type: &typ, Priority: &prio,
 		Datacenters: datacenters,
@@ -80,6 +84,9 @@ func renderJob(a drivers.Action, ns string, pl []placed, datacenters []string, r
 			MetaRevision:  a.Revision,
 			MetaGPUs:      strings.Join(all, ","),
 		},
+	}
+	if spec.Placement.NodePool != "" {
+		job.NodePool = strPtr(spec.Placement.NodePool)
 	}
 	for _, p := range pl {
 		res, diskMB := renderResources(spec.Resources)
@@ -111,9 +118,9 @@ func renderJob(a drivers.Action, ns string, pl []placed, datacenters []string, r
 		tg := &api.TaskGroup{
 			Name:  &group,
 			Count: intPtr(1),
-			Constraints: []*api.Constraint{{
+			Constraints: append([]*api.Constraint{{
 				LTarget: "${node.unique.id}", Operand: "=", RTarget: p.NodeID,
-			}},
+			}}, placementConstraints(spec.Placement)...),
 			Tasks:         []*api.Task{task},
 			EphemeralDisk: &api.EphemeralDisk{SizeMB: intPtr(diskMB)},
 			Meta: map[string]string{
@@ -138,11 +145,66 @@ func renderJob(a drivers.Action, ns string, pl []placed, datacenters []string, r
 				Volume: strPtr(v.Name), Destination: strPtr(v.MountPath), ReadOnly: boolPtr(v.ReadOnly),
 			})
 		}
+		renderNetwork(tg, task, spec)
 		job.TaskGroups = append(job.TaskGroups, tg)
 	}
 	job.Meta[MetaSpecHash] = drivers.Fingerprint(&a.Spec.Spec)
 	job.Meta[MetaJobHash] = jobHash(job)
 	return job, nil
+}
+
+// renderNetwork gives a group the workspace's ports (static ones as
+// reserved ports, the others dynamic, in host network mode) and its
+// service registration (provider nomad, the group's replica as a tag)
+// with its health check; a container task maps its ports by label.
+func renderNetwork(tg *api.TaskGroup, task *api.Task, spec schema.WorkspaceSpec) {
+	if len(spec.Ports) == 0 {
+		return
+	}
+	net := &api.NetworkResource{}
+	var labels []string
+	for _, p := range spec.Ports {
+		port := api.Port{Label: p.Label, Value: p.Static, To: p.To}
+		if p.Static > 0 {
+			net.ReservedPorts = append(net.ReservedPorts, port)
+		} else {
+			net.DynamicPorts = append(net.DynamicPorts, port)
+		}
+		labels = append(labels, p.Label)
+	}
+	tg.Networks = []*api.NetworkResource{net}
+	if d := spec.Task.Driver; d == "docker" || d == "podman" {
+		task.Config["ports"] = labels
+	}
+	s := spec.Service
+	if s == nil {
+		return
+	}
+	svc := &api.Service{Name: s.Name, PortLabel: s.Port, Provider: "nomad",
+		Tags: append(slices.Clone(s.Tags), "replica-"+tg.Meta[MetaReplica])}
+	if c := s.Check; c != nil {
+		svc.Checks = []api.ServiceCheck{{Name: s.Name + "-" + c.Type, Type: c.Type, Path: c.Path, Interval: c.Interval, Timeout: c.Timeout}}
+	}
+	tg.Services = []*api.Service{svc}
+}
+
+// placementConstraints are the group constraints of a placement's node
+// class and node metadata (sorted by key), which Nomad checks as berth's
+// decision did; its datacenters and node pool are job fields.
+func placementConstraints(p schema.Placement) []*api.Constraint {
+	var out []*api.Constraint
+	if p.NodeClass != "" {
+		out = append(out, &api.Constraint{LTarget: "${node.class}", Operand: "=", RTarget: p.NodeClass})
+	}
+	keys := make([]string, 0, len(p.NodeMeta))
+	for k := range p.NodeMeta {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, &api.Constraint{LTarget: "${meta." + k + "}", Operand: "=", RTarget: p.NodeMeta[k]})
+	}
+	return out
 }
 
 // renderResources is what one replica asks Nomad to reserve, exactly

@@ -30,6 +30,10 @@ const KindCluster = "Cluster"
 //	  nodes:
 //	  - name: gpu-node        # with count > 1 the nodes are gpu-node-1..N
 //	    count: 1
+//	    datacenter: dc1       # optional: placement matches these (Nomad's
+//	    pool: default         #   defaults dc1 and default when left out)
+//	    class: a100
+//	    meta: {region: eu}
 //	    preset: dgx-h100      # optional: 8 GPUs, 2 NVLink domains of 4, 2 NUMA nodes
 //	    cpu: 32
 //	    memory: 256Gi
@@ -66,13 +70,17 @@ type fileDoc struct {
 }
 
 type nodeSpec struct {
-	Name   string    `json:"name"`
-	Count  int       `json:"count"`
-	Pool   string    `json:"pool"`
-	Preset string    `json:"preset"`
-	CPU    quantity  `json:"cpu"`
-	Memory quantity  `json:"memory"`
-	GPUs   []gpuSpec `json:"gpus"`
+	Name  string `json:"name"`
+	Count int    `json:"count"`
+	Pool  string `json:"pool"`
+	// Datacenter, Class and Meta are what placements match.
+	Datacenter string            `json:"datacenter"`
+	Class      string            `json:"class"`
+	Meta       map[string]string `json:"meta"`
+	Preset     string            `json:"preset"`
+	CPU        quantity          `json:"cpu"`
+	Memory     quantity          `json:"memory"`
+	GPUs       []gpuSpec         `json:"gpus"`
 }
 
 type gpuSpec struct {
@@ -210,7 +218,8 @@ func expandNode(ns nodeSpec) ([]drivers.Node, error) {
 		if count > 1 {
 			name = fmt.Sprintf("%s-%d", ns.Name, k)
 		}
-		n := drivers.Node{Name: name, ID: name, Pool: ns.Pool, Ready: true, Eligible: true, CPUMilli: cpuMilli, MemoryBytes: memBytes}
+		n := drivers.Node{Name: name, ID: name, Pool: ns.Pool, Datacenter: ns.Datacenter, Class: ns.Class, Meta: ns.Meta,
+			Ready: true, Eligible: true, CPUMilli: cpuMilli, MemoryBytes: memBytes}
 		// A simulated core is 1000 MHz of shares: cpu: 32 offers 32
 		// exclusive cores, or 32000 MHz of shares.
 		if cpuMilli >= 1000 {

@@ -380,11 +380,63 @@ func (c *Cluster) start(now time.Time, a drivers.Action) error {
 		if err := c.fits(node, al, r.allocs); err != nil {
 			return fmt.Errorf("replica %d: %w", p.Replica, err)
 		}
+		addrs, err := c.ports(node.Name, a.Spec.Spec.Ports, r.allocs)
+		if err != nil {
+			return fmt.Errorf("replica %d: %w", p.Replica, err)
+		}
+		al.Addresses = addrs
 		r.allocs = append(r.allocs, al)
 		r.gpus += len(gpus)
 	}
 	c.addRun(a.Workspace, r)
 	return nil
+}
+
+// DynamicPortMin is the first port the simulator gives a dynamic port,
+// as Nomad's default dynamic range starts.
+const DynamicPortMin = 20000
+
+// ports reserves ports on node for one replica, as Nomad does: a static
+// port as asked (an error if a run on the node, or an earlier replica of
+// this start, holds it), a dynamic one the lowest free port from
+// DynamicPortMin. The host is the node's name.
+func (c *Cluster) ports(node string, want []schema.Port, mine []drivers.Alloc) ([]drivers.Address, error) {
+	if len(want) == 0 {
+		return nil, nil
+	}
+	used := map[int]bool{}
+	mark := func(o drivers.Alloc) {
+		if o.Node == node {
+			for _, ad := range o.Addresses {
+				used[ad.Port] = true
+			}
+		}
+	}
+	for _, o := range mine {
+		mark(o)
+	}
+	for _, r := range c.runs {
+		for _, o := range r.allocs {
+			mark(o)
+		}
+	}
+	out := make([]drivers.Address, 0, len(want))
+	for _, p := range want {
+		if p.Static > 0 && used[p.Static] {
+			return nil, fmt.Errorf("node %q: port %d (%s) is already reserved", node, p.Static, p.Label)
+		}
+		port := p.Static
+		for port == 0 || (p.Static == 0 && used[port]) {
+			if port == 0 {
+				port = DynamicPortMin
+				continue
+			}
+			port++
+		}
+		used[port] = true
+		out = append(out, drivers.Address{Label: p.Label, Host: node, Port: port})
+	}
+	return out, nil
 }
 
 // fits reports, as an error, whether node has room for al beside every

@@ -1,6 +1,7 @@
 package nomadfake
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -25,6 +26,9 @@ type GPU struct {
 type Node struct {
 	ID, Name string
 	Pool     string // default "default"
+	// Datacenter (default "dc1") and Class are what placement
+	// constraints match, with Meta.
+	Datacenter, Class string
 	// Down marks the node "down"; Ineligible marks it ineligible; Drain
 	// marks it draining.
 	Down, Ineligible, Drain bool
@@ -170,8 +174,9 @@ func (s *Server) AddNode(spec Node) {
 		elig = "ineligible"
 	}
 	n := &api.Node{
-		ID: spec.ID, Name: spec.Name, Datacenter: "dc1", NodePool: spec.Pool,
-		Status: status, SchedulingEligibility: elig, Drain: spec.Drain,
+		ID: spec.ID, Name: spec.Name, Datacenter: cmp.Or(spec.Datacenter, "dc1"), NodePool: spec.Pool,
+		NodeClass: spec.Class,
+		Status:    status, SchedulingEligibility: elig, Drain: spec.Drain,
 		Attributes: map[string]string{"unique.hostname": spec.Name, "nomad.version": "1.6.5"},
 		NodeResources: &api.NodeResources{
 			Cpu:    api.NodeCpuResources{CpuShares: spec.CPUShares, TotalCpuCores: uint16(spec.Cores)},

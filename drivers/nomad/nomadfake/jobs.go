@@ -457,6 +457,10 @@ func failedConstraint(n *node, cons []*api.Constraint) string {
 			v = n.n.ID
 		case c.LTarget == "${node.unique.name}":
 			v = n.n.Name
+		case c.LTarget == "${node.class}":
+			v = n.n.NodeClass
+		case c.LTarget == "${node.datacenter}":
+			v = n.n.Datacenter
 		case strings.HasPrefix(c.LTarget, "${meta."):
 			v = n.n.Meta[strings.TrimSuffix(strings.TrimPrefix(c.LTarget, "${meta."), "}")]
 		default:

@@ -389,6 +389,14 @@ async function loadWorkspace(ref) {
     el("span", { text: "progress " + dur(w.progressSeconds) }),
     el("span", { text: "work lost " + dur(w.workLostSeconds) }),
     w.decision ? el("span", { text: "decision: " + w.decision }) : null));
+  // Connect: where its ports are, from the allocation Nomad placed.
+  const eps = w.endpoints || [];
+  const gang = eps.some((e) => e.replica !== eps[0].replica);
+  $("ws-connect").hidden = eps.length === 0;
+  $("ws-connect-list").replaceChildren(...eps.map((e) => el("li", {},
+    (gang ? "replica " + e.replica + " " : "") + e.label + ": ",
+    /^https?:\/\//.test(e.address) ? el("a", { href: e.address, target: "_blank", rel: "noopener", text: e.address })
+      : el("span", { text: e.address }))));
   $("ws-explain").replaceChildren(...(d.explanation || []).map((s) => el("p", { text: s })));
   const body = $("ws-history").tBodies[0];
   body.replaceChildren(...(d.history || []).map((t) => el("tr", {},
