@@ -7,7 +7,7 @@
 #   holds the trace; under two minutes on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-go test -run '^$' -bench 'BenchmarkValidate|BenchmarkDecide|BenchmarkFIFO|BenchmarkNomad|BenchmarkQuota|BenchmarkOnce|BenchmarkObserve|BenchmarkSaveHistory' -benchmem -timeout 60m \
+go test -run '^$' -bench 'BenchmarkValidate|BenchmarkLargeDocument|BenchmarkDecide|BenchmarkFIFO|BenchmarkNomad|BenchmarkQuota|BenchmarkOnce|BenchmarkObserve|BenchmarkSaveHistory' -benchmem -timeout 60m \
 	./schema/... ./policies/... ./reconcile/... ./drivers/nomad/
 # The decision's growth between sizes (must stay within n log n).
 BERTH_GROWTH=1 go test -count=1 -run '^TestDecideGrowth$' -v ./policies | grep -v '^=== RUN'
