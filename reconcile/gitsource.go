@@ -22,12 +22,15 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"github.com/go-git/go-git/v5/storage/memory"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/berth-dev/berth/schema"
 )
 
 // GitAuth is how the git source authenticates. It holds secrets: nothing
@@ -217,8 +220,8 @@ func (s *GitSource) Read(ctx context.Context) (Revision, error) {
 		return Revision{}, s.fail("read", fmt.Sprintf("commit %s: %v", head, err))
 	}
 	if !s.head.IsZero() {
-		if old, err := s.repo.CommitObject(s.head); err == nil {
-			if ok, err := old.IsAncestor(commit); err == nil && !ok {
+		if _, err := s.repo.CommitObject(s.head); err == nil {
+			if !reaches(s.repo, commit, s.head) {
 				fp := ForcePush{At: now(), From: s.head.String(), To: head.String()}
 				s.mu.Lock()
 				s.status.ForcePushes = append(s.status.ForcePushes, fp)
@@ -249,14 +252,41 @@ func (s *GitSource) Read(ctx context.Context) (Revision, error) {
 		}
 	}
 	// 4. The files under Path.
-	fsys, err := treeFS(commit, s.Path)
+	fsys, problems, err := treeFS(commit, s.Path)
 	if err != nil {
-		rev.Problems = []string{err.Error()}
+		problems = []string{err.Error()}
 		fsys = fstest.MapFS{}
 	}
+	rev.Problems = problems
 	rev.FS = fsys
 	s.rev = rev
 	return rev, nil
+}
+
+// reaches reports whether target is from or one of its ancestors that the
+// repository holds. The clone is shallow, so the walk skips parents it
+// does not have: a fetch brings every commit between the old head and the
+// new, so an old head not found is not an ancestor (a force-push).
+func reaches(repo *git.Repository, from *object.Commit, target plumbing.Hash) bool {
+	seen := map[plumbing.Hash]bool{}
+	queue := []*object.Commit{from}
+	for len(queue) > 0 {
+		c := queue[0]
+		queue = queue[1:]
+		if c.Hash == target {
+			return true
+		}
+		for _, h := range c.ParentHashes {
+			if seen[h] {
+				continue
+			}
+			seen[h] = true
+			if p, err := repo.CommitObject(h); err == nil {
+				queue = append(queue, p)
+			}
+		}
+	}
+	return false
 }
 
 // fetch clones the repository the first time and fetches the branch
@@ -281,7 +311,9 @@ func (s *GitSource) fetch(ctx context.Context) (err error) {
 		}
 	}()
 	if s.repo == nil {
-		opts := &git.CloneOptions{URL: s.URL, Auth: auth, SingleBranch: true, NoCheckout: true, Tags: git.NoTags}
+		// Shallow: the history before the branch head (and every blob in
+		// it) is never fetched; later fetches bring only new commits.
+		opts := &git.CloneOptions{URL: s.URL, Auth: auth, SingleBranch: true, NoCheckout: true, Tags: git.NoTags, Depth: 1}
 		if s.Branch != "" {
 			opts.ReferenceName = plumbing.NewBranchReferenceName(s.Branch)
 		}
@@ -508,22 +540,35 @@ type noDirError string
 
 func (e noDirError) Error() string { return string(e) }
 
-// treeFS copies the files of commit under dir into memory.
-func treeFS(c *object.Commit, dir string) (fstest.MapFS, error) {
+// treeFS copies the files of commit under dir that the loader reads
+// (*.yaml, *.yml, *.cue, .berthignore) into memory; other blobs are never
+// read. A symbolic link becomes a link in the tree (the loader follows it
+// only inside the tree); a file over schema.DefaultMaxFileBytes is left
+// out and named in the returned problems.
+func treeFS(c *object.Commit, dir string) (fstest.MapFS, []string, error) {
 	tree, err := c.Tree()
 	if err != nil {
-		return nil, fmt.Errorf("commit %s: %w", short(c.Hash), err)
+		return nil, nil, fmt.Errorf("commit %s: %w", short(c.Hash), err)
 	}
 	dir = strings.Trim(path.Clean("/"+dir), "/")
 	if dir != "" {
 		tree, err = tree.Tree(dir)
 		if err != nil {
-			return nil, noDirError(fmt.Sprintf("commit %s has no directory %q (--path)", short(c.Hash), dir))
+			return nil, nil, noDirError(fmt.Sprintf("commit %s has no directory %q (--path)", short(c.Hash), dir))
 		}
 	}
 	fsys := fstest.MapFS{}
+	var problems []string
 	err = tree.Files().ForEach(func(f *object.File) error {
-		if !f.Mode.IsFile() || hiddenPath(f.Name) {
+		if !f.Mode.IsFile() || hiddenPath(f.Name) && path.Base(f.Name) != schema.IgnoreFile {
+			return nil
+		}
+		link := f.Mode == filemode.Symlink
+		if !link && !loaderReads(f.Name) {
+			return nil
+		}
+		if f.Size > schema.DefaultMaxFileBytes {
+			problems = append(problems, fmt.Sprintf("%s: not read: the file is %d bytes, more than the limit of %d bytes per file; split it into smaller files", path.Join(dir, f.Name), f.Size, schema.DefaultMaxFileBytes))
 			return nil
 		}
 		r, err := f.Reader()
@@ -531,17 +576,30 @@ func treeFS(c *object.Commit, dir string) (fstest.MapFS, error) {
 			return err
 		}
 		defer r.Close()
-		b, err := io.ReadAll(r)
+		b, err := io.ReadAll(io.LimitReader(r, schema.DefaultMaxFileBytes+1))
 		if err != nil {
 			return err
 		}
-		fsys[f.Name] = &fstest.MapFile{Data: b, Mode: 0o644}
+		mode := fs.FileMode(0o644)
+		if link {
+			mode = fs.ModeSymlink | 0o777
+		}
+		fsys[f.Name] = &fstest.MapFile{Data: b, Mode: mode}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("commit %s: read files: %w", short(c.Hash), err)
+		return nil, nil, fmt.Errorf("commit %s: read files: %w", short(c.Hash), err)
 	}
-	return fsys, nil
+	return fsys, problems, nil
+}
+
+// loaderReads reports whether the spec loader reads a file of this name.
+func loaderReads(name string) bool {
+	switch strings.ToLower(path.Ext(name)) {
+	case ".yaml", ".yml", ".cue":
+		return true
+	}
+	return path.Base(name) == schema.IgnoreFile
 }
 
 // hiddenPath reports whether a slash path is or is in a hidden entry
@@ -613,7 +671,7 @@ func GitRevisionFS(dir, ref string) (fs.FS, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("git revision %q: %w", ref, err)
 	}
-	fsys, err := treeFS(c, filepath.ToSlash(rel))
+	fsys, _, err := treeFS(c, filepath.ToSlash(rel)) // a file too large is left out: plan's base is a comparison
 	var noDir noDirError
 	if errors.As(err, &noDir) {
 		return fstest.MapFS{}, short(c.Hash), nil // the specs are new since ref

@@ -21,9 +21,11 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/berth-dev/berth/drivers/sim"
+	"github.com/berth-dev/berth/schema"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/google/go-cmp/cmp"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -461,5 +463,67 @@ func TestGitServerThatNeverAnswers(t *testing.T) {
 		if st := s.SourceStatus(); !strings.Contains(st.FetchError, "within 50ms") {
 			t.Errorf("%s: status fetch error %q", u, st.FetchError)
 		}
+	}
+}
+
+// TestGitSourceShallowAndSpecFilesOnly: the clone is shallow (a large blob
+// in an older commit is never fetched), only the files the loader reads
+// are in the revision, a link stays a link the loader follows only inside
+// the tree, and a spec file over the limit is a problem, not read.
+func TestGitSourceShallowAndSpecFilesOnly(t *testing.T) {
+	r := newTestRepo(t)
+	big := strings.Repeat("x", 1<<20)
+	r.commit("one", map[string]string{"assets/model.bin": big, "tiers.yaml": gitTiers}, nil)
+	old := plumbing.ComputeHash(plumbing.BlobObject, []byte(big))
+	r.commit("two", map[string]string{"assets/model.bin": "", "notes.txt": "hello", "docs/README.md": "x"}, nil)
+	if err := os.Symlink("tiers.yaml", filepath.Join(r.dir, "alias.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(r.dir, "passwd.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	r.commit("huge", map[string]string{"huge.yaml": "# " + strings.Repeat("y", schema.DefaultMaxFileBytes) + "\n"}, nil)
+	wt, _ := r.repo.Worktree()
+	for _, n := range []string{"alias.yaml", "passwd.yaml"} {
+		if _, err := wt.Add(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c3 := r.commit("links", nil, nil)
+	src := &GitSource{URL: r.url()}
+	rev, err := src.Read(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev.ID != c3.String()[:12] {
+		t.Fatalf("read %s, want %s", rev.ID, c3)
+	}
+	if _, err := src.repo.BlobObject(old); err == nil {
+		t.Error("the clone holds a blob of an older commit: it is not shallow")
+	}
+	var names []string
+	fs.WalkDir(rev.FS, ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			names = append(names, p)
+		}
+		return nil
+	})
+	if diff := cmp.Diff([]string{"alias.yaml", "passwd.yaml", "tiers.yaml"}, names); diff != "" {
+		t.Errorf("files in the revision (-want +got):\n%s", diff)
+	}
+	if len(rev.Problems) != 1 || !strings.Contains(rev.Problems[0], "huge.yaml: not read") {
+		t.Errorf("problems %q, want huge.yaml over the limit", rev.Problems)
+	}
+	rep, err := schema.CheckFS(rev.FS, rev.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []string
+	for _, d := range rep.Diagnostics {
+		msgs = append(msgs, d.String())
+	}
+	all := strings.Join(msgs, "\n")
+	if !strings.Contains(all, "passwd.yaml: not read: it is a symbolic link to ") || !strings.Contains(all, "passwd, outside the spec tree") || !strings.Contains(all, "duplicate PriorityTier") {
+		t.Errorf("links in the revision: got\n%s", all)
 	}
 }

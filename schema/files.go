@@ -11,7 +11,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"syscall"
 )
 
 // IgnoreFile names the file, in any directory of a spec tree, whose lines
@@ -233,7 +232,7 @@ func (t osTree) Open(name string) (fs.File, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
-	return t.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	return t.root.OpenFile(name, os.O_RDONLY|oNonblock, 0)
 }
 
 func (t osTree) ReadDir(name string) ([]fs.DirEntry, error) { return fs.ReadDir(t.fsys, name) }
@@ -252,7 +251,7 @@ func linkProblem(fsys fs.FS, p string, err error) string {
 	switch {
 	case path.IsAbs(target) || filepath.IsAbs(target) || dest == ".." || strings.HasPrefix(dest, "../") || errors.Is(err, errOutside):
 		return fmt.Sprintf("it is a symbolic link to %s, outside the spec tree; berth reads only files inside the tree: copy the file in, or link to a file inside the tree", target)
-	case errors.Is(err, syscall.ELOOP) || strings.Contains(err.Error(), "too many links"):
+	case strings.Contains(err.Error(), "too many levels of symbolic links") || strings.Contains(err.Error(), "too many links"):
 		return fmt.Sprintf("it is a symbolic link to %s, which is a loop of links; point it at a file", target)
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Sprintf("it is a symbolic link to %s, which does not exist; fix or remove the link", target)
@@ -452,5 +451,5 @@ func readPaths(paths []string, limits Limits) ([]sourceFile, []Diagnostic, error
 type osFile struct{}
 
 func (osFile) Open(name string) (fs.File, error) {
-	return os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	return os.OpenFile(name, os.O_RDONLY|oNonblock, 0)
 }

@@ -36,6 +36,8 @@ var seeds = []string{
 	"\xff\xfe\x00",
 	"# comments only\n",
 	"%YAML 1.2\n---\na: 1\n",
+	"a: [1,\n---\nb: {c\n---\n\tkind: x\n---\nkind: \"open\n---\nkind: PriorityTier\n", // a syntax error per document
+	"kind: x\x07\n---\nkind: y\xff\n---\n---\nkind: [}\n",                              // bad bytes, then a mismatched bracket
 	"\xef\xbb\xbfapiVersion: berth.dev/v1\r\nkind: PriorityTier\r\nmetadata: {name: low}\r\nspec: {value: 20}\r\n",
 }
 

@@ -279,7 +279,7 @@ func parseFile(c *checker, name string, data []byte, keepExpr bool) (fr fileResu
 		return fr
 	}
 	data, fr.diags = badBytes(name, data)
-	var starts []int
+	var starts, startLines []int // documents' offsets and lines, found after a first syntax error
 	dec := yaml.NewDecoder(name, bytes.NewReader(data))
 	for restarts := 0; ; {
 		expr, err := dec.Extract()
@@ -293,19 +293,20 @@ func parseFile(c *checker, name string, data []byte, keepExpr bool) (fr fileResu
 			// came before blanked, so positions stay the file's.
 			if starts == nil {
 				starts = docStarts(data)
-			}
-			next := -1
-			for _, s := range starts {
-				if d.Pos.Line > 0 && 1+bytes.Count(data[:s], []byte("\n")) > d.Pos.Line {
-					next = s
-					break
+				startLines = make([]int, len(starts))
+				prev, line := 0, 1
+				for i, s := range starts {
+					line += bytes.Count(data[prev:s], []byte("\n"))
+					startLines[i], prev = line, s
 				}
 			}
-			if next < 0 || restarts >= maxRestarts {
+			i := sort.SearchInts(startLines, d.Pos.Line+1)
+			if d.Pos.Line <= 0 || i >= len(starts) || restarts >= maxRestarts {
 				return fr
 			}
 			restarts++
-			dec = yaml.NewDecoder(name, io.MultiReader(bytes.NewReader(bytes.Repeat([]byte("\n"), bytes.Count(data[:next], []byte("\n")))), bytes.NewReader(data[next:])))
+			next := starts[i]
+			dec = yaml.NewDecoder(name, io.MultiReader(bytes.NewReader(bytes.Repeat([]byte("\n"), startLines[i]-1)), bytes.NewReader(data[next:])))
 			continue
 		}
 		d, diags := parseDoc(c, name, expr, keepExpr)

@@ -99,12 +99,8 @@ func badBytes(name string, data []byte) ([]byte, []Diagnostic) {
 		line, col := lineCol(data, off)
 		diags = append(diags, errorf(Pos{File: name, Line: line, Col: col}, "invalid YAML: %s", msg))
 		from, to := docRange(starts, off, len(data))
-		data = blank(data, from, to)
-		if to < len(data) {
-			data = append(data[:to:to], data[to:]...) // keep "---" itself
-			copy(data[to:], "---")
-		}
-		off = to + 3
+		data = blank(data, from, to) // the next "---", at to, stays
+		off = to
 	}
 	return data, diags
 }
