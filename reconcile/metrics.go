@@ -70,7 +70,11 @@ func (m *Metrics) observeDecision(d policies.Decision) {
 
 func (m *Metrics) preempted(set *schema.Set, victim schema.Ref) {
 	tier := "unknown"
-	if t := set.TierOf(victim.Project); t != nil {
+	t := set.TierOf(victim.Project)
+	if w := set.Workspace(victim); w != nil {
+		t = set.TierFor(w)
+	}
+	if t != nil {
 		tier = t.Meta.Name
 	}
 	m.preemptions.WithLabelValues(tier).Inc()

@@ -102,6 +102,13 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 		if !exists(KindPriorityTier, p.Spec.Tier) {
 			add(errorf(d.pos("spec.tier"), "project %q: %s", p.Meta.Name, missing(KindPriorityTier, p.Spec.Tier)))
 		}
+		if mt := p.Spec.MaxTier; mt != "" {
+			if !exists(KindPriorityTier, mt) {
+				add(errorf(d.pos("spec.maxTier"), "project %q: maxTier: %s", p.Meta.Name, missing(KindPriorityTier, mt)))
+			} else if t, m := tierValue(set.Tiers, p.Spec.Tier), tierValue(set.Tiers, mt); t > m && m > 0 {
+				add(errorf(d.pos("spec.tier"), "project %q: tier %q (value %d) is above its own maxTier %q (value %d); lower the tier or raise maxTier", p.Meta.Name, p.Spec.Tier, t, mt, m))
+			}
+		}
 		ns := p.Spec.Namespace
 		if ns == "" {
 			ns = p.Meta.Name
@@ -150,6 +157,15 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 		p := set.Project(w.Meta.Project)
 		if p == nil {
 			continue // the project is invalid; its own errors say why
+		}
+		if wt := w.Spec.Tier; wt != "" {
+			if !exists(KindPriorityTier, wt) {
+				add(errorf(d.pos("spec.tier"), "workspace %q: %s", w.Meta.Name, missing(KindPriorityTier, wt)))
+			} else if mt := p.Spec.MaxTier; mt != "" {
+				if v, m := tierValue(set.Tiers, wt), tierValue(set.Tiers, mt); v > m && m > 0 {
+					add(errorf(d.pos("spec.tier"), "workspace %q: tier %q (value %d) is above project %q's maxTier %q (value %d); use a tier of value %d or less, or raise the project's spec.maxTier (%s)", w.Meta.Name, wt, v, p.Meta.Name, mt, m, m, p.Meta.FieldPos("spec.maxTier")))
+				}
+			}
 		}
 		if w.Spec.Owner != "" && len(p.Spec.Members) > 0 && !contains(p.Spec.Members, w.Spec.Owner) {
 			add(errorf(d.pos("spec.owner"), "workspace %q: owner %q is not a member of project %q; add them to the project's spec.members (%s) or change the owner", w.Meta.Name, w.Spec.Owner, p.Meta.Name, p.Meta.FieldPos("spec.members")))
@@ -254,3 +270,13 @@ func checkQuotaFit(w *Workspace, p *Project, d *doc) (Diagnostic, bool) {
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 func isName(s string) bool { return nameRE.MatchString(s) }
+
+// tierValue returns the value of the tier named name among tiers, or 0.
+func tierValue(tiers []PriorityTier, name string) int {
+	for _, t := range tiers {
+		if t.Meta.Name == name {
+			return t.Spec.Value
+		}
+	}
+	return 0
+}
