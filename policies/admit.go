@@ -65,9 +65,15 @@ func (d *decider) admit(w *wsState) {
 	}
 	inQuota := d.inQuota(p, w)
 	sm := d.shapeOf(w, mi)
-	fi := 0 // sm.failed index: 0 beyond a quota, else 1 + the project
+	// sm.failed index: 1 + the project inside its quota; beyond it,
+	// 1 + len(projs) + the project for a preemptor that may take its own
+	// project's lower tiers, else 0 (what it may take is the same for
+	// every project).
+	fi := 0
 	if inQuota {
 		fi = 1 + w.proj
+	} else if w.canPreempt && w.rank > 0 && d.projs[w.proj].minTier < w.tier {
+		fi = 1 + len(d.projs) + w.proj
 	}
 	// A shape that failed since the last preemption fails again (in the
 	// same project, if inside its quota): free GPUs only get fewer, and
@@ -117,7 +123,7 @@ func (d *decider) admit(w *wsState) {
 	if !ok {
 		d.rollback()
 		if sm.failed == nil {
-			sm.failed = make([]failure, 1+len(d.projs))
+			sm.failed = make([]failure, 1+2*len(d.projs))
 		}
 		sm.failed[fi] = failure{gen: d.memoGen + 1, could: d.couldPreempt}
 		d.waitForCapacity(wi, w, sm, mi, guarded)
@@ -128,10 +134,12 @@ func (d *decider) admit(w *wsState) {
 	d.journal = d.journal[:0]
 	d.admitted++
 	d.gen++
+	// Preempting its own project's lower tiers may have brought it
+	// inside the quota.
+	w.out.Borrowed = !d.inQuota(p, w)
 	p.held += need
 	w.out.Verdict = VerdictStart
 	w.out.Placements = pls
-	w.out.Borrowed = !inQuota
 	var why []string
 	for _, t := range victims {
 		v := d.ws[t.victim]

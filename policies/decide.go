@@ -73,7 +73,7 @@ type wsState struct {
 type projState struct {
 	spec *schema.Project
 	name string
-	tier int
+	tier int // the tier of its workspaces that name none
 	// canPreempt, preemptible: its tier's flags (false: no such tier).
 	canPreempt, preemptible bool
 	quota                   int
@@ -83,10 +83,12 @@ type projState struct {
 	usage                   float64 // decayed GPU-seconds at Now
 	// candidates: some workspace of it was a preemption candidate as the
 	// decision began; leastOver: the fewest GPUs such a candidate beyond
-	// the quota held (MaxInt: none). Neither changes as the decision
-	// goes: they bound who may be preempted (mayPreemptAny).
+	// the quota held (MaxInt: none); minTier: the lowest tier among
+	// its candidates (MaxInt: none). None changes as the decision goes:
+	// they bound who may be preempted (mayPreemptAny).
 	candidates bool
 	leastOver  int
+	minTier    int
 
 	queue   []int32 // pending workspaces, in the project's queue order
 	done    []bool  // by queue position: decided
@@ -173,6 +175,9 @@ type decider struct {
 	// Nil until a search first needs level l of model index m (availAt).
 	avail    [][numLevels][]*countIndex
 	numTiers int
+	// quotasFit: the projects' quotas add up to no more GPUs than the
+	// cluster has, so every one can hold at once (see right).
+	quotasFit bool
 	// rights caches right() per workspace for one search.
 	searchID   int32
 	rightStamp []int32

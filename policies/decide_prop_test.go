@@ -103,6 +103,9 @@ func genInput(t *rapid.T) Input {
 		if rapid.IntRange(0, 4).Draw(t, "hasModel") == 0 {
 			w.Spec.Resources.GPUModel = rapid.SampledFrom(models).Draw(t, "wsModel")
 		}
+		if rapid.IntRange(0, 2).Draw(t, "hasTier") == 0 {
+			w.Spec.Tier = rapid.SampledFrom(tierNames).Draw(t, "wsTier") // its own tier
+		}
 		if rapid.IntRange(0, 6).Draw(t, "stopped") == 0 {
 			w.Spec.State = schema.DesiredStopped
 		}
@@ -231,7 +234,12 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 	for _, n := range snap.Nodes {
 		nodes[n.Name] = n
 	}
-	tierOf := func(r schema.Ref) *schema.PriorityTier { return set.TierOf(r.Project) }
+	tierOf := func(r schema.Ref) *schema.PriorityTier {
+		if w := set.Workspace(r); w != nil {
+			return set.TierFor(w)
+		}
+		return set.TierOf(r.Project)
+	}
 	assigned := map[[2]string]schema.Ref{}
 	held := map[string]int{}
 	for _, a := range snap.Allocs {
@@ -414,11 +422,24 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 			t.Fatalf("node %s: %s now\n%s", name, o, Render(d))
 		}
 	}
-	// Reclaim only takes borrowed capacity: per project, what reclaim
-	// takes leaves it at or above its quota.
+	// Across projects, preemption (reclaim, or priority over another
+	// project while the quotas fit the cluster) only takes borrowed
+	// capacity: per project, what it takes leaves it at or above its
+	// quota.
+	usable, quotas := 0, 0
+	for _, n := range snap.Nodes {
+		for _, g := range n.GPUs {
+			if n.Ready && n.Eligible && g.Healthy {
+				usable++
+			}
+		}
+	}
+	for _, p := range set.Projects {
+		quotas += p.Spec.Quota.GPUs
+	}
 	taken := map[string]int{}
 	for _, w := range d.Workspaces {
-		if w.Verdict == VerdictPreempt && w.Right == RightReclaim {
+		if w.Verdict == VerdictPreempt && w.PreemptedBy != nil && w.PreemptedBy.Project != w.Ref.Project && (w.Right == RightReclaim || (w.Right == RightPriority && quotas <= usable)) {
 			for _, p := range w.Placements {
 				taken[w.Ref.Project] += len(p.GPUs)
 			}
@@ -427,7 +448,7 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 	for proj, n := range taken {
 		q := set.Project(proj).Spec.Quota.GPUs
 		if held[proj]-n < q {
-			t.Fatalf("reclaim took %d GPUs from %s, which held %d with quota %d\n%s", n, proj, held[proj], q, Render(d))
+			t.Fatalf("other projects took %d GPUs from %s, which held %d with quota %d\n%s", n, proj, held[proj], q, Render(d))
 		}
 	}
 }

@@ -13,7 +13,8 @@
 //     gets VerdictRun at its placements. GPUs of leaving workspaces are
 //     "releasing": a start may take them, listing the owner in Preempts.
 //  2. Queue: every workspace that wants to run and holds nothing, one
-//     queue per project (first come, first served, aging first), merged
+//     queue per project (tier, then aging, then first come, first
+//     served), merged
 //     by a heap: in-quota before borrowing, then tier, then fair share
 //     (decayed usage plus held GPUs at steady state, per weight) less a
 //     bounded aging credit, then time queued, then Ref. A project offers
@@ -23,8 +24,10 @@
 //     its tier.
 //  3. Admission, in queue order: quota and borrow limit; free GPUs (best
 //     fit: the node or NVLink domain left with the fewest free GPUs,
-//     preferred topology first); else preemption (strictly lower tiers,
-//     or, inside its quota, whole workspaces other projects borrow; the
+//     preferred topology first); else preemption (strictly lower tiers of
+//     its own project, or of other projects' borrowed work, or of any
+//     project when the quotas overcommit the cluster and it is inside its
+//     own; or, inside its quota, whole workspaces other projects borrow; the
 //     fewest, lowest-tier, over-quota, least-work-lost, most recently
 //     started victims whose removal makes it fit on that node or domain,
 //     at most MaxVictims, none younger than MinRuntime); else wait with a
@@ -42,6 +45,10 @@
 //     the least CPU left), and never preempts. A workspace with any
 //     allocation, GPUs or not, runs or leaves: it never queues again.
 //  4. Output sorted by Ref; Render prints it for people.
+//
+// A workspace's tier is its own (Workspace.spec.tier) or its project's. A
+// project is a team with a quota; tier orders the team's own work, and
+// across teams quota, borrowing and reclaim decide first.
 //
 // Borrowed work is a running workspace admitted beyond its project's
 // quota. The label is decided once, when the workspace starts

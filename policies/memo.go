@@ -21,7 +21,9 @@ type shapeKey struct {
 // shapeMemo is what a decision remembers of one shape.
 type shapeMemo struct {
 	// failed[p+1] is the last failure inside project p's quota (p ≥ 0),
-	// failed[0] beyond a quota; nil until the first failure.
+	// failed[1+len(projs)+p] beyond it for a preemptor that may take
+	// project p's own lower tiers, failed[0] beyond a quota otherwise;
+	// nil until the first failure.
 	failed []failure
 	// reason[c] is its wait reason with couldPreempt = (c == 1), valid
 	// while d.gen+1 == reasonGen[c] (see waitForCapacity).

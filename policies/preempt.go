@@ -14,9 +14,16 @@ import (
 // right returns the right preemptor w has over running workspace v, or
 // RightNone. inQuota: w fits inside its project's guaranteed quota.
 //
-//   - priority: w's tier may preempt and is strictly higher than v's; a
-//     preemptor that would itself be borrowing may only take borrowed
-//     work (in-quota work is guaranteed against borrowers).
+//   - priority: w's tier may preempt and is strictly higher than v's,
+//     and v is of w's own project (a team's higher-tier work goes before
+//     its lower-tier work, inside or beyond its quota, like Kueue's
+//     withinClusterQueue: LowerPriority) or borrowed work of another
+//     (another project's in-quota work is guaranteed, whatever its tier).
+//     When the quotas add up to more GPUs than the cluster has, they
+//     cannot all hold at once: then tier ranks them, and a preemptor
+//     inside its own quota may also take other projects' in-quota work of
+//     lower tiers (the seed walk-through: two projects, a quota of 1 GPU
+//     each, one GPU).
 //   - reclaim: w is inside its quota and v is borrowed work of another
 //     project.
 //
@@ -37,7 +44,7 @@ func (d *decider) right(w *wsState, inQuota bool, v *wsState) Right {
 	}
 	vp := d.projs[v.proj]
 	borrowed := v.overQuota && vp.held-v.held >= vp.quota
-	if w.canPreempt && v.tier < w.tier && (inQuota || borrowed) {
+	if w.canPreempt && v.tier < w.tier && (v.proj == w.proj || borrowed || (inQuota && !d.quotasFit)) {
 		return RightPriority
 	}
 	if inQuota && v.proj != w.proj && borrowed {
@@ -223,7 +230,7 @@ func (d *decider) mayPreemptAny(w *wsState, inQuota bool) bool {
 		// Some candidate of vp could be borrowed work: it is beyond the
 		// quota, and taking it leaves vp at or above its quota.
 		borrowed := vp.leastOver <= vp.held-vp.quota
-		if w.canPreempt && vp.tier < w.tier && ((inQuota && vp.candidates) || borrowed) {
+		if w.canPreempt && vp.minTier < w.tier && (((vi == w.proj || (inQuota && !d.quotasFit)) && vp.candidates) || borrowed) {
 			return true // priority
 		}
 		if inQuota && vi != w.proj && borrowed {
@@ -383,19 +390,22 @@ func (d *decider) bestOfSize(w *wsState, inQuota bool, g *group, cands []cand, d
 // take only borrowed GPUs: together they leave each project at or above
 // its quota.
 func (d *decider) borrowedOK(w *wsState, inQuota bool, set []int32) bool {
-	for i, a := range set {
+	// A priority right inside w's project, or over in-quota work when
+	// the quotas overcommit the cluster, needs no borrowing.
+	needs := func(v *wsState) bool {
+		return v.proj != w.proj && !(inQuota && !d.quotasFit && w.canPreempt && v.tier < w.tier)
+	}
+	for _, a := range set {
 		va := d.ws[a]
-		if inQuota && w.canPreempt && va.tier < w.tier {
-			continue // a priority right that needs no borrowing
+		if !needs(va) {
+			continue
 		}
 		taken := 0
 		for _, b := range set {
-			vb := d.ws[b]
-			if vb.proj == va.proj && !(inQuota && w.canPreempt && vb.tier < w.tier) {
+			if vb := d.ws[b]; vb.proj == va.proj && needs(vb) {
 				taken += vb.held
 			}
 		}
-		_ = i
 		if p := d.projs[va.proj]; p.held-taken < p.quota {
 			return false
 		}

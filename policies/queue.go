@@ -1,7 +1,7 @@
 package policies
 
-// Rule: the queue order (phase 2). One queue per project (aging, then
-// time queued), merged by a heap on the head's key: in-quota before
+// Rule: the queue order (phase 2). One queue per project (tier, then
+// aging, then time queued), merged by a heap on the head's key: in-quota before
 // borrowing, then tier, then fair share less the aging credit, then time
 // queued, then Ref.
 
@@ -161,6 +161,9 @@ func (d *decider) buildQueue() *projHeap {
 		// Refs are unique: no ties, so any sort gives this order.
 		slices.SortFunc(p.queue, func(i, j int32) int {
 			a, b := d.ws[i], d.ws[j]
+			if a.tier != b.tier {
+				return cmp.Compare(b.tier, a.tier)
+			}
 			if a.boost != b.boost {
 				return cmp.Compare(b.boost, a.boost)
 			}

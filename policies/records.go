@@ -51,7 +51,7 @@ func newDecider(in Input) *decider {
 	usage := decayedUsage(hist, snap, in.Now, hl)
 	for i := range specs.Projects {
 		p := &specs.Projects[i]
-		ps := &projState{spec: p, name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs, weight: p.Spec.FairShare.Weight, heapIdx: -1, leastOver: math.MaxInt}
+		ps := &projState{spec: p, name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs, weight: p.Spec.FairShare.Weight, heapIdx: -1, leastOver: math.MaxInt, minTier: math.MaxInt}
 		if ps.weight <= 0 {
 			ps.weight = 1
 		}
@@ -120,6 +120,15 @@ func newDecider(in Input) *decider {
 			w.tierName = p.spec.Spec.Tier
 			w.canPreempt = p.canPreempt
 			w.preemptible = p.preemptible && sw.Spec.Preemptible
+			// A workspace may name a tier of its own (validate checks
+			// it exists and the project's maxTier allows it).
+			if tn := sw.Spec.Tier; tn != "" && tn != w.tierName {
+				if t := specs.Tier(tn); t != nil {
+					w.tier, w.tierName = t.Spec.Value, tn
+					w.canPreempt = t.Spec.CanPreempt
+					w.preemptible = t.Spec.Preemptible && sw.Spec.Preemptible
+				}
+			}
 		}
 		if topo := sw.Spec.Topology; i == 0 || topo != lastTopo {
 			ti, ok := topos[topo]
@@ -323,6 +332,12 @@ func newDecider(in Input) *decider {
 		d.projs[pi].held = markOverQuota(ws, d.projs[pi].quota, queuedSince)
 	}
 
+	sumQuota := 0
+	for _, p := range d.projs {
+		sumQuota += max(p.quota, 0)
+	}
+	d.quotasFit = sumQuota <= len(d.c.slots)
+
 	// Preemption candidates and tier ranks.
 	values := map[int]bool{}
 	for _, t := range specs.Tiers {
@@ -340,6 +355,7 @@ func newDecider(in Input) *decider {
 		if w.candidate {
 			p := d.projs[w.proj]
 			p.candidates = true
+			p.minTier = min(p.minTier, w.tier)
 			if w.overQuota {
 				p.leastOver = min(p.leastOver, w.held)
 			}

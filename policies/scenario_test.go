@@ -298,6 +298,7 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 				return nil, err
 			}
 			w.Spec.Resources.GPUModel = f.kv["model"]
+			w.Spec.Tier = f.kv["tier"]
 			w.Spec.Topology = set.Policy.Spec.Defaults.Topology
 			if c, ok := f.kv["nvlink"]; ok {
 				w.Spec.Topology.NVLink = schema.Constraint(c)

@@ -269,8 +269,8 @@ func queue(ws []WorkspaceStatus, v view) []QueueEntry {
 		}
 		q := QueueEntry{Workspace: ref.String(), Project: ref.Project, State: w.State, ReasonKind: w.ReasonKind, Reason: w.Reason,
 			GPUs: spec.Spec.Resources.GPUs * max(spec.Spec.Replicas, 1)}
-		if p := v.set.Project(ref.Project); p != nil {
-			q.Tier = p.Spec.Tier
+		if t := v.set.TierFor(spec); t != nil {
+			q.Tier = t.Meta.Name
 		}
 		if v.hist != nil {
 			q.QueuedSince = v.hist.QueuedSince[ref]

@@ -122,10 +122,14 @@ func (m *Metrics) lost(set *schema.Set, ref schema.Ref, d time.Duration) {
 	}
 }
 
-// tierName is the name of ref's project's tier, "unknown" when the specs
-// do not say.
+// tierName is the name of ref's tier (its own, else its project's),
+// "unknown" when the specs do not say.
 func tierName(set *schema.Set, ref schema.Ref) string {
-	if t := set.TierOf(ref.Project); t != nil {
+	t := set.TierOf(ref.Project)
+	if w := set.Workspace(ref); w != nil {
+		t = set.TierFor(w)
+	}
+	if t != nil {
 		return t.Meta.Name
 	}
 	return "unknown"

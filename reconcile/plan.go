@@ -166,7 +166,9 @@ func NewPlan(set *schema.Set, snap *drivers.Snapshot, d policies.Decision) Plan 
 // describe fills the spec pointers drivers render jobs from.
 func describe(set *schema.Set, ref schema.Ref, kind drivers.ActionKind) drivers.Action {
 	a := drivers.Action{Kind: kind, Workspace: ref, Revision: set.Revision, Spec: set.Workspace(ref), Project: set.Project(ref.Project)}
-	if a.Project != nil {
+	if a.Spec != nil {
+		a.Tier = set.TierFor(a.Spec)
+	} else if a.Project != nil {
 		a.Tier = set.Tier(a.Project.Spec.Tier)
 	}
 	return a

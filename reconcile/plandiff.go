@@ -325,6 +325,14 @@ func tierValue(s *schema.Set, name string) string {
 	return name
 }
 
+// maxTierText shows a project's maxTier; empty is "any".
+func maxTierText(s *schema.Set, name string) string {
+	if name == "" {
+		return "any"
+	}
+	return tierValue(s, name)
+}
+
 func tierChanges(base, head *schema.Set) []string {
 	var out []string
 	for _, t := range head.Tiers {
@@ -363,6 +371,9 @@ func diffProjects(base, head *schema.Set, project func(string) *ProjectReport) {
 		var ch []string
 		if a.Tier != b.Tier {
 			ch = append(ch, fmt.Sprintf("tier %s → %s", tierValue(base, a.Tier), tierValue(head, b.Tier)))
+		}
+		if a.MaxTier != b.MaxTier {
+			ch = append(ch, fmt.Sprintf("maxTier %s → %s", maxTierText(base, a.MaxTier), maxTierText(head, b.MaxTier)))
 		}
 		if a.Quota.GPUs != b.Quota.GPUs {
 			ch = append(ch, fmt.Sprintf("quota %d → %d GPUs", a.Quota.GPUs, b.Quota.GPUs))
@@ -451,6 +462,7 @@ func workspaceDetails(a, b schema.WorkspaceSpec) []string {
 	add("command", a.Task.Command, b.Task.Command)
 	add("nvlink", a.Topology.NVLink, b.Topology.NVLink)
 	add("numa", a.Topology.NUMA, b.Topology.NUMA)
+	add("tier", orDefault(a.Tier, "the project's"), orDefault(b.Tier, "the project's"))
 	add("preemptible", a.Preemptible, b.Preemptible)
 	add("checkpoint grace", a.Checkpoint.GracePeriod, b.Checkpoint.GracePeriod)
 	add("checkpoint interval", a.Checkpoint.Interval, b.Checkpoint.Interval)

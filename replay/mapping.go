@@ -64,15 +64,20 @@ type Workload struct {
 	// Projects are the trace's projects (Philly VCs), sorted by name.
 	Projects []ProjectInfo
 	// Skipped counts jobs that can never fit the cluster.
-	Skipped  int
-	Capacity int
+	Skipped int
+	// TiersGiven counts the jobs whose trace gave a tier; ProjectsGiven:
+	// the trace named its projects (a CSV's project column), rather than
+	// Philly's virtual clusters.
+	TiersGiven    int
+	ProjectsGiven bool
+	Capacity      int
 }
 
 // MappedJob is a trace job and the workspace that runs it.
 type MappedJob struct {
 	Job
-	// Tenant is the trace project; Ref.Project is the berth project
-	// "<tenant>-<tier>".
+	// Tenant is the trace project, which is also Ref.Project: the berth
+	// project (a team); the job's tier is its workspace's own.
 	Tenant    string
 	Ref       schema.Ref
 	TierValue int
@@ -146,9 +151,8 @@ func Map(jobs []Job, capacity, nodeGPUs int, m Mapping) (*Workload, error) {
 			}
 		}
 	}
-	// 2. Jobs → workspaces; jobs that can never fit are skipped.
-	type pkey struct{ tenant, tier string }
-	gpuTime := map[pkey]float64{}
+	// 2. Jobs → workspaces, each with its own tier; jobs that can never
+	// fit are skipped.
 	tenantTime := map[string]float64{}
 	for i, j := range jobs {
 		per, reps := j.GPUs, 1
@@ -166,10 +170,17 @@ func Map(jobs []Job, capacity, nodeGPUs int, m Mapping) (*Workload, error) {
 				cp = m.CheckpointEvery
 			}
 		}
+		if j.Tier != "" {
+			wl.TiersGiven++
+		}
+		if j.Source == FormatCSV {
+			wl.ProjectsGiven = true
+		}
 		j.Tier, j.Checkpoint = tiers[i], cp
-		mj := MappedJob{Job: j, Tenant: j.Project, Ref: schema.Ref{Project: j.Project + "-" + tiers[i], Name: j.ID}, TierValue: tierValue[tiers[i]], Replicas: reps, PerGPUs: per}
+		mj := MappedJob{Job: j, Tenant: j.Project, Ref: schema.Ref{Project: j.Project, Name: j.ID}, TierValue: tierValue[tiers[i]], Replicas: reps, PerGPUs: per}
 		ws := schema.Workspace{Meta: schema.Meta{Name: j.ID, Project: mj.Ref.Project}}
 		ws.Spec.State = schema.DesiredRunning
+		ws.Spec.Tier = tiers[i]
 		ws.Spec.Task = schema.Task{Driver: "sim"}
 		ws.Spec.Resources.GPUs = per
 		ws.Spec.Replicas = reps
@@ -177,63 +188,45 @@ func Map(jobs []Job, capacity, nodeGPUs int, m Mapping) (*Workload, error) {
 		ws.Spec.Checkpoint = schema.Checkpoint{GracePeriod: m.Grace, Interval: cp}
 		mj.Spec = ws
 		wl.Jobs = append(wl.Jobs, mj)
-		gt := j.Duration.Seconds() * float64(per*reps)
-		gpuTime[pkey{j.Project, tiers[i]}] += gt
-		tenantTime[j.Project] += gt
+		tenantTime[j.Project] += j.Duration.Seconds() * float64(per*reps)
 	}
-	// 3. Projects and quotas: proportional to GPU-time, largest remainder.
+	// 3. Projects: one per trace project (a team), its quota proportional
+	// to its GPU-time (largest remainder), adding up to the cluster; the
+	// lowest tier is the project's, for workspaces that name none.
 	set := &schema.Set{Revision: "trace", Policy: schema.DefaultPolicy()}
 	for _, t := range m.Tiers {
 		set.Tiers = append(set.Tiers, schema.PriorityTier{Meta: schema.Meta{Name: t.Name}, Spec: schema.TierSpec{Value: t.Value, Preemptible: true, CanPreempt: true}})
 	}
-	var keys []pkey
-	for k := range gpuTime {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(a, b int) bool {
-		if keys[a].tenant != keys[b].tenant {
-			return keys[a].tenant < keys[b].tenant
+	lowest := m.Tiers[0]
+	for _, t := range m.Tiers {
+		if t.Value < lowest.Value {
+			lowest = t
 		}
-		return keys[a].tier < keys[b].tier
-	})
+	}
+	var keys []string
 	var weights []float64
 	var total float64
-	for _, k := range keys {
-		weights = append(weights, gpuTime[k])
-		total += gpuTime[k]
+	for _, tn := range tenants {
+		if gt, ok := tenantTime[tn]; ok {
+			keys = append(keys, tn)
+			weights = append(weights, gt)
+			total += gt
+		}
 	}
-	var quotas []int
+	quotas := make([]int, len(keys))
 	if m.Quotas == nil {
 		quotas = apportion(weights, capacity)
 	} else {
-		// A given tenant quota is split over its tiers by GPU-time.
-		quotas = make([]int, len(keys))
-		for _, tn := range tenants {
-			var idx []int
-			var ws []float64
-			for i, k := range keys {
-				if k.tenant == tn {
-					idx = append(idx, i)
-					ws = append(ws, weights[i])
-				}
-			}
-			for i, q := range apportion(ws, m.Quotas[tn]) {
-				quotas[idx[i]] = q
-			}
+		for i, tn := range keys {
+			quotas[i] = m.Quotas[tn]
 		}
 	}
 	infos := map[string]*ProjectInfo{}
-	for i, k := range keys {
-		set.Projects = append(set.Projects, schema.Project{Meta: schema.Meta{Name: k.tenant + "-" + k.tier, Labels: map[string]string{"berth.dev/tenant": k.tenant}}, Spec: schema.ProjectSpec{
-			Tier: k.tier, Quota: schema.Resources{GPUs: quotas[i]}, BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited}, FairShare: schema.FairShare{Weight: 1},
+	for i, tn := range keys {
+		set.Projects = append(set.Projects, schema.Project{Meta: schema.Meta{Name: tn, Labels: map[string]string{"berth.dev/tenant": tn}}, Spec: schema.ProjectSpec{
+			Tier: lowest.Name, Quota: schema.Resources{GPUs: quotas[i]}, BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited}, FairShare: schema.FairShare{Weight: 1},
 		}})
-		pi := infos[k.tenant]
-		if pi == nil {
-			pi = &ProjectInfo{Name: k.tenant}
-			infos[k.tenant] = pi
-		}
-		pi.Quota += quotas[i]
-		pi.GPUTime += gpuTime[k] / 3600
+		infos[tn] = &ProjectInfo{Name: tn, Quota: quotas[i], GPUTime: tenantTime[tn] / 3600}
 	}
 	for _, mj := range wl.Jobs {
 		infos[mj.Tenant].Jobs++

@@ -25,7 +25,7 @@ import (
 //     at the same instant as the last of them) decide exactly as the whole
 //     queue.
 //   - Every other policy, a window per class: waiting jobs of one class
-//     (same project, shape and checkpoint interval) have the same needs
+//     (same project, tier, shape and checkpoint interval) have the same needs
 //     and rights, and come in their class's order (queued first, first) in
 //     the policy's queue. The window holds each class's first jobs, one
 //     more than the free GPUs could start. When the window's decision
@@ -70,6 +70,7 @@ import (
 // classKey groups waiting jobs whose admission a policy cannot tell apart.
 type classKey struct {
 	project        string
+	tier           int // the workspace's own tier: a project's jobs differ in it
 	gpus, replicas int
 	checkpoint     time.Duration
 }
@@ -83,7 +84,7 @@ type class struct {
 
 func (r *replayer) classOf(ji int) *class {
 	j := &r.wl.Jobs[ji]
-	k := classKey{j.Ref.Project, j.PerGPUs, j.Replicas, j.Spec.Spec.Checkpoint.Interval}
+	k := classKey{j.Ref.Project, j.TierValue, j.PerGPUs, j.Replicas, j.Spec.Spec.Checkpoint.Interval}
 	c := r.classes[k]
 	if c == nil {
 		c = &class{}

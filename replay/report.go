@@ -34,6 +34,11 @@ type TraceInfo struct {
 	Last    time.Time `json:"lastSubmit"`
 	// GPUHours is the work the jobs ask for.
 	GPUHours float64 `json:"gpuHours"`
+	// ProjectsGiven: the trace named its projects (a CSV's project
+	// column) rather than Philly's virtual clusters; TiersGiven counts
+	// the jobs whose tier the trace gave (the rest are drawn).
+	ProjectsGiven bool `json:"projectsGiven"`
+	TiersGiven    int  `json:"tiersGiven"`
 }
 
 // ClusterInfo describes the simulated cluster.
@@ -130,7 +135,7 @@ func (t Timing) Cycles() int { return t.Decisions + t.Narrowed }
 
 func newReport(wl *Workload, cluster sim.Spec, m Mapping) *Report {
 	rep := &Report{Mapping: m, Projects: wl.Projects}
-	rep.Trace = TraceInfo{Jobs: len(wl.Jobs), Skipped: wl.Skipped}
+	rep.Trace = TraceInfo{Jobs: len(wl.Jobs), Skipped: wl.Skipped, ProjectsGiven: wl.ProjectsGiven, TiersGiven: wl.TiersGiven}
 	if len(wl.Jobs) > 0 {
 		rep.Trace.First, rep.Trace.Last = wl.Jobs[0].Submit, wl.Jobs[len(wl.Jobs)-1].Submit
 	}
@@ -155,13 +160,27 @@ func (r *Report) mappingLines() []string {
 	for _, t := range m.Tiers {
 		tiers = append(tiers, fmt.Sprintf("%s (%d) %.0f%%", t.Name, t.Value, t.Share*100))
 	}
-	quota := "quotas proportional to each project's share of GPU-time, adding up to the cluster"
+	quota := "its quota proportional to its share of GPU-time, the quotas adding up to the cluster"
 	if m.Quotas != nil {
 		quota = "quotas as given"
 	}
+	from := "Philly VCs"
+	if r.Trace.ProjectsGiven {
+		from = "the trace's project column"
+	}
+	draw := fmt.Sprintf("of each project's jobs, a seeded draw (seed %d) makes exactly %s", m.Seed, strings.Join(tiers, ", "))
+	var tierLine string
+	switch t := r.Trace.TiersGiven; {
+	case t == 0:
+		tierLine = "tiers: per job (the workspace's own tier); " + draw
+	case t >= r.Trace.Jobs:
+		tierLine = "tiers: per job (the workspace's own tier), from the trace's tier column"
+	default:
+		tierLine = fmt.Sprintf("tiers: per job (the workspace's own tier); %s jobs from the trace's tier column; of each project's other jobs, a seeded draw (seed %d) makes exactly %s", thousands(t), m.Seed, strings.Join(tiers, ", "))
+	}
 	return []string{
-		fmt.Sprintf("projects: %d trace projects (Philly VCs); each becomes one berth project per tier, <project>-<tier>; %s, split over its tiers by GPU-time; borrowing unlimited", len(r.Projects), quota),
-		fmt.Sprintf("tiers: of each project's jobs, a seeded draw (seed %d) makes exactly %s", m.Seed, strings.Join(tiers, ", ")),
+		fmt.Sprintf("projects: %d trace projects (%s), one berth project (a team) each; %s; borrowing unlimited", len(r.Projects), from, quota),
+		tierLine,
 		fmt.Sprintf("checkpoints: jobs over %s save every %s; shorter ones never; no checkpoint on the preemption signal, so a victim loses its work since its last save (grace %s)", short(m.CheckpointOver.Seconds()), short(m.CheckpointEvery.Seconds()), short(m.Grace.Seconds())),
 		fmt.Sprintf("gangs: a job of more than %d GPUs runs as a gang of %d-GPU replicas (GPUs rounded up to a multiple of %d)", m.GangSize, m.GangSize, m.GangSize),
 	}

@@ -27,6 +27,8 @@ type Job struct {
 	// Project is the trace's tenant (a Philly virtual cluster).
 	Project string
 	Tier    string
+	// Source is the format the job was read from ("": built by hand).
+	Source Format
 	// Checkpoint is how often the job saves its work; 0 never, < 0 unset.
 	Checkpoint time.Duration
 }
@@ -165,7 +167,7 @@ func readPhilly(r io.Reader) ([]Job, error) {
 		if vc == "" {
 			return fmt.Errorf("cluster: empty; want the virtual cluster's name")
 		}
-		jobs = append(jobs, Job{Submit: submit.UTC(), Duration: dur, GPUs: gpus, Project: "vc-" + vc, Checkpoint: -1})
+		jobs = append(jobs, Job{Submit: submit.UTC(), Duration: dur, GPUs: gpus, Project: "vc-" + vc, Checkpoint: -1, Source: FormatPhilly})
 		return nil
 	})
 	return jobs, err
@@ -219,7 +221,7 @@ func readCSV(r io.Reader) ([]Job, error) {
 				return err
 			}
 		}
-		jobs = append(jobs, Job{Submit: submit, Duration: dur, GPUs: gpus, Project: project, Tier: tier, Checkpoint: cp})
+		jobs = append(jobs, Job{Submit: submit, Duration: dur, GPUs: gpus, Project: project, Tier: tier, Checkpoint: cp, Source: FormatCSV})
 		return nil
 	})
 	return jobs, err

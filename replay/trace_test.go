@@ -19,8 +19,8 @@ func TestReadPhilly(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Job{
-		{ID: "j000001", Submit: time.Date(2017, 10, 9, 6, 13, 3, 0, time.UTC), Duration: 2951 * time.Second, GPUs: 16, Project: "vc-6214e9", Checkpoint: -1},
-		{ID: "j000002", Submit: time.Date(2017, 10, 9, 7, 1, 55, 0, time.UTC), Duration: 66 * time.Second, GPUs: 1, Project: "vc-11cb48", Checkpoint: -1},
+		{ID: "j000001", Submit: time.Date(2017, 10, 9, 6, 13, 3, 0, time.UTC), Duration: 2951 * time.Second, GPUs: 16, Project: "vc-6214e9", Checkpoint: -1, Source: FormatPhilly},
+		{ID: "j000002", Submit: time.Date(2017, 10, 9, 7, 1, 55, 0, time.UTC), Duration: 66 * time.Second, GPUs: 1, Project: "vc-11cb48", Checkpoint: -1, Source: FormatPhilly},
 	}
 	if diff := cmp.Diff(want, jobs); diff != "" {
 		t.Errorf("sorted by submit, numbered in that order (-want +got)\n%s", diff)
@@ -36,8 +36,8 @@ func TestReadCSV(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Job{
-		{ID: "j000001", Submit: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Duration: time.Hour, GPUs: 2, Project: "nlp", Checkpoint: -1},
-		{ID: "j000002", Submit: time.Date(2026, 1, 1, 0, 10, 0, 0, time.UTC), Duration: time.Hour, GPUs: 8, Project: "vision", Tier: "high", Checkpoint: 15 * time.Minute},
+		{ID: "j000001", Submit: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Duration: time.Hour, GPUs: 2, Project: "nlp", Checkpoint: -1, Source: FormatCSV},
+		{ID: "j000002", Submit: time.Date(2026, 1, 1, 0, 10, 0, 0, time.UTC), Duration: time.Hour, GPUs: 8, Project: "vision", Tier: "high", Checkpoint: 15 * time.Minute, Source: FormatCSV},
 	}
 	if diff := cmp.Diff(want, jobs); diff != "" {
 		t.Errorf("(-want +got)\n%s", diff)
@@ -99,7 +99,10 @@ func TestMap(t *testing.T) {
 	}
 	count := map[string]int{}
 	for _, j := range wl.Jobs {
-		count[j.Ref.Project]++
+		count[j.Ref.Project+"/"+j.Spec.Spec.Tier]++
+		if j.Ref.Project != j.Tenant {
+			t.Errorf("%s: project %s; want one berth project per trace project, %s", j.ID, j.Ref.Project, j.Tenant)
+		}
 		if j.Tenant == "b" && (j.Replicas != 2 || j.PerGPUs != 8 || j.Spec.Spec.Checkpoint.Interval != 30*time.Minute) {
 			t.Errorf("%s: %d×%d GPUs, checkpoint %s; want a gang of 2×8 saving every 30m", j.ID, j.Replicas, j.PerGPUs, j.Spec.Spec.Checkpoint.Interval)
 		}
@@ -107,9 +110,12 @@ func TestMap(t *testing.T) {
 			t.Errorf("%s: a job of at most an hour checkpoints every %s", j.ID, j.Spec.Spec.Checkpoint.Interval)
 		}
 	}
-	want := map[string]int{"a-high": 10, "a-medium": 30, "a-low": 60, "b-high": 2, "b-medium": 6, "b-low": 12}
+	want := map[string]int{"a/high": 10, "a/medium": 30, "a/low": 60, "b/high": 2, "b/medium": 6, "b/low": 12}
 	if diff := cmp.Diff(want, count); diff != "" {
-		t.Errorf("exact tier shares per project (-want +got)\n%s", diff)
+		t.Errorf("exact tier shares per project, each job's tier its workspace's own (-want +got)\n%s", diff)
+	}
+	if len(wl.Base.Projects) != 2 {
+		t.Errorf("%d berth projects, want one per trace project", len(wl.Base.Projects))
 	}
 	total := 0
 	for _, p := range wl.Base.Projects {

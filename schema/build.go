@@ -102,6 +102,13 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 		if !exists(KindPriorityTier, p.Spec.Tier) {
 			add(errorf(d.pos("spec.tier"), "project %q: %s", p.Meta.Name, missing(KindPriorityTier, p.Spec.Tier)))
 		}
+		if mt := p.Spec.MaxTier; mt != "" {
+			if !exists(KindPriorityTier, mt) {
+				add(errorf(d.pos("spec.maxTier"), "project %q: maxTier: %s", p.Meta.Name, missing(KindPriorityTier, mt)))
+			} else if t, m := tierValue(set.Tiers, p.Spec.Tier), tierValue(set.Tiers, mt); t > m && m > 0 {
+				add(errorf(d.pos("spec.tier"), "project %q: tier %q (value %d) is above its own maxTier %q (value %d); lower the tier or raise maxTier", p.Meta.Name, p.Spec.Tier, t, mt, m))
+			}
+		}
 		ns := p.Spec.Namespace
 		if ns == "" {
 			ns = p.Meta.Name
@@ -159,6 +166,15 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 		}
 		w.Spec.Placement = w.Spec.Placement.Or(p.Spec.Placement)
 		set.Workspaces[len(set.Workspaces)-1].Spec.Placement = w.Spec.Placement
+		if wt := w.Spec.Tier; wt != "" {
+			if !exists(KindPriorityTier, wt) {
+				add(errorf(d.pos("spec.tier"), "workspace %q: %s", w.Meta.Name, missing(KindPriorityTier, wt)))
+			} else if mt := p.Spec.MaxTier; mt != "" {
+				if v, m := tierValue(set.Tiers, wt), tierValue(set.Tiers, mt); v > m && m > 0 {
+					add(errorf(d.pos("spec.tier"), "workspace %q: tier %q (value %d) is above project %q's maxTier %q (value %d); use a tier of value %d or less, or raise the project's spec.maxTier (%s)", w.Meta.Name, wt, v, p.Meta.Name, mt, m, m, p.Meta.FieldPos("spec.maxTier")))
+				}
+			}
+		}
 		if dg, ok := checkOwner(d, w.Meta.Name, w.Spec.Owner, p); !ok {
 			add(dg)
 		}
@@ -271,3 +287,13 @@ func checkQuotaFit(w *Workspace, p *Project, d *doc) (Diagnostic, bool) {
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 func isName(s string) bool { return nameRE.MatchString(s) }
+
+// tierValue returns the value of the tier named name among tiers, or 0.
+func tierValue(tiers []PriorityTier, name string) int {
+	for _, t := range tiers {
+		if t.Meta.Name == name {
+			return t.Spec.Value
+		}
+	}
+	return 0
+}

@@ -52,6 +52,7 @@ func convertProject(d *doc) (Project, []Diagnostic) {
 		Meta: meta(d, r.Metadata),
 		Spec: ProjectSpec{
 			Tier:        r.Spec.Tier,
+			MaxTier:     r.Spec.MaxTier,
 			Description: r.Spec.Description,
 			Members:     r.Spec.Members,
 			BorrowLimit: BorrowLimit{GPUs: Unlimited},
@@ -134,6 +135,7 @@ func convertWorkspace(d0 *doc, policy SchedulingPolicy) (Workspace, []Diagnostic
 		Meta: meta(d, r.Metadata),
 		Spec: WorkspaceSpec{
 			Owner:            s.Owner,
+			Tier:             s.Tier,
 			State:            s.State,
 			Task:             s.Task,
 			Resources:        workResources(fe, d0, s.Resources),

@@ -37,6 +37,7 @@ type rawProject struct {
 	Metadata rawMeta `json:"metadata"`
 	Spec     struct {
 		Tier        string        `json:"tier"`
+		MaxTier     string        `json:"maxTier"`
 		Description string        `json:"description"`
 		Members     []string      `json:"members"`
 		Quota       *rawResources `json:"quota"`
@@ -66,6 +67,7 @@ type rawWorkspace struct {
 	Metadata rawMeta `json:"metadata"`
 	Spec     struct {
 		Owner            string         `json:"owner"`
+		Tier             string         `json:"tier"`
 		State            DesiredState   `json:"state"`
 		Task             Task           `json:"task"`
 		Resources        rawResources   `json:"resources"`

@@ -74,7 +74,11 @@ type Project struct {
 
 // ProjectSpec is the body of a Project.
 type ProjectSpec struct {
-	Tier        string    `json:"tier"`
+	// Tier is the tier of its workspaces that name none of their own.
+	Tier string `json:"tier"`
+	// MaxTier caps the tiers its workspaces may name (by value); empty:
+	// any tier.
+	MaxTier     string    `json:"maxTier,omitempty"`
 	Description string    `json:"description,omitempty"`
 	Members     []string  `json:"members,omitempty"`
 	Quota       Resources `json:"quota"`
@@ -278,7 +282,10 @@ const (
 
 // WorkspaceSpec is the body of a Workspace.
 type WorkspaceSpec struct {
-	Owner     string        `json:"owner,omitempty"`
+	Owner string `json:"owner,omitempty"`
+	// Tier is the workspace's priority tier; empty: its project's tier
+	// (Set.TierFor resolves it).
+	Tier      string        `json:"tier,omitempty"`
 	State     DesiredState  `json:"state"`
 	Task      Task          `json:"task"`
 	Resources WorkResources `json:"resources"`
@@ -541,6 +548,15 @@ func (s *Set) TierOf(project string) *PriorityTier {
 		return nil
 	}
 	return s.Tier(p.Spec.Tier)
+}
+
+// TierFor returns workspace w's tier: the one it names, else its
+// project's; nil when that tier or the project does not exist.
+func (s *Set) TierFor(w *Workspace) *PriorityTier {
+	if w.Spec.Tier != "" {
+		return s.Tier(w.Spec.Tier)
+	}
+	return s.TierOf(w.Meta.Project)
 }
 
 // Sort puts every slice of s in its documented order. Loaders and tests

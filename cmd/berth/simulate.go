@@ -51,12 +51,13 @@ Traces (--format, detected from the header when not given):
           may be empty for the mapping to fill
 
 Mapping from trace to specs (stated again in every report):
-  - each trace project (a Philly virtual cluster) becomes one berth project
-    per tier, <project>-<tier>, since a tier belongs to a project in berth;
-    guaranteed quotas are proportional to each one's share of the trace's
-    GPU-time and add up to the cluster; borrowing is unlimited
-  - jobs without a tier: of each project's jobs, a seeded draw (--seed)
-    makes exactly 10% high (80), 30% medium (50), 60% low (20)
+  - each trace project (a Philly virtual cluster, or the CSV's project
+    column) becomes one berth project, a team; its guaranteed quota is
+    proportional to its share of the trace's GPU-time, the quotas adding
+    up to the cluster; borrowing is unlimited
+  - each job's tier is its workspace's own (spec.tier): the CSV's tier
+    column where it has one; else, of each project's jobs, a seeded draw
+    (--seed) makes exactly 10% high (80), 30% medium (50), 60% low (20)
   - jobs over an hour save a checkpoint every 30 minutes, shorter ones
     never; a preempted job gets 30s of grace but does not checkpoint on the
     signal, so it loses the work since its last save

@@ -274,7 +274,11 @@ func newWorld(in policies.Input) *world {
 			}
 		}
 		w.proj = lastProj
-		if t := lastTier; t != nil {
+		t := lastTier
+		if sw.Spec.Tier != "" && lastProj != nil {
+			t = specs.Tier(sw.Spec.Tier) // a tier of its own
+		}
+		if t != nil {
 			w.prio = t.Spec.Value
 			w.canPre = t.Spec.CanPreempt
 			w.preempt = t.Spec.Preemptible && sw.Spec.Preemptible
