@@ -9,7 +9,6 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/schema"
-	"github.com/google/go-cmp/cmp"
 )
 
 // restart replaces the harness's loop with a new one on the same cluster
@@ -42,20 +41,7 @@ func TestJournalSurvivesRestart(t *testing.T) {
 		h.restart(t)
 		time.Sleep(10 * time.Second)
 		h.loop.Once(ctx)
-		d, _ := h.loop.Workspace(ref)
-		var path []string
-		for _, tr := range d.History {
-			path = append(path, string(tr.To))
-		}
-		if diff := cmp.Diff([]string{"Starting", "Running", "Failed", "Starting", "Running"}, path); diff != "" {
-			t.Errorf("history (-want +got):\n%s", diff)
-		}
-		if d.Workspace.WorkLost.D() != 30*time.Second {
-			t.Errorf("work lost %s, want the 30s since the checkpoint at 2m", d.Workspace.WorkLost)
-		}
-		if last := d.History[len(d.History)-1]; !strings.Contains(last.Reason, "resumed from its checkpoint at 2m0s of progress; 30s of work lost") {
-			t.Errorf("resume reason %q", last.Reason)
-		}
+		wantCrashResumed(t, h.loop, ref)
 		// The dashboard's timeline of a restarted berth starts with them.
 		h.restart(t)
 		h.loop.Once(ctx)

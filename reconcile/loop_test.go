@@ -530,20 +530,7 @@ func TestFailureLosesWorkSinceCheckpoint(t *testing.T) {
 		h.loop.Once(ctx) // gone without a stop: Failed, started again
 		time.Sleep(10 * time.Second)
 		h.loop.Once(ctx)
-		d, _ := h.loop.Workspace(ref)
-		var path []string
-		for _, tr := range d.History {
-			path = append(path, string(tr.To))
-		}
-		if diff := cmp.Diff([]string{"Starting", "Running", "Failed", "Starting", "Running"}, path); diff != "" {
-			t.Errorf("history (-want +got):\n%s", diff)
-		}
-		if d.Workspace.WorkLost.D() != 30*time.Second {
-			t.Errorf("work lost %s, want the 30s since the checkpoint at 2m", d.Workspace.WorkLost)
-		}
-		if last := d.History[len(d.History)-1]; !strings.Contains(last.Reason, "resumed from its checkpoint at 2m0s of progress; 30s of work lost") {
-			t.Errorf("resume reason %q", last.Reason)
-		}
+		wantCrashResumed(t, h.loop, ref)
 	})
 }
 
@@ -841,4 +828,26 @@ func TestClusterRefusingEverythingStopsThePlan(t *testing.T) {
 			t.Errorf("applied %d, failed %d; want 0 and the %d tried", len(res.Applied), len(res.Failed), tries)
 		}
 	})
+}
+
+// wantCrashResumed checks workspace ref after its task crashed at 2m30s
+// of progress (last checkpoint at 2m) and was started again: the path
+// Starting, Running, Failed, Starting, Running, 30s of work lost, and a
+// resume reason that says so.
+func wantCrashResumed(t *testing.T, l *Loop, ref schema.Ref) {
+	t.Helper()
+	d, _ := l.Workspace(ref)
+	var path []string
+	for _, tr := range d.History {
+		path = append(path, string(tr.To))
+	}
+	if diff := cmp.Diff([]string{"Starting", "Running", "Failed", "Starting", "Running"}, path); diff != "" {
+		t.Errorf("history (-want +got):\n%s", diff)
+	}
+	if d.Workspace.WorkLost.D() != 30*time.Second {
+		t.Errorf("work lost %s, want the 30s since the checkpoint at 2m", d.Workspace.WorkLost)
+	}
+	if last := d.History[len(d.History)-1]; !strings.Contains(last.Reason, "resumed from its checkpoint at 2m0s of progress; 30s of work lost") {
+		t.Errorf("resume reason %q", last.Reason)
+	}
 }
