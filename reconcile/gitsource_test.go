@@ -33,12 +33,12 @@ import (
 // go-git; the source reads it through file://, which runs the git binary's
 // upload-pack (.ci/run installs git when it is missing).
 type testRepo struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	repo *git.Repository
 }
 
-func newTestRepo(t *testing.T) *testRepo {
+func newTestRepo(t testing.TB) *testRepo {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("the file:// transport needs the git binary")

