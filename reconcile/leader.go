@@ -288,14 +288,21 @@ type fencedCluster struct {
 // lease (a start waits for its placement) is cancelled when the lease
 // lapses, so a deposed leader's driver makes no further write.
 func (f fencedCluster) Apply(ctx context.Context, a drivers.Action) error {
-	if !f.lead.Leading() {
-		return notLeader{f.lead.LeaderStatus().Leader}
+	return fenced(ctx, f.lead, func(ctx context.Context) error { return f.Cluster.Apply(ctx, a) })
+}
+
+// fenced runs write while this replica leads, with a context cancelled
+// when the lease lapses; a write refused or failed because the lease
+// lapsed says this replica no longer leads.
+func fenced(ctx context.Context, lead Leadership, write func(context.Context) error) error {
+	if !lead.Leading() {
+		return notLeader{lead.LeaderStatus().Leader}
 	}
-	ctx, stop := whileLeading(ctx, f.lead)
+	ctx, stop := whileLeading(ctx, lead)
 	defer stop()
-	err := f.Cluster.Apply(ctx, a)
-	if err != nil && !f.lead.Leading() {
-		return errors.Join(notLeader{f.lead.LeaderStatus().Leader}, err)
+	err := write(ctx)
+	if err != nil && !lead.Leading() {
+		return errors.Join(notLeader{lead.LeaderStatus().Leader}, err)
 	}
 	return err
 }
@@ -331,12 +338,7 @@ type fencedStore struct {
 }
 
 func (f fencedStore) SaveHistory(ctx context.Context, h drivers.History) error {
-	if !f.lead.Leading() {
-		return notLeader{f.lead.LeaderStatus().Leader}
-	}
-	ctx, stop := whileLeading(ctx, f.lead)
-	defer stop()
-	return f.Store.SaveHistory(ctx, h)
+	return fenced(ctx, f.lead, func(ctx context.Context) error { return f.Store.SaveHistory(ctx, h) })
 }
 
 // MergeChanges returns a channel that signals when any of chans does,
