@@ -55,4 +55,4 @@ restart 1 'server {
   min_heartbeat_ttl = "1h"
   heartbeat_grace = "1h"
 }' -dev -bind 127.0.0.1 -node node-1
-python3 scripts/bench_nomad.py "$NOMAD_ADDR" "$work" "$n" "$(sed -n 2p "$dir/pids")"
+python3 scripts/bench_nomad.py "$NOMAD_ADDR" "$work" "$n" "$(sed -n 2p "$dir/pids")" "$(sed -n 1p "$dir/pids")"

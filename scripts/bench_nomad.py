@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""bench_nomad.py ADDR WORK N PID2: the measuring half of bench-nomad.sh.
+"""bench_nomad.py ADDR WORK N PID2 PID1: the measuring half of bench-nomad.sh.
 
 Waits for both nodes, makes node-1 ineligible and stops node-2's agent
 (PID2) so that every workspace is placed on node-2 and none runs, writes N
 0-GPU workspaces under WORK/specs, runs `berth apply` twice (the second
 changes nothing) and prints berth's wall and CPU time against the sum of
-Nomad's own placement times (each evaluation's ModifyTime - CreateTime).
+Nomad's own placement times (each evaluation's ModifyTime - CreateTime)
+and against the CPU the Nomad server (PID1) spent meanwhile.
 """
 import json
 import os
@@ -17,7 +18,14 @@ import sys
 import time
 import urllib.request
 
-addr, work, n, pid2 = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+addr, work, n, pid2, pid1 = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+
+
+def proc_cpu(pid):
+    """CPU seconds (user + system) process pid has used so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def get(path):
@@ -78,6 +86,8 @@ spec:
 
 
 def apply(label, extra=()):
+    global server_cpu
+    server0 = proc_cpu(pid1)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     p = subprocess.run([os.path.join(work, "berth"), "apply", "--source", specs, "--cluster", "nomad", *extra],
@@ -85,6 +95,7 @@ def apply(label, extra=()):
     wall = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    server_cpu = proc_cpu(pid1) - server0
     if p.returncode != 0:
         # Reported, not fatal: what was placed is still measured.
         last = (p.stderr.strip().splitlines() or ["?"])[-1]
@@ -94,6 +105,7 @@ def apply(label, extra=()):
 
 profile = os.environ.get("BENCH_PROFILE")
 wall, cpu, out = apply("apply", ["--cpuprofile", profile] if profile else [])
+nomad_cpu = server_cpu
 placed = 0
 for a in get("/v1/allocations?namespace=*"):
     if a["DesiredStatus"] == "run" and a["NodeName"] == "node-2":
@@ -122,6 +134,8 @@ print("  Nomad's placement time:     %.2f s (sum of eval create→modify; p50 %.
 print("  Nomad busy placing:         %.2f s (union of those intervals)" % busy)
 print("  berth apply:                %.2f s wall, %.2f s CPU (%.0f%% of wall); %.2fx the sum, %.2fx the busy time" %
       (wall, cpu, 100 * cpu / wall, wall / nomad if nomad else float("inf"), wall / busy if busy else float("inf")))
+print("  CPU per workspace:          berth %.2f ms, the Nomad server %.2f ms (berth %.0f%% of Nomad's)" %
+      (1000 * cpu / n, 1000 * nomad_cpu / n, 100 * cpu / nomad_cpu if nomad_cpu else float("inf")))
 print("  no-change re-apply:         %.2f s wall, %.2f s CPU; %s" % (wall2, cpu2, changed[0] if changed else "?"))
 if placed != n:
     sys.exit("bench-nomad: %d of %d workspaces placed" % (placed, n))

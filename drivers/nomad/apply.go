@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
@@ -595,6 +596,16 @@ func (d *Driver) ensureNamespace(ctx context.Context, p *schema.Project) error {
 		Meta:        map[string]string{MetaCreatedBy: createdBy, MetaProject: p.Meta.Name, "berth.tier": p.Spec.Tier},
 	}
 	ours := nsEnsured{description: want.Description, meta: fmt.Sprint(want.Meta)}
+	d.mu.Lock()
+	lock := d.nsLocks[name]
+	if lock == nil {
+		lock = new(sync.Mutex)
+		d.nsLocks[name] = lock
+	}
+	d.mu.Unlock()
+	// The appliers of one cycle wait here for the first to ensure it.
+	lock.Lock()
+	defer lock.Unlock()
 	d.mu.Lock()
 	had, ok := d.namespaces[name]
 	d.mu.Unlock()

@@ -124,6 +124,9 @@ type Driver struct {
 	// clears it, so a namespace changed outside berth is checked again
 	// every cycle; a register that finds the namespace gone drops it.
 	namespaces map[string]nsEnsured
+	// nsLocks serialises ensureNamespace per namespace, so the appliers
+	// starting a project's workspaces at once read and write it once.
+	nsLocks map[string]*sync.Mutex
 	// jobsSeen holds the jobs (namespace, ID) the last observation listed
 	// and those berth registered since; nil before any observation.
 	jobsSeen map[[2]string]bool
@@ -200,7 +203,7 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nomad: client for %s: %w", cfg.Address, err)
 	}
-	return &Driver{cfg: cfg, client: client, nodeIDs: map[string]string{}, namespaces: map[string]nsEnsured{}}, nil
+	return &Driver{cfg: cfg, client: client, nodeIDs: map[string]string{}, namespaces: map[string]nsEnsured{}, nsLocks: map[string]*sync.Mutex{}}, nil
 }
 
 // maxConns bounds the connections one driver holds open to Nomad.

@@ -644,6 +644,42 @@ func TestRegisterInvalidJob(t *testing.T) {
 	}
 }
 
+// TestConcurrentStartsEnsureNamespaceOnce: the reconciler applies up to
+// 32 starts at once; for a project's namespace they read it once and
+// create it once, not once per applier that got there first (the real
+// agent saw 32 reads and 14 creates for 300 starts in one namespace).
+func TestConcurrentStartsEnsureNamespaceOnce(t *testing.T) {
+	h, d, _ := newHooked(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := startAction(fmt.Sprintf("w%d", i), "gpu-a")
+			a.Spec.Spec.Resources = schema.WorkResources{CPUMilli: 100, MemoryBytes: 16 << 20}
+			errs <- d.Apply(ctx, a)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := map[string]int{}
+	for _, r := range h.Requests() {
+		if strings.Contains(r, "/v1/namespace") {
+			n[strings.SplitN(r, "?", 2)[0]]++
+		}
+	}
+	want := map[string]int{"GET /v1/namespace/vision": 1, "PUT /v1/namespace": 1}
+	if d := cmp.Diff(want, n); d != "" {
+		t.Errorf("namespace requests for 16 concurrent starts (-want +got):\n%s", d)
+	}
+}
+
 // TestRegisterNonexistentNamespace: a register into a namespace deleted
 // since this cycle ensured it (Nomad: 500) makes the driver ask for the
 // namespace, ensure it again when Nomad says it is gone, and register
