@@ -434,6 +434,9 @@ func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job 
 				return d.withdrawUnplaceable(ctx, ref, ns, id, ev)
 			}
 			if ev.Status != "pending" {
+				if placedAll(ev, noGPUs) {
+					return nil
+				}
 				break
 			}
 			index = qm.LastIndex
@@ -490,6 +493,24 @@ func (d *Driver) verify(ctx context.Context, ref schema.Ref, ns, id string, job 
 		}
 		index = qm.LastIndex
 	}
+}
+
+// placedAll reports whether a finished evaluation says by itself that
+// the job is placed, with nothing left to check: it is complete, it
+// left no allocation of any group unplaced (QueuedAllocations, which
+// Nomad writes per group on every evaluation it completes), and no group
+// can hold a GPU (a GPU's pin is checked on the allocation). Then the
+// allocations need not be listed: one request less per 0-GPU start.
+func placedAll(ev *api.Evaluation, noGPUs map[string]bool) bool {
+	if ev.Status != "complete" || len(ev.FailedTGAllocs) > 0 || ev.BlockedEval != "" {
+		return false
+	}
+	for g, none := range noGPUs {
+		if q, ok := ev.QueuedAllocations[g]; !none || !ok || q != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // pinsNoGPU reports whether a group, as berth renders it, pins no GPU

@@ -225,7 +225,12 @@ func (s *Server) schedule(jb *job, newGroups map[string][]byte, eval *api.Evalua
 	}
 	wanted := map[string]bool{}
 	failed := map[string]*api.AllocationMetric{}
+	// Nomad counts, per group, the allocations the evaluation left
+	// unplaced (0 for a group it placed in full; recording 30).
+	queued := map[string]int{}
+	defer func() { eval.QueuedAllocations = queued }()
 	for _, tg := range j.TaskGroups {
+		queued[*tg.Name] = 0
 		for i := 0; i < *tg.Count; i++ {
 			name := fmt.Sprintf("%s.%s[%d]", *j.ID, *tg.Name, i)
 			wanted[name] = true
@@ -238,6 +243,7 @@ func (s *Server) schedule(jb *job, newGroups map[string][]byte, eval *api.Evalua
 			}
 			if m := s.place(j, tg, i, eval); m != nil {
 				failed[*tg.Name] = m
+				queued[*tg.Name]++
 			}
 		}
 	}
