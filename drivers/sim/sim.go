@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,9 +33,10 @@ type Cluster struct {
 	clock Clock
 
 	runs map[schema.Ref]*run
-	// order: the keys of runs, sorted; holder: which run holds each GPU
-	// (addRun, dropRun).
-	order  []schema.Ref
+	// order: the runs, sorted by workspace; nallocs: their allocations;
+	// holder: which run holds each GPU (addRun, dropRun).
+	order   []*run
+	nallocs int
 	holder map[gpuKey]schema.Ref
 	// nodeCopy: the nodes as snapshots show them, until one changes.
 	nodeCopy []drivers.Node
@@ -189,11 +191,10 @@ func (c *Cluster) Observe(ctx context.Context) (drivers.Snapshot, error) {
 	snap := drivers.Snapshot{ObservedAt: now, Nodes: c.nodeCopy}
 	// Runs in Ref order, so the allocations come out sorted (replicas are
 	// appended in order) and a sort of the whole list is rarely needed.
-	if len(c.order) > 0 {
-		snap.Allocs = make([]drivers.Alloc, 0, len(c.order))
+	if c.nallocs > 0 {
+		snap.Allocs = make([]drivers.Alloc, 0, c.nallocs)
 	}
-	for _, ref := range c.order {
-		r := c.runs[ref]
+	for _, r := range c.order {
 		phase := drivers.AllocRunning
 		switch {
 		case r.stopping:
@@ -210,7 +211,6 @@ func (c *Cluster) Observe(ctx context.Context) (drivers.Snapshot, error) {
 			a.ResumedFrom = r.base
 			a.Revision = r.revision
 			a.SpecHash, a.Priority = r.specHash, r.priority
-			a.ID = fmt.Sprintf("%s-%d", r.id, a.Replica)
 			snap.Allocs = append(snap.Allocs, a)
 		}
 	}
@@ -368,6 +368,7 @@ func (c *Cluster) start(now time.Time, a drivers.Action) error {
 		// its exclusive cores and their shares; memory; disk.
 		res := a.Spec.Spec.Resources
 		al := drivers.Alloc{
+			ID:          r.id + "-" + strconv.Itoa(p.Replica),
 			Workspace:   a.Workspace,
 			Replica:     p.Replica,
 			Node:        p.Node,
@@ -691,12 +692,16 @@ func (c *Cluster) end(ref schema.Ref, code int, report bool) {
 	c.dropRun(ref)
 }
 
+// runAt orders runs by their workspace, for a binary search of order.
+func runAt(r *run, ref schema.Ref) int { return cmpRef(r.ref, ref) }
+
 // addRun and dropRun keep runs, its sorted keys (order) and the GPUs'
 // holders together.
 func (c *Cluster) addRun(ref schema.Ref, r *run) {
 	c.dropRun(ref)
-	i, _ := slices.BinarySearchFunc(c.order, ref, cmpRef)
-	c.order = slices.Insert(c.order, i, ref)
+	i, _ := slices.BinarySearchFunc(c.order, ref, runAt)
+	c.order = slices.Insert(c.order, i, r)
+	c.nallocs += len(r.allocs)
 	c.runs[ref] = r
 	for _, al := range r.allocs {
 		for _, g := range al.GPUs {
@@ -710,9 +715,10 @@ func (c *Cluster) dropRun(ref schema.Ref) {
 	if r == nil {
 		return
 	}
-	if i, ok := slices.BinarySearchFunc(c.order, ref, cmpRef); ok {
+	if i, ok := slices.BinarySearchFunc(c.order, ref, runAt); ok {
 		c.order = slices.Delete(c.order, i, i+1)
 	}
+	c.nallocs -= len(r.allocs)
 	for _, al := range r.allocs {
 		for _, g := range al.GPUs {
 			delete(c.holder, gpuKey{al.Node, g})
