@@ -50,7 +50,7 @@ func TestMarkOverQuota(t *testing.T) {
 					queuedSince: t0.Add(time.Duration(x.queued) * time.Minute), admitted: x.admitted})
 				total += x.held
 			}
-			if held := markOverQuota(ws, tt.quota, nil); held != total {
+			if held, _ := markOverQuota(ws, tt.quota, quotaRes{}, nil); held != total {
 				t.Errorf("held %d, want %d", held, total)
 			}
 			var got []string
