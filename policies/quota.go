@@ -7,6 +7,8 @@ package policies
 import (
 	"fmt"
 	"slices"
+
+	"github.com/berth-dev/berth/schema"
 )
 
 // admission is how a running workspace was admitted against its
@@ -162,6 +164,14 @@ func (q quotaRes) exceeds(a, room quotaRes) bool {
 // a node's MHz keeps the count the same wherever it runs.
 func quotaPerReplica(w *wsState) quotaRes {
 	return quotaRes{w.cpu + int64(w.cores)*1000, w.mem}
+}
+
+// QuotaPerReplica is what one replica asking r counts against its
+// project's CPU and memory quota, as the decision counts it: CPU in
+// millicores (resources.cpu, an exclusive core as 1000) and memory in
+// bytes. Status and metrics report use against the quota with it.
+func QuotaPerReplica(r schema.WorkResources) (cpu, mem int64) {
+	return r.CPUMilli + int64(r.ExclusiveCores)*1000, r.MemoryBytes
 }
 
 // quotaNeed is what w, all replicas, counts against its project's CPU
