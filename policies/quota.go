@@ -214,7 +214,7 @@ func (d *decider) overLimit(p *projState, w *wsState) (Reason, bool) {
 		quota, borrow, held, need int64
 		text                      func(int64) string
 	}{
-		{"CPU", p.rquota.cpu, p.rborrow.cpu, p.rheld.cpu, rn.cpu, cpuText},
+		{"CPU", p.rquota.cpu, p.rborrow.cpu, p.rheld.cpu, rn.cpu, CPUText},
 		{"memory", p.rquota.mem, p.rborrow.mem, p.rheld.mem, rn.mem, Bytes},
 	}
 	for _, dm := range dims {
@@ -234,9 +234,9 @@ func (d *decider) overLimit(p *projState, w *wsState) (Reason, bool) {
 	return Reason{}, false
 }
 
-// cpuText writes CPU (millicores) as resources.cpu reads: "8 CPUs",
+// CPUText writes CPU (millicores) for a person: "8 CPUs",
 // "1 CPU", "2.5 CPUs", "250m CPU".
-func cpuText(m int64) string {
+func CPUText(m int64) string {
 	switch {
 	case m == 1000:
 		return "1 CPU"
@@ -253,7 +253,7 @@ func cpuText(m int64) string {
 func quotaText(p *projState) string {
 	parts := []string{plural(p.quota, "GPU")}
 	if p.rquota.cpu > 0 {
-		parts = append(parts, cpuText(p.rquota.cpu))
+		parts = append(parts, CPUText(p.rquota.cpu))
 	}
 	if p.rquota.mem > 0 {
 		parts = append(parts, Bytes(p.rquota.mem)+" memory")

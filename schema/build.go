@@ -305,7 +305,7 @@ func checkQuotaFitCPUMem(w *Workspace, p *Project, d *doc) []Diagnostic {
 		if dm.quota <= 0 || dm.borrow < 0 || dm.per*n <= dm.quota+dm.borrow {
 			continue
 		}
-		needs := dm.text(dm.per * n)
+		needs := dm.text(dm.per*n) + " " + dm.name
 		if n > 1 {
 			needs = fmt.Sprintf("%s (%d replicas × %s)", needs, n, dm.text(dm.per))
 		}
@@ -313,8 +313,8 @@ func checkQuotaFitCPUMem(w *Workspace, p *Project, d *doc) []Diagnostic {
 		if dm.field == "cpu" && r.ExclusiveCores > 0 {
 			field = "spec.resources.exclusiveCores"
 		}
-		out = append(out, errorf(d.pos(field), "workspace %q can never run: it needs %s %s but project %q may use at most %s (%s quota %s + borrowLimit %s); lower its %s or replicas, or raise the project's %s quota or borrowLimit",
-			w.Meta.Name, needs, dm.name, p.Meta.Name, dm.text(dm.quota+dm.borrow), dm.name, dm.text(dm.quota), dm.text(dm.borrow), dm.field, dm.name))
+		out = append(out, errorf(d.pos(field), "workspace %q can never run: it needs %s but project %q may use at most %s (%s quota %s + borrowLimit %s); lower its %s or replicas, or raise the project's %s quota or borrowLimit",
+			w.Meta.Name, needs, p.Meta.Name, dm.text(dm.quota+dm.borrow), dm.name, dm.text(dm.quota), dm.text(dm.borrow), dm.field, dm.name))
 	}
 	return out
 }
