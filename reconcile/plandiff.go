@@ -558,14 +558,6 @@ func borrowQtyText(n int64, text func(int64) string) string {
 	return text(n)
 }
 
-func bytesText(b int64) string {
-	const gi = 1 << 30
-	if b%gi == 0 {
-		return fmt.Sprintf("%dGi", b/gi)
-	}
-	return fmt.Sprintf("%d bytes", b)
-}
-
 func setDiff(a, b []string) (added, removed []string) {
 	for _, x := range b {
 		if !slices.Contains(a, x) {
