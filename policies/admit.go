@@ -35,16 +35,11 @@ func (d *decider) admit(w *wsState) {
 		d.memoGen++
 	}
 
-	// 1. Quota: the project's guaranteed quota plus what it may borrow; a
-	// workspace that may not be preempted runs only inside the quota.
-	limit := -1
-	if !w.preemptible {
-		limit = p.quota
-	} else if p.borrow >= 0 {
-		limit = p.quota + p.borrow
-	}
-	if limit >= 0 && p.held+need > limit {
-		d.wait(w, d.quotaReason(p, w))
+	// 1. Quota: the project's guaranteed quota plus what it may borrow,
+	// in every dimension the quota counts; a workspace that may not be
+	// preempted runs only inside the quota.
+	if r, over := d.overLimit(p, w); over {
+		d.wait(w, r)
 		return
 	}
 	if w.feat >= 0 && !d.feats[w.feat].ready {
@@ -53,7 +48,11 @@ func (d *decider) admit(w *wsState) {
 	}
 	if w.gpus <= 0 {
 		if d.startWithoutGPUs(w) {
+			// It holds no GPU: only the CPU and memory quota can leave
+			// it beyond.
+			w.out.Borrowed = p.rquota.exceeds(p.rheld.add(quotaNeed(w)), p.rquota)
 			p.held += need
+			p.rheld = p.rheld.add(quotaNeed(w))
 			d.gen++
 		}
 		return
@@ -138,6 +137,7 @@ func (d *decider) admit(w *wsState) {
 	// inside the quota.
 	w.out.Borrowed = !d.inQuota(p, w)
 	p.held += need
+	p.rheld = p.rheld.add(quotaNeed(w))
 	w.out.Verdict = VerdictStart
 	w.out.Placements = pls
 	var why []string

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -240,5 +241,70 @@ func TestDecideGrowth(t *testing.T) {
 		}
 		t.Log(line)
 		prev, prevN = best, n
+	}
+}
+
+// withCPUMemQuotas turns a benchInput into one where every quota names
+// CPU and memory too (8 CPUs and 64Gi per guaranteed GPU, borrowing the
+// same again at most), every workspace asks 4, 8 or 16 CPUs and 32, 64
+// or 128Gi per GPU (so CPU and memory, not GPUs, often decide who is in
+// quota), and every node offers 128 CPUs and 1Ti. Running allocations
+// hold what their spec asks (nodes may end up overcommitted: the
+// decision then places nothing more there).
+func withCPUMemQuotas(in Input) Input {
+	r := rand.New(rand.NewPCG(7, uint64(len(in.Specs.Workspaces))))
+	for i := range in.Specs.Projects {
+		p := &in.Specs.Projects[i].Spec
+		p.Quota.CPUMilli, p.Quota.MemoryBytes = int64(p.Quota.GPUs)*8000, int64(p.Quota.GPUs)*64<<30
+		p.BorrowLimit.CPUMilli, p.BorrowLimit.MemoryBytes = p.Quota.CPUMilli, p.Quota.MemoryBytes
+	}
+	for i := range in.Specs.Workspaces {
+		res := &in.Specs.Workspaces[i].Spec.Resources
+		g := int64(max(res.GPUs, 1))
+		res.CPUMilli = g * []int64{4000, 8000, 16000}[r.IntN(3)]
+		res.MemoryBytes = g * []int64{32 << 30, 64 << 30, 128 << 30}[r.IntN(3)]
+	}
+	for i := range in.Snapshot.Nodes {
+		in.Snapshot.Nodes[i].CPUMilli, in.Snapshot.Nodes[i].MemoryBytes = 128_000, 1<<40
+	}
+	for i := range in.Snapshot.Allocs {
+		a := &in.Snapshot.Allocs[i]
+		res := in.Specs.Workspace(a.Workspace).Spec.Resources
+		a.CPUMilli, a.MemoryBytes = res.CPUMilli, res.MemoryBytes
+	}
+	return in
+}
+
+// BenchmarkDecideCPUQuota is BenchmarkDecide's sizes (without the
+// preemption-heavy variant, which has no quotas) with CPU and memory
+// quotas named (withCPUMemQuotas): the same targets hold.
+func BenchmarkDecideCPUQuota(b *testing.B) {
+	for _, s := range benchSizes {
+		in := withCPUMemQuotas(benchInput(s))
+		b.Run(s.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				Decide(in)
+			}
+		})
+	}
+}
+
+// TestCPUQuotaBenchDecides: the CPU-quota benchmark's input exercises
+// what it is meant to: some workspaces start beyond their quota and some
+// wait for their CPU or memory quota.
+func TestCPUQuotaBenchDecides(t *testing.T) {
+	in := withCPUMemQuotas(benchInput(benchSizes[0]))
+	borrowed, quotaWaits := 0, 0
+	for _, w := range Decide(in).Workspaces {
+		if w.Verdict == VerdictStart && w.Borrowed {
+			borrowed++
+		}
+		if w.Verdict == VerdictWait && (strings.Contains(w.Reason.Message, "CPU quota") || strings.Contains(w.Reason.Message, "memory quota")) {
+			quotaWaits++
+		}
+	}
+	if borrowed == 0 || quotaWaits == 0 {
+		t.Errorf("%d starts borrow, %d wait for a CPU or memory quota; want some of each", borrowed, quotaWaits)
 	}
 }

@@ -49,6 +49,9 @@ type wsState struct {
 	// changed): it stops, and queues again to start where it may.
 	moved   bool
 	running bool // has allocations (GPUs or not) and stays unless preempted
+	// rheld is what its allocations count against its project's CPU and
+	// memory quota (quotaPerReplica each).
+	rheld quotaRes
 
 	startedAt time.Time // latest start over its allocations
 	workLost  float64   // GPU-seconds since the last checkpoint
@@ -81,6 +84,11 @@ type projState struct {
 	weight                  float64
 	held                    int     // GPUs counted against its quota now (changes as the decision goes)
 	usage                   float64 // decayed GPU-seconds at Now
+	// rquota: the CPU and memory its quota names (zero: not named, not
+	// limited); rborrow: how far beyond them it may borrow (< 0:
+	// unlimited); rheld: the CPU and memory counted against rquota now
+	// (changes with held).
+	rquota, rborrow, rheld quotaRes
 	// candidates: some workspace of it was a preemption candidate as the
 	// decision began; leastOver: the fewest GPUs such a candidate beyond
 	// the quota held (MaxInt: none); minTier: the lowest tier among
@@ -242,7 +250,7 @@ func Decide(in Input) Decision {
 	// the GPUs free.
 	for n := 1; h.Len() > 0; n++ {
 		p := d.projs[h.items[0]]
-		pos := p.head()
+		pos := d.head(p)
 		w := d.ws[p.queue[pos]]
 		w.out.Queue = n
 		if guard >= 0 && d.boundBy(w, d.ws[guard]) {

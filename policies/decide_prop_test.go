@@ -74,6 +74,13 @@ func genInput(t *rapid.T) Input {
 			BorrowLimit: schema.BorrowLimit{GPUs: borrow},
 			FairShare:   schema.FairShare{Weight: float64(rapid.IntRange(1, 3).Draw(t, "weight"))},
 		}})
+		// CPU and memory quotas, often not named; their borrow limits
+		// often unlimited.
+		p := &set.Projects[len(set.Projects)-1].Spec
+		p.Quota.CPUMilli = rapid.SampledFrom([]int64{0, 0, 8000, 32000}).Draw(t, "quotaCPU")
+		p.Quota.MemoryBytes = rapid.SampledFrom([]int64{0, 0, 32 << 30, 128 << 30}).Draw(t, "quotaMem")
+		p.BorrowLimit.CPUMilli = rapid.SampledFrom([]int64{schema.Unlimited, 0, 8000}).Draw(t, "borrowCPU")
+		p.BorrowLimit.MemoryBytes = rapid.SampledFrom([]int64{schema.Unlimited, 0, 64 << 30}).Draw(t, "borrowMem")
 	}
 	constraints := []schema.Constraint{schema.ConstraintNone, schema.ConstraintPreferred, schema.ConstraintRequired}
 	// owner of each GPU while placing running workspaces
@@ -434,21 +441,118 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 			}
 		}
 	}
+	// A quota that names CPU or memory counts them too: what is taken
+	// leaves the project at or above its quota in GPUs, or in a named
+	// dimension the taken work uses. CPU and memory quotas adding up to
+	// more than the nodes have (every node tracking it) overcommit too.
+	var quotaR, nodeR [2]int64
+	tracked := [2]bool{len(snap.Nodes) > 0, len(snap.Nodes) > 0}
 	for _, p := range set.Projects {
 		quotas += p.Spec.Quota.GPUs
+		quotaR[0] += p.Spec.Quota.CPUMilli
+		quotaR[1] += p.Spec.Quota.MemoryBytes
+	}
+	for _, n := range snap.Nodes {
+		nodeR[0] += n.CPUMilli
+		nodeR[1] += n.MemoryBytes
+		tracked[0] = tracked[0] && n.CPUMilli > 0
+		tracked[1] = tracked[1] && n.MemoryBytes > 0
+	}
+	quotasFit := quotas <= usable && (!tracked[0] || quotaR[0] <= nodeR[0]) && (!tracked[1] || quotaR[1] <= nodeR[1])
+	perReplica := func(r schema.Ref) [2]int64 {
+		if w := set.Workspace(r); w != nil {
+			res := w.Spec.Resources
+			return [2]int64{res.CPUMilli + int64(res.ExclusiveCores)*1000, res.MemoryBytes}
+		}
+		return [2]int64{}
+	}
+	heldR := map[string][2]int64{}
+	for _, a := range snap.Allocs {
+		if w := byRef[a.Workspace]; w.Verdict == VerdictRun || w.Verdict == VerdictPreempt {
+			h, r := heldR[a.Workspace.Project], perReplica(a.Workspace)
+			heldR[a.Workspace.Project] = [2]int64{h[0] + r[0], h[1] + r[1]}
+		}
 	}
 	taken := map[string]int{}
+	takenR := map[string][2]int64{}
 	for _, w := range d.Workspaces {
-		if w.Verdict == VerdictPreempt && w.PreemptedBy != nil && w.PreemptedBy.Project != w.Ref.Project && (w.Right == RightReclaim || (w.Right == RightPriority && quotas <= usable)) {
+		if w.Verdict == VerdictPreempt && w.PreemptedBy != nil && w.PreemptedBy.Project != w.Ref.Project && (w.Right == RightReclaim || (w.Right == RightPriority && quotasFit)) {
 			for _, p := range w.Placements {
 				taken[w.Ref.Project] += len(p.GPUs)
+				tr, r := takenR[w.Ref.Project], perReplica(w.Ref)
+				takenR[w.Ref.Project] = [2]int64{tr[0] + r[0], tr[1] + r[1]}
 			}
 		}
 	}
 	for proj, n := range taken {
-		q := set.Project(proj).Spec.Quota.GPUs
-		if held[proj]-n < q {
+		pq := set.Project(proj).Spec.Quota
+		q := pq.GPUs
+		qr := [2]int64{pq.CPUMilli, pq.MemoryBytes}
+		atQuotaR := false
+		for i := range 2 {
+			atQuotaR = atQuotaR || (qr[i] > 0 && takenR[proj][i] > 0 && heldR[proj][i]-takenR[proj][i] >= qr[i])
+		}
+		if held[proj]-n < q && !atQuotaR {
 			t.Fatalf("other projects took %d GPUs from %s, which held %d with quota %d\n%s", n, proj, held[proj], q, Render(d))
+		}
+	}
+}
+
+// checkQuotaLimits checks that no project goes beyond its quota plus
+// borrow limit in a dimension its quota counts (GPUs; CPU and memory
+// where named) through what the decision starts: a project with a start
+// that needs a dimension holds no more of it, once settled (runs and
+// starts), than quota plus borrow limit. (Running work may exceed it
+// already, a quota having been lowered: then nothing needing it starts.)
+// CPU counts resources.cpu with an exclusive core as 1000, memory as
+// written, per replica.
+func checkQuotaLimits(t *rapid.T, in Input, d Decision) {
+	set, snap := in.Specs, in.Snapshot
+	type dims [3]int64 // GPUs, CPU, memory
+	perReplica := func(r schema.Ref) dims {
+		w := set.Workspace(r)
+		if w == nil {
+			return dims{}
+		}
+		res := w.Spec.Resources
+		return dims{0, res.CPUMilli + int64(res.ExclusiveCores)*1000, res.MemoryBytes}
+	}
+	total, started := map[string]dims{}, map[string]dims{}
+	verdict := map[schema.Ref]Verdict{}
+	for _, w := range d.Workspaces {
+		verdict[w.Ref] = w.Verdict
+	}
+	for _, a := range snap.Allocs {
+		if verdict[a.Workspace] != VerdictRun {
+			continue
+		}
+		t, r := total[a.Workspace.Project], perReplica(a.Workspace)
+		total[a.Workspace.Project] = dims{t[0] + int64(len(a.GPUs)), t[1] + r[1], t[2] + r[2]}
+	}
+	for _, w := range d.Workspaces {
+		if w.Verdict != VerdictStart {
+			continue
+		}
+		for _, p := range w.Placements {
+			t, s, r := total[w.Ref.Project], started[w.Ref.Project], perReplica(w.Ref)
+			total[w.Ref.Project] = dims{t[0] + int64(len(p.GPUs)), t[1] + r[1], t[2] + r[2]}
+			started[w.Ref.Project] = dims{s[0] + int64(len(p.GPUs)), s[1] + r[1], s[2] + r[2]}
+		}
+	}
+	names := [3]string{"GPUs", "CPU", "memory"}
+	for proj, s := range started {
+		p := set.Project(proj)
+		q, b := p.Spec.Quota, p.Spec.BorrowLimit
+		quota := dims{int64(q.GPUs), q.CPUMilli, q.MemoryBytes}
+		borrow := dims{int64(b.GPUs), b.CPUMilli, b.MemoryBytes}
+		for i := range 3 {
+			named := i == 0 || quota[i] > 0
+			if !named || borrow[i] < 0 || s[i] == 0 {
+				continue
+			}
+			if total[proj][i] > quota[i]+borrow[i] {
+				t.Fatalf("project %s holds %d %s once settled, beyond its quota %d + borrow limit %d\n%s", proj, total[proj][i], names[i], quota[i], borrow[i], Render(d))
+			}
 		}
 	}
 }
@@ -497,6 +601,19 @@ func TestPropInvariants(t *testing.T) {
 			t.Fatalf("two decisions over the same input differ")
 		}
 		checkDecision(t, in, d)
+	})
+}
+
+// TestPropQuotaLimits: no project goes beyond quota plus borrow limit in
+// any dimension its quota names, over a decision and the ones after it.
+func TestPropQuotaLimits(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		in := genInput(t)
+		for range 3 {
+			d := Decide(in)
+			checkQuotaLimits(t, in, d)
+			in = apply(in, d, in.Now.Add(time.Hour))
+		}
 	})
 }
 

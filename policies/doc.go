@@ -46,6 +46,15 @@
 //     allocation, GPUs or not, runs or leaves: it never queues again.
 //  4. Output sorted by Ref; Render prints it for people.
 //
+// A quota counts GPUs, and CPU and memory where it names them (above
+// zero: a dimension it leaves out is not counted), each the same way: a
+// workspace is inside the quota only if it fits what is left in every
+// counted dimension, a project never holds more than quota plus borrow
+// limit in any (a limit < 0: none), and borrowed work is reclaimed for
+// whichever it lacks. CPU counts resources.cpu per replica (an exclusive
+// core as 1000), memory resources.memory (QuotaPerReplica); a running
+// workspace counts its spec once per allocation.
+//
 // A workspace's tier is its own (Workspace.spec.tier) or its project's. A
 // project is a team with a quota; tier orders the team's own work, and
 // across teams quota, borrowing and reclaim decide first.
@@ -62,7 +71,8 @@
 // together in the order their decision admitted them (time queued, those
 // that fit the quota first). Reclaim, and priority preemption by a
 // preemptor that is itself beyond its quota, take only borrowed work, and
-// only while its project stays at or above its quota; so what reclaimed a
+// only while its project stays at or above its quota (in GPUs, or in a
+// named CPU or memory dimension the work taken uses); so what reclaimed a
 // quota is never taken back by the borrower it reclaimed from (no A↔B
 // ping-pong).
 //

@@ -48,13 +48,7 @@ func (d *decider) starved() int32 {
 			if best != nil && (w.tier < best.tier || (w.tier == best.tier && (w.queuedSince.After(best.queuedSince) || (w.queuedSince.Equal(best.queuedSince) && !w.ref.Less(best.ref))))) {
 				continue
 			}
-			limit := -1
-			if !w.preemptible {
-				limit = p.quota
-			} else if p.borrow >= 0 {
-				limit = p.quota + p.borrow
-			}
-			if limit >= 0 && p.held+need > limit {
+			if _, over := d.overLimit(p, w); over {
 				continue
 			}
 			mi := d.c.modelIndex(w.model)

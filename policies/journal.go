@@ -14,6 +14,7 @@ type undo struct {
 	ws        int32
 	victim    bool
 	projHeld  int
+	projRHeld quotaRes
 }
 
 func (d *decider) setOwner(si, owner int32, releasing bool) {
@@ -29,9 +30,10 @@ func (d *decider) victimize(vi int32) {
 	for _, si := range d.slotsOf(vi) {
 		d.changeSlot(si, vi, true, true)
 	}
-	d.journal = append(d.journal, undo{slot: -1, ws: vi, victim: v.victim, projHeld: p.held})
+	d.journal = append(d.journal, undo{slot: -1, ws: vi, victim: v.victim, projHeld: p.held, projRHeld: p.rheld})
 	v.victim = true
 	p.held -= v.held
+	p.rheld = p.rheld.sub(v.rheld)
 	d.dirty = append(d.dirty, v.proj)
 	d.gen++
 	d.memoGen++
@@ -60,6 +62,7 @@ func (d *decider) rollback() {
 		v := d.ws[u.ws]
 		v.victim = u.victim
 		d.projs[v.proj].held = u.projHeld
+		d.projs[v.proj].rheld = u.projRHeld
 	}
 	d.journal = d.journal[:0]
 	d.dirty = d.dirty[:0]

@@ -6,6 +6,7 @@ package policies
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/berth-dev/berth/drivers"
@@ -43,7 +44,7 @@ func (d *decider) right(w *wsState, inQuota bool, v *wsState) Right {
 		return RightNone
 	}
 	vp := d.projs[v.proj]
-	borrowed := v.overQuota && vp.held-v.held >= vp.quota
+	borrowed := v.overQuota && (vp.held-v.held >= vp.quota || vp.leavesAtQuota(v.rheld))
 	if w.canPreempt && v.tier < w.tier && (v.proj == w.proj || borrowed || (inQuota && !d.quotasFit)) {
 		return RightPriority
 	}
@@ -59,7 +60,10 @@ func (d *decider) rightWhy(w, v *wsState, r Right) string {
 		return fmt.Sprintf("tier %s (%d) outranks tier %s (%d)", w.tierName, w.tier, v.tierName, v.tier)
 	case RightReclaim:
 		vp := d.projs[v.proj]
-		return fmt.Sprintf("project %s reclaims its guaranteed quota of %s from project %s, which borrows beyond its quota of %d", w.ref.Project, plural(d.projs[w.proj].quota, "GPU"), vp.name, vp.quota)
+		if !d.projs[w.proj].rquota.named() && !vp.rquota.named() {
+			return fmt.Sprintf("project %s reclaims its guaranteed quota of %s from project %s, which borrows beyond its quota of %d", w.ref.Project, plural(d.projs[w.proj].quota, "GPU"), vp.name, vp.quota)
+		}
+		return fmt.Sprintf("project %s reclaims its guaranteed quota of %s from project %s, which borrows beyond its quota of %s", w.ref.Project, quotaText(d.projs[w.proj]), vp.name, quotaText(vp))
 	}
 	return ""
 }
@@ -229,7 +233,7 @@ func (d *decider) mayPreemptAny(w *wsState, inQuota bool) bool {
 	for vi, vp := range d.projs {
 		// Some candidate of vp could be borrowed work: it is beyond the
 		// quota, and taking it leaves vp at or above its quota.
-		borrowed := vp.leastOver <= vp.held-vp.quota
+		borrowed := vp.leastOver <= vp.held-vp.quota || (vp.rquota.named() && vp.leastOver != math.MaxInt)
 		if w.canPreempt && vp.minTier < w.tier && (((vi == w.proj || (inQuota && !d.quotasFit)) && vp.candidates) || borrowed) {
 			return true // priority
 		}
@@ -401,12 +405,14 @@ func (d *decider) borrowedOK(w *wsState, inQuota bool, set []int32) bool {
 			continue
 		}
 		taken := 0
+		var takenR quotaRes
 		for _, b := range set {
 			if vb := d.ws[b]; vb.proj == va.proj && needs(vb) {
 				taken += vb.held
+				takenR = takenR.add(vb.rheld)
 			}
 		}
-		if p := d.projs[va.proj]; p.held-taken < p.quota {
+		if p := d.projs[va.proj]; p.held-taken < p.quota && !p.leavesAtQuota(takenR) {
 			return false
 		}
 	}

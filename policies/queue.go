@@ -31,8 +31,12 @@ type needBucket struct {
 
 // head returns the queue position the project offers next: the first
 // workspace (in its queue order) that fits inside the project's remaining
-// guaranteed quota, else its first workspace.
-func (p *projState) head() int {
+// guaranteed quota, else its first workspace. A quota that names CPU or
+// memory is checked in those too: within each bucket that fits the GPUs
+// left, the first workspace that also fits the CPU and memory left
+// (those skipped stay in the bucket: room comes back when a victim of the
+// project is taken).
+func (d *decider) head(p *projState) int {
 	room := p.quota - p.held
 	best := -1
 	for i := range p.needs {
@@ -43,8 +47,20 @@ func (p *projState) head() int {
 		for b.cur < len(b.pos) && p.done[b.pos[b.cur]] {
 			b.cur++
 		}
-		if b.cur < len(b.pos) && (best < 0 || b.pos[b.cur] < best) {
-			best = b.pos[b.cur]
+		if !p.rquota.named() {
+			if b.cur < len(b.pos) && (best < 0 || b.pos[b.cur] < best) {
+				best = b.pos[b.cur]
+			}
+			continue
+		}
+		for _, pos := range b.pos[b.cur:] {
+			if best >= 0 && pos > best {
+				break
+			}
+			if !p.done[pos] && d.inQuota(p, d.ws[p.queue[pos]]) {
+				best = pos
+				break
+			}
 		}
 	}
 	if best >= 0 {
@@ -99,7 +115,7 @@ func (d *decider) share(p *projState) float64 {
 // anything: the key then is what computing it at each comparison gave.
 func (d *decider) refreshKey(pi int) {
 	p := d.projs[pi]
-	w := d.ws[p.queue[p.head()]]
+	w := d.ws[p.queue[d.head(p)]]
 	p.key = queueKey{w: w, inQuota: d.inQuota(p, w), share: d.share(p) - float64(w.boost)*d.stepCredit}
 }
 

@@ -7,6 +7,8 @@ package policies
 import (
 	"fmt"
 	"slices"
+
+	"github.com/berth-dev/berth/schema"
 )
 
 // admission is how a running workspace was admitted against its
@@ -20,7 +22,9 @@ const (
 )
 
 // markOverQuota sets overQuota on a project's running workspaces and
-// returns the GPUs they hold. queued, if not nil, sets a workspace's
+// returns the GPUs and the CPU and memory (rheld) they hold. A workspace
+// is beyond the quota when it is in any dimension the quota counts:
+// GPUs always, CPU and memory where rq names them. queued, if not nil, sets a workspace's
 // queuedSince; it is called only for workspaces that started at the same
 // time as another (nil: every queuedSince is set already).
 //
@@ -42,18 +46,20 @@ const (
 // work, the rest borrowed. Re-deriving alone is not enough: once older
 // work leaves, two started together may swap labels (the reclaimer
 // becoming borrowed work that its victim takes back, scenario 58).
-func markOverQuota(ws []*wsState, quota int, queued func(*wsState)) int {
+func markOverQuota(ws []*wsState, quota int, rq quotaRes, queued func(*wsState)) (int, quotaRes) {
 	total := 0
+	var totalR quotaRes
 	for _, w := range ws {
 		total += w.held
+		totalR = totalR.add(w.rheld)
 	}
-	if total <= quota {
+	if total <= quota && !rq.exceeds(totalR, rq) {
 		// Whatever the order, each workspace fits in what those before
 		// it left of the quota (both loops below): none is beyond it.
 		for _, w := range ws {
 			w.overQuota = false
 		}
-		return total
+		return total, totalR
 	}
 	// Start order (time queued, then Ref, among those started together):
 	// by start time, then each run of equal start times by the rest.
@@ -79,39 +85,49 @@ func markOverQuota(ws []*wsState, quota int, queued func(*wsState)) int {
 		i = j
 	}
 	// inRoom: what the quota has left beside the work counted inside it.
-	inRoom := quota
+	inRoom, inRoomR := quota, rq
 	for _, w := range ws {
 		if w.admitted == admittedInQuota {
-			w.overQuota = w.held > inRoom
+			w.overQuota = w.held > inRoom || rq.exceeds(w.rheld, inRoomR)
 			if !w.overQuota {
 				inRoom -= w.held
+				inRoomR = inRoomR.sub(w.rheld)
 			}
 		}
 	}
 	held := 0
+	var heldR quotaRes
 	for i := 0; i < len(ws); {
 		j := i
-		room := quota - held
+		room, roomR := quota-held, rq.sub(heldR)
 		for ; j < len(ws) && ws[j].startedAt.Equal(ws[i].startedAt); j++ {
 			w := ws[j]
 			if w.admitted != admittedInQuota {
-				w.overQuota = w.held > room || w.held > inRoom
+				w.overQuota = w.held > room || w.held > inRoom || rq.exceeds(w.rheld, roomR) || rq.exceeds(w.rheld, inRoomR)
 				if !w.overQuota {
 					inRoom -= w.held
+					inRoomR = inRoomR.sub(w.rheld)
 				}
 			}
 			if !w.overQuota {
 				room -= w.held
+				roomR = roomR.sub(w.rheld)
 			}
 			held += w.held
+			heldR = heldR.add(w.rheld)
 		}
 		i = j
 	}
-	return held
+	return held, heldR
 }
 
+// inQuota reports whether w fits in what project p's quota has left, in
+// every dimension the quota counts.
 func (d *decider) inQuota(p *projState, w *wsState) bool {
-	return p.held+w.gpus*w.replicas <= p.quota
+	if p.held+w.gpus*w.replicas > p.quota {
+		return false
+	}
+	return !p.rquota.named() || !p.rquota.exceeds(p.rheld.add(quotaNeed(w)), p.rquota)
 }
 
 func (d *decider) quotaReason(p *projState, w *wsState) Reason {
@@ -122,4 +138,125 @@ func (d *decider) quotaReason(p *projState, w *wsState) Reason {
 		return Reason{ReasonQuota, fmt.Sprintf("quota: not preemptible, so it runs only inside project %s's guaranteed quota, which has %d/%d GPUs in use; it needs %d", p.name, inQ, p.quota, need)}
 	}
 	return Reason{ReasonQuota, fmt.Sprintf("quota: project %s uses %d/%d guaranteed GPUs and %d/%d borrowed; it needs %d", p.name, inQ, p.quota, borrowed, p.borrow, need)}
+}
+
+// quotaRes is what a quota counts besides GPUs: CPU in the unit of
+// resources.cpu (millicores, one core being 1000, as Nomad's MHz shares
+// are one for one) and memory in bytes. As a quota, a dimension at zero
+// is one the quota does not name: it limits nothing.
+type quotaRes struct{ cpu, mem int64 }
+
+func (a quotaRes) add(b quotaRes) quotaRes { return quotaRes{a.cpu + b.cpu, a.mem + b.mem} }
+func (a quotaRes) sub(b quotaRes) quotaRes { return quotaRes{a.cpu - b.cpu, a.mem - b.mem} }
+
+// named reports whether quota q names CPU or memory.
+func (q quotaRes) named() bool { return q.cpu > 0 || q.mem > 0 }
+
+// exceeds reports whether a is more than room in a dimension quota q
+// names.
+func (q quotaRes) exceeds(a, room quotaRes) bool {
+	return (q.cpu > 0 && a.cpu > room.cpu) || (q.mem > 0 && a.mem > room.mem)
+}
+
+// quotaPerReplica is what one replica of w counts against its project's
+// CPU and memory quota: its CPU share as written (an exclusive core
+// counts as cpu: 1, 1000) and its memory. Counting the spec rather than
+// a node's MHz keeps the count the same wherever it runs.
+func quotaPerReplica(w *wsState) quotaRes {
+	return quotaRes{w.cpu + int64(w.cores)*1000, w.mem}
+}
+
+// QuotaPerReplica is what one replica asking r counts against its
+// project's CPU and memory quota, as the decision counts it: CPU in
+// millicores (resources.cpu, an exclusive core as 1000) and memory in
+// bytes. Status and metrics report use against the quota with it.
+func QuotaPerReplica(r schema.WorkResources) (cpu, mem int64) {
+	return r.CPUMilli + int64(r.ExclusiveCores)*1000, r.MemoryBytes
+}
+
+// quotaNeed is what w, all replicas, counts against its project's CPU
+// and memory quota.
+func quotaNeed(w *wsState) quotaRes {
+	r := quotaPerReplica(w)
+	n := int64(w.replicas)
+	return quotaRes{r.cpu * n, r.mem * n}
+}
+
+// leavesAtQuota reports whether taking x (held by borrowed work) off
+// project p leaves it at or above its quota in a dimension the quota
+// names and x uses, so that what is taken was all borrowed there.
+func (p *projState) leavesAtQuota(x quotaRes) bool {
+	q, h := p.rquota, p.rheld
+	return (q.cpu > 0 && x.cpu > 0 && h.cpu-x.cpu >= q.cpu) || (q.mem > 0 && x.mem > 0 && h.mem-x.mem >= q.mem)
+}
+
+// overLimit reports whether admitting w would take project p beyond
+// what it may hold in some dimension (GPUs first, then CPU, then
+// memory): its quota for a workspace that may not be preempted, else
+// its quota plus borrow limit (a limit < 0: none); with the reason.
+func (d *decider) overLimit(p *projState, w *wsState) (Reason, bool) {
+	need := w.gpus * w.replicas
+	limit := -1
+	if !w.preemptible {
+		limit = p.quota
+	} else if p.borrow >= 0 {
+		limit = p.quota + p.borrow
+	}
+	if limit >= 0 && p.held+need > limit {
+		return d.quotaReason(p, w), true
+	}
+	if !p.rquota.named() {
+		return Reason{}, false
+	}
+	rn := quotaNeed(w)
+	dims := [...]struct {
+		name                      string
+		quota, borrow, held, need int64
+		text                      func(int64) string
+	}{
+		{"CPU", p.rquota.cpu, p.rborrow.cpu, p.rheld.cpu, rn.cpu, CPUText},
+		{"memory", p.rquota.mem, p.rborrow.mem, p.rheld.mem, rn.mem, Bytes},
+	}
+	for _, dm := range dims {
+		if dm.quota <= 0 || dm.need <= 0 {
+			continue
+		}
+		if !w.preemptible {
+			if dm.held+dm.need > dm.quota {
+				return Reason{ReasonQuota, fmt.Sprintf("quota: not preemptible, so it runs only inside project %s's guaranteed %s quota of %s, which has %s in use; it needs %s", p.name, dm.name, dm.text(dm.quota), dm.text(dm.held), dm.text(dm.need))}, true
+			}
+			continue
+		}
+		if dm.borrow >= 0 && dm.held+dm.need > dm.quota+dm.borrow {
+			return Reason{ReasonQuota, fmt.Sprintf("quota: project %s would exceed its %s quota (%s + %s borrow): it uses %s; it needs %s", p.name, dm.name, dm.text(dm.quota), dm.text(dm.borrow), dm.text(dm.held), dm.text(dm.need))}, true
+		}
+	}
+	return Reason{}, false
+}
+
+// CPUText writes CPU (millicores) for a person: "8 CPUs",
+// "1 CPU", "2.5 CPUs", "250m CPU".
+func CPUText(m int64) string {
+	switch {
+	case m == 1000:
+		return "1 CPU"
+	case m%1000 == 0:
+		return fmt.Sprintf("%d CPUs", m/1000)
+	case m%100 == 0:
+		return fmt.Sprintf("%d.%d CPUs", m/1000, m%1000/100)
+	}
+	return fmt.Sprintf("%dm CPU", m)
+}
+
+// quotaText writes project p's quota: "4 GPUs", or with the CPU and
+// memory it names, "4 GPUs, 8 CPUs and 64 GiB memory".
+func quotaText(p *projState) string {
+	parts := []string{plural(p.quota, "GPU")}
+	if p.rquota.cpu > 0 {
+		parts = append(parts, CPUText(p.rquota.cpu))
+	}
+	if p.rquota.mem > 0 {
+		parts = append(parts, Bytes(p.rquota.mem)+" memory")
+	}
+	return joinAnd(parts)
 }

@@ -50,7 +50,7 @@ func TestMarkOverQuota(t *testing.T) {
 					queuedSince: t0.Add(time.Duration(x.queued) * time.Minute), admitted: x.admitted})
 				total += x.held
 			}
-			if held := markOverQuota(ws, tt.quota, nil); held != total {
+			if held, _ := markOverQuota(ws, tt.quota, quotaRes{}, nil); held != total {
 				t.Errorf("held %d, want %d", held, total)
 			}
 			var got []string
@@ -67,6 +67,53 @@ func TestMarkOverQuota(t *testing.T) {
 			}
 			if in > tt.quota {
 				t.Errorf("%d GPUs in-quota, quota %d", in, tt.quota)
+			}
+		})
+	}
+}
+
+// TestMarkOverQuotaMemory: a quota naming memory labels as it does GPUs,
+// in every dimension: a workspace is beyond the quota when it is in
+// either; a recorded in-quota one stays inside; one with no record is
+// labelled in start order.
+func TestMarkOverQuotaMemory(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	const gi = 1 << 30
+	type w struct {
+		name     string
+		gpus     int
+		mem      int64
+		started  int // minutes after t0
+		admitted admission
+	}
+	in, unk := admittedInQuota, admittedUnknown
+	tests := map[string]struct {
+		ws   []w
+		want string // the borrowed ones
+	}{
+		"inside in both":                    {[]w{{"a", 1, 32 * gi, 0, unk}, {"b", 1, 32 * gi, 10, unk}}, "[]"},
+		"beyond in memory alone":            {[]w{{"a", 1, 48 * gi, 0, unk}, {"b", 1, 32 * gi, 10, unk}}, "[b]"},
+		"beyond in GPUs alone":              {[]w{{"a", 3, 8 * gi, 0, unk}, {"b", 2, 8 * gi, 10, unk}}, "[b]"},
+		"no GPU, beyond in memory":          {[]w{{"a", 1, 48 * gi, 0, unk}, {"cpu", 0, 32 * gi, 10, unk}}, "[cpu]"},
+		"recorded in-quota keeps its place": {[]w{{"a", 1, 48 * gi, 0, unk}, {"b", 1, 32 * gi, 10, in}}, "[a]"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			var ws []*wsState
+			for _, x := range tt.ws {
+				ws = append(ws, &wsState{ref: schema.Ref{Project: "p", Name: x.name}, held: x.gpus, rheld: quotaRes{mem: x.mem},
+					startedAt: t0.Add(time.Duration(x.started) * time.Minute), admitted: x.admitted})
+			}
+			// Quota: 4 GPUs and 64Gi.
+			markOverQuota(ws, 4, quotaRes{mem: 64 * gi}, nil)
+			var got []string
+			for _, w := range ws {
+				if w.overQuota {
+					got = append(got, w.ref.Name)
+				}
+			}
+			if s := fmt.Sprint(got); s != tt.want {
+				t.Errorf("borrowed %s, want %s", s, tt.want)
 			}
 		})
 	}

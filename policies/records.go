@@ -55,6 +55,9 @@ func newDecider(in Input) *decider {
 		if ps.weight <= 0 {
 			ps.weight = 1
 		}
+		q, b := &p.Spec.Quota, &p.Spec.BorrowLimit
+		ps.rquota = quotaRes{max(q.CPUMilli, 0), max(q.MemoryBytes, 0)}
+		ps.rborrow = quotaRes{b.CPUMilli, b.MemoryBytes}
 		if t := specs.Tier(p.Spec.Tier); t != nil {
 			ps.tier = t.Spec.Value
 			ps.canPreempt, ps.preemptible = t.Spec.CanPreempt, t.Spec.Preemptible
@@ -193,6 +196,7 @@ func newDecider(in Input) *decider {
 			w.allocs = append(w.allocs, a)
 		}
 		w.held += len(a.GPUs)
+		w.rheld = w.rheld.add(quotaPerReplica(w))
 		if a.Phase == drivers.AllocStopping {
 			w.stopping = true
 		}
@@ -329,14 +333,28 @@ func newDecider(in Input) *decider {
 		}
 	}
 	for pi, ws := range byProj {
-		d.projs[pi].held = markOverQuota(ws, d.projs[pi].quota, queuedSince)
+		p := d.projs[pi]
+		p.held, p.rheld = markOverQuota(ws, p.quota, p.rquota, queuedSince)
 	}
 
 	sumQuota := 0
+	var sumR, cluster quotaRes
 	for _, p := range d.projs {
 		sumQuota += max(p.quota, 0)
+		sumR = sumR.add(p.rquota)
 	}
 	d.quotasFit = sumQuota <= len(d.c.slots)
+	// CPU and memory quotas are weighed against the nodes where every
+	// node tracks the dimension.
+	if sumR.named() && d.quotasFit {
+		cpuKnown, memKnown := len(snap.Nodes) > 0, len(snap.Nodes) > 0
+		for _, n := range snap.Nodes {
+			cluster = cluster.add(quotaRes{n.CPUMilli, n.MemoryBytes})
+			cpuKnown = cpuKnown && n.CPUMilli > 0
+			memKnown = memKnown && n.MemoryBytes > 0
+		}
+		d.quotasFit = (!cpuKnown || sumR.cpu <= cluster.cpu) && (!memKnown || sumR.mem <= cluster.mem)
+	}
 
 	// Preemption candidates and tier ranks.
 	values := map[int]bool{}

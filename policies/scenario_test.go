@@ -89,6 +89,7 @@ func TestScenarios(t *testing.T) {
 //	-- now --      2026-03-02T10:00:00Z (every other time is relative to it: -30m)
 //	-- specs --    tier NAME VALUE [nopreempt] [noevict]
 //	               project NAME tier=T [quota=N] [borrow=N|unlimited] [weight=W]
+//	                       [quotaCPU=CORES|500m] [quotaMem=SIZE] [borrowCPU=CORES] [borrowMem=SIZE]
 //	               workspace PROJECT/NAME gpus=N [replicas=K] [model=M] [nvlink=C] [numa=C]
 //	                         [state=Stopped] [preemptible=false] [cpu=CORES|500m] [mem=64Gi]
 //	               policy [minRuntime=D] [maxVictims=N] [halfLife=D] [aging=INTERVAL/STEP/MAX]
@@ -270,8 +271,35 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 			}
 			set.Tiers = append(set.Tiers, schema.PriorityTier{Meta: schema.Meta{Name: f.words[1]}, Spec: schema.TierSpec{Value: v, Preemptible: !f.flags["noevict"], CanPreempt: !f.flags["nopreempt"]}})
 		case "project":
-			p := schema.Project{Meta: schema.Meta{Name: f.words[1]}, Spec: schema.ProjectSpec{Tier: f.kv["tier"], BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited}, FairShare: schema.FairShare{Weight: 1}}}
+			p := schema.Project{Meta: schema.Meta{Name: f.words[1]}, Spec: schema.ProjectSpec{Tier: f.kv["tier"], BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited, CPUMilli: schema.Unlimited, MemoryBytes: schema.Unlimited}, FairShare: schema.FairShare{Weight: 1}}}
 			var err error
+			// CPU and memory quota and borrow limit: the workspace syntax
+			// under other names.
+			for _, qb := range []struct {
+				cpu, mem string
+				res      *[2]*int64
+			}{
+				{"quotaCPU", "quotaMem", &[2]*int64{&p.Spec.Quota.CPUMilli, &p.Spec.Quota.MemoryBytes}},
+				{"borrowCPU", "borrowMem", &[2]*int64{&p.Spec.BorrowLimit.CPUMilli, &p.Spec.BorrowLimit.MemoryBytes}},
+			} {
+				sub := fields{kv: map[string]string{}}
+				if v, ok := f.kv[qb.cpu]; ok {
+					sub.kv["cpu"] = v
+				}
+				if v, ok := f.kv[qb.mem]; ok {
+					sub.kv["mem"] = v
+				}
+				c, m, _, _, err := resFields(sub)
+				if err != nil {
+					return nil, err
+				}
+				if _, ok := sub.kv["cpu"]; ok {
+					*qb.res[0] = c
+				}
+				if _, ok := sub.kv["mem"]; ok {
+					*qb.res[1] = m
+				}
+			}
 			if p.Spec.Quota.GPUs, err = atoi(f, "quota", 0); err != nil {
 				return nil, err
 			}

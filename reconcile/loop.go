@@ -811,8 +811,17 @@ func wherePlaced(ps []drivers.Placement) (string, []string) {
 // projectStatus reports each project's quota, usage and share.
 func projectStatus(set *schema.Set, snap *drivers.Snapshot, hist *drivers.History) []ProjectStatus {
 	used := map[string]int{}
+	usedCPU, usedMem := map[string]int64{}, map[string]int64{}
 	for _, a := range snap.Allocs {
 		used[a.Workspace.Project] += len(a.GPUs)
+		// CPU and memory as the quota counts them: the spec's, per
+		// allocation; what Nomad holds for one the specs no longer list.
+		cpu, mem := a.CPUMilli, a.MemoryBytes
+		if w := set.Workspace(a.Workspace); w != nil {
+			cpu, mem = policies.QuotaPerReplica(w.Spec.Resources)
+		}
+		usedCPU[a.Workspace.Project] += cpu
+		usedMem[a.Workspace.Project] += mem
 	}
 	var weights, usage float64
 	for _, p := range set.Projects {
@@ -832,6 +841,20 @@ func projectStatus(set *schema.Set, snap *drivers.Snapshot, hist *drivers.Histor
 			ps.TierValue = t.Spec.Value
 		}
 		ps.BorrowedGPUs = max(0, ps.UsedGPUs-ps.QuotaGPUs)
+		if q := p.Spec.Quota.CPUMilli; q > 0 {
+			ps.QuotaCPUMilli, ps.UsedCPUMilli = q, usedCPU[p.Meta.Name]
+			ps.BorrowedCPUMilli = max(0, ps.UsedCPUMilli-q)
+			if b := p.Spec.BorrowLimit.CPUMilli; b >= 0 {
+				ps.BorrowLimitCPUMilli = &b
+			}
+		}
+		if q := p.Spec.Quota.MemoryBytes; q > 0 {
+			ps.QuotaMemoryBytes, ps.UsedMemoryBytes = q, usedMem[p.Meta.Name]
+			ps.BorrowedMemoryBytes = max(0, ps.UsedMemoryBytes-q)
+			if b := p.Spec.BorrowLimit.MemoryBytes; b >= 0 {
+				ps.BorrowLimitMemoryBytes = &b
+			}
+		}
 		if weights > 0 {
 			ps.Share = weight(p) / weights
 		}

@@ -26,6 +26,10 @@ type Metrics struct {
 	quota, used, borrowed *prometheus.GaugeVec
 	waiting, oldestWait   *prometheus.GaugeVec
 	workLost              *prometheus.CounterVec
+	// CPU (cores) and memory (bytes) against a quota that names them;
+	// a project whose quota does not name one has no series for it.
+	quotaCPU, usedCPU, borrowedCPU *prometheus.GaugeVec
+	quotaMem, usedMem, borrowedMem *prometheus.GaugeVec
 
 	mu      sync.Mutex // guards the revision series
 	refused string     // the revision of the refused series
@@ -73,12 +77,31 @@ func NewMetrics() *Metrics {
 		oldestWait: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "berth_project_oldest_wait_seconds", Help: "How long a project's longest-waiting workspace has waited (0: none waits).",
 		}, []string{"project", "tier"}),
+		quotaCPU: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "berth_project_quota_cpu_cores", Help: "The CPU (cores) a project's quota guarantees it, where the quota names CPU.",
+		}, []string{"project", "tier"}),
+		usedCPU: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "berth_project_used_cpu_cores", Help: "The CPU (cores, an exclusive core as 1) a project's workspaces hold, where its quota names CPU.",
+		}, []string{"project", "tier"}),
+		borrowedCPU: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "berth_project_borrowed_cpu_cores", Help: "The CPU (cores) a project holds beyond its CPU quota.",
+		}, []string{"project", "tier"}),
+		quotaMem: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "berth_project_quota_memory_bytes", Help: "The memory a project's quota guarantees it, where the quota names memory.",
+		}, []string{"project", "tier"}),
+		usedMem: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "berth_project_used_memory_bytes", Help: "The memory a project's workspaces hold, where its quota names memory.",
+		}, []string{"project", "tier"}),
+		borrowedMem: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "berth_project_borrowed_memory_bytes", Help: "The memory a project holds beyond its memory quota.",
+		}, []string{"project", "tier"}),
 		workLost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_work_lost_seconds_total", Help: "Progress lost by workspaces since their last checkpoint when preempted or failed, by the workspace's tier.",
 		}, []string{"tier"}),
 	}
 	m.Registry.MustRegister(m.decisions, m.preemptions, m.pending, m.states, m.duration, m.cycles, m.revisions,
-		m.quota, m.used, m.borrowed, m.waiting, m.oldestWait, m.workLost)
+		m.quota, m.used, m.borrowed, m.waiting, m.oldestWait, m.workLost,
+		m.quotaCPU, m.usedCPU, m.borrowedCPU, m.quotaMem, m.usedMem, m.borrowedMem)
 	return m
 }
 
@@ -160,7 +183,7 @@ func (m *Metrics) revision(id string, valid bool) {
 func (m *Metrics) observeStatus(records map[schema.Ref]*record, projects []ProjectStatus, now time.Time) {
 	m.pending.Reset()
 	m.states.Reset()
-	for _, g := range []*prometheus.GaugeVec{m.quota, m.used, m.borrowed, m.waiting, m.oldestWait} {
+	for _, g := range []*prometheus.GaugeVec{m.quota, m.used, m.borrowed, m.waiting, m.oldestWait, m.quotaCPU, m.usedCPU, m.borrowedCPU, m.quotaMem, m.usedMem, m.borrowedMem} {
 		g.Reset()
 	}
 	tiers := make(map[string]string, len(projects))
@@ -169,6 +192,16 @@ func (m *Metrics) observeStatus(records map[schema.Ref]*record, projects []Proje
 		m.quota.WithLabelValues(p.Name, p.Tier).Set(float64(p.QuotaGPUs))
 		m.used.WithLabelValues(p.Name, p.Tier).Set(float64(p.UsedGPUs))
 		m.borrowed.WithLabelValues(p.Name, p.Tier).Set(float64(p.BorrowedGPUs))
+		if p.QuotaCPUMilli > 0 {
+			m.quotaCPU.WithLabelValues(p.Name, p.Tier).Set(float64(p.QuotaCPUMilli) / 1000)
+			m.usedCPU.WithLabelValues(p.Name, p.Tier).Set(float64(p.UsedCPUMilli) / 1000)
+			m.borrowedCPU.WithLabelValues(p.Name, p.Tier).Set(float64(p.BorrowedCPUMilli) / 1000)
+		}
+		if p.QuotaMemoryBytes > 0 {
+			m.quotaMem.WithLabelValues(p.Name, p.Tier).Set(float64(p.QuotaMemoryBytes))
+			m.usedMem.WithLabelValues(p.Name, p.Tier).Set(float64(p.UsedMemoryBytes))
+			m.borrowedMem.WithLabelValues(p.Name, p.Tier).Set(float64(p.BorrowedMemoryBytes))
+		}
 		m.waiting.WithLabelValues(p.Name, p.Tier).Set(0)
 		m.oldestWait.WithLabelValues(p.Name, p.Tier).Set(0)
 	}

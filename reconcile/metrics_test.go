@@ -59,6 +59,33 @@ func TestProjectMetrics(t *testing.T) {
 	})
 }
 
+// TestProjectMetricsCPUMemory: a project whose quota names CPU and
+// memory has series for them (CPU in cores, memory in bytes); one whose
+// quota names only GPUs has none.
+func TestProjectMetricsCPUMemory(t *testing.T) {
+	m := NewMetrics()
+	m.observeStatus(nil, []ProjectStatus{
+		{Name: "gpu-only", Tier: "low", QuotaGPUs: 2, UsedGPUs: 1},
+		{Name: "ml", Tier: "high", QuotaGPUs: 4, UsedGPUs: 3, QuotaCPUMilli: 8000, UsedCPUMilli: 16500, BorrowedCPUMilli: 8500,
+			QuotaMemoryBytes: 64 << 30, UsedMemoryBytes: 32 << 30},
+	}, time.Time{})
+	for name, want := range map[string]float64{
+		"berth_project_quota_cpu_cores":       8,
+		"berth_project_used_cpu_cores":        16.5,
+		"berth_project_borrowed_cpu_cores":    8.5,
+		"berth_project_quota_memory_bytes":    64 << 30,
+		"berth_project_used_memory_bytes":     32 << 30,
+		"berth_project_borrowed_memory_bytes": 0,
+	} {
+		if got, ok := projectGauge(t, m.Registry, name, "ml", "high"); !ok || got != want {
+			t.Errorf("%s{project=ml} = %v (present %v), want %v", name, got, ok, want)
+		}
+		if _, ok := projectGauge(t, m.Registry, name, "gpu-only", "low"); ok {
+			t.Errorf("%s{project=gpu-only} present; its quota names no CPU or memory", name)
+		}
+	}
+}
+
 // projectGauge returns the value of metric name with the labels project and
 // tier in reg, and whether it is there.
 func projectGauge(t *testing.T, reg *prometheus.Registry, name, project, tier string) (float64, bool) {

@@ -379,13 +379,19 @@ func diffProjects(base, head *schema.Set, project func(string) *ProjectReport) {
 			ch = append(ch, fmt.Sprintf("quota %d → %d GPUs", a.Quota.GPUs, b.Quota.GPUs))
 		}
 		if a.Quota.CPUMilli != b.Quota.CPUMilli {
-			ch = append(ch, fmt.Sprintf("quota CPU %dm → %dm", a.Quota.CPUMilli, b.Quota.CPUMilli))
+			ch = append(ch, fmt.Sprintf("quota CPU %s → %s", quotaCPUText(a.Quota.CPUMilli), quotaCPUText(b.Quota.CPUMilli)))
 		}
 		if a.Quota.MemoryBytes != b.Quota.MemoryBytes {
-			ch = append(ch, fmt.Sprintf("quota memory %s → %s", bytesText(a.Quota.MemoryBytes), bytesText(b.Quota.MemoryBytes)))
+			ch = append(ch, fmt.Sprintf("quota memory %s → %s", quotaMemText(a.Quota.MemoryBytes), quotaMemText(b.Quota.MemoryBytes)))
 		}
 		if a.BorrowLimit.GPUs != b.BorrowLimit.GPUs {
 			ch = append(ch, fmt.Sprintf("borrow limit %s → %s", borrowText(a.BorrowLimit.GPUs), borrowText(b.BorrowLimit.GPUs)))
+		}
+		if a.BorrowLimit.CPUMilli != b.BorrowLimit.CPUMilli {
+			ch = append(ch, fmt.Sprintf("borrow limit CPU %s → %s", borrowQtyText(a.BorrowLimit.CPUMilli, quotaCPUText), borrowQtyText(b.BorrowLimit.CPUMilli, quotaCPUText)))
+		}
+		if a.BorrowLimit.MemoryBytes != b.BorrowLimit.MemoryBytes {
+			ch = append(ch, fmt.Sprintf("borrow limit memory %s → %s", borrowQtyText(a.BorrowLimit.MemoryBytes, quotaMemText), borrowQtyText(b.BorrowLimit.MemoryBytes, quotaMemText)))
 		}
 		if weight(*old) != weight(p) {
 			ch = append(ch, fmt.Sprintf("fair-share weight %g → %g", weight(*old), weight(p)))
@@ -525,12 +531,31 @@ func borrowText(n int) string {
 	return fmt.Sprintf("%d GPUs", n)
 }
 
-func bytesText(b int64) string {
-	const gi = 1 << 30
-	if b%gi == 0 {
-		return fmt.Sprintf("%dGi", b/gi)
+// quotaCPUText and quotaMemText write a CPU or memory quota as YAML
+// writes it ("8", "64Gi"), or "none" for one not named.
+func quotaCPUText(m int64) string {
+	if m <= 0 {
+		return "none"
 	}
-	return fmt.Sprintf("%d bytes", b)
+	return schema.CPUText(m)
+}
+
+func quotaMemText(b int64) string {
+	if b <= 0 {
+		return "none"
+	}
+	return schema.BytesText(b)
+}
+
+// borrowQtyText writes a CPU or memory borrow limit, "unlimited" below 0.
+func borrowQtyText(n int64, text func(int64) string) string {
+	switch {
+	case n < 0:
+		return "unlimited"
+	case n == 0:
+		return "0"
+	}
+	return text(n)
 }
 
 func setDiff(a, b []string) (added, removed []string) {

@@ -169,12 +169,20 @@ func parsePlanCluster(t *testing.T, text string, now time.Time) *drivers.Snapsho
 			}
 			return now.Add(d)
 		}
+		// mem=SIZE: a node's memory, or what an allocation holds.
+		mem := int64(0)
+		if kv["mem"] != "" {
+			var err error
+			if mem, err = schema.ParseBytes(kv["mem"]); err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+		}
 		switch f[0] {
 		case "node":
 			n, _ := strconv.Atoi(kv["gpus"])
 			domains, _ := strconv.Atoi(kv["domains"])
 			domains = max(domains, 1)
-			node := drivers.Node{Name: f[1], ID: f[1], Ready: true, Eligible: true, Datacenter: kv["dc"]}
+			node := drivers.Node{Name: f[1], ID: f[1], Ready: true, Eligible: true, Datacenter: kv["dc"], MemoryBytes: mem}
 			for i := range n {
 				node.GPUs = append(node.GPUs, drivers.GPU{ID: fmt.Sprintf("%s-g%d", f[1], i), Index: i, Model: "H100", Domain: i * domains / n, Healthy: true})
 			}
@@ -182,7 +190,7 @@ func parsePlanCluster(t *testing.T, text string, now time.Time) *drivers.Snapsho
 		case "alloc":
 			p, n, _ := strings.Cut(f[1], "/")
 			a := drivers.Alloc{Workspace: schema.Ref{Project: p, Name: n}, Node: kv["node"], Phase: drivers.AllocRunning,
-				StartedAt: rel("started"), LastCheckpoint: rel("checkpoint"), Revision: "base"}
+				StartedAt: rel("started"), LastCheckpoint: rel("checkpoint"), Revision: "base", MemoryBytes: mem}
 			if a.StartedAt.IsZero() {
 				a.StartedAt = now.Add(-time.Hour)
 			}

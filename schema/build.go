@@ -121,6 +121,9 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 		set.Projects = append(set.Projects, p)
 	}
 
+	// 4b. CPU and memory quotas against the cluster files' nodes.
+	add(checkQuotaCapacity(set.Projects, clusterShapes(byKind[KindCluster]))...)
+
 	// 5. Volumes: the projects they list exist.
 	for _, d := range byKind[KindVolume] {
 		if !d.valid {
@@ -199,6 +202,7 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 		if dg, ok := checkQuotaFit(&w, p, d); !ok {
 			add(dg)
 		}
+		add(checkQuotaFitCPUMem(&w, p, d)...)
 		// With several cluster files, fitting any one of them is enough.
 		var misfits []Diagnostic
 		for _, c := range clusters {
@@ -281,6 +285,38 @@ func checkQuotaFit(w *Workspace, p *Project, d *doc) (Diagnostic, bool) {
 	}
 	return errorf(d.pos("spec.resources.gpus"), "workspace %q can never run: it needs %s but project %q may use at most %d (quota %d + borrowLimit %d); lower its GPUs or replicas, or raise the project's quota or borrowLimit",
 		w.Meta.Name, needs, p.Meta.Name, limit, p.Spec.Quota.GPUs, p.Spec.BorrowLimit.GPUs), false
+}
+
+// checkQuotaFitCPUMem reports a workspace whose gang can never fit its
+// project's CPU or memory quota plus borrow limit, where the quota names
+// them and the limit is not unlimited. CPU counts resources.cpu, an
+// exclusive core as 1 (1000m), as the decision counts it.
+func checkQuotaFitCPUMem(w *Workspace, p *Project, d *doc) []Diagnostic {
+	var out []Diagnostic
+	r, n := w.Spec.Resources, int64(max(w.Spec.Replicas, 1))
+	for _, dm := range []struct {
+		name, field        string
+		quota, borrow, per int64
+		text               func(int64) string
+	}{
+		{"CPU", "cpu", p.Spec.Quota.CPUMilli, p.Spec.BorrowLimit.CPUMilli, r.CPUMilli + int64(r.ExclusiveCores)*1000, CPUText},
+		{"memory", "memory", p.Spec.Quota.MemoryBytes, p.Spec.BorrowLimit.MemoryBytes, r.MemoryBytes, BytesText},
+	} {
+		if dm.quota <= 0 || dm.borrow < 0 || dm.per*n <= dm.quota+dm.borrow {
+			continue
+		}
+		needs := dm.text(dm.per*n) + " " + dm.name
+		if n > 1 {
+			needs = fmt.Sprintf("%s (%d replicas × %s)", needs, n, dm.text(dm.per))
+		}
+		field := "spec.resources." + dm.field
+		if dm.field == "cpu" && r.ExclusiveCores > 0 {
+			field = "spec.resources.exclusiveCores"
+		}
+		out = append(out, errorf(d.pos(field), "workspace %q can never run: it needs %s but project %q may use at most %s (%s quota %s + borrowLimit %s); lower its %s or replicas, or raise the project's %s quota or borrowLimit",
+			w.Meta.Name, needs, p.Meta.Name, dm.text(dm.quota+dm.borrow), dm.name, dm.text(dm.quota), dm.text(dm.borrow), dm.field, dm.name))
+	}
+	return out
 }
 
 // nameRE is #Name of the schema.

@@ -2,7 +2,7 @@ package schema
 
 import (
 	"fmt"
-
+	"sort"
 	"strings"
 )
 
@@ -20,6 +20,9 @@ type gpuShape struct {
 type clusterShape struct {
 	name  string
 	nodes []nodeShape
+	// cpu (millicores) and mem (bytes) are what its nodes offer in all;
+	// -1 where some node does not say.
+	cpu, mem int64
 }
 
 // nodeShape is one node: its GPUs and what a placement matches.
@@ -60,11 +63,13 @@ func readCluster(d *doc) (clusterShape, bool) {
 			return c, false
 		}
 		var gpus []gpuShape
+		cpuText, memText := quantityText(node["cpu"]), quantityText(node["memory"])
 		if p, ok := node["preset"].(string); ok {
 			preset, known := LookupClusterPreset(p)
 			if !known {
 				return c, false
 			}
+			cpuText, memText = cmpOr(cpuText, preset.CPU), cmpOr(memText, preset.Memory)
 			for _, g := range preset.GPUs {
 				for range g.Count {
 					gpus = append(gpus, gpuShape{model: g.Model, domain: g.Domain, numa: g.NUMA})
@@ -105,8 +110,84 @@ func readCluster(d *doc) (clusterShape, bool) {
 		for range count {
 			c.nodes = append(c.nodes, ns)
 		}
+		if cpu, err := ParseCPU(cpuText); err == nil && cpuText != "" && c.cpu >= 0 {
+			c.cpu += cpu * count
+		} else {
+			c.cpu = -1
+		}
+		if mem, err := ParseBytes(memText); err == nil && memText != "" && c.mem >= 0 {
+			c.mem += mem * count
+		} else {
+			c.mem = -1
+		}
 	}
 	return c, true
+}
+
+// quantityText is a cluster file's quantity (a number or a string) as
+// text; "" when absent or of another type.
+func quantityText(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case int64:
+		return fmt.Sprint(v)
+	case float64:
+		return fmt.Sprint(v)
+	}
+	return ""
+}
+
+// checkQuotaCapacity warns when the projects' CPU or memory quotas add
+// up to more than the largest cluster file offers (every node of it
+// saying how much): the quotas cannot all be held at once, so in-quota
+// work may wait, and tiers then rank projects' in-quota work as when GPU
+// quotas overcommit the cluster. The warning is at the project whose
+// quota passes the cluster's total, in name order.
+func checkQuotaCapacity(projects []Project, clusters []clusterShape) []Diagnostic {
+	var out []Diagnostic
+	for _, dm := range []struct {
+		name, field string
+		quota       func(*Project) int64
+		have        func(clusterShape) int64
+		text        func(int64) string
+	}{
+		{"CPU", "spec.quota.cpu", func(p *Project) int64 { return p.Spec.Quota.CPUMilli }, func(c clusterShape) int64 { return c.cpu }, func(m int64) string { return CPUText(m) + " CPUs" }},
+		{"memory", "spec.quota.memory", func(p *Project) int64 { return p.Spec.Quota.MemoryBytes }, func(c clusterShape) int64 { return c.mem }, func(b int64) string { return BytesText(b) + " of memory" }},
+	} {
+		best := clusterShape{}
+		have := int64(-1)
+		for _, c := range clusters {
+			if h := dm.have(c); h > have {
+				best, have = c, h
+			}
+		}
+		if have < 0 {
+			continue
+		}
+		var sum int64
+		var first *Project
+		byName := make([]*Project, len(projects))
+		for i := range projects {
+			byName[i] = &projects[i]
+		}
+		sort.Slice(byName, func(i, j int) bool { return byName[i].Meta.Name < byName[j].Meta.Name })
+		for _, p := range byName {
+			q := dm.quota(p)
+			if q <= 0 {
+				continue
+			}
+			sum += q
+			if sum > have && first == nil {
+				first = p
+			}
+		}
+		if first != nil {
+			out = append(out, warnf(first.Meta.FieldPos(dm.field), "the projects' %s quotas add up to %s, more than cluster %q has (%s): they cannot all be held at once, so in-quota work may wait and tiers then rank it across projects; lower the quotas or add nodes",
+				dm.name, dm.text(sum), best.name, dm.text(have)))
+		}
+	}
+	return out
 }
 
 // slots counts how many replicas of w fit on one node, all at once.

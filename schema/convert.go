@@ -55,7 +55,7 @@ func convertProject(d *doc) (Project, []Diagnostic) {
 			MaxTier:     r.Spec.MaxTier,
 			Description: r.Spec.Description,
 			Members:     r.Spec.Members,
-			BorrowLimit: BorrowLimit{GPUs: Unlimited},
+			BorrowLimit: BorrowLimit{GPUs: Unlimited, CPUMilli: Unlimited, MemoryBytes: Unlimited},
 			FairShare:   FairShare{Weight: 1},
 			Namespace:   r.Spec.Namespace,
 			Placement:   placement(r.Spec.Placement),
@@ -68,8 +68,16 @@ func convertProject(d *doc) (Project, []Diagnostic) {
 			MemoryBytes: fe.bytes("spec.quota.memory", q.Memory),
 		}
 	}
-	if b := r.Spec.BorrowLimit; b != nil && b.GPUs != nil {
-		p.Spec.BorrowLimit.GPUs = *b.GPUs
+	if b := r.Spec.BorrowLimit; b != nil {
+		if b.GPUs != nil {
+			p.Spec.BorrowLimit.GPUs = *b.GPUs
+		}
+		if b.CPU.set {
+			p.Spec.BorrowLimit.CPUMilli = fe.cpu("spec.borrowLimit.cpu", b.CPU)
+		}
+		if b.Memory.set {
+			p.Spec.BorrowLimit.MemoryBytes = fe.bytes("spec.borrowLimit.memory", b.Memory)
+		}
 	}
 	if f := r.Spec.FairShare; f != nil && f.Weight != nil {
 		p.Spec.FairShare.Weight = *f.Weight

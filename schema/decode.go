@@ -42,7 +42,9 @@ type rawProject struct {
 		Members     []string      `json:"members"`
 		Quota       *rawResources `json:"quota"`
 		BorrowLimit *struct {
-			GPUs *int `json:"gpus"`
+			GPUs   *int     `json:"gpus"`
+			CPU    quantity `json:"cpu"`
+			Memory quantity `json:"memory"`
 		} `json:"borrowLimit"`
 		FairShare *struct {
 			Weight *float64 `json:"weight"`

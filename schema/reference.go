@@ -155,9 +155,34 @@ const referenceOutro = `
 - Tier values are unique. Two tiers less than 10 apart get a warning when the
   higher may preempt the lower: Nomad's own preemption needs a gap of 10.
 - A workspace whose gang (` + "`replicas × resources.gpus`" + `) exceeds its project's
-  ` + "`quota.gpus + borrowLimit.gpus`" + ` can never run: an error. When the tree holds a
+  ` + "`quota.gpus + borrowLimit.gpus`" + ` can never run: an error. So is one whose
+  ` + "`replicas × resources.cpu`" + ` (an exclusive core counting as ` + "`cpu: 1`" + `) or
+  ` + "`replicas × resources.memory`" + ` exceeds a CPU or memory quota plus its borrow
+  limit, where the quota names it and the limit is set. When the tree holds a
   Cluster file, a workspace whose replicas no set of its nodes can hold at once
-  (counting ` + "`gpuModel`" + ` and required NVLink/NUMA topology) is an error too.
+  (counting ` + "`gpuModel`" + ` and required NVLink/NUMA topology) is an error too, and
+  CPU or memory quotas adding up to more than the file's nodes have (every node
+  stating it) get a warning.
+
+## Quotas: GPUs, CPU and memory
+
+A project's ` + "`quota`" + ` always counts GPUs; it counts CPU and memory only where it
+names them (` + "`cpu`" + `, ` + "`memory`" + ` above 0). Each dimension is counted the same way:
+a workspace is inside its project's quota only if it fits what the quota has
+left in every dimension the quota names; otherwise it borrows. A project never
+holds more than ` + "`quota + borrowLimit`" + ` in any named dimension (a workspace that
+may not be preempted, ` + "`preemptible: false`" + ` or its tier's, runs only inside the
+quota); a dimension left out of ` + "`borrowLimit`" + ` may borrow without limit, as for
+GPUs, and a CPU or memory borrow limit means nothing without a quota for it.
+Work inside its quota reclaims borrowed work of other projects: a workspace
+admitted beyond its quota, whose removal leaves its project at or above its
+quota in GPUs or in a named dimension it uses. CPU counts what
+` + "`resources.cpu`" + ` reserves per replica (an exclusive core counts as ` + "`cpu: 1`" + `, whatever
+a node's MHz per core); memory counts ` + "`resources.memory`" + ` per replica (default
+300Mi). A workspace without GPUs counts against the CPU and memory quota too.
+A quota's CPU and memory add up with the other projects': when they are more
+than the cluster's nodes have, tiers rank in-quota work across projects, as
+for GPU quotas that overcommit the cluster.
 
 ## The repo's own rules (` + "`*.cue`" + `)
 

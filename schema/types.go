@@ -212,12 +212,21 @@ type Resources struct {
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
 }
 
-// BorrowLimit bounds borrowing. GPUs < 0 means unlimited.
+// BorrowLimit bounds borrowing beyond a project's Quota, per dimension;
+// a value < 0 (Unlimited) means no limit, which is what the loader fills
+// for a dimension the YAML leaves out. CPUMilli and MemoryBytes bound
+// only where the quota names CPU or memory (Quota.CPUMilli or
+// Quota.MemoryBytes above zero): a dimension the quota leaves out is not
+// limited at all.
 type BorrowLimit struct {
 	GPUs int `json:"gpus"`
+	// CPUMilli is CPU in the unit of Resources.CPUMilli (YAML "cpu: 8").
+	CPUMilli int64 `json:"cpuMilli,omitempty"`
+	// MemoryBytes is memory in bytes (YAML "memory: 64Gi").
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
 }
 
-// Unlimited is the BorrowLimit.GPUs value meaning "no limit".
+// Unlimited is the BorrowLimit value meaning "no limit".
 const Unlimited = -1
 
 // FairShare holds a project's fair-share weight (default 1).

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -203,9 +204,37 @@ func printStatus(w io.Writer, st reconcile.Status) {
 		fmt.Fprintf(tw, "%s\t%s (%d)\t%d\t%d\t%d\t%.2f\t%.2f\n", p.Name, p.Tier, p.TierValue, p.QuotaGPUs, p.UsedGPUs, p.BorrowedGPUs, p.Share, p.UsageShare)
 	}
 	tw.Flush()
+	printCPUMemQuotas(w, st.Projects)
 	fmt.Fprintln(w)
 	printWorkspaces(w, st.Workspaces, true)
 	printEndpoints(w, st.Workspaces)
+}
+
+// printCPUMemQuotas lists, for the projects whose quota names CPU or
+// memory, their use of it against quota and borrow limit: "ml-research
+// uses memory 70 GiB of 64 GiB (6 GiB borrowed; may borrow 16 GiB)".
+// Nothing when no quota names either.
+func printCPUMemQuotas(w io.Writer, ps []reconcile.ProjectStatus) {
+	limit := func(p *int64, text func(int64) string) string {
+		if p == nil {
+			return "unlimited"
+		}
+		return text(*p)
+	}
+	for _, p := range ps {
+		var parts []string
+		if p.QuotaCPUMilli > 0 {
+			parts = append(parts, fmt.Sprintf("CPU %s of %s (%s borrowed; may borrow %s)", policies.CPUText(p.UsedCPUMilli), policies.CPUText(p.QuotaCPUMilli),
+				policies.CPUText(p.BorrowedCPUMilli), limit(p.BorrowLimitCPUMilli, policies.CPUText)))
+		}
+		if p.QuotaMemoryBytes > 0 {
+			parts = append(parts, fmt.Sprintf("memory %s of %s (%s borrowed; may borrow %s)", policies.Bytes(p.UsedMemoryBytes), policies.Bytes(p.QuotaMemoryBytes),
+				policies.Bytes(p.BorrowedMemoryBytes), limit(p.BorrowLimitMemoryBytes, policies.Bytes)))
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(w, "%s uses %s\n", p.Name, strings.Join(parts, ", "))
+		}
+	}
 }
 
 // printEndpoints lists where workspaces with ports are reachable, when

@@ -80,6 +80,18 @@ func TestBrowserWalkthrough(t *testing.T) {
 	}
 	medDoc, highDoc := docs[0]+"\n", docs[1]
 	write(t, dir, "medium.yaml", medDoc)
+	// The medium project's quota names CPU and memory too (its workspace
+	// fits inside them, so the walk-through plays as it does without):
+	// its card shows them against use.
+	projects, err := os.ReadFile(filepath.Join(dir, "projects.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCPU := strings.Replace(string(projects), "  quota:\n    gpus: 1\n", "  quota:\n    gpus: 1\n    cpu: 8\n    memory: 32Gi\n  borrowLimit:\n    memory: 16Gi\n", 1)
+	if withCPU == string(projects) {
+		t.Fatalf("examples/walkthrough/projects.yaml: no quota of 1 GPU to add CPU and memory to")
+	}
+	write(t, dir, "projects.yaml", withCPU)
 
 	spec, err := sim.ReadFile(filepath.Join(example, "cluster.yaml"))
 	if err != nil {
@@ -161,6 +173,9 @@ func TestBrowserWalkthrough(t *testing.T) {
 	// 1. medium starts and runs.
 	until("medium Running", 5*time.Second, tile("Running"))
 	until("medium's GPU tile", time.Second, `!!document.querySelector('#nodes .gpu[data-workspace="`+medium+`"]')`)
+	until("medium's CPU and memory against its quota", 0, `(document.querySelector('#projects [data-project="medium-priority-project"] .quota-cpu')||{}).textContent === "CPU 4 / 8 · may borrow unlimited" && `+
+		`(document.querySelector('#projects [data-project="medium-priority-project"] .quota-memory')||{}).textContent === "memory 16 GiB / 32 GiB · may borrow 16 GiB" && `+
+		`!document.querySelector('#projects [data-project="high-priority-project"] .quota-cpu')`)
 	for range 25 {
 		clock.Advance(time.Minute)
 		time.Sleep(5 * time.Millisecond)

@@ -279,6 +279,38 @@ function gpuTile(n, g, large) {
   return t;
 }
 
+// cores writes millicores as CPUs: "8", "2.5", "0.25".
+function cores(m) { return String(Math.round(m) / 1000); }
+
+// bytes writes a size as policies.Bytes does: "64 GiB", "1.5 GiB", "300 MiB".
+function bytes(b) {
+  const units = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+  if (Math.abs(b) < 1024) return b + " bytes";
+  let v = b, u = "";
+  for (const unit of units) {
+    if (Math.abs(v / 1024) < 1) break;
+    v /= 1024; u = unit;
+  }
+  return (Number.isInteger(v) ? String(v) : v.toFixed(1).replace(/\.0$/, "")) + " " + u;
+}
+
+// quotaFigures are a project's CPU and memory against its quota, where
+// the quota names them.
+function quotaFigures(p) {
+  const out = [];
+  const dims = [
+    ["cpu", "CPU", p.quotaCPUMilli, p.usedCPUMilli, p.borrowedCPUMilli, p.borrowLimitCPUMilli, cores],
+    ["memory", "memory", p.quotaMemoryBytes, p.usedMemoryBytes, p.borrowedMemoryBytes, p.borrowLimitMemoryBytes, bytes],
+  ];
+  for (const [cls, name, quota, used, borrowed, limit, fmt] of dims) {
+    if (!quota) continue;
+    out.push(el("span", { class: "quota-" + cls, title: `${name} as the quota counts it: each replica's resources` },
+      `${name} ${fmt(used || 0)} / ${fmt(quota)}` + (borrowed ? ` (${fmt(borrowed)} borrowed)` : "") +
+      ` · may borrow ${limit == null ? "unlimited" : fmt(limit)}`));
+  }
+  return out;
+}
+
 function drawProjects() {
   const box = $("projects");
   box.replaceChildren();
@@ -311,6 +343,7 @@ function drawProjects() {
       bar,
       el("div", { class: "figures" },
         el("span", { text: `quota ${p.quotaGPUs} · may borrow ${borrow}` }),
+        ...quotaFigures(p),
         el("span", { title: "time-decayed GPU usage", text: `decayed usage ${(p.decayedUsage / 3600).toFixed(2)} GPU-h` }),
         el("span", { title: "fair-share weight over all weights, and decayed usage over all projects'", text: `share ${(100 * p.share).toFixed(0)}% · using ${(100 * p.usageShare).toFixed(0)}%` }),
         el("span", { class: "waiting", text: p.waiting.length
