@@ -49,13 +49,17 @@ type DecideFunc func(policies.Input) policies.Decision
 type AdvanceFunc func(h drivers.History, set *schema.Set, snap *drivers.Snapshot, now time.Time) drivers.History
 
 // Config wires a Loop. Source, Cluster and Store are required; Load
-// defaults to LoadSpecs and Decide to policies.Decide.
+// defaults to SpecLoader(Limits) and Decide to policies.Decide.
 type Config struct {
 	Source  Source
 	Cluster drivers.Cluster
 	Store   drivers.Store
 	Load    LoadFunc
 	Decide  DecideFunc
+	// Limits bound the spec files the default Load reads (zero fields:
+	// schema's defaults); a file or tree over them makes the revision
+	// invalid, so it is refused and the last good one stays in force.
+	Limits schema.Limits
 	// Advance advances decayed usage (default: policies.AdvanceUsage with
 	// the revision's half-life).
 	Advance AdvanceFunc
@@ -182,7 +186,7 @@ func New(cfg Config) (*Loop, error) {
 		return nil, errors.New("reconcile: no store")
 	}
 	if cfg.Load == nil {
-		cfg.Load = LoadSpecs
+		cfg.Load = SpecLoader(cfg.Limits)
 	}
 	if cfg.Decide == nil {
 		cfg.Decide = policies.Decide
@@ -227,23 +231,32 @@ func New(cfg Config) (*Loop, error) {
 // Metrics returns the loop's metrics.
 func (l *Loop) Metrics() *Metrics { return l.cfg.Metrics }
 
-// LoadSpecs is the LoadFunc of berth's spec loader: the problems are the
-// error diagnostics, "file:line:col: message"; warnings are left out.
+// LoadSpecs is the LoadFunc of berth's spec loader with the default
+// limits: the problems are the error diagnostics, "file:line:col:
+// message"; warnings are left out.
 func LoadSpecs(fsys fs.FS, root string) (*schema.Set, []string, error) {
-	set, diags, err := schema.LoadFS(fsys, root)
-	if err != nil {
-		return nil, nil, err
-	}
-	var problems []string
-	for _, d := range diags {
-		if d.Severity == schema.SeverityError {
-			problems = append(problems, d.String())
+	return SpecLoader(schema.Limits{})(fsys, root)
+}
+
+// SpecLoader is LoadSpecs within limits: a file or tree over them is a
+// problem that names it (schema.Limits).
+func SpecLoader(limits schema.Limits) LoadFunc {
+	return func(fsys fs.FS, root string) (*schema.Set, []string, error) {
+		r, err := schema.CheckFSWith(fsys, root, schema.Options{Limits: limits})
+		if err != nil {
+			return nil, nil, err
 		}
+		var problems []string
+		for _, d := range r.Diagnostics {
+			if d.Severity == schema.SeverityError {
+				problems = append(problems, d.String())
+			}
+		}
+		if r.Set == nil && len(problems) == 0 {
+			problems = []string{"the specs are invalid"}
+		}
+		return r.Set, problems, nil
 	}
-	if set == nil && len(problems) == 0 {
-		problems = []string{"the specs are invalid"}
-	}
-	return set, problems, nil
 }
 
 // StalledError says the loop cannot go on until the specs change: there
