@@ -863,8 +863,15 @@ func weight(p schema.Project) float64 {
 	return p.Spec.FairShare.Weight
 }
 
-// Status returns the current status; the caller owns the copy.
-func (l *Loop) Status() Status {
+// Status returns the current status with every workspace; the caller
+// owns the copy.
+func (l *Loop) Status() Status { return l.StatusPage(schema.Ref{}, 0) }
+
+// StatusPage is Status listing only the workspaces after after (in
+// project, then name order; the zero Ref: from the first), at most limit
+// of them (0 or less: all). Next names the last one listed when more
+// follow; Summary always counts every workspace.
+func (l *Loop) StatusPage(after schema.Ref, limit int) Status {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := Status{Version: APIVersion, Clock: "cluster", Berth: l.cfg.BerthVersion, Cluster: l.cfg.ClusterName,
@@ -886,7 +893,7 @@ func (l *Loop) Status() Status {
 		ls := l.cfg.Leader.LeaderStatus()
 		s.Leader = &ls
 	}
-	for _, ref := range slices.SortedFunc(maps.Keys(l.records), func(a, b schema.Ref) int {
+	refs := slices.SortedFunc(maps.Keys(l.records), func(a, b schema.Ref) int {
 		if a.Less(b) {
 			return -1
 		}
@@ -894,11 +901,45 @@ func (l *Loop) Status() Status {
 			return 1
 		}
 		return 0
-	}) {
-		r := l.records[ref].clone()
-		s.Workspaces = append(s.Workspaces, r.status)
+	})
+	s.Summary = summarize(refs, l.records)
+	from := 0
+	if after != (schema.Ref{}) {
+		from, _ = slices.BinarySearchFunc(refs, after, func(r, target schema.Ref) int {
+			if r.Less(target) || r == target {
+				return -1
+			}
+			return 1
+		})
+	}
+	to := len(refs)
+	if limit > 0 && from+limit < to {
+		to = from + limit
+		s.Next = refs[to-1].String()
+	}
+	for _, ref := range refs[from:to] {
+		w := l.records[ref].status
+		w.GPUs = slices.Clone(w.GPUs)
+		s.Workspaces = append(s.Workspaces, w)
 	}
 	return s
+}
+
+// summarize counts the workspaces of records, whose keys refs holds
+// sorted.
+func summarize(refs []schema.Ref, records map[schema.Ref]*record) *StatusSummary {
+	sum := &StatusSummary{Workspaces: len(refs), States: map[State]int{}, Projects: []ProjectCount{}}
+	for _, ref := range refs {
+		st := records[ref].status.State
+		sum.States[st]++
+		if n := len(sum.Projects); n == 0 || sum.Projects[n-1].Name != ref.Project {
+			sum.Projects = append(sum.Projects, ProjectCount{Name: ref.Project, States: map[State]int{}})
+		}
+		p := &sum.Projects[len(sum.Projects)-1]
+		p.Workspaces++
+		p.States[st]++
+	}
+	return sum
 }
 
 // Workspace returns one workspace's status, history and explanation;
