@@ -60,10 +60,12 @@ type GitAuth struct {
 
 // GitSource reads specs from a branch of a git repository: it clones it
 // once, shallow (the branch head only), into a private directory on disk,
-// and fetches on every Read. Memory stays bounded whatever the repository
-// holds: objects live on disk, not in memory; of a commit, only the spec
-// files under Path are read, and a blob's size is read from its header
-// before its content, so one over Limits is refused without being read.
+// and fetches on every Read. What the repository holds costs disk, not
+// memory: objects live on disk; of a commit, only the spec files under
+// Path are read, and a blob's size is read from its header before its
+// content, so one over Limits is refused without being read. (A clone or
+// fetch holds the largest object it brings for a moment, as go-git v5's
+// pack indexer reads each object whole once, and gives it back after.)
 // The revision ID is the commit's hash, abbreviated to 12 characters. It
 // is safe for concurrent use; Close removes the directory.
 type GitSource struct {
@@ -328,6 +330,9 @@ func (s *GitSource) storage() (string, *filesystem.Storage, error) {
 		dir = d
 	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", nil, fmt.Errorf("a directory for the clone: %w", err)
+	} else if err := s.removeDir(dir); err != nil {
+		// What a berth killed before its Close left there.
+		return "", nil, fmt.Errorf("empty the directory for the clone: %w", err)
 	}
 	st := filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRU(gitObjectCache),
 		filesystem.Options{ExclusiveAccess: true, LargeObjectThreshold: gitLargeObject})
