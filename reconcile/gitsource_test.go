@@ -686,3 +686,29 @@ func TestGitSourceCloseRemovesTheClone(t *testing.T) {
 	}
 	src.Close()
 }
+
+// A clone that fails leaves nothing in the temporary directory, and Close
+// removes a good one's.
+func TestGitSourceTempDirRemoved(t *testing.T) {
+	r := newTestRepo(t)
+	r.commit("one", map[string]string{"tiers.yaml": gitTiers}, nil)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	if _, err := (&GitSource{URL: r.url(), Branch: "nope"}).Read(t.Context()); err == nil {
+		t.Fatal("a missing branch read")
+	}
+	if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
+		t.Errorf("a failed clone left %d entries in $TMPDIR", len(entries))
+	}
+	src := &GitSource{URL: r.url()}
+	if _, err := src.Read(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(tmp); len(entries) != 1 {
+		t.Errorf("a clone made %d entries in $TMPDIR, want 1", len(entries))
+	}
+	src.Close()
+	if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
+		t.Errorf("after Close, $TMPDIR holds %d entries", len(entries))
+	}
+}

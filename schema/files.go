@@ -461,6 +461,40 @@ func readPaths(paths []string, limits Limits) ([]sourceFile, []Diagnostic, error
 	return files, diags, nil
 }
 
+// ReadFile reads the file at name, an OS path such as a cluster file
+// named on a command line, as the loader reads a spec file: only a
+// regular file (a FIFO or a device is refused at once, never waited on)
+// of at most limit bytes (0 or less: DefaultMaxFileBytes).
+func ReadFile(name string, limit int64) ([]byte, error) {
+	if limit <= 0 {
+		limit = DefaultMaxFileBytes
+	}
+	f, err := osFile{}.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not read: %s; berth reads only regular files", name, notRegular(st.Mode()))
+	}
+	size := st.Size()
+	var b []byte
+	if size <= limit {
+		if b, err = io.ReadAll(io.LimitReader(f, limit+1)); err != nil {
+			return nil, err
+		}
+		size = int64(len(b))
+	}
+	if size > limit {
+		return nil, fmt.Errorf("%s: not read: the file is too large (%s, more than the limit of %s)", name, byteSize(size), byteSize(limit))
+	}
+	return b, nil
+}
+
 // osFile opens OS paths, as named on a command line, without waiting.
 type osFile struct{}
 
