@@ -116,8 +116,9 @@ func (l *Loop) Health() Health {
 const (
 	// DefaultStatusLimit is how many workspaces the status lists when
 	// the request sets no limit: a tree of up to this many is listed
-	// whole, as before paging, and a larger one a page at a time (about
-	// 350 KB of JSON per page) with Next set.
+	// whole, as before paging, and a larger one a page at a time (0.2 to
+	// 0.5 MB of JSON per page: 459 KB of 100,000 workspaces in 100
+	// projects) with Next set.
 	DefaultStatusLimit = 1000
 	// MaxStatusLimit is the most one page may list.
 	MaxStatusLimit = 10000
