@@ -20,16 +20,39 @@ type Dashboard struct {
 	Berth   string `json:"berth,omitempty"`
 	Cluster string `json:"cluster,omitempty"`
 	// At is the cluster's clock at the last observation.
-	At            time.Time         `json:"at"`
-	Revision      *RevisionStatus   `json:"revision"`
-	Attempted     *RevisionStatus   `json:"attempted,omitempty"`
-	LastReconcile *CycleStatus      `json:"lastReconcile,omitempty"`
-	Nodes         []NodeView        `json:"nodes"`
-	Projects      []ProjectView     `json:"projects"`
-	Workspaces    []WorkspaceStatus `json:"workspaces"`
-	Queue         []QueueEntry      `json:"queue"`
-	Events        []Event           `json:"events"`
+	At            time.Time       `json:"at"`
+	Revision      *RevisionStatus `json:"revision"`
+	Attempted     *RevisionStatus `json:"attempted,omitempty"`
+	LastReconcile *CycleStatus    `json:"lastReconcile,omitempty"`
+	Nodes         []NodeView      `json:"nodes"`
+	Projects      []ProjectView   `json:"projects"`
+	// Workspaces are every workspace while there are at most
+	// dashboardAll; beyond, per project the dashboardChips the page shows
+	// (those that need attention first) and every one that holds GPUs.
+	// WorkspacesTotal counts them all.
+	Workspaces      []WorkspaceStatus `json:"workspaces"`
+	WorkspacesTotal int               `json:"workspacesTotal"`
+	// Queue is the first dashboardQueue of those waiting, in decision
+	// order; QueueTotal counts them all.
+	Queue      []QueueEntry `json:"queue"`
+	QueueTotal int          `json:"queueTotal"`
+	Events     []Event      `json:"events"`
 }
+
+// Bounds of the dashboard's state, so that a tree of 100,000 workspaces
+// does not make a first message of tens of MB (the counts stay whole).
+const (
+	// dashboardAll: up to this many workspaces, all are sent.
+	dashboardAll = 2000
+	// dashboardChips is how many workspaces of each project the page
+	// shows (app.js's MAX_CHIPS).
+	dashboardChips = 18
+	// dashboardQueue is how many waiting workspaces are sent.
+	dashboardQueue = 500
+	// dashboardWaiting is how many names of a project's waiting
+	// workspaces are sent.
+	dashboardWaiting = 20
+)
 
 // NodeView is one node as the cluster view draws it.
 type NodeView struct {
@@ -68,8 +91,13 @@ func (n *NodeView) equal(o *NodeView) bool {
 // that wait (pending or preempted, in decision order).
 type ProjectView struct {
 	ProjectStatus
-	Weight  float64  `json:"weight"`
-	Waiting []string `json:"waiting"`
+	Weight float64 `json:"weight"`
+	// Waiting names the first dashboardWaiting of its waiting workspaces;
+	// WaitingTotal counts them all.
+	Waiting      []string `json:"waiting"`
+	WaitingTotal int      `json:"waitingTotal"`
+	// States counts all its workspaces per state.
+	States map[State]int `json:"states"`
 }
 
 // QueueEntry is one workspace that wants to run and holds no GPUs.
@@ -197,12 +225,18 @@ func (l *Loop) dashboard(events []Event) Dashboard {
 		d.Nodes = nodeViews(v.snap)
 	}
 	d.Queue = queue(st.Workspaces, v)
+	d.WorkspacesTotal, d.QueueTotal = len(st.Workspaces), len(d.Queue)
 	waiting := map[string][]string{}
 	for _, q := range d.Queue {
 		waiting[q.Project] = append(waiting[q.Project], q.Workspace)
 	}
+	states := map[string]map[State]int{}
+	for _, pc := range st.Summary.Projects {
+		states[pc.Name] = pc.States
+	}
 	for _, p := range st.Projects {
-		pv := ProjectView{ProjectStatus: p, Weight: 1, Waiting: waiting[p.Name]}
+		w := waiting[p.Name]
+		pv := ProjectView{ProjectStatus: p, Weight: 1, Waiting: w[:min(len(w), dashboardWaiting)], WaitingTotal: len(w), States: states[p.Name]}
 		if v.set != nil {
 			if sp := v.set.Project(p.Name); sp != nil {
 				pv.Weight = weight(*sp)
@@ -211,9 +245,63 @@ func (l *Loop) dashboard(events []Event) Dashboard {
 		if pv.Waiting == nil {
 			pv.Waiting = []string{}
 		}
+		if pv.States == nil {
+			pv.States = map[State]int{}
+		}
 		d.Projects = append(d.Projects, pv)
 	}
+	if len(d.Queue) > dashboardQueue {
+		d.Queue = d.Queue[:dashboardQueue]
+	}
+	if len(d.Workspaces) > dashboardAll {
+		d.Workspaces = trimWorkspaces(d.Workspaces)
+	}
 	return d
+}
+
+// stateOrder is the order in which the page shows a project's workspaces
+// (app.js's STATE_ORDER): those that need attention first.
+var stateOrder = map[State]int{StateFailed: 0, StatePreempting: 1, StatePreempted: 2, StatePending: 3, StateStarting: 4, StateRunning: 5, StateStopped: 6}
+
+// trimWorkspaces keeps of ws (sorted by project, then name) what the page
+// shows: per project the first dashboardChips in stateOrder, and every
+// workspace that holds GPUs (the cluster view names them). The result
+// keeps ws's order.
+func trimWorkspaces(ws []WorkspaceStatus) []WorkspaceStatus {
+	keep := make([]bool, len(ws))
+	for from := 0; from < len(ws); {
+		to := from
+		for to < len(ws) && ws[to].Project == ws[from].Project {
+			to++
+		}
+		idx := make([]int, 0, to-from)
+		for i := from; i < to; i++ {
+			idx = append(idx, i)
+			keep[i] = len(ws[i].GPUs) > 0
+		}
+		slices.SortStableFunc(idx, func(a, b int) int {
+			oa, ok := stateOrder[ws[a].State]
+			if !ok {
+				oa = 9
+			}
+			ob, ok := stateOrder[ws[b].State]
+			if !ok {
+				ob = 9
+			}
+			return oa - ob
+		})
+		for _, i := range idx[:min(len(idx), dashboardChips)] {
+			keep[i] = true
+		}
+		from = to
+	}
+	out := []WorkspaceStatus{}
+	for i, k := range keep {
+		if k {
+			out = append(out, ws[i])
+		}
+	}
+	return out
 }
 
 // nodeViews draws snap's nodes with the workspace holding each GPU.

@@ -49,9 +49,13 @@ type Delta struct {
 	RemovedNodes      []string          `json:"removedNodes,omitempty"`
 	Workspaces        []WorkspaceStatus `json:"workspaces,omitempty"`
 	RemovedWorkspaces []string          `json:"removedWorkspaces,omitempty"`
-	Projects          *[]ProjectView    `json:"projects,omitempty"`
-	Queue             *[]QueueEntry     `json:"queue,omitempty"`
-	Events            []Event           `json:"events,omitempty"`
+	// WorkspacesTotal is always the current count (Dashboard's).
+	WorkspacesTotal int            `json:"workspacesTotal"`
+	Projects        *[]ProjectView `json:"projects,omitempty"`
+	Queue           *[]QueueEntry  `json:"queue,omitempty"`
+	// QueueTotal comes with Queue.
+	QueueTotal *int    `json:"queueTotal,omitempty"`
+	Events     []Event `json:"events,omitempty"`
 }
 
 // Defaults of the event feed.
@@ -213,7 +217,7 @@ func (l *Loop) serveEvents(w http.ResponseWriter, r *http.Request) {
 // diff returns what changed from prev to next (all of next when prev is
 // nil), without events.
 func diff(prev, next *Dashboard) *Delta {
-	d := &Delta{At: next.At, Revision: next.Revision, Attempted: next.Attempted, LastReconcile: next.LastReconcile}
+	d := &Delta{At: next.At, Revision: next.Revision, Attempted: next.Attempted, LastReconcile: next.LastReconcile, WorkspacesTotal: next.WorkspacesTotal}
 	if prev == nil {
 		prev = &Dashboard{}
 	}
@@ -252,8 +256,8 @@ func diff(prev, next *Dashboard) *Delta {
 	if !sameJSON(prev.Projects, next.Projects) {
 		d.Projects = &next.Projects
 	}
-	if !sameJSON(prev.Queue, next.Queue) {
-		d.Queue = &next.Queue
+	if !sameJSON(prev.Queue, next.Queue) || prev.QueueTotal != next.QueueTotal {
+		d.Queue, d.QueueTotal = &next.Queue, &next.QueueTotal
 	}
 	return d
 }

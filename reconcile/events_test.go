@@ -150,8 +150,9 @@ func apply(s *Dashboard, d *Delta) {
 		s.Projects = *d.Projects
 	}
 	if d.Queue != nil {
-		s.Queue = *d.Queue
+		s.Queue, s.QueueTotal = *d.Queue, *d.QueueTotal
 	}
+	s.WorkspacesTotal = d.WorkspacesTotal
 	s.Events = append(s.Events, d.Events...)
 }
 

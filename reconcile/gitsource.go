@@ -9,9 +9,12 @@ import (
 	"log/slog"
 	"maps"
 	"net/url"
+	"os"
 	"path"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -19,15 +22,18 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
-	"github.com/go-git/go-git/v5/storage/memory"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/berth-dev/berth/schema"
@@ -53,9 +59,15 @@ type GitAuth struct {
 }
 
 // GitSource reads specs from a branch of a git repository: it clones it
-// once (full history, in memory) and fetches on every Read. The revision
-// ID is the commit's hash, abbreviated to 12 characters. It is safe for
-// concurrent use.
+// once, shallow (the branch head only), into a private directory on disk,
+// and fetches on every Read. What the repository holds costs disk, not
+// memory: objects live on disk; of a commit, only the spec files under
+// Path are read, and a blob's size is read from its header before its
+// content, so one over Limits is refused without being read. (A clone or
+// fetch holds the largest object it brings for a moment, as go-git v5's
+// pack indexer reads each object whole once, and gives it back after.)
+// The revision ID is the commit's hash, abbreviated to 12 characters. It
+// is safe for concurrent use; Close removes the directory.
 type GitSource struct {
 	// URL is https://…, ssh://…, user@host:path or file://….
 	URL string
@@ -83,8 +95,18 @@ type GitSource struct {
 	// fails with a *GitError that says so (the last good revision stays
 	// in force).
 	Timeout time.Duration
+	// Limits bound the spec files read from a commit, as the loader's
+	// (zero fields: schema's defaults): a file over the per-file limit,
+	// or the files past the per-tree limit, are never read and make the
+	// revision invalid, named in its problems.
+	Limits schema.Limits
+	// Dir is the directory the clone is kept in; empty: a new private
+	// directory under os.TempDir. Close removes it.
+	Dir string
 
-	read      sync.Mutex // one Read at a time; guards repo, head, rev, lastFetch
+	read      sync.Mutex // one Read at a time; guards repo, dir, head, rev, lastFetch
+	dir       string     // the clone's directory, while repo is set
+	store     *filesystem.Storage
 	repo      *git.Repository
 	head      plumbing.Hash
 	rev       Revision
@@ -252,7 +274,7 @@ func (s *GitSource) Read(ctx context.Context) (Revision, error) {
 		}
 	}
 	// 4. The files under Path.
-	fsys, problems, err := treeFS(commit, s.Path)
+	fsys, problems, err := treeFS(s.repo.Storer, commit, s.Path, s.Limits)
 	if err != nil {
 		problems = []string{err.Error()}
 		fsys = fstest.MapFS{}
@@ -289,6 +311,76 @@ func reaches(repo *git.Repository, from *object.Commit, target plumbing.Hash) bo
 	return false
 }
 
+// gitLargeObject is the size above which an object is never loaded into
+// memory whole: reading it streams from the pack on disk.
+const gitLargeObject = 1 << 20
+
+// gitObjectCache bounds the cache of objects read from the packs.
+const gitObjectCache = 8 * cache.MiByte
+
+// storage makes the on-disk storage of a new clone: in s.Dir, or in a
+// new private directory.
+func (s *GitSource) storage() (string, *filesystem.Storage, error) {
+	dir := s.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "berth-git-")
+		if err != nil {
+			return "", nil, fmt.Errorf("a directory for the clone: %w", err)
+		}
+		dir = d
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", nil, fmt.Errorf("a directory for the clone: %w", err)
+	} else if err := s.removeDir(dir); err != nil {
+		// What a berth killed before its Close left there.
+		return "", nil, fmt.Errorf("empty the directory for the clone: %w", err)
+	}
+	st := filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRU(gitObjectCache),
+		filesystem.Options{ExclusiveAccess: true, LargeObjectThreshold: gitLargeObject})
+	return dir, st, nil
+}
+
+// removeDir removes a clone's directory: all of it when berth made it,
+// its contents when it is s.Dir.
+func (s *GitSource) removeDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if dir != s.Dir {
+		return os.RemoveAll(dir)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		errs = append(errs, os.RemoveAll(filepath.Join(dir, e.Name())))
+	}
+	return errors.Join(errs...)
+}
+
+// Close removes the clone from disk; a later Read clones again.
+func (s *GitSource) Close() error {
+	s.read.Lock()
+	defer s.read.Unlock()
+	if s.repo == nil {
+		return nil
+	}
+	s.store.Close()
+	err := s.removeDir(s.dir)
+	s.repo, s.store, s.dir, s.head, s.rev = nil, nil, "", plumbing.ZeroHash, Revision{}
+	return err
+}
+
+// releaseMemory hands back to the system what a clone or fetch that
+// brought objects used on the way: go-git's pack indexer reads each object
+// of a pack whole, once, into a pooled buffer that would otherwise be kept
+// (a pool outlives one collection, hence two).
+func releaseMemory() {
+	runtime.GC()
+	debug.FreeOSMemory()
+}
+
 // fetch clones the repository the first time and fetches the branch
 // after; callers hold s.read.
 func (s *GitSource) fetch(ctx context.Context) (err error) {
@@ -310,28 +402,42 @@ func (s *GitSource) fetch(ctx context.Context) (err error) {
 			ge.Msg = fmt.Sprintf("no answer from the git server within %s: cut (git timeout): %s", limit, ge.Msg)
 		}
 	}()
+	cloned := false
 	if s.repo == nil {
+		cloned = true
 		// Shallow: the history before the branch head (and every blob in
 		// it) is never fetched; later fetches bring only new commits.
 		opts := &git.CloneOptions{URL: s.URL, Auth: auth, SingleBranch: true, NoCheckout: true, Tags: git.NoTags, Depth: 1}
 		if s.Branch != "" {
 			opts.ReferenceName = plumbing.NewBranchReferenceName(s.Branch)
 		}
-		repo, err := git.CloneContext(ctx, memory.NewStorage(), nil, opts)
+		// On disk, not in memory: a pack is written to a file as it
+		// arrives and only hashed on the way, so a large blob costs disk,
+		// not memory.
+		dir, st, err := s.storage()
 		if err != nil {
+			return s.fail("clone", err.Error())
+		}
+		repo, err := git.CloneContext(ctx, st, nil, opts)
+		if err == nil {
+			var head *plumbing.Reference
+			if head, err = repo.Head(); err != nil {
+				err = fmt.Errorf("the remote has no HEAD branch: %w", err)
+			} else {
+				s.mu.Lock()
+				s.branch = head.Name().Short()
+				s.mu.Unlock()
+			}
+		}
+		if err != nil {
+			st.Close()
+			s.removeDir(dir)
 			if s.Branch != "" && (errors.Is(err, plumbing.ErrReferenceNotFound) || strings.Contains(err.Error(), "couldn't find remote ref")) {
 				return s.fail("clone", fmt.Sprintf("branch %q not found on the remote", s.Branch))
 			}
 			return s.fail("clone", err.Error())
 		}
-		head, err := repo.Head()
-		if err != nil {
-			return s.fail("clone", "the remote has no HEAD branch: "+err.Error())
-		}
-		s.repo = repo
-		s.mu.Lock()
-		s.branch = head.Name().Short()
-		s.mu.Unlock()
+		s.repo, s.dir, s.store = repo, dir, st
 		// Fetch at once too, so the remote-tracking ref is there.
 	}
 	s.mu.Lock()
@@ -341,6 +447,9 @@ func (s *GitSource) fetch(ctx context.Context) (err error) {
 	err = s.repo.FetchContext(ctx, &git.FetchOptions{RemoteName: "origin", RefSpecs: []config.RefSpec{spec}, Auth: auth, Force: true, Tags: git.NoTags})
 	switch {
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
+		if err == nil || cloned {
+			releaseMemory()
+		}
 		return nil
 	case errors.Is(err, git.NoMatchingRefSpecError{}) || strings.Contains(err.Error(), "couldn't find remote ref"):
 		return s.fail("fetch", fmt.Sprintf("branch %q not found on the remote", branch))
@@ -541,11 +650,14 @@ type noDirError string
 func (e noDirError) Error() string { return string(e) }
 
 // treeFS copies the files of commit under dir that the loader reads
-// (*.yaml, *.yml, *.cue, .berthignore) into memory; other blobs are never
-// read. A symbolic link becomes a link in the tree (the loader follows it
-// only inside the tree); a file over schema.DefaultMaxFileBytes is left
-// out and named in the returned problems.
-func treeFS(c *object.Commit, dir string) (fstest.MapFS, []string, error) {
+// (*.yaml, *.yml, *.cue, .berthignore) into memory, within limits; no
+// other blob is read. A symbolic link becomes a link in the tree (the
+// loader follows it only inside the tree). Each blob's size is read from
+// its header first: a file over the per-file limit, and the files past
+// the per-tree limit, are left out unread and named in the returned
+// problems, in the loader's words.
+func treeFS(objects storer.EncodedObjectStorer, c *object.Commit, dir string, limits schema.Limits) (fstest.MapFS, []string, error) {
+	limits = limits.WithDefaults()
 	tree, err := c.Tree()
 	if err != nil {
 		return nil, nil, fmt.Errorf("commit %s: %w", short(c.Hash), err)
@@ -559,38 +671,89 @@ func treeFS(c *object.Commit, dir string) (fstest.MapFS, []string, error) {
 	}
 	fsys := fstest.MapFS{}
 	var problems []string
-	err = tree.Files().ForEach(func(f *object.File) error {
-		if !f.Mode.IsFile() || hiddenPath(f.Name) && path.Base(f.Name) != schema.IgnoreFile {
-			return nil
+	var total int64
+	full := false
+	walker := object.NewTreeWalker(tree, true, nil)
+	defer walker.Close()
+	for {
+		name, e, err := walker.Next()
+		if err == io.EOF {
+			break
 		}
-		link := f.Mode == filemode.Symlink
-		if !link && !loaderReads(f.Name) {
-			return nil
-		}
-		if f.Size > schema.DefaultMaxFileBytes {
-			problems = append(problems, fmt.Sprintf("%s: not read: the file is %d bytes, more than the limit of %d bytes per file; split it into smaller files", path.Join(dir, f.Name), f.Size, schema.DefaultMaxFileBytes))
-			return nil
-		}
-		r, err := f.Reader()
 		if err != nil {
-			return err
+			return nil, nil, fmt.Errorf("commit %s: read files: %w", short(c.Hash), err)
 		}
-		defer r.Close()
-		b, err := io.ReadAll(io.LimitReader(r, schema.DefaultMaxFileBytes+1))
+		if !e.Mode.IsFile() || hiddenPath(name) && path.Base(name) != schema.IgnoreFile {
+			continue
+		}
+		link := e.Mode == filemode.Symlink
+		if !link && !loaderReads(name) {
+			continue
+		}
+		size, err := blobSize(objects, e.Hash)
 		if err != nil {
-			return err
+			return nil, nil, fmt.Errorf("commit %s: %s: %w", short(c.Hash), name, err)
+		}
+		where := path.Join(dir, name)
+		if size > limits.FileBytes {
+			problems = append(problems, where+": not read: "+schema.FileTooLarge(size, limits.FileBytes))
+			continue
+		}
+		if full {
+			continue
+		}
+		if total += size; total > limits.TreeBytes {
+			full = true
+			problems = append(problems, where+": not read, nor any file after it: "+schema.TreeTooLarge(limits.TreeBytes))
+			continue
+		}
+		b, err := readBlob(objects, e.Hash, limits.FileBytes)
+		if err != nil {
+			return nil, nil, fmt.Errorf("commit %s: %s: %w", short(c.Hash), name, err)
 		}
 		mode := fs.FileMode(0o644)
 		if link {
 			mode = fs.ModeSymlink | 0o777
 		}
-		fsys[f.Name] = &fstest.MapFile{Data: b, Mode: mode}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("commit %s: read files: %w", short(c.Hash), err)
+		fsys[name] = &fstest.MapFile{Data: b, Mode: mode}
 	}
 	return fsys, problems, nil
+}
+
+// blobSize returns the size of blob h without reading its content where
+// the storage can (on disk, from the pack's object header).
+func blobSize(objects storer.EncodedObjectStorer, h plumbing.Hash) (int64, error) {
+	if sz, ok := objects.(interface {
+		EncodedObjectSize(plumbing.Hash) (int64, error)
+	}); ok {
+		return sz.EncodedObjectSize(h)
+	}
+	o, err := objects.EncodedObject(plumbing.BlobObject, h)
+	if err != nil {
+		return 0, err
+	}
+	return o.Size(), nil
+}
+
+// readBlob reads blob h, at most limit bytes of it.
+func readBlob(objects storer.EncodedObjectStorer, h plumbing.Hash, limit int64) ([]byte, error) {
+	o, err := objects.EncodedObject(plumbing.BlobObject, h)
+	if err != nil {
+		return nil, err
+	}
+	r, err := o.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, errors.New(schema.FileTooLarge(int64(len(b)), limit))
+	}
+	return b, nil
 }
 
 // loaderReads reports whether the spec loader reads a file of this name.
@@ -638,8 +801,9 @@ func (l *Loop) sourceStatus() *SourceStatus {
 // GitRevisionFS returns the files of dir, a directory inside a git
 // working tree, as they are at ref (a branch, tag, commit or an
 // expression such as origin/main or HEAD~1), and the commit's short hash.
-// Hidden entries are left out, as DirSource leaves them out.
-func GitRevisionFS(dir, ref string) (fs.FS, string, error) {
+// Hidden entries are left out, as DirSource leaves them out, and so are
+// files over limits (unread).
+func GitRevisionFS(dir, ref string, limits schema.Limits) (fs.FS, string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, "", err
@@ -671,7 +835,7 @@ func GitRevisionFS(dir, ref string) (fs.FS, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("git revision %q: %w", ref, err)
 	}
-	fsys, _, err := treeFS(c, filepath.ToSlash(rel)) // a file too large is left out: plan's base is a comparison
+	fsys, _, err := treeFS(repo.Storer, c, filepath.ToSlash(rel), limits) // a file too large is left out: plan's base is a comparison
 	var noDir noDirError
 	if errors.As(err, &noDir) {
 		return fstest.MapFS{}, short(c.Hash), nil // the specs are new since ref

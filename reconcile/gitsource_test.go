@@ -6,16 +6,22 @@ import (
 	"crypto/ed25519"
 	"encoding/pem"
 	"errors"
+	"io"
 	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
@@ -525,5 +531,184 @@ func TestGitSourceShallowAndSpecFilesOnly(t *testing.T) {
 	all := strings.Join(msgs, "\n")
 	if !strings.Contains(all, "passwd.yaml: not read: it is a symbolic link to ") || !strings.Contains(all, "passwd, outside the spec tree") || !strings.Contains(all, "duplicate PriorityTier") {
 		t.Errorf("links in the revision: got\n%s", all)
+	}
+}
+
+// gitCLI runs git in dir (a repository written with the git binary, so a
+// large file never passes through this process's memory).
+func gitCLI(t testing.TB, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"}, args...)...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// writeBlob writes a file of size bytes that git cannot compress much
+// (seeded, so the same every run).
+func writeBlob(t testing.TB, p string, size int64) {
+	t.Helper()
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := io.CopyN(f, rand.NewChaCha8([32]byte{byte(size)}), size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// peakRSS resets the process's peak resident set size (VmHWM) and returns
+// a func that reads it in bytes; ok is false where Linux's /proc cannot.
+func peakRSS() (read func() int64, ok bool) {
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		return nil, false
+	}
+	return func() int64 {
+		b, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			return -1
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				return kb << 10
+			}
+		}
+		return -1
+	}, true
+}
+
+// A blob outside the spec path and one inside over the per-file limit:
+// neither stays in memory. The clone is on disk, the one outside is never
+// read, the one inside is refused by its size before its content is read.
+// BERTH_GIT_BLOB_MB sets the blobs' size (default 48; the README's figure
+// is 300) and logs the peak RSS of the Read.
+func TestGitSourceLargeBlobsStayOutOfMemory(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("needs the git binary")
+	}
+	mb := int64(48)
+	if v := os.Getenv("BERTH_GIT_BLOB_MB"); v != "" {
+		mb, _ = strconv.ParseInt(v, 10, 64)
+	}
+	dir := t.TempDir()
+	gitCLI(t, dir, "init", "-q")
+	os.MkdirAll(filepath.Join(dir, "specs"), 0o755)
+	os.WriteFile(filepath.Join(dir, "specs", "tiers.yaml"), []byte(gitTiers), 0o644)
+	writeBlob(t, filepath.Join(dir, "assets", "model.bin"), mb<<20)
+	writeBlob(t, filepath.Join(dir, "specs", "dump.yaml"), mb<<20)
+	gitCLI(t, dir, "add", "-A")
+	gitCLI(t, dir, "commit", "-q", "-m", "blobs")
+
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	peak, havePeak := peakRSS()
+	src := &GitSource{URL: "file://" + dir, Path: "specs"}
+	t.Cleanup(func() { src.Close() })
+	rev, err := src.Read(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var during runtime.MemStats
+	runtime.ReadMemStats(&during)
+	if havePeak {
+		t.Logf("peak RSS of the test process while reading: %d MiB (blobs of %d MiB)", peak()>>20, mb)
+	}
+	want := []string{"specs/dump.yaml: not read: " + schema.FileTooLarge(mb<<20, schema.DefaultMaxFileBytes)}
+	if diff := cmp.Diff(want, rev.Problems); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+	if _, ok := rev.FS.(fstest.MapFS)["tiers.yaml"]; !ok {
+		t.Errorf("tiers.yaml not read: %v", rev.FS)
+	}
+	// What the Read keeps: the heap in use right after it (the clone is on
+	// disk; a blob held in memory shows here).
+	if grown := int64(during.HeapInuse) - int64(before.HeapInuse); grown > mb<<20/4 {
+		t.Errorf("the heap grew by %d MiB reading a commit with two blobs of %d MiB: a blob is kept in memory", grown>>20, mb)
+	}
+	runtime.KeepAlive(src)
+}
+
+// The git source reads a commit within the limits it is given, as the
+// loader reads a directory: a file over the per-file limit and the files
+// past the per-tree one are named, unread.
+func TestGitSourceLimits(t *testing.T) {
+	r := newTestRepo(t)
+	pad := func(n int) string { return gitTiers + "# " + strings.Repeat("x", n-len(gitTiers)-3) + "\n" }
+	r.commit("specs", map[string]string{"specs/a.yaml": pad(1536), "specs/b.yaml": pad(900), "specs/c.yaml": pad(900), "specs/d.yaml": pad(900), "specs/e.yaml": pad(900)}, nil)
+	src := &GitSource{URL: r.url(), Path: "specs", Limits: schema.Limits{FileBytes: 1 << 10, TreeBytes: 2 << 10}}
+	t.Cleanup(func() { src.Close() })
+	rev, err := src.Read(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"specs/a.yaml: not read: the file is too large (1.5 KiB, more than the limit of 1 KiB per file); split it into smaller files, or raise the limit with --max-file-size",
+		"specs/d.yaml: not read, nor any file after it: the spec tree holds more than the limit of 2 KiB of *.yaml, *.yml and *.cue files; split the tree, leave files out with .berthignore, or raise the limit with --max-tree-size",
+	}
+	if diff := cmp.Diff(want, rev.Problems); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+	var names []string
+	for n := range rev.FS.(fstest.MapFS) {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	if diff := cmp.Diff([]string{"b.yaml", "c.yaml"}, names); diff != "" {
+		t.Errorf("files read (-want +got):\n%s", diff)
+	}
+}
+
+// Close removes the clone; a Read after it clones again.
+func TestGitSourceCloseRemovesTheClone(t *testing.T) {
+	r := newTestRepo(t)
+	r.commit("one", map[string]string{"tiers.yaml": gitTiers}, nil)
+	dir := filepath.Join(t.TempDir(), "clone")
+	src := &GitSource{URL: r.url(), Dir: dir}
+	if _, err := src.Read(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) == 0 {
+		t.Fatalf("the clone is not in %s", dir)
+	}
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("after Close, %s holds %d entries", dir, len(entries))
+	}
+	if rev, err := src.Read(t.Context()); err != nil || rev.ID == "" {
+		t.Errorf("Read after Close: %v, %v", rev.ID, err)
+	}
+	src.Close()
+}
+
+// A clone that fails leaves nothing in the temporary directory, and Close
+// removes a good one's.
+func TestGitSourceTempDirRemoved(t *testing.T) {
+	r := newTestRepo(t)
+	r.commit("one", map[string]string{"tiers.yaml": gitTiers}, nil)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	if _, err := (&GitSource{URL: r.url(), Branch: "nope"}).Read(t.Context()); err == nil {
+		t.Fatal("a missing branch read")
+	}
+	if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
+		t.Errorf("a failed clone left %d entries in $TMPDIR", len(entries))
+	}
+	src := &GitSource{URL: r.url()}
+	if _, err := src.Read(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(tmp); len(entries) != 1 {
+		t.Errorf("a clone made %d entries in $TMPDIR, want 1", len(entries))
+	}
+	src.Close()
+	if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
+		t.Errorf("after Close, $TMPDIR holds %d entries", len(entries))
 	}
 }

@@ -49,13 +49,17 @@ type DecideFunc func(policies.Input) policies.Decision
 type AdvanceFunc func(h drivers.History, set *schema.Set, snap *drivers.Snapshot, now time.Time) drivers.History
 
 // Config wires a Loop. Source, Cluster and Store are required; Load
-// defaults to LoadSpecs and Decide to policies.Decide.
+// defaults to SpecLoader(Limits) and Decide to policies.Decide.
 type Config struct {
 	Source  Source
 	Cluster drivers.Cluster
 	Store   drivers.Store
 	Load    LoadFunc
 	Decide  DecideFunc
+	// Limits bound the spec files the default Load reads (zero fields:
+	// schema's defaults); a file or tree over them makes the revision
+	// invalid, so it is refused and the last good one stays in force.
+	Limits schema.Limits
 	// Advance advances decayed usage (default: policies.AdvanceUsage with
 	// the revision's half-life).
 	Advance AdvanceFunc
@@ -182,7 +186,7 @@ func New(cfg Config) (*Loop, error) {
 		return nil, errors.New("reconcile: no store")
 	}
 	if cfg.Load == nil {
-		cfg.Load = LoadSpecs
+		cfg.Load = SpecLoader(cfg.Limits)
 	}
 	if cfg.Decide == nil {
 		cfg.Decide = policies.Decide
@@ -227,23 +231,32 @@ func New(cfg Config) (*Loop, error) {
 // Metrics returns the loop's metrics.
 func (l *Loop) Metrics() *Metrics { return l.cfg.Metrics }
 
-// LoadSpecs is the LoadFunc of berth's spec loader: the problems are the
-// error diagnostics, "file:line:col: message"; warnings are left out.
+// LoadSpecs is the LoadFunc of berth's spec loader with the default
+// limits: the problems are the error diagnostics, "file:line:col:
+// message"; warnings are left out.
 func LoadSpecs(fsys fs.FS, root string) (*schema.Set, []string, error) {
-	set, diags, err := schema.LoadFS(fsys, root)
-	if err != nil {
-		return nil, nil, err
-	}
-	var problems []string
-	for _, d := range diags {
-		if d.Severity == schema.SeverityError {
-			problems = append(problems, d.String())
+	return SpecLoader(schema.Limits{})(fsys, root)
+}
+
+// SpecLoader is LoadSpecs within limits: a file or tree over them is a
+// problem that names it (schema.Limits).
+func SpecLoader(limits schema.Limits) LoadFunc {
+	return func(fsys fs.FS, root string) (*schema.Set, []string, error) {
+		r, err := schema.CheckFSWith(fsys, root, schema.Options{Limits: limits})
+		if err != nil {
+			return nil, nil, err
 		}
+		var problems []string
+		for _, d := range r.Diagnostics {
+			if d.Severity == schema.SeverityError {
+				problems = append(problems, d.String())
+			}
+		}
+		if r.Set == nil && len(problems) == 0 {
+			problems = []string{"the specs are invalid"}
+		}
+		return r.Set, problems, nil
 	}
-	if set == nil && len(problems) == 0 {
-		problems = []string{"the specs are invalid"}
-	}
-	return set, problems, nil
 }
 
 // StalledError says the loop cannot go on until the specs change: there
@@ -873,8 +886,15 @@ func weight(p schema.Project) float64 {
 	return p.Spec.FairShare.Weight
 }
 
-// Status returns the current status; the caller owns the copy.
-func (l *Loop) Status() Status {
+// Status returns the current status with every workspace; the caller
+// owns the copy.
+func (l *Loop) Status() Status { return l.StatusPage(schema.Ref{}, 0) }
+
+// StatusPage is Status listing only the workspaces after after (in
+// project, then name order; the zero Ref: from the first), at most limit
+// of them (0 or less: all). Next names the last one listed when more
+// follow; Summary always counts every workspace.
+func (l *Loop) StatusPage(after schema.Ref, limit int) Status {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := Status{Version: APIVersion, Clock: "cluster", Berth: l.cfg.BerthVersion, Cluster: l.cfg.ClusterName,
@@ -896,7 +916,7 @@ func (l *Loop) Status() Status {
 		ls := l.cfg.Leader.LeaderStatus()
 		s.Leader = &ls
 	}
-	for _, ref := range slices.SortedFunc(maps.Keys(l.records), func(a, b schema.Ref) int {
+	refs := slices.SortedFunc(maps.Keys(l.records), func(a, b schema.Ref) int {
 		if a.Less(b) {
 			return -1
 		}
@@ -904,11 +924,45 @@ func (l *Loop) Status() Status {
 			return 1
 		}
 		return 0
-	}) {
-		r := l.records[ref].clone()
-		s.Workspaces = append(s.Workspaces, r.status)
+	})
+	s.Summary = summarize(refs, l.records)
+	from := 0
+	if after != (schema.Ref{}) {
+		from, _ = slices.BinarySearchFunc(refs, after, func(r, target schema.Ref) int {
+			if r.Less(target) || r == target {
+				return -1
+			}
+			return 1
+		})
+	}
+	to := len(refs)
+	if limit > 0 && from+limit < to {
+		to = from + limit
+		s.Next = refs[to-1].String()
+	}
+	for _, ref := range refs[from:to] {
+		w := l.records[ref].status
+		w.GPUs = slices.Clone(w.GPUs)
+		s.Workspaces = append(s.Workspaces, w)
 	}
 	return s
+}
+
+// summarize counts the workspaces of records, whose keys refs holds
+// sorted.
+func summarize(refs []schema.Ref, records map[schema.Ref]*record) *StatusSummary {
+	sum := &StatusSummary{Workspaces: len(refs), States: map[State]int{}, Projects: []ProjectCount{}}
+	for _, ref := range refs {
+		st := records[ref].status.State
+		sum.States[st]++
+		if n := len(sum.Projects); n == 0 || sum.Projects[n-1].Name != ref.Project {
+			sum.Projects = append(sum.Projects, ProjectCount{Name: ref.Project, States: map[State]int{}})
+		}
+		p := &sum.Projects[len(sum.Projects)-1]
+		p.Workspaces++
+		p.States[st]++
+	}
+	return sum
 }
 
 // Workspace returns one workspace's status, history and explanation;

@@ -101,9 +101,36 @@ type Status struct {
 	// journal and its own observation, and applies nothing.
 	Leader *LeaderStatus `json:"leader,omitempty"`
 	// LastReconcile is the last completed cycle.
-	LastReconcile *CycleStatus      `json:"lastReconcile,omitempty"`
-	Projects      []ProjectStatus   `json:"projects"`
-	Workspaces    []WorkspaceStatus `json:"workspaces"`
+	LastReconcile *CycleStatus    `json:"lastReconcile,omitempty"`
+	Projects      []ProjectStatus `json:"projects"`
+	// Workspaces are the workspaces of this page: all of them unless the
+	// request limited the page (GET /api/v1/status lists at most
+	// DefaultStatusLimit by default), then those after its cursor.
+	Workspaces []WorkspaceStatus `json:"workspaces"`
+	// Next, when set, is the cursor of the next page (the last workspace
+	// listed, PROJECT/NAME): GET /api/v1/status?after=NEXT. Absent on the
+	// last page.
+	Next string `json:"next,omitempty"`
+	// Summary counts every workspace, on this page or not.
+	Summary *StatusSummary `json:"summary,omitempty"`
+}
+
+// StatusSummary counts the workspaces berth knows, whatever page the
+// status lists.
+type StatusSummary struct {
+	Workspaces int `json:"workspaces"`
+	// States counts them per state (only states some workspace is in).
+	States map[State]int `json:"states"`
+	// Projects counts them per project, sorted by name: the projects of
+	// the specs that have workspaces, and any the cluster still runs.
+	Projects []ProjectCount `json:"projects"`
+}
+
+// ProjectCount is one project's workspaces, counted.
+type ProjectCount struct {
+	Name       string        `json:"name"`
+	Workspaces int           `json:"workspaces"`
+	States     map[State]int `json:"states"`
 }
 
 // RevisionStatus is one revision of the specs.

@@ -38,6 +38,11 @@ func TestStatusJSON(t *testing.T) {
 			{Project: "vision", Name: "sweep", State: StatePreempted, ReasonKind: "preempted", Reason: "preempted by research/train",
 				PreemptedBy: &schema.Ref{Project: "research", Name: "train"}, Since: t0},
 		},
+		Next: "vision/sweep",
+		Summary: &StatusSummary{Workspaces: 3, States: map[State]int{StateRunning: 1, StatePreempted: 1, StatePending: 1}, Projects: []ProjectCount{
+			{Name: "research", Workspaces: 1, States: map[State]int{StateRunning: 1}},
+			{Name: "vision", Workspaces: 2, States: map[State]int{StatePreempted: 1, StatePending: 1}},
+		}},
 	}
 	got, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {

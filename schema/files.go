@@ -37,6 +37,9 @@ type Limits struct {
 	TreeBytes int64
 }
 
+// WithDefaults returns l with each zero field set to its default.
+func (l Limits) WithDefaults() Limits { return l.withDefaults() }
+
 func (l Limits) withDefaults() Limits {
 	if l.FileBytes <= 0 {
 		l.FileBytes = DefaultMaxFileBytes
@@ -107,6 +110,17 @@ func readLimited(fsys fs.FS, p string, limit int64) ([]byte, error) {
 		return nil, tooBig(int64(len(b)), limit)
 	}
 	return b, nil
+}
+
+// FileTooLarge is the loader's message for a file of size bytes over the
+// per-file limit (a size of 0 or less: its size is not known), as other
+// readers of spec files (the git source) say it too.
+func FileTooLarge(size, limit int64) string { return tooBig(size, limit).Error() }
+
+// TreeTooLarge is the loader's message for the file at which a tree went
+// over the per-tree limit.
+func TreeTooLarge(limit int64) string {
+	return fmt.Sprintf("the spec tree holds more than the limit of %s of *.yaml, *.yml and *.cue files; split the tree, leave files out with %s, or raise the limit with --max-tree-size", byteSize(limit), IgnoreFile)
 }
 
 func tooBig(size, limit int64) error {
@@ -397,7 +411,7 @@ func (w *walk) visit(p string, d fs.DirEntry, err error) error {
 	w.total += max(size, 0)
 	if w.total > w.limits.TreeBytes {
 		w.full = true
-		w.refuse(p, "not read, nor any file after it: the spec tree holds more than the limit of %s of *.yaml, *.yml and *.cue files; split the tree, leave files out with %s, or raise the limit with --max-tree-size", byteSize(w.limits.TreeBytes), IgnoreFile)
+		w.refuse(p, "not read, nor any file after it: %s", TreeTooLarge(w.limits.TreeBytes))
 		return nil
 	}
 	fsys, limit := w.fsys, w.limits.FileBytes
@@ -445,6 +459,40 @@ func readPaths(paths []string, limits Limits) ([]sourceFile, []Diagnostic, error
 		diags = append(diags, fsDiags...)
 	}
 	return files, diags, nil
+}
+
+// ReadFile reads the file at name, an OS path such as a cluster file
+// named on a command line, as the loader reads a spec file: only a
+// regular file (a FIFO or a device is refused at once, never waited on)
+// of at most limit bytes (0 or less: DefaultMaxFileBytes).
+func ReadFile(name string, limit int64) ([]byte, error) {
+	if limit <= 0 {
+		limit = DefaultMaxFileBytes
+	}
+	f, err := osFile{}.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not read: %s; berth reads only regular files", name, notRegular(st.Mode()))
+	}
+	size := st.Size()
+	var b []byte
+	if size <= limit {
+		if b, err = io.ReadAll(io.LimitReader(f, limit+1)); err != nil {
+			return nil, err
+		}
+		size = int64(len(b))
+	}
+	if size > limit {
+		return nil, fmt.Errorf("%s: not read: the file is too large (%s, more than the limit of %s)", name, byteSize(size), byteSize(limit))
+	}
+	return b, nil
 }
 
 // osFile opens OS paths, as named on a command line, without waiting.

@@ -225,4 +225,26 @@ spec:
     gpus:                     # explicit GPUs when no preset
     - {model: H100, memory: 80Gi, domain: 0, numa: 0}
 ` + "```" + `
+
+## Size limits
+
+One ` + "`*.yaml`" + `, ` + "`*.yml`" + ` or ` + "`*.cue`" + ` file may hold at most 16 MiB and a tree 512 MiB of
+them (` + "`--max-file-size`" + `, ` + "`--max-tree-size`" + ` on ` + "`validate`" + `, ` + "`plan`" + `, ` + "`apply`" + ` and
+` + "`reconcile`" + `, the same defaults in each). A file over the first, and the files
+met after the second is reached, are never read: each is an error that names
+it and the limit, so the specs are invalid (` + "`reconcile`" + ` keeps the last good
+revision in force). A git source checks each blob's size before reading it.
+
+## The status API
+
+` + "`GET /api/v1/status`" + ` (` + "`berth status -o json`" + `) is a ` + "`berth.dev/v2`" + ` document.
+Its ` + "`summary`" + ` always counts every workspace: ` + "`workspaces`" + `, ` + "`states`" + ` (per state)
+and ` + "`projects`" + ` (per project: ` + "`name`" + `, ` + "`workspaces`" + `, ` + "`states`" + `). Its ` + "`workspaces`" + `
+list is paged: a loop that knows at most 1,000 workspaces lists them all, as
+before paging; one that knows more lists the first 1,000 and sets ` + "`next`" + `, the
+cursor of the next page (` + "`PROJECT/NAME`" + ` of the last one listed). Parameters:
+` + "`limit`" + ` (1 to 10,000 workspaces per page; default 1,000) and ` + "`after`" + ` (a
+` + "`next`" + `); the pages list each workspace once, sorted by project, then name.
+A bad parameter is 400 with ` + "`{\"error\": …}`" + `. ` + "`berth status`" + ` shows the first page,
+the counts and how many more there are; ` + "`--all`" + ` follows every page.
 `

@@ -36,6 +36,8 @@ berth.dev/allow-mass-prune: "true" annotation) allows it.
 Exit status: 0 when everything was applied, 1 when the specs are invalid or
 an action failed, 2 when the command line is wrong.
 
+` + limitsHelp + `
+
 ` + clusterHelp(),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -44,6 +46,10 @@ an action failed, 2 when the command line is wrong.
 			}
 			if fi, err := os.Stat(f.source); err != nil || !fi.IsDir() {
 				return usageError("--source %s: not a directory (looked for %s); give the directory that holds the specs", f.source, absPath(f.source))
+			}
+			limits, err := f.limits.limits()
+			if err != nil {
+				return err
 			}
 			log, err := newLogger(cmd.ErrOrStderr(), f.logFormat, f.logLevel)
 			if err != nil {
@@ -60,6 +66,7 @@ an action failed, 2 when the command line is wrong.
 				Source: reconcile.DirSource{Dir: f.source}, Cluster: c.Cluster, Store: c.Store,
 				Logger: log, ClusterName: c.Name, BerthVersion: berthVersion(),
 				AllowMassPrune: f.prune.allow, MassPrunePercent: f.prune.percent, MassPruneMin: f.prune.atMin,
+				Limits: limits,
 			})
 			if err != nil {
 				return err
@@ -111,6 +118,7 @@ an action failed, 2 when the command line is wrong.
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json (logs go to stderr)")
 	fl.StringVar(&f.logLevel, "log-level", "error", "debug, info, warn or error")
 	f.prune.add(fl)
+	f.limits.add(fl)
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the cycle to this file (go tool pprof)")
 	fl.MarkHidden("cpuprofile")
 	return cmd

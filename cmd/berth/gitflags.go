@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/schema"
 	"github.com/spf13/pflag"
 )
 
@@ -62,7 +63,7 @@ type openedSource struct {
 
 // open returns the source --source names: a git URL is cloned; anything
 // else is a local directory (a git working tree too), watched.
-func (f *sourceFlags) open(source string, interval time.Duration, log *slog.Logger) (*openedSource, error) {
+func (f *sourceFlags) open(source string, interval time.Duration, limits schema.Limits, log *slog.Logger) (*openedSource, error) {
 	if !reconcile.IsGitURL(source) {
 		dir := source
 		if f.path != "" {
@@ -87,7 +88,7 @@ func (f *sourceFlags) open(source string, interval time.Duration, log *slog.Logg
 		return nil, err
 	}
 	warnSecrets(log, source, auth.Password != "")
-	src := &reconcile.GitSource{URL: source, Branch: f.branch, Path: f.path, Auth: auth, Logger: log, FetchEvery: interval, Timeout: f.gitTimeout}
+	src := &reconcile.GitSource{URL: source, Branch: f.branch, Path: f.path, Auth: auth, Logger: log, FetchEvery: interval, Timeout: f.gitTimeout, Limits: limits}
 	if f.verifyKeys != "" {
 		b, err := os.ReadFile(f.verifyKeys)
 		if err != nil {

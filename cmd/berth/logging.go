@@ -41,6 +41,7 @@ type loopFlags struct {
 	logFormat string
 	logLevel  string
 	prune     massPruneFlags
+	limits    limitFlags
 }
 
 // check reports a wrong command line of `berth command` as a usage error:

@@ -21,6 +21,7 @@ func newPlanCmd() *cobra.Command {
 		detailed, allowMass   bool
 		pruneDelay            time.Duration
 		percent, minimum      int
+		lf                    limitFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "plan [PATH] --cluster CLUSTER [--base REF] [--output text|markdown|json] [--detailed-exitcode]",
@@ -48,11 +49,16 @@ Exit status: 0 success, 1 error (invalid specs, cluster unreachable, bad
 --base), 2 a wrong command line; with --detailed-exitcode: 0 no changes,
 1 error, 2 changes (terraform's convention).
 
+` + limitsHelp + `
+
 ` + clusterHelp(),
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			err := runPlan(cmd, args, planOptions{cluster: cluster, base: base, baseSet: cmd.Flags().Changed("base"),
-				output: output, allowMass: allowMass, pruneDelay: pruneDelay, percent: percent, minimum: minimum})
+			limits, err := lf.limits()
+			if err == nil {
+				err = runPlan(cmd, args, planOptions{cluster: cluster, base: base, baseSet: cmd.Flags().Changed("base"),
+					output: output, allowMass: allowMass, pruneDelay: pruneDelay, percent: percent, minimum: minimum, limits: limits})
+			}
 			var changed errChanges
 			switch {
 			case errors.As(err, &changed):
@@ -79,6 +85,7 @@ Exit status: 0 success, 1 error (invalid specs, cluster unreachable, bad
 	fl.IntVar(&percent, "mass-prune-percent", 25, "berth reconcile's --mass-prune-percent")
 	fl.IntVar(&minimum, "mass-prune-min", 3, "berth reconcile's --mass-prune-min")
 	fl.DurationVar(&pruneDelay, "prune-delay", reconcile.DefaultPruneDelay, "berth reconcile's --prune-delay, for the purge times shown")
+	lf.add(fl)
 	return cmd
 }
 
@@ -87,6 +94,7 @@ type planOptions struct {
 	baseSet, allowMass    bool
 	pruneDelay            time.Duration
 	percent, minimum      int
+	limits                schema.Limits
 }
 
 // errChanges says the plan has changes (for --detailed-exitcode).
@@ -109,7 +117,7 @@ func runPlan(cmd *cobra.Command, args []string, o planOptions) error {
 	if err != nil {
 		return &exitError{Code: exitFailure, Err: err}
 	}
-	head, err := loadPlanSpecs(cmd.ErrOrStderr(), dir, rev.FS, rev.ID)
+	head, err := loadPlanSpecs(cmd.ErrOrStderr(), dir, rev.FS, rev.ID, o.limits)
 	if err != nil {
 		return err
 	}
@@ -118,11 +126,11 @@ func runPlan(cmd *cobra.Command, args []string, o planOptions) error {
 
 	// 2. The specs before: the same directory at --base.
 	if o.baseSet || reconcile.InGitWorkTree(dir) {
-		fsys, id, err := reconcile.GitRevisionFS(dir, o.base)
+		fsys, id, err := reconcile.GitRevisionFS(dir, o.base, o.limits)
 		if err != nil {
 			return &exitError{Code: exitFailure, Err: fmt.Errorf("--base %s: %w", o.base, err)}
 		}
-		in.Base, err = loadPlanSpecs(cmd.ErrOrStderr(), dir+" at "+o.base, fsys, id)
+		in.Base, err = loadPlanSpecs(cmd.ErrOrStderr(), dir+" at "+o.base, fsys, id, o.limits)
 		var ee *exitError
 		if errors.As(err, &ee) && ee.Err == nil {
 			// The base is invalid: plan without spec changes.
@@ -184,8 +192,8 @@ func runPlan(cmd *cobra.Command, args []string, o planOptions) error {
 
 // loadPlanSpecs loads and validates one side of the comparison; invalid
 // specs are an error with every problem listed.
-func loadPlanSpecs(stderr io.Writer, what string, fsys fs.FS, id string) (*schema.Set, error) {
-	set, problems, err := reconcile.LoadSpecs(fsys, ".")
+func loadPlanSpecs(stderr io.Writer, what string, fsys fs.FS, id string, limits schema.Limits) (*schema.Set, error) {
+	set, problems, err := reconcile.SpecLoader(limits)(fsys, ".")
 	if err != nil {
 		return nil, &exitError{Code: exitFailure, Err: fmt.Errorf("%s: %w", what, err)}
 	}

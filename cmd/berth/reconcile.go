@@ -47,8 +47,9 @@ revision is never applied: the last good one stays in force.
 
 --source is a directory (watched for changes; when it is a symbolic link,
 as git-sync's --link is, a swap of the link applies at once) or a git URL (https://…,
-ssh://…, git@host:org/repo.git, file://…), cloned with its full history
-and fetched every --interval, or at once on a signed POST to
+ssh://…, git@host:org/repo.git, file://…), cloned shallow into a private
+directory under $TMPDIR (removed when berth stops) and fetched every
+--interval, or at once on a signed POST to
 /api/v1/hooks/git (--webhook-secret-file). A workspace removed from the
 specs is stopped, and purged only after --prune-delay; a revision that
 would stop or remove many workspaces at once is refused unless allowed.
@@ -95,6 +96,8 @@ Give credentials in files or the environment, not in the --source URL
 (berth warns: ps shows it to every user); every credential in the URL is
 shown as *** in logs and the status.
 
+` + limitsHelp + `
+
 ` + clusterHelp(),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -120,6 +123,10 @@ shown as *** in logs and the status.
 			if leaseTTL != 0 && leaseTTL < time.Second {
 				return usageError("--lease-ttl %s: the leader lease must live at least 1s (default %s), or 0 to run without an election", leaseTTL, reconcile.DefaultLeaseTTL)
 			}
+			limits, err := f.limits.limits()
+			if err != nil {
+				return err
+			}
 			token, err := readUIToken(uiToken, listen)
 			if err != nil {
 				return err
@@ -137,9 +144,12 @@ shown as *** in logs and the status.
 			if c.Close != nil {
 				defer c.Close()
 			}
-			src, err := sf.open(f.source, interval, log)
+			src, err := sf.open(f.source, interval, limits, log)
 			if err != nil {
 				return err
+			}
+			if gs, ok := src.Source.(*reconcile.GitSource); ok {
+				defer gs.Close()
 			}
 			f.source = src.Name // from here on, without a password in its URL
 			hookCh, trigger := triggerChan()
@@ -153,7 +163,7 @@ shown as *** in logs and the status.
 				ClusterName: c.Name, BerthVersion: berthVersion(), Interval: interval,
 				PruneDelay: sf.pruneDelay, AllowMassPrune: f.prune.allow,
 				MassPrunePercent: f.prune.percent, MassPruneMin: f.prune.atMin,
-				CycleTimeout: cycleTimeout, HealthMaxAge: healthMaxAge,
+				CycleTimeout: cycleTimeout, HealthMaxAge: healthMaxAge, Limits: limits,
 			}
 			if c.Watch != nil {
 				// The cluster's changes start cycles but never cut a backoff short.
@@ -245,6 +255,7 @@ shown as *** in logs and the status.
 	fl.DurationVar(&leaseTTL, "lease-ttl", reconcile.DefaultLeaseTTL, "time to live of the leader lease among replicas (Nomad); a dead leader is replaced within it; 0: no election (only one berth may run)")
 	sf.add(fl)
 	f.prune.add(fl)
+	f.limits.add(fl)
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&uiToken, "ui-token-file", "", "file holding the bearer token the API and dashboard require (required when --listen is not loopback)")

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -89,6 +91,7 @@ func newStatusCmd() *cobra.Command {
 	var (
 		sf     serverFlags
 		output string
+		all    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -96,6 +99,11 @@ func newStatusCmd() *cobra.Command {
 		Long: `status asks a running 'berth reconcile' (--server, default $BERTH_SERVER or
 http://127.0.0.1:4680) for the revision in force, the last refused one and
 why, every project's quota, usage and share, and every workspace's state.
+
+A loop that knows more than ` + thousands(reconcile.DefaultStatusLimit) + ` workspaces serves them a page at a
+time: status then shows the first page, the count of every workspace per
+state and project, and how many more there are; --all fetches every page
+(with --output json, one document with every workspace).
 
 ` + serverHelp,
 		Args: cobra.NoArgs,
@@ -108,6 +116,21 @@ why, every project's quota, usage and share, and every workspace's state.
 			if err != nil {
 				return err
 			}
+			if all {
+				// Follow the pages; the last one's header is the freshest.
+				for st.Next != "" {
+					var page reconcile.Status
+					if _, err := sf.get(cmd.Context(), "/api/v1/status?limit="+strconv.Itoa(reconcile.MaxStatusLimit)+"&after="+url.QueryEscape(st.Next), &page); err != nil {
+						return err
+					}
+					page.Workspaces = append(st.Workspaces, page.Workspaces...)
+					st = page
+				}
+				if raw, err = json.MarshalIndent(st, "", "  "); err != nil {
+					return &exitError{Code: exitFailure, Err: err}
+				}
+				raw = append(raw, '\n')
+			}
 			if output == "json" {
 				cmd.OutOrStdout().Write(raw)
 				return nil
@@ -118,6 +141,7 @@ why, every project's quota, usage and share, and every workspace's state.
 	}
 	sf.add(cmd.Flags())
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	cmd.Flags().BoolVar(&all, "all", false, "list every workspace of a loop that serves them in pages (more than "+thousands(reconcile.DefaultStatusLimit)+")")
 	return cmd
 }
 
@@ -207,6 +231,9 @@ func printStatus(w io.Writer, st reconcile.Status) {
 	printCPUMemQuotas(w, st.Projects)
 	fmt.Fprintln(w)
 	printWorkspaces(w, st.Workspaces, true)
+	if sum := st.Summary; sum != nil && sum.Workspaces > len(st.Workspaces) {
+		printSummary(w, st)
+	}
 	printEndpoints(w, st.Workspaces)
 }
 
@@ -235,6 +262,32 @@ func printCPUMemQuotas(w io.Writer, ps []reconcile.ProjectStatus) {
 			fmt.Fprintf(w, "%s uses %s\n", p.Name, strings.Join(parts, ", "))
 		}
 	}
+}
+
+// printSummary says how many workspaces a page leaves out, and counts
+// all of them per state and project.
+func printSummary(w io.Writer, st reconcile.Status) {
+	sum := st.Summary
+	fmt.Fprintf(w, "… and %s more: %s workspaces in all (berth status --all lists them; --output json --all as one document)\n",
+		thousands(int64(sum.Workspaces-len(st.Workspaces))), thousands(int64(sum.Workspaces)))
+	fmt.Fprintf(w, "  %s\n", stateCounts(sum.States))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, p := range sum.Projects {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", p.Name, thousands(int64(p.Workspaces)), stateCounts(p.States))
+	}
+	tw.Flush()
+}
+
+// stateCounts is "2 Running, 7 Pending", in the order of a workspace's life.
+func stateCounts(m map[reconcile.State]int) string {
+	var parts []string
+	for _, s := range []reconcile.State{reconcile.StateRunning, reconcile.StateStarting, reconcile.StatePreempting, reconcile.StatePending,
+		reconcile.StatePreempted, reconcile.StateFailed, reconcile.StateCompleted, reconcile.StateStopped} {
+		if n := m[s]; n > 0 {
+			parts = append(parts, thousands(int64(n))+" "+string(s))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // printEndpoints lists where workspaces with ports are reachable, when

@@ -24,7 +24,10 @@ func init() { commands = append(commands, newValidateCmd) }
 const validateJSONVersion = 1
 
 func newValidateCmd() *cobra.Command {
-	var format, maxFile, maxTree string
+	var (
+		format string
+		lf     limitFlags
+	)
 	cmd := &cobra.Command{
 		Use:   "validate [PATH...]",
 		Short: "Validate a tree of specs (for CI)",
@@ -40,10 +43,10 @@ at the wrong directory must fail.
 What is read: only regular files inside each directory. A symbolic link is
 followed only to a regular file inside the directory; a link out of it, a
 link to a directory, a loop, a FIFO or a device is an error that names it,
-and is never opened. One file may hold at most --max-file-size (16Mi) and a
-whole tree at most --max-tree-size (512Mi); past either, the files are
-errors, not read. On a terminal, the files read and the documents found
+and is never opened. On a terminal, the files read and the documents found
 so far are shown on stderr every second.
+
+` + limitsHelp + `
 
 Exit status: 0 when the specs are valid (warnings allowed), 1 when they are
 not or when there are none, 2 when the command line is wrong (a PATH that
@@ -71,17 +74,11 @@ Formats:
 					return &exitError{Code: exitFailure, Err: err}
 				}
 			}
-			var opts schema.Options
-			for _, l := range []struct {
-				flag, value string
-				to          *int64
-			}{{"--max-file-size", maxFile, &opts.FileBytes}, {"--max-tree-size", maxTree, &opts.TreeBytes}} {
-				n, err := schema.ParseBytes(l.value)
-				if err != nil || n <= 0 {
-					return usageError("%s %q: want a size such as 16Mi or 1Gi", l.flag, l.value)
-				}
-				*l.to = n
+			limits, err := lf.limits()
+			if err != nil {
+				return err
 			}
+			opts := schema.Options{Limits: limits}
 			tuneGC()
 			stderr := cmd.ErrOrStderr()
 			if isTerminal(stderr) {
@@ -119,8 +116,7 @@ Formats:
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text, json or github")
-	cmd.Flags().StringVar(&maxFile, "max-file-size", "16Mi", "the most one spec or rule file may hold (a size such as 16Mi)")
-	cmd.Flags().StringVar(&maxTree, "max-tree-size", "512Mi", "the most all spec and rule files together may hold")
+	lf.add(cmd.Flags())
 	return cmd
 }
 

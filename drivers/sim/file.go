@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -113,9 +112,11 @@ func (q *quantity) UnmarshalJSON(b []byte) error {
 // Presets returns the names of the node presets, sorted.
 func Presets() []string { return schema.ClusterPresetNames() }
 
-// ReadFile reads a cluster file. Errors name the file and the field.
+// ReadFile reads a cluster file: a regular file of at most
+// schema.DefaultMaxFileBytes, as a spec file (a FIFO or /dev/zero named
+// as one is refused at once). Errors name the file and the field.
 func ReadFile(path string) (*Spec, error) {
-	b, err := os.ReadFile(path)
+	b, err := schema.ReadFile(path, schema.DefaultMaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("sim: read cluster file: %w", err)
 	}

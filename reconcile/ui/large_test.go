@@ -111,3 +111,57 @@ func TestBrowserLargeCluster(t *testing.T) {
 		t.Errorf("after a click on dgx-300's cell the page shows %v; want dgx-300, down", got)
 	}
 }
+
+// TestBrowserManyWorkspaces: past 2,000 workspaces the feed sends only what
+// the page shows, and the page still counts every one: "and N more" per
+// project, and the waiting ones beyond the queue's first 500.
+func TestBrowserManyWorkspaces(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end in a browser")
+	}
+	exe := chromium(t)
+	dir := t.TempDir()
+	copyFile(t, filepath.Join(example, "tiers.yaml"), filepath.Join(dir, "tiers.yaml"))
+	var b strings.Builder
+	b.WriteString("apiVersion: berth.dev/v1\nkind: Project\nmetadata: {name: research}\nspec:\n  tier: low\n  members: [alice]\n  quota: {gpus: 4}\n")
+	for i := range 2500 {
+		fmt.Fprintf(&b, "---\napiVersion: berth.dev/v1\nkind: Workspace\nmetadata: {name: job-%04d, project: research}\nspec:\n  owner: alice\n  state: Running\n  task: {driver: docker, image: busybox}\n  resources: {gpus: 1, cpu: 1, memory: 1Gi}\n", i)
+	}
+	write(t, dir, "specs.yaml", b.String())
+	spec, err := sim.Parse([]byte("apiVersion: berth.dev/v1\nkind: Cluster\nmetadata: {name: one}\nspec:\n  nodes:\n  - {name: dgx, preset: dgx-h100}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster := sim.New(*spec, sim.NewManualClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)))
+	loop, err := reconcile.New(reconcile.Config{Source: reconcile.DirSource{Dir: dir}, Cluster: cluster, Store: cluster, ClusterName: spec.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loop.Once(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(loop.Handler())
+	defer srv.Close()
+
+	bctx := browser(t, t.Context(), exe)
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="live"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#projects .ws`))); err != nil {
+		t.Fatal(err)
+	}
+	if got := eval[int](t, bctx, `document.querySelectorAll('#projects .ws').length`); got != 18 {
+		t.Errorf("%d workspace chips; want 18", got)
+	}
+	// 8 GPUs: 8 start, 2,492 wait; 18 of them are chips.
+	if got := eval[string](t, bctx, `document.querySelector('#projects .chips .muted').textContent`); got != "and 2474 more Pending, 8 more Starting" {
+		t.Errorf("project chips end with %q", got)
+	}
+	if got := eval[string](t, bctx, `document.querySelector('#projects .waiting').textContent`); !strings.HasSuffix(got, " and 2488 more") {
+		t.Errorf("project's waiting line %q; want it to end with \" and 2488 more\"", got)
+	}
+	if got := eval[int](t, bctx, `document.querySelectorAll('#queue tbody tr').length`); got != 500 {
+		t.Errorf("%d queue rows; want the first 500", got)
+	}
+	if got := eval[string](t, bctx, `document.getElementById("queue-more").textContent`); got != "… and 1992 more waiting (berth status --all lists every workspace)" {
+		t.Errorf("below the queue: %q", got)
+	}
+}

@@ -101,7 +101,8 @@ function applyDelta(d) {
     if (openWS && (d.workspaces || []).some((w) => key(w) === openWS)) loadWorkspace(openWS);
   }
   if (d.projects) S.projects = d.projects;
-  if (d.queue) S.queue = d.queue;
+  if (d.queue) { S.queue = d.queue; S.queueTotal = d.queueTotal; }
+  S.workspacesTotal = d.workspacesTotal;
   for (const e of d.events || []) if (e.seq > lastEvent) { S.events.push(e); lastEvent = e.seq; }
   if (S.events.length > MAX_EVENTS) S.events.splice(0, S.events.length - MAX_EVENTS);
 }
@@ -330,10 +331,13 @@ function drawProjects() {
       chips.append(el("a", { class: "ws", href: "#/ws/" + w.project + "/" + w.name, "data-workspace": w.project + "/" + w.name, "data-state": w.state, title: w.reason || w.state },
         el("i", { class: "dot", style: "background:" + color }), w.name, stateBadge(w.state)));
     }
-    if (mine.length > MAX_CHIPS) {
-      const more = {};
-      for (const w of mine.slice(MAX_CHIPS)) more[w.state] = (more[w.state] || 0) + 1;
-      chips.append(el("span", { class: "muted", text: "and " + Object.entries(more).map(([st, n]) => n + " more " + st).join(", ") }));
+    // The counts are the server's: a large tree's state holds only the
+    // workspaces shown.
+    const more = Object.assign({}, p.states);
+    for (const w of mine.slice(0, MAX_CHIPS)) more[w.state] = (more[w.state] || 0) - 1;
+    const rest = Object.entries(more).filter(([, n]) => n > 0).sort(([a], [b]) => (STATE_ORDER[a] ?? 9) - (STATE_ORDER[b] ?? 9));
+    if (rest.length) {
+      chips.append(el("span", { class: "muted", text: "and " + rest.map(([st, n]) => n + " more " + st).join(", ") }));
     }
     const borrow = p.borrowLimitGPUs == null ? "unlimited" : String(p.borrowLimitGPUs);
     box.append(el("div", { class: "project", "data-project": p.name },
@@ -346,8 +350,8 @@ function drawProjects() {
         ...quotaFigures(p),
         el("span", { title: "time-decayed GPU usage", text: `decayed usage ${(p.decayedUsage / 3600).toFixed(2)} GPU-h` }),
         el("span", { title: "fair-share weight over all weights, and decayed usage over all projects'", text: `share ${(100 * p.share).toFixed(0)}% · using ${(100 * p.usageShare).toFixed(0)}%` }),
-        el("span", { class: "waiting", text: p.waiting.length
-          ? "waiting: " + p.waiting.slice(0, 4).map(shortName).join(", ") + (p.waiting.length > 4 ? ` and ${p.waiting.length - 4} more` : "")
+        el("span", { class: "waiting", text: p.waitingTotal
+          ? "waiting: " + p.waiting.slice(0, 4).map(shortName).join(", ") + (p.waitingTotal > 4 ? ` and ${p.waitingTotal - 4} more` : "")
           : "none waiting" })),
       chips));
   }
@@ -358,6 +362,9 @@ function drawQueue() {
   body.replaceChildren();
   $("queue-empty").hidden = S.queue.length > 0;
   $("queue").hidden = S.queue.length === 0;
+  const hidden = (S.queueTotal || 0) - S.queue.length;
+  $("queue-more").hidden = hidden <= 0;
+  $("queue-more").textContent = hidden > 0 ? `… and ${hidden} more waiting (berth status --all lists every workspace)` : "";
   for (const q of S.queue) {
     body.append(el("tr", { "data-workspace": q.workspace },
       el("td", { text: q.position ? String(q.position) : "–" }),
