@@ -402,6 +402,14 @@ func (s *GitSource) fetch(ctx context.Context) (err error) {
 			ge.Msg = fmt.Sprintf("no answer from the git server within %s: cut (git timeout): %s", limit, ge.Msg)
 		}
 	}()
+	if s.repo != nil && packCount(s.dir) >= maxGitPacks {
+		// Afresh: the old clone goes with every object fetched since.
+		s.store.Close()
+		if err := s.removeDir(s.dir); err != nil {
+			return s.fail("clone", fmt.Sprintf("remove the old clone: %v", err))
+		}
+		s.repo, s.store, s.dir = nil, nil, ""
+	}
 	cloned := false
 	if s.repo == nil {
 		cloned = true
@@ -455,6 +463,21 @@ func (s *GitSource) fetch(ctx context.Context) (err error) {
 		return s.fail("fetch", fmt.Sprintf("branch %q not found on the remote", branch))
 	}
 	return s.fail("fetch", err.Error())
+}
+
+// maxGitPacks bounds the packs a clone gathers. Each fetch that brings
+// commits writes one, and together they keep every object fetched since
+// the clone, a large blob that has left HEAD too; past this many the
+// next fetch clones afresh (shallow) and removes the old clone, so the
+// disk a long-running berth uses stays about one clone and its recent
+// fetches. The force-push check then has no old head to look for and is
+// skipped once.
+const maxGitPacks = 32
+
+// packCount is how many packs the clone in dir holds.
+func packCount(dir string) int {
+	m, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "*.pack"))
+	return len(m)
 }
 
 // fail makes a GitError with every secret the source knows taken out.

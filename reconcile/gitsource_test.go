@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -710,5 +711,48 @@ func TestGitSourceTempDirRemoved(t *testing.T) {
 	src.Close()
 	if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
 		t.Errorf("after Close, $TMPDIR holds %d entries", len(entries))
+	}
+}
+
+// TestGitSourcePacksBounded: each fetch that brings commits writes a pack
+// into the clone, and the packs keep every object fetched since (a large
+// blob that has left HEAD too): a reconciler fetching for weeks would
+// fill its disk. Past maxGitPacks the next fetch clones afresh, shallow,
+// and removes the old clone; the revisions read stay right and the fresh
+// clone is no force-push.
+func TestGitSourcePacksBounded(t *testing.T) {
+	r := newTestRepo(t)
+	r.commit("one", map[string]string{"specs/tiers.yaml": gitTiers}, nil)
+	dir := filepath.Join(t.TempDir(), "clone")
+	src := &GitSource{URL: r.url(), Path: "specs", Dir: dir}
+	defer src.Close()
+	packs := func() int {
+		m, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "*.pack"))
+		return len(m)
+	}
+	most := 0
+	for i := range maxGitPacks + 5 {
+		c := r.commit(fmt.Sprint("commit ", i), map[string]string{"specs/ws.yaml": gitWorkspace(fmt.Sprint("w", i))}, nil)
+		rev, err := src.Read(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rev.ID != c.String()[:12] {
+			t.Fatalf("read %d: revision %s, want %s", i, rev.ID, c)
+		}
+		b, err := fs.ReadFile(rev.FS, "ws.yaml")
+		if err != nil || !strings.Contains(string(b), fmt.Sprintf("name: w%d,", i)) {
+			t.Fatalf("read %d: ws.yaml %q, %v", i, b, err)
+		}
+		most = max(most, packs())
+	}
+	if most > maxGitPacks+1 {
+		t.Errorf("the clone held %d packs at most, want ≤ %d", most, maxGitPacks+1)
+	}
+	if n := packs(); n >= maxGitPacks {
+		t.Errorf("after %d fetches the clone holds %d packs: never cloned afresh", maxGitPacks+5, n)
+	}
+	if fp := src.SourceStatus().ForcePushes; len(fp) != 0 {
+		t.Errorf("fresh clones reported as force-pushes: %+v", fp)
 	}
 }
