@@ -224,9 +224,9 @@ type decider struct {
 // behind it. Before the queue runs, the starvation guard gives the
 // reservation instead to the oldest overdue workspace, whatever its size
 // and quota: its reservation binds every workspace of its tier and lower,
-// inside its quota or not, while higher tiers see through it. No
-// later preemptor places a replica on a node where a reservation holds
-// GPUs, so what leaves there is the holder's. With none overdue, the guard's pick is the
+// inside its quota or not, while higher tiers see through it; no later
+// preemptor places a replica on a node where it holds GPUs, so what
+// leaves there is its. With none overdue, the guard's pick is the
 // longest-waiting workspace whose aging is at its maximum and that fits
 // in no free GPUs (highest tier first), gang or not, and its reservation
 // binds work that does not outrank it (boundBy). Either way GPUs freed

@@ -51,9 +51,10 @@
 //     allocation, GPUs or not, runs or leaves: it never queues again.
 //  4. Output sorted by Ref; Render prints it for people.
 //
-// The wait bound: a workspace that fits the cluster and that its
-// project's limits let start (borrow limit; inside the quota when not
-// preemptible), of the highest tier waiting, starts within
+// The wait bound, when Aging.MaxWait is set (it is off by default): a
+// workspace that fits the cluster and that its project's limits let
+// start (borrow limit; inside the quota when not preemptible), of the
+// highest tier waiting, starts within
 // Aging.MaxWait + (n+1)·(L+Δ) of queueing, where n counts the workspaces
 // queued before it still there when it became overdue (once each, and
 // again each time one is preempted after that), L is the longest a

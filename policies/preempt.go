@@ -33,8 +33,8 @@ import (
 // late) is taken only by a higher tier: otherwise the in-quota work its
 // reservation held back would reclaim it at once, and it would wait
 // again (a start that lasts is what the bound promises). No preemptor
-// places a replica on a node where a reservation (the guard's or a
-// gang's) holds GPUs: what leaves that node is the holder's (reservedOn).
+// places a replica on a node where the guard holds GPUs for an overdue
+// workspace: what leaves that node is its (reservedOn).
 // "Borrowed" is strict: v was admitted beyond
 // its project's quota (overQuota), and taking it leaves its project at or
 // above its quota. A workspace admitted inside its quota is never
@@ -231,10 +231,14 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 	return best, found
 }
 
-// reservedOn reports whether node ni holds GPUs reserved for a waiting
-// workspace: what leaves that node, by its end or by preemption, is for
-// that workspace, so no later preemptor places a replica there.
+// reservedOn reports whether node ni holds GPUs the starvation guard
+// reserves for an overdue workspace: what leaves that node, by its end or
+// by preemption, is for that workspace, so no later preemptor places a
+// replica there.
 func (d *decider) reservedOn(ni int32) bool {
+	if !d.guardOverdue || d.guardIdx < 0 || d.reservedBy != d.guardIdx {
+		return false
+	}
 	for _, si := range d.reserved {
 		if d.c.slots[si].node == ni {
 			return true

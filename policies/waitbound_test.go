@@ -2,7 +2,6 @@ package policies
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -25,8 +24,6 @@ import (
 // became overdue: the overdue go first, oldest first, and the oldest
 // holds the guard's reservation whatever its quota, so it waits only for
 // those before it and for the work on the GPUs it holds to end.
-var debugBound = os.Getenv("DEBUG_BOUND") != ""
-
 func TestPropWaitBound(t *testing.T) {
 	const (
 		step    = 5 * time.Minute
@@ -146,9 +143,6 @@ func TestPropWaitBound(t *testing.T) {
 			specs.Sort()
 			in = Input{Specs: &specs, Snapshot: &cur, History: in.History, Now: now}
 			d := Decide(in)
-			if debugBound {
-				fmt.Printf("== %s\n%s\n", now.Format("15:04"), Render(d))
-			}
 			for _, w := range d.Workspaces {
 				j := byRef[w.Ref]
 				switch w.Verdict {
