@@ -184,9 +184,10 @@ func (d *decider) admit(w *wsState) {
 // freeing a reservation, every start), and a rollback only restores a
 // state after gen moved on. The same holds for reserve: it reads the
 // shape and the free indexes, and it is tried only when reservedBy < 0
-// for a reason that is not ReasonQueue, for a gang (replicas are part of
-// the shape) or a guarded workspace (which always misses: freeing its
-// reservation bumped gen just before). So on a hit either it was not
+// for a reason that is not ReasonQueue (or any reason, for an overdue
+// guarded workspace), for a gang (replicas are part of the shape) or a
+// guarded workspace (which always misses: freeing its reservation bumped
+// gen just before). So on a hit either it was not
 // tried then and is not now, or it was tried with this very input and
 // held nothing (holding would have bumped gen): it is skipped.
 func (d *decider) waitForCapacity(wi int32, w *wsState, sm *shapeMemo, mi int, guarded bool) {
@@ -204,11 +205,13 @@ func (d *decider) waitForCapacity(wi int32, w *wsState, sm *shapeMemo, mi int, g
 	// A gang at the head of the queue reserves: without it, single
 	// workspaces could take GPUs one by one forever before a whole gang's
 	// worth is free. A single workspace reserves only as the starvation
-	// guard's pick (guarded: it held the guard's reservation).
-	if d.reservedBy < 0 && reason.Kind != ReasonQueue && (w.replicas > 1 || guarded) {
+	// guard's pick (guarded: it held the guard's reservation); an overdue
+	// one reserves again even when higher tiers ahead of it took the GPUs
+	// it fits in (the wait bound).
+	if d.reservedBy < 0 && (reason.Kind != ReasonQueue || (guarded && d.guardOverdue)) && (w.replicas > 1 || guarded) {
 		as := "head of the queue"
 		if guarded {
-			as = "the longest-starved workspace (aging at its maximum)"
+			as = d.guardAs()
 		}
 		if msg := d.reserve(wi, w, mi, as); msg != "" {
 			reason.Message += "; " + msg

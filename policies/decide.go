@@ -61,7 +61,12 @@ type wsState struct {
 
 	queuedSince time.Time
 	boost       int
-	preempted   *drivers.Preemption // last preemption (history), if waiting to resume
+	// overdue: it has waited the policy's wait bound (Aging.MaxWait).
+	overdue bool
+	// startedOverdue: it runs, and started Aging.MaxWait or longer after
+	// it first queued: no workspace of its tier or lower preempts it.
+	startedOverdue bool
+	preempted      *drivers.Preemption // last preemption (history), if waiting to resume
 
 	victim bool // preempted in this decision
 	// candidate: may be preempted at all (running, preemptible, past the
@@ -164,7 +169,11 @@ type decider struct {
 	reservedBy int32   // workspace holding the reservation; -1 none
 	journal    []undo
 	guardMsg   string // set when the starvation guard made the reservation
-	decidedWS  []bool // queued workspaces already admitted or told to wait
+	// guardOverdue: the guard's pick is overdue (past Aging.MaxWait), so
+	// its reservation binds all work of its tier and lower.
+	guardOverdue bool
+	guardIdx     int32  // the guard's pick once it reserved; -1 none
+	decidedWS    []bool // queued workspaces already admitted or told to wait
 	// initialMost[m][l]: the most free GPUs any group of model index m
 	// at level l had as the decision found them (-1: no group); admitted
 	// counts the workspaces started so far.
@@ -221,10 +230,16 @@ type decider struct {
 // does not: the starvation guard covers one that waits too long, and
 // otherwise its reservation would hold free GPUs back from everyone
 // behind it. Before the queue runs, the starvation guard gives the
-// reservation instead to the longest-waiting workspace whose aging is at
-// its maximum and that fits in no free GPUs (highest tier first), gang or
-// not: GPUs freed one by one then gather for it instead of going to later
-// arrivals, whatever fair share says.
+// reservation instead to the oldest overdue workspace, whatever its size
+// and quota: its reservation binds every workspace of its tier and lower,
+// inside its quota or not, while higher tiers see through it; no later
+// preemptor places a replica on a node where it holds GPUs, so what
+// leaves there is its. With none overdue, the guard's pick is the
+// longest-waiting workspace whose aging is at its maximum and that fits
+// in no free GPUs (highest tier first), gang or not, and its reservation
+// binds work that does not outrank it (boundBy). Either way GPUs freed
+// one by one then gather for it instead of going to later arrivals,
+// whatever fair share says.
 //
 // A preemptor whose victims are still stopping gets VerdictStart with those
 // victims in Preempts (and they keep VerdictPreempt): the plan is
@@ -255,11 +270,20 @@ func Decide(in Input) Decision {
 		w.out.Queue = n
 		if guard >= 0 && d.boundBy(w, d.ws[guard]) {
 			if g := d.ws[guard]; !d.decided(guard) {
-				d.guardMsg = d.reserve(guard, g, d.c.modelIndex(g.model), "the longest-starved workspace (aging at its maximum)")
+				d.guardMsg = d.reserve(guard, g, d.c.modelIndex(g.model), d.guardAs())
+				if d.guardMsg != "" {
+					d.guardIdx = guard
+				}
 			}
 			guard = -1
 		}
-		d.admit(w)
+		if d.passes(w) {
+			held := d.liftGuard()
+			d.admit(w)
+			d.restoreGuard(held)
+		} else {
+			d.admit(w)
+		}
 		p.done[pos] = true
 		p.left--
 		// Its project and the victims' (they hold fewer GPUs now) have

@@ -19,9 +19,14 @@
 //     (decayed usage plus held GPUs at steady state, per weight) less a
 //     bounded aging credit, then time queued, then Ref. A project offers
 //     its first workspace that still fits inside its quota, if any.
-//     The starvation guard reserves free GPUs for the longest-waiting
-//     workspace at maximum aging that needs more than the smallest one of
-//     its tier.
+//     The starvation guard reserves free GPUs for the oldest overdue
+//     workspace (waiting past Aging.MaxWait, the wait bound), against
+//     all work of its tier and lower whatever the quotas (higher tiers
+//     see through it), and no later preemptor places a replica on a node
+//     it holds GPUs on; with none overdue, for the longest-waiting
+//     workspace at maximum aging that needs more than the smallest one
+//     of its tier. A workspace that started past the wait bound is
+//     preempted only by a higher tier.
 //  3. Admission, in queue order: quota and borrow limit; free GPUs (best
 //     fit: the node or NVLink domain left with the fewest free GPUs,
 //     preferred topology first); else preemption (strictly lower tiers of
@@ -54,6 +59,18 @@
 // whichever it lacks. CPU counts resources.cpu per replica (an exclusive
 // core as 1000), memory resources.memory (QuotaPerReplica); a running
 // workspace counts its spec once per allocation.
+//
+// The wait bound, when Aging.MaxWait is set (it is off by default): a
+// workspace that fits the cluster and that its project's limits let
+// start (borrow limit; inside the quota when not preemptible), of the
+// highest tier waiting, starts within
+// Aging.MaxWait + (n+1)·(L+Δ) of queueing, where n counts the workspaces
+// queued before it still there when it became overdue (once each, and
+// again each time one is preempted after that), L is the longest a
+// workspace holds GPUs and Δ the time between decisions: the guard
+// serves the overdue oldest first, and the GPUs its pick holds stay free
+// for it while the work beside them ends. Work of a higher tier still
+// goes first (TestPropWaitBound).
 //
 // A workspace's tier is its own (Workspace.spec.tier) or its project's. A
 // project is a team with a quota; tier orders the team's own work, and

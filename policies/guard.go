@@ -1,52 +1,155 @@
 package policies
 
-// Rule: the starvation guard. Before the queue runs it picks the
-// longest-waiting workspace at maximum aging that smaller arrivals could
-// starve; its reservation is made just before the first workspace that
-// does not outrank it (boundBy).
+// Rule: the starvation guard and the wait bound. Before the queue runs it
+// picks one workspace to reserve free GPUs for: the oldest overdue one
+// (waiting past Aging.MaxWait), else the longest-waiting workspace at
+// maximum aging that smaller arrivals could starve. Its reservation is
+// made just before the first workspace that does not outrank it
+// (boundBy).
 
-// boundBy reports whether w comes no earlier in the queue's classes than
-// g: w borrows while g fits in its quota, or both are alike and w's tier
-// is not higher.
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/berth-dev/berth/drivers"
+)
+
+// boundBy reports whether w comes no earlier in the queue than the
+// guard's pick g may let it: for an overdue g, work of its tier and
+// lower, whatever either's quota (the wait bound; higher tiers that come
+// later, borrowing, see through the reservation: passes); else w borrows
+// while g fits in its quota, or both are alike and w's tier is not
+// higher.
 func (d *decider) boundBy(w, g *wsState) bool {
-	wq, gq := d.inQuota(d.projs[w.proj], w), d.inQuota(d.projs[g.proj], g)
+	if d.guardOverdue {
+		return w.tier <= g.tier
+	}
+	wq := d.inQuota(d.projs[w.proj], w)
+	gq := d.inQuota(d.projs[g.proj], g)
 	if wq != gq {
 		return gq
 	}
 	return w.tier <= g.tier
 }
 
-// starved picks, before the queue runs, the workspace the starvation guard
-// reserves the best free GPUs for: the workspace that has waited longest among those whose aging boost is
-// at its maximum, that need more GPUs than the smallest workspace waiting
-// in their tier (only those can be starved by smaller arrivals taking GPUs
-// one by one) and whose quota would let them run; highest tier first, then
-// longest waiting, then Ref.
+// passes reports whether w, about to have its turn, is of a higher tier
+// than the overdue workspace whose reservation the guard holds: an
+// overdue workspace goes before work of its tier and lower only, so the
+// reservation is lifted for w's turn (liftGuard) and what w leaves of it
+// put back after (restoreGuard).
+func (d *decider) passes(w *wsState) bool {
+	return d.guardOverdue && d.guardIdx >= 0 && d.reservedBy == d.guardIdx && w.idx != d.guardIdx && w.tier > d.ws[d.guardIdx].tier
+}
+
+// liftGuard frees the guard's reserved GPUs and returns them.
+func (d *decider) liftGuard() []int32 {
+	held := d.reserved
+	for _, si := range held {
+		d.changeSlot(si, ownerFree, false, false)
+	}
+	d.reserved = nil
+	d.gen++
+	d.memoGen++ // more free GPUs: memoized failures may now start
+	return held
+}
+
+// restoreGuard reserves again those of held still free, for the guard.
+func (d *decider) restoreGuard(held []int32) {
+	var kept []int32
+	for _, si := range held {
+		if d.c.slots[si].owner == ownerFree {
+			d.changeSlot(si, ownerReserved, false, false)
+			kept = append(kept, si)
+		}
+	}
+	d.gen++
+	g := d.ws[d.guardIdx]
+	if len(kept) == len(held) {
+		d.reserved = held
+		return
+	}
+	d.reserved = kept
+	if len(kept) == 0 {
+		d.reservedBy = -1
+		g.out.Holding = nil
+		return
+	}
+	// Its holding, less what the higher tier took.
+	var holding []drivers.Placement
+	for _, pl := range g.out.Holding {
+		ni := int32(d.c.nodeIndex(pl.Node))
+		var ids []string
+		for _, id := range pl.GPUs {
+			for _, si := range kept {
+				if s := &d.c.slots[si]; s.id == id && s.node == ni {
+					ids = append(ids, id)
+				}
+			}
+		}
+		if len(ids) > 0 {
+			pl.GPUs = ids
+			holding = append(holding, pl)
+		}
+	}
+	g.out.Holding = holding
+}
+
+// guardAs names the guard's pick in its reservation's message.
+func (d *decider) guardAs() string {
+	if d.guardOverdue {
+		return fmt.Sprintf("the oldest overdue workspace (waiting past aging.maxWait, %s)", shortDur(d.policy.Aging.MaxWait))
+	}
+	return "the longest-starved workspace (aging at its maximum)"
+}
+
+// starved picks, before the queue runs, the workspace the starvation
+// guard reserves the best free GPUs for, among those that need GPUs, fit
+// some node's level they may use, and whose project's limits would let
+// them run:
+//
+//   - the overdue workspace that queued first (then the highest tier, then
+//     Ref), whatever its size and quota: the wait bound;
+//   - else, of those whose aging boost is at its maximum and that need
+//     more GPUs than the smallest workspace waiting in their tier (only
+//     those can be starved by smaller arrivals taking GPUs one by one),
+//     the highest tier, then the longest waiting, then Ref.
 func (d *decider) starved() int32 {
 	ag := d.policy.Aging
-	if ag.Interval <= 0 || ag.Step <= 0 || ag.MaxBoost <= 0 {
+	d.guardOverdue = false
+	aging := ag.Interval > 0 && ag.Step > 0 && ag.MaxBoost > 0
+	if !aging && ag.MaxWait <= 0 {
 		return -1
 	}
 	minNeed := map[int]int{}
-	for _, p := range d.projs {
-		for _, wi := range p.queue {
-			w := d.ws[wi]
-			if n, ok := minNeed[w.tier]; !ok || w.gpus*w.replicas < n {
-				minNeed[w.tier] = w.gpus * w.replicas
+	if aging {
+		for _, p := range d.projs {
+			for _, wi := range p.queue {
+				w := d.ws[wi]
+				if n, ok := minNeed[w.tier]; !ok || w.gpus*w.replicas < n {
+					minNeed[w.tier] = w.gpus * w.replicas
+				}
 			}
 		}
 	}
 	var best *wsState
-	bestIdx := int32(-1)
+	bestIdx, bestOverdue := int32(-1), false
 	for _, p := range d.projs {
 		for _, wi := range p.queue {
 			w := d.ws[wi]
 			need := w.gpus * w.replicas
-			if w.boost < ag.MaxBoost || w.gpus <= 0 || need <= minNeed[w.tier] {
+			if w.gpus <= 0 || (!w.overdue && (bestOverdue || !aging || w.boost < ag.MaxBoost || need <= minNeed[w.tier])) {
 				continue
 			}
-			if best != nil && (w.tier < best.tier || (w.tier == best.tier && (w.queuedSince.After(best.queuedSince) || (w.queuedSince.Equal(best.queuedSince) && !w.ref.Less(best.ref))))) {
-				continue
+			if best != nil {
+				if w.overdue {
+					// The first queued, then the highest tier.
+					if bestOverdue && (w.queuedSince.After(best.queuedSince) || (w.queuedSince.Equal(best.queuedSince) && (w.tier < best.tier || (w.tier == best.tier && !w.ref.Less(best.ref))))) {
+						continue
+					}
+				} else if w.tier < best.tier || (w.tier == best.tier && (w.queuedSince.After(best.queuedSince) || (w.queuedSince.Equal(best.queuedSince) && !w.ref.Less(best.ref)))) {
+					continue
+				}
 			}
 			if _, over := d.overLimit(p, w); over {
 				continue
@@ -55,8 +158,21 @@ func (d *decider) starved() int32 {
 			if mi < 0 || d.c.index[mi][w.levels[len(w.levels)-1]].maxK < w.gpus {
 				continue
 			}
-			best, bestIdx = w, wi
+			best, bestIdx, bestOverdue = w, wi, w.overdue
 		}
 	}
+	d.guardOverdue = bestOverdue
 	return bestIdx
+}
+
+// shortDur writes a duration without zero units: 20m, 24h, 1h30m.
+func shortDur(d time.Duration) string {
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -29,7 +29,14 @@ import (
 //     project.
 //
 // Either way v must be preemptible (tier and workspace) and have run the
-// policy's minimum runtime. "Borrowed" is strict: v was admitted beyond
+// policy's minimum runtime; and a v that started Aging.MaxWait or more
+// after it first queued (the wait bound started it, or it resumed that
+// late) is taken only by a higher tier: otherwise the in-quota work its
+// reservation held back would reclaim it at once, and it would wait
+// again (a start that lasts is what the bound promises). No preemptor
+// places a replica on a node where the guard holds GPUs for an overdue
+// workspace: what leaves that node is its (reservedOn).
+// "Borrowed" is strict: v was admitted beyond
 // its project's quota (overQuota), and taking it leaves its project at or
 // above its quota. A workspace admitted inside its quota is never
 // borrowed work, even when its project borrows through workspaces started
@@ -41,6 +48,9 @@ func (d *decider) right(w *wsState, inQuota bool, v *wsState) Right {
 		return RightNone
 	}
 	if d.now.Sub(v.startedAt) < d.policy.Preemption.MinRuntime {
+		return RightNone
+	}
+	if v.startedOverdue && w.tier <= v.tier {
 		return RightNone
 	}
 	vp := d.projs[v.proj]
@@ -171,7 +181,7 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 		groups := d.c.index[mi][l].groups
 		found := -1
 		ci.each(n, func(gi int) bool {
-			if d.fitsAfter(w, &groups[gi], nil) {
+			if !d.reservedOn(groups[gi].node) && d.fitsAfter(w, &groups[gi], nil) {
 				found = gi
 				return false
 			}
@@ -225,6 +235,22 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 	return best, found
 }
 
+// reservedOn reports whether node ni holds GPUs the starvation guard
+// reserves for an overdue workspace: what leaves that node, by its end or
+// by preemption, is for that workspace, so no later preemptor places a
+// replica there.
+func (d *decider) reservedOn(ni int32) bool {
+	if !d.guardOverdue || d.guardIdx < 0 || d.reservedBy != d.guardIdx {
+		return false
+	}
+	for _, si := range d.reserved {
+		if d.c.slots[si].node == ni {
+			return true
+		}
+	}
+	return false
+}
+
 // mayPreemptAny reports whether some running workspace might give w a
 // right (see right): false only when none can. It reads each project's
 // candidates and leastOver, fixed when the decision began: victims taken
@@ -257,6 +283,9 @@ func (d *decider) rightOf(w *wsState, inQuota bool, o int32) Right {
 // preempting a minimal set of the workspaces holding its GPUs.
 func (d *decider) evalGroup(w *wsState, mi int, inQuota bool, budget, rank, l, gi int) (option, bool) {
 	g := &d.c.index[mi][l].groups[gi]
+	if d.reservedOn(g.node) {
+		return option{}, false
+	}
 	n := w.gpus
 	free, rel := g.free, 0
 	cands := d.bufCands[:0]

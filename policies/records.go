@@ -23,7 +23,7 @@ import (
 var recordPool sync.Pool // of *[]wsState, zero up to their capacity
 
 func newDecider(in Input) *decider {
-	d := &decider{in: in, now: in.Now, shapeIDs: map[shapeKey]int32{}, featIDs: map[string]int32{}, featByDriver: map[string]int32{}, reservedBy: -1}
+	d := &decider{in: in, now: in.Now, shapeIDs: map[shapeKey]int32{}, featIDs: map[string]int32{}, featByDriver: map[string]int32{}, reservedBy: -1, guardIdx: -1}
 	specs := in.Specs
 	if specs == nil {
 		specs = &schema.Set{Policy: schema.DefaultPolicy()}
@@ -284,6 +284,7 @@ func newDecider(in Input) *decider {
 			steps := int64(in.Now.Sub(w.queuedSince) / ag.Interval)
 			w.boost = int(min(steps*int64(ag.Step), int64(max(ag.MaxBoost, 0))))
 		}
+		w.overdue = ag.MaxWait > 0 && in.Now.Sub(w.queuedSince) >= ag.MaxWait
 	}
 	// Preemption records and quota labels, walking whichever side is
 	// smaller: the record's workspace, or each workspace's record.
@@ -370,6 +371,9 @@ func newDecider(in Input) *decider {
 	for _, w := range d.ws {
 		w.rank = sort.SearchInts(sorted, w.tier)
 		w.candidate = w.running && w.preemptible && w.proj >= 0 && in.Now.Sub(w.startedAt) >= d.policy.Preemption.MinRuntime
+		if q, ok := hist.QueuedSince[w.ref]; ok && w.running && ag.MaxWait > 0 && w.startedAt.Sub(q) >= ag.MaxWait {
+			w.startedOverdue = true
+		}
 		if w.candidate {
 			p := d.projs[w.proj]
 			p.candidates = true

@@ -358,6 +358,8 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 					ps.Preemption.MaxVictims, err = strconv.Atoi(v)
 				case "halfLife":
 					ps.FairShare.HalfLife, err = time.ParseDuration(v)
+				case "maxWait":
+					ps.Aging.MaxWait, err = time.ParseDuration(v)
 				case "preemption":
 					ps.Preemption.Enabled = v != "off"
 				case "aging":

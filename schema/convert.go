@@ -237,6 +237,7 @@ func convertPolicy(d *doc) (SchedulingPolicy, []Diagnostic) {
 		p.Spec.Aging.Interval = fe.duration("spec.aging.interval", a.Interval, p.Spec.Aging.Interval)
 		p.Spec.Aging.Step = intOr(a.Step, p.Spec.Aging.Step)
 		p.Spec.Aging.MaxBoost = intOr(a.MaxBoost, p.Spec.Aging.MaxBoost)
+		p.Spec.Aging.MaxWait = fe.duration("spec.aging.maxWait", a.MaxWait, p.Spec.Aging.MaxWait)
 	}
 	if pr := s.Preemption; pr != nil {
 		p.Spec.Preemption.Enabled = boolOr(pr.Enabled, p.Spec.Preemption.Enabled)

@@ -118,6 +118,7 @@ type rawPolicy struct {
 			Interval *quantity `json:"interval"`
 			Step     *int      `json:"step"`
 			MaxBoost *int      `json:"maxBoost"`
+			MaxWait  *quantity `json:"maxWait"`
 		} `json:"aging"`
 		Preemption *struct {
 			Enabled    *bool     `json:"enabled"`

@@ -465,10 +465,19 @@ type FairSharePolicy struct {
 
 // AgingPolicy: every Interval of waiting adds Step to a workspace's queue
 // score, up to MaxBoost. Aging never grants a right to preempt.
+//
+// MaxWait is the wait bound: a workspace queued this long is overdue.
+// The oldest overdue workspace its project's limits let start holds the
+// starvation guard's reservation against every workspace of its tier and
+// lower, whatever the quotas (higher tiers see through it), and no later
+// preemptor takes a node it holds GPUs on. A workspace that started
+// overdue is preempted only by a higher tier. Zero (the default) turns
+// the bound off.
 type AgingPolicy struct {
 	Interval time.Duration `json:"interval"`
 	Step     int           `json:"step"`
 	MaxBoost int           `json:"maxBoost"`
+	MaxWait  time.Duration `json:"maxWait"`
 }
 
 // PreemptionPolicy guards preemption.
