@@ -479,6 +479,7 @@ func sameHistory(a, b drivers.History) bool {
 		maps.EqualFunc(a.QueuedSince, b.QueuedSince, time.Time.Equal) &&
 		maps.EqualFunc(a.Preempted, b.Preempted, samePreemption) &&
 		maps.Equal(a.Borrowing, b.Borrowing) &&
+		maps.EqualFunc(a.RunTimes, b.RunTimes, slices.Equal) &&
 		maps.EqualFunc(a.Journal, b.Journal, sameJournalEntry)
 }
 
