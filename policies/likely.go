@@ -194,19 +194,20 @@ func (s Start) String() string {
 	case s.Stated > 0:
 		basis = "from " + plural(s.Stated, "stated duration")
 	}
-	rng := roundHuman(s.Low) + "–" + roundHuman(s.High)
-	if roundHuman(s.Low) == roundHuman(s.High) {
-		rng = roundHuman(s.High)
+	rng := FormatDuration(s.Low) + "–" + FormatDuration(s.High)
+	if FormatDuration(s.Low) == FormatDuration(s.High) {
+		rng = FormatDuration(s.High)
 	}
 	if basis != "" {
 		basis = "; " + basis
 	}
-	return fmt.Sprintf("in %s (most likely %s%s)", rng, roundHuman(s.Likely), basis)
+	return fmt.Sprintf("in %s (most likely %s%s)", rng, FormatDuration(s.Likely), basis)
 }
 
-// roundHuman rounds d for people: minutes under ten hours, hours under
-// ten days, days beyond; "0m" for nothing.
-func roundHuman(d time.Duration) string {
+// FormatDuration writes a predicted duration for people, rounded as
+// much as a prediction deserves: minutes under ten hours ("1h30m"),
+// hours under ten days ("30h"), days beyond ("12d"); "0m" for nothing.
+func FormatDuration(d time.Duration) string {
 	switch {
 	case d <= 0:
 		return "0m"
