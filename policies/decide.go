@@ -168,6 +168,9 @@ type decider struct {
 	couldPreempt bool
 	// nReleasing counts the slots whose owner is leaving (releasing).
 	nReleasing int
+	// pred: each queued workspace's predicted median run time, by
+	// index in ws, when the input asks for ShortestFirst (shortest.go).
+	pred []time.Duration
 
 	// avail[m][l][k] counts, per group, the GPUs a preemptor could get:
 	// free, releasing, and held by candidates of the k lowest tiers

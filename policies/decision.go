@@ -14,6 +14,10 @@ type Input struct {
 	Snapshot *drivers.Snapshot
 	History  *drivers.History
 	Now      time.Time
+	// ShortestFirst orders a project's queue by predicted run time within
+	// a tier and an aging step (shortest.go): an experiment the replay
+	// measures, off by default.
+	ShortestFirst bool
 }
 
 // Verdict is what the decision wants for one workspace.
