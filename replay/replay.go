@@ -72,6 +72,11 @@ func Experiments() []Policy {
 				in.ShortestFirst = true
 				return policies.Decide(in)
 			}, Reserves: true, Turns: true, Predicts: true},
+		{Name: "berth-backfill", Rule: "berth letting a job predicted (90th percentile of its project's completed jobs of its size) to end before a reservation's holder can start use the GPUs held for it",
+			Decide: func(in policies.Input) policies.Decision {
+				in.Backfill = true
+				return policies.Decide(in)
+			}, Reserves: true, Turns: true, Predicts: true},
 	}
 }
 
