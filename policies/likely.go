@@ -169,7 +169,8 @@ func (r *releases) Pop() any {
 }
 
 // String says s for people: "in 2h–5h (most likely 3h; from 14 past
-// runs)", "now", or why it is unknown.
+// runs)", "in 6h (from 1 stated duration)" when the range is one
+// figure, "now: …", or why it is unknown.
 func (s Start) String() string {
 	if !s.Known {
 		switch {
@@ -194,14 +195,17 @@ func (s Start) String() string {
 	case s.Stated > 0:
 		basis = "from " + plural(s.Stated, "stated duration")
 	}
-	rng := FormatDuration(s.Low) + "–" + FormatDuration(s.High)
-	if FormatDuration(s.Low) == FormatDuration(s.High) {
-		rng = FormatDuration(s.High)
+	lo, hi := FormatDuration(s.Low), FormatDuration(s.High)
+	if lo == hi {
+		if basis == "" {
+			return "in " + hi
+		}
+		return fmt.Sprintf("in %s (%s)", hi, basis)
 	}
 	if basis != "" {
 		basis = "; " + basis
 	}
-	return fmt.Sprintf("in %s (most likely %s%s)", rng, FormatDuration(s.Likely), basis)
+	return fmt.Sprintf("in %s–%s (most likely %s%s)", lo, hi, FormatDuration(s.Likely), basis)
 }
 
 // FormatDuration writes a predicted duration for people, rounded as

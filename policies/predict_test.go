@@ -144,7 +144,7 @@ func TestLikelyStarts(t *testing.T) {
 			free:    0,
 			holders: []Holder{{GPUs: 4, Elapsed: 30 * time.Minute, Run: stated(2)}},
 			queue:   []Waiter{{ref("a"), 4, stated(1)}, {ref("b"), 4, RunTime{}}},
-			want:    []string{"in 1h30m (most likely 1h30m; from 1 stated duration)", "in 2h30m (most likely 2h30m; from 2 stated durations)"},
+			want:    []string{"in 1h30m (from 1 stated duration)", "in 2h30m (from 2 stated durations)"},
 		},
 		"gang waiting for several GPUs": {
 			// 2 free; 2 more in about an hour, 4 in about three: the

@@ -109,10 +109,10 @@ func TestLikelyStart(t *testing.T) {
 		time.Sleep(30 * time.Minute)
 		h.source.set("r2")
 		cycle()
-		if got := likely("c"); got != "in 30m (most likely 30m; from 1 past run)" {
+		if got := likely("c"); got != "in 30m (from 1 past run)" {
 			t.Errorf("c: %q", got)
 		}
-		explains("c", "Likely start: in 30m (most likely 30m; from 1 past run).")
+		explains("c", "Likely start: in 30m (from 1 past run).")
 		explains("b", "Expected run time: 1h, from its project's runs (1 past run).")
 
 		// 4. c states 4h; d waits behind it: 30m for b, then 4h for c.
@@ -121,9 +121,24 @@ func TestLikelyStart(t *testing.T) {
 		if rt := ws("c").Workspace.RunTime; rt == nil || rt.Median.D() != 4*time.Hour || rt.Stated.D() != 4*time.Hour {
 			t.Errorf("c's run time: %+v, want a median of its stated 4h", rt)
 		}
-		if got := likely("d"); got != "in 4h30m (most likely 4h30m; from 1 past run and 1 stated duration)" {
+		if got := likely("d"); got != "in 4h30m (from 1 past run and 1 stated duration)" {
 			t.Errorf("d: %q", got)
 		}
 		explains("c", "Expected run time: 4h: its expectedDuration, with the spread of its project's runs (1 past run).")
+
+		// The dashboard's queue shows the same estimate.
+		found := false
+		for _, q := range h.loop.dashboard(nil).Queue {
+			if q.Workspace == "med/d" {
+				found = true
+				if q.EstimatedStart == nil || !q.EstimatedStart.Equal(ws("d").Workspace.LikelyStart.Likely) ||
+					!strings.HasPrefix(q.Estimate, "likely at ") || !strings.HasSuffix(q.Estimate, ", from 1 past run and 1 stated duration") {
+					t.Errorf("dashboard queue: med/d estimated %v (%q), want its likely start", q.EstimatedStart, q.Estimate)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("med/d is not in the dashboard's queue")
+		}
 	})
 }

@@ -335,7 +335,7 @@ function drawQueue() {
       el("td", { class: "mono", text: clock(q.queuedSince) }),
       q.estimatedStart
         ? el("td", { "data-estimate": q.estimatedStart }, el("span", { class: "mono", text: "~" + clock(q.estimatedStart) }), el("div", { class: "d muted", text: q.estimate }))
-        : el("td", { title: "berth cannot tell: capacity frees up when running work ends", text: "—" })));
+        : el("td", { title: q.estimate || "berth cannot tell: capacity frees up when running work ends", text: "—" })));
   }
 }
 
