@@ -6,7 +6,6 @@ package policies
 // decision never reads it.
 
 import (
-	"container/heap"
 	"fmt"
 	"time"
 
@@ -73,26 +72,25 @@ func LikelyStarts(free int, holders []Holder, queue []Waiter) []Start {
 		out[i].Known = true
 	}
 	for qi, q := range likelyQuantiles {
-		var ev releases
+		ev := make(releases, 0, len(holders)+len(queue))
 		avail := free
 		unknownRunning, unknownAhead := 0, 0 // holding GPUs for ever
 		for _, h := range holders {
 			switch {
 			case h.Leaving:
-				ev = append(ev, release{0, h.GPUs})
+				ev.push(release{0, h.GPUs})
 			case h.Run.Known():
-				ev = append(ev, release{h.Run.Remaining(h.Elapsed, q), h.GPUs})
+				ev.push(release{h.Run.Remaining(h.Elapsed, q), h.GPUs})
 			default:
 				unknownRunning++
-				ev = append(ev, release{forever, h.GPUs})
+				ev.push(release{forever, h.GPUs})
 			}
 		}
-		heap.Init(&ev)
 		now := time.Duration(0)
 		for i, w := range queue {
 			s := &out[i]
 			for avail < w.GPUs && len(ev) > 0 && ev[0].at != forever {
-				r := heap.Pop(&ev).(release)
+				r := ev.pop()
 				now = max(now, r.at)
 				avail += r.gpus
 			}
@@ -113,10 +111,10 @@ func LikelyStarts(free int, holders []Holder, queue []Waiter) []Start {
 			}
 			avail -= w.GPUs
 			if w.Run.Known() {
-				heap.Push(&ev, release{now + w.Run.Quantile(q), w.GPUs})
+				ev.push(release{now + w.Run.Quantile(q), w.GPUs})
 			} else {
 				unknownAhead++
-				heap.Push(&ev, release{forever, w.GPUs})
+				ev.push(release{forever, w.GPUs})
 			}
 		}
 	}
@@ -155,17 +153,45 @@ type release struct {
 	gpus int
 }
 
+// releases is a min-heap of releases by time (no interface boxing: one
+// estimate walks the whole queue).
 type releases []release
 
-func (r releases) Len() int           { return len(r) }
-func (r releases) Less(i, j int) bool { return r[i].at < r[j].at }
-func (r releases) Swap(i, j int)      { r[i], r[j] = r[j], r[i] }
-func (r *releases) Push(x any)        { *r = append(*r, x.(release)) }
-func (r *releases) Pop() any {
-	old := *r
-	x := old[len(old)-1]
-	*r = old[:len(old)-1]
-	return x
+func (r *releases) push(x release) {
+	h := append(*r, x)
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if h[p].at <= h[i].at {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+	*r = h
+}
+
+func (r *releases) pop() release {
+	h := *r
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && h[l].at < h[m].at {
+			m = l
+		}
+		if l+1 < n && h[l+1].at < h[m].at {
+			m = l + 1
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	*r = h
+	return top
 }
 
 // String says s for people: "in 2h–5h (most likely 3h; from 14 past

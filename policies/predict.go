@@ -190,15 +190,37 @@ func Predict(h *drivers.History, ws *schema.Workspace) RunTime {
 // change to the History it was used with.
 type PredictCache struct {
 	sorted map[string][]time.Duration
+	// byKind memoizes the history chosen per project, owner and size.
+	byKind map[predictKind]RunTime
+}
+
+type predictKind struct {
+	project, owner string
+	gpus           int
 }
 
 // Predict is the package's Predict, with c's sorted samples.
 func (c *PredictCache) Predict(h *drivers.History, ws *schema.Workspace) RunTime {
-	r := RunTime{Stated: ws.Spec.ExpectedDuration}
 	if h == nil || len(h.RunTimes) == 0 {
-		return r
+		return RunTime{Stated: ws.Spec.ExpectedDuration}
 	}
-	keys, basis := runKeys(ws.Meta.Project, ws.Spec.Owner, ws.Spec.Resources.GPUs*max(ws.Spec.Replicas, 1))
+	k := predictKind{ws.Meta.Project, ws.Spec.Owner, ws.Spec.Resources.GPUs * max(ws.Spec.Replicas, 1)}
+	r, ok := c.byKind[k]
+	if !ok {
+		r = c.predict(h, k)
+		if c.byKind == nil {
+			c.byKind = map[predictKind]RunTime{}
+		}
+		c.byKind[k] = r
+	}
+	r.Stated = ws.Spec.ExpectedDuration
+	return r
+}
+
+// predict chooses the history of kind k (see Predict).
+func (c *PredictCache) predict(h *drivers.History, k predictKind) RunTime {
+	var r RunTime
+	keys, basis := runKeys(k.project, k.owner, k.gpus)
 	best := -1
 	for i, k := range keys {
 		n := len(h.RunTimes[k])
@@ -213,15 +235,15 @@ func (c *PredictCache) Predict(h *drivers.History, ws *schema.Workspace) RunTime
 	if best < 0 {
 		return r
 	}
-	k := keys[best]
-	s, ok := c.sorted[k]
+	key := keys[best]
+	s, ok := c.sorted[key]
 	if !ok {
-		s = slices.Clone(h.RunTimes[k])
+		s = slices.Clone(h.RunTimes[key])
 		slices.Sort(s)
 		if c.sorted == nil {
 			c.sorted = map[string][]time.Duration{}
 		}
-		c.sorted[k] = s
+		c.sorted[key] = s
 	}
 	r.Samples, r.Basis = s, basis[best]
 	return r

@@ -114,26 +114,39 @@ func (l *Loop) takeRuns() []policies.Run {
 }
 
 // predictAll sets each record's RunTime and, for those waiting in d's
-// queue, LikelyStart. Called with l.mu held, records up to date.
+// queue, LikelyStart. Called with l.mu held, records up to date. set's
+// and d's workspaces are sorted by Ref: one walk pairs them.
 func (l *Loop) predictAll(set *schema.Set, snap *drivers.Snapshot, d policies.Decision, hist *drivers.History, now time.Time) {
-	var cache policies.PredictCache
-	predict := func(ref schema.Ref) policies.RunTime {
-		spec := set.Workspace(ref)
-		if spec == nil {
-			return policies.RunTime{}
-		}
-		return cache.Predict(hist, spec)
-	}
-	for ref, rec := range l.records {
+	for _, rec := range l.records {
 		rec.status.RunTime, rec.status.LikelyStart = nil, nil
+	}
+	var cache policies.PredictCache
+	preds := make([]policies.RunTime, len(set.Workspaces))
+	for i := range set.Workspaces {
+		w := &set.Workspaces[i]
+		r := cache.Predict(hist, w)
+		preds[i] = r
+		if !r.Known() {
+			continue
+		}
+		rec := l.records[w.Ref()]
+		if rec == nil {
+			continue
+		}
 		switch rec.status.State {
 		case StateCompleted, StateFailed, StateStopped:
 			continue
 		}
-		if r := predict(ref); r.Known() {
-			rec.status.RunTime = &RunTimeStatus{Median: Seconds(r.Quantile(0.5)), Low: Seconds(r.Quantile(0.1)), High: Seconds(r.Quantile(0.9)),
-				PastRuns: len(r.Samples), Basis: r.Basis, Stated: Seconds(r.Stated)}
+		rec.status.RunTime = &RunTimeStatus{Median: Seconds(r.Quantile(0.5)), Low: Seconds(r.Quantile(0.1)), High: Seconds(r.Quantile(0.9)),
+			PastRuns: len(r.Samples), Basis: r.Basis, Stated: Seconds(r.Stated)}
+	}
+	// specOf finds a workspace's spec index (-1: none) by binary search.
+	specOf := func(ref schema.Ref) int {
+		i, ok := slices.BinarySearchFunc(set.Workspaces, ref, func(w schema.Workspace, r schema.Ref) int { return w.Ref().Compare(r) })
+		if !ok {
+			return -1
 		}
+		return i
 	}
 
 	// Free GPUs, and what holds the rest.
@@ -147,19 +160,37 @@ func (l *Loop) predictAll(set *schema.Set, snap *drivers.Snapshot, d policies.De
 			}
 		}
 	}
-	verdict := make(map[schema.Ref]*policies.WorkspaceDecision, len(d.Workspaces))
-	var queued []*policies.WorkspaceDecision
+	// The queue, paired with the specs in one walk (both sorted by Ref);
+	// leaving holders by verdict.
+	type queued struct {
+		wd   *policies.WorkspaceDecision
+		spec int
+	}
+	queue := make([]queued, 0, len(d.Workspaces))
+	leaving := map[schema.Ref]bool{}
+	si := 0
 	for i := range d.Workspaces {
 		wd := &d.Workspaces[i]
-		verdict[wd.Ref] = wd
-		if wd.Queue > 0 {
-			queued = append(queued, wd)
+		if wd.Verdict == policies.VerdictPreempt || wd.Verdict == policies.VerdictStop {
+			leaving[wd.Ref] = true
+		}
+		if wd.Queue <= 0 {
+			continue
+		}
+		for si < len(set.Workspaces) && set.Workspaces[si].Ref().Compare(wd.Ref) < 0 {
+			si++
+		}
+		if si < len(set.Workspaces) && set.Workspaces[si].Ref() == wd.Ref {
+			queue = append(queue, queued{wd, si})
 		}
 	}
-	var holders []policies.Holder
+	holders := make([]policies.Holder, 0, len(snap.Allocs)+len(queue)/8)
 	for i := 0; i < len(snap.Allocs); {
 		ref := snap.Allocs[i].Workspace
-		h := policies.Holder{Run: predict(ref)}
+		var h policies.Holder
+		if k := specOf(ref); k >= 0 {
+			h.Run = preds[k]
+		}
 		var progress time.Duration
 		for ; i < len(snap.Allocs) && snap.Allocs[i].Workspace == ref; i++ {
 			a := &snap.Allocs[i]
@@ -167,9 +198,7 @@ func (l *Loop) predictAll(set *schema.Set, snap *drivers.Snapshot, d policies.De
 			h.Leaving = h.Leaving || a.Phase == drivers.AllocStopping
 			progress = max(progress, a.Progress)
 		}
-		if wd := verdict[ref]; wd != nil && (wd.Verdict == policies.VerdictPreempt || wd.Verdict == policies.VerdictStop) {
-			h.Leaving = true
-		}
+		h.Leaving = h.Leaving || leaving[ref]
 		if h.GPUs == 0 {
 			continue
 		}
@@ -180,25 +209,22 @@ func (l *Loop) predictAll(set *schema.Set, snap *drivers.Snapshot, d policies.De
 		}
 		holders = append(holders, h)
 	}
-	if len(queued) == 0 {
+	if len(queue) == 0 {
 		return
 	}
-	slices.SortFunc(queued, func(a, b *policies.WorkspaceDecision) int { return cmp.Compare(a.Queue, b.Queue) })
-	var waiters []policies.Waiter
-	for _, wd := range queued {
-		spec := set.Workspace(wd.Ref)
-		if spec == nil {
-			continue
-		}
+	slices.SortFunc(queue, func(a, b queued) int { return cmp.Compare(a.wd.Queue, b.wd.Queue) })
+	waiters := make([]policies.Waiter, 0, len(queue))
+	for _, q := range queue {
+		spec := &set.Workspaces[q.spec]
 		gpus := spec.Spec.Resources.GPUs * max(spec.Spec.Replicas, 1)
-		if wd.Verdict == policies.VerdictStart {
+		if q.wd.Verdict == policies.VerdictStart {
 			// Starting now: it holds its GPUs from here.
-			holders = append(holders, policies.Holder{GPUs: gpus, Run: predict(wd.Ref)})
+			holders = append(holders, policies.Holder{GPUs: gpus, Run: preds[q.spec]})
 			free -= gpus
 			continue
 		}
-		if wd.Verdict == policies.VerdictWait && gpus > 0 {
-			waiters = append(waiters, policies.Waiter{Ref: wd.Ref, GPUs: gpus, Run: predict(wd.Ref)})
+		if q.wd.Verdict == policies.VerdictWait && gpus > 0 {
+			waiters = append(waiters, policies.Waiter{Ref: q.wd.Ref, GPUs: gpus, Run: preds[q.spec]})
 		}
 	}
 	for _, s := range policies.LikelyStarts(free, holders, waiters) {
