@@ -248,6 +248,13 @@ type History struct {
 	// workspaces without an entry (an older history, an allocation berth
 	// did not start) are told apart by start order.
 	Borrowing map[schema.Ref]bool `json:"borrowing,omitempty"`
+	// RunTimes holds how long recent runs that completed took, for the
+	// run-time prediction (policies.Predict): under keys "project",
+	// "project/owner", "project//N" and "project/owner/N" (N: the GPUs of
+	// all its replicas; owner empty when the spec names none), the last
+	// policies.RunTimeSamples of each, oldest first. policies.RecordRuns
+	// adds to it; nothing else changes it.
+	RunTimes map[string][]time.Duration `json:"runTimes,omitempty"`
 	// Journal is the reconciler's own memory of each workspace for its
 	// status: its recent transitions (behind explain and the dashboard's
 	// timeline), the facts of its last run that a resume is measured

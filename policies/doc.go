@@ -104,7 +104,13 @@
 // in quota), admit.go (admission and waiting reasons), preempt.go (who
 // may preempt whom, and victim choice), guard.go (the starvation guard),
 // holders.go (phase 1), resources.go (CPU, memory, disk, cores, drivers
-// and host volumes). decide.go runs the phases. The machinery that makes
+// and host volumes), predict.go (run-time prediction from
+// History.RunTimes and expectedDuration), likely.go (the queue's likely
+// start, for people: Decide never reads it), and two experiments off
+// unless the Input asks, which the replay measures: shortest.go
+// (shortest predicted run first within a tier and aging step) and
+// backfill.go (short predicted runs on GPUs held for a reservation).
+// decide.go runs the phases. The machinery that makes
 // them fast has files of its own, each saying which rule it serves:
 // records.go (the records a decision builds), index.go (free GPUs by
 // level), avail.go (what a preemptor could get), memo.go (failures per
@@ -113,6 +119,6 @@
 // decisions; render.go prints a Decision.
 //
 // The reconciler advances History between decisions with AdvanceUsage
-// (decayed usage) and RecordDecision (queue times, preemption records,
-// quota labels).
+// (decayed usage), RecordDecision (queue times, preemption records,
+// quota labels) and RecordRuns (run times of completed runs).
 package policies

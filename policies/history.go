@@ -89,6 +89,9 @@ func copyHistory(h drivers.History) drivers.History {
 	if h.Journal != nil {
 		out.Journal = maps.Clone(h.Journal)
 	}
+	if h.RunTimes != nil {
+		out.RunTimes = maps.Clone(h.RunTimes) // the slices are never changed in place
+	}
 	return out
 }
 

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -117,8 +118,9 @@ type QueueEntry struct {
 	QueuedSince time.Time `json:"queuedSince,omitzero"`
 	// EstimatedStart is when berth expects it to start, where it can
 	// tell: the victims it waits for are gone by the end of their grace
-	// period. Nil: berth cannot estimate it (capacity frees up when
-	// running work ends, which berth does not know in advance).
+	// period, or else its likely start (WorkspaceStatus.LikelyStart: from
+	// the run times predicted for what runs and what is ahead of it).
+	// Nil: berth cannot estimate it (Estimate says why, when it knows).
 	EstimatedStart *time.Time `json:"estimatedStart,omitempty"`
 	// Estimate says how EstimatedStart was reached.
 	Estimate string `json:"estimate,omitempty"`
@@ -369,6 +371,13 @@ func queue(ws []WorkspaceStatus, v view) []QueueEntry {
 				q.EstimatedStart, q.Estimate = victimsGone(d.Preempts, v)
 			}
 		}
+		if l := w.LikelyStart; q.EstimatedStart == nil && l != nil {
+			q.Estimate = likelyEstimate(l)
+			if l.Known {
+				at := l.Likely
+				q.EstimatedStart = &at
+			}
+		}
 		out = append(out, q)
 	}
 	slices.SortStableFunc(out, func(a, b QueueEntry) int {
@@ -384,6 +393,28 @@ func queue(ws []WorkspaceStatus, v view) []QueueEntry {
 		return cmp.Compare(a.Position, b.Position)
 	})
 	return out
+}
+
+// likelyEstimate says how a likely start was reached, for the queue's
+// estimate (times on the cluster's clock).
+func likelyEstimate(l *LikelyStart) string {
+	if !l.Known {
+		return l.Text(time.Time{})
+	}
+	at := func(t time.Time) string { return t.UTC().Format("15:04") }
+	s := "likely at " + at(l.Likely)
+	if !l.Earliest.Equal(l.Latest) {
+		s = "likely " + at(l.Earliest) + "–" + at(l.Latest)
+	}
+	switch {
+	case l.PastRuns > 0 && l.Stated > 0:
+		s += fmt.Sprintf(", from %s and %s", plural(l.PastRuns, "past run"), plural(l.Stated, "stated duration"))
+	case l.PastRuns > 0:
+		s += ", from " + plural(l.PastRuns, "past run")
+	case l.Stated > 0:
+		s += ", from " + plural(l.Stated, "stated duration")
+	}
+	return s
 }
 
 // victimsGone estimates when the victims a start waits for are gone: the

@@ -268,7 +268,15 @@ func sameWorkspace(a, b *WorkspaceStatus) bool {
 		a.Reason == b.Reason && a.Node == b.Node && a.Since.Equal(b.Since) && a.Progress == b.Progress &&
 		a.WorkLost == b.WorkLost && a.Revision == b.Revision && a.Decision == b.Decision && slices.Equal(a.GPUs, b.GPUs) &&
 		(a.PreemptedBy == nil) == (b.PreemptedBy == nil) && (a.PreemptedBy == nil || *a.PreemptedBy == *b.PreemptedBy) &&
-		slices.Equal(a.Endpoints, b.Endpoints)
+		slices.Equal(a.Endpoints, b.Endpoints) &&
+		(a.RunTime == nil) == (b.RunTime == nil) && (a.RunTime == nil || *a.RunTime == *b.RunTime) &&
+		(a.LikelyStart == nil) == (b.LikelyStart == nil) && (a.LikelyStart == nil || sameLikely(a.LikelyStart, b.LikelyStart))
+}
+
+// sameLikely compares two likely starts (their times by Equal).
+func sameLikely(a, b *LikelyStart) bool {
+	return a.Known == b.Known && a.Earliest.Equal(b.Earliest) && a.Likely.Equal(b.Likely) && a.Latest.Equal(b.Latest) &&
+		a.PastRuns == b.PastRuns && a.Stated == b.Stated && a.UnknownRunning == b.UnknownRunning && a.UnknownAhead == b.UnknownAhead
 }
 
 // sameJSON compares two values by their JSON (they are small: a

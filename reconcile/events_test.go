@@ -391,6 +391,10 @@ func TestSameWorkspaceCoversEveryField(t *testing.T) {
 			f.Set(reflect.ValueOf(&schema.Ref{Project: "p", Name: "n"}))
 		case []Endpoint:
 			f.Set(reflect.ValueOf([]Endpoint{{Label: "http", Address: "h:1"}}))
+		case *RunTimeStatus:
+			f.Set(reflect.ValueOf(&RunTimeStatus{Median: 1}))
+		case *LikelyStart:
+			f.Set(reflect.ValueOf(&LikelyStart{Known: true}))
 		default:
 			t.Fatalf("WorkspaceStatus.%s: a type this test does not know; teach it and sameWorkspace", v.Type().Field(i).Name)
 		}

@@ -90,7 +90,7 @@ func TestEndedRunsAreNotStartedAgain(t *testing.T) {
 			}
 		}
 		d, _ := h.loop.Workspace(ref)
-		if got := Explain(d.Workspace, d.History); !strings.Contains(strings.Join(got, " "), "code 3") {
+		if got := Explain(d.Workspace, d.History, time.Time{}); !strings.Contains(strings.Join(got, " "), "code 3") {
 			t.Errorf("explain: %q", got)
 		}
 

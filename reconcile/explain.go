@@ -4,12 +4,16 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/berth-dev/berth/policies"
 )
 
 // Explain answers, in sentences, why a workspace is in its state: why it
-// is pending, who preempted it and why, when it resumed and from what
-// progress. It reads only its arguments.
-func Explain(ws WorkspaceStatus, history []Transition) []string {
+// is pending and when it is likely to start (counted from now, the
+// cluster's time of the status), who preempted it and why, when it
+// resumed and from what progress, how long it is expected to run. It
+// reads only its arguments.
+func Explain(ws WorkspaceStatus, history []Transition, now time.Time) []string {
 	ref := ws.Ref().String()
 	at := func(t time.Time) string { return t.UTC().Format("15:04:05") }
 	var out []string
@@ -72,6 +76,12 @@ func Explain(ws WorkspaceStatus, history []Transition) []string {
 		}
 		out = append(out, sentence(s))
 	}
+	if s := likelyText(ws.LikelyStart, now); s != "" {
+		out = append(out, s)
+	}
+	if s := runTimeText(ws.RunTime); s != "" {
+		out = append(out, s)
+	}
 	if c := connectText(ws.Endpoints); c != "" {
 		out = append(out, "Connect: "+c+".")
 	}
@@ -110,4 +120,36 @@ func sentence(s string) string {
 		return s
 	}
 	return s + "."
+}
+
+// likelyText says when a waiting workspace is likely to start, as a
+// sentence; empty without an estimate.
+func likelyText(l *LikelyStart, now time.Time) string {
+	if l == nil {
+		return ""
+	}
+	if !l.Known {
+		return sentence("Likely start " + l.Text(now))
+	}
+	return sentence("Likely start: " + l.Text(now))
+}
+
+// runTimeText says a workspace's predicted run time, as a sentence;
+// empty when none is known.
+func runTimeText(r *RunTimeStatus) string {
+	if r == nil {
+		return ""
+	}
+	var rng string
+	if lo, hi := policies.FormatDuration(r.Low.D()), policies.FormatDuration(r.High.D()); lo != hi {
+		rng = " (" + lo + "–" + hi + ")"
+	}
+	med := policies.FormatDuration(r.Median.D())
+	switch {
+	case r.PastRuns > 0 && r.Stated > 0:
+		return sentence(fmt.Sprintf("Expected run time: %s%s: its expectedDuration, with the spread of %s (%s)", med, rng, r.Basis, plural(r.PastRuns, "past run")))
+	case r.PastRuns > 0:
+		return sentence(fmt.Sprintf("Expected run time: %s%s, from %s (%s)", med, rng, r.Basis, plural(r.PastRuns, "past run")))
+	}
+	return sentence(fmt.Sprintf("Expected run time: %s, its expectedDuration (no completed run to compare)", med))
 }

@@ -58,7 +58,7 @@ func TestExplain(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, Explain(tt.ws, tt.history)); diff != "" {
+			if diff := cmp.Diff(tt.want, Explain(tt.ws, tt.history, time.Time{})); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})

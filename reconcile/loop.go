@@ -173,6 +173,9 @@ type Loop struct {
 	// journal (journal.go); following: this cycle is a follower's (its
 	// transitions are logged at debug: the leader logs them). Once's only.
 	restored, following bool
+	// runs are the runs that completed in this cycle's record, for
+	// History.RunTimes (likely.go); guarded by mu.
+	runs []policies.Run
 }
 
 // New checks cfg and fills its defaults.
@@ -438,6 +441,12 @@ func (l *Loop) once(ctx, outer context.Context) (Result, error) {
 	// 8. Record, even after a failed apply: what was applied is done.
 	res.Transitions = l.record(set, &snap, d, &hist, applied, deferred, now)
 	res.Transitions = l.noteFailures(res.Transitions, now)
+	// 8b. Run times: the runs that completed, each workspace's predicted
+	// run time and the queue's likely start (likely.go).
+	hist = policies.RecordRuns(hist, l.takeRuns())
+	l.mu.Lock()
+	l.predictAll(set, &snap, d, &hist, now)
+	l.mu.Unlock()
 	l.keepView(set, &snap, &d, &hist)
 	res.Settling = len(deferred) > 0 || applyErr != nil
 	for _, a := range snap.Allocs {
@@ -492,6 +501,7 @@ func sameHistory(a, b drivers.History) bool {
 		maps.EqualFunc(a.QueuedSince, b.QueuedSince, time.Time.Equal) &&
 		maps.EqualFunc(a.Preempted, b.Preempted, samePreemption) &&
 		maps.Equal(a.Borrowing, b.Borrowing) &&
+		maps.EqualFunc(a.RunTimes, b.RunTimes, slices.Equal) &&
 		maps.EqualFunc(a.Journal, b.Journal, sameJournalEntry)
 }
 
@@ -715,6 +725,13 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 			rec.history = append(rec.history, t)
 			out = append(out, WorkspaceTransition{Workspace: ref, Transition: t})
 			l.logTransition(ref, t)
+			if st.State == StateCompleted && spec != nil {
+				end := ended.At
+				if end.IsZero() || end.After(now) {
+					end = now
+				}
+				l.runs = append(l.runs, completedRun(spec, rec, end)) // likely.go
+			}
 		}
 		st.Endpoints = endpoints(spec, own)
 		rec.status = st
@@ -975,7 +992,7 @@ func (l *Loop) Workspace(ref schema.Ref) (WorkspaceDetail, bool) {
 		return WorkspaceDetail{}, false
 	}
 	r := rec.clone()
-	d := WorkspaceDetail{Version: APIVersion, Workspace: r.status, History: r.history, Explanation: Explain(r.status, r.history)}
+	d := WorkspaceDetail{Version: APIVersion, Workspace: r.status, History: r.history, Explanation: Explain(r.status, r.history, l.observedAt)}
 	if d.History == nil {
 		d.History = []Transition{}
 	}

@@ -209,6 +209,13 @@ type WorkspaceStatus struct {
 	Decision string `json:"decision,omitempty"`
 	// Endpoints are where its ports are reachable now (reach.go).
 	Endpoints []Endpoint `json:"endpoints,omitempty"`
+	// RunTime is its predicted run time, when berth knows one (its
+	// expectedDuration, or runs of its project that completed); absent
+	// for a workspace that has ended (likely.go).
+	RunTime *RunTimeStatus `json:"runTime,omitempty"`
+	// LikelyStart is when it is likely to start: Pending and Preempted
+	// workspaces in the queue that need GPUs (likely.go).
+	LikelyStart *LikelyStart `json:"likelyStart,omitempty"`
 }
 
 // Ref returns the workspace's reference.
@@ -258,6 +265,14 @@ type record struct {
 func (r *record) clone() *record {
 	c := *r
 	c.status.GPUs = slices.Clone(r.status.GPUs)
+	if r.status.RunTime != nil {
+		rt := *r.status.RunTime
+		c.status.RunTime = &rt
+	}
+	if r.status.LikelyStart != nil {
+		ls := *r.status.LikelyStart
+		c.status.LikelyStart = &ls
+	}
 	c.history = slices.Clone(r.history)
 	return &c
 }

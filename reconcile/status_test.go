@@ -34,9 +34,14 @@ func TestStatusJSON(t *testing.T) {
 		},
 		Workspaces: []WorkspaceStatus{
 			{Project: "research", Name: "train", State: StateRunning, Node: "gpu-node", GPUs: []string{"GPU-0", "GPU-1"},
-				Since: t0, Progress: Seconds(19*time.Minute + 500*time.Millisecond), WorkLost: Seconds(30 * time.Second), Revision: "20304850e2ce", Decision: "run"},
+				Since: t0, Progress: Seconds(19*time.Minute + 500*time.Millisecond), WorkLost: Seconds(30 * time.Second), Revision: "20304850e2ce", Decision: "run",
+				RunTime: &RunTimeStatus{Median: Seconds(3 * time.Hour), Low: Seconds(time.Hour), High: Seconds(5 * time.Hour), PastRuns: 14, Basis: "its owner's runs"}},
 			{Project: "vision", Name: "sweep", State: StatePreempted, ReasonKind: "preempted", Reason: "preempted by research/train",
-				PreemptedBy: &schema.Ref{Project: "research", Name: "train"}, Since: t0},
+				PreemptedBy: &schema.Ref{Project: "research", Name: "train"}, Since: t0,
+				RunTime:     &RunTimeStatus{Median: Seconds(6 * time.Hour), Low: Seconds(6 * time.Hour), High: Seconds(6 * time.Hour), Stated: Seconds(6 * time.Hour)},
+				LikelyStart: &LikelyStart{Known: true, Earliest: t0.Add(time.Hour), Likely: t0.Add(3 * time.Hour), Latest: t0.Add(5 * time.Hour), PastRuns: 14}},
+			{Project: "vision", Name: "tune", State: StatePending, ReasonKind: "capacity", Reason: "capacity: no node has 8 free GPUs", Since: t0,
+				LikelyStart: &LikelyStart{UnknownRunning: 3}},
 		},
 		Next: "vision/sweep",
 		Summary: &StatusSummary{Workspaces: 3, States: map[State]int{StateRunning: 1, StatePreempted: 1, StatePending: 1}, Projects: []ProjectCount{

@@ -318,3 +318,22 @@ func TestVictimStillStarting(t *testing.T) {
 		}
 	}
 }
+
+// The experiments (berth-sjf) decide on a narrowed queue exactly as on
+// the whole queue: jobs of one class share their predicted run time.
+func TestExperimentsNarrowedQueueIsExact(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays the sample")
+	}
+	wl, spec, m := sampleWorkload(t, 1)
+	rep, err := Run(wl, *spec, m, Experiments(), Options{Verify: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Policies {
+		tm := p.Timing
+		if tm.Narrowed == 0 || tm.Verified != tm.Narrowed || tm.Differed != 0 {
+			t.Errorf("%s: %d narrowed decisions, %d verified, %d differ: want some, all verified, none differing", p.Name, tm.Narrowed, tm.Verified, tm.Differed)
+		}
+	}
+}

@@ -157,6 +157,11 @@ func convertWorkspace(d0 *doc, policy SchedulingPolicy) (Workspace, []Diagnostic
 			RestartOnFailure: s.RestartOnFailure,
 		},
 	}
+	w.Spec.ExpectedDuration = fe.duration("spec.expectedDuration", s.ExpectedDuration, 0)
+	if q := s.ExpectedDuration; q != nil && q.set && w.Spec.ExpectedDuration <= 0 && len(fe.diag) == 0 {
+		fe.diag = append(fe.diag, errorf(d0.pos("spec.expectedDuration"),
+			"spec.expectedDuration is %s; a run takes some time: write a positive duration such as 6h or 90m, or leave it out when unknown", q.text))
+	}
 	w.Spec.Service = service(fe, w, s.Service)
 	w.Spec.Task.Env = nilIfEmpty(w.Spec.Task.Env)
 	if w.Spec.State == "" {

@@ -82,6 +82,7 @@ type rawWorkspace struct {
 		Checkpoint       *rawCheckpoint `json:"checkpoint"`
 		Preemptible      *bool          `json:"preemptible"`
 		RestartOnFailure bool           `json:"restartOnFailure"`
+		ExpectedDuration *quantity      `json:"expectedDuration"`
 	} `json:"spec"`
 }
 

@@ -375,3 +375,47 @@ func TestYAMLBadBytes(t *testing.T) {
 		t.Errorf("diagnostics (-want +got):\n%s", diff)
 	}
 }
+
+// TestExpectedDuration: expectedDuration is optional, a positive Go
+// duration; zero, a negative one and one that is not a duration are
+// errors at the field that say what to write.
+func TestExpectedDuration(t *testing.T) {
+	tests := map[string]struct {
+		field string
+		want  time.Duration
+		err   string // part of the one error, if any
+	}{
+		"absent":   {"", 0, ""},
+		"hours":    {"expectedDuration: 6h", 6 * time.Hour, ""},
+		"mixed":    {"expectedDuration: 1h30m", 90 * time.Minute, ""},
+		"zero":     {`expectedDuration: "0"`, 0, `spec.expectedDuration is 0; a run takes some time: write a positive duration such as 6h`},
+		"zero s":   {"expectedDuration: 0s", 0, `spec.expectedDuration is 0s; a run takes some time`},
+		"negative": {"expectedDuration: -1h", 0, "write expectedDuration as a duration such as 6h or 90m"},
+		"days":     {"expectedDuration: 2d", 0, "write expectedDuration as a duration such as 6h or 90m"},
+		"number":   {"expectedDuration: 3600", 0, "write expectedDuration as a duration such as 6h or 90m"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			src := minimal
+			if tt.field != "" {
+				src += "  " + tt.field + "\n"
+			}
+			set, diags, err := LoadFS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.err != "" {
+				if len(diags) != 1 || !strings.Contains(diags[0].String(), tt.err) {
+					t.Fatalf("diagnostics %v; want one containing %q", diags, tt.err)
+				}
+				return
+			}
+			if set == nil {
+				t.Fatalf("diagnostics: %v", diags)
+			}
+			if got := set.Workspaces[0].Spec.ExpectedDuration; got != tt.want {
+				t.Errorf("expectedDuration = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}

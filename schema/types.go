@@ -316,6 +316,10 @@ type WorkspaceSpec struct {
 	// RestartOnFailure restarts a failed task in place a bounded number
 	// of times (drivers: Nomad's restart block), then it is Failed.
 	RestartOnFailure bool `json:"restartOnFailure,omitempty"`
+	// ExpectedDuration is how long its owner expects one run to take;
+	// zero: not stated. It informs the queue's likely start
+	// (policies.Predict) and never limits the run.
+	ExpectedDuration time.Duration `json:"expectedDuration,omitempty"`
 }
 
 // Port is one network port of a workspace's task: Static is a fixed

@@ -102,7 +102,7 @@ per start. A progress bar goes to stderr when it is a terminal.`,
 			for _, name := range strings.Split(policyList, ",") {
 				p, ok := replay.PolicyByName(strings.TrimSpace(name))
 				if !ok {
-					return usageError("--policies: unknown policy %q: want fifo, nomad, quota or berth", name)
+					return usageError("--policies: unknown policy %q: want fifo, nomad, quota, berth or an experiment: berth-sjf, berth-backfill", name)
 				}
 				pols = append(pols, p)
 			}
@@ -194,7 +194,7 @@ per start. A progress bar goes to stderr when it is a terminal.`,
 	f.StringVar(&tracePath, "trace", "", "the job trace to replay (required)")
 	f.StringVar(&format, "format", "", "trace format: philly or csv (default: detected from the header)")
 	f.StringVar(&clusterPath, "cluster", "", "simulated cluster file (default: 64 nodes × 8 GPUs, 2 NVLink domains each)")
-	f.StringVar(&policyList, "policies", "fifo,nomad,quota,berth", "policies to compare, comma-separated, in report order")
+	f.StringVar(&policyList, "policies", "fifo,nomad,quota,berth", "policies to compare, comma-separated, in report order; also the experiments berth-sjf (shortest predicted run first) and berth-backfill (short predicted runs on GPUs held for a gang)")
 	f.Uint64Var(&seed, "seed", 1, "seed of the tier draw")
 	f.StringVar(&output, "output", "table", "report format: table, json or html")
 	f.StringVar(&htmlPath, "html", "", "also write the HTML report to this file")

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -234,6 +235,7 @@ func printStatus(w io.Writer, st reconcile.Status) {
 	if sum := st.Summary; sum != nil && sum.Workspaces > len(st.Workspaces) {
 		printSummary(w, st)
 	}
+	printQueue(w, st)
 	printEndpoints(w, st.Workspaces)
 }
 
@@ -278,6 +280,42 @@ func printSummary(w io.Writer, st reconcile.Status) {
 	tw.Flush()
 }
 
+// printQueue lists the waiting workspaces with when each is likely to
+// start (counted from the last observation), soonest first, those it
+// cannot tell last; nothing when none waits.
+func printQueue(w io.Writer, st reconcile.Status) {
+	var waiting []reconcile.WorkspaceStatus
+	for _, s := range st.Workspaces {
+		if s.LikelyStart != nil {
+			waiting = append(waiting, s)
+		}
+	}
+	if len(waiting) == 0 {
+		return
+	}
+	slices.SortStableFunc(waiting, func(a, b reconcile.WorkspaceStatus) int {
+		la, lb := a.LikelyStart, b.LikelyStart
+		if la.Known != lb.Known {
+			if la.Known {
+				return -1
+			}
+			return 1
+		}
+		return la.Likely.Compare(lb.Likely) // then by name: the status's order
+	})
+	var now time.Time
+	if st.LastReconcile != nil {
+		now = st.LastReconcile.At
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WAITING\tLIKELY START\tRUN TIME")
+	for _, s := range waiting {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Ref(), s.LikelyStart.Text(now), runTimeShort(s.RunTime))
+	}
+	tw.Flush()
+}
+
 // stateCounts is "2 Running, 7 Pending", in the order of a workspace's life.
 func stateCounts(m map[reconcile.State]int) string {
 	var parts []string
@@ -288,6 +326,22 @@ func stateCounts(m map[reconcile.State]int) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// runTimeShort is a predicted run time in a table cell: "3h (1h–5h)",
+// "6h (stated)", or "-".
+func runTimeShort(r *reconcile.RunTimeStatus) string {
+	if r == nil {
+		return "-"
+	}
+	med := policies.FormatDuration(r.Median.D())
+	switch lo, hi := policies.FormatDuration(r.Low.D()), policies.FormatDuration(r.High.D()); {
+	case r.PastRuns == 0:
+		return med + " (stated)"
+	case lo != hi:
+		return fmt.Sprintf("%s (%s–%s)", med, lo, hi)
+	}
+	return med
 }
 
 // printEndpoints lists where workspaces with ports are reachable, when

@@ -93,7 +93,7 @@ func globalOf(h drivers.History, withUsage bool) drivers.History {
 
 // splitHistory returns the JSON of each of n shards of h: the entries of
 // QueuedSince, Preempted, Borrowing and Journal by the hash of their workspace,
-// and Usage by the hash of its project when usageInShards. It reads h
+// RunTimes by the hash of their key, and Usage by the hash of its project when usageInShards. It reads h
 // and changes nothing.
 func splitHistory(h drivers.History, n int, usageInShards bool) ([][]byte, error) {
 	parts := make([]drivers.History, n)
@@ -125,6 +125,13 @@ func splitHistory(h drivers.History, n int, usageInShards bool) ([][]byte, error
 		}
 		p.Journal[ref] = j
 	}
+	for key, rt := range h.RunTimes {
+		p := &parts[shardOf(key, n)]
+		if p.RunTimes == nil {
+			p.RunTimes = map[string][]time.Duration{}
+		}
+		p.RunTimes[key] = rt
+	}
 	if usageInShards {
 		for project, u := range h.Usage {
 			p := &parts[shardOf(project, n)]
@@ -153,10 +160,11 @@ type shardBody struct {
 	Preempted   map[schema.Ref]drivers.Preemption `json:"preempted,omitempty"`
 	Borrowing   map[schema.Ref]bool               `json:"borrowing,omitempty"`
 	Journal     map[schema.Ref]json.RawMessage    `json:"journal,omitempty"`
+	RunTimes    map[string][]time.Duration        `json:"runTimes,omitempty"`
 }
 
 func shardJSON(h drivers.History) shardBody {
-	return shardBody{Usage: h.Usage, QueuedSince: h.QueuedSince, Preempted: h.Preempted, Borrowing: h.Borrowing, Journal: h.Journal}
+	return shardBody{Usage: h.Usage, QueuedSince: h.QueuedSince, Preempted: h.Preempted, Borrowing: h.Borrowing, Journal: h.Journal, RunTimes: h.RunTimes}
 }
 
 // mergeShard adds a shard's entries to h. Each entry is in one shard
@@ -171,7 +179,8 @@ func mergeShard(h *drivers.History, b []byte) error {
 		mergeInto(&h.QueuedSince, s.QueuedSince, "workspace"),
 		mergeInto(&h.Preempted, s.Preempted, "workspace"),
 		mergeInto(&h.Borrowing, s.Borrowing, "workspace"),
-		mergeInto(&h.Journal, s.Journal, "workspace"))
+		mergeInto(&h.Journal, s.Journal, "workspace"),
+		mergeInto(&h.RunTimes, s.RunTimes, "run-time key"))
 }
 
 // mergeInto adds src's entries to *dst (made when nil); a key already in

@@ -36,9 +36,17 @@ func bigHistory(n int, seed uint64) drivers.History {
 		QueuedSince: map[schema.Ref]time.Time{},
 		Preempted:   map[schema.Ref]drivers.Preemption{},
 		Borrowing:   map[schema.Ref]bool{},
+		RunTimes:    map[string][]time.Duration{},
 	}
 	for i := range n {
 		project := fmt.Sprintf("team-%03d", i/50)
+		if i%50 == 0 { // each project's run times: all, and one owner's of one size
+			for _, k := range []string{project, project + "/ada/8"} {
+				for range 32 {
+					h.RunTimes[k] = append(h.RunTimes[k], time.Duration(r.Int64N(int64(72*time.Hour))))
+				}
+			}
+		}
 		ref := schema.Ref{Project: project, Name: fmt.Sprintf("train-%05d", i)}
 		h.Usage[project] += r.Float64() * 3600
 		since := at.Add(-time.Duration(r.Int64N(int64(48 * time.Hour))))

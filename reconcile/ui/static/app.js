@@ -375,7 +375,7 @@ function drawQueue() {
       el("td", { class: "mono", text: clock(q.queuedSince) }),
       q.estimatedStart
         ? el("td", { "data-estimate": q.estimatedStart }, el("span", { class: "mono", text: "~" + clock(q.estimatedStart) }), el("div", { class: "d muted", text: q.estimate }))
-        : el("td", { title: "berth cannot tell: capacity frees up when running work ends", text: "—" })));
+        : el("td", { title: q.estimate || "berth cannot tell: capacity frees up when running work ends", text: "—" })));
   }
 }
 
@@ -428,7 +428,11 @@ async function loadWorkspace(ref) {
     el("span", { text: "since " + clock(w.since) }),
     el("span", { text: "progress " + dur(w.progressSeconds) }),
     el("span", { text: "work lost " + dur(w.workLostSeconds) }),
-    w.decision ? el("span", { text: "decision: " + w.decision }) : null));
+    w.decision ? el("span", { text: "decision: " + w.decision }) : null,
+    likelyFigure(w.likelyStart),
+    w.runTime ? el("span", { class: "run-time", text: "expected run " + dur(w.runTime.medianSeconds) +
+      (w.runTime.lowSeconds !== w.runTime.highSeconds ? " (" + dur(w.runTime.lowSeconds) + "–" + dur(w.runTime.highSeconds) + ")" : "") +
+      (w.runTime.pastRuns ? ", from " + w.runTime.pastRuns + " past run" + (w.runTime.pastRuns === 1 ? "" : "s") : ", as stated") }) : null));
   // Connect: where its ports are, from the allocation Nomad placed.
   const eps = w.endpoints || [];
   const gang = eps.some((e) => e.replica !== eps[0].replica);
@@ -445,6 +449,19 @@ async function loadWorkspace(ref) {
     el("td", { class: "mono", text: t.node ? t.node + " " + (t.gpus || []).join(",") : "" }),
     el("td", { text: dur(t.progressSeconds) + (t.workLostSeconds ? " (lost " + dur(t.workLostSeconds) + ")" : "") }),
     el("td", { text: (t.reason || "") + (t.preemptedBy ? " [by " + t.preemptedBy + "]" : "") }))));
+}
+// likelyFigure: when a waiting workspace is likely to start, on the
+// cluster's clock (the explanation below says it in hours from now).
+function likelyFigure(l) {
+  if (!l) return null;
+  if (!l.known) {
+    const why = l.unknownRunning || l.unknownAhead
+      ? "no run time known for " + (l.unknownRunning + (l.unknownAhead || 0)) + " workspace(s) it waits on"
+      : "it needs more GPUs than the cluster has";
+    return el("span", { class: "likely", text: "likely start unknown: " + why });
+  }
+  const range = l.earliest === l.latest ? clock(l.likely) : clock(l.earliest) + "–" + clock(l.latest);
+  return el("span", { class: "likely", text: "likely start " + range + " (most likely " + clock(l.likely) + ")" });
 }
 function route() {
   const m = location.hash.match(/^#\/ws\/([^/]+\/[^/]+)$/);
