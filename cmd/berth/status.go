@@ -280,9 +280,13 @@ func printSummary(w io.Writer, st reconcile.Status) {
 	tw.Flush()
 }
 
+// queueRows is how many waiting workspaces printQueue lists.
+const queueRows = 20
+
 // printQueue lists the waiting workspaces with when each is likely to
 // start (counted from the last observation), soonest first, those it
-// cannot tell last; nothing when none waits.
+// cannot tell last: the first queueRows, and how many more wait (the
+// workspace table and -o json have every one); nothing when none waits.
 func printQueue(w io.Writer, st reconcile.Status) {
 	var waiting []reconcile.WorkspaceStatus
 	for _, s := range st.Workspaces {
@@ -310,10 +314,13 @@ func printQueue(w io.Writer, st reconcile.Status) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WAITING\tLIKELY START\tRUN TIME")
-	for _, s := range waiting {
+	for _, s := range waiting[:min(len(waiting), queueRows)] {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Ref(), s.LikelyStart.Text(now), runTimeShort(s.RunTime))
 	}
 	tw.Flush()
+	if n := len(waiting) - queueRows; n > 0 {
+		fmt.Fprintf(w, "… and %s more waiting (-o json gives each one's likelyStart)\n", thousands(int64(n)))
+	}
 }
 
 // stateCounts is "2 Running, 7 Pending", in the order of a workspace's life.
