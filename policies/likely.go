@@ -7,6 +7,7 @@ package policies
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/berth-dev/berth/schema"
@@ -47,6 +48,30 @@ type Start struct {
 	PastRuns, Stated  int
 	UnknownRunning    int
 	UnknownAhead      int
+	// Quota: its project's quota and borrow limit hold it back, not
+	// free GPUs; the estimate is the later of the cluster's and its
+	// project's (QuotaBound).
+	Quota bool
+}
+
+// QuotaBound combines a waiter's estimate on the cluster's GPUs (s) with
+// its estimate on its project's quota (q: LikelyStarts run on the GPUs
+// the project may still take and its own holders and waiters): it starts
+// when both have room, so each figure is the later of the two, and it is
+// unknown when either is.
+func QuotaBound(s, q Start) Start {
+	out := s
+	out.Quota = true
+	if !s.Known || !q.Known {
+		out.Known = false
+		out.Low, out.Likely, out.High = 0, 0, 0
+		out.UnknownRunning = max(s.UnknownRunning, q.UnknownRunning)
+		out.UnknownAhead = max(s.UnknownAhead, q.UnknownAhead)
+		return out
+	}
+	out.Low, out.Likely, out.High = max(s.Low, q.Low), max(s.Likely, q.Likely), max(s.High, q.High)
+	out.PastRuns, out.Stated = max(s.PastRuns, q.PastRuns), max(s.Stated, q.Stated)
+	return out
 }
 
 // likelyQuantiles are the run-time quantiles of Start's Low, Likely and
@@ -198,6 +223,21 @@ func (r *releases) pop() release {
 // runs)", "in 6h (from 1 stated duration)" when the range is one
 // figure, "now: …", or why it is unknown.
 func (s Start) String() string {
+	if s.Quota {
+		q := s
+		q.Quota = false
+		if !s.Known && s.UnknownRunning == 0 && s.UnknownAhead == 0 {
+			return "unknown: its project's quota holds it back, not free GPUs"
+		}
+		text := q.String()
+		if !s.Known {
+			return "unknown: its project's quota holds it back, not free GPUs;" + strings.TrimPrefix(text, "unknown:")
+		}
+		if s.High == 0 {
+			return "now: its project's quota has room again"
+		}
+		return text + ", when its project's quota has room"
+	}
 	if !s.Known {
 		switch {
 		case s.UnknownRunning > 0 && s.UnknownAhead > 0:

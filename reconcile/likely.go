@@ -41,8 +41,9 @@ type RunTimeStatus struct {
 // time known (running, and ahead of it in the queue); with both zero it
 // needs more GPUs than the cluster has. PastRuns and Stated are what it
 // rests on (past runs, stated expectedDurations). It counts GPUs in
-// queue order, without backfill, topology or quotas
-// (policies.LikelyStarts). Text words it.
+// queue order, without backfill or topology (policies.LikelyStarts); one
+// its project's quota holds back (Quota) starts no sooner than the quota
+// has room, estimated the same way. Text words it.
 type LikelyStart struct {
 	Known          bool      `json:"known"`
 	Earliest       time.Time `json:"earliest,omitzero"`
@@ -52,6 +53,9 @@ type LikelyStart struct {
 	Stated         int       `json:"stated"`
 	UnknownRunning int       `json:"unknownRunning,omitempty"`
 	UnknownAhead   int       `json:"unknownAhead,omitempty"`
+	// Quota: its project's quota holds it back, not free GPUs; the times
+	// are the later of the cluster's estimate and its project's.
+	Quota bool `json:"quota,omitempty"`
 }
 
 // Text says l for people as seen at now: "in 2h–5h (most likely 3h;
@@ -59,7 +63,7 @@ type LikelyStart struct {
 func (l *LikelyStart) Text(now time.Time) string {
 	from := func(t time.Time) time.Duration { return max(0, t.Sub(now)) }
 	return policies.Start{Known: l.Known, Low: from(l.Earliest), Likely: from(l.Likely), High: from(l.Latest),
-		PastRuns: l.PastRuns, Stated: l.Stated, UnknownRunning: l.UnknownRunning, UnknownAhead: l.UnknownAhead}.String()
+		PastRuns: l.PastRuns, Stated: l.Stated, UnknownRunning: l.UnknownRunning, UnknownAhead: l.UnknownAhead, Quota: l.Quota}.String()
 }
 
 // runningTime is how long history shows a workspace running in its
@@ -185,6 +189,7 @@ func (l *Loop) predictAll(set *schema.Set, snap *drivers.Snapshot, d policies.De
 		}
 	}
 	holders := make([]policies.Holder, 0, len(snap.Allocs)+len(queue)/8)
+	holderProj := make([]string, 0, cap(holders)) // each holder's project
 	for i := 0; i < len(snap.Allocs); {
 		ref := snap.Allocs[i].Workspace
 		var h policies.Holder
@@ -208,31 +213,72 @@ func (l *Loop) predictAll(set *schema.Set, snap *drivers.Snapshot, d policies.De
 			h.Elapsed = runningTime(rec.history, now)
 		}
 		holders = append(holders, h)
+		holderProj = append(holderProj, ref.Project)
 	}
 	if len(queue) == 0 {
 		return
 	}
 	slices.SortFunc(queue, func(a, b queued) int { return cmp.Compare(a.wd.Queue, b.wd.Queue) })
 	waiters := make([]policies.Waiter, 0, len(queue))
+	quotaHeld := map[schema.Ref]bool{} // waiters their project's quota holds back
 	for _, q := range queue {
 		spec := &set.Workspaces[q.spec]
 		gpus := spec.Spec.Resources.GPUs * max(spec.Spec.Replicas, 1)
 		if q.wd.Verdict == policies.VerdictStart {
 			// Starting now: it holds its GPUs from here.
 			holders = append(holders, policies.Holder{GPUs: gpus, Run: preds[q.spec]})
+			holderProj = append(holderProj, q.wd.Ref.Project)
 			free -= gpus
 			continue
 		}
 		if q.wd.Verdict == policies.VerdictWait && gpus > 0 {
 			waiters = append(waiters, policies.Waiter{Ref: q.wd.Ref, GPUs: gpus, Run: preds[q.spec]})
+			if q.wd.Reason.Kind == policies.ReasonQuota {
+				quotaHeld[q.wd.Ref] = true
+			}
 		}
 	}
-	for _, s := range policies.LikelyStarts(free, holders, waiters) {
+	starts := policies.LikelyStarts(free, holders, waiters)
+	// A workspace its project's quota holds back starts when both the
+	// cluster and the quota have room: the quota's estimate runs the
+	// same way on the GPUs the project may still take, its own holders
+	// and its own queue.
+	projects := map[string]bool{}
+	for ref := range quotaHeld {
+		projects[ref.Project] = true
+	}
+	for proj := range projects {
+		p := set.Project(proj)
+		if p == nil || p.Spec.BorrowLimit.GPUs < 0 {
+			continue
+		}
+		room := p.Spec.Quota.GPUs + p.Spec.BorrowLimit.GPUs
+		var ph []policies.Holder
+		for i, h := range holders {
+			if holderProj[i] == proj {
+				ph = append(ph, h)
+				room -= h.GPUs
+			}
+		}
+		var pw []policies.Waiter
+		var at []int
+		for i, w := range waiters {
+			if w.Ref.Project == proj {
+				pw, at = append(pw, w), append(at, i)
+			}
+		}
+		for k, q := range policies.LikelyStarts(room, ph, pw) {
+			if quotaHeld[q.Ref] {
+				starts[at[k]] = policies.QuotaBound(starts[at[k]], q)
+			}
+		}
+	}
+	for _, s := range starts {
 		rec := l.records[s.Ref]
 		if rec == nil || (rec.status.State != StatePending && rec.status.State != StatePreempted) {
 			continue
 		}
-		ls := &LikelyStart{Known: s.Known, PastRuns: s.PastRuns, Stated: s.Stated, UnknownRunning: s.UnknownRunning, UnknownAhead: s.UnknownAhead}
+		ls := &LikelyStart{Known: s.Known, PastRuns: s.PastRuns, Stated: s.Stated, UnknownRunning: s.UnknownRunning, UnknownAhead: s.UnknownAhead, Quota: s.Quota}
 		if s.Known {
 			at := func(d time.Duration) time.Time { return now.Add(d).Round(time.Second) }
 			ls.Earliest, ls.Likely, ls.Latest = at(s.Low), at(s.Likely), at(s.High)

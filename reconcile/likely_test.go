@@ -68,10 +68,10 @@ func TestLikelyStart(t *testing.T) {
 		cycle()
 		time.Sleep(sim.DefaultStartDelay + time.Second)
 		cycle()
-		if got, want := likely("b"), "unknown: no run time known for 1 running workspace"; got != want {
+		if got, want := likely("b"), "unknown: its project's quota holds it back, not free GPUs; no run time known for 1 running workspace"; got != want {
 			t.Errorf("b: %q, want %q", got, want)
 		}
-		explains("b", "Likely start unknown: no run time known for 1 running workspace.")
+		explains("b", "Likely start unknown: its project's quota holds it back, not free GPUs; no run time known for 1 running workspace.")
 		if ws("a").Workspace.RunTime != nil {
 			t.Errorf("a has a run time with no history: %+v", ws("a").Workspace.RunTime)
 		}
@@ -109,10 +109,10 @@ func TestLikelyStart(t *testing.T) {
 		time.Sleep(30 * time.Minute)
 		h.source.set("r2")
 		cycle()
-		if got := likely("c"); got != "in 30m (from 1 past run)" {
+		if got := likely("c"); got != "in 30m (from 1 past run), when its project's quota has room" {
 			t.Errorf("c: %q", got)
 		}
-		explains("c", "Likely start: in 30m (from 1 past run).")
+		explains("c", "Likely start: in 30m (from 1 past run), when its project's quota has room.")
 		explains("b", "Expected run time: 1h, from its project's runs (1 past run).")
 
 		// 4. c states 4h; d waits behind it: 30m for b, then 4h for c.
@@ -121,7 +121,7 @@ func TestLikelyStart(t *testing.T) {
 		if rt := ws("c").Workspace.RunTime; rt == nil || rt.Median.D() != 4*time.Hour || rt.Stated.D() != 4*time.Hour {
 			t.Errorf("c's run time: %+v, want a median of its stated 4h", rt)
 		}
-		if got := likely("d"); got != "in 4h30m (from 1 past run and 1 stated duration)" {
+		if got := likely("d"); got != "in 4h30m (from 1 past run and 1 stated duration), when its project's quota has room" {
 			t.Errorf("d: %q", got)
 		}
 		explains("c", "Expected run time: 4h: its expectedDuration, with the spread of its project's runs (1 past run).")
@@ -141,4 +141,37 @@ func TestLikelyStart(t *testing.T) {
 			t.Errorf("med/d is not in the dashboard's queue")
 		}
 	})
+}
+
+// TestLikelyStartQuotaBound: a workspace its project's quota holds back
+// while the GPUs it needs are free is not "now" (as a count of GPUs
+// alone said): it starts when its project's own work leaves room, which
+// no run time known says when.
+func TestLikelyStartQuotaBound(t *testing.T) {
+	one := func(name string) schema.Workspace {
+		w := workspace("med", name, schema.DesiredRunning)
+		w.Spec.Owner, w.Spec.Resources.GPUs = "ada", 1
+		return w
+	}
+	sets := testSets{"r1": withWorkspaces(one("a"), one("b"))}
+	sets["r1"].Projects[1].Spec.Quota.GPUs = 1
+	sets["r1"].Projects[1].Spec.BorrowLimit.GPUs = 0
+	h := newHarness(t, sets, "r1")
+	h.loop.cfg.Decide = policies.Decide
+	for range 2 {
+		if _, err := h.loop.Once(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, ok := h.loop.Workspace(schema.Ref{Project: "med", Name: "b"})
+	if !ok || d.Workspace.LikelyStart == nil {
+		t.Fatalf("med/b: %+v", d.Workspace)
+	}
+	if d.Workspace.ReasonKind != policies.ReasonQuota.String() {
+		t.Fatalf("med/b waits: %s (%s), want its quota", d.Workspace.Reason, d.Workspace.ReasonKind)
+	}
+	got := d.Workspace.LikelyStart.Text(h.loop.Status().LastReconcile.At)
+	if want := "unknown: its project's quota holds it back, not free GPUs; no run time known for 1 running workspace"; got != want {
+		t.Errorf("med/b: %q, want %q", got, want)
+	}
 }
