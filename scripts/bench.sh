@@ -15,7 +15,7 @@ if [ "${BENCH:-}" = quick ]; then
 		./schema/... ./policies/... ./reconcile/
 	exit 0
 fi
-go test -run '^$' -bench 'BenchmarkValidate|BenchmarkLargeDocument|BenchmarkDecide|BenchmarkFIFO|BenchmarkNomad|BenchmarkQuota|BenchmarkOnce|BenchmarkObserve|BenchmarkSaveHistory|BenchmarkWebhookApply' -benchmem -timeout 60m \
+go test -run '^$' -bench 'BenchmarkValidate|BenchmarkLargeDocument|BenchmarkDecide|BenchmarkFIFO|BenchmarkNomad|BenchmarkQuota|BenchmarkOnce|BenchmarkObserve|BenchmarkSaveHistory|BenchmarkWebhookApply|BenchmarkPredictAll' -benchmem -timeout 60m \
 	./schema/... ./policies/... ./reconcile/... ./drivers/nomad/
 # The decision's growth between sizes (must stay within n log n).
 BERTH_GROWTH=1 go test -count=1 -run '^TestDecideGrowth$' -v ./policies | grep -v '^=== RUN'
