@@ -121,9 +121,11 @@ func TestRealUnplaceableDoesNotBlock(t *testing.T) {
 // TestRealNoConnectionPileUp (issue 12, item 3): reconciling with a
 // permanently unplaceable workspace next to normal ones leaves Nomad with
 // a steady handful of connections, none hanging in CLOSE-WAIT.
-// BERTH_CONN_SECONDS sets how long (default 60; the issue asks for 300 once).
+// BERTH_CONN_SECONDS sets how long (default 30, under make e2e: the
+// pile-up it guards against grew by about 3 sockets a second, and the
+// retries reach their 10 s backoff in 15 s; the issue asks for 300 once).
 func TestRealNoConnectionPileUp(t *testing.T) {
-	secs := 60
+	secs := 30
 	if v, err := strconv.Atoi(os.Getenv("BERTH_CONN_SECONDS")); err == nil && v > 0 {
 		secs = v
 	}
