@@ -37,7 +37,7 @@ type Cluster struct {
 	// holder: which run holds each GPU (addRun, dropRun).
 	order   []*run
 	nallocs int
-	holder map[gpuKey]schema.Ref
+	holder  map[gpuKey]schema.Ref
 	// nodeCopy: the nodes as snapshots show them, until one changes.
 	nodeCopy []drivers.Node
 	// kept is the progress each workspace has saved over its finished runs.
