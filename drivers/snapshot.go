@@ -94,6 +94,30 @@ type Node struct {
 	TopologyGuessed bool `json:"topologyGuessed,omitempty"`
 }
 
+// UsableGPUs counts the GPUs work may be placed on: the healthy GPUs of a
+// ready, eligible node; none on any other.
+func (n *Node) UsableGPUs() int {
+	if !n.Ready || !n.Eligible {
+		return 0
+	}
+	k := 0
+	for _, g := range n.GPUs {
+		if g.Healthy {
+			k++
+		}
+	}
+	return k
+}
+
+// UsableGPUs sums Node.UsableGPUs over s's nodes.
+func (s *Snapshot) UsableGPUs() int {
+	k := 0
+	for i := range s.Nodes {
+		k += s.Nodes[i].UsableGPUs()
+	}
+	return k
+}
+
 // GPU is one device on a node.
 type GPU struct {
 	// ID is the device instance ID (NVML UUID; Nomad device instance ID).

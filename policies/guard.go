@@ -98,7 +98,7 @@ func (d *decider) restoreGuard(held []int32) {
 // guardAs names the guard's pick in its reservation's message.
 func (d *decider) guardAs() string {
 	if d.guardOverdue {
-		return fmt.Sprintf("the oldest overdue workspace (waiting past aging.maxWait, %s)", shortDur(d.policy.Aging.MaxWait))
+		return fmt.Sprintf("the oldest overdue workspace (waiting past aging.maxWait, %s)", ShortDuration(d.policy.Aging.MaxWait))
 	}
 	return "the longest-starved workspace (aging at its maximum)"
 }
@@ -165,8 +165,9 @@ func (d *decider) starved() int32 {
 	return bestIdx
 }
 
-// shortDur writes a duration without zero units: 20m, 24h, 1h30m.
-func shortDur(d time.Duration) string {
+// ShortDuration writes a duration without zero units: 20m, 24h, 1h30m,
+// 45s.
+func ShortDuration(d time.Duration) string {
 	s := d.Round(time.Second).String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")

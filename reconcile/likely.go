@@ -154,16 +154,7 @@ func (l *Loop) predictAll(set *schema.Set, snap *drivers.Snapshot, d policies.De
 	}
 
 	// Free GPUs, and what holds the rest.
-	free := 0
-	for _, n := range snap.Nodes {
-		if n.Ready && n.Eligible {
-			for _, g := range n.GPUs {
-				if g.Healthy {
-					free++
-				}
-			}
-		}
-	}
+	free := snap.UsableGPUs()
 	// The queue, paired with the specs in one walk (both sorted by Ref);
 	// leaving holders by verdict.
 	type queued struct {

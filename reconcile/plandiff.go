@@ -216,7 +216,7 @@ func NewReport(in PlanInput) Report {
 			c.Node, c.GPUs = where(allocs[a.Workspace])
 			if in.Head.Workspace(a.Workspace) == nil {
 				c.Kind = "purge"
-				c.Reason = fmt.Sprintf("removed from the specs: stopped now, its job purged after %s unless it comes back", shortDur(delay))
+				c.Reason = fmt.Sprintf("removed from the specs: stopped now, its job purged after %s unless it comes back", policies.ShortDuration(delay))
 			}
 		default:
 			continue
@@ -233,7 +233,7 @@ func NewReport(in PlanInput) Report {
 			}
 			p := project(ref.Project)
 			p.Consequences = append(p.Consequences, Consequence{Workspace: ref, Kind: "purge",
-				Reason: fmt.Sprintf("removed from the specs: not running; its job is purged after %s unless it comes back", shortDur(delay))})
+				Reason: fmt.Sprintf("removed from the specs: not running; its job is purged after %s unless it comes back", policies.ShortDuration(delay))})
 		}
 	}
 	for _, wd := range d.Workspaces {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/berth-dev/berth/policies"
 )
 
 // GitHubCommentLimit is the most characters a GitHub comment holds.
@@ -73,7 +75,7 @@ func (c Consequence) Line() string {
 		if c.Node != "" {
 			fmt.Fprintf(&b, " on %s", c.Node)
 		}
-		fmt.Fprintf(&b, ", %s of work since its last checkpoint at risk", shortDur(c.AtRisk))
+		fmt.Fprintf(&b, ", %s of work since its last checkpoint at risk", policies.ShortDuration(c.AtRisk))
 	case "stop", "purge", "update":
 		if c.Node != "" {
 			fmt.Fprintf(&b, " on %s", c.Node)
@@ -227,7 +229,7 @@ func consequenceRow(c Consequence) string {
 	}
 	risk := ""
 	if c.Kind == "preempt" || c.Restarts {
-		risk = shortDur(c.AtRisk)
+		risk = policies.ShortDuration(c.AtRisk)
 	}
 	return fmt.Sprintf("| `%s` | %s | %s | %s | %s |\n", c.Workspace, c.Kind, mdEscape(where), risk, mdEscape(c.Reason))
 }
@@ -254,16 +256,4 @@ func packComments(head string, blocks []string, limit int) []string {
 
 func mdEscape(s string) string {
 	return strings.NewReplacer("|", `\|`, "<", "&lt;", ">", "&gt;", "\n", " ").Replace(s)
-}
-
-// shortDur writes a duration without zero units: 20m, 1h, 1h30m, 45s.
-func shortDur(d time.Duration) string {
-	s := d.Round(time.Second).String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }

@@ -544,16 +544,8 @@ func (r *replayer) startable(snap *drivers.Snapshot) bool {
 // freeByNode counts the free usable GPUs of each node of snap.
 func (r *replayer) freeByNode(snap *drivers.Snapshot) []int {
 	free := r.freeBuf[:0]
-	for _, n := range snap.Nodes {
-		k := 0
-		if n.Ready && n.Eligible {
-			for _, g := range n.GPUs {
-				if g.Healthy {
-					k++
-				}
-			}
-		}
-		free = append(free, k)
+	for i := range snap.Nodes {
+		free = append(free, snap.Nodes[i].UsableGPUs())
 	}
 	for _, a := range snap.Allocs {
 		i := sort.Search(len(snap.Nodes), func(i int) bool { return snap.Nodes[i].Name >= a.Node })

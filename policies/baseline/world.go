@@ -168,17 +168,7 @@ func newWorld(in policies.Input) *world {
 	}
 
 	// 1. Nodes and their usable GPUs, in one array.
-	usable := 0
-	for _, n := range snap.Nodes {
-		if n.Ready && n.Eligible {
-			for _, g := range n.GPUs {
-				if g.Healthy {
-					usable++
-				}
-			}
-		}
-	}
-	all := resize(wd.gpus, usable)[:0]
+	all := resize(wd.gpus, snap.UsableGPUs())[:0]
 	wd.nodes = resize(wd.nodes, len(snap.Nodes))
 	for i, n := range snap.Nodes {
 		nd := &wd.nodes[i]
