@@ -226,6 +226,9 @@ func (d *decider) waitForCapacity(wi int32, w *wsState, sm *shapeMemo, mi int, g
 func (d *decider) wait(w *wsState, r Reason) {
 	w.out.Verdict = VerdictWait
 	w.out.Placements = nil
+	if r.Kind == ReasonCapacity && d.policy.Preemption.Enabled && d.overdueHolds(w) {
+		r.Message += "; it preempts nothing while " + d.ws[d.overduePick].ref.String() + " (waiting past aging.maxWait) waits"
+	}
 	if w.preempted != nil {
 		by := w.preempted.By
 		w.out.PreemptedBy = &by

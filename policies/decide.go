@@ -172,8 +172,11 @@ type decider struct {
 	// guardOverdue: the guard's pick is overdue (past Aging.MaxWait), so
 	// its reservation binds all work of its tier and lower.
 	guardOverdue bool
-	guardIdx     int32  // the guard's pick once it reserved; -1 none
-	decidedWS    []bool // queued workspaces already admitted or told to wait
+	guardIdx     int32 // the guard's pick once it reserved; -1 none
+	// overduePick: the guard's pick when it is overdue, whether or not
+	// its reservation holds anything; -1 none (overdueHolds).
+	overduePick int32
+	decidedWS   []bool // queued workspaces already admitted or told to wait
 	// initialMost[m][l]: the most free GPUs any group of model index m
 	// at level l had as the decision found them (-1: no group); admitted
 	// counts the workspaces started so far.
@@ -263,6 +266,9 @@ func Decide(in Input) Decision {
 	// the starvation guard reserves for the longest starved.
 	h := d.buildQueue()
 	guard := d.starved()
+	if d.guardOverdue {
+		d.overduePick = guard
+	}
 	var starved *schema.Ref
 	if guard >= 0 {
 		ref := d.ws[guard].ref

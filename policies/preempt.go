@@ -35,7 +35,9 @@ import (
 // reservation held back would reclaim it at once, and it would wait
 // again (a start that lasts is what the bound promises). No preemptor
 // places a replica on a node where the guard holds GPUs for an overdue
-// workspace: what leaves that node is its (reservedOn).
+// workspace: what leaves that node is its (reservedOn); and work of the
+// overdue workspace's tier or lower preempts nothing until it has
+// started (overdueHolds).
 // "Borrowed" is strict: v was admitted beyond
 // its project's quota (overQuota), and taking it leaves its project at or
 // above its quota. A workspace admitted inside its quota is never
@@ -156,7 +158,7 @@ const scanLimit = 8 * searchLimit
 // with nothing changed since (step 0 relies on it).
 func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (option, bool) {
 	k := 0 // victims may be of the k lowest tiers
-	if d.policy.Preemption.Enabled && budget > 0 {
+	if d.policy.Preemption.Enabled && budget > 0 && !d.overdueHolds(w) {
 		if inQuota {
 			k = d.numTiers
 		} else if w.canPreempt {
@@ -233,6 +235,20 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 		}
 	}
 	return best, found
+}
+
+// overdueHolds reports whether the guard's overdue pick holds off w's
+// preemptions: w is of the pick's tier or lower, and the pick has not
+// started. What w would take is capacity the overdue workspace waits
+// for, and the pick's reservation holds free GPUs only: with none free
+// it holds nothing reservedOn could see, and a reclaim by work queued
+// after it would take the GPUs it waits for (TestPropWaitBound).
+func (d *decider) overdueHolds(w *wsState) bool {
+	if d.overduePick < 0 || w.idx == d.overduePick {
+		return false
+	}
+	g := d.ws[d.overduePick]
+	return w.tier <= g.tier && g.out.Verdict != VerdictStart
 }
 
 // reservedOn reports whether node ni holds GPUs the starvation guard

@@ -23,7 +23,7 @@ import (
 var recordPool sync.Pool // of *[]wsState, zero up to their capacity
 
 func newDecider(in Input) *decider {
-	d := &decider{in: in, now: in.Now, shapeIDs: map[shapeKey]int32{}, featIDs: map[string]int32{}, featByDriver: map[string]int32{}, reservedBy: -1, guardIdx: -1}
+	d := &decider{in: in, now: in.Now, shapeIDs: map[shapeKey]int32{}, featIDs: map[string]int32{}, featByDriver: map[string]int32{}, reservedBy: -1, guardIdx: -1, overduePick: -1}
 	specs := in.Specs
 	if specs == nil {
 		specs = &schema.Set{Policy: schema.DefaultPolicy()}
