@@ -41,6 +41,9 @@ type Mapping struct {
 	// each project's share of the trace's GPU-time, adding up to the
 	// cluster.
 	Quotas map[string]int `json:"quotas,omitempty"`
+	// MaxWait is the replayed policy's aging.maxWait, berth's wait bound
+	// (0: off, as by default).
+	MaxWait time.Duration `json:"maxWait,omitempty"`
 }
 
 // DefaultMapping is the mapping `berth simulate` uses.
@@ -194,6 +197,7 @@ func Map(jobs []Job, capacity, nodeGPUs int, m Mapping) (*Workload, error) {
 	// to its GPU-time (largest remainder), adding up to the cluster; the
 	// lowest tier is the project's, for workspaces that name none.
 	set := &schema.Set{Revision: "trace", Policy: schema.DefaultPolicy()}
+	set.Policy.Spec.Aging.MaxWait = m.MaxWait
 	for _, t := range m.Tiers {
 		set.Tiers = append(set.Tiers, schema.PriorityTier{Meta: schema.Meta{Name: t.Name}, Spec: schema.TierSpec{Value: t.Value, Preemptible: true, CanPreempt: true}})
 	}

@@ -178,12 +178,16 @@ func (r *Report) mappingLines() []string {
 	default:
 		tierLine = fmt.Sprintf("tiers: per job (the workspace's own tier); %s jobs from the trace's tier column; of each project's other jobs, a seeded draw (seed %d) makes exactly %s", thousands(t), m.Seed, strings.Join(tiers, ", "))
 	}
-	return []string{
+	lines := []string{
 		fmt.Sprintf("projects: %d trace projects (%s), one berth project (a team) each; %s; borrowing unlimited", len(r.Projects), from, quota),
 		tierLine,
 		fmt.Sprintf("checkpoints: jobs over %s save every %s; shorter ones never; no checkpoint on the preemption signal, so a victim loses its work since its last save (grace %s)", short(m.CheckpointOver.Seconds()), short(m.CheckpointEvery.Seconds()), short(m.Grace.Seconds())),
 		fmt.Sprintf("gangs: a job of more than %d GPUs runs as a gang of %d-GPU replicas (GPUs rounded up to a multiple of %d)", m.GangSize, m.GangSize, m.GangSize),
 	}
+	if m.MaxWait > 0 {
+		lines = append(lines, fmt.Sprintf("policy: berth's wait bound on, aging.maxWait %s (off by default)", short(m.MaxWait.Seconds())))
+	}
+	return lines
 }
 
 // WriteTable writes the comparison as an aligned table.

@@ -94,6 +94,14 @@ func TestMap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if mw := wl.Base.Policy.Spec.Aging.MaxWait; mw != 0 {
+		t.Errorf("the default mapping replays berth with aging.maxWait %s, want its default policy (off)", mw)
+	}
+	bound := DefaultMapping()
+	bound.MaxWait = 24 * time.Hour
+	if wb, err := Map(jobs, 64, 8, bound); err != nil || wb.Base.Policy.Spec.Aging.MaxWait != 24*time.Hour {
+		t.Errorf("Mapping.MaxWait 24h: the replayed policy's aging.maxWait is %v (%v)", wb.Base.Policy.Spec.Aging.MaxWait, err)
+	}
 	if wl.Skipped != 1 {
 		t.Errorf("skipped %d, want the 1024-GPU job", wl.Skipped)
 	}

@@ -22,7 +22,7 @@ func newSimulateCmd() *cobra.Command {
 		tracePath, format, clusterPath, policyList, output, htmlPath string
 		seed                                                         uint64
 		limit, verify                                                int
-		window, tick                                                 time.Duration
+		window, tick, maxWait                                        time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "simulate --trace FILE",
@@ -106,8 +106,8 @@ per start. A progress bar goes to stderr when it is a terminal.`,
 				}
 				pols = append(pols, p)
 			}
-			if limit < 0 || window < 0 || tick < 0 || verify < 0 {
-				return usageError("--limit, --window, --tick and --verify must not be negative")
+			if limit < 0 || window < 0 || tick < 0 || verify < 0 || maxWait < 0 {
+				return usageError("--limit, --window, --tick, --verify and --max-wait must not be negative")
 			}
 			spec := replay.DefaultCluster()
 			if clusterPath != "" {
@@ -138,6 +138,7 @@ per start. A progress bar goes to stderr when it is a terminal.`,
 			gpus, perNode := replay.Shape(spec)
 			m := replay.DefaultMapping()
 			m.Seed = seed
+			m.MaxWait = maxWait
 			wl, err := replay.Map(jobs, gpus, perNode, m)
 			if err != nil {
 				return &exitError{Code: exitFailure, Err: err}
@@ -196,6 +197,7 @@ per start. A progress bar goes to stderr when it is a terminal.`,
 	f.StringVar(&clusterPath, "cluster", "", "simulated cluster file (default: 64 nodes × 8 GPUs, 2 NVLink domains each)")
 	f.StringVar(&policyList, "policies", "fifo,nomad,quota,berth", "policies to compare, comma-separated, in report order; also the experiments berth-sjf (shortest predicted run first) and berth-backfill (short predicted runs on GPUs held for a gang)")
 	f.Uint64Var(&seed, "seed", 1, "seed of the tier draw")
+	f.DurationVar(&maxWait, "max-wait", 0, "replay berth with its wait bound on: aging.maxWait (e.g. 24h; 0: off, as berth's default policy)")
 	f.StringVar(&output, "output", "table", "report format: table, json or html")
 	f.StringVar(&htmlPath, "html", "", "also write the HTML report to this file")
 	f.IntVar(&limit, "limit", 0, "replay only the first N jobs (by submit time)")
