@@ -234,33 +234,40 @@ func (l *Loop) predictAll(set *schema.Set, snap *drivers.Snapshot, d policies.De
 	// cluster and the quota have room: the quota's estimate runs the
 	// same way on the GPUs the project may still take, its own holders
 	// and its own queue.
-	projects := map[string]bool{}
-	for ref := range quotaHeld {
-		projects[ref.Project] = true
-	}
-	for proj := range projects {
-		p := set.Project(proj)
-		if p == nil || p.Spec.BorrowLimit.GPUs < 0 {
-			continue
+	if len(quotaHeld) > 0 {
+		// Each such project's holders and waiters (waiters by index into
+		// starts), gathered in one pass each.
+		type projQueue struct {
+			holders []policies.Holder
+			waiters []policies.Waiter
+			at      []int
 		}
-		room := p.Spec.Quota.GPUs + p.Spec.BorrowLimit.GPUs
-		var ph []policies.Holder
+		byProj := map[string]*projQueue{}
+		for ref := range quotaHeld {
+			if p := set.Project(ref.Project); p != nil && p.Spec.BorrowLimit.GPUs >= 0 {
+				byProj[ref.Project] = &projQueue{}
+			}
+		}
 		for i, h := range holders {
-			if holderProj[i] == proj {
-				ph = append(ph, h)
+			if q := byProj[holderProj[i]]; q != nil {
+				q.holders = append(q.holders, h)
+			}
+		}
+		for i, w := range waiters {
+			if q := byProj[w.Ref.Project]; q != nil {
+				q.waiters, q.at = append(q.waiters, w), append(q.at, i)
+			}
+		}
+		for proj, q := range byProj {
+			p := set.Project(proj)
+			room := p.Spec.Quota.GPUs + p.Spec.BorrowLimit.GPUs
+			for _, h := range q.holders {
 				room -= h.GPUs
 			}
-		}
-		var pw []policies.Waiter
-		var at []int
-		for i, w := range waiters {
-			if w.Ref.Project == proj {
-				pw, at = append(pw, w), append(at, i)
-			}
-		}
-		for k, q := range policies.LikelyStarts(room, ph, pw) {
-			if quotaHeld[q.Ref] {
-				starts[at[k]] = policies.QuotaBound(starts[at[k]], q)
+			for k, st := range policies.LikelyStarts(room, q.holders, q.waiters) {
+				if quotaHeld[st.Ref] {
+					starts[q.at[k]] = policies.QuotaBound(starts[q.at[k]], st)
+				}
 			}
 		}
 	}
