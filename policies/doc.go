@@ -60,7 +60,7 @@
 // core as 1000), memory resources.memory (QuotaPerReplica); a running
 // workspace counts its spec once per allocation.
 //
-// The wait bound, when Aging.MaxWait is set (it is off by default): a
+// The wait bound, Aging.MaxWait (72h by default; zero turns it off): a
 // workspace that fits the cluster and that its project's limits let
 // start (borrow limit; inside the quota when not preemptible), of the
 // highest tier waiting, starts within

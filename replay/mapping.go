@@ -42,8 +42,8 @@ type Mapping struct {
 	// cluster.
 	Quotas map[string]int `json:"quotas,omitempty"`
 	// MaxWait is the replayed policy's aging.maxWait, berth's wait bound
-	// (0: off, as by default).
-	MaxWait time.Duration `json:"maxWait,omitempty"`
+	// (0: off); DefaultMapping gives the default policy's.
+	MaxWait time.Duration `json:"maxWait"`
 }
 
 // DefaultMapping is the mapping `berth simulate` uses.
@@ -55,6 +55,7 @@ func DefaultMapping() Mapping {
 		CheckpointOver:  time.Hour,
 		Grace:           30 * time.Second,
 		GangSize:        8,
+		MaxWait:         schema.DefaultPolicy().Spec.Aging.MaxWait,
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers/sim"
+	"github.com/berth-dev/berth/policies"
+	"github.com/berth-dev/berth/schema"
 )
 
 // Report is the outcome of one replay under several policies. Everything
@@ -184,8 +186,14 @@ func (r *Report) mappingLines() []string {
 		fmt.Sprintf("checkpoints: jobs over %s save every %s; shorter ones never; no checkpoint on the preemption signal, so a victim loses its work since its last save (grace %s)", short(m.CheckpointOver.Seconds()), short(m.CheckpointEvery.Seconds()), short(m.Grace.Seconds())),
 		fmt.Sprintf("gangs: a job of more than %d GPUs runs as a gang of %d-GPU replicas (GPUs rounded up to a multiple of %d)", m.GangSize, m.GangSize, m.GangSize),
 	}
+	bound := "the default"
+	if def := schema.DefaultPolicy().Spec.Aging.MaxWait; m.MaxWait != def {
+		bound = "the default is " + policies.ShortDuration(def)
+	}
 	if m.MaxWait > 0 {
-		lines = append(lines, fmt.Sprintf("policy: berth's wait bound on, aging.maxWait %s (off by default)", short(m.MaxWait.Seconds())))
+		lines = append(lines, fmt.Sprintf("policy: berth's default, with its wait bound aging.maxWait %s (%s)", policies.ShortDuration(m.MaxWait), bound))
+	} else {
+		lines = append(lines, fmt.Sprintf("policy: berth's default, with its wait bound off (aging.maxWait 0; %s)", bound))
 	}
 	return lines
 }

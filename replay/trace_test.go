@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -94,13 +95,15 @@ func TestMap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mw := wl.Base.Policy.Spec.Aging.MaxWait; mw != 0 {
-		t.Errorf("the default mapping replays berth with aging.maxWait %s, want its default policy (off)", mw)
+	if mw, def := wl.Base.Policy.Spec.Aging.MaxWait, schema.DefaultPolicy().Spec.Aging.MaxWait; mw != def {
+		t.Errorf("the default mapping replays berth with aging.maxWait %s, want its default policy's %s", mw, def)
 	}
-	bound := DefaultMapping()
-	bound.MaxWait = 24 * time.Hour
-	if wb, err := Map(jobs, 64, 8, bound); err != nil || wb.Base.Policy.Spec.Aging.MaxWait != 24*time.Hour {
-		t.Errorf("Mapping.MaxWait 24h: the replayed policy's aging.maxWait is %v (%v)", wb.Base.Policy.Spec.Aging.MaxWait, err)
+	for _, mw := range []time.Duration{24 * time.Hour, 0} {
+		bound := DefaultMapping()
+		bound.MaxWait = mw
+		if wb, err := Map(jobs, 64, 8, bound); err != nil || wb.Base.Policy.Spec.Aging.MaxWait != mw {
+			t.Errorf("Mapping.MaxWait %s: the replayed policy's aging.maxWait is %v (%v)", mw, wb.Base.Policy.Spec.Aging.MaxWait, err)
+		}
 	}
 	if wl.Skipped != 1 {
 		t.Errorf("skipped %d, want the 1024-GPU job", wl.Skipped)

@@ -122,6 +122,30 @@ spec:
 	}
 }
 
+// TestWaitBoundDefault: the wait bound is on unless a policy turns it
+// off, and the policy's value is taken as written.
+func TestWaitBoundDefault(t *testing.T) {
+	for _, tc := range []struct {
+		aging string
+		want  time.Duration
+	}{
+		{"", 72 * time.Hour},
+		{"aging: {step: 2}", 72 * time.Hour},
+		{"aging: {maxWait: 0s}", 0},
+		{`aging: {maxWait: "0"}`, 0},
+		{"aging: {maxWait: 24h}", 24 * time.Hour},
+	} {
+		src := minimal + "---\napiVersion: berth.dev/v1\nkind: SchedulingPolicy\nmetadata: {name: p}\nspec: {" + tc.aging + "}\n"
+		set, diags, err := LoadFS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
+		if err != nil || set == nil {
+			t.Fatalf("%q: LoadFS: %v %v", tc.aging, err, diags)
+		}
+		if got := set.Policy.Spec.Aging.MaxWait; got != tc.want {
+			t.Errorf("%q: aging.maxWait %s, want %s", tc.aging, got, tc.want)
+		}
+	}
+}
+
 // TestInvalidHasNoSet: any error means no Set; warnings alone keep it.
 func TestInvalidHasNoSet(t *testing.T) {
 	tests := map[string]struct {

@@ -475,8 +475,9 @@ type FairSharePolicy struct {
 // starvation guard's reservation against every workspace of its tier and
 // lower, whatever the quotas (higher tiers see through it), and no later
 // preemptor takes a node it holds GPUs on. A workspace that started
-// overdue is preempted only by a higher tier. Zero (the default) turns
-// the bound off.
+// overdue is preempted only by a higher tier. The default is 72h (a
+// weekend: long enough that the bound overrides quotas only when the
+// cluster is overloaded for days); zero turns the bound off.
 type AgingPolicy struct {
 	Interval time.Duration `json:"interval"`
 	Step     int           `json:"step"`
@@ -505,7 +506,7 @@ func DefaultPolicy() SchedulingPolicy {
 		Meta: Meta{Name: "default"},
 		Spec: PolicySpec{
 			FairShare:  FairSharePolicy{HalfLife: 7 * 24 * time.Hour},
-			Aging:      AgingPolicy{Interval: 10 * time.Minute, Step: 1, MaxBoost: 10},
+			Aging:      AgingPolicy{Interval: 10 * time.Minute, Step: 1, MaxBoost: 10, MaxWait: 72 * time.Hour},
 			Preemption: PreemptionPolicy{Enabled: true, MinRuntime: 0, MaxVictims: 8},
 			Defaults: PolicyDefaults{
 				Topology:   Topology{NVLink: ConstraintPreferred, NUMA: ConstraintNone},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/replay"
+	"github.com/berth-dev/berth/schema"
 	"github.com/spf13/cobra"
 )
 
@@ -197,7 +198,7 @@ per start. A progress bar goes to stderr when it is a terminal.`,
 	f.StringVar(&clusterPath, "cluster", "", "simulated cluster file (default: 64 nodes × 8 GPUs, 2 NVLink domains each)")
 	f.StringVar(&policyList, "policies", "fifo,nomad,quota,berth", "policies to compare, comma-separated, in report order; also the experiments berth-sjf (shortest predicted run first) and berth-backfill (short predicted runs on GPUs held for a gang)")
 	f.Uint64Var(&seed, "seed", 1, "seed of the tier draw")
-	f.DurationVar(&maxWait, "max-wait", 0, "replay berth with its wait bound on: aging.maxWait (e.g. 24h; 0: off, as berth's default policy)")
+	f.DurationVar(&maxWait, "max-wait", schema.DefaultPolicy().Spec.Aging.MaxWait, "berth's wait bound in the replay: aging.maxWait (0: off)")
 	f.StringVar(&output, "output", "table", "report format: table, json or html")
 	f.StringVar(&htmlPath, "html", "", "also write the HTML report to this file")
 	f.IntVar(&limit, "limit", 0, "replay only the first N jobs (by submit time)")
