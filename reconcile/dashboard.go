@@ -398,8 +398,17 @@ func queue(ws []WorkspaceStatus, v view) []QueueEntry {
 // likelyEstimate says how a likely start was reached, for the queue's
 // estimate (times on the cluster's clock).
 func likelyEstimate(l *LikelyStart) string {
+	s := likelyAt(l)
+	if !l.OverdueAt.IsZero() {
+		s += "; overdue at " + l.OverdueAt.UTC().Format("Jan 2 15:04")
+	}
+	return s
+}
+
+// likelyAt is likelyEstimate without the wait bound's clause.
+func likelyAt(l *LikelyStart) string {
 	if !l.Known {
-		return l.Text(time.Time{})
+		return l.estimate(time.Time{})
 	}
 	at := func(t time.Time) string { return t.UTC().Format("15:04") }
 	s := "likely at " + at(l.Likely)

@@ -275,7 +275,7 @@ func sameWorkspace(a, b *WorkspaceStatus) bool {
 
 // sameLikely compares two likely starts (their times by Equal).
 func sameLikely(a, b *LikelyStart) bool {
-	return a.Known == b.Known && a.Earliest.Equal(b.Earliest) && a.Likely.Equal(b.Likely) && a.Latest.Equal(b.Latest) &&
+	return a.Known == b.Known && a.OverdueAt.Equal(b.OverdueAt) && a.Earliest.Equal(b.Earliest) && a.Likely.Equal(b.Likely) && a.Latest.Equal(b.Latest) &&
 		a.PastRuns == b.PastRuns && a.Stated == b.Stated && a.UnknownRunning == b.UnknownRunning && a.UnknownAhead == b.UnknownAhead
 }
 

@@ -56,14 +56,38 @@ type LikelyStart struct {
 	// Quota: its project's quota holds it back, not free GPUs; the times
 	// are the later of the cluster's estimate and its project's.
 	Quota bool `json:"quota,omitempty"`
+	// OverdueAt is when the wait bound makes it overdue (queued plus the
+	// policy's aging.maxWait): from then the starvation guard holds GPUs
+	// for it ahead of all work of its tier and lower, whatever the
+	// quotas, after older overdue work. Zero with the bound off. The
+	// times above do not model it.
+	OverdueAt time.Time `json:"overdueAt,omitzero"`
 }
 
 // Text says l for people as seen at now: "in 2h–5h (most likely 3h;
-// from 14 past runs)", "now: …", or "unknown: …" with why.
+// from 14 past runs)", "now: …", or "unknown: …" with why, and when the
+// wait bound makes it overdue ("; overdue in 2d 3h", "; overdue").
 func (l *LikelyStart) Text(now time.Time) string {
+	return l.estimate(now) + l.overdueText(now)
+}
+
+// estimate is Text without the wait bound's clause.
+func (l *LikelyStart) estimate(now time.Time) string {
 	from := func(t time.Time) time.Duration { return max(0, t.Sub(now)) }
 	return policies.Start{Known: l.Known, Low: from(l.Earliest), Likely: from(l.Likely), High: from(l.Latest),
 		PastRuns: l.PastRuns, Stated: l.Stated, UnknownRunning: l.UnknownRunning, UnknownAhead: l.UnknownAhead, Quota: l.Quota}.String()
+}
+
+// overdueText says when the wait bound makes it overdue, as a clause
+// ("; overdue in 2d 3h", "; overdue"); empty when the bound is off.
+func (l *LikelyStart) overdueText(now time.Time) string {
+	switch {
+	case l.OverdueAt.IsZero():
+		return ""
+	case now.Before(l.OverdueAt):
+		return "; overdue in " + policies.FormatDuration(l.OverdueAt.Sub(now))
+	}
+	return "; overdue"
 }
 
 // runningTime is how long history shows a workspace running in its
@@ -271,12 +295,16 @@ func (l *Loop) predictAll(set *schema.Set, snap *drivers.Snapshot, d policies.De
 			}
 		}
 	}
+	maxWait := set.Policy.Spec.Aging.MaxWait
 	for _, s := range starts {
 		rec := l.records[s.Ref]
 		if rec == nil || (rec.status.State != StatePending && rec.status.State != StatePreempted) {
 			continue
 		}
 		ls := &LikelyStart{Known: s.Known, PastRuns: s.PastRuns, Stated: s.Stated, UnknownRunning: s.UnknownRunning, UnknownAhead: s.UnknownAhead, Quota: s.Quota}
+		if q, ok := hist.QueuedSince[s.Ref]; ok && maxWait > 0 {
+			ls.OverdueAt = q.Add(maxWait)
+		}
 		if s.Known {
 			at := func(d time.Duration) time.Time { return now.Add(d).Round(time.Second) }
 			ls.Earliest, ls.Likely, ls.Latest = at(s.Low), at(s.Likely), at(s.High)

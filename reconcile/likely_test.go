@@ -68,10 +68,14 @@ func TestLikelyStart(t *testing.T) {
 		cycle()
 		time.Sleep(sim.DefaultStartDelay + time.Second)
 		cycle()
-		if got, want := likely("b"), "unknown: its project's quota holds it back, not free GPUs; no run time known for 1 running workspace"; got != want {
+		if got, want := likely("b"), "unknown: its project's quota holds it back, not free GPUs; no run time known for 1 running workspace; overdue in 72h"; got != want {
 			t.Errorf("b: %q, want %q", got, want)
 		}
 		explains("b", "Likely start unknown: its project's quota holds it back, not free GPUs; no run time known for 1 running workspace.")
+		if b := ws("b").Workspace.LikelyStart; !b.OverdueAt.Equal(h.loop.Status().LastReconcile.At.Add(72*time.Hour - sim.DefaultStartDelay - time.Second)) {
+			t.Errorf("b is overdue at %v, want 72h (the default aging.maxWait) after it queued", b.OverdueAt)
+		}
+		explains("b", "The wait bound (aging.maxWait) makes it overdue at ")
 		if ws("a").Workspace.RunTime != nil {
 			t.Errorf("a has a run time with no history: %+v", ws("a").Workspace.RunTime)
 		}
@@ -109,7 +113,7 @@ func TestLikelyStart(t *testing.T) {
 		time.Sleep(30 * time.Minute)
 		h.source.set("r2")
 		cycle()
-		if got := likely("c"); got != "in 30m (from 1 past run), when its project's quota has room" {
+		if got := likely("c"); got != "in 30m (from 1 past run), when its project's quota has room; overdue in 72h" {
 			t.Errorf("c: %q", got)
 		}
 		explains("c", "Likely start: in 30m (from 1 past run), when its project's quota has room.")
@@ -121,7 +125,7 @@ func TestLikelyStart(t *testing.T) {
 		if rt := ws("c").Workspace.RunTime; rt == nil || rt.Median.D() != 4*time.Hour || rt.Stated.D() != 4*time.Hour {
 			t.Errorf("c's run time: %+v, want a median of its stated 4h", rt)
 		}
-		if got := likely("d"); got != "in 4h30m (from 1 past run and 1 stated duration), when its project's quota has room" {
+		if got := likely("d"); got != "in 4h30m (from 1 past run and 1 stated duration), when its project's quota has room; overdue in 72h" {
 			t.Errorf("d: %q", got)
 		}
 		explains("c", "Expected run time: 4h: its expectedDuration, with the spread of its project's runs (1 past run).")
@@ -132,7 +136,7 @@ func TestLikelyStart(t *testing.T) {
 			if q.Workspace == "med/d" {
 				found = true
 				if q.EstimatedStart == nil || !q.EstimatedStart.Equal(ws("d").Workspace.LikelyStart.Likely) ||
-					!strings.HasPrefix(q.Estimate, "likely at ") || !strings.HasSuffix(q.Estimate, ", from 1 past run and 1 stated duration") {
+					!strings.HasPrefix(q.Estimate, "likely at ") || !strings.HasSuffix(q.Estimate, ", from 1 past run and 1 stated duration; overdue at "+ws("d").Workspace.LikelyStart.OverdueAt.Format("Jan 2 15:04")) {
 					t.Errorf("dashboard queue: med/d estimated %v (%q), want its likely start", q.EstimatedStart, q.Estimate)
 				}
 			}
@@ -171,7 +175,33 @@ func TestLikelyStartQuotaBound(t *testing.T) {
 		t.Fatalf("med/b waits: %s (%s), want its quota", d.Workspace.Reason, d.Workspace.ReasonKind)
 	}
 	got := d.Workspace.LikelyStart.Text(h.loop.Status().LastReconcile.At)
-	if want := "unknown: its project's quota holds it back, not free GPUs; no run time known for 1 running workspace"; got != want {
+	if want := "unknown: its project's quota holds it back, not free GPUs; no run time known for 1 running workspace; overdue in 72h"; got != want {
 		t.Errorf("med/b: %q, want %q", got, want)
+	}
+}
+
+// TestOverdueText: the wait bound's clause and sentence, before and
+// after a workspace is overdue, and none with the bound off.
+func TestOverdueText(t *testing.T) {
+	at := time.Date(2026, 3, 5, 9, 0, 0, 0, time.UTC)
+	l := &LikelyStart{Known: true, Earliest: at.Add(-2 * time.Hour), Likely: at.Add(-2 * time.Hour), Latest: at.Add(-2 * time.Hour), Stated: 1, OverdueAt: at}
+	for _, tc := range []struct {
+		now           time.Time
+		text, explain string
+	}{
+		{at.Add(-51 * time.Hour), "in 49h (from 1 stated duration); overdue in 51h", "The wait bound (aging.maxWait) makes it overdue at 2026-03-05 09:00:00, in 51h: from then the starvation guard holds GPUs"},
+		{at.Add(time.Hour), "now: the GPUs it needs are free; overdue", "It is overdue since 2026-03-05 09:00:00 (past aging.maxWait): the starvation guard holds GPUs"},
+	} {
+		if got := l.Text(tc.now); got != tc.text {
+			t.Errorf("at %v: %q, want %q", tc.now, got, tc.text)
+		}
+		if got := overdueText(l, tc.now); !strings.HasPrefix(got, tc.explain) {
+			t.Errorf("at %v: explain %q, want it to start %q", tc.now, got, tc.explain)
+		}
+	}
+	off := *l
+	off.OverdueAt = time.Time{}
+	if got := off.Text(at); strings.Contains(got, "overdue") || overdueText(&off, at) != "" {
+		t.Errorf("bound off: %q, %q", got, overdueText(&off, at))
 	}
 }
