@@ -42,6 +42,10 @@ func (d *decider) admit(w *wsState) {
 		d.wait(w, r)
 		return
 	}
+	if by := d.preemptorWaits(w); by >= 0 {
+		d.wait(w, Reason{ReasonQueue, "queue: it resumes once " + d.ws[by].ref.String() + ", which preempted it, has started (resuming first, it would be preempted again)"})
+		return
+	}
 	if w.feat >= 0 && !d.feats[w.feat].ready {
 		d.wait(w, d.featureReason(w))
 		return
@@ -221,6 +225,28 @@ func (d *decider) waitForCapacity(wi int32, w *wsState, sm *shapeMemo, mi int, g
 		}
 	}
 	d.wait(w, reason)
+}
+
+// preemptorWaits returns the workspace that preempted w if that one
+// still waits to start and has not had its turn in this decision, else
+// -1. w would go first only by ranking ahead of it (inside its quota
+// while the preemptor borrows), and it would take back the GPUs it gave
+// up and be preempted again at once: on the Philly replay one job went
+// round 982 times. Once its preemptor has had its turn and still waits,
+// w may resume. An overdue w goes anyway: the wait bound.
+func (d *decider) preemptorWaits(w *wsState) int32 {
+	if w.preempted == nil || w.overdue {
+		return -1
+	}
+	pi := d.find(w.preempted.By)
+	if pi < 0 {
+		return -1
+	}
+	p := d.ws[pi]
+	if p.spec == nil || p.stopped || p.running || d.decided(pi) {
+		return -1
+	}
+	return pi
 }
 
 func (d *decider) wait(w *wsState, r Reason) {

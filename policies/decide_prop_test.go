@@ -561,13 +561,36 @@ func checkQuotaLimits(t *rapid.T, in Input, d Decision) {
 // for every victim would: Run keeps its allocations, Start gets new ones
 // (started at now), Preempt and Stop are gone; history records it.
 func apply(in Input, d Decision, now time.Time) Input {
+	return applyGrace(in, d, now, false)
+}
+
+// applyGrace is apply where, with grace, a victim that ran before this
+// decision keeps its GPUs, stopping, until the next one (its checkpoint
+// grace), and a start waiting for it waits too, as on a cluster; one
+// started by the decision before leaves at once.
+func applyGrace(in Input, d Decision, now time.Time, grace bool) Input {
 	snap := drivers.Snapshot{ObservedAt: now, Nodes: in.Snapshot.Nodes}
+	preempt := map[schema.Ref]bool{}
+	for _, w := range d.Workspaces {
+		if w.Verdict == VerdictPreempt {
+			preempt[w.Ref] = true
+		}
+	}
+	stays := map[schema.Ref]bool{} // victims still stopping after this decision
+	for _, a := range in.Snapshot.Allocs {
+		if grace && preempt[a.Workspace] && a.Phase != drivers.AllocStopping && a.StartedAt.Before(in.Now) {
+			stays[a.Workspace] = true
+		}
+	}
 	keep := map[schema.Ref]bool{}
 	for _, w := range d.Workspaces {
 		switch w.Verdict {
 		case VerdictRun:
 			keep[w.Ref] = true
 		case VerdictStart:
+			if slices.ContainsFunc(w.Preempts, func(v schema.Ref) bool { return stays[v] }) {
+				continue // its victims are still leaving
+			}
 			for _, p := range w.Placements {
 				a := allocFor(in.Snapshot.Nodes[nodeIndex(in.Snapshot.Nodes, p.Node)], in.Specs.Workspace(w.Ref).Spec.Resources)
 				a.Workspace, a.Replica, a.Node, a.GPUs, a.Phase, a.StartedAt = w.Ref, p.Replica, p.Node, append([]string(nil), p.GPUs...), drivers.AllocRunning, now
@@ -576,8 +599,12 @@ func apply(in Input, d Decision, now time.Time) Input {
 		}
 	}
 	for _, a := range in.Snapshot.Allocs {
-		if keep[a.Workspace] {
+		switch {
+		case keep[a.Workspace]:
 			a.Phase = drivers.AllocRunning
+			snap.Allocs = append(snap.Allocs, a)
+		case stays[a.Workspace]:
+			a.Phase = drivers.AllocStopping
 			snap.Allocs = append(snap.Allocs, a)
 		}
 	}
@@ -682,11 +709,15 @@ func quiet(d Decision) bool {
 // TestPropNoPingPong runs many cycles over the same specs, applying each
 // decision and advancing the clock a minute, and fails if a workspace A
 // ever preempts B after B preempted A, or if a workspace flips between
-// running and preempted more than a cascade allows.
+// running and preempted more than a cascade allows. With grace, victims
+// that ran keep their GPUs, stopping, for a cycle: a victim that left at
+// once must not take back what it gave up while its preemptor waits for
+// the others (and be preempted again, round and round).
 func TestPropNoPingPong(t *testing.T) {
 	verifying(t)
 	rapid.Check(t, func(t *rapid.T) {
 		cur := genInput(t)
+		grace := rapid.Bool().Draw(t, "grace")
 		preempted := map[[2]schema.Ref]bool{}
 		flips := map[schema.Ref]int{}
 		for cycle := range 40 {
@@ -707,7 +738,7 @@ func TestPropNoPingPong(t *testing.T) {
 					t.Fatalf("cycle %d: %s preempted %d times", cycle, w.Ref, flips[w.Ref])
 				}
 			}
-			cur = apply(cur, d, cur.Now.Add(time.Minute))
+			cur = applyGrace(cur, d, cur.Now.Add(time.Minute), grace)
 		}
 	})
 }

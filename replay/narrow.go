@@ -59,6 +59,11 @@ import (
 //     started or held, nothing was held at any point (the starved job
 //     would hold GPUs again, having started nothing).
 //
+//   - berth holds a job waiting to resume back while the job that
+//     preempted it waits and has not had its turn: such a job's waiting
+//     says nothing of its class, so it does not count as the class's
+//     job left waiting (resumeHeld).
+//
 // A class that breaks a rule has all its jobs in the next window; after
 // three windows (or a preemption by a policy without Turns) the policy
 // decides on the whole queue.
@@ -256,7 +261,7 @@ func (r *replayer) windowDecides(d policies.Decision, running []int) (ok, widen 
 			q = queuePos(d, last.Ref)
 		}
 		switch {
-		case started[c] >= c.window, // all started: the next might have too
+		case started[c]+r.resumeHeld(d, c) >= c.window, // all started (or held back by a preemptor): the next might have
 			lastPreempt > 0 && q <= lastPreempt,
 			starved >= 0 && q < starved && (last.TierValue == starvedTier || q <= lastStart[last.Ref.Project]),
 			held != nil && q <= lastAny && held[last.Ref.Project]+last.PerGPUs*last.Replicas <= r.quota[last.Ref.Project]:
@@ -267,6 +272,24 @@ func (r *replayer) windowDecides(d policies.Decision, running []int) (ok, widen 
 		c.window = len(c.waiting)
 	}
 	return len(refused) == 0, len(refused) > 0
+}
+
+// resumeHeld counts the jobs in c's window that d did not start and that
+// wait to resume: berth holds such a job back while the job that
+// preempted it waits to start, which the rest of its class are not, so
+// its waiting says nothing about theirs.
+func (r *replayer) resumeHeld(d policies.Decision, c *class) int {
+	if len(r.hist.Preempted) == 0 {
+		return 0
+	}
+	n := 0
+	for _, ji := range c.waiting[:c.window] {
+		ref := r.wl.Jobs[ji].Ref
+		if _, ok := r.hist.Preempted[ref]; ok && verdictOf(d, ref) != policies.VerdictStart {
+			n++
+		}
+	}
+	return n
 }
 
 // maxWindowTries: how many windows a cycle tries, each widening the
@@ -288,6 +311,14 @@ func queuePos(d policies.Decision, ref schema.Ref) int {
 		return 0
 	}
 	return d.Workspaces[i].Queue
+}
+
+// verdictOf is ref's verdict in d (VerdictWait: not in it).
+func verdictOf(d policies.Decision, ref schema.Ref) policies.Verdict {
+	if i, ok := slices.BinarySearchFunc(d.Workspaces, ref, func(w policies.WorkspaceDecision, t schema.Ref) int { return w.Ref.Compare(t) }); ok {
+		return d.Workspaces[i].Verdict
+	}
+	return policies.VerdictWait
 }
 
 // decideWhole decides on every job; the cycle began at t0.
