@@ -227,13 +227,16 @@ func (d *decider) waitForCapacity(wi int32, w *wsState, sm *shapeMemo, mi int, g
 	d.wait(w, reason)
 }
 
-// preemptorWaits returns the workspace that preempted w if that one
-// still waits to start and has not had its turn in this decision, else
-// -1. w would go first only by ranking ahead of it (inside its quota
-// while the preemptor borrows), and it would take back the GPUs it gave
-// up and be preempted again at once: on the Philly replay one job went
-// round 982 times. Once its preemptor has had its turn and still waits,
-// w may resume. An overdue w goes anyway: the wait bound.
+// preemptorWaits returns the workspace that preempted w if that one, of
+// w's project and a higher tier, still waits to start and has not had
+// its turn in this decision, else -1. w goes first only by ranking ahead
+// of it (inside its quota while the preemptor borrows), and it would
+// take back the GPUs it gave up and be preempted again at once by the
+// same right: on the Philly replay one job went round 982 times. Once
+// its preemptor has had its turn and still waits, w may resume. A victim
+// of reclaim or of another project resumes as it may: back inside its
+// quota, it is not borrowed work its preemptor could take again. An
+// overdue w goes anyway: the wait bound.
 func (d *decider) preemptorWaits(w *wsState) int32 {
 	if w.preempted == nil || w.overdue {
 		return -1
@@ -243,7 +246,7 @@ func (d *decider) preemptorWaits(w *wsState) int32 {
 		return -1
 	}
 	p := d.ws[pi]
-	if p.spec == nil || p.stopped || p.running || d.decided(pi) {
+	if p.proj != w.proj || p.tier <= w.tier || p.spec == nil || p.stopped || p.running || d.decided(pi) {
 		return -1
 	}
 	return pi

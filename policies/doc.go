@@ -27,11 +27,12 @@
 //     workspace at maximum aging that needs more than the smallest one
 //     of its tier. A workspace that started past the wait bound is
 //     preempted only by a higher tier.
-//  3. Admission, in queue order: quota and borrow limit; a preempted
-//     workspace that comes before its preemptor in the queue (inside its
-//     quota while the preemptor borrows) waits for the preemptor to
-//     start, unless overdue: otherwise it takes back the GPUs it gave up
-//     and is preempted again at once; free GPUs (best
+//  3. Admission, in queue order: quota and borrow limit; a workspace
+//     preempted by a higher tier of its own project that comes before
+//     its preemptor in the queue (inside its quota while the preemptor
+//     borrows) waits for the preemptor to start, unless overdue:
+//     otherwise it takes back the GPUs it gave up and is preempted again
+//     at once; free GPUs (best
 //     fit: the node or NVLink domain left with the fewest free GPUs,
 //     preferred topology first); else preemption (strictly lower tiers of
 //     its own project, or of other projects' borrowed work, or of any

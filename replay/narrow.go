@@ -59,8 +59,8 @@ import (
 //     started or held, nothing was held at any point (the starved job
 //     would hold GPUs again, having started nothing).
 //
-//   - berth holds a job waiting to resume back while the job that
-//     preempted it waits and has not had its turn: such a job's waiting
+//   - berth holds a job waiting to resume back while the job of its
+//     project that preempted it waits and has not had its turn: such a job's waiting
 //     says nothing of its class, so it does not count as the class's
 //     job left waiting (resumeHeld).
 //
