@@ -9,8 +9,10 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/schema"
 )
 
 // admit decides one queued workspace: start on free GPUs, start after
@@ -451,22 +453,47 @@ func (d *decider) reserve(wi int32, w *wsState, mi int, as string) string {
 		return ""
 	}
 	var holding []drivers.Placement
+	// held: GPUs per group that earlier replicas will take: a group
+	// holds another replica only where its GPUs leave room for one more
+	// (a 2×7 gang holds 7 on one 8-GPU node and 1 on another, never 7+1
+	// on the same node, where its second replica could never run).
+	var held map[int]int
+	late := d.lateWork(w)
 	for r := range w.replicas {
 		gi := -1
-		for k := li.maxK; k >= 1 && gi < 0; k-- {
-			li.eachAt(k, func(g int) bool {
-				if len(li.groups[g].gpus) >= w.gpus && big(li.groups[g].node) {
-					gi = g
-					return false
-				}
-				return true
-			})
+		// An overdue workspace holds GPUs in a group none of whose GPUs
+		// are held by work queued after it that started once it was
+		// overdue (late): what else holds that group was there before
+		// and ends within the longest run, so the group does not slip
+		// away behind work it should have gone before (the wait bound).
+		// Only where no such group is left, any.
+		for _, avoid := range []bool{late != nil, false} {
+			for k := li.maxK; k >= 1 && gi < 0; k-- {
+				li.eachAt(k, func(g int) bool {
+					room := len(li.groups[g].gpus) - held[g]
+					if avoid {
+						room -= late(li.groups[g].gpus)
+					}
+					if room >= w.gpus && big(li.groups[g].node) {
+						gi = g
+						return false
+					}
+					return true
+				})
+			}
+			if gi >= 0 || !avoid {
+				break
+			}
 		}
 		if gi < 0 {
 			break
 		}
 		slots := d.orderFree(mi, li.groups[gi].gpus)
 		slots = slots[:min(len(slots), w.gpus)]
+		if held == nil {
+			held = map[int]int{}
+		}
+		held[gi] += w.gpus // the replica's, whatever is free of it now
 		for _, si := range slots {
 			d.changeSlot(si, ownerReserved, false, false)
 			d.reserved = append(d.reserved, si)
@@ -482,6 +509,38 @@ func (d *decider) reserve(wi int32, w *wsState, mi int, as string) string {
 	d.ws[wi].out.Holding = holding
 	d.gen++
 	return "holds free GPUs for itself as " + as + " (" + strings.Join(parts, ", ") + ")"
+}
+
+// lateWork returns, for the starvation guard's overdue pick w, a count
+// of the GPUs of a group held by late work: workspaces queued after w
+// that started once w was overdue (or start in this decision); nil for
+// any other workspace.
+func (d *decider) lateWork(w *wsState) func(slots []int32) int {
+	if !d.guardOverdue || w.idx != d.overduePick {
+		return nil
+	}
+	overdueAt := w.queuedSince.Add(d.policy.Aging.MaxWait)
+	var queued map[schema.Ref]time.Time
+	if d.in.History != nil {
+		queued = d.in.History.QueuedSince
+	}
+	late := func(o *wsState) bool {
+		if !o.running {
+			return true // starts in this decision
+		}
+		q, ok := queued[o.ref]
+		after := ok && (q.After(w.queuedSince) || (q.Equal(w.queuedSince) && w.ref.Less(o.ref)))
+		return after && !o.startedAt.Before(overdueAt)
+	}
+	return func(slots []int32) int {
+		n := 0
+		for _, si := range slots {
+			if s := &d.c.slots[si]; s.owner >= 0 && !s.releasing && late(d.ws[s.owner]) {
+				n++
+			}
+		}
+		return n
+	}
 }
 
 // plural writes "1 GPU", "2 GPUs".

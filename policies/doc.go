@@ -20,7 +20,9 @@
 //     bounded aging credit, then time queued, then Ref. A project offers
 //     its first workspace that still fits inside its quota, if any.
 //     The starvation guard reserves free GPUs for the oldest overdue
-//     workspace (waiting past Aging.MaxWait, the wait bound), against
+//     workspace (waiting past Aging.MaxWait, the wait bound), in a group
+//     where no late work runs (queued after it, started once it was
+//     overdue: what holds the rest ends within the longest run), against
 //     all work of its tier and lower whatever the quotas (higher tiers
 //     see through it), and no later preemptor places a replica on a node
 //     it holds GPUs on; with none overdue, for the longest-waiting
@@ -42,7 +44,7 @@
 //     started victims whose removal makes it fit on that node or domain,
 //     at most MaxVictims, none younger than MinRuntime); else wait with a
 //     reason, and the first gang that waits for capacity reserves the free
-//     GPUs it will need (a single workspace reserves only as the
+//     GPUs it will need (for each replica, in a group with room for it) (a single workspace reserves only as the
 //     starvation guard's pick). Gangs place every replica or none. A node
 //     must also have what the replica reserves besides GPUs, in each
 //     dimension it tracks (Node.CPUMilli, MemoryBytes, DiskBytes, Cores:
