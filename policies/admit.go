@@ -196,7 +196,8 @@ func (d *decider) admit(w *wsState) {
 // for a reason that is not ReasonQueue (or any reason, for an overdue
 // guarded workspace), for a gang (replicas are part of the shape) or a
 // guarded workspace (which always misses: freeing its reservation bumped
-// gen just before). So on a hit either it was not
+// gen just before; only the guard's overdue pick, always guarded, also
+// reads which GPUs late work holds). So on a hit either it was not
 // tried then and is not now, or it was tried with this very input and
 // held nothing (holding would have bumped gen): it is skipped.
 func (d *decider) waitForCapacity(wi int32, w *wsState, sm *shapeMemo, mi int, guarded bool) {
