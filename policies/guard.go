@@ -105,8 +105,9 @@ func (d *decider) guardAs() string {
 
 // starved picks, before the queue runs, the workspace the starvation
 // guard reserves the best free GPUs for, among those that need GPUs, fit
-// some node's level they may use, and whose project's limits would let
-// them run:
+// some node's level they may use, whose project's limits would let them
+// run, and that no waiting preemptor holds back (preemptorWaits: GPUs
+// held for one would idle):
 //
 //   - the overdue workspace that queued first (then the highest tier, then
 //     Ref), whatever its size and quota: the wait bound;
@@ -153,6 +154,9 @@ func (d *decider) starved() int32 {
 			}
 			if _, over := d.overLimit(p, w); over {
 				continue
+			}
+			if d.preemptorWaits(w) >= 0 {
+				continue // it resumes after its preemptor: GPUs held for it would idle
 			}
 			mi := d.c.modelIndex(w.model)
 			if mi < 0 || d.c.index[mi][w.levels[len(w.levels)-1]].maxK < w.gpus {
