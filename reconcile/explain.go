@@ -79,7 +79,7 @@ func Explain(ws WorkspaceStatus, history []Transition, now time.Time) []string {
 	if s := likelyText(ws.LikelyStart, now); s != "" {
 		out = append(out, s)
 	}
-	if s := overdueText(ws.LikelyStart, now); s != "" {
+	if s := overdueSentence(ws.LikelyStart, now); s != "" {
 		out = append(out, s)
 	}
 	if s := runTimeText(ws.RunTime); s != "" {
@@ -137,17 +137,18 @@ func likelyText(l *LikelyStart, now time.Time) string {
 	return sentence("Likely start: " + l.estimate(now))
 }
 
-// overdueText says what the wait bound does for a waiting workspace, as
-// a sentence; empty with the bound off.
-func overdueText(l *LikelyStart, now time.Time) string {
+// overdueSentence says what the wait bound does for a waiting
+// workspace; empty with the bound off.
+func overdueSentence(l *LikelyStart, now time.Time) string {
 	if l == nil || l.OverdueAt.IsZero() {
 		return ""
 	}
 	const does = "the starvation guard holds GPUs for it ahead of all work of its tier and lower, whatever the quotas, after any workspace overdue before it"
+	at := l.OverdueAt.UTC().Format("2006-01-02 15:04:05")
 	if now.Before(l.OverdueAt) {
-		return sentence(fmt.Sprintf("The wait bound (aging.maxWait) makes it overdue at %s, in %s: from then %s", l.OverdueAt.UTC().Format("2006-01-02 15:04:05"), policies.FormatDuration(l.OverdueAt.Sub(now)), does))
+		return sentence(fmt.Sprintf("The wait bound (aging.maxWait) makes it overdue at %s, in %s: from then %s", at, policies.FormatDuration(l.OverdueAt.Sub(now)), does))
 	}
-	return sentence(fmt.Sprintf("It is overdue since %s (past aging.maxWait): %s", l.OverdueAt.UTC().Format("2006-01-02 15:04:05"), does))
+	return sentence(fmt.Sprintf("It is overdue since %s (past aging.maxWait): %s", at, does))
 }
 
 // runTimeText says a workspace's predicted run time, as a sentence;

@@ -195,13 +195,13 @@ func TestOverdueText(t *testing.T) {
 		if got := l.Text(tc.now); got != tc.text {
 			t.Errorf("at %v: %q, want %q", tc.now, got, tc.text)
 		}
-		if got := overdueText(l, tc.now); !strings.HasPrefix(got, tc.explain) {
+		if got := overdueSentence(l, tc.now); !strings.HasPrefix(got, tc.explain) {
 			t.Errorf("at %v: explain %q, want it to start %q", tc.now, got, tc.explain)
 		}
 	}
 	off := *l
 	off.OverdueAt = time.Time{}
-	if got := off.Text(at); strings.Contains(got, "overdue") || overdueText(&off, at) != "" {
-		t.Errorf("bound off: %q, %q", got, overdueText(&off, at))
+	if got := off.Text(at); strings.Contains(got, "overdue") || overdueSentence(&off, at) != "" {
+		t.Errorf("bound off: %q, %q", got, overdueSentence(&off, at))
 	}
 }

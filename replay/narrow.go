@@ -60,9 +60,9 @@ import (
 //     would hold GPUs again, having started nothing).
 //
 //   - berth holds a job waiting to resume back while the job of its
-//     project that preempted it waits and has not had its turn: such a job's waiting
-//     says nothing of its class, so it does not count as the class's
-//     job left waiting (resumeHeld).
+//     project that preempted it waits and has not had its turn: such a
+//     job's waiting says nothing of its class, so it does not count as
+//     the class's job left waiting (resumeHeld).
 //
 // A class that breaks a rule has all its jobs in the next window; after
 // three windows (or a preemption by a policy without Turns) the policy
@@ -285,8 +285,10 @@ func (r *replayer) resumeHeld(d policies.Decision, c *class) int {
 	n := 0
 	for _, ji := range c.waiting[:c.window] {
 		ref := r.wl.Jobs[ji].Ref
-		if _, ok := r.hist.Preempted[ref]; ok && verdictOf(d, ref) != policies.VerdictStart {
-			n++
+		if _, ok := r.hist.Preempted[ref]; ok {
+			if w := decisionOf(d, ref); w == nil || w.Verdict != policies.VerdictStart {
+				n++
+			}
 		}
 	}
 	return n
@@ -298,27 +300,19 @@ const maxWindowTries = 3
 
 // queuePos is ref's place in d's queue (0: not found or not queued).
 func queuePos(d policies.Decision, ref schema.Ref) int {
-	i, ok := slices.BinarySearchFunc(d.Workspaces, ref, func(w policies.WorkspaceDecision, t schema.Ref) int {
-		if w.Ref.Less(t) {
-			return -1
-		}
-		if t.Less(w.Ref) {
-			return 1
-		}
-		return 0
-	})
-	if !ok {
-		return 0
+	if w := decisionOf(d, ref); w != nil {
+		return w.Queue
 	}
-	return d.Workspaces[i].Queue
+	return 0
 }
 
-// verdictOf is ref's verdict in d (VerdictWait: not in it).
-func verdictOf(d policies.Decision, ref schema.Ref) policies.Verdict {
-	if i, ok := slices.BinarySearchFunc(d.Workspaces, ref, func(w policies.WorkspaceDecision, t schema.Ref) int { return w.Ref.Compare(t) }); ok {
-		return d.Workspaces[i].Verdict
+// decisionOf is ref's entry in d (nil: not in it).
+func decisionOf(d policies.Decision, ref schema.Ref) *policies.WorkspaceDecision {
+	i, ok := slices.BinarySearchFunc(d.Workspaces, ref, func(w policies.WorkspaceDecision, t schema.Ref) int { return w.Ref.Compare(t) })
+	if !ok {
+		return nil
 	}
-	return policies.VerdictWait
+	return &d.Workspaces[i]
 }
 
 // decideWhole decides on every job; the cycle began at t0.
