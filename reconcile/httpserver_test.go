@@ -12,6 +12,13 @@ import (
 
 func startServer(t *testing.T, lim ServerLimits) string {
 	t.Helper()
+	return startServerWatched(t, lim, nil)
+}
+
+// startServerWatched is startServer with watch called after the server's
+// own ConnState hook, on the server's goroutine for that connection.
+func startServerWatched(t *testing.T, lim ServerLimits, watch func(net.Conn, http.ConnState)) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -21,6 +28,13 @@ func startServer(t *testing.T, lim ServerLimits) string {
 		w.Write([]byte("ok\n"))
 	})
 	srv, ln := NewServer(h, ln, lim)
+	if watch != nil {
+		hook := srv.ConnState
+		srv.ConnState = func(c net.Conn, s http.ConnState) {
+			hook(c, s)
+			watch(c, s)
+		}
+	}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()
@@ -91,7 +105,15 @@ func TestServerReadTimeout(t *testing.T) {
 // of it, keep-alives are not kept.
 func TestServerConnectionCap(t *testing.T) {
 	const max = 4
-	addr := startServer(t, ServerLimits{ReadHeaderTimeout: time.Minute, ReadTimeout: time.Minute, IdleTimeout: time.Hour, MaxConns: max})
+	// The server marks a connection idle after the client has its
+	// answer: wait for that before opening the next, or the mark could
+	// count the next connection and shed this one.
+	idle := make(chan struct{}, 16)
+	addr := startServerWatched(t, ServerLimits{ReadHeaderTimeout: time.Minute, ReadTimeout: time.Minute, IdleTimeout: time.Hour, MaxConns: max}, func(_ net.Conn, s http.ConnState) {
+		if s == http.StateIdle {
+			idle <- struct{}{}
+		}
+	})
 	var conns []net.Conn
 	var readers []*bufio.Reader
 	for i := range max + 1 {
@@ -106,6 +128,7 @@ func TestServerConnectionCap(t *testing.T) {
 			if err := get(t, c, readers[i]); err != nil {
 				t.Fatalf("connection %d: %v", i+1, err)
 			}
+			<-idle
 		}
 	}
 	if !closed(conns[max], readers[max]) {
