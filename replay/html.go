@@ -16,8 +16,11 @@ var palette = []string{"#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#
 // the mapping, utilization over time and the wait-time CDF of each tier,
 // as inline SVG (no scripts, no external files).
 func (r *Report) WriteHTML(w io.Writer) error {
-	var table bytes.Buffer
+	var table, teams bytes.Buffer
 	if err := r.WriteTable(&table); err != nil {
+		return err
+	}
+	if err := r.WriteTeams(&teams); err != nil {
 		return err
 	}
 	type chart struct {
@@ -37,6 +40,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	}
 	return pageTmpl.Execute(w, map[string]any{
 		"Table":   table.String(),
+		"Teams":   teams.String(),
 		"Mapping": r.mappingLines(),
 		"Legend":  legend,
 		"Charts":  charts,
@@ -61,6 +65,8 @@ h2{font-size:16px;margin-top:2em} svg{background:#fff;border:1px solid #ddd}
 <ul>{{range .Mapping}}<li>{{.}}</li>{{end}}</ul>
 <h2>Results</h2>
 <pre>{{.Table}}</pre>
+<h2>Per team</h2>
+<pre>{{.Teams}}</pre>
 {{range .Charts}}<h2>{{.Title}}</h2>
 {{.SVG}}
 {{end}}

@@ -25,10 +25,13 @@ type meter struct {
 
 	heldSec, workSec float64
 	jainSum, jainSec float64
-	contendedSec     float64
-	bucket           time.Duration
-	util             []float64 // working GPU-seconds per bucket
-	decisions        []time.Duration
+	// shareSum, shareSec: per tenant, the integral of its GPUs held over
+	// its entitlement while jobs wait, and the time it counted.
+	shareSum, shareSec []float64
+	contendedSec       float64
+	bucket             time.Duration
+	util               []float64 // working GPU-seconds per bucket
+	decisions          []time.Duration
 	// whole, narrowed, verified, differed count the cycles decided on the
 	// whole queue and on a narrowed one, the narrowed ones checked against
 	// the whole queue, and those that differed.
@@ -53,6 +56,7 @@ func newMeter(wl *Workload, spec sim.Spec, start time.Time) *meter {
 		m.quota = append(m.quota, p.Quota)
 	}
 	m.queued = make([]int, len(wl.Projects))
+	m.shareSum, m.shareSec = make([]float64, len(wl.Projects)), make([]float64, len(wl.Projects))
 	m.held = make([]int, len(wl.Projects))
 	span := wl.Jobs[len(wl.Jobs)-1].Submit.Sub(start)
 	m.bucket = max(time.Minute, (span / buckets).Round(time.Minute))
@@ -106,6 +110,8 @@ func (m *meter) interval(prev *drivers.Snapshot, now time.Time, queued []int) {
 				continue
 			}
 			x := float64(m.held[ti]) / float64(e)
+			m.shareSum[ti] += x * dt
+			m.shareSec[ti] += dt
 			sum += x
 			sq += x * x
 			n++
@@ -142,12 +148,23 @@ func (m *meter) result(pol Policy, jobs []jobState, st sim.Stats, end time.Time)
 	var jct []float64
 	waits := map[string][]float64{}
 	var last time.Time
+	res.Teams = make([]TeamResult, len(m.wl.Projects))
+	for ti, p := range m.wl.Projects {
+		res.Teams[ti].Project = p.Name
+		if m.shareSec[ti] > 0 {
+			res.Teams[ti].Share = m.shareSum[ti] / m.shareSec[ti]
+			res.Teams[ti].ShareHours = m.shareSec[ti] / 3600
+		}
+	}
 	for i, js := range jobs {
 		j := m.wl.Jobs[i]
 		var wait time.Duration
 		if js.status == jobDone {
 			res.Completed++
 			jct = append(jct, js.completed.Sub(j.Submit).Seconds())
+			t := &res.Teams[m.tenantOf[j.Ref.Project]]
+			t.Completed++
+			t.JCTMean += (js.completed.Sub(j.Submit).Seconds() - t.JCTMean) / float64(t.Completed)
 			wait = js.completed.Sub(j.Submit) - js.held
 			if js.completed.After(last) {
 				last = js.completed

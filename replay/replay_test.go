@@ -239,7 +239,7 @@ func TestReportFormats(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := html.String()
-	for _, want := range []string{"<svg", "Wait-time CDF, tier high", "GPU utilization over time", "</html>"} {
+	for _, want := range []string{"<svg", "Wait-time CDF, tier high", "GPU utilization over time", "Per team", "2.0h · 2.00", "</html>"} {
 		if !strings.Contains(h, want) {
 			t.Errorf("HTML lacks %q", want)
 		}
@@ -334,6 +334,51 @@ func TestExperimentsNarrowedQueueIsExact(t *testing.T) {
 		tm := p.Timing
 		if tm.Narrowed == 0 || tm.Verified != tm.Narrowed || tm.Differed != 0 {
 			t.Errorf("%s: %d narrowed decisions, %d verified, %d differ: want some, all verified, none differing", p.Name, tm.Narrowed, tm.Verified, tm.Differed)
+		}
+	}
+}
+
+// Each team's mean completion time and share, on the hand-made trace.
+// Under FIFO, b waits from 10m until a1 ends (2h5s) while a holds 8 GPUs
+// against its quota of 4: shares 2 and 0 all that time, so Jain is 0.5.
+// Under berth, b preempts a's borrower: a holds 8 during the 30 s grace,
+// then 4 while b runs, and both are due exactly their quota.
+func TestTeams(t *testing.T) {
+	m := DefaultMapping()
+	m.Quotas = map[string]int{"a": 4, "b": 4}
+	rep := replayText(t, handTrace, oneNode, m)
+	for _, p := range rep.Policies {
+		if len(p.Teams) != 2 || p.Teams[0].Project != "a" || p.Teams[1].Project != "b" {
+			t.Fatalf("%s: teams %+v, want a and b in the report's order", p.Name, p.Teams)
+		}
+	}
+	fifo, berth := rep.Policies[0], rep.Policies[3]
+	a, b := fifo.Teams[0], fifo.Teams[1]
+	start := 5 * time.Second // the cluster's start delay
+	if want := (2*time.Hour + start).Seconds(); a.Completed != 2 || a.JCTMean != want {
+		t.Errorf("fifo, a: %d done, mean JCT %s; want 2, %s", a.Completed, short(a.JCTMean), short(want))
+	}
+	// b starts when a1 ends and runs 10m after its start delay.
+	if want := (2*time.Hour + start - 10*time.Minute + start + 10*time.Minute).Seconds(); b.Completed != 1 || b.JCTMean != want {
+		t.Errorf("fifo, b: %d done, mean JCT %s; want 1, %s", b.Completed, short(b.JCTMean), short(want))
+	}
+	contended := (2*time.Hour + start - 10*time.Minute).Hours()
+	if a.Share != 2 || b.Share != 0 || math.Abs(a.ShareHours-contended) > 1e-9 || math.Abs(b.ShareHours-contended) > 1e-9 || fifo.Fairness != 0.5 {
+		t.Errorf("fifo: shares a %.3f over %.3fh, b %.3f over %.3fh, Jain %.3f; want 2 and 0 over %.3fh, Jain 0.5", a.Share, a.ShareHours, b.Share, b.ShareHours, fifo.Fairness, contended)
+	}
+	grace := 30 * time.Second
+	a, b = berth.Teams[0], berth.Teams[1]
+	total := (grace + start + 10*time.Minute).Seconds()
+	if wantA, wantB := (2*grace.Seconds()+(total-grace.Seconds()))/total, (total-grace.Seconds())/total; math.Abs(a.Share-wantA) > 1e-9 || math.Abs(b.Share-wantB) > 1e-9 {
+		t.Errorf("berth: shares a %.4f, b %.4f; want %.4f, %.4f", a.Share, b.Share, wantA, wantB)
+	}
+	var out bytes.Buffer
+	if err := rep.WriteTeams(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"per team: mean JCT · share", "2.0h · 2.00", "2.0h · 0.00"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("teams table lacks %q:\n%s", want, out.String())
 		}
 	}
 }

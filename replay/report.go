@@ -78,10 +78,29 @@ type PolicyResult struct {
 	// Fairness is Jain's index of each project's GPUs held over its
 	// entitlement (min of quota and demand), averaged over the time some
 	// job waits; 1 is perfectly fair.
-	Fairness       float64 `json:"fairness"`
-	ContendedHours float64 `json:"contendedHours"`
-	Series         Series  `json:"series"`
-	Timing         Timing  `json:"timing"`
+	Fairness float64 `json:"fairness"`
+	// Teams is how each trace project fared, in Report.Projects' order.
+	Teams          []TeamResult `json:"teams"`
+	ContendedHours float64      `json:"contendedHours"`
+	Series         Series       `json:"series"`
+	Timing         Timing       `json:"timing"`
+}
+
+// TeamResult is how one team (a trace project) fared under a policy.
+type TeamResult struct {
+	Project   string `json:"project"`
+	Completed int    `json:"completed"`
+	// JCTMean is the mean completion time of its completed jobs.
+	JCTMean float64 `json:"jctMean"`
+	// Share is its GPUs held over its entitlement (its quota, or its
+	// demand when smaller), averaged over the time some job waited and it
+	// held or wanted GPUs: its term in Fairness. 1 is what its quota
+	// entitles it to; above 1 it borrowed, below it others held what it
+	// was entitled to.
+	Share float64 `json:"share"`
+	// ShareHours is the time Share averages over (0: the team never held
+	// or wanted GPUs while a job waited).
+	ShareHours float64 `json:"shareHours"`
 }
 
 // TierWait is the wait distribution of one tier; CDF holds the 0th…100th
@@ -250,6 +269,43 @@ func (r *Report) WriteTable(w io.Writer) error {
 		row("narrowed verified / differed", func(p PolicyResult) string {
 			return fmt.Sprintf("%s / %s", thousands(p.Timing.Verified), thousands(p.Timing.Differed))
 		})
+	}
+	return tw.Flush()
+}
+
+// WriteTeams writes how each team fared under each policy, largest quota
+// first: its mean completion time and its share (GPUs held over its
+// entitlement while jobs waited, the terms of the Jain index).
+func (r *Report) WriteTeams(w io.Writer) error {
+	fmt.Fprintln(w, "per team: mean JCT · share, its GPUs held over what its quota (or its demand, when smaller) entitles it to, averaged while jobs waited")
+	fmt.Fprintln(w, "(share 1.00: its due; above: it borrowed; below: others held part of its due; -: no quota, or it held and wanted none)")
+	order := make([]int, len(r.Projects))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return r.Projects[b].Quota - r.Projects[a].Quota })
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "team\tquota\tjobs\tGPU-hours\t")
+	for _, p := range r.Policies {
+		fmt.Fprint(tw, p.Name+"\t")
+	}
+	fmt.Fprintln(tw)
+	for _, ti := range order {
+		pi := r.Projects[ti]
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t", pi.Name, pi.Quota, thousands(pi.Jobs), thousands(int(pi.GPUTime+0.5)))
+		for _, p := range r.Policies {
+			jct, share := "-", "-"
+			if ti < len(p.Teams) {
+				if t := p.Teams[ti]; t.Completed > 0 {
+					jct = short(t.JCTMean)
+				}
+				if t := p.Teams[ti]; t.ShareHours > 0 {
+					share = fmt.Sprintf("%.2f", t.Share)
+				}
+			}
+			fmt.Fprintf(tw, "%s · %s\t", jct, share)
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }

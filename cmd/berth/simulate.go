@@ -24,6 +24,7 @@ func newSimulateCmd() *cobra.Command {
 		seed                                                         uint64
 		limit, verify                                                int
 		window, tick, maxWait                                        time.Duration
+		teams                                                        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "simulate --trace FILE",
@@ -80,9 +81,15 @@ needed. --verify N checks every Nth narrowed decision against the whole
 queue and reports how many differed (0 is the only right answer).
 --tick makes policies decide at most once per tick, as a reconciler loop
 would: faster on long traces, at the cost of up to a tick of extra wait
-per start. A progress bar goes to stderr when it is a terminal.`,
+per start. A progress bar goes to stderr when it is a terminal.
+
+--teams adds a table of who paid for each policy's figures: per team, its
+mean completion time and its share, its GPUs held over what its quota (or
+its demand, when smaller) entitles it to, averaged while jobs waited. The
+Jain index is computed over those same shares at each moment.`,
 		Example: `  berth simulate --trace traces/philly-pollux/philly.csv.gz
   berth simulate --trace philly.csv --window 168h --output html --html report.html
+  berth simulate --trace traces/philly-pollux/philly.csv.gz --limit 20000 --policies quota,berth --teams
   berth simulate --trace mine.csv --cluster cluster.yaml --policies fifo,berth --output json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -189,7 +196,11 @@ per start. A progress bar goes to stderr when it is a terminal.`,
 				}
 				return rep.WriteHTML(out)
 			}
-			return rep.WriteTable(out)
+			if err := rep.WriteTable(out); err != nil || !teams {
+				return err
+			}
+			fmt.Fprintln(out)
+			return rep.WriteTeams(out)
 		},
 	}
 	f := cmd.Flags()
@@ -201,6 +212,7 @@ per start. A progress bar goes to stderr when it is a terminal.`,
 	f.DurationVar(&maxWait, "max-wait", schema.DefaultPolicy().Spec.Aging.MaxWait, "berth's wait bound in the replay: aging.maxWait (0: off)")
 	f.StringVar(&output, "output", "table", "report format: table, json or html")
 	f.StringVar(&htmlPath, "html", "", "also write the HTML report to this file")
+	f.BoolVar(&teams, "teams", false, "after the table, each team's mean JCT and its GPUs held over what its quota entitles it to (the JSON and HTML reports always have them)")
 	f.IntVar(&limit, "limit", 0, "replay only the first N jobs (by submit time)")
 	f.DurationVar(&window, "window", 0, "replay only the jobs submitted within this long of the first (e.g. 168h)")
 	f.DurationVar(&tick, "tick", 0, "let policies decide at most every TICK of simulated time, as a reconciler loop would (faster; 0: at every event)")
