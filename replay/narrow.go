@@ -339,15 +339,36 @@ func (r *replayer) fifoWindow(n int) []int {
 	return out
 }
 
-// subset is the specs with only the workspaces of the jobs given.
+// subset is the specs with only the workspaces of the jobs given:
+// running (in Ref order, as replayOne keeps it) merged with waiting.
 func (r *replayer) subset(running, waiting []int) schema.Set {
-	idx := append(append(r.subsetIdx[:0], running...), waiting...)
-	slices.SortFunc(idx, r.cmpJobs)
-	ws := r.subsetBuf[:0]
-	for _, ji := range idx {
-		ws = append(ws, r.wl.Jobs[ji].Spec)
+	wait := append(r.subsetWait[:0], waiting...)
+	slices.SortFunc(wait, r.cmpJobs)
+	idx := r.subsetIdx[:0]
+	for i, k := 0, 0; i < len(running) || k < len(wait); {
+		if k == len(wait) || (i < len(running) && r.cmpJobs(running[i], wait[k]) < 0) {
+			idx = append(idx, running[i])
+			i++
+		} else {
+			idx = append(idx, wait[k])
+			k++
+		}
 	}
-	r.subsetIdx, r.subsetBuf = idx, ws
+	r.subsetWait = wait
+	// The last subset's specs stay where they were: copy only the places
+	// that now hold another job (Decide never writes its input).
+	prev, ws := r.subsetPrev, r.subsetBuf
+	if cap(ws) < len(idx) {
+		ws, prev = make([]schema.Workspace, len(idx), 2*len(idx)), nil
+	}
+	ws = ws[:len(idx)]
+	for k, ji := range idx {
+		if k < len(prev) && prev[k] == ji {
+			continue
+		}
+		ws[k] = r.wl.Jobs[ji].Spec
+	}
+	r.subsetPrev, r.subsetIdx, r.subsetBuf = idx, prev[:0], ws
 	set := r.set
 	set.Workspaces = ws
 	return set

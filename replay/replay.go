@@ -191,11 +191,13 @@ type replayer struct {
 	classes   map[classKey]*class
 	classList []*class
 	subsetBuf []schema.Workspace
-	subsetIdx []int
-	windowBuf []int
-	verify    int
-	m         *meter
-	now       time.Time
+	// subsetBuf holds the specs of the jobs subsetPrev lists, in order;
+	// subsetIdx and subsetWait are scratch.
+	subsetPrev, subsetIdx, subsetWait []int
+	windowBuf                         []int
+	verify                            int
+	m                                 *meter
+	now                               time.Time
 }
 
 func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResult, error) {
@@ -229,7 +231,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 	var prev drivers.Snapshot
 	next := 0 // next arrival
 	done := 0
-	var running []int // jobs holding GPUs (running or stopping)
+	var running []int // jobs holding GPUs (running or stopping), in Ref order (subset merges it)
 	cycles, same := 0, 0
 	for {
 		// 1. Account for [prev cycle, now) and advance usage.
@@ -419,7 +421,8 @@ func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]in
 		delete(r.hist.Preempted, wd.Ref)
 		r.queue(ji, -1)
 		started = append(started, ji)
-		*running = append(*running, ji)
+		at, _ := slices.BinarySearchFunc(*running, ji, r.cmpJobs)
+		*running = slices.Insert(*running, at, ji)
 	}
 	return started, changed, nil
 }
