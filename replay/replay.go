@@ -421,17 +421,21 @@ func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]in
 		delete(r.hist.Preempted, wd.Ref)
 		r.queue(ji, -1)
 		started = append(started, ji)
-		at, _ := slices.BinarySearchFunc(*running, ji, r.cmpJobs)
-		*running = slices.Insert(*running, at, ji)
+		*running = r.inRefOrder(*running, ji)
 	}
 	return started, changed, nil
 }
 
 // insert adds job ji's workspace to the specs.
 func (r *replayer) insert(ji int) {
-	i, _ := slices.BinarySearchFunc(r.live, ji, r.cmpJobs)
-	r.live = slices.Insert(r.live, i, ji)
+	r.live = r.inRefOrder(r.live, ji)
 	r.liveChanged = true
+}
+
+// inRefOrder inserts job ji into jobs, kept in Ref order.
+func (r *replayer) inRefOrder(jobs []int, ji int) []int {
+	i, _ := slices.BinarySearchFunc(jobs, ji, r.cmpJobs)
+	return slices.Insert(jobs, i, ji)
 }
 
 // remove takes job ji's workspace out of the specs.
