@@ -63,7 +63,7 @@ golden: ## Rewrite every golden file and txtar expectation from the code
 
 screenshot: ## Screenshot the dashboard during the walk-through (docs/dashboard.png; needs chromium)
 	@command -v chromium >/dev/null || { echo "make screenshot needs chromium (apt-get install -y chromium)"; exit 1; }
-	BERTH_SCREENSHOT_DIR=$(CURDIR)/docs $(GO) test -count=1 -run '^TestBrowser' ./reconcile/ui
+	BERTH_SCREENSHOT_DIR=$(CURDIR)/docs $(GO) test -count=1 -run '^TestBrowser' ./api/ui
 
 clean:
 	rm -rf bin

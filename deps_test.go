@@ -23,22 +23,44 @@ var allowed = []struct {
 	pkg   string
 	berth []string
 }{
+	{"schema/schematest", []string{"schema"}},
 	{"schema", nil},
 	// The ground floor beside schema: the observed world, the Cluster
 	// contract and how drivers fail.
 	{"=drivers", []string{"schema"}},
 	{"policies", []string{"schema", "=drivers", "policies"}},
+	// What a change would do: actions from a decision, the mass-prune
+	// guard, berth plan's report. Pure, below the loop.
+	{"plan", []string{"schema", "=drivers", "policies"}},
+	// Where specs come from: the contract and the directory source, with
+	// the git source and the directory watch beside it.
+	{"=source", []string{"schema"}},
+	{"source", []string{"schema", "=source"}},
+	// Who may write, among replicas.
+	{"leader", []string{"schema", "=drivers"}},
 	// The replay is a second loop beside reconcile: it runs the decision
 	// functions it compares over the sim.
 	{"replay", []string{"schema", "=drivers", "drivers/sim", "policies", "replay"}},
 	// The drivers reach clusters; none imports policies or reconcile.
 	{"drivers", []string{"schema", "drivers"}},
-	{"reconcile", []string{"schema", "=drivers", "reconcile", "policies"}},
+	// The loop: it sees sources, clusters and the election through their
+	// contracts.
+	{"reconcile", []string{"schema", "=drivers", "policies", "plan", "=source", "leader", "reconcile"}},
+	// The HTTP surface serves what the loop exposes.
+	{"api", []string{"schema", "reconcile", "api"}},
+}
+
+// transports are the modules that reach the outside (git, the file
+// system's events, WebSockets, the metrics endpoint); the loop reaches
+// none of them, not even through another berth package.
+var transports = []string{
+	"github.com/go-git/", "github.com/fsnotify/", "github.com/coder/websocket",
+	"github.com/prometheus/client_golang/prometheus/promhttp", "net/http",
 }
 
 // pure packages do no I/O and read no clock ("=" names one package, not
 // its subtree).
-var pure = []string{"schema/", "=drivers", "policies"}
+var pure = []string{"schema/", "=drivers", "policies", "plan"}
 
 // forbiddenInPure are standard packages a pure package must not import.
 var forbiddenInPure = []string{"net", "net/http", "os/exec", "math/rand", "math/rand/v2", "syscall"}
@@ -48,8 +70,8 @@ var forbiddenInPure = []string{"net", "net/http", "os/exec", "math/rand", "math/
 // blocks it, and tells a symlink loop (syscall.ELOOP) from other errors.
 var pureAllowed = map[string][]string{"schema": {"syscall"}}
 
-// TestDeps fails when a package imports what DESIGN.md says it must not:
-// the arrows of the flow point one way.
+// TestDeps fails when a package imports what DESIGN.md's layout says it
+// must not: the arrows of the flow point one way.
 func TestDeps(t *testing.T) {
 	pkgs := parsePackages(t)
 	var names []string
@@ -78,6 +100,37 @@ func TestDeps(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestLoopReachesNoTransport: the loop's package, and every berth
+// package it imports, directly or not, imports none of the transports:
+// sources, the HTTP surface and the drivers own them.
+func TestLoopReachesNoTransport(t *testing.T) {
+	pkgs := parsePackages(t)
+	seen := map[string]bool{}
+	var visit func(name, via string)
+	visit = func(name, via string) {
+		if seen[name] {
+			return
+		}
+		seen[name] = true
+		p := pkgs[name]
+		if p == nil {
+			t.Fatalf("no package %s", name)
+		}
+		for _, imp := range p.imports {
+			if rel, ok := strings.CutPrefix(imp, module+"/"); ok {
+				visit(rel, via+" → "+rel)
+				continue
+			}
+			for _, tr := range transports {
+				if imp == tr || (strings.HasSuffix(tr, "/") && strings.HasPrefix(imp, tr)) {
+					t.Errorf("%s imports %s", via, imp)
+				}
+			}
+		}
+	}
+	visit("reconcile", "reconcile")
 }
 
 type pkgInfo struct {

@@ -241,11 +241,11 @@ func (s Start) String() string {
 	if !s.Known {
 		switch {
 		case s.UnknownRunning > 0 && s.UnknownAhead > 0:
-			return fmt.Sprintf("unknown: no run time known for %s and %s ahead of it", plural(s.UnknownRunning, "running workspace"), plural(s.UnknownAhead, "workspace"))
+			return fmt.Sprintf("unknown: no run time known for %s and %s ahead of it", Plural(s.UnknownRunning, "running workspace"), Plural(s.UnknownAhead, "workspace"))
 		case s.UnknownRunning > 0:
-			return fmt.Sprintf("unknown: no run time known for %s", plural(s.UnknownRunning, "running workspace"))
+			return fmt.Sprintf("unknown: no run time known for %s", Plural(s.UnknownRunning, "running workspace"))
 		case s.UnknownAhead > 0:
-			return fmt.Sprintf("unknown: no run time known for %s ahead of it in the queue", plural(s.UnknownAhead, "workspace"))
+			return fmt.Sprintf("unknown: no run time known for %s ahead of it in the queue", Plural(s.UnknownAhead, "workspace"))
 		}
 		return "unknown: it needs more GPUs than the cluster has"
 	}
@@ -255,11 +255,11 @@ func (s Start) String() string {
 	basis := ""
 	switch {
 	case s.PastRuns > 0 && s.Stated > 0:
-		basis = fmt.Sprintf("from %s and %s", plural(s.PastRuns, "past run"), plural(s.Stated, "stated duration"))
+		basis = fmt.Sprintf("from %s and %s", Plural(s.PastRuns, "past run"), Plural(s.Stated, "stated duration"))
 	case s.PastRuns > 0:
-		basis = "from " + plural(s.PastRuns, "past run")
+		basis = "from " + Plural(s.PastRuns, "past run")
 	case s.Stated > 0:
-		basis = "from " + plural(s.Stated, "stated duration")
+		basis = "from " + Plural(s.Stated, "stated duration")
 	}
 	lo, hi := FormatDuration(s.Low), FormatDuration(s.High)
 	if lo == hi {

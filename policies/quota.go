@@ -251,7 +251,7 @@ func CPUText(m int64) string {
 // quotaText writes project p's quota: "4 GPUs", or with the CPU and
 // memory it names, "4 GPUs, 8 CPUs and 64 GiB memory".
 func quotaText(p *projState) string {
-	parts := []string{plural(p.quota, "GPU")}
+	parts := []string{Plural(p.quota, "GPU")}
 	if p.rquota.cpu > 0 {
 		parts = append(parts, CPUText(p.rquota.cpu))
 	}

@@ -311,7 +311,7 @@ func (d *decider) freeText(w *wsState, f amount) string {
 		parts = append(parts, fmt.Sprintf("%d MHz CPU", max(f.cpu, 0)))
 	}
 	if w.cores > 0 {
-		parts = append(parts, plural(int(max(f.cores, 0)), "exclusive core"))
+		parts = append(parts, Plural(int(max(f.cores, 0)), "exclusive core"))
 	}
 	if w.mem > 0 {
 		parts = append(parts, bytesText(max(f.mem, 0))+" memory")
@@ -340,7 +340,7 @@ func resources(cpu int64, cores int, mem, disk int64) string {
 		parts = append(parts, fmt.Sprintf("%d MHz CPU", cpu))
 	}
 	if cores > 0 {
-		parts = append(parts, plural(cores, "exclusive core"))
+		parts = append(parts, Plural(cores, "exclusive core"))
 	}
 	if mem > 0 {
 		parts = append(parts, bytesText(mem)+" memory")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/plan"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -68,7 +69,7 @@ type applyOutcome struct {
 //     conflict or transient error of that action) back off per workspace
 //     (retries). A failure of the cluster as a whole (breaker) stops
 //     sending (the calls in flight finish) and is returned.
-func (l *Loop) apply(ctx context.Context, plan Plan, snap *drivers.Snapshot) applyOutcome {
+func (l *Loop) apply(ctx context.Context, p plan.Plan, snap *drivers.Snapshot) applyOutcome {
 	var out applyOutcome
 	now := time.Now()
 	l.retry.observe(snap, now)
@@ -77,7 +78,7 @@ func (l *Loop) apply(ctx context.Context, plan Plan, snap *drivers.Snapshot) app
 	held := map[schema.Ref]bool{}
 	inPlan := map[schema.Ref]bool{}
 	var waves [2][]int
-	for i, a := range plan.Actions {
+	for i, a := range p.Actions {
 		inPlan[a.Workspace] = true
 		if a.Kind == drivers.ActionWait {
 			held[a.Workspace] = true
@@ -91,12 +92,12 @@ func (l *Loop) apply(ctx context.Context, plan Plan, snap *drivers.Snapshot) app
 		l.mu.Lock()
 		rej, refused := l.rejected[a.Workspace]
 		l.mu.Unlock()
-		if refused && rej.revision == plan.Revision && starts {
+		if refused && rej.revision == p.Revision && starts {
 			continue
 		}
 		if f := l.retry.byRef[a.Workspace]; f != nil && !l.retry.due(f, a, now, l.cfg.BackoffMin) {
 			out.retryAt = earliest(out.retryAt, f.retryAt)
-			l.log.Debug("not yet: "+ActionLine(a)+" backs off after its last failure", "until", f.retryAt.Format(time.TimeOnly))
+			l.log.Debug("not yet: "+plan.ActionLine(a)+" backs off after its last failure", "until", f.retryAt.Format(time.TimeOnly))
 			continue
 		}
 		wave := 1
@@ -108,24 +109,24 @@ func (l *Loop) apply(ctx context.Context, plan Plan, snap *drivers.Snapshot) app
 	l.retry.forget(inPlan)
 
 	// 2. Send them.
-	errs := make([]error, len(plan.Actions))
-	sent := make([]bool, len(plan.Actions))
+	errs := make([]error, len(p.Actions))
+	sent := make([]bool, len(p.Actions))
 	var b breaker
 	for _, wave := range waves {
-		l.send(ctx, plan.Actions, wave, errs, sent, &b)
+		l.send(ctx, p.Actions, wave, errs, sent, &b)
 		if b.stop.Load() {
 			break
 		}
 	}
 
 	// 3. Results in plan order.
-	for i, a := range plan.Actions {
+	for i, a := range p.Actions {
 		if !sent[i] {
 			continue
 		}
 		err := errs[i]
 		if err == nil {
-			l.log.Debug("applied "+ActionLine(a), "revision", a.Revision)
+			l.log.Debug("applied "+plan.ActionLine(a), "revision", a.Revision)
 			out.applied = append(out.applied, a)
 			delete(l.retry.byRef, a.Workspace)
 			continue
@@ -143,7 +144,7 @@ func (l *Loop) apply(ctx context.Context, plan Plan, snap *drivers.Snapshot) app
 		class := classOf(err)
 		if class == "invalid" {
 			l.mu.Lock()
-			l.rejected[a.Workspace] = rejection{revision: plan.Revision, reason: err.Error()}
+			l.rejected[a.Workspace] = rejection{revision: p.Revision, reason: err.Error()}
 			l.mu.Unlock()
 			l.log.Error("the cluster refused "+a.Kind.String()+" of "+a.Workspace.String()+"; not retried until the specs change", "err", err.Error())
 			out.failed = append(out.failed, ActionFailure{Action: a, Class: class, Err: err})

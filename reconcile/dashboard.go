@@ -241,7 +241,7 @@ func (l *Loop) dashboard(events []Event) Dashboard {
 		pv := ProjectView{ProjectStatus: p, Weight: 1, Waiting: w[:min(len(w), dashboardWaiting)], WaitingTotal: len(w), States: states[p.Name]}
 		if v.set != nil {
 			if sp := v.set.Project(p.Name); sp != nil {
-				pv.Weight = weight(*sp)
+				pv.Weight = policies.Weight(*sp)
 			}
 		}
 		if pv.Waiting == nil {
@@ -417,11 +417,11 @@ func likelyAt(l *LikelyStart) string {
 	}
 	switch {
 	case l.PastRuns > 0 && l.Stated > 0:
-		s += fmt.Sprintf(", from %s and %s", plural(l.PastRuns, "past run"), plural(l.Stated, "stated duration"))
+		s += fmt.Sprintf(", from %s and %s", policies.Plural(l.PastRuns, "past run"), policies.Plural(l.Stated, "stated duration"))
 	case l.PastRuns > 0:
-		s += ", from " + plural(l.PastRuns, "past run")
+		s += ", from " + policies.Plural(l.PastRuns, "past run")
 	case l.Stated > 0:
-		s += ", from " + plural(l.Stated, "stated duration")
+		s += ", from " + policies.Plural(l.Stated, "stated duration")
 	}
 	return s
 }

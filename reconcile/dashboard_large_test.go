@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers/sim"
+	"github.com/berth-dev/berth/source"
 )
 
 // The dashboard's first message stays small for a large tree: past
@@ -35,18 +36,18 @@ func TestDashboardLargeTreeBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := sim.New(*spec, sim.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
-	l, err := New(Config{Source: DirSource{Dir: dir}, Cluster: c, Store: c})
+	l, err := New(Config{Source: source.DirSource{Dir: dir}, Cluster: c, Store: c})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.Once(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := l.subscribe(t.Context())
+	sub, err := l.Subscribe(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.unsubscribe(sub)
+	defer l.Unsubscribe(sub)
 	raw := <-sub.ch
 	t.Logf("first message for %d workspaces: %d bytes", n, len(raw))
 	var m Message

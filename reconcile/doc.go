@@ -1,26 +1,26 @@
-// Package reconcile is berth's loop: read the specs (a Source), load and
-// validate them, observe the cluster (a Cluster), decide (policies), plan
-// the actions that close the gap, apply them, and record every
-// workspace's state, its transitions and the reconciler's history (a
-// Store). Loop.Once is one cycle; Loop.Run schedules it on file changes
-// and an interval. Loop.Handler serves the status over HTTP, and the live
-// dashboard (reconcile/ui) with its WebSocket feed of changes (events.go).
+// Package reconcile is berth's loop: read the specs (a source.Source),
+// load and validate them, observe the cluster (a drivers.Cluster), decide
+// (policies), plan the actions that close the gap (package plan), apply
+// them, and record every workspace's state, its transitions and the
+// reconciler's history (a drivers.Store). Loop.Once is one cycle; Loop.Run
+// schedules it on spec changes, cluster changes and an interval.
 //
-// Sources: DirSource (a directory, watched by WatchDir) and GitSource (a
-// branch of a git repository, cloned in memory with its full history and
-// fetched; force-pushes reported; OpenPGP-signed commits optionally
-// required; a Webhook pokes it). Deletion safety: a revision that would
-// stop or remove too many workspaces at once is refused (CheckMassPrune),
-// and a workspace left out of the specs is only stopped until PruneDelay
-// has passed, then purged. NewReport is `berth plan`: spec changes and
-// their consequences on an observed snapshot, pure.
+// What the loop knows it exposes as methods — StatusPage, Workspace,
+// Health, Metrics, and Subscribe for the dashboard's event feed — and
+// package api serves them over HTTP; the loop owns no mux. With several
+// replicas, only the one that leads (Config.Leader, package leader)
+// writes: every write goes through a fence (fence.go).
 //
-// The plan (NewPlan) is a pure function of the decision and the snapshot.
+// Deletion safety: a revision that would stop or remove too many
+// workspaces at once is refused (plan.CheckMassPrune), and a workspace
+// left out of the specs is only stopped until PruneDelay has passed, then
+// purged.
+//
 // The loop is the only place that reads the clock, and it reads the
 // cluster's: a snapshot's ObservedAt is the decision's now.
 //
-// It must never talk to a cluster except through Cluster, import a
-// driver, apply an invalid revision, or apply anything after a failed
-// observation, purge a workspace before PruneDelay, or put a git
-// secret in a log line, a status or an error. See README.md for the pipeline and the glossary.
+// It must never talk to a cluster except through Cluster, apply an
+// invalid revision, apply anything after a failed observation, purge a
+// workspace before PruneDelay, or put a git secret in a log line, a
+// status or an error. README.md in this folder draws the cycle.
 package reconcile

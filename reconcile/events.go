@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/coder/websocket"
 )
 
 // The event feed (GET /api/v1/events) sends each browser the dashboard's
@@ -80,23 +77,53 @@ type feed struct {
 	evSeq   uint64 // of the last event
 	events  []Event
 	last    *Dashboard // what subscribers have; nil while there are none
-	clients map[*subscriber]struct{}
+	clients map[*Subscription]struct{}
 	drops   int
 }
 
-// subscriber is one browser: the messages queued for it, and ctx, which
-// ends when it is dropped.
-type subscriber struct {
+// Subscription is one browser's place on the event feed: the messages
+// queued for it (JSON, the whole state first, then one delta per cycle),
+// and a context that ends when it is dropped or unsubscribed.
+type Subscription struct {
 	ch     chan []byte
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 }
 
-// errTooSlow is why a subscriber is dropped.
+// Messages are the messages to send, in order.
+func (s *Subscription) Messages() <-chan []byte { return s.ch }
+
+// Context ends when the subscription does: the browser fell behind
+// (FellBehind), it was unsubscribed, or the context given to Subscribe
+// ended.
+func (s *Subscription) Context() context.Context { return s.ctx }
+
+// FellBehind reports whether the feed dropped it because its buffer was
+// full: the browser should reconnect for a fresh state.
+func (s *Subscription) FellBehind() bool { return errors.Is(context.Cause(s.ctx), errTooSlow) }
+
+// errTooSlow is why a subscription is dropped.
 var errTooSlow = errors.New("the browser fell behind the loop; reconnect for a fresh state")
 
-func newFeed() *feed {
-	return &feed{buffer: feedBuffer, maxEvents: feedEvents, writeTimeout: feedWriteTimeout, clients: map[*subscriber]struct{}{}}
+func newFeed(buffer int) *feed {
+	if buffer <= 0 {
+		buffer = feedBuffer
+	}
+	return &feed{buffer: buffer, maxEvents: feedEvents, writeTimeout: feedWriteTimeout, clients: map[*Subscription]struct{}{}}
+}
+
+// FeedWriteTimeout bounds one write of the feed to a browser.
+func (l *Loop) FeedWriteTimeout() time.Duration { return l.feed.writeTimeout }
+
+// FeedStats are the event feed's subscribers now and how many it has
+// dropped for falling behind.
+type FeedStats struct{ Subscribers, Dropped int }
+
+// FeedStats reports the event feed's subscribers and drops.
+func (l *Loop) FeedStats() FeedStats {
+	l.feed.mu.Lock()
+	defer l.feed.mu.Unlock()
+	return FeedStats{Subscribers: len(l.feed.clients), Dropped: l.feed.drops}
 }
 
 // publish records a cycle's transitions as events and sends the changes
@@ -141,9 +168,11 @@ func (l *Loop) publish(ts []WorkspaceTransition) {
 	}
 }
 
-// subscribe registers a subscriber whose first queued message is the
-// whole state; the deltas that follow start from it.
-func (l *Loop) subscribe(ctx context.Context) (*subscriber, error) {
+// Subscribe registers a browser on the event feed; its first queued
+// message is the whole state, and the deltas that follow start from it.
+// The loop never waits for it: past its buffer (Config.FeedBuffer) it is
+// dropped. Unsubscribe it when done.
+func (l *Loop) Subscribe(ctx context.Context) (*Subscription, error) {
 	f := l.feed
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -160,58 +189,19 @@ func (l *Loop) subscribe(ctx context.Context) (*subscriber, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &subscriber{ch: make(chan []byte, max(f.buffer, 1))}
+	c := &Subscription{ch: make(chan []byte, max(f.buffer, 1))}
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
 	c.ch <- msg
 	f.clients[c] = struct{}{}
 	return c, nil
 }
 
-func (l *Loop) unsubscribe(c *subscriber) {
+// Unsubscribe ends a subscription.
+func (l *Loop) Unsubscribe(c *Subscription) {
 	l.feed.mu.Lock()
 	delete(l.feed.clients, c)
 	l.feed.mu.Unlock()
 	c.cancel(context.Canceled)
-}
-
-// serveEvents is GET /api/v1/events: a WebSocket that sends the state,
-// then the deltas; it reads nothing from the browser.
-func (l *Loop) serveEvents(w http.ResponseWriter, r *http.Request) {
-	// Compressed: the first state of a 512-node cluster is 0.5-1.4 MB of
-	// JSON (about 4.5x smaller deflated); the browser's writer goroutine
-	// pays for it, not the loop.
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{Subprotocol},
-		CompressionMode: websocket.CompressionNoContextTakeover})
-	if err != nil {
-		return // Accept wrote the response
-	}
-	defer conn.CloseNow()
-	ctx := conn.CloseRead(r.Context())
-	c, err := l.subscribe(ctx)
-	if err != nil {
-		conn.Close(websocket.StatusInternalError, "encode state")
-		return
-	}
-	defer l.unsubscribe(c)
-	for {
-		select {
-		case <-c.ctx.Done():
-			if errors.Is(context.Cause(c.ctx), errTooSlow) {
-				conn.Close(websocket.StatusTryAgainLater, "fell behind; reconnect")
-			}
-			return
-		case msg := <-c.ch:
-			if c.ctx.Err() != nil {
-				continue // dropped: say so above, send no more
-			}
-			wctx, cancel := context.WithTimeout(c.ctx, l.feed.writeTimeout)
-			err := conn.Write(wctx, websocket.MessageText, msg)
-			cancel()
-			if err != nil {
-				return
-			}
-		}
-	}
 }
 
 // diff returns what changed from prev to next (all of next when prev is

@@ -50,7 +50,7 @@ func BenchmarkOnceDashboard(b *testing.B) {
 			}
 			var bytes int
 			for range browsers {
-				sub, err := l.subscribe(ctx)
+				sub, err := l.Subscribe(ctx)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -73,7 +73,7 @@ func BenchmarkOnceDashboard(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			if got := l.feedDrops(); got != 0 {
+			if got := l.FeedStats().Dropped; got != 0 {
 				b.Fatalf("%d browsers dropped", got)
 			}
 			if browsers > 0 {

@@ -118,7 +118,7 @@ func TestShortGPUsAreUnique(t *testing.T) {
 			[]string{"GPU-00000000…0001", "GPU-00000000…0002"}},
 		"other IDs whole": {[]string{"g0", "g1"}, []string{"g0", "g1"}},
 	} {
-		got := shortGPUs(tt.in)
+		got := drivers.ShortGPUs(tt.in)
 		if strings.Join(got, " ") != strings.Join(tt.want, " ") {
 			t.Errorf("%s: %q, want %q", name, got, tt.want)
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/policies"
 )
 
@@ -98,7 +99,7 @@ func placement(ws WorkspaceStatus) string {
 	if len(ws.GPUs) == 0 {
 		return ws.Node // work without GPUs
 	}
-	return fmt.Sprintf("%s (GPUs %s)", ws.Node, strings.Join(shortGPUs(ws.GPUs), ", "))
+	return fmt.Sprintf("%s (GPUs %s)", ws.Node, strings.Join(drivers.ShortGPUs(ws.GPUs), ", "))
 }
 
 func byName(ws WorkspaceStatus) string {
@@ -164,9 +165,9 @@ func runTimeText(r *RunTimeStatus) string {
 	med := policies.FormatDuration(r.Median.D())
 	switch {
 	case r.PastRuns > 0 && r.Stated > 0:
-		return sentence(fmt.Sprintf("Expected run time: %s%s: its expectedDuration, with the spread of %s (%s)", med, rng, r.Basis, plural(r.PastRuns, "past run")))
+		return sentence(fmt.Sprintf("Expected run time: %s%s: its expectedDuration, with the spread of %s (%s)", med, rng, r.Basis, policies.Plural(r.PastRuns, "past run")))
 	case r.PastRuns > 0:
-		return sentence(fmt.Sprintf("Expected run time: %s%s, from %s (%s)", med, rng, r.Basis, plural(r.PastRuns, "past run")))
+		return sentence(fmt.Sprintf("Expected run time: %s%s, from %s (%s)", med, rng, r.Basis, policies.Plural(r.PastRuns, "past run")))
 	}
 	return sentence(fmt.Sprintf("Expected run time: %s, its expectedDuration (no completed run to compare)", med))
 }

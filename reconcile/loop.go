@@ -4,42 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"maps"
-	"net/http"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/plan"
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/source"
 )
-
-// Source gives the loop the current revision of the specs.
-type Source interface {
-	Read(ctx context.Context) (Revision, error)
-}
-
-// Revision is one version of the spec files: an ID that changes whenever
-// the content does, and the files (rooted at Root in FS).
-type Revision struct {
-	ID   string
-	FS   fs.FS
-	Root string
-	// Problems, when not empty, make the revision invalid before its
-	// files are read (the git source: an unsigned commit, a missing
-	// --path); it is refused like one that fails validation.
-	Problems []string
-}
-
-// LoadFunc turns a revision's files into a validated Set. A nil Set with
-// problems ("file:line:col: message") means the revision is invalid; an
-// error means the files could not be read.
-type LoadFunc func(fsys fs.FS, root string) (*schema.Set, []string, error)
 
 // DecideFunc is the decision engine (policies.Decide).
 type DecideFunc func(policies.Input) policies.Decision
@@ -49,12 +26,12 @@ type DecideFunc func(policies.Input) policies.Decision
 type AdvanceFunc func(h drivers.History, set *schema.Set, snap *drivers.Snapshot, now time.Time) drivers.History
 
 // Config wires a Loop. Source, Cluster and Store are required; Load
-// defaults to SpecLoader(Limits) and Decide to policies.Decide.
+// defaults to source.SpecLoader(Limits) and Decide to policies.Decide.
 type Config struct {
-	Source  Source
+	Source  source.Source
 	Cluster drivers.Cluster
 	Store   drivers.Store
-	Load    LoadFunc
+	Load    source.LoadFunc
 	Decide  DecideFunc
 	// Limits bound the spec files the default Load reads (zero fields:
 	// schema's defaults); a file or tree over them makes the revision
@@ -98,7 +75,7 @@ type Config struct {
 	HealthMaxAge time.Duration
 
 	// PruneDelay is how long a workspace must stay out of the specs before
-	// its job is purged (default DefaultPruneDelay); until then it is only
+	// its job is purged (default plan.DefaultPruneDelay); until then it is only
 	// stopped, and a revert brings it back with what it saved.
 	PruneDelay time.Duration
 	// AllowMassPrune applies revisions that stop or remove many managed
@@ -107,8 +84,9 @@ type Config struct {
 	// MassPrunePercent and MassPruneMin are the mass-prune threshold
 	// (defaults 25 and 3: more than 25% and more than 3 workspaces).
 	MassPrunePercent, MassPruneMin int
-	// Routes, when set, adds routes to the HTTP API (the git webhook).
-	Routes func(mux *http.ServeMux)
+	// FeedBuffer is how many messages of the event feed a browser may
+	// fall behind before it is dropped (default 64).
+	FeedBuffer int
 
 	// Parallelism is how many actions of a plan are applied at once
 	// (default DefaultParallelism); results are recorded in plan order.
@@ -189,7 +167,7 @@ func New(cfg Config) (*Loop, error) {
 		return nil, errors.New("reconcile: no store")
 	}
 	if cfg.Load == nil {
-		cfg.Load = SpecLoader(cfg.Limits)
+		cfg.Load = source.SpecLoader(cfg.Limits)
 	}
 	if cfg.Decide == nil {
 		cfg.Decide = policies.Decide
@@ -209,7 +187,7 @@ func New(cfg Config) (*Loop, error) {
 	def(&cfg.Settle, time.Second)
 	def(&cfg.BackoffMin, time.Second)
 	def(&cfg.BackoffMax, time.Minute)
-	def(&cfg.PruneDelay, DefaultPruneDelay)
+	def(&cfg.PruneDelay, plan.DefaultPruneDelay)
 	def(&cfg.CycleTimeout, DefaultCycleTimeout)
 	def(&cfg.HealthMaxAge, DefaultHealthMaxAge)
 	if cfg.Parallelism <= 0 {
@@ -227,40 +205,12 @@ func New(cfg Config) (*Loop, error) {
 		cfg.Store = fencedStore{Store: cfg.Store, lead: cfg.Leader}
 		cfg.Metrics.leader(cfg.Leader)
 	}
-	return &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}, rejected: map[schema.Ref]rejection{}, feed: newFeed(),
+	return &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}, rejected: map[schema.Ref]rejection{}, feed: newFeed(cfg.FeedBuffer),
 		started: time.Now()}, nil
 }
 
 // Metrics returns the loop's metrics.
 func (l *Loop) Metrics() *Metrics { return l.cfg.Metrics }
-
-// LoadSpecs is the LoadFunc of berth's spec loader with the default
-// limits: the problems are the error diagnostics, "file:line:col:
-// message"; warnings are left out.
-func LoadSpecs(fsys fs.FS, root string) (*schema.Set, []string, error) {
-	return SpecLoader(schema.Limits{})(fsys, root)
-}
-
-// SpecLoader is LoadSpecs within limits: a file or tree over them is a
-// problem that names it (schema.Limits).
-func SpecLoader(limits schema.Limits) LoadFunc {
-	return func(fsys fs.FS, root string) (*schema.Set, []string, error) {
-		r, err := schema.CheckFSWith(fsys, root, schema.Options{Limits: limits})
-		if err != nil {
-			return nil, nil, err
-		}
-		var problems []string
-		for _, d := range r.Diagnostics {
-			if d.Severity == schema.SeverityError {
-				problems = append(problems, d.String())
-			}
-		}
-		if r.Set == nil && len(problems) == 0 {
-			problems = []string{"the specs are invalid"}
-		}
-		return r.Set, problems, nil
-	}
-}
 
 // StalledError says the loop cannot go on until the specs change: there
 // is no valid revision to apply.
@@ -279,7 +229,7 @@ type Result struct {
 	Revision string
 	// Refused is the newest revision when it was invalid (and not applied).
 	Refused *RevisionStatus
-	Plan    Plan
+	Plan    plan.Plan
 	// Applied are the actions the cluster accepted, in order.
 	Applied []drivers.Action
 	// Deferred are workspaces whose start waits for victims to be gone.
@@ -420,9 +370,9 @@ func (l *Loop) once(ctx, outer context.Context) (Result, error) {
 
 	// 5. Decide (a workspace whose run ended does not want to run: see
 	// Finished); 6. plan.
-	d := l.cfg.Decide(policies.Input{Specs: FinishedSpecs(set, &snap), Snapshot: &snap, History: &hist, Now: now})
+	d := l.cfg.Decide(policies.Input{Specs: plan.FinishedSpecs(set, &snap), Snapshot: &snap, History: &hist, Now: now})
 	hist = policies.RecordDecision(hist, d)
-	res.Plan = NewPlan(set, &snap, d)
+	res.Plan = plan.New(set, &snap, d)
 	l.cfg.Metrics.observeDecision(d)
 
 	// 7. Apply (the leader only).
@@ -508,7 +458,7 @@ func sameHistory(a, b drivers.History) bool {
 // load returns the Set to apply: the new revision when valid (not yet in
 // force: admit decides), else the last good one (nil when there is none).
 // Only I/O failures are errors.
-func (l *Loop) load(rev Revision) (*schema.Set, error) {
+func (l *Loop) load(rev source.Revision) (*schema.Set, error) {
 	l.mu.Lock()
 	good, attempted := l.good, l.attempted
 	l.mu.Unlock()
@@ -585,7 +535,7 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 	for _, r := range deferred {
 		waiting[r] = true
 	}
-	finished := Finished(set, snap)
+	finished := plan.Finished(set, snap)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -600,7 +550,7 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 		refs[r] = true
 	}
 	var out []WorkspaceTransition
-	for _, ref := range sortedRefs(refs) {
+	for _, ref := range schema.SortedRefs(refs) {
 		rec := l.records[ref]
 		known := rec != nil
 		if !known {
@@ -613,10 +563,10 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 		own := allocs[ref]
 		pre, wasPreempted := hist.Preempted[ref]
 		if len(own) > 0 {
-			st.Node, st.GPUs = where(own)
+			st.Node, st.GPUs = drivers.Where(own)
 			st.Progress = Seconds(own[0].Progress)
 			st.Revision = own[0].Revision
-			if !allStopping(own) && rec.gone {
+			if !drivers.AllStopping(own) && rec.gone {
 				kept := own[0].ResumedFrom
 				lost := max(0, rec.lastProgress-kept)
 				st.WorkLost += Seconds(lost)
@@ -646,12 +596,12 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 			st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), a.Reason
 		case didAct && a.Kind == drivers.ActionStart:
 			st.State = StateStarting
-			st.Node, st.GPUs = wherePlaced(a.Placements)
+			st.Node, st.GPUs = drivers.WherePlaced(a.Placements)
 			st.Reason = "placed"
 			if wasPreempted {
 				st.Reason = "resuming after preemption by " + pre.By.String()
 			}
-		case len(own) > 0 && allStopping(own):
+		case len(own) > 0 && drivers.AllStopping(own):
 			if wasPreempted {
 				by := pre.By
 				st.State, st.PreemptedBy, st.ReasonKind, st.Reason = StatePreempting, &by, policies.ReasonPreempted.String(), pre.Reason
@@ -800,7 +750,7 @@ func (l *Loop) logTransition(ref schema.Ref, t Transition) {
 		attrs = append(attrs, "by", t.PreemptedBy.String())
 	}
 	if t.Node != "" {
-		attrs = append(attrs, "node", t.Node, "gpus", strings.Join(shortGPUs(t.GPUs), ","))
+		attrs = append(attrs, "node", t.Node, "gpus", strings.Join(drivers.ShortGPUs(t.GPUs), ","))
 	}
 	if t.Progress > 0 {
 		attrs = append(attrs, "progress", t.Progress.D().Round(time.Second).String())
@@ -816,26 +766,6 @@ func (l *Loop) logTransition(ref schema.Ref, t Transition) {
 		level = slog.LevelDebug
 	}
 	l.log.Log(context.Background(), level, fmt.Sprintf("%s: %s → %s", ref, from, t.To), attrs...)
-}
-
-func where(allocs []drivers.Alloc) (string, []string) {
-	var nodes, gpus []string
-	for _, a := range allocs {
-		if !slices.Contains(nodes, a.Node) {
-			nodes = append(nodes, a.Node)
-		}
-		gpus = append(gpus, a.GPUs...)
-	}
-	sort.Strings(gpus)
-	return strings.Join(nodes, ","), gpus
-}
-
-func wherePlaced(ps []drivers.Placement) (string, []string) {
-	var allocs []drivers.Alloc
-	for _, p := range ps {
-		allocs = append(allocs, drivers.Alloc{Node: p.Node, GPUs: p.GPUs})
-	}
-	return where(allocs)
 }
 
 // projectStatus reports each project's quota, usage and share.
@@ -855,7 +785,7 @@ func projectStatus(set *schema.Set, snap *drivers.Snapshot, hist *drivers.Histor
 	}
 	var weights, usage float64
 	for _, p := range set.Projects {
-		weights += weight(p)
+		weights += policies.Weight(p)
 		usage += hist.Usage[p.Meta.Name]
 	}
 	out := make([]ProjectStatus, 0, len(set.Projects))
@@ -886,7 +816,7 @@ func projectStatus(set *schema.Set, snap *drivers.Snapshot, hist *drivers.Histor
 			}
 		}
 		if weights > 0 {
-			ps.Share = weight(p) / weights
+			ps.Share = policies.Weight(p) / weights
 		}
 		if usage > 0 {
 			ps.UsageShare = ps.DecayedUsage / usage
@@ -894,13 +824,6 @@ func projectStatus(set *schema.Set, snap *drivers.Snapshot, hist *drivers.Histor
 		out = append(out, ps)
 	}
 	return out
-}
-
-func weight(p schema.Project) float64 {
-	if p.Spec.FairShare.Weight <= 0 {
-		return 1
-	}
-	return p.Spec.FairShare.Weight
 }
 
 // Status returns the current status with every workspace; the caller

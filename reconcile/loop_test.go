@@ -17,6 +17,8 @@ import (
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/schema/schematest"
+	"github.com/berth-dev/berth/source"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -35,14 +37,14 @@ func (s *fakeSource) set(rev string) {
 	s.mu.Unlock()
 }
 
-func (s *fakeSource) Read(ctx context.Context) (Revision, error) {
+func (s *fakeSource) Read(ctx context.Context) (source.Revision, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reads = append(s.reads, time.Now())
 	if s.err != nil {
-		return Revision{}, s.err
+		return source.Revision{}, s.err
 	}
-	return Revision{ID: s.rev, FS: fstest.MapFS{"rev": {Data: []byte(s.rev)}}, Root: "."}, nil
+	return source.Revision{ID: s.rev, FS: fstest.MapFS{"rev": {Data: []byte(s.rev)}}, Root: "."}, nil
 }
 
 func (s *fakeSource) readCount() int {
@@ -69,35 +71,13 @@ func (ts testSets) load(fsys fs.FS, root string) (*schema.Set, []string, error) 
 	return &c, nil, nil
 }
 
-func tiersAndProjects() *schema.Set {
-	s := &schema.Set{Policy: schema.DefaultPolicy()}
-	s.Tiers = []schema.PriorityTier{
-		{Meta: schema.Meta{Name: "high"}, Spec: schema.TierSpec{Value: 80, Preemptible: true, CanPreempt: true}},
-		{Meta: schema.Meta{Name: "medium"}, Spec: schema.TierSpec{Value: 50, Preemptible: true, CanPreempt: true}},
-	}
-	s.Projects = []schema.Project{
-		{Meta: schema.Meta{Name: "hi"}, Spec: schema.ProjectSpec{Tier: "high", Quota: schema.Resources{GPUs: 1}}},
-		{Meta: schema.Meta{Name: "med"}, Spec: schema.ProjectSpec{Tier: "medium", Quota: schema.Resources{GPUs: 1}}},
-	}
-	return s
-}
-
-func workspace(project, name string, desired schema.DesiredState) schema.Workspace {
-	w := schema.Workspace{Meta: schema.Meta{Name: name, Project: project}}
-	w.Spec.State = desired
-	w.Spec.Replicas = 1
-	w.Spec.Resources.GPUs = 1
-	w.Spec.Preemptible = true
-	w.Spec.Checkpoint = schema.Checkpoint{Signal: "SIGTERM", GracePeriod: 30 * time.Second, Interval: time.Minute}
-	return w
-}
-
-func withWorkspaces(ws ...schema.Workspace) *schema.Set {
-	s := tiersAndProjects()
-	s.Workspaces = ws
-	s.Sort()
-	return s
-}
+// The specs of the loop's tests (schematest): tiers high and medium,
+// projects hi and med with one GPU of quota each.
+var (
+	tiersAndProjects = schematest.TiersAndProjects
+	workspace        = schematest.Workspace
+	withWorkspaces   = schematest.WithWorkspaces
+)
 
 // fifoDecide is a test double for the decision engine: workspaces that
 // run keep running, stopped or unknown ones stop, the others start on the

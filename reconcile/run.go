@@ -133,3 +133,31 @@ func (l *Loop) wait(ctx context.Context, changes, cluster <-chan struct{}, d tim
 		}
 	}
 }
+
+// MergeChanges returns a channel that signals when any of chans does,
+// until ctx ends. Nil channels are left out.
+func MergeChanges(ctx context.Context, chans ...<-chan struct{}) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	for _, c := range chans {
+		if c == nil {
+			continue
+		}
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case _, ok := <-c:
+					if !ok {
+						return
+					}
+					select {
+					case out <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	return out
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/leader"
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 )
@@ -24,7 +25,7 @@ func TestStatusJSON(t *testing.T) {
 		Version: APIVersion, Berth: "v1.0.0", Cluster: "sim four", Clock: "cluster",
 		Revision:      &RevisionStatus{ID: "20304850e2ce", LoadedAt: t0},
 		Attempted:     &RevisionStatus{ID: "d5c4cedd60f5", LoadedAt: t0.Add(time.Minute), Errors: []string{"projects.yaml:7:3: there is no PriorityTier \"meduim\""}},
-		Leader:        &LeaderStatus{Self: "berth-1", Leader: "berth-1", Leading: true, Term: 3},
+		Leader:        &leader.Status{Self: "berth-1", Leader: "berth-1", Leading: true, Term: 3},
 		LastReconcile: &CycleStatus{At: t0.Add(2 * time.Minute), Duration: Seconds(1500 * time.Millisecond), Actions: 2},
 		Projects: []ProjectStatus{
 			{Name: "research", Tier: "low", TierValue: 20, QuotaGPUs: 4, UsedGPUs: 6, BorrowedGPUs: 2, DecayedUsage: 1200, Share: 0.5, UsageShare: 0.75},

@@ -3,29 +3,27 @@ package reconcile
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 )
 
-// statusOf GETs path from h and decodes the status, checking the code.
-func statusOf(t *testing.T, h http.Handler, path string, code int) (Status, []byte) {
+// page is l's status page after after, of at most limit workspaces
+// (DefaultStatusLimit when 0, as GET /api/v1/status lists it), and its
+// JSON.
+func page(t *testing.T, l *Loop, after schema.Ref, limit int) (Status, []byte) {
 	t.Helper()
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-	if rec.Code != code {
-		t.Fatalf("GET %s: %d, want %d: %s", path, rec.Code, code, rec.Body)
+	if limit == 0 {
+		limit = DefaultStatusLimit
 	}
-	var st Status
-	if code == http.StatusOK {
-		if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
-			t.Fatal(err)
-		}
+	st := l.StatusPage(after, limit)
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return st, rec.Body.Bytes()
+	return st, b
 }
 
 // loopWith returns a loop that knows n workspaces in 3 projects, every
@@ -47,16 +45,14 @@ func loopWith(t *testing.T, n int) *Loop {
 // one's lists DefaultStatusLimit with a cursor, and the pages together
 // list each workspace once, in order. The summary always counts all.
 func TestStatusPages(t *testing.T) {
-	small := loopWith(t, 7).Handler()
-	st, _ := statusOf(t, small, "/api/v1/status", http.StatusOK)
+	st, _ := page(t, loopWith(t, 7), schema.Ref{}, 0)
 	if len(st.Workspaces) != 7 || st.Next != "" {
 		t.Errorf("a tree of 7: %d workspaces listed, next %q; want all 7, no next", len(st.Workspaces), st.Next)
 	}
 
 	const n = 2*DefaultStatusLimit + 500
 	l := loopWith(t, n)
-	h := l.Handler()
-	st, body := statusOf(t, h, "/api/v1/status", http.StatusOK)
+	st, body := page(t, l, schema.Ref{}, 0)
 	if len(st.Workspaces) != DefaultStatusLimit || st.Next == "" {
 		t.Fatalf("a tree of %d: %d listed, next %q; want %d and a next", n, len(st.Workspaces), st.Next, DefaultStatusLimit)
 	}
@@ -71,8 +67,8 @@ func TestStatusPages(t *testing.T) {
 	}
 	var all []string
 	pages := 0
-	for path := "/api/v1/status?limit=700"; ; {
-		page, _ := statusOf(t, h, path, http.StatusOK)
+	for after := (schema.Ref{}); ; {
+		page, _ := page(t, l, after, 700)
 		pages++
 		for _, w := range page.Workspaces {
 			all = append(all, w.Ref().String())
@@ -86,7 +82,8 @@ func TestStatusPages(t *testing.T) {
 		if page.Next != all[len(all)-1] {
 			t.Fatalf("next %q, want the last listed, %q", page.Next, all[len(all)-1])
 		}
-		path = "/api/v1/status?limit=700&after=" + page.Next
+		p, n, _ := strings.Cut(page.Next, "/")
+		after = schema.Ref{Project: p, Name: n}
 	}
 	var whole []string
 	for _, w := range l.Status().Workspaces {
@@ -99,23 +96,8 @@ func TestStatusPages(t *testing.T) {
 		t.Errorf("the pages together (-whole status +pages):\n%s", diff)
 	}
 	// A cursor of a workspace gone since lists those after where it was.
-	page, _ := statusOf(t, h, "/api/v1/status?limit=1&after=p0/w00001", http.StatusOK)
-	if len(page.Workspaces) != 1 || page.Workspaces[0].Ref().String() != "p0/w00003" {
-		t.Errorf("after p0/w00001: %v, want p0/w00003", page.Workspaces)
-	}
-
-	for path, msg := range map[string]string{
-		"/api/v1/status?limit=0":      `limit "0": want a number of workspaces from 1 to 10000`,
-		"/api/v1/status?limit=10001":  `limit "10001": want a number of workspaces from 1 to 10000`,
-		"/api/v1/status?limit=many":   `limit "many": want a number of workspaces from 1 to 10000`,
-		"/api/v1/status?after=p0":     `after "p0": want PROJECT/NAME, the next of the page before`,
-		"/api/v1/status?after=p0/a/b": `after "p0/a/b": want PROJECT/NAME, the next of the page before`,
-	} {
-		_, body := statusOf(t, h, path, http.StatusBadRequest)
-		var e struct{ Version, Error string }
-		json.Unmarshal(body, &e)
-		if e.Error != msg || e.Version != APIVersion {
-			t.Errorf("GET %s: %s, want the error %q", path, body, msg)
-		}
+	gone, _ := page(t, l, schema.Ref{Project: "p0", Name: "w00001"}, 1)
+	if len(gone.Workspaces) != 1 || gone.Workspaces[0].Ref().String() != "p0/w00003" {
+		t.Errorf("after p0/w00001: %v, want p0/w00003", gone.Workspaces)
 	}
 }

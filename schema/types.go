@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -589,4 +590,14 @@ func (s *Set) Sort() {
 	sort.Slice(s.Projects, func(i, j int) bool { return s.Projects[i].Meta.Name < s.Projects[j].Meta.Name })
 	sort.Slice(s.Workspaces, func(i, j int) bool { return s.Workspaces[i].Ref().Less(s.Workspaces[j].Ref()) })
 	sort.Slice(s.Volumes, func(i, j int) bool { return s.Volumes[i].Meta.Name < s.Volumes[j].Meta.Name })
+}
+
+// SortedRefs returns the keys of m in Ref order.
+func SortedRefs[V any](m map[Ref]V) []Ref {
+	refs := make([]Ref, 0, len(m))
+	for r := range m {
+		refs = append(refs, r)
+	}
+	slices.SortFunc(refs, Ref.Compare)
+	return refs
 }

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/source"
 	"github.com/spf13/cobra"
 )
 
@@ -63,7 +64,7 @@ an action failed, 2 when the command line is wrong.
 				defer c.Close()
 			}
 			loop, err := reconcile.New(reconcile.Config{
-				Source: reconcile.DirSource{Dir: f.source}, Cluster: c.Cluster, Store: c.Store,
+				Source: source.DirSource{Dir: f.source}, Cluster: c.Cluster, Store: c.Store,
 				Logger: log, ClusterName: c.Name, BerthVersion: berthVersion(),
 				AllowMassPrune: f.prune.allow, MassPrunePercent: f.prune.percent, MassPruneMin: f.prune.atMin,
 				Limits: limits,

@@ -10,7 +10,7 @@ import (
 
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/sim"
-	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/leader"
 )
 
 // The --cluster flag names a cluster as SCHEME[:ARG]. Each scheme lives
@@ -39,7 +39,7 @@ type openedCluster struct {
 	// Lease, when not nil, keeps the leader lease of replicas that drive
 	// the same cluster; nil: the cluster has one driver at most (the
 	// simulator lives in one process).
-	Lease reconcile.LeaseStore
+	Lease leader.LeaseStore
 	// Close releases what Open took; nil when nothing.
 	Close func() error
 	// Watch, when not nil, signals changes in the cluster (nodes, jobs,

@@ -6,8 +6,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/berth-dev/berth/api"
 	"github.com/berth-dev/berth/drivers/nomad"
-	"github.com/berth-dev/berth/reconcile"
 )
 
 // The nomad scheme: --cluster nomad reads NOMAD_ADDR, NOMAD_TOKEN,
@@ -61,7 +61,7 @@ func nomadConfig(arg string) (nomad.Config, error) {
 // reads it; "" otherwise.
 func plainHTTPToken(address string, withToken bool) string {
 	u, err := url.Parse(address)
-	if !withToken || err != nil || u.Scheme != "http" || reconcile.IsLoopback(u.Host) {
+	if !withToken || err != nil || u.Scheme != "http" || api.IsLoopback(u.Host) {
 		return ""
 	}
 	return "NOMAD_TOKEN is sent unencrypted over plain http:// to " + u.Host + ": anyone on the network path can read it; use https:// (NOMAD_ADDR and NOMAD_CACERT)"

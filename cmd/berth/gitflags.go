@@ -10,8 +10,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/api"
+	"github.com/berth-dev/berth/plan"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/source"
+	"github.com/berth-dev/berth/source/git"
 	"github.com/spf13/pflag"
 )
 
@@ -48,33 +51,33 @@ func (f *sourceFlags) add(fl *pflag.FlagSet) {
 	fl.StringVar(&f.knownHosts, "git-known-hosts", "", "known_hosts file ssh host keys are checked against (default ~/.ssh/known_hosts)")
 	fl.BoolVar(&f.insecureHostKey, "git-insecure-skip-host-key-check", false, "do not check ssh host keys (insecure; warns on every fetch)")
 	fl.StringVar(&f.verifyKeys, "verify-keys", "", "armored OpenPGP public keys; apply only commits signed by one of them")
-	fl.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "file holding the git webhook secret (or $"+envWebhookSecret+"); enables POST "+reconcile.WebhookPath)
-	fl.DurationVar(&f.gitTimeout, "git-timeout", reconcile.DefaultGitTimeout, "longest a git clone or fetch may take before it is cut (the last good revision stays in force)")
-	fl.DurationVar(&f.pruneDelay, "prune-delay", reconcile.DefaultPruneDelay, "how long a workspace removed from the specs stays stopped before its job is purged")
+	fl.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "file holding the git webhook secret (or $"+envWebhookSecret+"); enables POST "+api.WebhookPath)
+	fl.DurationVar(&f.gitTimeout, "git-timeout", git.DefaultTimeout, "longest a git clone or fetch may take before it is cut (the last good revision stays in force)")
+	fl.DurationVar(&f.pruneDelay, "prune-delay", plan.DefaultPruneDelay, "how long a workspace removed from the specs stays stopped before its job is purged")
 }
 
 // openedSource is the source the loop reads, and the directory to watch
 // when it is a local one.
 type openedSource struct {
-	Source   reconcile.Source
+	Source   source.Source
 	WatchDir string
 	Name     string
 }
 
 // open returns the source --source names: a git URL is cloned; anything
 // else is a local directory (a git working tree too), watched.
-func (f *sourceFlags) open(source string, interval time.Duration, limits schema.Limits, log *slog.Logger) (*openedSource, error) {
-	if !reconcile.IsGitURL(source) {
-		dir := source
+func (f *sourceFlags) open(from string, interval time.Duration, limits schema.Limits, log *slog.Logger) (*openedSource, error) {
+	if !git.IsURL(from) {
+		dir := from
 		if f.path != "" {
-			dir = filepath.Join(source, f.path)
+			dir = filepath.Join(from, f.path)
 		}
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			return nil, usageError("--source %s: not a directory or a git URL (https://, ssh://, git@host:org/repo.git, file://)", dir)
 		}
-		return &openedSource{Source: reconcile.DirSource{Dir: dir}, WatchDir: dir, Name: dir}, nil
+		return &openedSource{Source: source.DirSource{Dir: dir}, WatchDir: dir, Name: dir}, nil
 	}
-	auth := reconcile.GitAuth{Username: f.username, KnownHosts: f.knownHosts, InsecureIgnoreHostKey: f.insecureHostKey}
+	auth := git.Auth{Username: f.username, KnownHosts: f.knownHosts, InsecureIgnoreHostKey: f.insecureHostKey}
 	var err error
 	if auth.Password, err = secret(f.tokenFile, envGitToken); err != nil {
 		return nil, err
@@ -87,8 +90,8 @@ func (f *sourceFlags) open(source string, interval time.Duration, limits schema.
 	if auth.SSHKeyPassphrase, err = secret(f.sshPassphraseFile, envGitSSHPassphrase); err != nil {
 		return nil, err
 	}
-	warnSecrets(log, source, auth.Password != "")
-	src := &reconcile.GitSource{URL: source, Branch: f.branch, Path: f.path, Auth: auth, Logger: log, FetchEvery: interval, Timeout: f.gitTimeout, Limits: limits}
+	warnSecrets(log, from, auth.Password != "")
+	src := &git.Source{URL: from, Branch: f.branch, Path: f.path, Auth: auth, Logger: log, FetchEvery: interval, Timeout: f.gitTimeout, Limits: limits}
 	if f.verifyKeys != "" {
 		b, err := os.ReadFile(f.verifyKeys)
 		if err != nil {
@@ -96,7 +99,7 @@ func (f *sourceFlags) open(source string, interval time.Duration, limits schema.
 		}
 		src.VerifyKeys = string(b)
 	}
-	return &openedSource{Source: src, Name: reconcile.RedactURL(source)}, nil
+	return &openedSource{Source: src, Name: git.RedactURL(from)}, nil
 }
 
 // warnSecrets warns about credentials exposed by how they were given: in
@@ -105,24 +108,24 @@ func (f *sourceFlags) open(source string, interval time.Duration, limits schema.
 // path reads them off the wire. withToken: a token or password was given
 // from a file or the environment.
 func warnSecrets(log *slog.Logger, source string, withToken bool) {
-	inURL := reconcile.HasURLCredential(source)
+	inURL := git.HasURLCredential(source)
 	if u, err := url.Parse(source); err == nil && withToken && u.User != nil && u.RawQuery == "" {
 		if _, hasPass := u.User.Password(); !hasPass {
 			inURL = false // https://alice@host with a token file: alice is the user name
 		}
 	}
 	if inURL {
-		log.Warn("the --source URL holds a credential, which every user of this machine can read in the process list (ps) and which stays in shell history: give the URL without it and put the token in --git-token-file or $"+envGitToken, "source", reconcile.RedactURL(source))
+		log.Warn("the --source URL holds a credential, which every user of this machine can read in the process list (ps) and which stays in shell history: give the URL without it and put the token in --git-token-file or $"+envGitToken, "source", git.RedactURL(source))
 	}
 	if strings.HasPrefix(source, "http://") && (inURL || withToken) {
-		log.Warn("git credentials are sent unencrypted over plain http://: anyone on the network path can read them; use an https:// URL", "source", reconcile.RedactURL(source))
+		log.Warn("git credentials are sent unencrypted over plain http://: anyone on the network path can read them; use an https:// URL", "source", git.RedactURL(source))
 	}
 }
 
 // webhook returns the webhook for a git source, nil for a directory or
 // when no secret is configured.
-func (f *sourceFlags) webhook(src *openedSource, log *slog.Logger, trigger func()) (*reconcile.Webhook, error) {
-	gs, ok := src.Source.(*reconcile.GitSource)
+func (f *sourceFlags) webhook(src *openedSource, log *slog.Logger, trigger func()) (*api.Webhook, error) {
+	gs, ok := src.Source.(*git.Source)
 	if !ok {
 		return nil, nil
 	}
@@ -130,14 +133,14 @@ func (f *sourceFlags) webhook(src *openedSource, log *slog.Logger, trigger func(
 	if err != nil || s == "" {
 		return nil, err
 	}
-	if err := reconcile.CheckWebhookSecret([]byte(s)); err != nil {
+	if err := api.CheckWebhookSecret([]byte(s)); err != nil {
 		from := "$" + envWebhookSecret
 		if f.webhookSecretFile != "" {
 			from = "--webhook-secret-file " + f.webhookSecretFile
 		}
 		return nil, usageError("%s: %v", from, err)
 	}
-	return &reconcile.Webhook{Secret: []byte(s), Trigger: func() { gs.Poke(); trigger() }, Logger: log}, nil
+	return &api.Webhook{Secret: []byte(s), Trigger: func() { gs.Poke(); trigger() }, Logger: log}, nil
 }
 
 // secret reads a secret from file, else from the environment variable;
@@ -166,7 +169,7 @@ func triggerChan() (chan struct{}, func()) {
 
 // printSource writes what berth status says of a git source: where, the
 // revision applied and the newest seen, a failed fetch, force-pushes.
-func printSource(w io.Writer, s *reconcile.SourceStatus) {
+func printSource(w io.Writer, s *source.Status) {
 	if s == nil {
 		return
 	}

@@ -62,7 +62,7 @@ func (f *loopFlags) check(command string) error {
 	return nil
 }
 
-// massPruneFlags are the deletion guard's flags (reconcile.PruneGuard),
+// massPruneFlags are the deletion guard's flags (plan.PruneGuard),
 // the same for apply and reconcile.
 type massPruneFlags struct {
 	allow          bool

@@ -8,8 +8,10 @@ import (
 	"io/fs"
 	"time"
 
-	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/plan"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/source"
+	"github.com/berth-dev/berth/source/git"
 	"github.com/spf13/cobra"
 )
 
@@ -43,7 +45,7 @@ file written by berth snapshot, for CI without cluster credentials.
 details in collapsible blocks); a plan longer than GitHub's 65,535
 characters is split into several comments separated by the line
 "<!-- berth plan: next comment -->". --output json is versioned
-("version": "` + reconcile.PlanVersion + `").
+("version": "` + plan.PlanVersion + `").
 
 Exit status: 0 success, 1 error (invalid specs, cluster unreachable, bad
 --base), 2 a wrong command line; with --detailed-exitcode: 0 no changes,
@@ -84,7 +86,7 @@ Exit status: 0 success, 1 error (invalid specs, cluster unreachable, bad
 	fl.BoolVar(&allowMass, "allow-mass-prune", false, "plan as berth reconcile --allow-mass-prune would apply")
 	fl.IntVar(&percent, "mass-prune-percent", 25, "berth reconcile's --mass-prune-percent")
 	fl.IntVar(&minimum, "mass-prune-min", 3, "berth reconcile's --mass-prune-min")
-	fl.DurationVar(&pruneDelay, "prune-delay", reconcile.DefaultPruneDelay, "berth reconcile's --prune-delay, for the purge times shown")
+	fl.DurationVar(&pruneDelay, "prune-delay", plan.DefaultPruneDelay, "berth reconcile's --prune-delay, for the purge times shown")
 	lf.add(fl)
 	return cmd
 }
@@ -113,7 +115,7 @@ func runPlan(cmd *cobra.Command, args []string, o planOptions) error {
 		dir = args[0]
 	}
 	// 1. The specs after the change: the directory as it is.
-	rev, err := reconcile.DirSource{Dir: dir}.Read(cmd.Context())
+	rev, err := source.DirSource{Dir: dir}.Read(cmd.Context())
 	if err != nil {
 		return &exitError{Code: exitFailure, Err: err}
 	}
@@ -121,12 +123,12 @@ func runPlan(cmd *cobra.Command, args []string, o planOptions) error {
 	if err != nil {
 		return err
 	}
-	in := reconcile.PlanInput{Head: head, HeadName: dir + "@" + rev.ID, AllowMassPrune: o.allowMass, PruneDelay: o.pruneDelay,
+	in := plan.PlanInput{Head: head, HeadName: dir + "@" + rev.ID, AllowMassPrune: o.allowMass, PruneDelay: o.pruneDelay,
 		MassPrunePercent: o.percent, MassPruneMin: o.minimum}
 
 	// 2. The specs before: the same directory at --base.
-	if o.baseSet || reconcile.InGitWorkTree(dir) {
-		fsys, id, err := reconcile.GitRevisionFS(dir, o.base, o.limits)
+	if o.baseSet || git.InWorkTree(dir) {
+		fsys, id, err := git.RevisionFS(dir, o.base, o.limits)
 		if err != nil {
 			return &exitError{Code: exitFailure, Err: fmt.Errorf("--base %s: %w", o.base, err)}
 		}
@@ -164,7 +166,7 @@ func runPlan(cmd *cobra.Command, args []string, o planOptions) error {
 	in.Cluster, in.Snapshot, in.History, in.NativePreemption = c.Name, &doc.Snapshot, &doc.History, doc.NativePreemption
 
 	// 4. Report.
-	r := reconcile.NewReport(in)
+	r := plan.NewReport(in)
 	r.Warnings = append(r.Warnings, doc.Notes...)
 	out := cmd.OutOrStdout()
 	switch o.output {
@@ -173,7 +175,7 @@ func runPlan(cmd *cobra.Command, args []string, o planOptions) error {
 	case "markdown":
 		for i, part := range r.Markdown(0) {
 			if i > 0 {
-				io.WriteString(out, reconcile.MarkdownSplit)
+				io.WriteString(out, plan.MarkdownSplit)
 			}
 			io.WriteString(out, part)
 		}
@@ -193,7 +195,7 @@ func runPlan(cmd *cobra.Command, args []string, o planOptions) error {
 // loadPlanSpecs loads and validates one side of the comparison; invalid
 // specs are an error with every problem listed.
 func loadPlanSpecs(stderr io.Writer, what string, fsys fs.FS, id string, limits schema.Limits) (*schema.Set, error) {
-	set, problems, err := reconcile.SpecLoader(limits)(fsys, ".")
+	set, problems, err := source.SpecLoader(limits)(fsys, ".")
 	if err != nil {
 		return nil, &exitError{Code: exitFailure, Err: fmt.Errorf("%s: %w", what, err)}
 	}

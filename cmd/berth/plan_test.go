@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/plan"
 	"sigs.k8s.io/yaml"
 )
 
@@ -38,7 +38,7 @@ func TestCIPlanExample(t *testing.T) {
 			t.Errorf("the workflow does not run %q", want)
 		}
 	}
-	marker := strings.Trim(reconcile.MarkdownSplit, "\n")
+	marker := strings.Trim(plan.MarkdownSplit, "\n")
 	if !strings.Contains(script, marker) {
 		t.Errorf("the comment script does not split on %q", marker)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/berth-dev/berth/internal/realnomad"
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/source"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -62,7 +63,7 @@ func realLoop(t *testing.T, specs string, watch bool) *reconcile.Loop {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	cfg := reconcile.Config{Source: reconcile.DirSource{Dir: dir}, Cluster: overAsking{d}, Store: d,
+	cfg := reconcile.Config{Source: source.DirSource{Dir: dir}, Cluster: overAsking{d}, Store: d,
 		Settle: 500 * time.Millisecond, BackoffMin: time.Second, BackoffMax: 10 * time.Second}
 	if watch {
 		cfg.ClusterChanges = d.Watch(t.Context())

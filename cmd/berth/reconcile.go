@@ -12,9 +12,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/berth-dev/berth/api"
 	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/drivers/sim"
+	"github.com/berth-dev/berth/leader"
 	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/source/git"
+	"github.com/berth-dev/berth/source/watch"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 )
@@ -121,7 +125,7 @@ shown as *** in logs and the status.
 				return usageError("--health-max-age %s must be longer than --interval %s: a healthy berth succeeds a cycle at least every interval", healthMaxAge, interval)
 			}
 			if leaseTTL != 0 && leaseTTL < time.Second {
-				return usageError("--lease-ttl %s: the leader lease must live at least 1s (default %s), or 0 to run without an election", leaseTTL, reconcile.DefaultLeaseTTL)
+				return usageError("--lease-ttl %s: the leader lease must live at least 1s (default %s), or 0 to run without an election", leaseTTL, leader.DefaultLeaseTTL)
 			}
 			limits, err := f.limits.limits()
 			if err != nil {
@@ -148,7 +152,7 @@ shown as *** in logs and the status.
 			if err != nil {
 				return err
 			}
-			if gs, ok := src.Source.(*reconcile.GitSource); ok {
+			if gs, ok := src.Source.(*git.Source); ok {
 				defer gs.Close()
 			}
 			f.source = src.Name // from here on, without a password in its URL
@@ -170,17 +174,18 @@ shown as *** in logs and the status.
 				cfg.ClusterChanges = c.Watch(ctx)
 			}
 			var (
-				elector     *reconcile.Elector
+				elector     *leader.Elector
 				electorDone = make(chan struct{})
 			)
 			if c.Lease != nil && leaseTTL > 0 {
-				elector = reconcile.NewElector(c.Lease, "", leaseTTL, log)
+				elector = leader.NewElector(c.Lease, "", leaseTTL, log)
 				elector.Step(ctx) // a lone replica leads from its first cycle
 				cfg.Leader = elector
 				go func() { defer close(electorDone); elector.Run(ctx) }()
 			}
+			var routes func(*http.ServeMux)
 			if hook != nil {
-				cfg.Routes = hook.Routes
+				routes = hook.Routes
 				cfg.Debounce = 10 * time.Millisecond // a push is whole: no need to wait for quiet
 			}
 			loop, err := reconcile.New(cfg)
@@ -200,16 +205,16 @@ shown as *** in logs and the status.
 					return &exitError{Code: exitFailure, Err: err}
 				}
 			}
-			handler := loop.Handler()
+			handler := api.Handler(loop, routes)
 			if token != "" {
 				// Git webhooks (/api/v1/hooks/…) prove themselves with their
 				// own signature: a forge cannot send berth's bearer token.
-				handler = reconcile.RequireToken(handler, token, "/api/v1/hooks/")
+				handler = api.RequireToken(handler, token, "/api/v1/hooks/")
 			} else {
 				// No token: answer only to loopback names (DNS rebinding).
-				handler = reconcile.RequireLocalHost(handler, listen, "/api/v1/hooks/")
+				handler = api.RequireLocalHost(handler, listen, "/api/v1/hooks/")
 			}
-			srv, sln := reconcile.NewServer(handler, ln, reconcile.DefaultServerLimits)
+			srv, sln := api.NewServer(handler, ln, api.DefaultServerLimits)
 			go func() {
 				if err := srv.Serve(sln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					log.Error("status server stopped", "err", err.Error())
@@ -217,7 +222,7 @@ shown as *** in logs and the status.
 			}()
 			var changes <-chan struct{} = hookCh
 			if src.WatchDir != "" {
-				if changes, err = reconcile.WatchDir(ctx, src.WatchDir, log); err != nil {
+				if changes, err = watch.Dir(ctx, src.WatchDir, log); err != nil {
 					return &exitError{Code: exitFailure, Err: err}
 				}
 			}
@@ -252,7 +257,7 @@ shown as *** in logs and the status.
 	fl.DurationVar(&nomadTimeout, "nomad-timeout", nomad.DefaultRequestTimeout, "longest berth waits for Nomad to answer one request (a blocking query: its wait on top) before it cuts it and retries")
 	fl.DurationVar(&cycleTimeout, "cycle-timeout", reconcile.DefaultCycleTimeout, "longest one reconcile cycle may run before it is cut (what it applied is kept)")
 	fl.DurationVar(&healthMaxAge, "health-max-age", reconcile.DefaultHealthMaxAge, "/healthz answers 503 once the last successful cycle is older than this; when not given, twice --interval if that is longer")
-	fl.DurationVar(&leaseTTL, "lease-ttl", reconcile.DefaultLeaseTTL, "time to live of the leader lease among replicas (Nomad); a dead leader is replaced within it; 0: no election (only one berth may run)")
+	fl.DurationVar(&leaseTTL, "lease-ttl", leader.DefaultLeaseTTL, "time to live of the leader lease among replicas (Nomad); a dead leader is replaced within it; 0: no election (only one berth may run)")
 	sf.add(fl)
 	f.prune.add(fl)
 	f.limits.add(fl)
@@ -281,7 +286,7 @@ func registerSimMetrics(reg *prometheus.Registry, c *sim.Cluster) {
 // listen is not a loopback address.
 func readUIToken(file, listen string) (string, error) {
 	if file == "" {
-		if !reconcile.IsLoopback(listen) {
+		if !api.IsLoopback(listen) {
 			return "", usageError("--listen %s is not loopback: anyone who reaches it would see the cluster; give --ui-token-file FILE (a bearer token the API and the dashboard will require), or listen on 127.0.0.1", listen)
 		}
 		return "", nil

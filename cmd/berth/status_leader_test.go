@@ -4,18 +4,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-dev/berth/leader"
 	"github.com/berth-dev/berth/reconcile"
 )
 
 // berth status names the leader, and says when the replica asked follows.
 func TestPrintStatusLeader(t *testing.T) {
 	tests := map[string]struct {
-		leader reconcile.LeaderStatus
+		leader leader.Status
 		want   string
 	}{
-		"leading":   {reconcile.LeaderStatus{Self: "a/1/x", Leader: "a/1/x", Leading: true, Term: 3}, "Leader:    this replica (a/1/x), term 3\n"},
-		"following": {reconcile.LeaderStatus{Self: "b/2/y", Leader: "a/1/x", Term: 3}, "Leader:    a/1/x; this replica (b/2/y) follows: read-only, it takes over if the leader dies\n"},
-		"none":      {reconcile.LeaderStatus{Self: "b/2/y"}, "Leader:    none yet; this replica (b/2/y) waits for the lease\n"},
+		"leading":   {leader.Status{Self: "a/1/x", Leader: "a/1/x", Leading: true, Term: 3}, "Leader:    this replica (a/1/x), term 3\n"},
+		"following": {leader.Status{Self: "b/2/y", Leader: "a/1/x", Term: 3}, "Leader:    a/1/x; this replica (b/2/y) follows: read-only, it takes over if the leader dies\n"},
+		"none":      {leader.Status{Self: "b/2/y"}, "Leader:    none yet; this replica (b/2/y) waits for the lease\n"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

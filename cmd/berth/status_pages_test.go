@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-dev/berth/api"
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/source"
 )
 
 // berth status against a loop that serves its workspaces in pages: the
@@ -33,14 +35,14 @@ func TestStatusPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := sim.New(*spec, sim.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
-	loop, err := reconcile.New(reconcile.Config{Source: reconcile.DirSource{Dir: dir}, Cluster: c, Store: c})
+	loop, err := reconcile.New(reconcile.Config{Source: source.DirSource{Dir: dir}, Cluster: c, Store: c})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := loop.Once(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(loop.Handler())
+	srv := httptest.NewServer(api.Handler(loop, nil))
 	defer srv.Close()
 
 	var out, errs strings.Builder

@@ -18,6 +18,7 @@ import (
 	"github.com/berth-dev/berth/internal/realnomad"
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/source"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -78,7 +79,7 @@ func newFaultLoop(t *testing.T) *faultLoop {
 	f := &faultLoop{t: t, c: c, proxy: p, dir: t.TempDir(), log: &logBuffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	l, err := reconcile.New(reconcile.Config{
-		Source: reconcile.DirSource{Dir: f.dir}, Cluster: d, Store: d,
+		Source: source.DirSource{Dir: f.dir}, Cluster: d, Store: d,
 		Logger:   slog.New(slog.NewTextHandler(f.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Interval: 30 * time.Second, Settle: 500 * time.Millisecond, Debounce: 200 * time.Millisecond,
 		BackoffMin: time.Second, BackoffMax: faultBackoffMax, CycleTimeout: 20 * time.Second,

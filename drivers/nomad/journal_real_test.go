@@ -11,6 +11,7 @@ import (
 	"github.com/berth-dev/berth/internal/realnomad"
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/source"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -27,7 +28,7 @@ func TestRealPruneDelaySurvivesRestart(t *testing.T) {
 	write(t, dir, "b.yaml", realWorkspace("b", 1, "sleep 3600"))
 	open := func() (*reconcile.Loop, *nomad.Driver) {
 		d := newDriver(t, nomad.ConfigFromEnv(""))
-		l, err := reconcile.New(reconcile.Config{Source: reconcile.DirSource{Dir: dir}, Cluster: d, Store: d, PruneDelay: delay})
+		l, err := reconcile.New(reconcile.Config{Source: source.DirSource{Dir: dir}, Cluster: d, Store: d, PruneDelay: delay})
 		if err != nil {
 			t.Fatal(err)
 		}

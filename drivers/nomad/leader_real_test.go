@@ -24,8 +24,10 @@ import (
 
 	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/internal/realnomad"
+	"github.com/berth-dev/berth/leader"
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/source"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -156,7 +158,7 @@ func writeProxy(target *url.URL, tr http.RoundTripper, id, leasePath string, log
 
 type leaderReplica struct {
 	id     string
-	el     *reconcile.Elector
+	el     *leader.Elector
 	loop   *reconcile.Loop
 	d      *nomad.Driver
 	proxy  *httptest.Server
@@ -222,8 +224,8 @@ func TestRealLeaderElection(t *testing.T) {
 		r := &leaderReplica{id: id}
 		r.proxy = writeProxy(target, tr, id, leasePath, &log)
 		r.d = newDriver(t, nomad.Config{Address: r.proxy.URL, LeasePath: leasePath})
-		r.el = reconcile.NewElector(r.d, id, leaderTTL, logger)
-		r.loop, err = reconcile.New(reconcile.Config{Logger: logger, Source: reconcile.DirSource{Dir: dir}, Cluster: r.d, Store: r.d, Leader: r.el,
+		r.el = leader.NewElector(r.d, id, leaderTTL, logger)
+		r.loop, err = reconcile.New(reconcile.Config{Logger: logger, Source: source.DirSource{Dir: dir}, Cluster: r.d, Store: r.d, Leader: r.el,
 			Interval: time.Second, Settle: 500 * time.Millisecond, BackoffMin: 200 * time.Millisecond, BackoffMax: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)

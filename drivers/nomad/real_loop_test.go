@@ -11,8 +11,10 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/internal/realnomad"
+	"github.com/berth-dev/berth/plan"
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/source"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -57,7 +59,7 @@ func newRealLoop(t *testing.T) *realLoop {
 	c := realnomad.Client(t)
 	d := newDriver(t, nomad.ConfigFromEnv(""))
 	dir := t.TempDir()
-	l, err := reconcile.New(reconcile.Config{Source: reconcile.DirSource{Dir: dir}, Cluster: d, Store: d})
+	l, err := reconcile.New(reconcile.Config{Source: source.DirSource{Dir: dir}, Cluster: d, Store: d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +161,7 @@ func TestRealRevisionRestartsOnlyWhatChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep := reconcile.NewReport(reconcile.PlanInput{Base: base, Head: head, BaseName: "base", HeadName: "head", Snapshot: &snap}); rep.Summary.Update != 0 {
+	if rep := plan.NewReport(plan.PlanInput{Base: base, Head: head, BaseName: "base", HeadName: "head", Snapshot: &snap}); rep.Summary.Update != 0 {
 		t.Errorf("plan for a comment: %s", rep.Text())
 	}
 	res := r.until(10*time.Second, "the new revision in force", func() bool { return true })
@@ -179,7 +181,7 @@ func TestRealRevisionRestartsOnlyWhatChanged(t *testing.T) {
 	r.write("b.yaml", realWorkspace("b", 0, "sleep 3601"))
 	head = mustLoad(t, r.dir)
 	snap, _ = r.d.Observe(ctx)
-	rep := reconcile.NewReport(reconcile.PlanInput{Base: base, Head: head, BaseName: "base", HeadName: "head", Snapshot: &snap})
+	rep := plan.NewReport(plan.PlanInput{Base: base, Head: head, BaseName: "base", HeadName: "head", Snapshot: &snap})
 	if rep.Summary.Update != 1 || !strings.Contains(rep.Text(), "update  berth-real/b") || !strings.Contains(rep.Text(), "restarts: ") {
 		t.Errorf("plan for b's new args:\n%s", rep.Text())
 	}
@@ -284,7 +286,7 @@ func driftRunning(name string) func(drivers.Snapshot) bool {
 
 func mustLoad(t *testing.T, dir string) *schema.Set {
 	t.Helper()
-	set, problems, err := reconcile.LoadSpecs(os.DirFS(dir), ".")
+	set, problems, err := source.LoadSpecs(os.DirFS(dir), ".")
 	if err != nil || set == nil {
 		t.Fatalf("load %s: %v %v", dir, problems, err)
 	}
@@ -409,7 +411,7 @@ func TestRealRestartOnFailureIsBounded(t *testing.T) {
 	cfg.RestartDelay = time.Second
 	d := newDriver(t, cfg)
 	dir := t.TempDir()
-	l, err := reconcile.New(reconcile.Config{Source: reconcile.DirSource{Dir: dir}, Cluster: d, Store: d})
+	l, err := reconcile.New(reconcile.Config{Source: source.DirSource{Dir: dir}, Cluster: d, Store: d})
 	if err != nil {
 		t.Fatal(err)
 	}

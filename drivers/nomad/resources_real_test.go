@@ -15,6 +15,7 @@ import (
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/source"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -67,7 +68,7 @@ spec:
 func resLoop(t *testing.T, dir string) (*reconcile.Loop, *nomad.Driver) {
 	t.Helper()
 	d := newDriver(t, nomad.ConfigFromEnv(""))
-	l, err := reconcile.New(reconcile.Config{Source: reconcile.DirSource{Dir: dir}, Cluster: d, Store: d, ClusterName: "real"})
+	l, err := reconcile.New(reconcile.Config{Source: source.DirSource{Dir: dir}, Cluster: d, Store: d, ClusterName: "real"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/berth-dev/berth/internal/realnomad"
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/source"
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/nomad/api"
 )
@@ -147,7 +148,7 @@ func TestRealHistoryThousandWaitingWorkspaces(t *testing.T) {
 	}
 	newLoop := func() (*reconcile.Loop, *nomad.Driver) {
 		d := newDriver(t, nomad.ConfigFromEnv(""))
-		l, err := reconcile.New(reconcile.Config{Source: reconcile.DirSource{Dir: dir}, Cluster: d, Store: d, ClusterName: "nomad"})
+		l, err := reconcile.New(reconcile.Config{Source: source.DirSource{Dir: dir}, Cluster: d, Store: d, ClusterName: "nomad"})
 		if err != nil {
 			t.Fatal(err)
 		}

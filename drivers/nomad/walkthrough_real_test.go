@@ -14,6 +14,7 @@ import (
 	"github.com/berth-dev/berth/internal/realnomad"
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/source"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -56,7 +57,7 @@ func TestRealWalkthrough(t *testing.T) {
 	write(t, dir, "medium.yaml", medDoc)
 
 	d := newDriver(t, nomad.ConfigFromEnv(""))
-	loop, err := reconcile.New(reconcile.Config{Source: reconcile.DirSource{Dir: dir}, Cluster: d, Store: d, ClusterName: "nomad"})
+	loop, err := reconcile.New(reconcile.Config{Source: source.DirSource{Dir: dir}, Cluster: d, Store: d, ClusterName: "nomad"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,11 @@
+// Package plan is what a change would do, pure: New turns a decision into
+// the ordered actions that move the cluster toward it (stops,
+// preemptions, waits for victims to be gone, starts, updates);
+// CheckMassPrune is the guard against a revision that would stop or
+// remove too many workspaces at once; NewReport is `berth plan`: the spec
+// changes between two revisions and their consequences on an observed
+// snapshot, rendered as text, Markdown (pull-request comments) or JSON.
+//
+// It reads no clock and does no I/O: the loop (package reconcile) and
+// `berth plan` call it with what they observed.
+package plan

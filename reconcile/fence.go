@@ -1,0 +1,98 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/leader"
+)
+
+// The loop writes only while this replica leads (Config.Leader; the
+// election itself is package leader): every write goes through a fence.
+
+// Leadership tells the loop whether this replica may write.
+type Leadership interface {
+	// Leading reports whether this replica holds the lease now.
+	Leading() bool
+	// leader.Status describes the election for the status.
+	LeaderStatus() leader.Status
+}
+
+// notLeader is the error a follower's write gets; of class conflict, so
+// the loop observes again soon rather than backing off.
+type notLeader struct{ leader string }
+
+func (e notLeader) Error() string {
+	if e.leader == "" {
+		return "this replica does not hold the leader lease; it does not write"
+	}
+	return "this replica does not hold the leader lease (" + e.leader + " does); it does not write"
+}
+
+func (notLeader) Conflict() bool { return true }
+
+// fencedCluster and fencedStore refuse writes while the replica does not
+// lead: the lease can lapse in the middle of a cycle.
+type fencedCluster struct {
+	drivers.Cluster
+	lead Leadership
+}
+
+// Apply applies a while this replica leads: an action that outlasts the
+// lease (a start waits for its placement) is cancelled when the lease
+// lapses, so a deposed leader's driver makes no further write.
+func (f fencedCluster) Apply(ctx context.Context, a drivers.Action) error {
+	return fenced(ctx, f.lead, func(ctx context.Context) error { return f.Cluster.Apply(ctx, a) })
+}
+
+// fenced runs write while this replica leads, with a context cancelled
+// when the lease lapses; a write refused or failed because the lease
+// lapsed says this replica no longer leads.
+func fenced(ctx context.Context, lead Leadership, write func(context.Context) error) error {
+	if !lead.Leading() {
+		return notLeader{lead.LeaderStatus().Leader}
+	}
+	ctx, stop := whileLeading(ctx, lead)
+	defer stop()
+	err := write(ctx)
+	if err != nil && !lead.Leading() {
+		return errors.Join(notLeader{lead.LeaderStatus().Leader}, err)
+	}
+	return err
+}
+
+// leadingPoll is how often a write in flight checks the lease.
+const leadingPoll = 100 * time.Millisecond
+
+// whileLeading returns a context that ends with ctx or when lead no
+// longer leads, whichever comes first; stop releases it.
+func whileLeading(ctx context.Context, lead Leadership) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTicker(leadingPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if !lead.Leading() {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return ctx, cancel
+}
+
+type fencedStore struct {
+	drivers.Store
+	lead Leadership
+}
+
+func (f fencedStore) SaveHistory(ctx context.Context, h drivers.History) error {
+	return fenced(ctx, f.lead, func(ctx context.Context) error { return f.Store.SaveHistory(ctx, h) })
+}

@@ -1,0 +1,90 @@
+package source
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestDirSourceRevisionFollowsContent(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("one"), 0o644)
+	src := DirSource{Dir: dir}
+	r1, err := src.Read(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(dir, ".git"), 0o755)
+	os.WriteFile(filepath.Join(dir, ".git", "HEAD"), []byte("ref"), 0o644)
+	r2, _ := src.Read(t.Context())
+	os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("two"), 0o644)
+	r3, _ := src.Read(t.Context())
+	if r1.ID != r2.ID {
+		t.Errorf("a hidden file changed the revision: %s → %s", r1.ID, r2.ID)
+	}
+	if r3.ID == r2.ID {
+		t.Errorf("new content, same revision %s", r3.ID)
+	}
+}
+
+// TestDirSourceLinksAndFIFOs: a spec reached through a link inside the
+// directory changes the revision when its content does; a FIFO never
+// blocks a read, and the revision's FS does not lead outside the
+// directory.
+func TestDirSourceLinksAndFIFOs(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "shared"), 0o755)
+	os.WriteFile(filepath.Join(dir, "shared", "t.yaml"), []byte("one"), 0o644)
+	os.WriteFile(filepath.Join(outside, "secret.yaml"), []byte("db_password: x"), 0o644)
+	if err := os.Symlink("shared/t.yaml", filepath.Join(dir, "t.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "secret.yaml"), filepath.Join(dir, "secret.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "pipe.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := DirSource{Dir: dir}
+	read := func() Revision {
+		t.Helper()
+		done := make(chan Revision)
+		go func() {
+			r, err := src.Read(t.Context())
+			if err != nil {
+				t.Error(err)
+			}
+			done <- r
+		}()
+		select {
+		case r := <-done:
+			return r
+		case <-time.After(time.Minute):
+			t.Fatal("DirSource.Read hangs on a FIFO")
+		}
+		return Revision{}
+	}
+	r1 := read()
+	if _, err := fs.ReadFile(r1.FS, "secret.yaml"); err == nil {
+		t.Error("the revision's FS reads a file outside the directory through a link")
+	}
+	os.WriteFile(filepath.Join(outside, "secret.yaml"), []byte("db_password: y"), 0o644)
+	if r2 := read(); r2.ID != r1.ID {
+		t.Errorf("a file outside the directory changed the revision")
+	}
+	os.Remove(filepath.Join(dir, "t.yaml"))
+	if err := os.Symlink("shared/t.yaml", filepath.Join(dir, "t.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "shared", "t.yaml"), []byte("two"), 0o644)
+	r3 := read()
+	if r3.ID == r1.ID {
+		t.Errorf("new content behind an in-tree link, same revision %s", r3.ID)
+	}
+	if b, err := fs.ReadFile(r3.FS, "t.yaml"); err != nil || string(b) != "two" {
+		t.Errorf("reading through the in-tree link: %q, %v", b, err)
+	}
+}
