@@ -58,8 +58,9 @@ image: ## Build the container image berth:dev (IMAGE=…) from the Dockerfile (n
 	@docker info >/dev/null 2>&1 || { echo "make image needs a running docker daemon (docker info fails here); make static builds the binary the image runs"; exit 1; }
 	docker build -t $(IMAGE) .
 
-golden: ## Rewrite every golden file and txtar expectation from the code
-	BERTH_UPDATE=1 $(GO) test -count=1 $(PKGS) >/dev/null
+golden: ## Rewrite every golden file and txtar expectation from the code (a failing test's output is shown)
+	@echo "BERTH_UPDATE=1 $(GO) test -count=1 $(PKGS)"
+	@out=$$(BERTH_UPDATE=1 $(GO) test -count=1 $(PKGS) 2>&1) || { echo "$$out" | grep -v -e '^ok ' -e '^?  .*\[no test files\]'; exit 1; }
 
 screenshot: ## Screenshot the dashboard during the walk-through (docs/dashboard.png; needs chromium)
 	@command -v chromium >/dev/null || { echo "make screenshot needs chromium (apt-get install -y chromium)"; exit 1; }

@@ -138,11 +138,12 @@ func (l *Loop) apply(ctx context.Context, p plan.Plan, snap *drivers.Snapshot) a
 			}
 			continue
 		}
-		if b.tripped.Load() && out.err == nil && classOf(err) == "transient" {
+		cls := drivers.ClassOf(err)
+		if b.tripped.Load() && out.err == nil && cls == drivers.ClassTransient {
 			out.err = fmt.Errorf("the cluster failed %d actions in a row; the rest of the plan waits for the next cycle: %w", b.failed.Load(), err)
 		}
-		class := classOf(err)
-		if class == "invalid" {
+		class := cls.String()
+		if cls == drivers.ClassInvalid {
 			l.mu.Lock()
 			l.rejected[a.Workspace] = rejection{revision: p.Revision, reason: err.Error()}
 			l.mu.Unlock()
@@ -177,7 +178,7 @@ func (b *breaker) note(ctx context.Context, err error, limit int) {
 		b.failed.Store(0)
 	case clusterWide(ctx, err):
 		b.stop.Store(true)
-	case classOf(err) == "transient":
+	case drivers.ClassOf(err) == drivers.ClassTransient:
 		if b.failed.Add(1) >= int64(limit) {
 			b.tripped.Store(true)
 			b.stop.Store(true)
@@ -226,33 +227,11 @@ type rejection struct {
 	reason   string
 }
 
-// hasClass reports whether err carries a driver's classification (the
-// drivers package's errors answer Conflict(), Invalid(), Transient(),
-// Unplaceable()); reconcile may not import drivers, so it asks through
-// an interface.
+// hasClass reports whether drivers.ClassOf(err) is the class named
+// class ("conflict", …). Only leader.go still asks this way; once it asks
+// drivers.ClassOf itself, hasClass goes.
 func hasClass(err error, class string) bool {
-	switch class {
-	case "invalid":
-		var c interface{ Invalid() bool }
-		return errors.As(err, &c) && c.Invalid()
-	case "conflict":
-		var c interface{ Conflict() bool }
-		return errors.As(err, &c) && c.Conflict()
-	case "unplaceable":
-		var c interface{ Unplaceable() bool }
-		return errors.As(err, &c) && c.Unplaceable()
-	}
-	return false
-}
-
-// classOf names err's class; an error no driver classified is transient.
-func classOf(err error) string {
-	for _, c := range []string{"invalid", "unplaceable", "conflict"} {
-		if hasClass(err, c) {
-			return c
-		}
-	}
-	return "transient"
+	return drivers.ClassOf(err).String() == class
 }
 
 func earliest(a, b time.Time) time.Time {

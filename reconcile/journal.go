@@ -12,7 +12,7 @@ import (
 )
 
 // The journal is the loop's memory of each workspace kept in the Store
-// beside the decision's history (state.History.Journal), so that a
+// beside the decision's history (drivers.History.Journal), so that a
 // restarted berth, or a replica newly elected leader, continues where the
 // last writer stopped: the transitions behind explain and the dashboard's
 // timeline, the facts a resume is measured against (it held GPUs, they

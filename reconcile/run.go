@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/berth-dev/berth/drivers"
 )
 
 // Run calls Once now, then whenever changes signals (debounced: it waits
@@ -38,7 +40,7 @@ func (l *Loop) Run(ctx context.Context, changes <-chan struct{}) error {
 		case errors.As(err, &stalled):
 			backoff, conflicts = 0, 0
 			l.log.Error("no valid revision to apply; waiting for the specs to change", "revision", stalled.Revision)
-		case err != nil && hasClass(err, "conflict"):
+		case err != nil && drivers.ClassOf(err) == drivers.ClassConflict:
 			backoff = 0
 			conflicts++
 			next = l.cfg.Settle

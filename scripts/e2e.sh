@@ -2,7 +2,9 @@
 # make e2e: berth against a real Nomad v1.6.5 with fake GPUs.
 #   Starts ../shared/nomad-dev/up (2 client nodes, 4 fake GPUs each) under
 #   .nomad-dev/, runs every TestReal… test of the module against it (one
-#   package at a time: they share the agent), and stops it, also on failure.
+#   package at a time: they share the agent), and stops it, also on failure:
+#   the driver's own (drivers/nomad), berth's loop over it (internal/e2e)
+#   and the binary's (cmd/berth).
 #   E2E_RUN narrows the tests (a go test -run pattern); E2E_PORT moves the
 #   agent (default 4646).
 set -euo pipefail

@@ -1,44 +1,14 @@
 package nomad_test
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/internal/realnomad"
-	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
-	"github.com/berth-dev/berth/source"
 	"github.com/google/go-cmp/cmp"
-	"github.com/hashicorp/nomad/api"
 )
-
-// realHistoryVars lists the Variables under the state path on the real agent
-// with their sizes as Nomad counts them, and their ModifyIndex.
-func realHistoryVars(t *testing.T, c *api.Client) (sizes map[string]int, index map[string]uint64) {
-	t.Helper()
-	metas, _, err := c.Variables().PrefixList(historyPath, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sizes, index = map[string]int{}, map[string]uint64{}
-	for _, m := range metas {
-		v, _, err := c.Variables().Read(m.Path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for k, s := range v.Items {
-			n += len(k) + len(s)
-		}
-		sizes[m.Path], index[m.Path] = n, m.ModifyIndex
-	}
-	return sizes, index
-}
 
 // TestRealHistoryFiftyThousandWorkspaces saves the history of 50,000
 // workspaces in a real Nomad's Variables (each within Nomad's own 64 KiB
@@ -58,7 +28,7 @@ func TestRealHistoryFiftyThousandWorkspaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	saved := time.Since(start)
-	sizes, before := realHistoryVars(t, c)
+	sizes, before := realnomad.HistoryVars(t, c)
 	total, largest := 0, 0
 	for _, n := range sizes {
 		total += n
@@ -82,7 +52,7 @@ func TestRealHistoryFiftyThousandWorkspaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	changed := time.Since(start)
-	_, after := realHistoryVars(t, c)
+	_, after := realnomad.HistoryVars(t, c)
 	var rewritten []string
 	for p, i := range after {
 		if before[p] != i {
@@ -97,7 +67,7 @@ func TestRealHistoryFiftyThousandWorkspaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	unchanged := time.Since(start)
-	if _, again := realHistoryVars(t, c); !cmp.Equal(after, again) {
+	if _, again := realnomad.HistoryVars(t, c); !cmp.Equal(after, again) {
 		t.Errorf("an unchanged history was written")
 	}
 	start = time.Now()
@@ -114,7 +84,7 @@ func TestRealHistoryFiftyThousandWorkspaces(t *testing.T) {
 	if err := w.SaveHistory(ctx, small); err != nil {
 		t.Fatal(err)
 	}
-	if sizes, _ := realHistoryVars(t, c); len(sizes) != 2 {
+	if sizes, _ := realnomad.HistoryVars(t, c); len(sizes) != 2 {
 		t.Errorf("100 workspaces after 50,000: %d Variables, want the head and one shard", len(sizes))
 	}
 	got, err = newReal().LoadHistory(ctx)
@@ -124,65 +94,4 @@ func TestRealHistoryFiftyThousandWorkspaces(t *testing.T) {
 	if d := cmp.Diff(small, got); d != "" {
 		t.Errorf("after shrinking (-want +got)\n%.2000s", d)
 	}
-}
-
-// TestRealHistoryThousandWaitingWorkspaces runs reconcile cycles through
-// the loop and the Nomad driver for 1,000 workspaces that all wait (each
-// asks for more GPUs than a node has): their queue places are saved in
-// Nomad (one Variable held 870 before berth failed every save) and a
-// restarted berth keeps them. No job is registered.
-func TestRealHistoryThousandWaitingWorkspaces(t *testing.T) {
-	c := realnomad.Client(t)
-	dir := t.TempDir()
-	var b strings.Builder
-	b.WriteString("apiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: medium}\nspec: {value: 50}\n")
-	for p := range 20 {
-		fmt.Fprintf(&b, "---\napiVersion: berth.dev/v1\nkind: Project\nmetadata: {name: team-%02d}\nspec: {tier: medium, members: [alice], quota: {gpus: 64}}\n", p)
-		for w := range 50 {
-			fmt.Fprintf(&b, "---\napiVersion: berth.dev/v1\nkind: Workspace\nmetadata: {name: llm-finetune-experiment-%03d, project: team-%02d}\n"+
-				"spec:\n  owner: alice\n  state: Running\n  task: {driver: raw_exec, command: /bin/sh, args: [-c, sleep 3600]}\n  resources: {gpus: 64}\n", w, p)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, "specs.yaml"), []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	newLoop := func() (*reconcile.Loop, *nomad.Driver) {
-		d := newDriver(t, nomad.ConfigFromEnv(""))
-		l, err := reconcile.New(reconcile.Config{Source: source.DirSource{Dir: dir}, Cluster: d, Store: d, ClusterName: "nomad"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l, d
-	}
-	loop, _ := newLoop()
-	start := time.Now()
-	res, err := loop.Once(ctx)
-	if err != nil {
-		t.Fatalf("first cycle: %v", err)
-	}
-	first := time.Since(start)
-	if len(res.Applied) != 0 {
-		t.Errorf("applied %v, want nothing (no workspace fits)", res.Applied)
-	}
-	_, d := newLoop()
-	h, err := d.LoadHistory(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(h.QueuedSince) != 1000 {
-		t.Fatalf("saved %d queue places, want 1000", len(h.QueuedSince))
-	}
-	restarted, _ := newLoop()
-	if _, err := restarted.Once(ctx); err != nil {
-		t.Fatalf("cycle of a restarted berth: %v", err)
-	}
-	h2, err := d.LoadHistory(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(h.QueuedSince, h2.QueuedSince); diff != "" {
-		t.Errorf("a restarted berth moved the queue (-before +after)\n%.2000s", diff)
-	}
-	sizes, _ := realHistoryVars(t, c)
-	t.Logf("1,000 waiting workspaces: first cycle %v; history in %d Variables %v", first, len(sizes), sizes)
 }

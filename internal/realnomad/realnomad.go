@@ -25,6 +25,10 @@ const (
 	metaCreatedBy = "berth.created-by"
 )
 
+// historyPath is where the Nomad driver keeps the history by default
+// (its StateNamespace's Variables), repeated here like the meta keys.
+const historyPath = "berth/state/history"
+
 // Client returns a client for the agent at NOMAD_ADDR, or skips t when
 // NOMAD_ADDR is not set. Every berth job, berth-created namespace and
 // berth Variable is removed before the test and again when it ends, so
@@ -139,4 +143,28 @@ func NodeIDs(t testing.TB, c *api.Client) map[string]string {
 		out[s.Name] = s.ID
 	}
 	return out
+}
+
+// HistoryVars lists the Variables under berth/state/history (where the
+// Nomad driver keeps the history) on the agent c, with their sizes as
+// Nomad counts them and their ModifyIndex.
+func HistoryVars(t testing.TB, c *api.Client) (sizes map[string]int, index map[string]uint64) {
+	t.Helper()
+	metas, _, err := c.Variables().PrefixList(historyPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes, index = map[string]int{}, map[string]uint64{}
+	for _, m := range metas {
+		v, _, err := c.Variables().Read(m.Path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for k, s := range v.Items {
+			n += len(k) + len(s)
+		}
+		sizes[m.Path], index[m.Path] = n, m.ModifyIndex
+	}
+	return sizes, index
 }

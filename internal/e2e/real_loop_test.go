@@ -1,4 +1,4 @@
-package nomad_test
+package e2e
 
 import (
 	"fmt"
@@ -240,36 +240,6 @@ func TestRealExitIsNotLooped(t *testing.T) {
 	// A changed spec runs it again, as a new allocation.
 	r.write("ok.yaml", realWorkspace("ok", 0, "sleep 3600"))
 	r.until(20*time.Second, "ok runs again", r.running("ok"))
-}
-
-// TestRealUnplaceableStartCarriesNomadsReason: a start Nomad cannot place
-// is ClassUnplaceable with Nomad's reason (memory exhausted, for a 0-GPU
-// job), and the job is withdrawn. How often it is tried again is the
-// loop's per-workspace backoff (cmd/berth's TestRealNoConnectionPileUp).
-func TestRealUnplaceableStartCarriesNomadsReason(t *testing.T) {
-	c := realnomad.Client(t)
-	d := newDriver(t, nomad.ConfigFromEnv(""))
-	snap, err := d.Observe(ctx)
-	if err != nil || len(snap.Nodes) == 0 {
-		t.Fatalf("observe: %v", err)
-	}
-	ws := &schema.Workspace{Meta: schema.Meta{Name: "huge", Project: "berth-real"}, Spec: schema.WorkspaceSpec{
-		State: schema.DesiredRunning, Task: schema.Task{Driver: "raw_exec", Command: "/bin/sleep", Args: []string{"3600"}},
-		Resources: schema.WorkResources{MemoryBytes: 1 << 50}}}
-	a := drivers.Action{Kind: drivers.ActionStart, Workspace: ws.Ref(), Spec: ws, Revision: "r1",
-		Project:    &schema.Project{Meta: schema.Meta{Name: "berth-real"}, Spec: schema.ProjectSpec{Tier: "medium"}},
-		Tier:       &schema.PriorityTier{Meta: schema.Meta{Name: "medium"}, Spec: schema.TierSpec{Value: 50}},
-		Placements: []drivers.Placement{{Node: snap.Nodes[0].Name}}}
-	start := time.Now()
-	err = d.Apply(ctx, a)
-	if drivers.ClassOf(err) != drivers.ClassUnplaceable || !strings.Contains(err.Error(), "memory exhausted") || strings.Contains(err.Error(), "GPU") {
-		t.Fatalf("Apply = %v (class %s), want unplaceable with Nomad's reason (memory exhausted)", err, drivers.ClassOf(err))
-	}
-	t.Logf("unplaceable in %s: %v", time.Since(start), err)
-	j, _, err := c.Jobs().Info("huge", &api.QueryOptions{Namespace: "berth-real"})
-	if err != nil || j.Stop == nil || !*j.Stop {
-		t.Fatalf("the unplaceable job is not withdrawn: %+v %v", j, err)
-	}
 }
 
 // driftRunning reports whether workspace name runs with drift reported.

@@ -1,0 +1,77 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/drivers/nomad"
+	"github.com/berth-dev/berth/internal/realnomad"
+	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/source"
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestRealHistoryThousandWaitingWorkspaces runs reconcile cycles through
+// the loop and the Nomad driver for 1,000 workspaces that all wait (each
+// asks for more GPUs than a node has): their queue places are saved in
+// Nomad (one Variable held 870 before berth failed every save) and a
+// restarted berth keeps them. No job is registered.
+func TestRealHistoryThousandWaitingWorkspaces(t *testing.T) {
+	c := realnomad.Client(t)
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("apiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: medium}\nspec: {value: 50}\n")
+	for p := range 20 {
+		fmt.Fprintf(&b, "---\napiVersion: berth.dev/v1\nkind: Project\nmetadata: {name: team-%02d}\nspec: {tier: medium, members: [alice], quota: {gpus: 64}}\n", p)
+		for w := range 50 {
+			fmt.Fprintf(&b, "---\napiVersion: berth.dev/v1\nkind: Workspace\nmetadata: {name: llm-finetune-experiment-%03d, project: team-%02d}\n"+
+				"spec:\n  owner: alice\n  state: Running\n  task: {driver: raw_exec, command: /bin/sh, args: [-c, sleep 3600]}\n  resources: {gpus: 64}\n", w, p)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "specs.yaml"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	newLoop := func() (*reconcile.Loop, *nomad.Driver) {
+		d := newDriver(t, nomad.ConfigFromEnv(""))
+		l, err := reconcile.New(reconcile.Config{Source: source.DirSource{Dir: dir}, Cluster: d, Store: d, ClusterName: "nomad"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l, d
+	}
+	loop, _ := newLoop()
+	start := time.Now()
+	res, err := loop.Once(ctx)
+	if err != nil {
+		t.Fatalf("first cycle: %v", err)
+	}
+	first := time.Since(start)
+	if len(res.Applied) != 0 {
+		t.Errorf("applied %v, want nothing (no workspace fits)", res.Applied)
+	}
+	_, d := newLoop()
+	h, err := d.LoadHistory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.QueuedSince) != 1000 {
+		t.Fatalf("saved %d queue places, want 1000", len(h.QueuedSince))
+	}
+	restarted, _ := newLoop()
+	if _, err := restarted.Once(ctx); err != nil {
+		t.Fatalf("cycle of a restarted berth: %v", err)
+	}
+	h2, err := d.LoadHistory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(h.QueuedSince, h2.QueuedSince); diff != "" {
+		t.Errorf("a restarted berth moved the queue (-before +after)\n%.2000s", diff)
+	}
+	sizes, _ := realnomad.HistoryVars(t, c)
+	t.Logf("1,000 waiting workspaces: first cycle %v; history in %d Variables %v", first, len(sizes), sizes)
+}
