@@ -68,9 +68,6 @@ func (d *decider) admit(w *wsState) {
 		d.wait(w, Reason{ReasonCapacity, fmt.Sprintf("capacity: no usable GPU of model %s in the cluster", w.model)})
 		return
 	}
-	if d.backfill(w, mi) { // backfill.go: off unless Input.Backfill
-		return
-	}
 	inQuota := d.inQuota(p, w)
 	sm := d.shapeOf(w, mi)
 	// sm.failed index: 1 + the project inside its quota; beyond it,

@@ -188,15 +188,6 @@ type decider struct {
 	couldPreempt bool
 	// nReleasing counts the slots whose owner is leaving (releasing).
 	nReleasing int
-	// pred: each queued workspace's predicted median run time, by
-	// index in ws, when the input asks for ShortestFirst (shortest.go).
-	pred []time.Duration
-	// shadowOf (a workspace index + 1; 0: none) and shadow: when the
-	// reservation's holder is likely to have room (backfill.go);
-	// predCache: the predictions backfill reads.
-	shadowOf  int32
-	shadow    time.Duration
-	predCache PredictCache
 
 	// avail[m][l][k] counts, per group, the GPUs a preemptor could get:
 	// free, releasing, and held by candidates of the k lowest tiers

@@ -113,11 +113,7 @@
 // holders.go (phase 1), resources.go (CPU, memory, disk, cores, drivers
 // and host volumes), predict.go (run-time prediction from
 // History.RunTimes and expectedDuration), likely.go (the queue's likely
-// start, for people: Decide never reads it), and two experiments off
-// unless the Input asks, which the replay measures: shortest.go
-// (shortest predicted run first within a tier and aging step) and
-// backfill.go (short predicted runs on GPUs held for a reservation).
-// decide.go runs the phases. The machinery that makes
+// start, for people: Decide never reads it). decide.go runs the phases. The machinery that makes
 // them fast has files of its own, each saying which rule it serves:
 // records.go (the records a decision builds), index.go (free GPUs by
 // level), avail.go (what a preemptor could get), memo.go (failures per
