@@ -3,6 +3,8 @@ package policies
 // Rule: admission (phase 3). In queue order, each workspace starts on free
 // GPUs (best fit, preferred topology first), else preempts (preempt.go),
 // else waits with a reason; the first gang that waits reserves.
+//
+// Scenarios: testdata/admit/.
 
 import (
 	"fmt"

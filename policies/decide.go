@@ -2,6 +2,9 @@ package policies
 
 // Decide and the records it works on: the phases in order (doc.go maps
 // them), each in a file of its own.
+//
+// Scenarios: testdata/walkthrough/ (the seed walk-through, end to end,
+// in order); each rule's own in the folder named after its file.
 
 import (
 	"container/heap"

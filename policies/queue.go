@@ -4,6 +4,8 @@ package policies
 // aging, then time queued), merged by a heap on the head's key: in-quota before
 // borrowing, then tier, then fair share less the aging credit, then time
 // queued, then Ref.
+//
+// Scenarios: testdata/queue/.
 
 import (
 	"cmp"
