@@ -3,6 +3,8 @@ package policies
 // Rule: admission (phase 3). In queue order, each workspace starts on free
 // GPUs (best fit, preferred topology first), else preempts (preempt.go),
 // else waits with a reason; the first gang that waits reserves.
+//
+// Scenarios: testdata/admit/.
 
 import (
 	"fmt"
@@ -66,9 +68,6 @@ func (d *decider) admit(w *wsState) {
 	mi := d.c.modelIndex(w.model)
 	if mi < 0 {
 		d.wait(w, Reason{ReasonCapacity, fmt.Sprintf("capacity: no usable GPU of model %s in the cluster", w.model)})
-		return
-	}
-	if d.backfill(w, mi) { // backfill.go: off unless Input.Backfill
 		return
 	}
 	inQuota := d.inQuota(p, w)

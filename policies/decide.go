@@ -2,6 +2,9 @@ package policies
 
 // Decide and the records it works on: the phases in order (doc.go maps
 // them), each in a file of its own.
+//
+// Scenarios: testdata/walkthrough/ (the seed walk-through, end to end,
+// in order); each rule's own in the folder named after its file.
 
 import (
 	"container/heap"
@@ -188,15 +191,6 @@ type decider struct {
 	couldPreempt bool
 	// nReleasing counts the slots whose owner is leaving (releasing).
 	nReleasing int
-	// pred: each queued workspace's predicted median run time, by
-	// index in ws, when the input asks for ShortestFirst (shortest.go).
-	pred []time.Duration
-	// shadowOf (a workspace index + 1; 0: none) and shadow: when the
-	// reservation's holder is likely to have room (backfill.go);
-	// predCache: the predictions backfill reads.
-	shadowOf  int32
-	shadow    time.Duration
-	predCache PredictCache
 
 	// avail[m][l][k] counts, per group, the GPUs a preemptor could get:
 	// free, releasing, and held by candidates of the k lowest tiers
@@ -219,45 +213,17 @@ type decider struct {
 
 // Decide computes who runs where, who is preempted by whom and why
 // everyone else waits. It is a pure function of its input: it reads no
-// clock, does no I/O and never mutates in. Its Workspaces are sorted by
-// Ref: one per workspace in the specs and one per workspace holding GPUs
-// that the specs no longer list.
+// clock, does no I/O and never mutates in, so deciding again on the same
+// input gives the same decision. Its Workspaces are sorted by Ref: one
+// per workspace in the specs and one per workspace holding allocations
+// that the specs no longer list; every one that waits has a reason. A
+// preemptor whose victims are still stopping gets VerdictStart with
+// those victims in Preempts (they keep VerdictPreempt), so deciding again
+// while they stop gives the same decision.
 //
-// Workspaces are considered in queue order: first those that fit inside
-// their project's guaranteed quota (so a borrower, whatever its tier, never
-// takes capacity an in-quota workspace would reclaim right back), then tier
-// (highest first), then the project's fair share (decayed usage, plus its
-// held GPUs at their steady-state usage, per unit of weight) less an aging
-// credit (each aging step, at most MaxBoost, forgives one GPU used for one
-// aging interval: bounded, and it never crosses a tier or grants a
-// preemption), then time queued, then Ref. Within a project, workspaces go by aging boost, then
-// time queued: first come, first served.
-//
-// Each one starts on free GPUs if it can (the placement that leaves the
-// least stranded capacity, preferred topology first); else preempts
-// (strictly lower tiers; or, inside its quota, other projects' borrowed
-// work: see markOverQuota); else waits with a reason. The first gang
-// (replicas > 1) that must wait for capacity reserves the best free GPUs
-// for itself, so later, smaller ones cannot starve it. A single workspace
-// does not: the starvation guard covers one that waits too long, and
-// otherwise its reservation would hold free GPUs back from everyone
-// behind it. Before the queue runs, the starvation guard gives the
-// reservation instead to the oldest overdue workspace, whatever its size
-// and quota: its reservation binds every workspace of its tier and lower,
-// inside its quota or not, while higher tiers see through it; no later
-// preemptor places a replica on a node where it holds GPUs, so what
-// leaves there is its. With none overdue, the guard's pick is the
-// longest-waiting workspace whose aging is at its maximum and that fits
-// in no free GPUs (highest tier first), gang or not, and its reservation
-// binds work that does not outrank it (boundBy). Either way GPUs freed
-// one by one then gather for it instead of going to later arrivals,
-// whatever fair share says.
-//
-// A preemptor whose victims are still stopping gets VerdictStart with those
-// victims in Preempts (and they keep VerdictPreempt): the plan is
-// preempt → wait → start, and deciding again while they stop gives the same
-// decision. Preempts also lists any workspace being stopped (VerdictStop)
-// whose GPUs the start takes over.
+// The rules it applies (the queue order, quotas and borrowing, the
+// starvation guard and wait bound, admission, preemption, placement) are
+// in DESIGN.md, "The decision's rules"; the steps below are its phases.
 func Decide(in Input) Decision {
 	d := newDecider(in)
 	// 1. Verdicts that need no capacity: stop, keep running, keep stopping.

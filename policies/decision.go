@@ -14,14 +14,6 @@ type Input struct {
 	Snapshot *drivers.Snapshot
 	History  *drivers.History
 	Now      time.Time
-	// ShortestFirst orders a project's queue by predicted run time within
-	// a tier and an aging step (shortest.go): an experiment the replay
-	// measures, off by default.
-	ShortestFirst bool
-	// Backfill lets a workspace predicted to end before the reservation's
-	// holder can start use the GPUs held for it (backfill.go): an
-	// experiment the replay measures, off by default.
-	Backfill bool
 }
 
 // Verdict is what the decision wants for one workspace.

@@ -6,6 +6,8 @@ package policies
 // maximum aging that smaller arrivals could starve. Its reservation is
 // made just before the first workspace that does not outrank it
 // (boundBy).
+//
+// Scenarios: testdata/guard/.
 
 import (
 	"fmt"

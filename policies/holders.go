@@ -2,6 +2,8 @@ package policies
 
 // Phase 1, holders: a workspace that holds allocations keeps running,
 // keeps stopping, or is stopped; what leaves releases its GPUs.
+//
+// Scenarios: testdata/holders/.
 
 import (
 	"fmt"

@@ -3,8 +3,8 @@ package policies
 // Rule: run-time prediction (the seed's "predictive priorities"). How long
 // a workspace's run will take, from the run times berth saw complete
 // (History.RunTimes) and the owner's own statement (expectedDuration),
-// with its uncertainty. Nothing in Decide reads it unless asked
-// (Input.ShortestFirst); the queue's likely start (likely.go) does.
+// with its uncertainty. Nothing in Decide reads it; the queue's likely
+// start (likely.go) does.
 
 import (
 	"slices"

@@ -3,6 +3,8 @@ package policies
 // Rule: victim choice. Who may be preempted by whom (right), and the
 // fewest, lowest-tier, over-quota, least-work-lost victims that make a
 // preemptor fit.
+//
+// Scenarios: testdata/preempt/.
 
 import (
 	"fmt"

@@ -4,6 +4,8 @@ package policies
 // aging, then time queued), merged by a heap on the head's key: in-quota before
 // borrowing, then tier, then fair share less the aging credit, then time
 // queued, then Ref.
+//
+// Scenarios: testdata/queue/.
 
 import (
 	"cmp"
@@ -156,7 +158,6 @@ func (d *decider) buildQueue() *projHeap {
 			total++
 		}
 	}
-	d.predictQueue(queued)
 	queues, done, positions := make([]int32, total), make([]bool, total), make([]int, total)
 	bucketOf := make([]int32, total) // by queue position, its need bucket
 	off := 0
@@ -183,9 +184,6 @@ func (d *decider) buildQueue() *projHeap {
 			}
 			if a.boost != b.boost {
 				return cmp.Compare(b.boost, a.boost)
-			}
-			if c := d.shorterFirst(a, b); c != 0 { // shortest.go
-				return c
 			}
 			if c := a.queuedSince.Compare(b.queuedSince); c != 0 {
 				return c

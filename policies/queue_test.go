@@ -1,7 +1,6 @@
 package policies
 
 import (
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -14,11 +13,7 @@ import (
 // projects that want to run and have no allocation (GPUs or not) are numbered 1…n (the order
 // Decide considered them in), and nobody else has a number.
 func TestQueuePositions(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txtar")
-	if err != nil || len(files) == 0 {
-		t.Fatal("no scenarios", err)
-	}
-	for _, file := range files {
+	for _, file := range scenarioFiles(t) {
 		ar, err := txtar.ParseFile(file)
 		if err != nil {
 			t.Fatal(err)
@@ -55,7 +50,7 @@ func TestQueuePositions(t *testing.T) {
 // TestQueueOrderTier: of two workspaces waiting beyond their quotas, the
 // higher tier is considered first.
 func TestQueueOrderTier(t *testing.T) {
-	ar, err := txtar.ParseFile("testdata/00-walkthrough-2-high-arrives.txtar")
+	ar, err := txtar.ParseFile("testdata/walkthrough/2-high-arrives.txtar")
 	if err != nil {
 		t.Fatal(err)
 	}

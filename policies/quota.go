@@ -3,6 +3,8 @@ package policies
 // Rule: who is in quota. A running workspace's label (in-quota or
 // borrowed) is decided when it starts and kept while it runs; a queued
 // one is in quota when it fits in what its project's quota has left.
+//
+// Scenarios: testdata/quota/.
 
 import (
 	"fmt"
@@ -45,7 +47,8 @@ const (
 // Ref), the first that fit in what the quota had left went in as in-quota
 // work, the rest borrowed. Re-deriving alone is not enough: once older
 // work leaves, two started together may swap labels (the reclaimer
-// becoming borrowed work that its victim takes back, scenario 58).
+// becoming borrowed work that its victim takes back: the scenarios
+// testdata/quota/borrow-record-*).
 func markOverQuota(ws []*wsState, quota int, rq quotaRes, queued func(*wsState)) (int, quotaRes) {
 	total := 0
 	var totalR quotaRes

@@ -22,6 +22,8 @@ import (
 // than clearing fresh memory.
 var recordPool sync.Pool // of *[]wsState, zero up to their capacity
 
+// newDecider builds a decision's records from its input, step by step:
+// each step reads what the ones before it filled in.
 func newDecider(in Input) *decider {
 	d := &decider{in: in, now: in.Now, shapeIDs: map[shapeKey]int32{}, featIDs: map[string]int32{}, featByDriver: map[string]int32{}, reservedBy: -1, guardIdx: -1, overduePick: -1}
 	specs := in.Specs
@@ -33,22 +35,44 @@ func newDecider(in Input) *decider {
 	if snap == nil {
 		snap = &drivers.Snapshot{}
 	}
-	hl := d.policy.FairShare.HalfLife
-	d.steady = 1
-	if hl > 0 {
-		d.steady = hl.Seconds() / math.Ln2
-	}
-	d.stepCredit = d.policy.Aging.Interval.Seconds()
-	d.c = newCluster(snap)
-	d.avail = make([][numLevels][]*countIndex, len(d.c.index)) // built by availAt
-
-	// Projects.
-	projIdx := map[string]int{}
 	var hist drivers.History
 	if in.History != nil {
 		hist = *in.History
 	}
-	usage := decayedUsage(hist, snap, in.Now, hl)
+	d.setRates()
+	d.c = newCluster(snap)
+	d.avail = make([][numLevels][]*countIndex, len(d.c.index)) // built by availAt
+
+	projIdx := map[string]int{}
+	d.addProjects(specs, decayedUsage(hist, snap, in.Now, d.policy.FairShare.HalfLife), projIdx)
+	d.addWorkspaces(specs, len(snap.Allocs), projIdx)
+	d.attachAllocs(snap, projIdx)
+	d.measureNodes(snap)
+	d.settleAllocated()
+	queuedSince := func(w *wsState) { d.setQueuedSince(w, &hist) }
+	d.ageQueued(queuedSince)
+	d.readLabels(&hist)
+	d.countQuotas(snap, queuedSince)
+	d.markCandidates(specs, &hist)
+	d.prepareSearch()
+	return d
+}
+
+// setRates sets the fair share's steady-state usage per held GPU (the
+// half-life over ln 2; 1 without decay) and the credit one aging step
+// gives.
+func (d *decider) setRates() {
+	d.steady = 1
+	if hl := d.policy.FairShare.HalfLife; hl > 0 {
+		d.steady = hl.Seconds() / math.Ln2
+	}
+	d.stepCredit = d.policy.Aging.Interval.Seconds()
+}
+
+// addProjects adds a record per project in the specs, with its quota,
+// borrow limit, weight, tier and decayed usage, and indexes them by name
+// in projIdx.
+func (d *decider) addProjects(specs *schema.Set, usage map[string]float64, projIdx map[string]int) {
 	for i := range specs.Projects {
 		p := &specs.Projects[i]
 		ps := &projState{spec: p, name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs, weight: p.Spec.FairShare.Weight, heapIdx: -1, leastOver: math.MaxInt, minTier: math.MaxInt}
@@ -66,25 +90,31 @@ func newDecider(in Input) *decider {
 		projIdx[ps.name] = len(d.projs)
 		d.projs = append(d.projs, ps)
 	}
+}
 
-	// Workspaces in the specs. Their records and decisions live in two
-	// slices, sized for every workspace and orphan, so pointers into them
-	// stay valid; the records are filled in place.
+// topoInfo is what addWorkspaces works out once per topology a spec asks
+// for: its placement levels (shared, read-only) and its topology number.
+type topoInfo struct {
+	levels []int
+	id     int
+}
+
+// addWorkspaces adds a record per workspace in the specs: its resources,
+// features, project, tier and flags, placement levels and topology
+// number. Their records and decisions live in two slices, sized for every
+// workspace and for nAllocs orphans, so pointers into them stay valid;
+// the records are filled in place. Unless the specs are sorted by Ref,
+// byRef indexes them.
+func (d *decider) addWorkspaces(specs *schema.Set, nAllocs int, projIdx map[string]int) {
 	nw := len(specs.Workspaces)
-	if buf, _ := recordPool.Get().(*[]wsState); buf != nil && cap(*buf) >= nw+len(snap.Allocs) {
+	if buf, _ := recordPool.Get().(*[]wsState); buf != nil && cap(*buf) >= nw+nAllocs {
 		d.pool = (*buf)[:nw]
 	} else {
-		d.pool = make([]wsState, nw, nw+len(snap.Allocs))
+		d.pool = make([]wsState, nw, nw+nAllocs)
 	}
-	d.outs = make([]WorkspaceDecision, nw, nw+len(snap.Allocs))
-	d.ws = make([]*wsState, nw, nw+len(snap.Allocs))
+	d.outs = make([]WorkspaceDecision, nw, nw+nAllocs)
+	d.ws = make([]*wsState, nw, nw+nAllocs)
 	d.nSpecs, d.specSorted = nw, true
-	// Placement levels and topology numbers, by the topology a spec
-	// asks for; the levels are shared, read-only.
-	type topoInfo struct {
-		levels []int
-		id     int
-	}
 	topos := map[schema.Topology]topoInfo{}
 	topoIDs := map[schema.Topology]int{} // by the constraints with defaults filled in
 	var lastTopo schema.Topology
@@ -118,20 +148,7 @@ func newDecider(in Input) *decider {
 		}
 		w.proj = pi
 		if pi >= 0 {
-			p := d.projs[pi]
-			w.tier = p.tier
-			w.tierName = p.spec.Spec.Tier
-			w.canPreempt = p.canPreempt
-			w.preemptible = p.preemptible && sw.Spec.Preemptible
-			// A workspace may name a tier of its own (validate checks
-			// it exists and the project's maxTier allows it).
-			if tn := sw.Spec.Tier; tn != "" && tn != w.tierName {
-				if t := specs.Tier(tn); t != nil {
-					w.tier, w.tierName = t.Spec.Value, tn
-					w.canPreempt = t.Spec.CanPreempt
-					w.preemptible = t.Spec.Preemptible && sw.Spec.Preemptible
-				}
-			}
+			d.setTier(specs, w, d.projs[pi])
 		}
 		if topo := sw.Spec.Topology; i == 0 || topo != lastTopo {
 			ti, ok := topos[topo]
@@ -156,12 +173,34 @@ func newDecider(in Input) *decider {
 			d.byRef[w.ref] = int32(i)
 		}
 	}
+}
 
-	// Allocations: attach to their workspace (or an orphan for refs the
-	// specs no longer list), mark their GPUs held and take their CPU and
-	// memory off their node's. A workspace's allocations usually come
-	// together (Snapshot.Allocs is sorted by workspace): one lookup for
-	// them all, walking the sorted specs alongside (findFrom).
+// setTier gives w, a workspace of project p, its tier and preemption
+// flags: its project's, or those of the tier it names itself (validate
+// checks it exists and the project's maxTier allows it). A workspace is
+// preemptible only if its tier and its spec both allow it.
+func (d *decider) setTier(specs *schema.Set, w *wsState, p *projState) {
+	sw := w.spec
+	w.tier = p.tier
+	w.tierName = p.spec.Spec.Tier
+	w.canPreempt = p.canPreempt
+	w.preemptible = p.preemptible && sw.Spec.Preemptible
+	if tn := sw.Spec.Tier; tn != "" && tn != w.tierName {
+		if t := specs.Tier(tn); t != nil {
+			w.tier, w.tierName = t.Spec.Value, tn
+			w.canPreempt = t.Spec.CanPreempt
+			w.preemptible = t.Spec.Preemptible && sw.Spec.Preemptible
+		}
+	}
+}
+
+// attachAllocs attaches the snapshot's allocations to their workspace
+// (or an orphan for refs the specs no longer list), marks their GPUs
+// held and takes their CPU, memory, disk and cores off their node's
+// (d.free). A workspace's allocations usually come together
+// (Snapshot.Allocs is sorted by workspace): one lookup for them all,
+// walking the sorted specs alongside (findFrom).
+func (d *decider) attachAllocs(snap *drivers.Snapshot, projIdx map[string]int) {
 	d.free = make([]amount, len(snap.Nodes))
 	for ni := range snap.Nodes {
 		d.free[ni] = nodeAmount(&snap.Nodes[ni])
@@ -207,7 +246,7 @@ func newDecider(in Input) *decider {
 		if a.LastCheckpoint.After(since) {
 			since = a.LastCheckpoint
 		}
-		if lost := in.Now.Sub(since).Seconds(); lost > 0 {
+		if lost := d.now.Sub(since).Seconds(); lost > 0 {
 			w.workLost += lost * float64(len(a.GPUs))
 		}
 		if ai == 0 || a.Node != lastNode {
@@ -234,6 +273,12 @@ func newDecider(in Input) *decider {
 		}
 	}
 	d.c.hold(heldSlots, heldBy)
+}
+
+// measureNodes sets d.big, the most any usable (ready, eligible) node
+// has in all, per dimension (MaxInt64 where a node does not track it),
+// and starts d.relLeft empty.
+func (d *decider) measureNodes(snap *drivers.Snapshot) {
 	d.relLeft = map[[2]int32]amount{}
 	for _, n := range snap.Nodes {
 		if !n.Ready || !n.Eligible {
@@ -250,8 +295,14 @@ func newDecider(in Input) *decider {
 		}
 		d.big = amount{max(d.big.cpu, a.cpu), max(d.big.mem, a.mem), max(d.big.disk, a.disk), max(d.big.cores, a.cores)}
 	}
-	// A workspace with allocations holds its place, GPUs or not: it runs
-	// or leaves, and never queues for a second start.
+}
+
+// settleAllocated marks each workspace with allocations running or
+// leaving (stopping, stopped, removed, or moved off a node its placement
+// no longer allows), and the GPUs of leaving ones releasing. A workspace
+// with allocations holds its place, GPUs or not: it runs or leaves, and
+// never queues for a second start.
+func (d *decider) settleAllocated() {
 	for wi, w := range d.ws {
 		if len(w.allocs) == 0 {
 			continue
@@ -263,31 +314,42 @@ func newDecider(in Input) *decider {
 			d.markReleasing(int32(wi))
 		}
 	}
+}
 
-	// Waiting and aging, for the workspaces that will queue (buildQueue's
-	// test): nothing else reads either, but for the quota accounting
-	// below, which looks up the QueuedSince a running workspace was
-	// admitted with (RecordDecision) only where it breaks a tie.
-	ag := d.policy.Aging
-	queuedSince := func(w *wsState) {
-		w.queuedSince = in.Now
-		if t, ok := hist.QueuedSince[w.ref]; ok && t.Before(in.Now) {
-			w.queuedSince = t
-		}
+// setQueuedSince sets w.queuedSince: when hist says it first queued,
+// if before now; else now.
+func (d *decider) setQueuedSince(w *wsState, hist *drivers.History) {
+	w.queuedSince = d.now
+	if t, ok := hist.QueuedSince[w.ref]; ok && t.Before(d.now) {
+		w.queuedSince = t
 	}
+}
+
+// ageQueued sets the time queued, aging boost and overdue flag of the
+// workspaces that will queue (buildQueue's test), queuedSince setting
+// the time. Nothing else reads them, but for the quota accounting
+// (countQuotas), which looks up the QueuedSince a running workspace was
+// admitted with (RecordDecision) only where it breaks a tie.
+func (d *decider) ageQueued(queuedSince func(*wsState)) {
+	ag := d.policy.Aging
 	for _, w := range d.ws {
 		if w.spec == nil || w.stopped || len(w.allocs) > 0 {
 			continue
 		}
 		queuedSince(w)
 		if ag.Interval > 0 && ag.Step > 0 {
-			steps := int64(in.Now.Sub(w.queuedSince) / ag.Interval)
+			steps := int64(d.now.Sub(w.queuedSince) / ag.Interval)
 			w.boost = int(min(steps*int64(ag.Step), int64(max(ag.MaxBoost, 0))))
 		}
-		w.overdue = ag.MaxWait > 0 && in.Now.Sub(w.queuedSince) >= ag.MaxWait
+		w.overdue = ag.MaxWait > 0 && d.now.Sub(w.queuedSince) >= ag.MaxWait
 	}
-	// Preemption records and quota labels, walking whichever side is
-	// smaller: the record's workspace, or each workspace's record.
+}
+
+// readLabels attaches hist's preemption records to their workspaces and
+// gives running workspaces their recorded quota label (History.Borrowing),
+// walking whichever side is smaller: the record's workspace, or each
+// workspace's record.
+func (d *decider) readLabels(hist *drivers.History) {
 	if len(hist.Preempted) < len(d.ws) {
 		for ref, p := range hist.Preempted {
 			if wi := d.find(ref); wi >= 0 {
@@ -303,15 +365,6 @@ func newDecider(in Input) *decider {
 			}
 		}
 	}
-	setAdmitted := func(w *wsState, borrowing bool) {
-		if !w.running {
-			return
-		}
-		w.admitted = admittedInQuota
-		if borrowing {
-			w.admitted = admittedBorrowing
-		}
-	}
 	if len(hist.Borrowing) < len(d.ws) {
 		for ref, b := range hist.Borrowing {
 			if wi := d.find(ref); wi >= 0 {
@@ -325,8 +378,25 @@ func newDecider(in Input) *decider {
 			}
 		}
 	}
+}
 
-	// Quota accounting: what stays counts against its project.
+// setAdmitted labels a running w as admitted borrowing or inside its
+// quota, as recorded; one not running keeps no label.
+func setAdmitted(w *wsState, borrowing bool) {
+	if !w.running {
+		return
+	}
+	w.admitted = admittedInQuota
+	if borrowing {
+		w.admitted = admittedBorrowing
+	}
+}
+
+// countQuotas counts what stays against its project (markOverQuota,
+// queuedSince breaking its ties), and sets d.quotasFit: whether the
+// quotas add up to no more than the cluster has, GPUs and, where every
+// node tracks the dimension, CPU and memory.
+func (d *decider) countQuotas(snap *drivers.Snapshot, queuedSince func(*wsState)) {
 	byProj := make([][]*wsState, len(d.projs))
 	for _, w := range d.ws {
 		if w.running && w.proj >= 0 {
@@ -356,8 +426,15 @@ func newDecider(in Input) *decider {
 		}
 		d.quotasFit = (!cpuKnown || sumR.cpu <= cluster.cpu) && (!memKnown || sumR.mem <= cluster.mem)
 	}
+}
 
-	// Preemption candidates and tier ranks.
+// markCandidates ranks every workspace's tier among the specs' tiers,
+// marks the preemption candidates (running, preemptible, in a known
+// project, past the minimum runtime) and those that started past the
+// wait bound, and sums up each project's candidates (candidates,
+// minTier, leastOver).
+func (d *decider) markCandidates(specs *schema.Set, hist *drivers.History) {
+	ag := d.policy.Aging
 	values := map[int]bool{}
 	for _, t := range specs.Tiers {
 		values[t.Spec.Value] = true
@@ -370,7 +447,7 @@ func newDecider(in Input) *decider {
 	d.numTiers = len(sorted)
 	for _, w := range d.ws {
 		w.rank = sort.SearchInts(sorted, w.tier)
-		w.candidate = w.running && w.preemptible && w.proj >= 0 && in.Now.Sub(w.startedAt) >= d.policy.Preemption.MinRuntime
+		w.candidate = w.running && w.preemptible && w.proj >= 0 && d.now.Sub(w.startedAt) >= d.policy.Preemption.MinRuntime
 		if q, ok := hist.QueuedSince[w.ref]; ok && w.running && ag.MaxWait > 0 && w.startedAt.Sub(q) >= ag.MaxWait {
 			w.startedOverdue = true
 		}
@@ -383,10 +460,15 @@ func newDecider(in Input) *decider {
 			}
 		}
 	}
+}
+
+// prepareSearch sizes the preemption search's per-workspace caches and
+// records what was free before anyone was admitted, for "queue" reasons
+// (initialMost).
+func (d *decider) prepareSearch() {
 	d.rightStamp = make([]int32, len(d.ws))
 	d.decidedWS = make([]bool, len(d.ws))
 	d.rightVal = make([]Right, len(d.ws))
-	// What was free before anyone was admitted, for "queue" reasons.
 	d.initialMost = make([][numLevels]int, len(d.c.index))
 	for m := range d.c.index {
 		for l := range numLevels {
@@ -397,7 +479,6 @@ func newDecider(in Input) *decider {
 			}
 		}
 	}
-	return d
 }
 
 // misplaced reports whether an allocation of w runs on a node that w's

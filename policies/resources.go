@@ -1,5 +1,14 @@
 package policies
 
+// Rule: resources besides GPUs. A node must have what a replica reserves
+// besides GPUs (CPU as Nomad's MHz shares, memory, disk, exclusive
+// cores), in each dimension it tracks, the task driver and host volumes
+// the workspace needs, and its placement (datacenter, node pool, class,
+// meta); work without GPUs is packed onto ready
+// nodes where it fits, nodes without GPUs first.
+//
+// Scenarios: testdata/resources/.
+
 import (
 	"cmp"
 	"fmt"

@@ -16,21 +16,40 @@ import (
 	"github.com/rogpeppe/go-internal/txtar"
 )
 
-// TestScenarios runs every policies/testdata/*.txtar: specs, cluster,
-// history and now in (compact line formats, see parseScenario), the
-// rendered decision out. BERTH_UPDATE=1 rewrites the "decision" sections.
-func TestScenarios(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txtar")
+// scenarioFiles lists the scenarios, testdata/FOLDER/*.txtar, folder by
+// folder. A scenario left in testdata itself would never run: it fails.
+func scenarioFiles(t *testing.T) []string {
+	t.Helper()
+	if stray, _ := filepath.Glob("testdata/*.txtar"); len(stray) > 0 {
+		t.Fatalf("scenarios outside a rule's folder (move them to testdata/FOLDER/): %v", stray)
+	}
+	files, err := filepath.Glob("testdata/*/*.txtar")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(files) == 0 {
 		t.Fatal("no scenarios in testdata")
 	}
+	return files
+}
+
+// scenarioName is a scenario's subtest name: FOLDER/NAME, from
+// testdata/FOLDER/NAME.txtar.
+func scenarioName(file string) string {
+	return filepath.Base(filepath.Dir(file)) + "/" + strings.TrimSuffix(filepath.Base(file), ".txtar")
+}
+
+// TestScenarios runs every policies/testdata/FOLDER/*.txtar (a folder per
+// rule file, named after it, and walkthrough/): specs, cluster, history
+// and now in (compact line formats, see parseScenario), the rendered
+// decision out. Subtests are named FOLDER/NAME. BERTH_UPDATE=1 rewrites
+// the "decision" sections.
+func TestScenarios(t *testing.T) {
+	files := scenarioFiles(t)
 	verifying(t)
 	update := os.Getenv("BERTH_UPDATE") != ""
 	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txtar"), func(t *testing.T) {
+		t.Run(scenarioName(file), func(t *testing.T) {
 			ar, err := txtar.ParseFile(file)
 			if err != nil {
 				t.Fatal(err)

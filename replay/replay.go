@@ -44,11 +44,6 @@ type Policy struct {
 	// project's running work reclaimable by a job inside its own quota
 	// (narrow.go).
 	ReclaimsLive bool
-	// Predicts: the policy reads the run times of completed jobs
-	// (History.RunTimes), which the replay then records as a reconciler
-	// does: each job's work, under its project and size. Jobs of one
-	// class share their prediction, so narrowing stays exact.
-	Predicts bool
 }
 
 // Policies are the four policies `berth simulate` compares, in report
@@ -62,27 +57,9 @@ func Policies() []Policy {
 	}
 }
 
-// Experiments are policies `berth simulate --policies` can name beside
-// Policies, left out of the default comparison because they did not win
-// (the README's figures).
-func Experiments() []Policy {
-	return []Policy{
-		{Name: "berth-sjf", Rule: "berth with shortest predicted run first within a tier and an aging step (run times of the project's completed jobs of the same size)",
-			Decide: func(in policies.Input) policies.Decision {
-				in.ShortestFirst = true
-				return policies.Decide(in)
-			}, Reserves: true, Turns: true, Predicts: true},
-		{Name: "berth-backfill", Rule: "berth letting a job predicted (90th percentile of its project's completed jobs of its size) to end before a reservation's holder can start use the GPUs held for it",
-			Decide: func(in policies.Input) policies.Decision {
-				in.Backfill = true
-				return policies.Decide(in)
-			}, Reserves: true, Turns: true, Predicts: true},
-	}
-}
-
-// PolicyByName returns the named policy of Policies or Experiments.
+// PolicyByName returns the named policy of Policies.
 func PolicyByName(name string) (Policy, bool) {
-	for _, p := range append(Policies(), Experiments()...) {
+	for _, p := range Policies() {
 		if p.Name == name {
 			return p, true
 		}
@@ -239,7 +216,6 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 		r.advanceUsage(&prev, halfLife)
 		// 2. Jobs whose work is done finish; victims whose grace ended are gone.
 		keep := running[:0]
-		var runs []policies.Run
 		for _, ji := range running {
 			js := &r.jobs[ji]
 			if js.doneAt.After(r.now) {
@@ -253,19 +229,12 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 				js.status, js.completed = jobDone, js.doneAt
 				r.remove(ji)
 				done++
-				if pol.Predicts {
-					j := &wl.Jobs[ji]
-					runs = append(runs, policies.Run{Project: j.Ref.Project, Owner: j.Spec.Spec.Owner, GPUs: j.PerGPUs * j.Replicas, Took: j.Duration})
-				}
 			case jobStopping:
 				js.status = jobQueued
 				r.queue(ji, +1)
 			}
 		}
 		running = keep
-		if len(runs) > 0 {
-			r.hist = policies.RecordRuns(r.hist, runs)
-		}
 		// 3. Arrivals.
 		for next < len(wl.Jobs) && !wl.Jobs[next].Submit.After(r.now) {
 			r.insert(next)

@@ -319,25 +319,6 @@ func TestVictimStillStarting(t *testing.T) {
 	}
 }
 
-// The experiments (berth-sjf) decide on a narrowed queue exactly as on
-// the whole queue: jobs of one class share their predicted run time.
-func TestExperimentsNarrowedQueueIsExact(t *testing.T) {
-	if testing.Short() {
-		t.Skip("replays the sample")
-	}
-	wl, spec, m := sampleWorkload(t, 1)
-	rep, err := Run(wl, *spec, m, Experiments(), Options{Verify: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range rep.Policies {
-		tm := p.Timing
-		if tm.Narrowed == 0 || tm.Verified != tm.Narrowed || tm.Differed != 0 {
-			t.Errorf("%s: %d narrowed decisions, %d verified, %d differ: want some, all verified, none differing", p.Name, tm.Narrowed, tm.Verified, tm.Differed)
-		}
-	}
-}
-
 // Each team's mean completion time and share, on the hand-made trace.
 // Under FIFO, b waits from 10m until a1 ends (2h5s) while a holds 8 GPUs
 // against its quota of 4: shares 2 and 0 all that time, so Jain is 0.5.

@@ -110,7 +110,7 @@ Jain index is computed over those same shares at each moment.`,
 			for _, name := range strings.Split(policyList, ",") {
 				p, ok := replay.PolicyByName(strings.TrimSpace(name))
 				if !ok {
-					return usageError("--policies: unknown policy %q: want fifo, nomad, quota, berth or an experiment: berth-sjf, berth-backfill", name)
+					return usageError("--policies: unknown policy %q: want fifo, nomad, quota or berth", name)
 				}
 				pols = append(pols, p)
 			}
@@ -207,7 +207,7 @@ Jain index is computed over those same shares at each moment.`,
 	f.StringVar(&tracePath, "trace", "", "the job trace to replay (required)")
 	f.StringVar(&format, "format", "", "trace format: philly or csv (default: detected from the header)")
 	f.StringVar(&clusterPath, "cluster", "", "simulated cluster file (default: 64 nodes × 8 GPUs, 2 NVLink domains each)")
-	f.StringVar(&policyList, "policies", "fifo,nomad,quota,berth", "policies to compare, comma-separated, in report order; also the experiments berth-sjf (shortest predicted run first) and berth-backfill (short predicted runs on GPUs held for a gang)")
+	f.StringVar(&policyList, "policies", "fifo,nomad,quota,berth", "policies to compare, comma-separated, in report order")
 	f.Uint64Var(&seed, "seed", 1, "seed of the tier draw")
 	f.DurationVar(&maxWait, "max-wait", schema.DefaultPolicy().Spec.Aging.MaxWait, "berth's wait bound in the replay: aging.maxWait (0: off)")
 	f.StringVar(&output, "output", "table", "report format: table, json or html")
