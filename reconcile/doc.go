@@ -7,8 +7,8 @@
 // dashboard (reconcile/ui) with its WebSocket feed of changes (events.go).
 //
 // Sources: DirSource (a directory, watched by WatchDir) and GitSource (a
-// branch of a git repository, cloned in memory with its full history and
-// fetched; force-pushes reported; OpenPGP-signed commits optionally
+// branch of a git repository, cloned shallow into a private directory on
+// disk and fetched; force-pushes reported; OpenPGP-signed commits optionally
 // required; a Webhook pokes it). Deletion safety: a revision that would
 // stop or remove too many workspaces at once is refused (CheckMassPrune),
 // and a workspace left out of the specs is only stopped until PruneDelay
