@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make bench: the benchmarks the issues name, with their figures.
+# make bench: the benchmarks the issues name, with their figures
+# (docs/benchmarks.md keeps the last measured ones, each with its command).
 #   validate (issue 2), decide (issue 3), the baselines simulate compares
 #   against (issue 7), one reconcile cycle (issues 4 and 8), Nomad observe
 #   (issue 5), berth validate against cue vet (issue 2), the whole

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The figures of README's "Secrets and the HTTP surface": starts `berth
+# The figures of docs/benchmarks.md's "The HTTP surface under load": starts `berth
 # reconcile` on the simulator with a git source and a webhook secret,
 # loads it with scripts/httpprobe (loopback only, bounded, about a
 # minute), and prints what berth held. Needs git.
