@@ -65,14 +65,6 @@ func (e *Error) Unwrap() error { return e.Err }
 // ErrorClass returns e.Class: an *Error is Classified.
 func (e *Error) ErrorClass() Class { return e.Class }
 
-// Conflict, Invalid and Unplaceable answer whether e is of that class.
-//
-// Deprecated: ask ClassOf(err); they stay for code that still classifies
-// through the methods ClassOf honours for compatibility (see ClassOf).
-func (e *Error) Conflict() bool    { return e.Class == ClassConflict }
-func (e *Error) Invalid() bool     { return e.Class == ClassInvalid }
-func (e *Error) Unplaceable() bool { return e.Class == ClassUnplaceable }
-
 // Classified is an error that knows its class. *Error is one; an error
 // made outside drivers that the loop must treat as a driver error of some
 // class (a write refused because this replica no longer leads: a
@@ -91,28 +83,10 @@ func Errorf(class Class, ref schema.Ref, op, format string, args ...any) error {
 // errors: that of the first Classified error in its chain (errors.As
 // order; usually the outermost *Error), or ClassTransient for an error
 // nobody classified (a broken connection is worth a retry).
-//
-// An error with no Classified in its chain may still answer the older
-// methods Invalid(), Unplaceable() or Conflict() bool: ClassOf asks them
-// in that order, each of the first error in the chain that has it, and
-// the first that answers true gives the class. New errors implement
-// Classified instead.
 func ClassOf(err error) Class {
 	var c Classified
 	if errors.As(err, &c) {
 		return c.ErrorClass()
-	}
-	var inv interface{ Invalid() bool }
-	if errors.As(err, &inv) && inv.Invalid() {
-		return ClassInvalid
-	}
-	var unp interface{ Unplaceable() bool }
-	if errors.As(err, &unp) && unp.Unplaceable() {
-		return ClassUnplaceable
-	}
-	var con interface{ Conflict() bool }
-	if errors.As(err, &con) && con.Conflict() {
-		return ClassConflict
 	}
 	return ClassTransient
 }

@@ -19,9 +19,6 @@ func TestClassOf(t *testing.T) {
 		"invalid wrapped":          {fmt.Errorf("apply: %w", Errorf(ClassInvalid, ref, "register", "priority 101")), ClassInvalid},
 		"outermost driver error":   {Errorf(ClassTransient, ref, "register", "retry: %w", Errorf(ClassConflict, ref, "get", "gone")), ClassTransient},
 		"classified elsewhere":     {fmt.Errorf("write: %w", classified(ClassConflict)), ClassConflict},
-		"older conflict method":    {fmt.Errorf("write: %w", conflictOnly{}), ClassConflict},
-		"older methods in order":   {legacy{invalid: true, conflict: true}, ClassInvalid},
-		"older methods all false":  {legacy{}, ClassTransient},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -38,30 +35,11 @@ type classified Class
 func (c classified) Error() string     { return Class(c).String() }
 func (c classified) ErrorClass() Class { return Class(c) }
 
-// conflictOnly answers only the older Conflict() method (as a leader
-// election's "not the leader" error did).
-type conflictOnly struct{}
-
-func (conflictOnly) Error() string  { return "not the leader" }
-func (conflictOnly) Conflict() bool { return true }
-
-// legacy answers the older methods.
-type legacy struct{ invalid, conflict bool }
-
-func (legacy) Error() string       { return "legacy" }
-func (l legacy) Invalid() bool     { return l.invalid }
-func (l legacy) Conflict() bool    { return l.conflict }
-func (l legacy) Unplaceable() bool { return false }
-
 func TestErrorInterfaces(t *testing.T) {
 	err := error(Errorf(ClassConflict, schema.Ref{}, "op", "x"))
 	var c Classified
 	if !errors.As(err, &c) || c.ErrorClass() != ClassConflict {
 		t.Fatalf("a conflict error must be Classified as a conflict")
-	}
-	var old interface{ Conflict() bool }
-	if !errors.As(err, &old) || !old.Conflict() {
-		t.Fatalf("a conflict error must still answer Conflict() == true")
 	}
 	if got, want := err.Error(), "op: x"; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)

@@ -227,13 +227,6 @@ type rejection struct {
 	reason   string
 }
 
-// hasClass reports whether drivers.ClassOf(err) is the class named
-// class ("conflict", …). Only leader.go still asks this way; once it asks
-// drivers.ClassOf itself, hasClass goes.
-func hasClass(err error, class string) bool {
-	return drivers.ClassOf(err).String() == class
-}
-
 func earliest(a, b time.Time) time.Time {
 	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
 		return b

@@ -31,7 +31,8 @@ func (e notLeader) Error() string {
 	return "this replica does not hold the leader lease (" + e.leader + " does); it does not write"
 }
 
-func (notLeader) Conflict() bool { return true }
+// ErrorClass makes it a conflict (drivers.Classified).
+func (notLeader) ErrorClass() drivers.Class { return drivers.ClassConflict }
 
 // fencedCluster and fencedStore refuse writes while the replica does not
 // lead: the lease can lapse in the middle of a cycle.

@@ -101,7 +101,7 @@ func TestLapsedLeaseCancelsWriteInFlight(t *testing.T) {
 		if took := time.Since(start); took > 5*time.Second+leadingPoll {
 			t.Errorf("the write ran on %s, past the lease", took)
 		}
-		if !hasClass(err, "conflict") || !strings.Contains(err.Error(), "does not hold the leader lease") {
+		if drivers.ClassOf(err) != drivers.ClassConflict || !strings.Contains(err.Error(), "does not hold the leader lease") {
 			t.Errorf("error %v, want one saying this replica no longer leads", err)
 		}
 	})

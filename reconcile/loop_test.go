@@ -423,9 +423,15 @@ type classed struct{ invalid, conflict bool }
 func (c classed) Error() string {
 	return fmt.Sprintf("classed invalid=%v conflict=%v", c.invalid, c.conflict)
 }
-func (c classed) Invalid() bool   { return c.invalid }
-func (c classed) Conflict() bool  { return c.conflict }
-func (c classed) Transient() bool { return !c.invalid && !c.conflict }
+func (c classed) ErrorClass() drivers.Class {
+	switch {
+	case c.invalid:
+		return drivers.ClassInvalid
+	case c.conflict:
+		return drivers.ClassConflict
+	}
+	return drivers.ClassTransient
+}
 
 func TestInvalidActionNotRetriedUntilTheSpecsChange(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -521,7 +527,7 @@ type unplaceable struct{}
 func (unplaceable) Error() string {
 	return "Nomad could not place it: Dimension \"memory\" exhausted on 2 nodes"
 }
-func (unplaceable) Unplaceable() bool { return true }
+func (unplaceable) ErrorClass() drivers.Class { return drivers.ClassUnplaceable }
 
 func TestPlanGoesOnPastFailedStarts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
