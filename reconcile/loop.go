@@ -308,14 +308,29 @@ type WorkspaceTransition struct {
 	Transition
 }
 
-// Once runs one cycle:
+// Once runs one cycle. Its steps, as once and Once call them (cycle.go):
 //
-// 1. read the source; 2. load and validate it (an invalid revision is
-// refused and the last good one stays in force); 3. observe the cluster
-// (a failed observation applies nothing); 4. advance the history;
-// 5. decide; 6. plan; 7. apply in order, holding back starts whose
-// victims still hold their GPUs; 8. record states, transitions and
-// history.
+//  1. read the source;
+//  2. load and validate the revision (an invalid one is refused and the
+//     last good one stays in force; with none, the cycle stalls);
+//  3. observe the cluster (a failed observation applies nothing; the
+//     snapshot's time is the cycle's now);
+//  4. guard the mass prune (a new revision that stops or removes too
+//     many workspaces at once is refused);
+//  5. advance the history (load it, restore the journal, advance the
+//     decayed usage);
+//  6. decide;
+//  7. plan;
+//  8. apply, the leader only, holding back starts whose victims still
+//     hold their GPUs;
+//  9. record states and transitions, even after a failed apply;
+//  10. predict run times and likely starts (and keep the dashboard's view);
+//  11. settle: say whether the next cycle should come soon;
+//     a follower's cycle ends here: it never prunes or saves;
+//  12. prune the workspaces out of the specs;
+//  13. save the history;
+//  14. report the cycle (status, metrics);
+//  15. publish its transitions to the dashboards.
 //
 // An action that fails for its own workspace (invalid, unplaceable, a
 // conflict or transient error of that action) is reported in
@@ -334,159 +349,66 @@ func (l *Loop) Once(ctx context.Context) (Result, error) {
 	defer l.cycle.Unlock()
 	started := time.Now()
 	cycleCtx, cancel := context.WithTimeoutCause(ctx, l.cfg.CycleTimeout, errCycleTimeout)
-	res, err := l.once(cycleCtx, ctx)
+	res, err := l.once(cycleCtx, ctx) // 1–13
 	cut := context.Cause(cycleCtx) == errCycleTimeout && ctx.Err() == nil
 	cancel()
 	if err != nil && cut {
 		err = fmt.Errorf("the cycle ran for %s, its limit, and was cut (what it applied is kept; the next cycle observes again): %w", l.cfg.CycleTimeout, err)
 	}
-	l.cfg.Metrics.observeCycle(time.Since(started), err)
-	l.mu.Lock()
-	l.last = &CycleStatus{At: res.ObservedAt, Duration: Seconds(time.Since(started)), Actions: len(res.Applied)}
-	if err != nil {
-		l.last.Error = err.Error()
-	} else {
-		l.lastOK = time.Now()
-	}
-	l.mu.Unlock()
-	l.publish(res.Transitions)
+	l.report(res, err, started) // 14
+	l.publish(res.Transitions)  // 15
 	return res, err
 }
 
 // errCycleTimeout is the cause of a cycle's context cut by CycleTimeout.
 var errCycleTimeout = errors.New("the reconcile cycle ran past its limit")
 
-// once is Once's cycle under ctx (with the cycle's deadline); outer is
-// Once's own context, which the history is saved under once the cycle's
-// deadline has passed.
+// once is Once's steps 1 to 13 under ctx (with the cycle's deadline);
+// outer is Once's own context, which the history is saved under once the
+// cycle's deadline has passed. Each step is a method of cycle (cycle.go).
 func (l *Loop) once(ctx, outer context.Context) (Result, error) {
-	var res Result
-	leading := l.cfg.Leader == nil || l.cfg.Leader.Leading()
-	l.following = !leading
-	// 1. Read the source.
-	rev, err := l.cfg.Source.Read(ctx)
-	if err != nil {
-		return res, fmt.Errorf("read specs: %w", err)
+	c := l.newCycle(ctx, outer)
+	if err := c.read(); err != nil { // 1
+		return c.res, err
 	}
-	// 2. Load and validate; keep the last good revision on problems.
+	if err := c.load(); err != nil { // 2
+		return c.res, err
+	}
+	if err := c.observe(); err != nil { // 3
+		return c.res, err
+	}
+	if err := c.guardMassPrune(); err != nil { // 4
+		return c.res, err
+	}
+	if err := c.advanceHistory(); err != nil { // 5
+		return c.res, err
+	}
+	c.decide()  // 6
+	c.plan()    // 7
+	c.apply()   // 8
+	c.record()  // 9
+	c.predict() // 10
+	c.settle()  // 11
+	if !c.leading {
+		return c.res, nil // a follower writes nothing
+	}
+	c.prune()              // 12
+	return c.res, c.save() // 13
+}
+
+// report is Once's step 14: it counts the cycle in the metrics and keeps
+// it as the status's last reconcile (lastOK, for /healthz, when it
+// succeeded).
+func (l *Loop) report(res Result, err error, started time.Time) {
+	l.cfg.Metrics.observeCycle(time.Since(started), err)
 	l.mu.Lock()
-	prev := l.good
-	l.mu.Unlock()
-	set, err := l.load(rev)
+	defer l.mu.Unlock()
+	l.last = &CycleStatus{At: res.ObservedAt, Duration: Seconds(time.Since(started)), Actions: len(res.Applied)}
 	if err != nil {
-		return res, err
+		l.last.Error = err.Error()
+	} else {
+		l.lastOK = time.Now()
 	}
-	res.Refused = l.refused()
-	if set == nil {
-		return res, &StalledError{Revision: rev.ID, Problems: res.Refused.Errors}
-	}
-	res.Revision = set.Revision
-
-	// 3. Observe. A failed observation applies nothing.
-	snap, err := l.cfg.Cluster.Observe(ctx)
-	if err != nil {
-		return res, fmt.Errorf("observe cluster: %w", err)
-	}
-	now := snap.ObservedAt
-	res.ObservedAt = now
-	l.mu.Lock()
-	l.observedAt = now
-	l.mu.Unlock()
-
-	// 3b. Deletion safety: a new revision that would stop or remove too
-	// many workspaces at once is refused; the previous one stays.
-	if set != prev && set.Revision == rev.ID {
-		set = l.admit(prev, set, &snap)
-		res.Refused = l.refused()
-		if set == nil {
-			return res, &StalledError{Revision: rev.ID, Problems: res.Refused.Errors}
-		}
-		res.Revision = set.Revision
-	}
-
-	// 4. History.
-	hist, err := l.cfg.Store.LoadHistory(ctx)
-	if err != nil {
-		return res, fmt.Errorf("load history: %w", err)
-	}
-	loaded := hist // Advance and RecordDecision return new histories
-	if !l.restored || !leading {
-		// A restarted berth, or one newly leading, continues from the
-		// last writer's journal (journal.go); a follower shows it.
-		l.restore(hist.Journal)
-	}
-	l.restored = leading
-	hist = l.cfg.Advance(hist, set, &snap, now)
-
-	// 5. Decide (a workspace whose run ended does not want to run: see
-	// Finished); 6. plan.
-	d := l.cfg.Decide(policies.Input{Specs: FinishedSpecs(set, &snap), Snapshot: &snap, History: &hist, Now: now})
-	hist = policies.RecordDecision(hist, d)
-	res.Plan = NewPlan(set, &snap, d)
-	l.cfg.Metrics.observeDecision(d)
-
-	// 7. Apply (the leader only).
-	var out applyOutcome
-	if leading {
-		out = l.apply(ctx, res.Plan, &snap)
-	}
-	applied, deferred, applyErr := out.applied, out.deferred, out.err
-	res.Applied, res.Deferred, res.Failed, res.RetryAt = applied, deferred, out.failed, out.retryAt
-	for _, a := range applied {
-		if a.Kind == drivers.ActionPreempt {
-			l.cfg.Metrics.preempted(set, a.Workspace)
-		}
-	}
-
-	// 8. Record, even after a failed apply: what was applied is done.
-	res.Transitions = l.record(set, &snap, d, &hist, applied, deferred, now)
-	res.Transitions = l.noteFailures(res.Transitions, now)
-	// 8b. Run times: the runs that completed, each workspace's predicted
-	// run time and the queue's likely start (likely.go).
-	hist = policies.RecordRuns(hist, l.takeRuns())
-	l.mu.Lock()
-	l.predictAll(set, &snap, d, &hist, now)
-	l.mu.Unlock()
-	l.keepView(set, &snap, &d, &hist)
-	res.Settling = len(deferred) > 0 || applyErr != nil
-	for _, a := range snap.Allocs {
-		if a.Phase != drivers.AllocRunning {
-			res.Settling = true
-		}
-	}
-	for _, a := range applied {
-		if a.Kind != drivers.ActionUpdate {
-			res.Settling = true
-		}
-	}
-	if !leading {
-		res.Settling = false // a follower writes nothing and need not hurry
-		return res, nil
-	}
-	if err := l.prune(ctx, set, &snap, now); err != nil && applyErr == nil {
-		applyErr = err
-	}
-	if applyErr == nil {
-		hist.AppliedRevision, hist.AppliedAt = set.Revision, now
-	}
-	// 9. Save the history: only when something but the clock moved it
-	// (usage decays and accrues, AppliedAt follows the cycle), or at
-	// least every Interval so usage reaches the store; a cycle cut by its
-	// deadline still saves what it did, within outer.
-	hist.Journal = l.journal(now)
-	if l.saved != nil && sameHistory(hist, loaded) && sameHistory(hist, *l.saved) && time.Since(l.savedAt) < l.cfg.Interval {
-		return res, applyErr
-	}
-	saveCtx := ctx
-	if ctx.Err() != nil && outer.Err() == nil {
-		saveCtx = outer
-	}
-	if err := l.cfg.Store.SaveHistory(saveCtx, hist); err != nil {
-		l.saved = nil
-		return res, errors.Join(applyErr, fmt.Errorf("save history: %w", err))
-	}
-	l.saved, l.savedAt = &hist, time.Now()
-	return res, applyErr
 }
 
 // sameHistory reports whether a and b differ at most in what moves with
