@@ -486,7 +486,10 @@ func (l *Loop) setAttempted(a *RevisionStatus) {
 
 // record derives each workspace's state from the decision, the snapshot,
 // what was applied and the preemption records in hist (read only), and
-// appends transitions.
+// appends transitions. The state and its reason are nextState's
+// (record.go); record keeps the books: the records, the work lost on a
+// resume, the transitions and their log, the completed runs, the
+// projects' status and the metrics.
 func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decision, hist *drivers.History,
 	applied []drivers.Action, deferred []schema.Ref, now time.Time) []WorkspaceTransition {
 	decisions := map[schema.Ref]*policies.WorkspaceDecision{}
@@ -530,12 +533,10 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 		}
 		prev := rec.status.State
 		st := rec.status
-		st.PreemptedBy, st.Node, st.GPUs, st.Reason, st.ReasonKind = nil, "", nil, "", ""
 		spec := set.Workspace(ref)
 		own := allocs[ref]
 		pre, wasPreempted := hist.Preempted[ref]
 		if len(own) > 0 {
-			st.Node, st.GPUs = where(own)
 			st.Progress = Seconds(own[0].Progress)
 			st.Revision = own[0].Revision
 			if !allStopping(own) && rec.gone {
@@ -550,90 +551,23 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 		} else if rec.held {
 			rec.gone = true
 		}
-		// It held GPUs at the last observation, berth did not stop it, and
-		// they are gone: it failed (even if it is started again at once).
-		// One the specs want stopped (or no longer name) did not fail: berth
-		// stopped it, even if the stop's answer was lost on the way back.
-		ended, hasEnded := finished[ref]
-		wantsRun := spec != nil && spec.Spec.State != schema.DesiredStopped
-		failed := len(own) == 0 && rec.held && wantsRun && !wasPreempted && !hasEnded && (prev == StateRunning || prev == StateStarting)
-		rec.held = len(own) > 0
 		a, didAct := acted[ref]
-		switch {
-		case didAct && a.Kind == drivers.ActionPreempt:
-			by := a.By
-			st.State, st.PreemptedBy, st.ReasonKind = StatePreempting, &by, policies.ReasonPreempted.String()
-			st.Reason = preemptReason(a)
-		case didAct && a.Kind == drivers.ActionStop:
-			st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), a.Reason
-		case didAct && a.Kind == drivers.ActionStart:
-			st.State = StateStarting
-			st.Node, st.GPUs = wherePlaced(a.Placements)
-			st.Reason = "placed"
-			if wasPreempted {
-				st.Reason = "resuming after preemption by " + pre.By.String()
-			}
-		case len(own) > 0 && allStopping(own):
-			if wasPreempted {
-				by := pre.By
-				st.State, st.PreemptedBy, st.ReasonKind, st.Reason = StatePreempting, &by, policies.ReasonPreempted.String(), pre.Reason
-			} else {
-				st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), "stopping: checkpoint signal sent"
-			}
-		case len(own) > 0:
-			st.State = StateRunning
-			for _, al := range own {
-				if al.Phase == drivers.AllocStarting {
-					st.State = StateStarting
-				}
-			}
-			if st.State == StateStarting && prev == StateStarting {
-				st.Reason, st.ReasonKind = rec.status.Reason, rec.status.ReasonKind
-			}
-			if st.State == StateRunning && rec.resumed != "" {
-				if prev != StateRunning {
-					st.Reason = rec.resumed
-				}
-				rec.resumed = ""
-			}
-		case spec == nil:
-			st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), "no longer in the specs"
-		case hasEnded:
-			st.State, st.Reason = endedState(ended)
-			st.ReasonKind = ReasonExited
-		case spec.Spec.State == schema.DesiredRunning && l.rejected[ref].revision == set.Revision:
-			st.State, st.Reason = StateFailed, "the cluster refused it: "+l.rejected[ref].reason+"; fix the spec"
-		case spec.Spec.State == schema.DesiredStopped:
-			st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), "the specs want it stopped"
-		case wasPreempted:
-			by := pre.By
-			st.State, st.PreemptedBy, st.ReasonKind, st.Reason = StatePreempted, &by, policies.ReasonPreempted.String(), pre.Reason
-		case failed:
-			st.State, st.Reason = StateFailed, "its allocation ended without berth stopping it"
-		default:
-			st.State = StatePending
-			if wd := decisions[ref]; wd != nil {
-				st.ReasonKind, st.Reason = wd.Reason.Kind.String(), wd.Reason.Message
-			}
-			if waiting[ref] {
-				st.ReasonKind = policies.ReasonPreempting.String()
-				if st.Reason == "" {
-					st.Reason = "waiting for the GPUs it needs to be freed"
-				}
-			}
-		}
-		st.Decision = ""
-		if wd := decisions[ref]; wd != nil {
-			st.Decision = wd.Verdict.String()
-			if wd.Reason.Message != "" {
-				st.Decision += ": " + wd.Reason.Message
-			}
-		}
+		ended, hasEnded := finished[ref]
+		rj := l.rejected[ref]
+		next := nextState(stateInput{Prev: prev, PrevReason: rec.status.Reason, PrevReasonKind: rec.status.ReasonKind,
+			Held: rec.held, Resumed: rec.resumed, Spec: spec, Decision: decisions[ref], Allocs: own,
+			Acted: a, DidAct: didAct, Waiting: waiting[ref], Preempted: pre, WasPreempted: wasPreempted,
+			Ended: ended, HasEnded: hasEnded, Rejected: rj.revision == set.Revision, RejectedReason: rj.reason})
+		failed := next.Failed
+		rec.held = len(own) > 0
+		rec.resumed = next.Resumed
+		st.State, st.Reason, st.ReasonKind, st.PreemptedBy = next.State, next.Reason, next.ReasonKind, next.PreemptedBy
+		st.Node, st.GPUs, st.Decision = next.Node, next.GPUs, next.Decision
 		if !known && spec == nil && len(own) == 0 {
 			continue // gone from the specs before berth saw it
 		}
 		if failed && st.State != StateFailed {
-			t := Transition{At: now, From: prev, To: StateFailed, Reason: "its allocation ended without berth stopping it",
+			t := Transition{At: now, From: prev, To: StateFailed, Reason: reasonFailed,
 				Progress: st.Progress, WorkLost: st.WorkLost}
 			rec.history = append(rec.history, t)
 			out = append(out, WorkspaceTransition{Workspace: ref, Transition: t})
