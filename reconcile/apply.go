@@ -52,7 +52,7 @@ type applyOutcome struct {
 	err error
 }
 
-// apply applies plan's actions. It is step 7 of Once.
+// apply applies p's actions. It is step 8 of Once.
 //
 //  1. A Wait holds back the Start of its workspace (deferred to a later
 //     cycle); drivers never see it. A start or update the cluster refused

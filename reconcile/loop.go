@@ -258,14 +258,29 @@ type WorkspaceTransition struct {
 	Transition
 }
 
-// Once runs one cycle:
+// Once runs one cycle. Its steps, as once and Once call them (cycle.go):
 //
-// 1. read the source; 2. load and validate it (an invalid revision is
-// refused and the last good one stays in force); 3. observe the cluster
-// (a failed observation applies nothing); 4. advance the history;
-// 5. decide; 6. plan; 7. apply in order, holding back starts whose
-// victims still hold their GPUs; 8. record states, transitions and
-// history.
+//  1. read the source;
+//  2. load and validate the revision (an invalid one is refused and the
+//     last good one stays in force; with none, the cycle stalls);
+//  3. observe the cluster (a failed observation applies nothing; the
+//     snapshot's time is the cycle's now);
+//  4. guard the mass prune (a new revision that stops or removes too
+//     many workspaces at once is refused);
+//  5. advance the history (load it, restore the journal, advance the
+//     decayed usage);
+//  6. decide;
+//  7. plan;
+//  8. apply, the leader only, holding back starts whose victims still
+//     hold their GPUs;
+//  9. record states and transitions, even after a failed apply;
+//  10. predict run times and likely starts (and keep the dashboard's view);
+//  11. settle: say whether the next cycle should come soon;
+//     a follower's cycle ends here: it never prunes or saves;
+//  12. prune the workspaces out of the specs;
+//  13. save the history;
+//  14. report the cycle (status, metrics);
+//  15. publish its transitions to the dashboards.
 //
 // An action that fails for its own workspace (invalid, unplaceable, a
 // conflict or transient error of that action) is reported in
@@ -284,159 +299,66 @@ func (l *Loop) Once(ctx context.Context) (Result, error) {
 	defer l.cycle.Unlock()
 	started := time.Now()
 	cycleCtx, cancel := context.WithTimeoutCause(ctx, l.cfg.CycleTimeout, errCycleTimeout)
-	res, err := l.once(cycleCtx, ctx)
+	res, err := l.once(cycleCtx, ctx) // 1–13
 	cut := context.Cause(cycleCtx) == errCycleTimeout && ctx.Err() == nil
 	cancel()
 	if err != nil && cut {
 		err = fmt.Errorf("the cycle ran for %s, its limit, and was cut (what it applied is kept; the next cycle observes again): %w", l.cfg.CycleTimeout, err)
 	}
-	l.cfg.Metrics.observeCycle(time.Since(started), err)
-	l.mu.Lock()
-	l.last = &CycleStatus{At: res.ObservedAt, Duration: Seconds(time.Since(started)), Actions: len(res.Applied)}
-	if err != nil {
-		l.last.Error = err.Error()
-	} else {
-		l.lastOK = time.Now()
-	}
-	l.mu.Unlock()
-	l.publish(res.Transitions)
+	l.report(res, err, started) // 14
+	l.publish(res.Transitions)  // 15
 	return res, err
 }
 
 // errCycleTimeout is the cause of a cycle's context cut by CycleTimeout.
 var errCycleTimeout = errors.New("the reconcile cycle ran past its limit")
 
-// once is Once's cycle under ctx (with the cycle's deadline); outer is
-// Once's own context, which the history is saved under once the cycle's
-// deadline has passed.
+// once is Once's steps 1 to 13 under ctx (with the cycle's deadline);
+// outer is Once's own context, which the history is saved under once the
+// cycle's deadline has passed. Each step is a method of cycle (cycle.go).
 func (l *Loop) once(ctx, outer context.Context) (Result, error) {
-	var res Result
-	leading := l.cfg.Leader == nil || l.cfg.Leader.Leading()
-	l.following = !leading
-	// 1. Read the source.
-	rev, err := l.cfg.Source.Read(ctx)
-	if err != nil {
-		return res, fmt.Errorf("read specs: %w", err)
+	c := l.newCycle(ctx, outer)
+	if err := c.read(); err != nil { // 1
+		return c.res, err
 	}
-	// 2. Load and validate; keep the last good revision on problems.
+	if err := c.load(); err != nil { // 2
+		return c.res, err
+	}
+	if err := c.observe(); err != nil { // 3
+		return c.res, err
+	}
+	if err := c.guardMassPrune(); err != nil { // 4
+		return c.res, err
+	}
+	if err := c.advanceHistory(); err != nil { // 5
+		return c.res, err
+	}
+	c.decide()  // 6
+	c.plan()    // 7
+	c.apply()   // 8
+	c.record()  // 9
+	c.predict() // 10
+	c.settle()  // 11
+	if !c.leading {
+		return c.res, nil // a follower writes nothing
+	}
+	c.prune()              // 12
+	return c.res, c.save() // 13
+}
+
+// report is Once's step 14: it counts the cycle in the metrics and keeps
+// it as the status's last reconcile (lastOK, for /healthz, when it
+// succeeded).
+func (l *Loop) report(res Result, err error, started time.Time) {
+	l.cfg.Metrics.observeCycle(time.Since(started), err)
 	l.mu.Lock()
-	prev := l.good
-	l.mu.Unlock()
-	set, err := l.load(rev)
+	defer l.mu.Unlock()
+	l.last = &CycleStatus{At: res.ObservedAt, Duration: Seconds(time.Since(started)), Actions: len(res.Applied)}
 	if err != nil {
-		return res, err
+		l.last.Error = err.Error()
+	} else {
+		l.lastOK = time.Now()
 	}
-	res.Refused = l.refused()
-	if set == nil {
-		return res, &StalledError{Revision: rev.ID, Problems: res.Refused.Errors}
-	}
-	res.Revision = set.Revision
-
-	// 3. Observe. A failed observation applies nothing.
-	snap, err := l.cfg.Cluster.Observe(ctx)
-	if err != nil {
-		return res, fmt.Errorf("observe cluster: %w", err)
-	}
-	now := snap.ObservedAt
-	res.ObservedAt = now
-	l.mu.Lock()
-	l.observedAt = now
-	l.mu.Unlock()
-
-	// 3b. Deletion safety: a new revision that would stop or remove too
-	// many workspaces at once is refused; the previous one stays.
-	if set != prev && set.Revision == rev.ID {
-		set = l.admit(prev, set, &snap)
-		res.Refused = l.refused()
-		if set == nil {
-			return res, &StalledError{Revision: rev.ID, Problems: res.Refused.Errors}
-		}
-		res.Revision = set.Revision
-	}
-
-	// 4. History.
-	hist, err := l.cfg.Store.LoadHistory(ctx)
-	if err != nil {
-		return res, fmt.Errorf("load history: %w", err)
-	}
-	loaded := hist // Advance and RecordDecision return new histories
-	if !l.restored || !leading {
-		// A restarted berth, or one newly leading, continues from the
-		// last writer's journal (journal.go); a follower shows it.
-		l.restore(hist.Journal)
-	}
-	l.restored = leading
-	hist = l.cfg.Advance(hist, set, &snap, now)
-
-	// 5. Decide (a workspace whose run ended does not want to run: see
-	// Finished); 6. plan.
-	d := l.cfg.Decide(policies.Input{Specs: plan.FinishedSpecs(set, &snap), Snapshot: &snap, History: &hist, Now: now})
-	hist = policies.RecordDecision(hist, d)
-	res.Plan = plan.New(set, &snap, d)
-	l.cfg.Metrics.observeDecision(d)
-
-	// 7. Apply (the leader only).
-	var out applyOutcome
-	if leading {
-		out = l.apply(ctx, res.Plan, &snap)
-	}
-	applied, deferred, applyErr := out.applied, out.deferred, out.err
-	res.Applied, res.Deferred, res.Failed, res.RetryAt = applied, deferred, out.failed, out.retryAt
-	for _, a := range applied {
-		if a.Kind == drivers.ActionPreempt {
-			l.cfg.Metrics.preempted(set, a.Workspace)
-		}
-	}
-
-	// 8. Record, even after a failed apply: what was applied is done.
-	res.Transitions = l.record(set, &snap, d, &hist, applied, deferred, now)
-	res.Transitions = l.noteFailures(res.Transitions, now)
-	// 8b. Run times: the runs that completed, each workspace's predicted
-	// run time and the queue's likely start (likely.go).
-	hist = policies.RecordRuns(hist, l.takeRuns())
-	l.mu.Lock()
-	l.predictAll(set, &snap, d, &hist, now)
-	l.mu.Unlock()
-	l.keepView(set, &snap, &d, &hist)
-	res.Settling = len(deferred) > 0 || applyErr != nil
-	for _, a := range snap.Allocs {
-		if a.Phase != drivers.AllocRunning {
-			res.Settling = true
-		}
-	}
-	for _, a := range applied {
-		if a.Kind != drivers.ActionUpdate {
-			res.Settling = true
-		}
-	}
-	if !leading {
-		res.Settling = false // a follower writes nothing and need not hurry
-		return res, nil
-	}
-	if err := l.prune(ctx, set, &snap, now); err != nil && applyErr == nil {
-		applyErr = err
-	}
-	if applyErr == nil {
-		hist.AppliedRevision, hist.AppliedAt = set.Revision, now
-	}
-	// 9. Save the history: only when something but the clock moved it
-	// (usage decays and accrues, AppliedAt follows the cycle), or at
-	// least every Interval so usage reaches the store; a cycle cut by its
-	// deadline still saves what it did, within outer.
-	hist.Journal = l.journal(now)
-	if l.saved != nil && sameHistory(hist, loaded) && sameHistory(hist, *l.saved) && time.Since(l.savedAt) < l.cfg.Interval {
-		return res, applyErr
-	}
-	saveCtx := ctx
-	if ctx.Err() != nil && outer.Err() == nil {
-		saveCtx = outer
-	}
-	if err := l.cfg.Store.SaveHistory(saveCtx, hist); err != nil {
-		l.saved = nil
-		return res, errors.Join(applyErr, fmt.Errorf("save history: %w", err))
-	}
-	l.saved, l.savedAt = &hist, time.Now()
-	return res, applyErr
 }
 
 // sameHistory reports whether a and b differ at most in what moves with
@@ -456,7 +378,7 @@ func sameHistory(a, b drivers.History) bool {
 }
 
 // load returns the Set to apply: the new revision when valid (not yet in
-// force: admit decides), else the last good one (nil when there is none).
+// force: adoptRevision decides), else the last good one (nil when there is none).
 // Only I/O failures are errors.
 func (l *Loop) load(rev source.Revision) (*schema.Set, error) {
 	l.mu.Lock()
@@ -503,7 +425,7 @@ func (l *Loop) load(rev source.Revision) (*schema.Set, error) {
 		return good, nil
 	}
 	set.Revision = rev.ID // the source names revisions; before anyone else sees the set
-	return set, nil       // in force once admitted (prune.go)
+	return set, nil       // in force once adopted (prune.go)
 }
 
 func (l *Loop) setAttempted(a *RevisionStatus) {
@@ -514,7 +436,10 @@ func (l *Loop) setAttempted(a *RevisionStatus) {
 
 // record derives each workspace's state from the decision, the snapshot,
 // what was applied and the preemption records in hist (read only), and
-// appends transitions.
+// appends transitions. The state and its reason are nextState's
+// (record.go); record keeps the books: the records, the work lost on a
+// resume, the transitions and their log, the completed runs, the
+// projects' status and the metrics.
 func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decision, hist *drivers.History,
 	applied []drivers.Action, deferred []schema.Ref, now time.Time) []WorkspaceTransition {
 	decisions := map[schema.Ref]*policies.WorkspaceDecision{}
@@ -558,12 +483,10 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 		}
 		prev := rec.status.State
 		st := rec.status
-		st.PreemptedBy, st.Node, st.GPUs, st.Reason, st.ReasonKind = nil, "", nil, "", ""
 		spec := set.Workspace(ref)
 		own := allocs[ref]
 		pre, wasPreempted := hist.Preempted[ref]
 		if len(own) > 0 {
-			st.Node, st.GPUs = drivers.Where(own)
 			st.Progress = Seconds(own[0].Progress)
 			st.Revision = own[0].Revision
 			if !drivers.AllStopping(own) && rec.gone {
@@ -578,90 +501,23 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 		} else if rec.held {
 			rec.gone = true
 		}
-		// It held GPUs at the last observation, berth did not stop it, and
-		// they are gone: it failed (even if it is started again at once).
-		// One the specs want stopped (or no longer name) did not fail: berth
-		// stopped it, even if the stop's answer was lost on the way back.
-		ended, hasEnded := finished[ref]
-		wantsRun := spec != nil && spec.Spec.State != schema.DesiredStopped
-		failed := len(own) == 0 && rec.held && wantsRun && !wasPreempted && !hasEnded && (prev == StateRunning || prev == StateStarting)
-		rec.held = len(own) > 0
 		a, didAct := acted[ref]
-		switch {
-		case didAct && a.Kind == drivers.ActionPreempt:
-			by := a.By
-			st.State, st.PreemptedBy, st.ReasonKind = StatePreempting, &by, policies.ReasonPreempted.String()
-			st.Reason = preemptReason(a)
-		case didAct && a.Kind == drivers.ActionStop:
-			st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), a.Reason
-		case didAct && a.Kind == drivers.ActionStart:
-			st.State = StateStarting
-			st.Node, st.GPUs = drivers.WherePlaced(a.Placements)
-			st.Reason = "placed"
-			if wasPreempted {
-				st.Reason = "resuming after preemption by " + pre.By.String()
-			}
-		case len(own) > 0 && drivers.AllStopping(own):
-			if wasPreempted {
-				by := pre.By
-				st.State, st.PreemptedBy, st.ReasonKind, st.Reason = StatePreempting, &by, policies.ReasonPreempted.String(), pre.Reason
-			} else {
-				st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), "stopping: checkpoint signal sent"
-			}
-		case len(own) > 0:
-			st.State = StateRunning
-			for _, al := range own {
-				if al.Phase == drivers.AllocStarting {
-					st.State = StateStarting
-				}
-			}
-			if st.State == StateStarting && prev == StateStarting {
-				st.Reason, st.ReasonKind = rec.status.Reason, rec.status.ReasonKind
-			}
-			if st.State == StateRunning && rec.resumed != "" {
-				if prev != StateRunning {
-					st.Reason = rec.resumed
-				}
-				rec.resumed = ""
-			}
-		case spec == nil:
-			st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), "no longer in the specs"
-		case hasEnded:
-			st.State, st.Reason = endedState(ended)
-			st.ReasonKind = ReasonExited
-		case spec.Spec.State == schema.DesiredRunning && l.rejected[ref].revision == set.Revision:
-			st.State, st.Reason = StateFailed, "the cluster refused it: "+l.rejected[ref].reason+"; fix the spec"
-		case spec.Spec.State == schema.DesiredStopped:
-			st.State, st.ReasonKind, st.Reason = StateStopped, policies.ReasonStopped.String(), "the specs want it stopped"
-		case wasPreempted:
-			by := pre.By
-			st.State, st.PreemptedBy, st.ReasonKind, st.Reason = StatePreempted, &by, policies.ReasonPreempted.String(), pre.Reason
-		case failed:
-			st.State, st.Reason = StateFailed, "its allocation ended without berth stopping it"
-		default:
-			st.State = StatePending
-			if wd := decisions[ref]; wd != nil {
-				st.ReasonKind, st.Reason = wd.Reason.Kind.String(), wd.Reason.Message
-			}
-			if waiting[ref] {
-				st.ReasonKind = policies.ReasonPreempting.String()
-				if st.Reason == "" {
-					st.Reason = "waiting for the GPUs it needs to be freed"
-				}
-			}
-		}
-		st.Decision = ""
-		if wd := decisions[ref]; wd != nil {
-			st.Decision = wd.Verdict.String()
-			if wd.Reason.Message != "" {
-				st.Decision += ": " + wd.Reason.Message
-			}
-		}
+		ended, hasEnded := finished[ref]
+		rj := l.rejected[ref]
+		next := nextState(stateInput{Prev: prev, PrevReason: rec.status.Reason, PrevReasonKind: rec.status.ReasonKind,
+			Held: rec.held, Resumed: rec.resumed, Spec: spec, Decision: decisions[ref], Allocs: own,
+			Acted: a, DidAct: didAct, Waiting: waiting[ref], Preempted: pre, WasPreempted: wasPreempted,
+			Ended: ended, HasEnded: hasEnded, Rejected: rj.revision == set.Revision, RejectedReason: rj.reason})
+		failed := next.Failed
+		rec.held = len(own) > 0
+		rec.resumed = next.Resumed
+		st.State, st.Reason, st.ReasonKind, st.PreemptedBy = next.State, next.Reason, next.ReasonKind, next.PreemptedBy
+		st.Node, st.GPUs, st.Decision = next.Node, next.GPUs, next.Decision
 		if !known && spec == nil && len(own) == 0 {
 			continue // gone from the specs before berth saw it
 		}
 		if failed && st.State != StateFailed {
-			t := Transition{At: now, From: prev, To: StateFailed, Reason: "its allocation ended without berth stopping it",
+			t := Transition{At: now, From: prev, To: StateFailed, Reason: reasonFailed,
 				Progress: st.Progress, WorkLost: st.WorkLost}
 			rec.history = append(rec.history, t)
 			out = append(out, WorkspaceTransition{Workspace: ref, Transition: t})

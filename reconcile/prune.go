@@ -11,11 +11,11 @@ import (
 	"github.com/berth-dev/berth/schema"
 )
 
-// admit puts a newly loaded, valid revision in force, unless it would
+// adoptRevision puts a newly loaded, valid revision in force, unless it would
 // prune too much: then the previous revision stays in force (nil when
 // there was none) and the new one is reported as attempted with the
 // reason.
-func (l *Loop) admit(prev, set *schema.Set, snap *drivers.Snapshot) *schema.Set {
+func (l *Loop) adoptRevision(prev, set *schema.Set, snap *drivers.Snapshot) *schema.Set {
 	m := plan.CheckMassPrune(prev, set, snap, plan.PruneGuard{Percent: l.cfg.MassPrunePercent, Min: l.cfg.MassPruneMin, Allow: l.cfg.AllowMassPrune})
 	if !m.Refused() {
 		if m.Mass() {

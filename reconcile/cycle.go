@@ -1,0 +1,244 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/plan"
+	"github.com/berth-dev/berth/policies"
+	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/source"
+)
+
+// cycle is one run of Loop.once: what its steps hand each other. Its
+// steps are its methods, in the order once calls them; each reads what
+// the steps before it left and leaves what the steps after it need.
+type cycle struct {
+	l *Loop
+	// ctx carries the cycle's deadline; outer is Once's own context, which
+	// the history is saved under once that deadline has passed.
+	ctx, outer context.Context
+	// leading: this replica leads (or is the only one); asked once, at
+	// the start of the cycle. A follower observes and decides but never
+	// applies, prunes or saves.
+	leading bool
+
+	res  Result
+	rev  source.Revision // read
+	prev *schema.Set     // the set in force before this cycle (load)
+	set  *schema.Set     // the set this cycle applies (load, guardMassPrune)
+	snap drivers.Snapshot
+	now  time.Time // the cluster's time of snap
+	// hist is the history as the cycle moves it on; loaded is what the
+	// Store held (Advance and RecordDecision return new histories).
+	hist, loaded drivers.History
+	d            policies.Decision
+	out          applyOutcome
+	// err is what failed without stopping the cycle (apply, prune): what
+	// was done is still recorded and saved, and the cycle fails with it.
+	err error
+}
+
+// newCycle starts a cycle under ctx (with the cycle's deadline) and
+// outer (Once's own context), asking once whether this replica leads.
+func (l *Loop) newCycle(ctx, outer context.Context) *cycle {
+	c := &cycle{l: l, ctx: ctx, outer: outer}
+	c.leading = l.cfg.Leader == nil || l.cfg.Leader.Leading()
+	l.following = !c.leading
+	return c
+}
+
+// read reads the current revision from the source.
+func (c *cycle) read() error {
+	rev, err := c.l.cfg.Source.Read(c.ctx)
+	if err != nil {
+		return fmt.Errorf("read specs: %w", err)
+	}
+	c.rev = rev
+	return nil
+}
+
+// load loads and validates the revision (Loop.load): an invalid one is
+// refused and the last good one stays in force; with none in force the
+// cycle stalls (*StalledError).
+func (c *cycle) load() error {
+	l := c.l
+	l.mu.Lock()
+	c.prev = l.good
+	l.mu.Unlock()
+	set, err := l.load(c.rev)
+	if err != nil {
+		return err
+	}
+	c.res.Refused = l.refused()
+	if set == nil {
+		return &StalledError{Revision: c.rev.ID, Problems: c.res.Refused.Errors}
+	}
+	c.set = set
+	c.res.Revision = set.Revision
+	return nil
+}
+
+// observe takes the cluster's snapshot; its time is the cycle's now. A
+// failed observation applies nothing.
+func (c *cycle) observe() error {
+	snap, err := c.l.cfg.Cluster.Observe(c.ctx)
+	if err != nil {
+		return fmt.Errorf("observe cluster: %w", err)
+	}
+	c.snap, c.now = snap, snap.ObservedAt
+	c.res.ObservedAt = c.now
+	c.l.mu.Lock()
+	c.l.observedAt = c.now
+	c.l.mu.Unlock()
+	return nil
+}
+
+// guardMassPrune is deletion safety (Loop.adoptRevision, prune.go): a new
+// revision that would stop or remove too many workspaces at once is
+// refused and the previous one stays in force (with none, the cycle
+// stalls).
+func (c *cycle) guardMassPrune() error {
+	if c.set == c.prev || c.set.Revision != c.rev.ID {
+		return nil // nothing new to adopt
+	}
+	l := c.l
+	set := l.adoptRevision(c.prev, c.set, &c.snap)
+	c.res.Refused = l.refused()
+	if set == nil {
+		return &StalledError{Revision: c.rev.ID, Problems: c.res.Refused.Errors}
+	}
+	c.set = set
+	c.res.Revision = set.Revision
+	return nil
+}
+
+// advanceHistory loads the history from the Store, restores the memory
+// of workspaces from its journal when this berth has just started or
+// does not lead (journal.go), and advances the decayed usage to now.
+func (c *cycle) advanceHistory() error {
+	l := c.l
+	hist, err := l.cfg.Store.LoadHistory(c.ctx)
+	if err != nil {
+		return fmt.Errorf("load history: %w", err)
+	}
+	c.loaded = hist
+	if !l.restored || !c.leading {
+		// A restarted berth, or one newly leading, continues from the
+		// last writer's journal (journal.go); a follower shows it.
+		l.restore(hist.Journal)
+	}
+	l.restored = c.leading
+	c.hist = l.cfg.Advance(hist, c.set, &c.snap, c.now)
+	return nil
+}
+
+// decide runs the decision engine (a workspace whose run ended does not
+// want to run: see Finished) and records its preemptions and queue
+// places in the history.
+func (c *cycle) decide() {
+	c.d = c.l.cfg.Decide(policies.Input{Specs: plan.FinishedSpecs(c.set, &c.snap), Snapshot: &c.snap, History: &c.hist, Now: c.now})
+	c.hist = policies.RecordDecision(c.hist, c.d)
+	c.l.cfg.Metrics.observeDecision(c.d)
+}
+
+// plan turns the decision into the plan's actions (NewPlan, pure).
+func (c *cycle) plan() {
+	c.res.Plan = plan.New(c.set, &c.snap, c.d)
+}
+
+// apply applies the plan, the leader only (Loop.apply, apply.go): starts
+// whose victims still hold their GPUs are held back, a failed action
+// concerns its workspace alone, and a failure of the cluster as a whole
+// leaves the rest for the next cycle (c.err).
+func (c *cycle) apply() {
+	if c.leading {
+		c.out = c.l.apply(c.ctx, c.res.Plan, &c.snap)
+	}
+	c.err = c.out.err
+	c.res.Applied, c.res.Deferred, c.res.Failed, c.res.RetryAt = c.out.applied, c.out.deferred, c.out.failed, c.out.retryAt
+	for _, a := range c.out.applied {
+		if a.Kind == drivers.ActionPreempt {
+			c.l.cfg.Metrics.preempted(c.set, a.Workspace)
+		}
+	}
+}
+
+// record records each workspace's state and transitions (Loop.record),
+// even after a failed apply: what was applied is done; then why those
+// backing off after a failed action wait (noteFailures).
+func (c *cycle) record() {
+	c.res.Transitions = c.l.record(c.set, &c.snap, c.d, &c.hist, c.out.applied, c.out.deferred, c.now)
+	c.res.Transitions = c.l.noteFailures(c.res.Transitions, c.now)
+}
+
+// predict records the runs that completed in the history, predicts each
+// workspace's run time and the queue's likely start (likely.go), and
+// keeps the cycle's inputs for the dashboard.
+func (c *cycle) predict() {
+	l := c.l
+	c.hist = policies.RecordRuns(c.hist, l.takeRuns())
+	l.mu.Lock()
+	l.predictAll(c.set, &c.snap, c.d, &c.hist, c.now)
+	l.mu.Unlock()
+	l.keepView(c.set, &c.snap, &c.d, &c.hist)
+}
+
+// settle says whether the next cycle should come soon (Result.Settling):
+// a start held back, the cluster failing, an allocation not yet running,
+// or an action other than an update applied. A follower writes nothing
+// and need not hurry.
+func (c *cycle) settle() {
+	settling := len(c.out.deferred) > 0 || c.err != nil
+	for _, a := range c.snap.Allocs {
+		if a.Phase != drivers.AllocRunning {
+			settling = true
+		}
+	}
+	for _, a := range c.out.applied {
+		if a.Kind != drivers.ActionUpdate {
+			settling = true
+		}
+	}
+	c.res.Settling = settling && c.leading
+}
+
+// prune stops and, after PruneDelay, purges the workspaces out of the
+// specs (Loop.prune, prune.go). Its failure fails the cycle unless the
+// apply failed first.
+func (c *cycle) prune() {
+	if err := c.l.prune(c.ctx, c.set, &c.snap, c.now); err != nil && c.err == nil {
+		c.err = err
+	}
+}
+
+// save saves the history: the applied revision when the cycle has not
+// failed, and the journal of workspaces (journal.go). It saves only when
+// something but the clock moved it (usage decays and accrues, AppliedAt
+// follows the cycle), or at least every Interval so usage reaches the
+// store; a cycle cut by its deadline still saves what it did, within
+// outer. It returns the cycle's error.
+func (c *cycle) save() error {
+	l := c.l
+	if c.err == nil {
+		c.hist.AppliedRevision, c.hist.AppliedAt = c.set.Revision, c.now
+	}
+	c.hist.Journal = l.journal(c.now)
+	if l.saved != nil && sameHistory(c.hist, c.loaded) && sameHistory(c.hist, *l.saved) && time.Since(l.savedAt) < l.cfg.Interval {
+		return c.err
+	}
+	saveCtx := c.ctx
+	if c.ctx.Err() != nil && c.outer.Err() == nil {
+		saveCtx = c.outer
+	}
+	if err := l.cfg.Store.SaveHistory(saveCtx, c.hist); err != nil {
+		l.saved = nil
+		return errors.Join(c.err, fmt.Errorf("save history: %w", err))
+	}
+	saved := c.hist // l.saved must not keep the whole cycle alive
+	l.saved, l.savedAt = &saved, time.Now()
+	return c.err
+}

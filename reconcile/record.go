@@ -1,0 +1,173 @@
+package reconcile
+
+import (
+	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/policies"
+	"github.com/berth-dev/berth/schema"
+)
+
+// stateInput is what one cycle knows of one workspace: all that
+// nextState reads. Its optional parts are values with a flag, not
+// pointers, so that a cycle allocates nothing to fill it in.
+type stateInput struct {
+	// Prev is its state before this cycle ("" when berth did not know
+	// it), and PrevReason and PrevReasonKind the reason it had then.
+	Prev                       State
+	PrevReason, PrevReasonKind string
+	// Held: the last observation (before this cycle's) showed it holding
+	// GPUs.
+	Held bool
+	// Resumed is the note kept for its next Running transition after a
+	// resume (resumedText); "" when none.
+	Resumed string
+	// Spec is its spec in the set in force; nil when the specs do not
+	// name it.
+	Spec *schema.Workspace
+	// Decision is the decision's verdict and reason for it; nil when the
+	// decision did not consider it.
+	Decision *policies.WorkspaceDecision
+	// Allocs are its allocations in the snapshot.
+	Allocs []drivers.Alloc
+	// Acted is the action applied to it this cycle when DidAct (an update
+	// does not count).
+	Acted  drivers.Action
+	DidAct bool
+	// Waiting: its start is held back until its victims are gone.
+	Waiting bool
+	// Preempted is the history's record of its preemption when
+	// WasPreempted.
+	Preempted    drivers.Preemption
+	WasPreempted bool
+	// Ended is its run that ended on its own (Finished) when HasEnded.
+	Ended    drivers.Exit
+	HasEnded bool
+	// Rejected: the cluster refused its job at the revision in force,
+	// with RejectedReason.
+	Rejected       bool
+	RejectedReason string
+}
+
+// stateOutput is what nextState decides of one workspace.
+type stateOutput struct {
+	State              State
+	Reason, ReasonKind string
+	PreemptedBy        *schema.Ref
+	// Node and GPUs are where it runs: its placement when it was started
+	// this cycle, else its allocations ("" and nil when none).
+	Node string
+	GPUs []string
+	// Decision is the decision's verdict, with its reason ("" when none).
+	Decision string
+	// Failed: it held GPUs at the last observation, berth did not stop
+	// it, and they are gone: it failed, even if it is started again at
+	// once (State then is not Failed: a transition to Failed comes first).
+	// One the specs want stopped (or no longer name) did not fail: berth
+	// stopped it, even if the stop's answer was lost on the way back.
+	Failed bool
+	// Resumed is the resume note left for a later Running transition:
+	// in.Resumed, or "" once a Running state has taken it.
+	Resumed string
+}
+
+// Reasons that nextState gives itself (the others come from the
+// decision, the actions, the history and the cluster).
+const (
+	reasonPlaced      = "placed"
+	reasonFailed      = "its allocation ended without berth stopping it"
+	reasonStopping    = "stopping: checkpoint signal sent"
+	reasonNotInSpecs  = "no longer in the specs"
+	reasonWantStopped = "the specs want it stopped"
+	reasonWaitingGPUs = "waiting for the GPUs it needs to be freed"
+)
+
+// nextState is a workspace's state after this cycle, and why, from what
+// the cycle knows of it (stateInput). It is pure: no Loop, no lock, no
+// log, no clock; it mutates nothing of in.
+//
+// The first case that holds decides: an action applied this cycle (a
+// preemption, a stop, a start); then its allocations (all stopping, or
+// running/starting); then, holding no GPUs: out of the specs, its run
+// ended on its own, refused by the cluster, wanted stopped, preempted,
+// failed; else it is Pending with the decision's reason.
+func nextState(in stateInput) stateOutput {
+	var out stateOutput
+	own := in.Allocs
+	if len(own) > 0 {
+		out.Node, out.GPUs = drivers.Where(own)
+	}
+	wantsRun := in.Spec != nil && in.Spec.Spec.State != schema.DesiredStopped
+	out.Failed = len(own) == 0 && in.Held && wantsRun && !in.WasPreempted && !in.HasEnded &&
+		(in.Prev == StateRunning || in.Prev == StateStarting)
+	out.Resumed = in.Resumed
+	a, pre := &in.Acted, &in.Preempted
+	switch {
+	case in.DidAct && a.Kind == drivers.ActionPreempt:
+		by := a.By
+		out.State, out.PreemptedBy, out.ReasonKind = StatePreempting, &by, policies.ReasonPreempted.String()
+		out.Reason = preemptReason(*a)
+	case in.DidAct && a.Kind == drivers.ActionStop:
+		out.State, out.ReasonKind, out.Reason = StateStopped, policies.ReasonStopped.String(), a.Reason
+	case in.DidAct && a.Kind == drivers.ActionStart:
+		out.State = StateStarting
+		out.Node, out.GPUs = drivers.WherePlaced(a.Placements)
+		out.Reason = reasonPlaced
+		if in.WasPreempted {
+			out.Reason = "resuming after preemption by " + pre.By.String()
+		}
+	case len(own) > 0 && drivers.AllStopping(own):
+		if in.WasPreempted {
+			by := pre.By
+			out.State, out.PreemptedBy, out.ReasonKind, out.Reason = StatePreempting, &by, policies.ReasonPreempted.String(), pre.Reason
+		} else {
+			out.State, out.ReasonKind, out.Reason = StateStopped, policies.ReasonStopped.String(), reasonStopping
+		}
+	case len(own) > 0:
+		out.State = StateRunning
+		for _, al := range own {
+			if al.Phase == drivers.AllocStarting {
+				out.State = StateStarting
+			}
+		}
+		if out.State == StateStarting && in.Prev == StateStarting {
+			out.Reason, out.ReasonKind = in.PrevReason, in.PrevReasonKind
+		}
+		if out.State == StateRunning && in.Resumed != "" {
+			if in.Prev != StateRunning {
+				out.Reason = in.Resumed
+			}
+			out.Resumed = ""
+		}
+	case in.Spec == nil:
+		out.State, out.ReasonKind, out.Reason = StateStopped, policies.ReasonStopped.String(), reasonNotInSpecs
+	case in.HasEnded:
+		out.State, out.Reason = endedState(in.Ended)
+		out.ReasonKind = ReasonExited
+	case in.Spec.Spec.State == schema.DesiredRunning && in.Rejected:
+		out.State, out.Reason = StateFailed, "the cluster refused it: "+in.RejectedReason+"; fix the spec"
+	case in.Spec.Spec.State == schema.DesiredStopped:
+		out.State, out.ReasonKind, out.Reason = StateStopped, policies.ReasonStopped.String(), reasonWantStopped
+	case in.WasPreempted:
+		by := pre.By
+		out.State, out.PreemptedBy, out.ReasonKind, out.Reason = StatePreempted, &by, policies.ReasonPreempted.String(), pre.Reason
+	case out.Failed:
+		out.State, out.Reason = StateFailed, reasonFailed
+	default:
+		out.State = StatePending
+		if wd := in.Decision; wd != nil {
+			out.ReasonKind, out.Reason = wd.Reason.Kind.String(), wd.Reason.Message
+		}
+		if in.Waiting {
+			out.ReasonKind = policies.ReasonPreempting.String()
+			if out.Reason == "" {
+				out.Reason = reasonWaitingGPUs
+			}
+		}
+	}
+	if wd := in.Decision; wd != nil {
+		out.Decision = wd.Verdict.String()
+		if wd.Reason.Message != "" {
+			out.Decision += ": " + wd.Reason.Message
+		}
+	}
+	return out
+}
