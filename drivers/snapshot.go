@@ -65,12 +65,13 @@ type Node struct {
 	// draining, not marked ineligible).
 	Ready    bool `json:"ready"`
 	Eligible bool `json:"eligible"`
-	// CPUMilli, MemoryBytes and DiskBytes are what the node offers to
+	// CPUMHz, MemoryBytes and DiskBytes are what the node offers to
 	// work: on Nomad its advertised totals less what the node reserves
 	// and less what allocations berth does not own hold. CPU is counted as
-	// Nomad counts it, in MHz shares: 1000 "millicores" are 1000 MHz
-	// (schema.WorkResources.CPUMilli). Zero means "not tracked".
-	CPUMilli    int64 `json:"cpuMilli,omitempty"`
+	// Nomad counts it, in MHz shares (schema.WorkResources.CPUMHz). Zero
+	// means "not tracked". A snapshot file written before the field had
+	// this name says cpuMilli; UnmarshalJSON reads both.
+	CPUMHz      int64 `json:"cpuMHz,omitempty"`
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
 	DiskBytes   int64 `json:"diskBytes,omitempty"`
 	// Cores is how many whole cores the node can still reserve
@@ -193,10 +194,10 @@ type Alloc struct {
 	Node      string     `json:"node"`
 	// GPUs are device IDs on Node, sorted.
 	GPUs []string `json:"gpus"`
-	// CPUMilli, MemoryBytes and DiskBytes are what it holds on Node (CPU
+	// CPUMHz, MemoryBytes and DiskBytes are what it holds on Node (CPU
 	// in MHz shares, its exclusive cores' shares included); Cores the
 	// whole cores it holds exclusively.
-	CPUMilli    int64      `json:"cpuMilli,omitempty"`
+	CPUMHz      int64      `json:"cpuMHz,omitempty"`
 	MemoryBytes int64      `json:"memoryBytes,omitempty"`
 	DiskBytes   int64      `json:"diskBytes,omitempty"`
 	Cores       int        `json:"cores,omitempty"`
@@ -243,4 +244,46 @@ type Address struct {
 	Label string `json:"label"`
 	Host  string `json:"host"`
 	Port  int    `json:"port"`
+}
+
+// cpuMilli is the name snapshot files gave CPUMHz before it had this
+// one (the same MHz shares under a misleading name).
+type cpuMilli struct {
+	CPUMilli int64 `json:"cpuMilli"`
+}
+
+// UnmarshalJSON reads a node, its CPU under either name (cpuMHz, or
+// cpuMilli as older snapshot files have it).
+func (n *Node) UnmarshalJSON(b []byte) error {
+	type node Node
+	var v struct {
+		node
+		cpuMilli
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*n = Node(v.node)
+	if n.CPUMHz == 0 {
+		n.CPUMHz = v.CPUMilli
+	}
+	return nil
+}
+
+// UnmarshalJSON reads an allocation, its CPU under either name (cpuMHz,
+// or cpuMilli as older snapshot files have it).
+func (a *Alloc) UnmarshalJSON(b []byte) error {
+	type alloc Alloc
+	var v struct {
+		alloc
+		cpuMilli
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*a = Alloc(v.alloc)
+	if a.CPUMHz == 0 {
+		a.CPUMHz = v.CPUMilli
+	}
+	return nil
 }

@@ -6,15 +6,10 @@ import (
 
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/schema/schematest"
 )
 
-func fiveRunning() []schema.Workspace {
-	var ws []schema.Workspace
-	for _, n := range []string{"a", "b", "c", "d", "e"} {
-		ws = append(ws, workspace("med", n, schema.DesiredRunning))
-	}
-	return ws
-}
+func fiveRunning() []schema.Workspace { return schematest.Running("med", "a", "b", "c", "d", "e") }
 
 func TestCheckMassPrune(t *testing.T) {
 	five := withWorkspaces(fiveRunning()...)

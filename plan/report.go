@@ -378,8 +378,8 @@ func diffProjects(base, head *schema.Set, project func(string) *ProjectReport) {
 		if a.Quota.GPUs != b.Quota.GPUs {
 			ch = append(ch, fmt.Sprintf("quota %d → %d GPUs", a.Quota.GPUs, b.Quota.GPUs))
 		}
-		if a.Quota.CPUMilli != b.Quota.CPUMilli {
-			ch = append(ch, fmt.Sprintf("quota CPU %s → %s", quotaCPUText(a.Quota.CPUMilli), quotaCPUText(b.Quota.CPUMilli)))
+		if a.Quota.CPUMHz != b.Quota.CPUMHz {
+			ch = append(ch, fmt.Sprintf("quota CPU %s → %s", quotaCPUText(a.Quota.CPUMHz), quotaCPUText(b.Quota.CPUMHz)))
 		}
 		if a.Quota.MemoryBytes != b.Quota.MemoryBytes {
 			ch = append(ch, fmt.Sprintf("quota memory %s → %s", quotaMemText(a.Quota.MemoryBytes), quotaMemText(b.Quota.MemoryBytes)))
@@ -387,8 +387,8 @@ func diffProjects(base, head *schema.Set, project func(string) *ProjectReport) {
 		if a.BorrowLimit.GPUs != b.BorrowLimit.GPUs {
 			ch = append(ch, fmt.Sprintf("borrow limit %s → %s", borrowText(a.BorrowLimit.GPUs), borrowText(b.BorrowLimit.GPUs)))
 		}
-		if a.BorrowLimit.CPUMilli != b.BorrowLimit.CPUMilli {
-			ch = append(ch, fmt.Sprintf("borrow limit CPU %s → %s", borrowQtyText(a.BorrowLimit.CPUMilli, quotaCPUText), borrowQtyText(b.BorrowLimit.CPUMilli, quotaCPUText)))
+		if a.BorrowLimit.CPUMHz != b.BorrowLimit.CPUMHz {
+			ch = append(ch, fmt.Sprintf("borrow limit CPU %s → %s", borrowQtyText(a.BorrowLimit.CPUMHz, quotaCPUText), borrowQtyText(b.BorrowLimit.CPUMHz, quotaCPUText)))
 		}
 		if a.BorrowLimit.MemoryBytes != b.BorrowLimit.MemoryBytes {
 			ch = append(ch, fmt.Sprintf("borrow limit memory %s → %s", borrowQtyText(a.BorrowLimit.MemoryBytes, quotaMemText), borrowQtyText(b.BorrowLimit.MemoryBytes, quotaMemText)))

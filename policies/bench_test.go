@@ -255,22 +255,22 @@ func withCPUMemQuotas(in Input) Input {
 	r := rand.New(rand.NewPCG(7, uint64(len(in.Specs.Workspaces))))
 	for i := range in.Specs.Projects {
 		p := &in.Specs.Projects[i].Spec
-		p.Quota.CPUMilli, p.Quota.MemoryBytes = int64(p.Quota.GPUs)*8000, int64(p.Quota.GPUs)*64<<30
-		p.BorrowLimit.CPUMilli, p.BorrowLimit.MemoryBytes = p.Quota.CPUMilli, p.Quota.MemoryBytes
+		p.Quota.CPUMHz, p.Quota.MemoryBytes = int64(p.Quota.GPUs)*8000, int64(p.Quota.GPUs)*64<<30
+		p.BorrowLimit.CPUMHz, p.BorrowLimit.MemoryBytes = p.Quota.CPUMHz, p.Quota.MemoryBytes
 	}
 	for i := range in.Specs.Workspaces {
 		res := &in.Specs.Workspaces[i].Spec.Resources
 		g := int64(max(res.GPUs, 1))
-		res.CPUMilli = g * []int64{4000, 8000, 16000}[r.IntN(3)]
+		res.CPUMHz = g * []int64{4000, 8000, 16000}[r.IntN(3)]
 		res.MemoryBytes = g * []int64{32 << 30, 64 << 30, 128 << 30}[r.IntN(3)]
 	}
 	for i := range in.Snapshot.Nodes {
-		in.Snapshot.Nodes[i].CPUMilli, in.Snapshot.Nodes[i].MemoryBytes = 128_000, 1<<40
+		in.Snapshot.Nodes[i].CPUMHz, in.Snapshot.Nodes[i].MemoryBytes = 128_000, 1<<40
 	}
 	for i := range in.Snapshot.Allocs {
 		a := &in.Snapshot.Allocs[i]
 		res := in.Specs.Workspace(a.Workspace).Spec.Resources
-		a.CPUMilli, a.MemoryBytes = res.CPUMilli, res.MemoryBytes
+		a.CPUMHz, a.MemoryBytes = res.CPUMHz, res.MemoryBytes
 	}
 	return in
 }

@@ -34,12 +34,12 @@ func genInput(t *rapid.T) Input {
 	nNodes := rapid.IntRange(1, 5).Draw(t, "nodes")
 	for i := range nNodes {
 		n := drivers.Node{Name: fmt.Sprintf("n%d", i), Ready: rapid.IntRange(0, 9).Draw(t, "ready") > 0, Eligible: rapid.IntRange(0, 9).Draw(t, "eligible") > 0,
-			CPUMilli:    rapid.SampledFrom([]int64{0, 16000, 32000, 64000}).Draw(t, "nodeCPU"),
+			CPUMHz:      rapid.SampledFrom([]int64{0, 16000, 32000, 64000}).Draw(t, "nodeCPU"),
 			MemoryBytes: rapid.SampledFrom([]int64{0, 32 << 30, 256 << 30}).Draw(t, "nodeMem"),
 			DiskBytes:   rapid.SampledFrom([]int64{0, 1 << 30, 100 << 30}).Draw(t, "nodeDisk")}
 		n.ID = n.Name
-		if n.CPUMilli > 0 && rapid.Bool().Draw(t, "nodeCores") {
-			n.Cores = int(n.CPUMilli / 2000)
+		if n.CPUMHz > 0 && rapid.Bool().Draw(t, "nodeCores") {
+			n.Cores = int(n.CPUMHz / 2000)
 			n.CPUPerCore = 2000
 		}
 		if rapid.Bool().Draw(t, "features") {
@@ -77,9 +77,9 @@ func genInput(t *rapid.T) Input {
 		// CPU and memory quotas, often not named; their borrow limits
 		// often unlimited.
 		p := &set.Projects[len(set.Projects)-1].Spec
-		p.Quota.CPUMilli = rapid.SampledFrom([]int64{0, 0, 8000, 32000}).Draw(t, "quotaCPU")
+		p.Quota.CPUMHz = rapid.SampledFrom([]int64{0, 0, 8000, 32000}).Draw(t, "quotaCPU")
 		p.Quota.MemoryBytes = rapid.SampledFrom([]int64{0, 0, 32 << 30, 128 << 30}).Draw(t, "quotaMem")
-		p.BorrowLimit.CPUMilli = rapid.SampledFrom([]int64{schema.Unlimited, 0, 8000}).Draw(t, "borrowCPU")
+		p.BorrowLimit.CPUMHz = rapid.SampledFrom([]int64{schema.Unlimited, 0, 8000}).Draw(t, "borrowCPU")
 		p.BorrowLimit.MemoryBytes = rapid.SampledFrom([]int64{schema.Unlimited, 0, 64 << 30}).Draw(t, "borrowMem")
 	}
 	constraints := []schema.Constraint{schema.ConstraintNone, schema.ConstraintPreferred, schema.ConstraintRequired}
@@ -95,13 +95,13 @@ func genInput(t *rapid.T) Input {
 			Replicas:    rapid.SampledFrom([]int{1, 1, 1, 2}).Draw(t, "replicas"),
 			Preemptible: rapid.IntRange(0, 5).Draw(t, "wsPreemptible") > 0,
 			Resources: schema.WorkResources{GPUs: rapid.SampledFrom([]int{0, 1, 1, 2, 4}).Draw(t, "wsGPUs"),
-				CPUMilli:    rapid.SampledFrom([]int64{0, 0, 100, 4000, 8000, 16000}).Draw(t, "wsCPU"),
+				CPUMHz:      rapid.SampledFrom([]int64{0, 0, 100, 4000, 8000, 16000}).Draw(t, "wsCPU"),
 				MemoryBytes: rapid.SampledFrom([]int64{0, 300 << 20, 16 << 30, 64 << 30}).Draw(t, "wsMem"),
 				DiskBytes:   rapid.SampledFrom([]int64{0, 300 << 20, 512 << 20}).Draw(t, "wsDisk")},
 			Task:     schema.Task{Driver: rapid.SampledFrom([]string{"", "raw_exec", "docker"}).Draw(t, "wsDriver")},
 			Topology: schema.Topology{NVLink: rapid.SampledFrom(constraints).Draw(t, "nvlink"), NUMA: rapid.SampledFrom(constraints).Draw(t, "numa")},
 		}}
-		if w.Spec.Resources.CPUMilli == 0 && rapid.IntRange(0, 3).Draw(t, "exclusive") == 0 {
+		if w.Spec.Resources.CPUMHz == 0 && rapid.IntRange(0, 3).Draw(t, "exclusive") == 0 {
 			w.Spec.Resources.ExclusiveCores = rapid.IntRange(1, 4).Draw(t, "wsCores")
 		}
 		if rapid.IntRange(0, 3).Draw(t, "volume") == 0 {
@@ -164,7 +164,7 @@ func placeRunning(t *rapid.T, nodes []drivers.Node, used map[[2]string]bool, res
 		n := nodes[ni]
 		a := allocFor(n, res)
 		u := resUsed[n.Name].add(allocAmount(&a))
-		if (n.CPUMilli > 0 && u.cpu > n.CPUMilli) || (n.MemoryBytes > 0 && u.mem > n.MemoryBytes) ||
+		if (n.CPUMHz > 0 && u.cpu > n.CPUMHz) || (n.MemoryBytes > 0 && u.mem > n.MemoryBytes) ||
 			(n.DiskBytes > 0 && u.disk > n.DiskBytes) || (n.CPUPerCore > 0 && u.cores > int64(n.Cores)) {
 			continue
 		}
@@ -191,7 +191,7 @@ func placeRunning(t *rapid.T, nodes []drivers.Node, used map[[2]string]bool, res
 // allocFor is what one replica asking res holds on node n, as Nomad
 // allocates it: its CPU share, or its exclusive cores and their shares.
 func allocFor(n drivers.Node, res schema.WorkResources) drivers.Alloc {
-	return drivers.Alloc{CPUMilli: res.CPUMilli + int64(res.ExclusiveCores)*n.CPUPerCore, Cores: res.ExclusiveCores,
+	return drivers.Alloc{CPUMHz: res.CPUMHz + int64(res.ExclusiveCores)*n.CPUPerCore, Cores: res.ExclusiveCores,
 		MemoryBytes: res.MemoryBytes, DiskBytes: res.DiskBytes}
 }
 
@@ -411,8 +411,8 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 	for name, n := range nodes {
 		over := func(u amount) string {
 			switch {
-			case n.CPUMilli > 0 && u.cpu > n.CPUMilli && u.cpu > before[name].cpu:
-				return fmt.Sprintf("%d MHz CPU of %d", u.cpu, n.CPUMilli)
+			case n.CPUMHz > 0 && u.cpu > n.CPUMHz && u.cpu > before[name].cpu:
+				return fmt.Sprintf("%d MHz CPU of %d", u.cpu, n.CPUMHz)
 			case n.MemoryBytes > 0 && u.mem > n.MemoryBytes && u.mem > before[name].mem:
 				return fmt.Sprintf("%d bytes of memory of %d", u.mem, n.MemoryBytes)
 			case n.DiskBytes > 0 && u.disk > n.DiskBytes && u.disk > before[name].disk:
@@ -449,20 +449,20 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 	tracked := [2]bool{len(snap.Nodes) > 0, len(snap.Nodes) > 0}
 	for _, p := range set.Projects {
 		quotas += p.Spec.Quota.GPUs
-		quotaR[0] += p.Spec.Quota.CPUMilli
+		quotaR[0] += p.Spec.Quota.CPUMHz
 		quotaR[1] += p.Spec.Quota.MemoryBytes
 	}
 	for _, n := range snap.Nodes {
-		nodeR[0] += n.CPUMilli
+		nodeR[0] += n.CPUMHz
 		nodeR[1] += n.MemoryBytes
-		tracked[0] = tracked[0] && n.CPUMilli > 0
+		tracked[0] = tracked[0] && n.CPUMHz > 0
 		tracked[1] = tracked[1] && n.MemoryBytes > 0
 	}
 	quotasFit := quotas <= usable && (!tracked[0] || quotaR[0] <= nodeR[0]) && (!tracked[1] || quotaR[1] <= nodeR[1])
 	perReplica := func(r schema.Ref) [2]int64 {
 		if w := set.Workspace(r); w != nil {
 			res := w.Spec.Resources
-			return [2]int64{res.CPUMilli + int64(res.ExclusiveCores)*1000, res.MemoryBytes}
+			return [2]int64{res.CPUMHz + int64(res.ExclusiveCores)*1000, res.MemoryBytes}
 		}
 		return [2]int64{}
 	}
@@ -487,7 +487,7 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 	for proj, n := range taken {
 		pq := set.Project(proj).Spec.Quota
 		q := pq.GPUs
-		qr := [2]int64{pq.CPUMilli, pq.MemoryBytes}
+		qr := [2]int64{pq.CPUMHz, pq.MemoryBytes}
 		atQuotaR := false
 		for i := range 2 {
 			atQuotaR = atQuotaR || (qr[i] > 0 && takenR[proj][i] > 0 && heldR[proj][i]-takenR[proj][i] >= qr[i])
@@ -515,7 +515,7 @@ func checkQuotaLimits(t *rapid.T, in Input, d Decision) {
 			return dims{}
 		}
 		res := w.Spec.Resources
-		return dims{0, res.CPUMilli + int64(res.ExclusiveCores)*1000, res.MemoryBytes}
+		return dims{0, res.CPUMHz + int64(res.ExclusiveCores)*1000, res.MemoryBytes}
 	}
 	total, started := map[string]dims{}, map[string]dims{}
 	verdict := map[schema.Ref]Verdict{}
@@ -543,8 +543,8 @@ func checkQuotaLimits(t *rapid.T, in Input, d Decision) {
 	for proj, s := range started {
 		p := set.Project(proj)
 		q, b := p.Spec.Quota, p.Spec.BorrowLimit
-		quota := dims{int64(q.GPUs), q.CPUMilli, q.MemoryBytes}
-		borrow := dims{int64(b.GPUs), b.CPUMilli, b.MemoryBytes}
+		quota := dims{int64(q.GPUs), q.CPUMHz, q.MemoryBytes}
+		borrow := dims{int64(b.GPUs), b.CPUMHz, b.MemoryBytes}
 		for i := range 3 {
 			named := i == 0 || quota[i] > 0
 			if !named || borrow[i] < 0 || s[i] == 0 {

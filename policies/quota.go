@@ -144,8 +144,8 @@ func (d *decider) quotaReason(p *projState, w *wsState) Reason {
 }
 
 // quotaRes is what a quota counts besides GPUs: CPU in the unit of
-// resources.cpu (millicores, one core being 1000, as Nomad's MHz shares
-// are one for one) and memory in bytes. As a quota, a dimension at zero
+// resources.cpu (MHz shares, one core written being 1000) and memory in
+// bytes. As a quota, a dimension at zero
 // is one the quota does not name: it limits nothing.
 type quotaRes struct{ cpu, mem int64 }
 
@@ -170,11 +170,11 @@ func quotaPerReplica(w *wsState) quotaRes {
 }
 
 // QuotaPerReplica is what one replica asking r counts against its
-// project's CPU and memory quota, as the decision counts it: CPU in
-// millicores (resources.cpu, an exclusive core as 1000) and memory in
+// project's CPU and memory quota, as the decision counts it: CPU in MHz
+// shares (resources.cpu, an exclusive core as 1000) and memory in
 // bytes. Status and metrics report use against the quota with it.
 func QuotaPerReplica(r schema.WorkResources) (cpu, mem int64) {
-	return r.CPUMilli + int64(r.ExclusiveCores)*1000, r.MemoryBytes
+	return r.CPUMHz + int64(r.ExclusiveCores)*1000, r.MemoryBytes
 }
 
 // quotaNeed is what w, all replicas, counts against its project's CPU
@@ -237,7 +237,7 @@ func (d *decider) overLimit(p *projState, w *wsState) (Reason, bool) {
 	return Reason{}, false
 }
 
-// CPUText writes CPU (millicores) for a person: "8 CPUs",
+// CPUText writes CPU (MHz shares, 1000 a core) for a person: "8 CPUs",
 // "1 CPU", "2.5 CPUs", "250m CPU".
 func CPUText(m int64) string {
 	switch {

@@ -80,8 +80,8 @@ func (d *decider) addProjects(specs *schema.Set, usage map[string]float64, projI
 			ps.weight = 1
 		}
 		q, b := &p.Spec.Quota, &p.Spec.BorrowLimit
-		ps.rquota = quotaRes{max(q.CPUMilli, 0), max(q.MemoryBytes, 0)}
-		ps.rborrow = quotaRes{b.CPUMilli, b.MemoryBytes}
+		ps.rquota = quotaRes{max(q.CPUMHz, 0), max(q.MemoryBytes, 0)}
+		ps.rborrow = quotaRes{b.CPUMHz, b.MemoryBytes}
 		if t := specs.Tier(p.Spec.Tier); t != nil {
 			ps.tier = t.Spec.Value
 			ps.canPreempt, ps.preemptible = t.Spec.CanPreempt, t.Spec.Preemptible
@@ -131,7 +131,7 @@ func (d *decider) addWorkspaces(specs *schema.Set, nAllocs int, projIdx map[stri
 		w.gpus, w.replicas = sw.Spec.Resources.GPUs, max(sw.Spec.Replicas, 1)
 		w.model = sw.Spec.Resources.GPUModel
 		res := &sw.Spec.Resources
-		w.cpu, w.mem, w.disk, w.cores = res.CPUMilli, res.MemoryBytes, res.DiskBytes, res.ExclusiveCores
+		w.cpu, w.mem, w.disk, w.cores = res.CPUMHz, res.MemoryBytes, res.DiskBytes, res.ExclusiveCores
 		w.feat = d.featureOf(specs, sw)
 		w.out = &d.outs[i]
 		w.out.Ref = w.ref
@@ -256,7 +256,7 @@ func (d *decider) attachAllocs(snap *drivers.Snapshot, projIdx map[string]int) {
 			continue
 		}
 		f := &d.free[ni]
-		f.cpu, f.mem, f.disk, f.cores = f.cpu-a.CPUMilli, f.mem-a.MemoryBytes, f.disk-a.DiskBytes, f.cores-int64(a.Cores)
+		f.cpu, f.mem, f.disk, f.cores = f.cpu-a.CPUMHz, f.mem-a.MemoryBytes, f.disk-a.DiskBytes, f.cores-int64(a.Cores)
 		// An allocation usually lists its GPUs in the node's order: try
 		// the slot after the last one found before searching the node.
 		next := int32(-1)
@@ -420,8 +420,8 @@ func (d *decider) countQuotas(snap *drivers.Snapshot, queuedSince func(*wsState)
 	if sumR.named() && d.quotasFit {
 		cpuKnown, memKnown := len(snap.Nodes) > 0, len(snap.Nodes) > 0
 		for _, n := range snap.Nodes {
-			cluster = cluster.add(quotaRes{n.CPUMilli, n.MemoryBytes})
-			cpuKnown = cpuKnown && n.CPUMilli > 0
+			cluster = cluster.add(quotaRes{n.CPUMHz, n.MemoryBytes})
+			cpuKnown = cpuKnown && n.CPUMHz > 0
 			memKnown = memKnown && n.MemoryBytes > 0
 		}
 		d.quotasFit = (!cpuKnown || sumR.cpu <= cluster.cpu) && (!memKnown || sumR.mem <= cluster.mem)

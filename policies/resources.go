@@ -49,13 +49,13 @@ func (a amount) within(have amount) bool {
 
 // allocAmount is what allocation a holds on its node.
 func allocAmount(a *drivers.Alloc) amount {
-	return amount{a.CPUMilli, a.MemoryBytes, a.DiskBytes, int64(a.Cores)}
+	return amount{a.CPUMHz, a.MemoryBytes, a.DiskBytes, int64(a.Cores)}
 }
 
 // nodeAmount is what node n offers in all (before any allocation berth
 // sees); a dimension the node does not track is zero.
 func nodeAmount(n *drivers.Node) amount {
-	return amount{n.CPUMilli, n.MemoryBytes, n.DiskBytes, int64(n.Cores)}
+	return amount{n.CPUMHz, n.MemoryBytes, n.DiskBytes, int64(n.Cores)}
 }
 
 // needOn is what one replica of w reserves on node ni, in the dimensions
@@ -64,7 +64,7 @@ func nodeAmount(n *drivers.Node) amount {
 func (d *decider) needOn(ni int, w *wsState) amount {
 	n := &d.c.nodes[ni]
 	var a amount
-	if n.CPUMilli > 0 {
+	if n.CPUMHz > 0 {
 		a.cpu = w.cpu + int64(w.cores)*n.CPUPerCore
 	}
 	if n.MemoryBytes > 0 {

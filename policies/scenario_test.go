@@ -290,7 +290,7 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 			}
 			set.Tiers = append(set.Tiers, schema.PriorityTier{Meta: schema.Meta{Name: f.words[1]}, Spec: schema.TierSpec{Value: v, Preemptible: !f.flags["noevict"], CanPreempt: !f.flags["nopreempt"]}})
 		case "project":
-			p := schema.Project{Meta: schema.Meta{Name: f.words[1]}, Spec: schema.ProjectSpec{Tier: f.kv["tier"], BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited, CPUMilli: schema.Unlimited, MemoryBytes: schema.Unlimited}, FairShare: schema.FairShare{Weight: 1}}}
+			p := schema.Project{Meta: schema.Meta{Name: f.words[1]}, Spec: schema.ProjectSpec{Tier: f.kv["tier"], BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited, CPUMHz: schema.Unlimited, MemoryBytes: schema.Unlimited}, FairShare: schema.FairShare{Weight: 1}}}
 			var err error
 			// CPU and memory quota and borrow limit: the workspace syntax
 			// under other names.
@@ -298,8 +298,8 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 				cpu, mem string
 				res      *[2]*int64
 			}{
-				{"quotaCPU", "quotaMem", &[2]*int64{&p.Spec.Quota.CPUMilli, &p.Spec.Quota.MemoryBytes}},
-				{"borrowCPU", "borrowMem", &[2]*int64{&p.Spec.BorrowLimit.CPUMilli, &p.Spec.BorrowLimit.MemoryBytes}},
+				{"quotaCPU", "quotaMem", &[2]*int64{&p.Spec.Quota.CPUMHz, &p.Spec.Quota.MemoryBytes}},
+				{"borrowCPU", "borrowMem", &[2]*int64{&p.Spec.BorrowLimit.CPUMHz, &p.Spec.BorrowLimit.MemoryBytes}},
 			} {
 				sub := fields{kv: map[string]string{}}
 				if v, ok := f.kv[qb.cpu]; ok {
@@ -357,7 +357,7 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 				w.Spec.State = schema.DesiredState(s)
 			}
 			r := &w.Spec.Resources
-			if r.CPUMilli, r.MemoryBytes, r.DiskBytes, r.ExclusiveCores, err = resFields(f); err != nil {
+			if r.CPUMHz, r.MemoryBytes, r.DiskBytes, r.ExclusiveCores, err = resFields(f); err != nil {
 				return nil, err
 			}
 			w.Spec.Task.Driver = f.kv["driver"]
@@ -443,11 +443,11 @@ func parseCluster(text string, now time.Time) (*drivers.Snapshot, error) {
 		case "node":
 			n := drivers.Node{Name: f.words[1], ID: f.words[1], Ready: !f.flags["notready"], Eligible: !f.flags["ineligible"]}
 			var err error
-			if n.CPUMilli, n.MemoryBytes, n.DiskBytes, n.Cores, err = resFields(f); err != nil {
+			if n.CPUMHz, n.MemoryBytes, n.DiskBytes, n.Cores, err = resFields(f); err != nil {
 				return nil, err
 			}
 			if n.Cores > 0 {
-				n.CPUPerCore = n.CPUMilli / int64(n.Cores)
+				n.CPUPerCore = n.CPUMHz / int64(n.Cores)
 			}
 			// drivers= and volumes= say the node reports its features.
 			n.Drivers, n.HostVolumes = list(f, "drivers"), list(f, "volumes")
@@ -494,7 +494,7 @@ func parseCluster(text string, now time.Time) (*drivers.Snapshot, error) {
 				return nil, err
 			}
 			a := drivers.Alloc{Workspace: ref, Node: f.kv["node"], Phase: drivers.AllocRunning}
-			if a.CPUMilli, a.MemoryBytes, a.DiskBytes, a.Cores, err = resFields(f); err != nil {
+			if a.CPUMHz, a.MemoryBytes, a.DiskBytes, a.Cores, err = resFields(f); err != nil {
 				return nil, err
 			}
 			if a.Replica, err = atoi(f, "replica", 0); err != nil {

@@ -632,7 +632,7 @@ func projectStatus(set *schema.Set, snap *drivers.Snapshot, hist *drivers.Histor
 		used[a.Workspace.Project] += len(a.GPUs)
 		// CPU and memory as the quota counts them: the spec's, per
 		// allocation; what Nomad holds for one the specs no longer list.
-		cpu, mem := a.CPUMilli, a.MemoryBytes
+		cpu, mem := a.CPUMHz, a.MemoryBytes
 		if w := set.Workspace(a.Workspace); w != nil {
 			cpu, mem = policies.QuotaPerReplica(w.Spec.Resources)
 		}
@@ -657,11 +657,11 @@ func projectStatus(set *schema.Set, snap *drivers.Snapshot, hist *drivers.Histor
 			ps.TierValue = t.Spec.Value
 		}
 		ps.BorrowedGPUs = max(0, ps.UsedGPUs-ps.QuotaGPUs)
-		if q := p.Spec.Quota.CPUMilli; q > 0 {
-			ps.QuotaCPUMilli, ps.UsedCPUMilli = q, usedCPU[p.Meta.Name]
-			ps.BorrowedCPUMilli = max(0, ps.UsedCPUMilli-q)
-			if b := p.Spec.BorrowLimit.CPUMilli; b >= 0 {
-				ps.BorrowLimitCPUMilli = &b
+		if q := p.Spec.Quota.CPUMHz; q > 0 {
+			ps.QuotaCPUMHz, ps.UsedCPUMHz = q, usedCPU[p.Meta.Name]
+			ps.BorrowedCPUMHz = max(0, ps.UsedCPUMHz-q)
+			if b := p.Spec.BorrowLimit.CPUMHz; b >= 0 {
+				ps.BorrowLimitCPUMHz = &b
 			}
 		}
 		if q := p.Spec.Quota.MemoryBytes; q > 0 {

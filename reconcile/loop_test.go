@@ -123,17 +123,7 @@ func fifoDecide(in policies.Input) policies.Decision {
 	return d
 }
 
-const twoGPUs = `
-apiVersion: berth.dev/v1
-kind: Cluster
-metadata: {name: two}
-spec:
-  nodes:
-  - name: node
-    gpus:
-    - {model: H100, memory: 80Gi}
-    - {model: H100, memory: 80Gi}
-`
+const twoGPUs = schematest.TwoGPUs
 
 type harness struct {
 	loop    *Loop

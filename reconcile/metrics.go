@@ -192,10 +192,10 @@ func (m *Metrics) observeStatus(records map[schema.Ref]*record, projects []Proje
 		m.quota.WithLabelValues(p.Name, p.Tier).Set(float64(p.QuotaGPUs))
 		m.used.WithLabelValues(p.Name, p.Tier).Set(float64(p.UsedGPUs))
 		m.borrowed.WithLabelValues(p.Name, p.Tier).Set(float64(p.BorrowedGPUs))
-		if p.QuotaCPUMilli > 0 {
-			m.quotaCPU.WithLabelValues(p.Name, p.Tier).Set(float64(p.QuotaCPUMilli) / 1000)
-			m.usedCPU.WithLabelValues(p.Name, p.Tier).Set(float64(p.UsedCPUMilli) / 1000)
-			m.borrowedCPU.WithLabelValues(p.Name, p.Tier).Set(float64(p.BorrowedCPUMilli) / 1000)
+		if p.QuotaCPUMHz > 0 {
+			m.quotaCPU.WithLabelValues(p.Name, p.Tier).Set(float64(p.QuotaCPUMHz) / 1000)
+			m.usedCPU.WithLabelValues(p.Name, p.Tier).Set(float64(p.UsedCPUMHz) / 1000)
+			m.borrowedCPU.WithLabelValues(p.Name, p.Tier).Set(float64(p.BorrowedCPUMHz) / 1000)
 		}
 		if p.QuotaMemoryBytes > 0 {
 			m.quotaMem.WithLabelValues(p.Name, p.Tier).Set(float64(p.QuotaMemoryBytes))

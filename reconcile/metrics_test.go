@@ -66,7 +66,7 @@ func TestProjectMetricsCPUMemory(t *testing.T) {
 	m := NewMetrics()
 	m.observeStatus(nil, []ProjectStatus{
 		{Name: "gpu-only", Tier: "low", QuotaGPUs: 2, UsedGPUs: 1},
-		{Name: "ml", Tier: "high", QuotaGPUs: 4, UsedGPUs: 3, QuotaCPUMilli: 8000, UsedCPUMilli: 16500, BorrowedCPUMilli: 8500,
+		{Name: "ml", Tier: "high", QuotaGPUs: 4, UsedGPUs: 3, QuotaCPUMHz: 8000, UsedCPUMHz: 16500, BorrowedCPUMHz: 8500,
 			QuotaMemoryBytes: 64 << 30, UsedMemoryBytes: 32 << 30},
 	}, time.Time{})
 	for name, want := range map[string]float64{

@@ -10,17 +10,12 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/plan"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/schema/schematest"
 	"github.com/berth-dev/berth/source"
 	"github.com/google/go-cmp/cmp"
 )
 
-func fiveRunning() []schema.Workspace {
-	var ws []schema.Workspace
-	for _, n := range []string{"a", "b", "c", "d", "e"} {
-		ws = append(ws, workspace("med", n, schema.DesiredRunning))
-	}
-	return ws
-}
+func fiveRunning() []schema.Workspace { return schematest.Running("med", "a", "b", "c", "d", "e") }
 
 func TestMassPruneRefusedKeepsRevision(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -165,17 +165,18 @@ type ProjectStatus struct {
 	UsedGPUs        int  `json:"usedGPUs"`
 	// BorrowedGPUs are the GPUs it uses beyond its quota.
 	BorrowedGPUs int `json:"borrowedGPUs"`
-	// QuotaCPUMilli and QuotaMemoryBytes are the CPU (millicores, a core
-	// being 1000) and memory its quota names; absent: not named, so not
-	// limited. The other CPU fields are present only with QuotaCPUMilli,
+	// QuotaCPUMHz and QuotaMemoryBytes are the CPU (MHz shares, as
+	// resources.cpu counts them: a core is 1000) and memory its quota
+	// names (the JSON keeps the API's names, …CPUMilli); absent: not named, so not
+	// limited. The other CPU fields are present only with QuotaCPUMHz,
 	// the memory fields only with QuotaMemoryBytes: the borrow limit
 	// (absent: unlimited), what it uses as the decision counts it
 	// (policies.QuotaPerReplica per allocation) and what of that is
 	// beyond the quota.
-	QuotaCPUMilli          int64  `json:"quotaCPUMilli,omitempty"`
-	BorrowLimitCPUMilli    *int64 `json:"borrowLimitCPUMilli,omitempty"`
-	UsedCPUMilli           int64  `json:"usedCPUMilli,omitempty"`
-	BorrowedCPUMilli       int64  `json:"borrowedCPUMilli,omitempty"`
+	QuotaCPUMHz            int64  `json:"quotaCPUMilli,omitempty"`
+	BorrowLimitCPUMHz      *int64 `json:"borrowLimitCPUMilli,omitempty"`
+	UsedCPUMHz             int64  `json:"usedCPUMilli,omitempty"`
+	BorrowedCPUMHz         int64  `json:"borrowedCPUMilli,omitempty"`
 	QuotaMemoryBytes       int64  `json:"quotaMemoryBytes,omitempty"`
 	BorrowLimitMemoryBytes *int64 `json:"borrowLimitMemoryBytes,omitempty"`
 	UsedMemoryBytes        int64  `json:"usedMemoryBytes,omitempty"`

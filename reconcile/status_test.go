@@ -30,7 +30,7 @@ func TestStatusJSON(t *testing.T) {
 		Projects: []ProjectStatus{
 			{Name: "research", Tier: "low", TierValue: 20, QuotaGPUs: 4, UsedGPUs: 6, BorrowedGPUs: 2, DecayedUsage: 1200, Share: 0.5, UsageShare: 0.75},
 			{Name: "vision", Tier: "medium", TierValue: 50, QuotaGPUs: 4, BorrowLimitGPUs: &four, UsedGPUs: 2, DecayedUsage: 400, Share: 0.5, UsageShare: 0.25,
-				QuotaCPUMilli: 32000, UsedCPUMilli: 40000, BorrowedCPUMilli: 8000,
+				QuotaCPUMHz: 32000, UsedCPUMHz: 40000, BorrowedCPUMHz: 8000,
 				QuotaMemoryBytes: 256 << 30, BorrowLimitMemoryBytes: &memLimit, UsedMemoryBytes: 200 << 30},
 		},
 		Workspaces: []WorkspaceStatus{
@@ -96,29 +96,29 @@ func TestStatusJSON(t *testing.T) {
 func TestProjectStatusCPUMemory(t *testing.T) {
 	set := &schema.Set{
 		Projects: []schema.Project{
-			{Meta: schema.Meta{Name: "gpu-only"}, Spec: schema.ProjectSpec{Quota: schema.Resources{GPUs: 2}, BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited, CPUMilli: schema.Unlimited, MemoryBytes: schema.Unlimited}}},
-			{Meta: schema.Meta{Name: "ml"}, Spec: schema.ProjectSpec{Quota: schema.Resources{GPUs: 4, CPUMilli: 8000, MemoryBytes: 64 << 30}, BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited, CPUMilli: schema.Unlimited, MemoryBytes: 16 << 30}}},
+			{Meta: schema.Meta{Name: "gpu-only"}, Spec: schema.ProjectSpec{Quota: schema.Resources{GPUs: 2}, BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited, CPUMHz: schema.Unlimited, MemoryBytes: schema.Unlimited}}},
+			{Meta: schema.Meta{Name: "ml"}, Spec: schema.ProjectSpec{Quota: schema.Resources{GPUs: 4, CPUMHz: 8000, MemoryBytes: 64 << 30}, BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited, CPUMHz: schema.Unlimited, MemoryBytes: 16 << 30}}},
 		},
 		Workspaces: []schema.Workspace{
-			{Meta: schema.Meta{Name: "a", Project: "gpu-only"}, Spec: schema.WorkspaceSpec{Resources: schema.WorkResources{GPUs: 1, CPUMilli: 4000, MemoryBytes: 8 << 30}}},
+			{Meta: schema.Meta{Name: "a", Project: "gpu-only"}, Spec: schema.WorkspaceSpec{Resources: schema.WorkResources{GPUs: 1, CPUMHz: 4000, MemoryBytes: 8 << 30}}},
 			{Meta: schema.Meta{Name: "pinned", Project: "ml"}, Spec: schema.WorkspaceSpec{Resources: schema.WorkResources{GPUs: 1, ExclusiveCores: 4, MemoryBytes: 48 << 30}}},
-			{Meta: schema.Meta{Name: "share", Project: "ml"}, Spec: schema.WorkspaceSpec{Resources: schema.WorkResources{GPUs: 1, CPUMilli: 6000, MemoryBytes: 8 << 30}}},
+			{Meta: schema.Meta{Name: "share", Project: "ml"}, Spec: schema.WorkspaceSpec{Resources: schema.WorkResources{GPUs: 1, CPUMHz: 6000, MemoryBytes: 8 << 30}}},
 		},
 	}
 	set.Sort()
 	snap := &drivers.Snapshot{Allocs: []drivers.Alloc{
-		{Workspace: schema.Ref{Project: "gpu-only", Name: "a"}, GPUs: []string{"g0"}, CPUMilli: 4000, MemoryBytes: 8 << 30},
+		{Workspace: schema.Ref{Project: "gpu-only", Name: "a"}, GPUs: []string{"g0"}, CPUMHz: 4000, MemoryBytes: 8 << 30},
 		// Nomad holds the cores' MHz; the quota counts a core as 1000m.
-		{Workspace: schema.Ref{Project: "ml", Name: "pinned"}, GPUs: []string{"g1"}, CPUMilli: 4 * 2400, Cores: 4, MemoryBytes: 48 << 30},
-		{Workspace: schema.Ref{Project: "ml", Name: "share"}, Replica: 0, GPUs: []string{"g2"}, CPUMilli: 6000, MemoryBytes: 8 << 30},
-		{Workspace: schema.Ref{Project: "ml", Name: "share"}, Replica: 1, GPUs: []string{"g3"}, CPUMilli: 6000, MemoryBytes: 8 << 30},
+		{Workspace: schema.Ref{Project: "ml", Name: "pinned"}, GPUs: []string{"g1"}, CPUMHz: 4 * 2400, Cores: 4, MemoryBytes: 48 << 30},
+		{Workspace: schema.Ref{Project: "ml", Name: "share"}, Replica: 0, GPUs: []string{"g2"}, CPUMHz: 6000, MemoryBytes: 8 << 30},
+		{Workspace: schema.Ref{Project: "ml", Name: "share"}, Replica: 1, GPUs: []string{"g3"}, CPUMHz: 6000, MemoryBytes: 8 << 30},
 	}}
 	got := projectStatus(set, snap, &drivers.History{})
 	limit := int64(16 << 30)
 	want := []ProjectStatus{
 		{Name: "gpu-only", QuotaGPUs: 2, UsedGPUs: 1, Share: 0.5},
 		{Name: "ml", QuotaGPUs: 4, UsedGPUs: 3, Share: 0.5,
-			QuotaCPUMilli: 8000, UsedCPUMilli: 16000, BorrowedCPUMilli: 8000,
+			QuotaCPUMHz: 8000, UsedCPUMHz: 16000, BorrowedCPUMHz: 8000,
 			QuotaMemoryBytes: 64 << 30, BorrowLimitMemoryBytes: &limit, UsedMemoryBytes: 64 << 30},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -299,7 +299,7 @@ func checkQuotaFitCPUMem(w *Workspace, p *Project, d *doc) []Diagnostic {
 		quota, borrow, per int64
 		text               func(int64) string
 	}{
-		{"CPU", "cpu", p.Spec.Quota.CPUMilli, p.Spec.BorrowLimit.CPUMilli, r.CPUMilli + int64(r.ExclusiveCores)*1000, CPUText},
+		{"CPU", "cpu", p.Spec.Quota.CPUMHz, p.Spec.BorrowLimit.CPUMHz, r.CPUMHz + int64(r.ExclusiveCores)*1000, CPUText},
 		{"memory", "memory", p.Spec.Quota.MemoryBytes, p.Spec.BorrowLimit.MemoryBytes, r.MemoryBytes, BytesText},
 	} {
 		if dm.quota <= 0 || dm.borrow < 0 || dm.per*n <= dm.quota+dm.borrow {

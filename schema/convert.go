@@ -55,7 +55,7 @@ func convertProject(d *doc) (Project, []Diagnostic) {
 			MaxTier:     r.Spec.MaxTier,
 			Description: r.Spec.Description,
 			Members:     r.Spec.Members,
-			BorrowLimit: BorrowLimit{GPUs: Unlimited, CPUMilli: Unlimited, MemoryBytes: Unlimited},
+			BorrowLimit: BorrowLimit{GPUs: Unlimited, CPUMHz: Unlimited, MemoryBytes: Unlimited},
 			FairShare:   FairShare{Weight: 1},
 			Namespace:   r.Spec.Namespace,
 			Placement:   placement(r.Spec.Placement),
@@ -64,7 +64,7 @@ func convertProject(d *doc) (Project, []Diagnostic) {
 	if q := r.Spec.Quota; q != nil {
 		p.Spec.Quota = Resources{
 			GPUs:        q.GPUs,
-			CPUMilli:    fe.cpu("spec.quota.cpu", q.CPU),
+			CPUMHz:      fe.cpu("spec.quota.cpu", q.CPU),
 			MemoryBytes: fe.bytes("spec.quota.memory", q.Memory),
 		}
 	}
@@ -73,7 +73,7 @@ func convertProject(d *doc) (Project, []Diagnostic) {
 			p.Spec.BorrowLimit.GPUs = *b.GPUs
 		}
 		if b.CPU.set {
-			p.Spec.BorrowLimit.CPUMilli = fe.cpu("spec.borrowLimit.cpu", b.CPU)
+			p.Spec.BorrowLimit.CPUMHz = fe.cpu("spec.borrowLimit.cpu", b.CPU)
 		}
 		if b.Memory.set {
 			p.Spec.BorrowLimit.MemoryBytes = fe.bytes("spec.borrowLimit.memory", b.Memory)
@@ -184,7 +184,7 @@ func workResources(fe *fieldErrs, d *doc, r rawResources) WorkResources {
 	out := WorkResources{
 		GPUs:           r.GPUs,
 		GPUModel:       r.GPUModel,
-		CPUMilli:       fe.cpu("spec.resources.cpu", r.CPU),
+		CPUMHz:         fe.cpu("spec.resources.cpu", r.CPU),
 		ExclusiveCores: r.ExclusiveCores,
 		MemoryBytes:    fe.bytes("spec.resources.memory", r.Memory),
 		DiskBytes:      fe.bytes("spec.resources.disk", r.Disk),
@@ -193,11 +193,11 @@ func workResources(fe *fieldErrs, d *doc, r rawResources) WorkResources {
 	case r.CPU.set && out.ExclusiveCores > 0:
 		fe.diag = append(fe.diag, errorf(d.pos("spec.resources.exclusiveCores"),
 			"spec.resources: cpu and exclusiveCores are both set; Nomad reserves either a CPU share (cpu) or whole cores (exclusiveCores): keep one"))
-	case r.CPU.set && out.CPUMilli == 0 && len(fe.diag) == 0:
+	case r.CPU.set && out.CPUMHz == 0 && len(fe.diag) == 0:
 		fe.diag = append(fe.diag, errorf(d.pos("spec.resources.cpu"),
-			"spec.resources.cpu is 0; Nomad reserves at least 1 MHz: write at least 1m, or leave cpu out for the default %dm", DefaultCPUMilli))
+			"spec.resources.cpu is 0; Nomad reserves at least 1 MHz: write at least 1m, or leave cpu out for the default %dm", DefaultCPUMHz))
 	case !r.CPU.set && out.ExclusiveCores == 0:
-		out.CPUMilli = DefaultCPUMilli
+		out.CPUMHz = DefaultCPUMHz
 	}
 	const minMem = 10 << 20 // Nomad's smallest memory reservation (10 MB)
 	switch {

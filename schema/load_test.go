@@ -48,13 +48,13 @@ func TestDefaults(t *testing.T) {
 	want := &Set{
 		Tiers: []PriorityTier{{Meta: Meta{Name: "low"}, Spec: TierSpec{Value: 20, Preemptible: true, CanPreempt: true}}},
 		Projects: []Project{{Meta: Meta{Name: "ml"}, Spec: ProjectSpec{
-			Tier: "low", BorrowLimit: BorrowLimit{GPUs: Unlimited, CPUMilli: Unlimited, MemoryBytes: Unlimited}, FairShare: FairShare{Weight: 1},
+			Tier: "low", BorrowLimit: BorrowLimit{GPUs: Unlimited, CPUMHz: Unlimited, MemoryBytes: Unlimited}, FairShare: FairShare{Weight: 1},
 		}}},
 		Volumes: []Volume{{Meta: Meta{Name: "data"}, Spec: VolumeSpec{Type: "host", Source: "data", Projects: []string{"ml"}}}},
 		Workspaces: []Workspace{{Meta: Meta{Name: "train", Project: "ml"}, Spec: WorkspaceSpec{
 			State:       DesiredRunning,
 			Task:        Task{Driver: "docker", Image: "x"},
-			Resources:   WorkResources{GPUs: 1, CPUMilli: DefaultCPUMilli, MemoryBytes: DefaultMemoryBytes, DiskBytes: DefaultDiskBytes},
+			Resources:   WorkResources{GPUs: 1, CPUMHz: DefaultCPUMHz, MemoryBytes: DefaultMemoryBytes, DiskBytes: DefaultDiskBytes},
 			Topology:    def.Spec.Defaults.Topology,
 			Replicas:    1,
 			Checkpoint:  def.Spec.Defaults.Checkpoint,
@@ -111,7 +111,7 @@ spec:
 	want := WorkspaceSpec{
 		State:       DesiredStopped,
 		Task:        Task{Driver: "docker", Image: "x"},
-		Resources:   WorkResources{GPUs: 2, CPUMilli: 500, MemoryBytes: 3 << 29, DiskBytes: DefaultDiskBytes},
+		Resources:   WorkResources{GPUs: 2, CPUMHz: 500, MemoryBytes: 3 << 29, DiskBytes: DefaultDiskBytes},
 		Topology:    Topology{NVLink: ConstraintNone, NUMA: ConstraintRequired},
 		Replicas:    3,
 		Checkpoint:  Checkpoint{Signal: "SIGUSR1", GracePeriod: 2 * time.Minute, Interval: time.Hour},
@@ -275,11 +275,11 @@ func TestWorkResources(t *testing.T) {
 		want WorkResources
 		err  string // part of the one error, if any
 	}{
-		"defaults":  {`{gpus: 0}`, WorkResources{CPUMilli: 100, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, ""},
-		"share":     {`{gpus: 1, cpu: 500m, memory: 1Gi, disk: 2Gi}`, WorkResources{GPUs: 1, CPUMilli: 500, MemoryBytes: 1 << 30, DiskBytes: 2 << 30}, ""},
-		"MHz":       {`{gpus: 0, cpu: 2400MHz}`, WorkResources{CPUMilli: 2400, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, ""},
+		"defaults":  {`{gpus: 0}`, WorkResources{CPUMHz: 100, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, ""},
+		"share":     {`{gpus: 1, cpu: 500m, memory: 1Gi, disk: 2Gi}`, WorkResources{GPUs: 1, CPUMHz: 500, MemoryBytes: 1 << 30, DiskBytes: 2 << 30}, ""},
+		"MHz":       {`{gpus: 0, cpu: 2400MHz}`, WorkResources{CPUMHz: 2400, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, ""},
 		"cores":     {`{gpus: 0, exclusiveCores: 2}`, WorkResources{ExclusiveCores: 2, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, ""},
-		"rounded":   {`{gpus: 0, memory: 1G, disk: 200000001}`, WorkResources{CPUMilli: 100, MemoryBytes: 954 << 20, DiskBytes: 191 << 20}, ""},
+		"rounded":   {`{gpus: 0, memory: 1G, disk: 200000001}`, WorkResources{CPUMHz: 100, MemoryBytes: 954 << 20, DiskBytes: 191 << 20}, ""},
 		"tiny disk": {`{gpus: 0, disk: 100Mi}`, WorkResources{}, "Nomad keeps the task's logs"},
 		"both":      {`{gpus: 0, cpu: 1, exclusiveCores: 1}`, WorkResources{}, "cpu and exclusiveCores are both set"},
 		"zero cpu":  {`{gpus: 0, cpu: 0}`, WorkResources{}, "Nomad reserves at least 1 MHz"},

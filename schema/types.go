@@ -207,22 +207,23 @@ func cmpOr(s, def string) string {
 // Resources is an amount of GPUs, CPU and memory.
 type Resources struct {
 	GPUs int `json:"gpus"`
-	// CPUMilli is CPU in millicores (YAML "cpu: 500m" or "cpu: 4").
-	CPUMilli int64 `json:"cpuMilli,omitempty"`
+	// CPUMHz is CPU in MHz shares as resources.cpu reserves them on
+	// Nomad, one for one: YAML "cpu: 500m" is 500, "cpu: 4" 4000.
+	CPUMHz int64 `json:"cpuMilli,omitempty"`
 	// MemoryBytes is memory in bytes (YAML "memory: 16Gi").
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
 }
 
 // BorrowLimit bounds borrowing beyond a project's Quota, per dimension;
 // a value < 0 (Unlimited) means no limit, which is what the loader fills
-// for a dimension the YAML leaves out. CPUMilli and MemoryBytes bound
-// only where the quota names CPU or memory (Quota.CPUMilli or
+// for a dimension the YAML leaves out. CPUMHz and MemoryBytes bound
+// only where the quota names CPU or memory (Quota.CPUMHz or
 // Quota.MemoryBytes above zero): a dimension the quota leaves out is not
 // limited at all.
 type BorrowLimit struct {
 	GPUs int `json:"gpus"`
-	// CPUMilli is CPU in the unit of Resources.CPUMilli (YAML "cpu: 8").
-	CPUMilli int64 `json:"cpuMilli,omitempty"`
+	// CPUMHz is CPU in the unit of Resources.CPUMHz (YAML "cpu: 8").
+	CPUMHz int64 `json:"cpuMilli,omitempty"`
 	// MemoryBytes is memory in bytes (YAML "memory: 64Gi").
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
 }
@@ -364,15 +365,15 @@ type Task struct {
 // WorkResources is what one replica needs, and exactly what berth asks
 // Nomad to reserve for it, so the decision counts what Nomad will count.
 //
-// CPU is a share, not a core: CPUMilli is rendered as Nomad's
+// CPU is a share, not a core: CPUMHz is rendered as Nomad's
 // resources.cpu in MHz, one for one (cpu: 500m → 500 MHz, cpu: 2 → 2000
 // MHz, cpu: 2400MHz → 2400), and a node offers its advertised MHz less
 // what it reserves. Shares are reserved, never exceeded by the scheduler.
 // ExclusiveCores asks instead for whole cores pinned to the task (Nomad's
 // resources.cores): they cost a node ExclusiveCores of its reservable
 // cores and that many cores' worth of MHz, and nothing else may use
-// them. At most one of the two is set; the loader fills CPUMilli with
-// DefaultCPUMilli when neither is written.
+// them. At most one of the two is set; the loader fills CPUMHz with
+// DefaultCPUMHz when neither is written.
 //
 // MemoryBytes and DiskBytes (the task group's ephemeral disk) are whole
 // MiB, as Nomad counts them (MemoryMB, DiskMB); the loader rounds a
@@ -383,7 +384,7 @@ type Task struct {
 type WorkResources struct {
 	GPUs           int    `json:"gpus"`
 	GPUModel       string `json:"gpuModel,omitempty"`
-	CPUMilli       int64  `json:"cpuMilli,omitempty"`
+	CPUMHz         int64  `json:"cpuMilli,omitempty"`
 	ExclusiveCores int    `json:"exclusiveCores,omitempty"`
 	MemoryBytes    int64  `json:"memoryBytes,omitempty"`
 	DiskBytes      int64  `json:"diskBytes,omitempty"`
@@ -393,7 +394,7 @@ type WorkResources struct {
 // defaults for a task (cpu 100 MHz, memory 300 MB) and a task group
 // (ephemeral disk 300 MB), where Nomad's MB are MiB.
 const (
-	DefaultCPUMilli    = 100
+	DefaultCPUMHz      = 100
 	DefaultMemoryBytes = 300 << 20
 	DefaultDiskBytes   = 300 << 20
 )

@@ -252,9 +252,9 @@ func printCPUMemQuotas(w io.Writer, ps []reconcile.ProjectStatus) {
 	}
 	for _, p := range ps {
 		var parts []string
-		if p.QuotaCPUMilli > 0 {
-			parts = append(parts, fmt.Sprintf("CPU %s of %s (%s borrowed; may borrow %s)", policies.CPUText(p.UsedCPUMilli), policies.CPUText(p.QuotaCPUMilli),
-				policies.CPUText(p.BorrowedCPUMilli), limit(p.BorrowLimitCPUMilli, policies.CPUText)))
+		if p.QuotaCPUMHz > 0 {
+			parts = append(parts, fmt.Sprintf("CPU %s of %s (%s borrowed; may borrow %s)", policies.CPUText(p.UsedCPUMHz), policies.CPUText(p.QuotaCPUMHz),
+				policies.CPUText(p.BorrowedCPUMHz), limit(p.BorrowLimitCPUMHz, policies.CPUText)))
 		}
 		if p.QuotaMemoryBytes > 0 {
 			parts = append(parts, fmt.Sprintf("memory %s of %s (%s borrowed; may borrow %s)", policies.Bytes(p.UsedMemoryBytes), policies.Bytes(p.QuotaMemoryBytes),

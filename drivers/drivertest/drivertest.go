@@ -254,7 +254,7 @@ func testObserveComplete(t *testing.T, s *suite) {
 	}
 	want := Nodes()
 	opts := cmp.Options{
-		cmpopts.IgnoreFields(drivers.Node{}, "ID", "CPUMilli", "MemoryBytes", "DiskBytes", "Cores", "CPUPerCore", "Features", "Drivers", "HostVolumes", "Pool", "Datacenter", "Class", "Meta"),
+		cmpopts.IgnoreFields(drivers.Node{}, "ID", "CPUMHz", "MemoryBytes", "DiskBytes", "Cores", "CPUPerCore", "Features", "Drivers", "HostVolumes", "Pool", "Datacenter", "Class", "Meta"),
 		cmpopts.IgnoreFields(drivers.GPU{}, "MemoryBytes", "Model"),
 		cmpopts.EquateEmpty(),
 	}

@@ -22,7 +22,7 @@ func realSmallStart(name, node string) drivers.Action {
 		Meta: schema.Meta{Name: name, Project: "berth-real"},
 		Spec: schema.WorkspaceSpec{
 			Task:      schema.Task{Driver: "raw_exec", Command: "/bin/sh", Args: []string{"-c", "sleep 3600"}},
-			Resources: schema.WorkResources{CPUMilli: 100, MemoryBytes: 32 << 20},
+			Resources: schema.WorkResources{CPUMHz: 100, MemoryBytes: 32 << 20},
 		},
 	}
 	return drivers.Action{
@@ -41,8 +41,8 @@ func realSmallStart(name, node string) drivers.Action {
 // Nomad refuses the EnforceIndex-0 register, never overwritten.
 func TestRealStartShortcuts(t *testing.T) {
 	c := realnomad.Client(t)
-	d := newDriver(t, nomad.ConfigFromEnv(""))
-	other := newDriver(t, nomad.ConfigFromEnv(""))
+	d := realnomad.NewDriver(t, nomad.ConfigFromEnv(""))
+	other := realnomad.NewDriver(t, nomad.ConfigFromEnv(""))
 	snap, err := d.Observe(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +169,7 @@ func TestRealStartRequests(t *testing.T) {
 	ct := &countingTransport{n: map[string]int{}, base: http.DefaultTransport.(*http.Transport).Clone()}
 	cfg := nomad.ConfigFromEnv("")
 	cfg.HTTPClient = &http.Client{Transport: ct}
-	d := newDriver(t, cfg)
+	d := realnomad.NewDriver(t, cfg)
 	snap, err := d.Observe(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +215,7 @@ func TestRealStartRequests(t *testing.T) {
 // loop's per-workspace backoff (cmd/berth's TestRealNoConnectionPileUp).
 func TestRealUnplaceableStartCarriesNomadsReason(t *testing.T) {
 	c := realnomad.Client(t)
-	d := newDriver(t, nomad.ConfigFromEnv(""))
+	d := realnomad.NewDriver(t, nomad.ConfigFromEnv(""))
 	snap, err := d.Observe(ctx)
 	if err != nil || len(snap.Nodes) == 0 {
 		t.Fatalf("observe: %v", err)

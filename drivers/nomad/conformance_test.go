@@ -46,7 +46,7 @@ func fakeCluster(t testing.TB, nodes []drivers.Node) (*nomadfake.Server, *nomad.
 		fake.AddNode(spec)
 	}
 	ts := fake.Start(t)
-	d := newDriver(t, nomad.Config{Address: ts.URL, PlacementTimeout: 2 * time.Second})
+	d := realnomad.NewDriver(t, nomad.Config{Address: ts.URL, PlacementTimeout: 2 * time.Second})
 	return fake, d
 }
 
@@ -72,7 +72,7 @@ func TestConformanceFake(t *testing.T) {
 func TestRealConformance(t *testing.T) {
 	drivertest.Run(t, func(t *testing.T, _ []drivers.Node) drivertest.Harness {
 		realnomad.Client(t) // skips without NOMAD_ADDR; cleans the agent before and after
-		d := newDriver(t, nomad.ConfigFromEnv(""))
+		d := realnomad.NewDriver(t, nomad.ConfigFromEnv(""))
 		dir := t.TempDir()
 		// The task waits for its exit code in a file named after its job.
 		task := schema.Task{Driver: "raw_exec", Command: "/bin/sh", Args: []string{"-c",
@@ -83,7 +83,7 @@ func TestRealConformance(t *testing.T) {
 					return err
 				}
 				defer os.Remove(filepath.Join(dir, ref.Name))
-				return waitFor(ctx, d, 30*time.Second, func(s drivers.Snapshot) bool {
+				return realnomad.WaitFor(ctx, d, 30*time.Second, func(s drivers.Snapshot) bool {
 					for _, e := range s.Exits {
 						if e.Workspace == ref {
 							return true
@@ -95,24 +95,6 @@ func TestRealConformance(t *testing.T) {
 			Unplaceable: schema.WorkResources{MemoryBytes: 1 << 50},
 		}
 	})
-}
-
-// waitFor observes until ok holds or within passes.
-func waitFor(ctx context.Context, d *nomad.Driver, within time.Duration, ok func(drivers.Snapshot) bool) error {
-	deadline := time.Now().Add(within)
-	for {
-		snap, err := d.Observe(ctx)
-		if err != nil {
-			return err
-		}
-		if ok(snap) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not within %s; last snapshot: %+v", within, snap)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // settleReal polls until no allocation is starting or stopping.

@@ -11,6 +11,7 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/drivertest"
 	"github.com/berth-dev/berth/drivers/nomad"
+	"github.com/berth-dev/berth/internal/realnomad"
 )
 
 // hanging serves the fake Nomad, except that requests hang selects are
@@ -43,7 +44,7 @@ func TestHungRequestIsCut(t *testing.T) {
 	for name, stall := range map[string]bool{"no answer": false, "answer stalls": true} {
 		t.Run(name, func(t *testing.T) {
 			srv := hanging(t, func(r *http.Request) bool { return r.URL.Path == "/v1/nodes" }, stall)
-			d := newDriver(t, nomad.Config{Address: srv.URL, RequestTimeout: 50 * time.Millisecond})
+			d := realnomad.NewDriver(t, nomad.Config{Address: srv.URL, RequestTimeout: 50 * time.Millisecond})
 			_, err := d.Observe(ctx)
 			var te *nomad.TimeoutError
 			if !errors.As(err, &te) || te.Path != "/v1/nodes" {
@@ -67,7 +68,7 @@ func TestRequestTimeoutDefault(t *testing.T) {
 		t.Fatalf("DefaultRequestTimeout %s", nomad.DefaultRequestTimeout)
 	}
 	srv := hanging(t, func(r *http.Request) bool { return r.URL.Path == "/v1/nodes" }, false)
-	d := newDriver(t, nomad.Config{Address: srv.URL, HTTPClient: &http.Client{}, RequestTimeout: 20 * time.Millisecond})
+	d := realnomad.NewDriver(t, nomad.Config{Address: srv.URL, HTTPClient: &http.Client{}, RequestTimeout: 20 * time.Millisecond})
 	if _, err := d.Observe(ctx); !errors.As(err, new(*nomad.TimeoutError)) {
 		t.Fatalf("Observe through a given client = %v, want a *TimeoutError", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/berth-dev/berth/drivers/drivertest"
 	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/drivers/nomad/nomadfake"
+	"github.com/berth-dev/berth/internal/realnomad"
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -77,7 +78,7 @@ func TestObserveRecordedNomad(t *testing.T) {
 		_, _ = w.Write(b)
 	}))
 	defer srv.Close()
-	d := newDriver(t, nomad.Config{Address: srv.URL})
+	d := realnomad.NewDriver(t, nomad.Config{Address: srv.URL})
 	snap, err := d.Observe(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +99,7 @@ func TestObserveRecordedNomad(t *testing.T) {
 			},
 			// Nomad's CpuShares (MHz), memory and disk, none reserved; 2
 			// reservable cores of 2245 MHz each; its healthy drivers.
-			CPUMilli: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20,
+			CPUMHz: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20,
 			Cores: 2, CPUPerCore: 2245,
 			Features: true, Drivers: []string{"exec", "java", "mock_driver", "raw_exec"}, HostVolumes: []string{},
 			// berth.gpu.topology "v1;pci=18,2a,ba,db;nvlink=0-1,2-3;numa=0:0-1,1:2-3"
@@ -106,7 +107,7 @@ func TestObserveRecordedNomad(t *testing.T) {
 		}},
 		Allocs: []drivers.Alloc{{
 			Workspace: schema.Ref{Project: "vision", Name: "ws-medium-train"}, Replica: 0, Node: "gpu-node-1",
-			GPUs: []string{"GPU-fake-3"}, CPUMilli: 200, MemoryBytes: 256 << 20, DiskBytes: 300 << 20,
+			GPUs: []string{"GPU-fake-3"}, CPUMHz: 200, MemoryBytes: 256 << 20, DiskBytes: 300 << 20,
 			Phase: drivers.AllocRunning, Revision: "1",
 			StartedAt: time.Date(2026, 11, 29, 16, 26, 6, 676618170, time.UTC),
 			Priority:  50, ID: snap.Allocs[0].ID,
@@ -144,7 +145,7 @@ func newHooked(t *testing.T) (*hookFake, *nomad.Driver, []drivers.Node) {
 	h := &hookFake{Server: fake}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	d := newDriver(t, nomad.Config{Address: srv.URL, PlacementTimeout: time.Second})
+	d := realnomad.NewDriver(t, nomad.Config{Address: srv.URL, PlacementTimeout: time.Second})
 	if _, err := d.Observe(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ func startAction(name string, node string, gpus ...string) drivers.Action {
 		Meta: schema.Meta{Name: name, Project: "vision"},
 		Spec: schema.WorkspaceSpec{
 			Task:       schema.Task{Driver: "docker", Image: "ghcr.io/acme/train:1", Command: "python", Args: []string{"train.py"}, Env: map[string]string{"EPOCHS": "3"}},
-			Resources:  schema.WorkResources{GPUs: len(gpus), CPUMilli: 1500, MemoryBytes: 1 << 30},
+			Resources:  schema.WorkResources{GPUs: len(gpus), CPUMHz: 1500, MemoryBytes: 1 << 30},
 			Checkpoint: schema.Checkpoint{Signal: "SIGUSR1", GracePeriod: 90 * time.Second},
 			Volumes:    []schema.VolumeMount{{Name: "datasets", MountPath: "/data", ReadOnly: true}},
 		},
@@ -366,7 +367,7 @@ func TestObserveTopologyAndForeignGPUs(t *testing.T) {
 	fake.AddNode(nomadfake.Node{ID: "n2", Name: "draining", Drain: true})
 	fake.AddNode(nomadfake.Node{ID: "n3", Name: "down", Down: true})
 	fake.RegisterForeignJob("default", "web", "n1", []string{"GPU-b"})
-	d := newDriver(t, nomad.Config{Address: fake.Start(t).URL})
+	d := realnomad.NewDriver(t, nomad.Config{Address: fake.Start(t).URL})
 	snap, err := d.Observe(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -379,10 +380,10 @@ func TestObserveTopologyAndForeignGPUs(t *testing.T) {
 		return n
 	}
 	want := []drivers.Node{
-		features(drivers.Node{Name: "down", ID: "n3", Pool: "default", Datacenter: "dc1", Eligible: true, CPUMilli: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
-		features(drivers.Node{Name: "draining", ID: "n2", Pool: "default", Datacenter: "dc1", Ready: true, CPUMilli: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
+		features(drivers.Node{Name: "down", ID: "n3", Pool: "default", Datacenter: "dc1", Eligible: true, CPUMHz: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
+		features(drivers.Node{Name: "draining", ID: "n2", Pool: "default", Datacenter: "dc1", Ready: true, CPUMHz: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
 		features(drivers.Node{Name: "plain", ID: "n1", Pool: "default", Datacenter: "dc1", Ready: true, Eligible: true, TopologyGuessed: true,
-			CPUMilli: 4490 - 100, MemoryBytes: (24105 - 300) << 20, DiskBytes: (76790 - 300) << 20,
+			CPUMHz: 4490 - 100, MemoryBytes: (24105 - 300) << 20, DiskBytes: (76790 - 300) << 20,
 			GPUs: []drivers.GPU{
 				{ID: "GPU-a", Index: 0, Model: "H100-fake", MemoryBytes: 81559 << 20, Healthy: true},
 				{ID: "GPU-b", Index: 1, Model: "H100-fake", MemoryBytes: 81559 << 20, Healthy: false}, // a foreign job holds it
@@ -401,7 +402,7 @@ func TestErrorClassesAndToken(t *testing.T) {
 	const secret = "s3cret-token-value"
 	fake := nomadfake.New(nomadfake.WithToken(secret))
 	url := fake.Start(t).URL
-	wrong := newDriver(t, nomad.Config{Address: url, Token: "not-" + secret})
+	wrong := realnomad.NewDriver(t, nomad.Config{Address: url, Token: "not-" + secret})
 	_, err := wrong.Observe(ctx)
 	if drivers.ClassOf(err) != drivers.ClassTransient || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "NOMAD_TOKEN") || !strings.Contains(err.Error(), "examples/deploy") {
 		t.Errorf("403: %v, want transient (the operator fixes the token or policy)", err)
@@ -412,7 +413,7 @@ func TestErrorClassesAndToken(t *testing.T) {
 			t.Errorf("the token is printed: %s", s)
 		}
 	}
-	good := newDriver(t, cfg)
+	good := realnomad.NewDriver(t, cfg)
 	if _, err := good.Observe(ctx); err != nil {
 		t.Fatalf("with the right token: %v", err)
 	}
@@ -421,7 +422,7 @@ func TestErrorClassesAndToken(t *testing.T) {
 	if drivers.ClassOf(err) != drivers.ClassTransient || strings.Contains(err.Error(), secret) {
 		t.Errorf("500 no leader: %v, want transient without the token", err)
 	}
-	down := newDriver(t, nomad.Config{Address: "http://127.0.0.1:1", Token: secret})
+	down := realnomad.NewDriver(t, nomad.Config{Address: "http://127.0.0.1:1", Token: secret})
 	_, err = down.Observe(ctx)
 	if drivers.ClassOf(err) != drivers.ClassTransient || strings.Contains(err.Error(), secret) {
 		t.Errorf("unreachable: %v, want transient without the token", err)
@@ -431,7 +432,7 @@ func TestErrorClassesAndToken(t *testing.T) {
 func TestWaitForChange(t *testing.T) {
 	fake := nomadfake.New()
 	fake.AddNode(nomadfake.Node{ID: "n1", Name: "a"})
-	d := newDriver(t, nomad.Config{Address: fake.Start(t).URL})
+	d := realnomad.NewDriver(t, nomad.Config{Address: fake.Start(t).URL})
 	if _, err := d.Observe(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -472,7 +473,7 @@ func TestBusyGPUIsNeverPinned(t *testing.T) {
 func TestWatch(t *testing.T) {
 	fake := nomadfake.New()
 	fake.AddNode(nomadfake.Node{ID: "n1", Name: "a"})
-	d := newDriver(t, nomad.Config{Address: fake.Start(t).URL})
+	d := realnomad.NewDriver(t, nomad.Config{Address: fake.Start(t).URL})
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ch := d.Watch(wctx)
@@ -506,7 +507,7 @@ func BenchmarkObserve(b *testing.B) {
 	for n := 0; n < 64; n++ {
 		for w := 0; w < 4; w++ {
 			a := startAction(fmt.Sprintf("ws-%02d-%d", n, w), nodes[n].Name, nodes[n].GPUs[2*w].ID, nodes[n].GPUs[2*w+1].ID)
-			a.Spec.Spec.Resources.CPUMilli = 1000 // four to a node: the fake's 4,490 MHz holds them
+			a.Spec.Spec.Resources.CPUMHz = 1000 // four to a node: the fake's 4,490 MHz holds them
 			if err := d.Apply(ctx, a); err != nil {
 				b.Fatal(err)
 			}
@@ -657,7 +658,7 @@ func TestConcurrentStartsEnsureNamespaceOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			a := startAction(fmt.Sprintf("w%d", i), "gpu-a")
-			a.Spec.Spec.Resources = schema.WorkResources{CPUMilli: 100, MemoryBytes: 16 << 20}
+			a.Spec.Spec.Resources = schema.WorkResources{CPUMHz: 100, MemoryBytes: 16 << 20}
 			errs <- d.Apply(ctx, a)
 		}()
 	}
@@ -748,10 +749,10 @@ func TestRenderResources(t *testing.T) {
 		in   schema.WorkResources
 		want res
 	}{
-		"share":    {schema.WorkResources{CPUMilli: 500, MemoryBytes: 2 << 30, DiskBytes: 1 << 30}, res{intPtr(500), nil, 2048, 1024}},
+		"share":    {schema.WorkResources{CPUMHz: 500, MemoryBytes: 2 << 30, DiskBytes: 1 << 30}, res{intPtr(500), nil, 2048, 1024}},
 		"cores":    {schema.WorkResources{ExclusiveCores: 2, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, res{nil, intPtr(2), 300, 300}},
 		"defaults": {schema.WorkResources{}, res{intPtr(100), nil, 300, 300}},
-		"rounded":  {schema.WorkResources{CPUMilli: 100, MemoryBytes: 1e9, DiskBytes: 1}, res{intPtr(100), nil, 954, 1}},
+		"rounded":  {schema.WorkResources{CPUMHz: 100, MemoryBytes: 1e9, DiskBytes: 1}, res{intPtr(100), nil, 954, 1}},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -829,7 +830,7 @@ func requestsSince(h *hookFake, from int) []string {
 // smallStart is a 0-GPU start that leaves room for many on one node.
 func smallStart(name string) drivers.Action {
 	a := startAction(name, "gpu-a")
-	a.Spec.Spec.Resources.CPUMilli, a.Spec.Spec.Resources.MemoryBytes = 100, 64<<20
+	a.Spec.Spec.Resources.CPUMHz, a.Spec.Spec.Resources.MemoryBytes = 100, 64<<20
 	return a
 }
 
@@ -955,7 +956,7 @@ func TestStartOfAJobNotObserved(t *testing.T) {
 	}
 
 	// berth's own job, registered by another berth since the observation.
-	other := newDriver(t, nomad.Config{Address: d.Client().Address(), PlacementTimeout: time.Second})
+	other := realnomad.NewDriver(t, nomad.Config{Address: d.Client().Address(), PlacementTimeout: time.Second})
 	if err := other.Apply(ctx, smallStart("y")); err != nil {
 		t.Fatal(err)
 	}
@@ -971,16 +972,4 @@ func TestStartOfAJobNotObserved(t *testing.T) {
 	if after := jobOf(t, d, "vision", "y"); *after.JobModifyIndex != *before.JobModifyIndex {
 		t.Errorf("an unchanged job was registered again (JobModifyIndex %d -> %d)", *before.JobModifyIndex, *after.JobModifyIndex)
 	}
-}
-
-// newDriver opens a driver for cfg and closes its connections when t
-// ends: a real agent refuses an address that holds too many.
-func newDriver(t testing.TB, cfg nomad.Config) *nomad.Driver {
-	t.Helper()
-	d, err := nomad.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
 }

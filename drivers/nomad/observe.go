@@ -174,7 +174,7 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (out drivers.N
 	// its reservable cores (the reserved ones are not among them); below,
 	// less what allocations of jobs that are not berth's hold.
 	if r := n.NodeResources; r != nil {
-		out.CPUMilli = r.Cpu.CpuShares
+		out.CPUMHz = r.Cpu.CpuShares
 		out.MemoryBytes = r.Memory.MemoryMB * mib
 		out.DiskBytes = r.Disk.DiskMB * mib
 		out.Cores = len(r.Cpu.ReservableCpuCores)
@@ -182,7 +182,7 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (out drivers.N
 			out.CPUPerCore = r.Cpu.CpuShares / int64(r.Cpu.TotalCpuCores)
 		}
 		if rr := n.ReservedResources; rr != nil {
-			out.CPUMilli -= int64(rr.Cpu.CpuShares)
+			out.CPUMHz -= int64(rr.Cpu.CpuShares)
 			out.MemoryBytes -= int64(rr.Memory.MemoryMB) * mib
 			out.DiskBytes -= int64(rr.Disk.DiskMB) * mib
 		}
@@ -257,7 +257,7 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (out drivers.N
 				held[id] = true
 			}
 			r := allocResources(a)
-			out.CPUMilli -= r.CPUMilli
+			out.CPUMHz -= r.CPUMHz
 			out.MemoryBytes -= r.MemoryBytes
 			out.DiskBytes -= r.DiskBytes
 			out.Cores -= r.Cores
@@ -372,7 +372,7 @@ func buildAlloc(a *api.Allocation, stub *api.JobListStub, n *api.Node) drivers.A
 	}
 	out.Addresses = addressesOf(a, n)
 	r := allocResources(a)
-	out.CPUMilli, out.MemoryBytes, out.DiskBytes, out.Cores = r.CPUMilli, r.MemoryBytes, r.DiskBytes, r.Cores
+	out.CPUMHz, out.MemoryBytes, out.DiskBytes, out.Cores = r.CPUMHz, r.MemoryBytes, r.DiskBytes, r.Cores
 	switch {
 	case a.DesiredStatus != "run" || stub.Stop:
 		out.Phase = drivers.AllocStopping
@@ -417,7 +417,7 @@ func allocResources(a *api.Allocation) drivers.Alloc {
 		if t == nil {
 			continue
 		}
-		out.CPUMilli += t.Cpu.CpuShares
+		out.CPUMHz += t.Cpu.CpuShares
 		out.Cores += len(t.Cpu.ReservedCores)
 		out.MemoryBytes += t.Memory.MemoryMB * mib
 	}

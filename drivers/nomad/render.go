@@ -224,7 +224,7 @@ func renderResources(r schema.WorkResources) (*api.Resources, int) {
 	if r.ExclusiveCores > 0 {
 		out.Cores = intPtr(r.ExclusiveCores)
 	} else {
-		out.CPU = intPtr(int(cmp.Or(r.CPUMilli, schema.DefaultCPUMilli)))
+		out.CPU = intPtr(int(cmp.Or(r.CPUMHz, schema.DefaultCPUMHz)))
 	}
 	return out, mb(r.DiskBytes, schema.DefaultDiskBytes)
 }

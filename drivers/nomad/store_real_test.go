@@ -18,7 +18,7 @@ import (
 func TestRealHistoryFiftyThousandWorkspaces(t *testing.T) {
 	c := realnomad.Client(t)
 	newReal := func() *nomad.Driver {
-		d := newDriver(t, nomad.ConfigFromEnv(""))
+		d := realnomad.NewDriver(t, nomad.ConfigFromEnv(""))
 		return d
 	}
 	h := bigHistory(50000, 1)

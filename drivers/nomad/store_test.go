@@ -15,6 +15,7 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/drivers/nomad/nomadfake"
+	"github.com/berth-dev/berth/internal/realnomad"
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -89,7 +90,7 @@ func varsUnder(t testing.TB, url string) map[string]int {
 
 func historyStore(t testing.TB, url string) *nomad.Driver {
 	t.Helper()
-	d := newDriver(t, nomad.Config{Address: url})
+	d := realnomad.NewDriver(t, nomad.Config{Address: url})
 	return d
 }
 
@@ -630,11 +631,11 @@ func BenchmarkSaveHistory(b *testing.B) {
 func TestHistoryStatePathTooLong(t *testing.T) {
 	fake := nomadfake.New()
 	url := fake.Start(t).URL
-	ok := newDriver(t, nomad.Config{Address: url, StatePath: strings.Repeat("p", 85)})
+	ok := realnomad.NewDriver(t, nomad.Config{Address: url, StatePath: strings.Repeat("p", 85)})
 	if err := ok.SaveHistory(ctx, bigHistory(10, 1)); err != nil {
 		t.Errorf("85 characters: %v", err)
 	}
-	long := newDriver(t, nomad.Config{Address: url, StatePath: strings.Repeat("p", 86)})
+	long := realnomad.NewDriver(t, nomad.Config{Address: url, StatePath: strings.Repeat("p", 86)})
 	err := long.SaveHistory(ctx, bigHistory(10, 1))
 	if drivers.ClassOf(err) != drivers.ClassInvalid || !strings.Contains(err.Error(), "at most 85") {
 		t.Errorf("86 characters: %v", err)

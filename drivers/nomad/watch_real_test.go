@@ -15,7 +15,7 @@ import (
 // returns for it.
 func TestRealWatch(t *testing.T) {
 	c := realnomad.Client(t)
-	d := newDriver(t, nomad.ConfigFromEnv(""))
+	d := realnomad.NewDriver(t, nomad.ConfigFromEnv(""))
 	if _, err := d.Observe(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/drivers/nomad/nomadfake"
+	"github.com/berth-dev/berth/internal/realnomad"
 )
 
 // TestWatchHoldsOneStream: however often the cluster changes and the
@@ -15,7 +16,7 @@ import (
 func TestWatchHoldsOneStream(t *testing.T) {
 	fake := nomadfake.New()
 	fake.AddNode(nomadfake.Node{ID: "n1", Name: "a"})
-	d := newDriver(t, nomad.Config{Address: fake.Start(t).URL})
+	d := realnomad.NewDriver(t, nomad.Config{Address: fake.Start(t).URL})
 	if _, err := d.Observe(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -220,7 +220,7 @@ func expandNode(ns nodeSpec) ([]drivers.Node, error) {
 			name = fmt.Sprintf("%s-%d", ns.Name, k)
 		}
 		n := drivers.Node{Name: name, ID: name, Pool: ns.Pool, Datacenter: ns.Datacenter, Class: ns.Class, Meta: ns.Meta,
-			Ready: true, Eligible: true, CPUMilli: cpuMilli, MemoryBytes: memBytes}
+			Ready: true, Eligible: true, CPUMHz: cpuMilli, MemoryBytes: memBytes}
 		// A simulated core is 1000 MHz of shares: cpu: 32 offers 32
 		// exclusive cores, or 32000 MHz of shares.
 		if cpuMilli >= 1000 {

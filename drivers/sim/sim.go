@@ -373,7 +373,7 @@ func (c *Cluster) start(now time.Time, a drivers.Action) error {
 			Replica:     p.Replica,
 			Node:        p.Node,
 			GPUs:        gpus,
-			CPUMilli:    res.CPUMilli + int64(res.ExclusiveCores)*node.CPUPerCore,
+			CPUMHz:      res.CPUMHz + int64(res.ExclusiveCores)*node.CPUPerCore,
 			Cores:       res.ExclusiveCores,
 			MemoryBytes: res.MemoryBytes,
 			DiskBytes:   res.DiskBytes,
@@ -445,10 +445,10 @@ func (c *Cluster) ports(node string, want []schema.Port, mine []drivers.Alloc) (
 // each dimension the node tracks: CPU shares, memory, disk and exclusive
 // cores. A run still stopping holds what it has until it is gone.
 func (c *Cluster) fits(node *drivers.Node, al drivers.Alloc, mine []drivers.Alloc) error {
-	cpu, mem, disk, cores := al.CPUMilli, al.MemoryBytes, al.DiskBytes, al.Cores
+	cpu, mem, disk, cores := al.CPUMHz, al.MemoryBytes, al.DiskBytes, al.Cores
 	add := func(o drivers.Alloc) {
 		if o.Node == node.Name {
-			cpu, mem, disk, cores = cpu+o.CPUMilli, mem+o.MemoryBytes, disk+o.DiskBytes, cores+o.Cores
+			cpu, mem, disk, cores = cpu+o.CPUMHz, mem+o.MemoryBytes, disk+o.DiskBytes, cores+o.Cores
 		}
 	}
 	for _, o := range mine {
@@ -460,8 +460,8 @@ func (c *Cluster) fits(node *drivers.Node, al drivers.Alloc, mine []drivers.Allo
 		}
 	}
 	switch {
-	case node.CPUMilli > 0 && cpu > node.CPUMilli:
-		return fmt.Errorf("node %q has not %d MHz of CPU left (%d of %d would be held)", node.Name, al.CPUMilli, cpu, node.CPUMilli)
+	case node.CPUMHz > 0 && cpu > node.CPUMHz:
+		return fmt.Errorf("node %q has not %d MHz of CPU left (%d of %d would be held)", node.Name, al.CPUMHz, cpu, node.CPUMHz)
 	case node.MemoryBytes > 0 && mem > node.MemoryBytes:
 		return fmt.Errorf("node %q has not %d bytes of memory left", node.Name, al.MemoryBytes)
 	case node.DiskBytes > 0 && disk > node.DiskBytes:

@@ -143,8 +143,8 @@ func TestParseQuantities(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := spec.Nodes[0]
-	if n.CPUMilli != 32000 || n.MemoryBytes != 256<<30 || n.GPUs[0].MemoryBytes != 80<<30 {
-		t.Errorf("cpu %d memory %d gpu memory %d", n.CPUMilli, n.MemoryBytes, n.GPUs[0].MemoryBytes)
+	if n.CPUMHz != 32000 || n.MemoryBytes != 256<<30 || n.GPUs[0].MemoryBytes != 80<<30 {
+		t.Errorf("cpu %d memory %d gpu memory %d", n.CPUMHz, n.MemoryBytes, n.GPUs[0].MemoryBytes)
 	}
 	if !strings.HasPrefix(n.GPUs[0].ID, "GPU-") || len(n.GPUs[0].ID) != 40 {
 		t.Errorf("GPU ID %q is not UUID-shaped", n.GPUs[0].ID)

@@ -75,7 +75,7 @@ func newFaultLoop(t *testing.T) *faultLoop {
 	t.Cleanup(func() { p.Close() })
 	cfg := nomad.ConfigFromEnv(p.URL())
 	cfg.RequestTimeout, cfg.PlacementTimeout = faultRequestTimeout, 10*time.Second
-	d := newDriver(t, cfg)
+	d := realnomad.NewDriver(t, cfg)
 	f := &faultLoop{t: t, c: c, proxy: p, dir: t.TempDir(), log: &logBuffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	l, err := reconcile.New(reconcile.Config{

@@ -27,7 +27,7 @@ func TestRealPruneDelaySurvivesRestart(t *testing.T) {
 	write(t, dir, "a.yaml", realWorkspace("a", 1, "sleep 3600"))
 	write(t, dir, "b.yaml", realWorkspace("b", 1, "sleep 3600"))
 	open := func() (*reconcile.Loop, *nomad.Driver) {
-		d := newDriver(t, nomad.ConfigFromEnv(""))
+		d := realnomad.NewDriver(t, nomad.ConfigFromEnv(""))
 		l, err := reconcile.New(reconcile.Config{Source: source.DirSource{Dir: dir}, Cluster: d, Store: d, PruneDelay: delay})
 		if err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/drivers/nomad/nomadfake"
+	"github.com/berth-dev/berth/internal/realnomad"
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
@@ -50,7 +51,7 @@ func TestPruneDelaySurvivesRestartOnFakeNomad(t *testing.T) {
 	write(t, dir, "tiers.yaml", realTiers)
 	write(t, dir, "a.yaml", realWorkspace("a", 1, "sleep 3600"))
 	open := func() *reconcile.Loop {
-		d := newDriver(t, nomad.Config{Address: url, PlacementTimeout: 1e9, Now: clk.now})
+		d := realnomad.NewDriver(t, nomad.Config{Address: url, PlacementTimeout: 1e9, Now: clk.now})
 		l, err := reconcile.New(reconcile.Config{Source: source.DirSource{Dir: dir}, Cluster: d, Store: d, PruneDelay: time.Hour})
 		if err != nil {
 			t.Fatal(err)

@@ -223,7 +223,7 @@ func TestRealLeaderElection(t *testing.T) {
 		id := fmt.Sprintf("replica-%d", len(replicas)+1)
 		r := &leaderReplica{id: id}
 		r.proxy = writeProxy(target, tr, id, leasePath, &log)
-		r.d = newDriver(t, nomad.Config{Address: r.proxy.URL, LeasePath: leasePath})
+		r.d = realnomad.NewDriver(t, nomad.Config{Address: r.proxy.URL, LeasePath: leasePath})
 		r.el = leader.NewElector(r.d, id, leaderTTL, logger)
 		r.loop, err = reconcile.New(reconcile.Config{Logger: logger, Source: source.DirSource{Dir: dir}, Cluster: r.d, Store: r.d, Leader: r.el,
 			Interval: time.Second, Settle: 500 * time.Millisecond, BackoffMin: 200 * time.Millisecond, BackoffMax: 2 * time.Second})

@@ -57,7 +57,7 @@ type realLoop struct {
 
 func newRealLoop(t *testing.T) *realLoop {
 	c := realnomad.Client(t)
-	d := newDriver(t, nomad.ConfigFromEnv(""))
+	d := realnomad.NewDriver(t, nomad.ConfigFromEnv(""))
 	dir := t.TempDir()
 	l, err := reconcile.New(reconcile.Config{Source: source.DirSource{Dir: dir}, Cluster: d, Store: d})
 	if err != nil {
@@ -280,7 +280,7 @@ func TestRealDriftIsPutBack(t *testing.T) {
 	if _, _, err := r.c.Jobs().Register(j, &api.WriteOptions{Namespace: "berth-real"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitFor(ctx, r.d, 20*time.Second, driftRunning("d")); err != nil {
+	if err := realnomad.WaitFor(ctx, r.d, 20*time.Second, driftRunning("d")); err != nil {
 		t.Fatalf("the edited job is not reported as drift: %v", err)
 	}
 	res := r.until(20*time.Second, "put back", func() bool {
@@ -349,7 +349,7 @@ func TestRealDriftIsPutBack(t *testing.T) {
 		}
 		t.Logf("re-pinned to %s", other)
 	})
-	if err := waitFor(ctx, r.d, 20*time.Second, driftRunning("d")); err != nil {
+	if err := realnomad.WaitFor(ctx, r.d, 20*time.Second, driftRunning("d")); err != nil {
 		t.Fatalf("the re-pinned job is not reported as drift: %v", err)
 	}
 	// berth then owns it again: its own rendering, pinned where berth
@@ -379,7 +379,7 @@ func TestRealRestartOnFailureIsBounded(t *testing.T) {
 	c := realnomad.Client(t)
 	cfg := nomad.ConfigFromEnv("")
 	cfg.RestartDelay = time.Second
-	d := newDriver(t, cfg)
+	d := realnomad.NewDriver(t, cfg)
 	dir := t.TempDir()
 	l, err := reconcile.New(reconcile.Config{Source: source.DirSource{Dir: dir}, Cluster: d, Store: d})
 	if err != nil {

@@ -67,7 +67,7 @@ spec:
 // resLoop returns a loop over dir and the driver it uses.
 func resLoop(t *testing.T, dir string) (*reconcile.Loop, *nomad.Driver) {
 	t.Helper()
-	d := newDriver(t, nomad.ConfigFromEnv(""))
+	d := realnomad.NewDriver(t, nomad.ConfigFromEnv(""))
 	l, err := reconcile.New(reconcile.Config{Source: source.DirSource{Dir: dir}, Cluster: d, Store: d, ClusterName: "real"})
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +229,7 @@ func TestRealCPUShareNotCores(t *testing.T) {
 	}
 	var sum int64
 	for _, a := range after.Allocs {
-		sum += a.CPUMilli
+		sum += a.CPUMHz
 	}
 	if want := 3*500 + perCore; sum != want {
 		t.Errorf("berth observes %d MHz held; Nomad reserved %d", sum, want)
@@ -259,7 +259,7 @@ func TestRealDefaultCPUFillsAsPredicted(t *testing.T) {
 	}
 	leave := map[string]int64{snap.Nodes[0].Name: 550, snap.Nodes[1].Name: 350}
 	for i, n := range snap.Nodes[:2] {
-		occupy(t, c, fmt.Sprintf("berth-test-occupy-%d", i), n.ID, int(n.CPUMilli-leave[n.Name]))
+		occupy(t, c, fmt.Sprintf("berth-test-occupy-%d", i), n.ID, int(n.CPUMHz-leave[n.Name]))
 	}
 	dec := predict(t, d, dir)
 	where := map[string]int{}

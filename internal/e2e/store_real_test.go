@@ -36,7 +36,7 @@ func TestRealHistoryThousandWaitingWorkspaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	newLoop := func() (*reconcile.Loop, *nomad.Driver) {
-		d := newDriver(t, nomad.ConfigFromEnv(""))
+		d := realnomad.NewDriver(t, nomad.ConfigFromEnv(""))
 		l, err := reconcile.New(reconcile.Config{Source: source.DirSource{Dir: dir}, Cluster: d, Store: d, ClusterName: "nomad"})
 		if err != nil {
 			t.Fatal(err)

@@ -56,7 +56,7 @@ func TestRealWalkthrough(t *testing.T) {
 	medDoc, highDoc := docs[0]+"\n", docs[1]
 	write(t, dir, "medium.yaml", medDoc)
 
-	d := newDriver(t, nomad.ConfigFromEnv(""))
+	d := realnomad.NewDriver(t, nomad.ConfigFromEnv(""))
 	loop, err := reconcile.New(reconcile.Config{Source: source.DirSource{Dir: dir}, Cluster: d, Store: d, ClusterName: "nomad"})
 	if err != nil {
 		t.Fatal(err)

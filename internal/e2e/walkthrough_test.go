@@ -9,6 +9,7 @@ import (
 	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/drivers/nomad/gpumeta"
 	"github.com/berth-dev/berth/drivers/nomad/nomadfake"
+	"github.com/berth-dev/berth/internal/realnomad"
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
@@ -52,7 +53,7 @@ func TestWalkthroughOnFakeNomad(t *testing.T) {
 	})
 	url := fake.Start(t).URL
 	newLoop := func() *reconcile.Loop {
-		d := newDriver(t, nomad.Config{Address: url, PlacementTimeout: 1e9})
+		d := realnomad.NewDriver(t, nomad.Config{Address: url, PlacementTimeout: 1e9})
 		l, err := reconcile.New(reconcile.Config{Source: source.DirSource{Dir: dir}, Cluster: d, Store: d, ClusterName: "nomad " + url})
 		if err != nil {
 			t.Fatal(err)

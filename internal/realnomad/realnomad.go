@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -167,4 +169,34 @@ func HistoryVars(t testing.TB, c *api.Client) (sizes map[string]int, index map[s
 		sizes[m.Path], index[m.Path] = n, m.ModifyIndex
 	}
 	return sizes, index
+}
+
+// NewDriver opens a driver for cfg and closes its connections when t
+// ends: a real agent refuses an address that holds too many.
+func NewDriver(t testing.TB, cfg nomad.Config) *nomad.Driver {
+	t.Helper()
+	d, err := nomad.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// WaitFor observes d until ok holds or within passes.
+func WaitFor(ctx context.Context, d *nomad.Driver, within time.Duration, ok func(drivers.Snapshot) bool) error {
+	deadline := time.Now().Add(within)
+	for {
+		snap, err := d.Observe(ctx)
+		if err != nil {
+			return err
+		}
+		if ok(snap) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within %s; last snapshot: %+v", within, snap)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

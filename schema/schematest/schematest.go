@@ -43,3 +43,26 @@ func WithWorkspaces(ws ...schema.Workspace) *schema.Set {
 	s.Sort()
 	return s
 }
+
+// Running is a Running Workspace of project for each name.
+func Running(project string, names ...string) []schema.Workspace {
+	ws := make([]schema.Workspace, 0, len(names))
+	for _, n := range names {
+		ws = append(ws, Workspace(project, n, schema.DesiredRunning))
+	}
+	return ws
+}
+
+// TwoGPUs is a simulated cluster (a Cluster document for drivers/sim) of
+// one node with two H100s.
+const TwoGPUs = `
+apiVersion: berth.dev/v1
+kind: Cluster
+metadata: {name: two}
+spec:
+  nodes:
+  - name: node
+    gpus:
+    - {model: H100, memory: 80Gi}
+    - {model: H100, memory: 80Gi}
+`

@@ -32,6 +32,7 @@ import (
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/schema/schematest"
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -127,18 +128,7 @@ spec:
 `
 }
 
-// twoGPUs is a simulated cluster of one node with two GPUs.
-const twoGPUs = `
-apiVersion: berth.dev/v1
-kind: Cluster
-metadata: {name: two}
-spec:
-  nodes:
-  - name: node
-    gpus:
-    - {model: H100, memory: 80Gi}
-    - {model: H100, memory: 80Gi}
-`
+const twoGPUs = schematest.TwoGPUs
 
 func TestGitSourceReadsCommits(t *testing.T) {
 	r := newTestRepo(t)

@@ -1,0 +1,31 @@
+package drivers
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// A snapshot file written before CPUMHz had its name says cpuMilli; it
+// still reads, and is written back under the new name.
+func TestSnapshotCPUUnderEitherName(t *testing.T) {
+	for name, doc := range map[string]string{
+		"cpuMilli (older files)": `{"nodes":[{"name":"n","ready":true,"eligible":true,"cpuMilli":8000}],"allocs":[{"workspace":"p/w","node":"n","gpus":[],"cpuMilli":500,"phase":"running"}]}`,
+		"cpuMHz":                 `{"nodes":[{"name":"n","ready":true,"eligible":true,"cpuMHz":8000}],"allocs":[{"workspace":"p/w","node":"n","gpus":[],"cpuMHz":500,"phase":"running"}]}`,
+	} {
+		var s Snapshot
+		if err := json.Unmarshal([]byte(doc), &s); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(s.Nodes) != 1 || s.Nodes[0].CPUMHz != 8000 || !s.Nodes[0].Ready || len(s.Allocs) != 1 || s.Allocs[0].CPUMHz != 500 || s.Allocs[0].Phase != AllocRunning || s.Allocs[0].Workspace.Name != "w" {
+			t.Errorf("%s: read %+v", name, s)
+		}
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), `"cpuMHz":8000`) || !strings.Contains(string(b), `"cpuMHz":500`) || strings.Contains(string(b), "cpuMilli") {
+			t.Errorf("%s: written as %s", name, b)
+		}
+	}
+}
