@@ -29,18 +29,7 @@ func init() { commands = append(commands, newReconcileCmd) }
 const defaultListen = "127.0.0.1:4680"
 
 func newReconcileCmd() *cobra.Command {
-	var (
-		f        loopFlags
-		listen   string
-		addrFile string
-		uiToken  string
-		interval time.Duration
-		leaseTTL time.Duration
-		sf       sourceFlags
-		// Deadlines: of each request to Nomad, of a cycle, and the age of
-		// the last successful cycle past which /healthz fails.
-		nomadTimeout, cycleTimeout, healthMaxAge time.Duration
-	)
+	var o reconcileOptions
 	cmd := &cobra.Command{
 		Use:   "reconcile --source DIR|GIT-URL --cluster CLUSTER",
 		Short: "Keep a cluster matching the specs, continuously",
@@ -105,168 +94,188 @@ shown as *** in logs and the status.
 ` + clusterHelp(),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.check("reconcile"); err != nil {
-				return err
-			}
-			for _, d := range []struct {
-				name string
-				v    time.Duration
-			}{{"--nomad-timeout", nomadTimeout}, {"--cycle-timeout", cycleTimeout}, {"--health-max-age", healthMaxAge}, {"--git-timeout", sf.gitTimeout}} {
-				if d.v <= 0 {
-					return usageError("%s %s: want a duration above 0", d.name, d.v)
-				}
-			}
-			if !cmd.Flags().Changed("health-max-age") {
-				// A quiet cluster has a cycle every interval: the default
-				// leaves room for two.
-				healthMaxAge = max(healthMaxAge, 2*interval)
-			}
-			if healthMaxAge <= interval {
-				return usageError("--health-max-age %s must be longer than --interval %s: a healthy berth succeeds a cycle at least every interval", healthMaxAge, interval)
-			}
-			if leaseTTL != 0 && leaseTTL < time.Second {
-				return usageError("--lease-ttl %s: the leader lease must live at least 1s (default %s), or 0 to run without an election", leaseTTL, leader.DefaultLeaseTTL)
-			}
-			limits, err := f.limits.limits()
-			if err != nil {
-				return err
-			}
-			token, err := readUIToken(uiToken, listen)
-			if err != nil {
-				return err
-			}
-			log, err := newLogger(cmd.ErrOrStderr(), f.logFormat, f.logLevel)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			c, err := openCluster(ctx, f.cluster, clusterOptions{SimSpeed: f.simSpeed, Logger: log, RequestTimeout: nomadTimeout})
-			if err != nil {
-				return err
-			}
-			if c.Close != nil {
-				defer c.Close()
-			}
-			src, err := sf.open(f.source, interval, limits, log)
-			if err != nil {
-				return err
-			}
-			if gs, ok := src.Source.(*git.Source); ok {
-				defer gs.Close()
-			}
-			f.source = src.Name // from here on, without a password in its URL
-			hookCh, trigger := triggerChan()
-			hook, err := sf.webhook(src, log, trigger)
-			if err != nil {
-				return err
-			}
-			cfg := reconcile.Config{
-				Source: src.Source, Cluster: c.Cluster, Store: c.Store,
-				Logger: log, LogTransitionFields: f.logFormat == "json",
-				ClusterName: c.Name, BerthVersion: berthVersion(), Interval: interval,
-				PruneDelay: sf.pruneDelay, AllowMassPrune: f.prune.allow,
-				MassPrunePercent: f.prune.percent, MassPruneMin: f.prune.atMin,
-				CycleTimeout: cycleTimeout, HealthMaxAge: healthMaxAge, Limits: limits,
-			}
-			if c.Watch != nil {
-				// The cluster's changes start cycles but never cut a backoff short.
-				cfg.ClusterChanges = c.Watch(ctx)
-			}
-			var (
-				elector     *leader.Elector
-				electorDone = make(chan struct{})
-			)
-			if c.Lease != nil && leaseTTL > 0 {
-				elector = leader.NewElector(c.Lease, "", leaseTTL, log)
-				elector.Step(ctx) // a lone replica leads from its first cycle
-				cfg.Leader = elector
-				go func() { defer close(electorDone); elector.Run(ctx) }()
-			}
-			var routes func(*http.ServeMux)
-			if hook != nil {
-				routes = hook.Routes
-				cfg.Debounce = 10 * time.Millisecond // a push is whole: no need to wait for quiet
-			}
-			loop, err := reconcile.New(cfg)
-			if err != nil {
-				return err
-			}
-			if sc, ok := c.Cluster.(*sim.Cluster); ok {
-				registerSimMetrics(loop.Metrics().Registry, sc)
-			}
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return &exitError{Code: exitFailure, Err: fmt.Errorf("listen on %s: %w", listen, err)}
-			}
-			addr := "http://" + ln.Addr().String()
-			if addrFile != "" {
-				if err := os.WriteFile(addrFile, []byte(addr+"\n"), 0o644); err != nil {
-					return &exitError{Code: exitFailure, Err: err}
-				}
-			}
-			handler := api.Handler(loop, routes)
-			if token != "" {
-				// Git webhooks (/api/v1/hooks/…) prove themselves with their
-				// own signature: a forge cannot send berth's bearer token.
-				handler = api.RequireToken(handler, token, "/api/v1/hooks/")
-			} else {
-				// No token: answer only to loopback names (DNS rebinding).
-				handler = api.RequireLocalHost(handler, listen, "/api/v1/hooks/")
-			}
-			srv, sln := api.NewServer(handler, ln, api.DefaultServerLimits)
-			go func() {
-				if err := srv.Serve(sln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-					log.Error("status server stopped", "err", err.Error())
-				}
-			}()
-			var changes <-chan struct{} = hookCh
-			if src.WatchDir != "" {
-				if changes, err = watch.Dir(ctx, src.WatchDir, log); err != nil {
-					return &exitError{Code: exitFailure, Err: err}
-				}
-			}
-			if elector != nil {
-				// A replica that becomes the leader runs a cycle at once.
-				changes = reconcile.MergeChanges(ctx, changes, elector.Changes())
-			}
-			log.Info("berth reconciling", "source", f.source, "cluster", c.Name, "status", addr+"/api/v1/status", "dashboard", addr+"/")
-			if token != "" {
-				log.Info("the API, the dashboard's feed and /metrics need the bearer token in " + uiToken + " (Authorization: Bearer TOKEN; berth status and explain: --token-file " + uiToken + "; in the browser, paste it or open " + addr + "/#token=TOKEN)")
-			}
-			runErr := loop.Run(ctx, changes)
-			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if elector != nil {
-				<-electorDone
-				if err := elector.Release(shutdown); err != nil {
-					log.Warn("the other replicas take over when the lease expires", "err", err.Error())
-				}
-			}
-			srv.Shutdown(shutdown)
-			log.Info("berth stopped")
-			return runErr
+			o.healthMaxAgeSet = cmd.Flags().Changed("health-max-age")
+			return runReconcile(cmd, o)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.source, "source", "", "directory or git URL of the specs to reconcile")
-	fl.StringVar(&f.cluster, "cluster", "", "the cluster to drive (see below)")
-	fl.Float64Var(&f.simSpeed, "sim-speed", 1, "how fast a simulated cluster's clock runs (60: a second is a minute)")
-	fl.StringVar(&listen, "listen", defaultListen, "address of the status API")
-	fl.DurationVar(&interval, "interval", time.Minute, "longest time between cycles (and between git fetches)")
-	fl.DurationVar(&nomadTimeout, "nomad-timeout", nomad.DefaultRequestTimeout, "longest berth waits for Nomad to answer one request (a blocking query: its wait on top) before it cuts it and retries")
-	fl.DurationVar(&cycleTimeout, "cycle-timeout", reconcile.DefaultCycleTimeout, "longest one reconcile cycle may run before it is cut (what it applied is kept)")
-	fl.DurationVar(&healthMaxAge, "health-max-age", reconcile.DefaultHealthMaxAge, "/healthz answers 503 once the last successful cycle is older than this; when not given, twice --interval if that is longer")
-	fl.DurationVar(&leaseTTL, "lease-ttl", leader.DefaultLeaseTTL, "time to live of the leader lease among replicas (Nomad); a dead leader is replaced within it; 0: no election (only one berth may run)")
-	sf.add(fl)
-	f.prune.add(fl)
-	f.limits.add(fl)
-	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
-	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fl.StringVar(&uiToken, "ui-token-file", "", "file holding the bearer token the API and dashboard require (required when --listen is not loopback)")
-	fl.StringVar(&addrFile, "addr-file", "", "write the status API's URL to this file once listening")
+	fl.StringVar(&o.source, "source", "", "directory or git URL of the specs to reconcile")
+	fl.StringVar(&o.cluster, "cluster", "", "the cluster to drive (see below)")
+	fl.Float64Var(&o.simSpeed, "sim-speed", 1, "how fast a simulated cluster's clock runs (60: a second is a minute)")
+	fl.StringVar(&o.listen, "listen", defaultListen, "address of the status API")
+	fl.DurationVar(&o.interval, "interval", time.Minute, "longest time between cycles (and between git fetches)")
+	fl.DurationVar(&o.nomadTimeout, "nomad-timeout", nomad.DefaultRequestTimeout, "longest berth waits for Nomad to answer one request (a blocking query: its wait on top) before it cuts it and retries")
+	fl.DurationVar(&o.cycleTimeout, "cycle-timeout", reconcile.DefaultCycleTimeout, "longest one reconcile cycle may run before it is cut (what it applied is kept)")
+	fl.DurationVar(&o.healthMaxAge, "health-max-age", reconcile.DefaultHealthMaxAge, "/healthz answers 503 once the last successful cycle is older than this; when not given, twice --interval if that is longer")
+	fl.DurationVar(&o.leaseTTL, "lease-ttl", leader.DefaultLeaseTTL, "time to live of the leader lease among replicas (Nomad); a dead leader is replaced within it; 0: no election (only one berth may run)")
+	o.sf.add(fl)
+	o.prune.add(fl)
+	o.limits.add(fl)
+	fl.StringVar(&o.logFormat, "log-format", "text", "text or json")
+	fl.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&o.uiToken, "ui-token-file", "", "file holding the bearer token the API and dashboard require (required when --listen is not loopback)")
+	fl.StringVar(&o.addrFile, "addr-file", "", "write the status API's URL to this file once listening")
 	fl.MarkHidden("addr-file")
 	return cmd
+}
+
+// reconcileOptions are berth reconcile's flags.
+type reconcileOptions struct {
+	loopFlags
+	sf                        sourceFlags
+	listen, addrFile, uiToken string
+	interval, leaseTTL        time.Duration
+	// Deadlines: of each request to Nomad, of a cycle, and the age of
+	// the last successful cycle past which /healthz fails.
+	nomadTimeout, cycleTimeout, healthMaxAge time.Duration
+	// healthMaxAgeSet: --health-max-age was given; else it grows with
+	// --interval.
+	healthMaxAgeSet bool
+}
+
+// runReconcile is berth reconcile's body, run until Ctrl-C or SIGTERM.
+func runReconcile(cmd *cobra.Command, o reconcileOptions) error {
+	if err := o.loopFlags.check("reconcile"); err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--nomad-timeout", o.nomadTimeout}, {"--cycle-timeout", o.cycleTimeout}, {"--health-max-age", o.healthMaxAge}, {"--git-timeout", o.sf.gitTimeout}} {
+		if d.v <= 0 {
+			return usageError("%s %s: want a duration above 0", d.name, d.v)
+		}
+	}
+	if !cmd.Flags().Changed("health-max-age") {
+		// A quiet cluster has a cycle every interval: the default
+		// leaves room for two.
+		o.healthMaxAge = max(o.healthMaxAge, 2*o.interval)
+	}
+	if o.healthMaxAge <= o.interval {
+		return usageError("--health-max-age %s must be longer than --interval %s: a healthy berth succeeds a cycle at least every interval", o.healthMaxAge, o.interval)
+	}
+	if o.leaseTTL != 0 && o.leaseTTL < time.Second {
+		return usageError("--lease-ttl %s: the leader lease must live at least 1s (default %s), or 0 to run without an election", o.leaseTTL, leader.DefaultLeaseTTL)
+	}
+	limits, err := o.limits.limits()
+	if err != nil {
+		return err
+	}
+	token, err := readUIToken(o.uiToken, o.listen)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(cmd.ErrOrStderr(), o.logFormat, o.logLevel)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	c, err := openCluster(ctx, o.cluster, clusterOptions{SimSpeed: o.simSpeed, Logger: log, RequestTimeout: o.nomadTimeout})
+	if err != nil {
+		return err
+	}
+	if c.Close != nil {
+		defer c.Close()
+	}
+	src, err := o.sf.open(o.source, o.interval, limits, log)
+	if err != nil {
+		return err
+	}
+	if gs, ok := src.Source.(*git.Source); ok {
+		defer gs.Close()
+	}
+	o.source = src.Name // from here on, without a password in its URL
+	hookCh, trigger := triggerChan()
+	hook, err := o.sf.webhook(src, log, trigger)
+	if err != nil {
+		return err
+	}
+	cfg := reconcile.Config{
+		Source: src.Source, Cluster: c.Cluster, Store: c.Store,
+		Logger: log, LogTransitionFields: o.logFormat == "json",
+		ClusterName: c.Name, BerthVersion: berthVersion(), Interval: o.interval,
+		PruneDelay: o.sf.pruneDelay, AllowMassPrune: o.prune.allow,
+		MassPrunePercent: o.prune.percent, MassPruneMin: o.prune.atMin,
+		CycleTimeout: o.cycleTimeout, HealthMaxAge: o.healthMaxAge, Limits: limits,
+	}
+	if c.Watch != nil {
+		// The cluster's changes start cycles but never cut a backoff short.
+		cfg.ClusterChanges = c.Watch(ctx)
+	}
+	var (
+		elector     *leader.Elector
+		electorDone = make(chan struct{})
+	)
+	if c.Lease != nil && o.leaseTTL > 0 {
+		elector = leader.NewElector(c.Lease, "", o.leaseTTL, log)
+		elector.Step(ctx) // a lone replica leads from its first cycle
+		cfg.Leader = elector
+		go func() { defer close(electorDone); elector.Run(ctx) }()
+	}
+	var routes func(*http.ServeMux)
+	if hook != nil {
+		routes = hook.Routes
+		cfg.Debounce = 10 * time.Millisecond // a push is whole: no need to wait for quiet
+	}
+	loop, err := reconcile.New(cfg)
+	if err != nil {
+		return err
+	}
+	if sc, ok := c.Cluster.(*sim.Cluster); ok {
+		registerSimMetrics(loop.Metrics().Registry, sc)
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return &exitError{Code: exitFailure, Err: fmt.Errorf("listen on %s: %w", o.listen, err)}
+	}
+	addr := "http://" + ln.Addr().String()
+	if o.addrFile != "" {
+		if err := os.WriteFile(o.addrFile, []byte(addr+"\n"), 0o644); err != nil {
+			return &exitError{Code: exitFailure, Err: err}
+		}
+	}
+	handler := api.Handler(loop, routes)
+	if token != "" {
+		// Git webhooks (/api/v1/hooks/…) prove themselves with their
+		// own signature: a forge cannot send berth's bearer token.
+		handler = api.RequireToken(handler, token, "/api/v1/hooks/")
+	} else {
+		// No token: answer only to loopback names (DNS rebinding).
+		handler = api.RequireLocalHost(handler, o.listen, "/api/v1/hooks/")
+	}
+	srv, sln := api.NewServer(handler, ln, api.DefaultServerLimits)
+	go func() {
+		if err := srv.Serve(sln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("status server stopped", "err", err.Error())
+		}
+	}()
+	var changes <-chan struct{} = hookCh
+	if src.WatchDir != "" {
+		if changes, err = watch.Dir(ctx, src.WatchDir, log); err != nil {
+			return &exitError{Code: exitFailure, Err: err}
+		}
+	}
+	if elector != nil {
+		// A replica that becomes the leader runs a cycle at once.
+		changes = reconcile.MergeChanges(ctx, changes, elector.Changes())
+	}
+	log.Info("berth reconciling", "source", o.source, "cluster", c.Name, "status", addr+"/api/v1/status", "dashboard", addr+"/")
+	if token != "" {
+		log.Info("the API, the dashboard's feed and /metrics need the bearer token in " + o.uiToken + " (Authorization: Bearer TOKEN; berth status and explain: --token-file " + o.uiToken + "; in the browser, paste it or open " + addr + "/#token=TOKEN)")
+	}
+	runErr := loop.Run(ctx, changes)
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if elector != nil {
+		<-electorDone
+		if err := elector.Release(shutdown); err != nil {
+			log.Warn("the other replicas take over when the lease expires", "err", err.Error())
+		}
+	}
+	srv.Shutdown(shutdown)
+	log.Info("berth stopped")
+	return runErr
 }
 
 // registerSimMetrics exports a simulated cluster's accounting: GPU-seconds
