@@ -17,10 +17,7 @@ import (
 func init() { commands = append(commands, newApplyCmd) }
 
 func newApplyCmd() *cobra.Command {
-	var (
-		f          loopFlags
-		cpuProfile string
-	)
+	var o applyOptions
 	cmd := &cobra.Command{
 		Use:   "apply --source DIR --cluster CLUSTER",
 		Short: "Run one reconcile cycle and print what it did",
@@ -42,87 +39,122 @@ an action failed, 2 when the command line is wrong.
 ` + clusterHelp(),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.check("apply"); err != nil {
-				return err
-			}
-			if fi, err := os.Stat(f.source); err != nil || !fi.IsDir() {
-				return usageError("--source %s: not a directory (looked for %s); give the directory that holds the specs", f.source, absPath(f.source))
-			}
-			limits, err := f.limits.limits()
-			if err != nil {
-				return err
-			}
-			log, err := newLogger(cmd.ErrOrStderr(), f.logFormat, f.logLevel)
-			if err != nil {
-				return err
-			}
-			c, err := openCluster(cmd.Context(), f.cluster, clusterOptions{SimSpeed: f.simSpeed, Logger: log})
-			if err != nil {
-				return err
-			}
-			if c.Close != nil {
-				defer c.Close()
-			}
-			loop, err := reconcile.New(reconcile.Config{
-				Source: source.DirSource{Dir: f.source}, Cluster: c.Cluster, Store: c.Store,
-				Logger: log, ClusterName: c.Name, BerthVersion: berthVersion(),
-				AllowMassPrune: f.prune.allow, MassPrunePercent: f.prune.percent, MassPruneMin: f.prune.atMin,
-				Limits: limits,
-			})
-			if err != nil {
-				return err
-			}
-			if cpuProfile != "" {
-				stop, err := startCPUProfile(cpuProfile)
-				if err != nil {
-					return err
-				}
-				defer stop()
-			}
-			res, err := loop.Once(cmd.Context())
-			out := cmd.OutOrStdout()
-			var stalled *reconcile.StalledError
-			if errors.As(err, &stalled) {
-				what := "is invalid"
-				if !res.ObservedAt.IsZero() {
-					// Valid, but refused against the cluster: the deletion guard.
-					what = "is refused"
-				}
-				fmt.Fprintf(out, "revision %s %s; nothing applied:\n", stalled.Revision, what)
-				for _, p := range stalled.Problems {
-					fmt.Fprintln(out, "  "+p)
-				}
-				return &exitError{Code: exitFailure}
-			}
-			if err != nil && res.Revision != "" && res.ObservedAt.IsZero() {
-				// Nothing was observed, so nothing was planned: no table.
-				msg := fmt.Sprintf("could not reach the cluster (%s): %v", c.Name, err)
-				if c.Unreachable != "" {
-					msg += "\n" + c.Unreachable
-				}
-				return &exitError{Code: exitFailure, Err: errors.New(msg)}
-			}
-			printApply(out, c.Name, res, loop.Status())
-			if err != nil {
-				return &exitError{Code: exitFailure, Err: err}
-			}
-			if len(res.Failed) > 0 {
-				return &exitError{Code: exitFailure, Err: fmt.Errorf("%d action(s) failed; the rest of the plan was applied (the table says why; berth reconcile retries them)", len(res.Failed))}
-			}
-			return nil
+			return runApply(cmd, o)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.source, "source", "", "directory of specs to apply")
-	fl.StringVar(&f.cluster, "cluster", "", "the cluster to drive (see below)")
-	fl.Float64Var(&f.simSpeed, "sim-speed", 1, "how fast a simulated cluster's clock runs")
-	fl.StringVar(&f.logFormat, "log-format", "text", "text or json (logs go to stderr)")
-	fl.StringVar(&f.logLevel, "log-level", "error", "debug, info, warn or error")
-	f.prune.add(fl)
-	f.limits.add(fl)
-	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the cycle to this file (go tool pprof)")
+	fl.StringVar(&o.source, "source", "", "directory of specs to apply")
+	fl.StringVar(&o.cluster, "cluster", "", "the cluster to drive (see below)")
+	fl.Float64Var(&o.simSpeed, "sim-speed", 1, "how fast a simulated cluster's clock runs")
+	fl.StringVar(&o.logFormat, "log-format", "text", "text or json (logs go to stderr)")
+	fl.StringVar(&o.logLevel, "log-level", "error", "debug, info, warn or error")
+	o.prune.add(fl)
+	o.limits.add(fl)
+	fl.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the cycle to this file (go tool pprof)")
 	fl.MarkHidden("cpuprofile")
 	return cmd
+}
+
+// applyOptions are berth apply's flags.
+type applyOptions struct {
+	loopFlags
+	cpuProfile string
+}
+
+// runApply is berth apply's body: check the command line, open the
+// cluster, run one cycle of the loop, and report what it did.
+func runApply(cmd *cobra.Command, o applyOptions) error {
+	// 1. The command line.
+	if err := o.check(); err != nil {
+		return err
+	}
+	limits, err := o.limits.limits()
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(cmd.ErrOrStderr(), o.logFormat, o.logLevel)
+	if err != nil {
+		return err
+	}
+
+	// 2. The cluster, and the loop that drives it.
+	c, err := openCluster(cmd.Context(), o.cluster, clusterOptions{SimSpeed: o.simSpeed, Logger: log})
+	if err != nil {
+		return err
+	}
+	if c.Close != nil {
+		defer c.Close()
+	}
+	loop, err := reconcile.New(reconcile.Config{
+		Source: source.DirSource{Dir: o.source}, Cluster: c.Cluster, Store: c.Store,
+		Logger: log, ClusterName: c.Name, BerthVersion: berthVersion(),
+		AllowMassPrune: o.prune.allow, MassPrunePercent: o.prune.percent, MassPruneMin: o.prune.atMin,
+		Limits: limits,
+	})
+	if err != nil {
+		return err
+	}
+
+	// 3. One cycle, profiled with --cpuprofile (until the report is out).
+	if o.cpuProfile != "" {
+		stop, err := startCPUProfile(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	res, err := loop.Once(cmd.Context())
+
+	// 4. What it did.
+	return reportApply(cmd.OutOrStdout(), c, loop, res, err)
+}
+
+// check reports a wrong command line as a usage error: apply reads a
+// directory only.
+func (o *applyOptions) check() error {
+	if err := o.loopFlags.check("apply"); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(o.source); err != nil || !fi.IsDir() {
+		return usageError("--source %s: not a directory (looked for %s); give the directory that holds the specs", o.source, absPath(o.source))
+	}
+	return nil
+}
+
+// reportApply prints what the cycle did, and returns the command's error:
+// a revision invalid or refused (its problems listed, nothing applied), a
+// cluster out of reach (no table), else the table, then the cycle's error
+// or the count of failed actions.
+func reportApply(out io.Writer, c *openedCluster, loop *reconcile.Loop, res reconcile.Result, err error) error {
+	var stalled *reconcile.StalledError
+	if errors.As(err, &stalled) {
+		what := "is invalid"
+		if !res.ObservedAt.IsZero() {
+			// Valid, but refused against the cluster: the deletion guard.
+			what = "is refused"
+		}
+		fmt.Fprintf(out, "revision %s %s; nothing applied:\n", stalled.Revision, what)
+		for _, p := range stalled.Problems {
+			fmt.Fprintln(out, "  "+p)
+		}
+		return &exitError{Code: exitFailure}
+	}
+	if err != nil && res.Revision != "" && res.ObservedAt.IsZero() {
+		// Nothing was observed, so nothing was planned: no table.
+		msg := fmt.Sprintf("could not reach the cluster (%s): %v", c.Name, err)
+		if c.Unreachable != "" {
+			msg += "\n" + c.Unreachable
+		}
+		return &exitError{Code: exitFailure, Err: errors.New(msg)}
+	}
+	printApply(out, c.Name, res, loop.Status())
+	if err != nil {
+		return &exitError{Code: exitFailure, Err: err}
+	}
+	if len(res.Failed) > 0 {
+		return &exitError{Code: exitFailure, Err: fmt.Errorf("%d action(s) failed; the rest of the plan was applied (the table says why; berth reconcile retries them)", len(res.Failed))}
+	}
+	return nil
 }
 
 // startCPUProfile profiles the CPU into file until the returned stop.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/leader"
 	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source/git"
 	"github.com/berth-dev/berth/source/watch"
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,18 +31,7 @@ func init() { commands = append(commands, newReconcileCmd) }
 const defaultListen = "127.0.0.1:4680"
 
 func newReconcileCmd() *cobra.Command {
-	var (
-		f        loopFlags
-		listen   string
-		addrFile string
-		uiToken  string
-		interval time.Duration
-		leaseTTL time.Duration
-		sf       sourceFlags
-		// Deadlines: of each request to Nomad, of a cycle, and the age of
-		// the last successful cycle past which /healthz fails.
-		nomadTimeout, cycleTimeout, healthMaxAge time.Duration
-	)
+	var o reconcileOptions
 	cmd := &cobra.Command{
 		Use:   "reconcile --source DIR|GIT-URL --cluster CLUSTER",
 		Short: "Keep a cluster matching the specs, continuously",
@@ -105,168 +96,290 @@ shown as *** in logs and the status.
 ` + clusterHelp(),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.check("reconcile"); err != nil {
-				return err
-			}
-			for _, d := range []struct {
-				name string
-				v    time.Duration
-			}{{"--nomad-timeout", nomadTimeout}, {"--cycle-timeout", cycleTimeout}, {"--health-max-age", healthMaxAge}, {"--git-timeout", sf.gitTimeout}} {
-				if d.v <= 0 {
-					return usageError("%s %s: want a duration above 0", d.name, d.v)
-				}
-			}
-			if !cmd.Flags().Changed("health-max-age") {
-				// A quiet cluster has a cycle every interval: the default
-				// leaves room for two.
-				healthMaxAge = max(healthMaxAge, 2*interval)
-			}
-			if healthMaxAge <= interval {
-				return usageError("--health-max-age %s must be longer than --interval %s: a healthy berth succeeds a cycle at least every interval", healthMaxAge, interval)
-			}
-			if leaseTTL != 0 && leaseTTL < time.Second {
-				return usageError("--lease-ttl %s: the leader lease must live at least 1s (default %s), or 0 to run without an election", leaseTTL, leader.DefaultLeaseTTL)
-			}
-			limits, err := f.limits.limits()
-			if err != nil {
-				return err
-			}
-			token, err := readUIToken(uiToken, listen)
-			if err != nil {
-				return err
-			}
-			log, err := newLogger(cmd.ErrOrStderr(), f.logFormat, f.logLevel)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			c, err := openCluster(ctx, f.cluster, clusterOptions{SimSpeed: f.simSpeed, Logger: log, RequestTimeout: nomadTimeout})
-			if err != nil {
-				return err
-			}
-			if c.Close != nil {
-				defer c.Close()
-			}
-			src, err := sf.open(f.source, interval, limits, log)
-			if err != nil {
-				return err
-			}
-			if gs, ok := src.Source.(*git.Source); ok {
-				defer gs.Close()
-			}
-			f.source = src.Name // from here on, without a password in its URL
-			hookCh, trigger := triggerChan()
-			hook, err := sf.webhook(src, log, trigger)
-			if err != nil {
-				return err
-			}
-			cfg := reconcile.Config{
-				Source: src.Source, Cluster: c.Cluster, Store: c.Store,
-				Logger: log, LogTransitionFields: f.logFormat == "json",
-				ClusterName: c.Name, BerthVersion: berthVersion(), Interval: interval,
-				PruneDelay: sf.pruneDelay, AllowMassPrune: f.prune.allow,
-				MassPrunePercent: f.prune.percent, MassPruneMin: f.prune.atMin,
-				CycleTimeout: cycleTimeout, HealthMaxAge: healthMaxAge, Limits: limits,
-			}
-			if c.Watch != nil {
-				// The cluster's changes start cycles but never cut a backoff short.
-				cfg.ClusterChanges = c.Watch(ctx)
-			}
-			var (
-				elector     *leader.Elector
-				electorDone = make(chan struct{})
-			)
-			if c.Lease != nil && leaseTTL > 0 {
-				elector = leader.NewElector(c.Lease, "", leaseTTL, log)
-				elector.Step(ctx) // a lone replica leads from its first cycle
-				cfg.Leader = elector
-				go func() { defer close(electorDone); elector.Run(ctx) }()
-			}
-			var routes func(*http.ServeMux)
-			if hook != nil {
-				routes = hook.Routes
-				cfg.Debounce = 10 * time.Millisecond // a push is whole: no need to wait for quiet
-			}
-			loop, err := reconcile.New(cfg)
-			if err != nil {
-				return err
-			}
-			if sc, ok := c.Cluster.(*sim.Cluster); ok {
-				registerSimMetrics(loop.Metrics().Registry, sc)
-			}
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return &exitError{Code: exitFailure, Err: fmt.Errorf("listen on %s: %w", listen, err)}
-			}
-			addr := "http://" + ln.Addr().String()
-			if addrFile != "" {
-				if err := os.WriteFile(addrFile, []byte(addr+"\n"), 0o644); err != nil {
-					return &exitError{Code: exitFailure, Err: err}
-				}
-			}
-			handler := api.Handler(loop, routes)
-			if token != "" {
-				// Git webhooks (/api/v1/hooks/…) prove themselves with their
-				// own signature: a forge cannot send berth's bearer token.
-				handler = api.RequireToken(handler, token, "/api/v1/hooks/")
-			} else {
-				// No token: answer only to loopback names (DNS rebinding).
-				handler = api.RequireLocalHost(handler, listen, "/api/v1/hooks/")
-			}
-			srv, sln := api.NewServer(handler, ln, api.DefaultServerLimits)
-			go func() {
-				if err := srv.Serve(sln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-					log.Error("status server stopped", "err", err.Error())
-				}
-			}()
-			var changes <-chan struct{} = hookCh
-			if src.WatchDir != "" {
-				if changes, err = watch.Dir(ctx, src.WatchDir, log); err != nil {
-					return &exitError{Code: exitFailure, Err: err}
-				}
-			}
-			if elector != nil {
-				// A replica that becomes the leader runs a cycle at once.
-				changes = reconcile.MergeChanges(ctx, changes, elector.Changes())
-			}
-			log.Info("berth reconciling", "source", f.source, "cluster", c.Name, "status", addr+"/api/v1/status", "dashboard", addr+"/")
-			if token != "" {
-				log.Info("the API, the dashboard's feed and /metrics need the bearer token in " + uiToken + " (Authorization: Bearer TOKEN; berth status and explain: --token-file " + uiToken + "; in the browser, paste it or open " + addr + "/#token=TOKEN)")
-			}
-			runErr := loop.Run(ctx, changes)
-			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if elector != nil {
-				<-electorDone
-				if err := elector.Release(shutdown); err != nil {
-					log.Warn("the other replicas take over when the lease expires", "err", err.Error())
-				}
-			}
-			srv.Shutdown(shutdown)
-			log.Info("berth stopped")
-			return runErr
+			o.healthMaxAgeSet = cmd.Flags().Changed("health-max-age")
+			return runReconcile(cmd, o)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.source, "source", "", "directory or git URL of the specs to reconcile")
-	fl.StringVar(&f.cluster, "cluster", "", "the cluster to drive (see below)")
-	fl.Float64Var(&f.simSpeed, "sim-speed", 1, "how fast a simulated cluster's clock runs (60: a second is a minute)")
-	fl.StringVar(&listen, "listen", defaultListen, "address of the status API")
-	fl.DurationVar(&interval, "interval", time.Minute, "longest time between cycles (and between git fetches)")
-	fl.DurationVar(&nomadTimeout, "nomad-timeout", nomad.DefaultRequestTimeout, "longest berth waits for Nomad to answer one request (a blocking query: its wait on top) before it cuts it and retries")
-	fl.DurationVar(&cycleTimeout, "cycle-timeout", reconcile.DefaultCycleTimeout, "longest one reconcile cycle may run before it is cut (what it applied is kept)")
-	fl.DurationVar(&healthMaxAge, "health-max-age", reconcile.DefaultHealthMaxAge, "/healthz answers 503 once the last successful cycle is older than this; when not given, twice --interval if that is longer")
-	fl.DurationVar(&leaseTTL, "lease-ttl", leader.DefaultLeaseTTL, "time to live of the leader lease among replicas (Nomad); a dead leader is replaced within it; 0: no election (only one berth may run)")
-	sf.add(fl)
-	f.prune.add(fl)
-	f.limits.add(fl)
-	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
-	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fl.StringVar(&uiToken, "ui-token-file", "", "file holding the bearer token the API and dashboard require (required when --listen is not loopback)")
-	fl.StringVar(&addrFile, "addr-file", "", "write the status API's URL to this file once listening")
+	fl.StringVar(&o.source, "source", "", "directory or git URL of the specs to reconcile")
+	fl.StringVar(&o.cluster, "cluster", "", "the cluster to drive (see below)")
+	fl.Float64Var(&o.simSpeed, "sim-speed", 1, "how fast a simulated cluster's clock runs (60: a second is a minute)")
+	fl.StringVar(&o.listen, "listen", defaultListen, "address of the status API")
+	fl.DurationVar(&o.interval, "interval", time.Minute, "longest time between cycles (and between git fetches)")
+	fl.DurationVar(&o.nomadTimeout, "nomad-timeout", nomad.DefaultRequestTimeout, "longest berth waits for Nomad to answer one request (a blocking query: its wait on top) before it cuts it and retries")
+	fl.DurationVar(&o.cycleTimeout, "cycle-timeout", reconcile.DefaultCycleTimeout, "longest one reconcile cycle may run before it is cut (what it applied is kept)")
+	fl.DurationVar(&o.healthMaxAge, "health-max-age", reconcile.DefaultHealthMaxAge, "/healthz answers 503 once the last successful cycle is older than this; when not given, twice --interval if that is longer")
+	fl.DurationVar(&o.leaseTTL, "lease-ttl", leader.DefaultLeaseTTL, "time to live of the leader lease among replicas (Nomad); a dead leader is replaced within it; 0: no election (only one berth may run)")
+	o.sf.add(fl)
+	o.prune.add(fl)
+	o.limits.add(fl)
+	fl.StringVar(&o.logFormat, "log-format", "text", "text or json")
+	fl.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&o.uiToken, "ui-token-file", "", "file holding the bearer token the API and dashboard require (required when --listen is not loopback)")
+	fl.StringVar(&o.addrFile, "addr-file", "", "write the status API's URL to this file once listening")
 	fl.MarkHidden("addr-file")
 	return cmd
+}
+
+// reconcileOptions are berth reconcile's flags.
+type reconcileOptions struct {
+	loopFlags
+	sf                        sourceFlags
+	listen, addrFile, uiToken string
+	interval, leaseTTL        time.Duration
+	// Deadlines: of each request to Nomad, of a cycle, and the age of
+	// the last successful cycle past which /healthz fails.
+	nomadTimeout, cycleTimeout, healthMaxAge time.Duration
+	// healthMaxAgeSet: --health-max-age was given; else it grows with
+	// --interval.
+	healthMaxAgeSet bool
+}
+
+// runReconcile is berth reconcile's body: check the command line, open
+// the cluster and the specs, start the election, serve the status, run
+// the loop until Ctrl-C or SIGTERM, then stop in order. The steps' side
+// effects (log lines, files, connections) come in this order, which
+// tests and users read.
+func runReconcile(cmd *cobra.Command, o reconcileOptions) error {
+	// 1. The command line, checked before anything is opened.
+	if err := o.check(); err != nil {
+		return err
+	}
+	limits, err := o.limits.limits()
+	if err != nil {
+		return err
+	}
+	token, err := readUIToken(o.uiToken, o.listen)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(cmd.ErrOrStderr(), o.logFormat, o.logLevel)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	// 2. The cluster, then the specs and the webhook that announces them.
+	c, err := openCluster(ctx, o.cluster, clusterOptions{SimSpeed: o.simSpeed, Logger: log, RequestTimeout: o.nomadTimeout})
+	if err != nil {
+		return err
+	}
+	if c.Close != nil {
+		defer c.Close()
+	}
+	src, err := o.sf.open(o.source, o.interval, limits, log)
+	if err != nil {
+		return err
+	}
+	if gs, ok := src.Source.(*git.Source); ok {
+		defer gs.Close()
+	}
+	hookCh, trigger := triggerChan()
+	hook, err := o.sf.webhook(src, log, trigger)
+	if err != nil {
+		return err
+	}
+
+	// 3. The loop, led by the election among replicas.
+	cfg := o.loopConfig(ctx, c, src, hook, limits, log)
+	el := startElection(ctx, c, o.leaseTTL, log)
+	if el != nil {
+		cfg.Leader = el.Elector
+	}
+	loop, err := newLoop(cfg, c)
+	if err != nil {
+		return err
+	}
+
+	// 4. The status, served in the background.
+	ln, addr, err := listenStatus(o.listen, o.addrFile)
+	if err != nil {
+		return err
+	}
+	srv := serveStatus(statusHandler(loop, hook, token, o.listen), ln, log)
+
+	// 5. The loop, until ctx is done.
+	changes, err := loopChanges(ctx, hookCh, src, el, log)
+	if err != nil {
+		return err
+	}
+	announce(log, src.Name, c.Name, addr, o.uiToken, token != "")
+	runErr := loop.Run(ctx, changes)
+
+	// 6. Shut down: the lease, then the server.
+	shutDown(el, srv, log)
+	return runErr
+}
+
+// check reports a wrong command line as a usage error, and sets the
+// default --health-max-age from --interval.
+func (o *reconcileOptions) check() error {
+	if err := o.loopFlags.check("reconcile"); err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--nomad-timeout", o.nomadTimeout}, {"--cycle-timeout", o.cycleTimeout}, {"--health-max-age", o.healthMaxAge}, {"--git-timeout", o.sf.gitTimeout}} {
+		if d.v <= 0 {
+			return usageError("%s %s: want a duration above 0", d.name, d.v)
+		}
+	}
+	if !o.healthMaxAgeSet {
+		// A quiet cluster has a cycle every interval: the default
+		// leaves room for two.
+		o.healthMaxAge = max(o.healthMaxAge, 2*o.interval)
+	}
+	if o.healthMaxAge <= o.interval {
+		return usageError("--health-max-age %s must be longer than --interval %s: a healthy berth succeeds a cycle at least every interval", o.healthMaxAge, o.interval)
+	}
+	if o.leaseTTL != 0 && o.leaseTTL < time.Second {
+		return usageError("--lease-ttl %s: the leader lease must live at least 1s (default %s), or 0 to run without an election", o.leaseTTL, leader.DefaultLeaseTTL)
+	}
+	return nil
+}
+
+// loopConfig is the loop's configuration from the flags, the cluster and
+// the source; it starts watching the cluster's changes when the cluster
+// can.
+func (o *reconcileOptions) loopConfig(ctx context.Context, c *openedCluster, src *openedSource, hook *api.Webhook, limits schema.Limits, log *slog.Logger) reconcile.Config {
+	cfg := reconcile.Config{
+		Source: src.Source, Cluster: c.Cluster, Store: c.Store,
+		Logger: log, LogTransitionFields: o.logFormat == "json",
+		ClusterName: c.Name, BerthVersion: berthVersion(), Interval: o.interval,
+		PruneDelay: o.sf.pruneDelay, AllowMassPrune: o.prune.allow,
+		MassPrunePercent: o.prune.percent, MassPruneMin: o.prune.atMin,
+		CycleTimeout: o.cycleTimeout, HealthMaxAge: o.healthMaxAge, Limits: limits,
+	}
+	if c.Watch != nil {
+		// The cluster's changes start cycles but never cut a backoff short.
+		cfg.ClusterChanges = c.Watch(ctx)
+	}
+	if hook != nil {
+		cfg.Debounce = 10 * time.Millisecond // a push is whole: no need to wait for quiet
+	}
+	return cfg
+}
+
+// election is the leader election among replicas, run in the background.
+type election struct {
+	*leader.Elector
+	done chan struct{} // closed when the elector's Run returns
+}
+
+// startElection starts the election when the cluster keeps a lease and
+// --lease-ttl is not 0; nil otherwise (this berth alone leads).
+func startElection(ctx context.Context, c *openedCluster, ttl time.Duration, log *slog.Logger) *election {
+	if c.Lease == nil || ttl <= 0 {
+		return nil
+	}
+	el := &election{Elector: leader.NewElector(c.Lease, "", ttl, log), done: make(chan struct{})}
+	el.Step(ctx) // a lone replica leads from its first cycle
+	go func() { defer close(el.done); el.Run(ctx) }()
+	return el
+}
+
+// newLoop makes the loop; a simulated cluster's accounting joins its
+// metrics.
+func newLoop(cfg reconcile.Config, c *openedCluster) (*reconcile.Loop, error) {
+	loop, err := reconcile.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if sc, ok := c.Cluster.(*sim.Cluster); ok {
+		registerSimMetrics(loop.Metrics().Registry, sc)
+	}
+	return loop, nil
+}
+
+// listenStatus listens on --listen and writes the status API's URL to
+// --addr-file when given; it returns the listener and that URL.
+func listenStatus(listen, addrFile string) (net.Listener, string, error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, "", &exitError{Code: exitFailure, Err: fmt.Errorf("listen on %s: %w", listen, err)}
+	}
+	addr := "http://" + ln.Addr().String()
+	if addrFile != "" {
+		if err := os.WriteFile(addrFile, []byte(addr+"\n"), 0o644); err != nil {
+			return nil, "", &exitError{Code: exitFailure, Err: err}
+		}
+	}
+	return ln, addr, nil
+}
+
+// statusHandler is the HTTP surface of the loop (and of the webhook, when
+// there is one), behind the bearer token; without a token it answers only
+// requests addressed to loopback names.
+func statusHandler(loop *reconcile.Loop, hook *api.Webhook, token, listen string) http.Handler {
+	var routes func(*http.ServeMux)
+	if hook != nil {
+		routes = hook.Routes
+	}
+	handler := api.Handler(loop, routes)
+	if token != "" {
+		// Git webhooks (/api/v1/hooks/…) prove themselves with their
+		// own signature: a forge cannot send berth's bearer token.
+		return api.RequireToken(handler, token, "/api/v1/hooks/")
+	}
+	// No token: answer only to loopback names (DNS rebinding).
+	return api.RequireLocalHost(handler, listen, "/api/v1/hooks/")
+}
+
+// serveStatus serves handler on ln in the background; a server that stops
+// on its own is logged.
+func serveStatus(handler http.Handler, ln net.Listener, log *slog.Logger) *http.Server {
+	srv, sln := api.NewServer(handler, ln, api.DefaultServerLimits)
+	go func() {
+		if err := srv.Serve(sln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("status server stopped", "err", err.Error())
+		}
+	}()
+	return srv
+}
+
+// loopChanges is what starts a cycle before the interval: a push to the
+// webhook, or a change in a watched directory; and, with an election,
+// this berth becoming the leader.
+func loopChanges(ctx context.Context, hookCh <-chan struct{}, src *openedSource, el *election, log *slog.Logger) (<-chan struct{}, error) {
+	changes := hookCh
+	if src.WatchDir != "" {
+		var err error
+		if changes, err = watch.Dir(ctx, src.WatchDir, log); err != nil {
+			return nil, &exitError{Code: exitFailure, Err: err}
+		}
+	}
+	if el != nil {
+		// A replica that becomes the leader runs a cycle at once.
+		changes = reconcile.MergeChanges(ctx, changes, el.Changes())
+	}
+	return changes, nil
+}
+
+// announce logs where berth reads, drives and serves; with a token, how
+// to send it. source is the source's name, without a password in its URL.
+func announce(log *slog.Logger, source, cluster, addr, tokenFile string, withToken bool) {
+	log.Info("berth reconciling", "source", source, "cluster", cluster, "status", addr+"/api/v1/status", "dashboard", addr+"/")
+	if withToken {
+		log.Info("the API, the dashboard's feed and /metrics need the bearer token in " + tokenFile + " (Authorization: Bearer TOKEN; berth status and explain: --token-file " + tokenFile + "; in the browser, paste it or open " + addr + "/#token=TOKEN)")
+	}
+}
+
+// shutDown stops in order once the loop has returned, within 5 seconds:
+// the election first (its lease released, the other replicas take over at
+// once), then the status server.
+func shutDown(el *election, srv *http.Server, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if el != nil {
+		<-el.done
+		if err := el.Release(ctx); err != nil {
+			log.Warn("the other replicas take over when the lease expires", "err", err.Error())
+		}
+	}
+	srv.Shutdown(ctx)
+	log.Info("berth stopped")
 }
 
 // registerSimMetrics exports a simulated cluster's accounting: GPU-seconds

@@ -19,13 +19,7 @@ import (
 func init() { commands = append(commands, newSimulateCmd) }
 
 func newSimulateCmd() *cobra.Command {
-	var (
-		tracePath, format, clusterPath, policyList, output, htmlPath string
-		seed                                                         uint64
-		limit, verify                                                int
-		window, tick, maxWait                                        time.Duration
-		teams                                                        bool
-	)
+	var o simulateOptions
 	cmd := &cobra.Command{
 		Use:   "simulate --trace FILE",
 		Short: "Replay a job trace under FIFO, Nomad, a Kueue-like quota scheduler and berth, side by side",
@@ -93,131 +87,197 @@ Jain index is computed over those same shares at each moment.`,
   berth simulate --trace mine.csv --cluster cluster.yaml --policies fifo,berth --output json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if tracePath == "" {
-				return usageError("--trace is required")
-			}
-			switch output {
-			case "table", "json", "html":
-			default:
-				return usageError("--output %q: want table, json or html", output)
-			}
-			switch format {
-			case "", "philly", "csv":
-			default:
-				return usageError("--format %q: want philly or csv", format)
-			}
-			var pols []replay.Policy
-			for _, name := range strings.Split(policyList, ",") {
-				p, ok := replay.PolicyByName(strings.TrimSpace(name))
-				if !ok {
-					return usageError("--policies: unknown policy %q: want fifo, nomad, quota or berth", name)
-				}
-				pols = append(pols, p)
-			}
-			if limit < 0 || window < 0 || tick < 0 || verify < 0 || maxWait < 0 {
-				return usageError("--limit, --window, --tick, --verify and --max-wait must not be negative")
-			}
-			spec := replay.DefaultCluster()
-			if clusterPath != "" {
-				s, err := sim.ReadFile(clusterPath)
-				if err != nil {
-					return &exitError{Code: exitFailure, Err: err}
-				}
-				spec = *s
-			}
-			jobs, err := replay.ReadFile(tracePath, replay.Format(format))
-			if err != nil {
-				return &exitError{Code: exitFailure, Err: err}
-			}
-			if window > 0 && len(jobs) > 0 {
-				end := jobs[0].Submit.Add(window)
-				k := 0
-				for k < len(jobs) && jobs[k].Submit.Before(end) {
-					k++
-				}
-				jobs = jobs[:k]
-			}
-			if limit > 0 && limit < len(jobs) {
-				jobs = jobs[:limit]
-			}
-			if len(jobs) == 0 {
-				return &exitError{Code: exitFailure, Err: fmt.Errorf("%s: no jobs to replay", tracePath)}
-			}
-			gpus, perNode := replay.Shape(spec)
-			m := replay.DefaultMapping()
-			m.Seed = seed
-			m.MaxWait = maxWait
-			wl, err := replay.Map(jobs, gpus, perNode, m)
-			if err != nil {
-				return &exitError{Code: exitFailure, Err: err}
-			}
-			// A replay allocates a snapshot and a decision per event and
-			// keeps little: collect garbage only as the heap nears 2 GiB
-			// (the whole Philly trace keeps a few hundred MiB live), not
-			// every time it doubles; both cores stay on the replay.
-			defer debug.SetGCPercent(debug.SetGCPercent(-1))
-			defer debug.SetMemoryLimit(debug.SetMemoryLimit(2 << 30))
-			opt := replay.Options{Parallel: runtime.GOMAXPROCS(0), Tick: tick, Verify: verify}
-			stderr := cmd.ErrOrStderr()
-			var bar *progressBar
-			if isTerminal(stderr) {
-				bar = newProgressBar(stderr, pols, wl)
-				opt.Progress = bar.update
-			}
-			rep, err := replay.Run(wl, spec, m, pols, opt)
-			if bar != nil {
-				bar.finish()
-			}
-			if err != nil {
-				return &exitError{Code: exitFailure, Err: err}
-			}
-			rep.Trace.Name = tracePath
-			out := cmd.OutOrStdout()
-			if htmlPath != "" {
-				f, err := os.Create(htmlPath)
-				if err != nil {
-					return &exitError{Code: exitFailure, Err: err}
-				}
-				if err := rep.WriteHTML(f); err != nil {
-					f.Close()
-					return &exitError{Code: exitFailure, Err: err}
-				}
-				if err := f.Close(); err != nil {
-					return &exitError{Code: exitFailure, Err: err}
-				}
-			}
-			switch output {
-			case "json":
-				return rep.WriteJSON(out)
-			case "html":
-				if htmlPath != "" {
-					fmt.Fprintf(out, "wrote %s\n", htmlPath)
-					return nil
-				}
-				return rep.WriteHTML(out)
-			}
-			if err := rep.WriteTable(out); err != nil || !teams {
-				return err
-			}
-			fmt.Fprintln(out)
-			return rep.WriteTeams(out)
+			return runSimulate(cmd, o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&tracePath, "trace", "", "the job trace to replay (required)")
-	f.StringVar(&format, "format", "", "trace format: philly or csv (default: detected from the header)")
-	f.StringVar(&clusterPath, "cluster", "", "simulated cluster file (default: 64 nodes × 8 GPUs, 2 NVLink domains each)")
-	f.StringVar(&policyList, "policies", "fifo,nomad,quota,berth", "policies to compare, comma-separated, in report order")
-	f.Uint64Var(&seed, "seed", 1, "seed of the tier draw")
-	f.DurationVar(&maxWait, "max-wait", schema.DefaultPolicy().Spec.Aging.MaxWait, "berth's wait bound in the replay: aging.maxWait (0: off)")
-	f.StringVar(&output, "output", "table", "report format: table, json or html")
-	f.StringVar(&htmlPath, "html", "", "also write the HTML report to this file")
-	f.BoolVar(&teams, "teams", false, "after the table, each team's mean JCT and its GPUs held over what its quota entitles it to (the JSON and HTML reports always have them)")
-	f.IntVar(&limit, "limit", 0, "replay only the first N jobs (by submit time)")
-	f.DurationVar(&window, "window", 0, "replay only the jobs submitted within this long of the first (e.g. 168h)")
-	f.DurationVar(&tick, "tick", 0, "let policies decide at most every TICK of simulated time, as a reconciler loop would (faster; 0: at every event)")
-	f.IntVar(&verify, "verify", 0, "decide on the whole queue as well every Nth decision taken on a narrowed one, and count differences (0: never)")
+	f.StringVar(&o.tracePath, "trace", "", "the job trace to replay (required)")
+	f.StringVar(&o.format, "format", "", "trace format: philly or csv (default: detected from the header)")
+	f.StringVar(&o.clusterPath, "cluster", "", "simulated cluster file (default: 64 nodes × 8 GPUs, 2 NVLink domains each)")
+	f.StringVar(&o.policyList, "policies", "fifo,nomad,quota,berth", "policies to compare, comma-separated, in report order")
+	f.Uint64Var(&o.seed, "seed", 1, "seed of the tier draw")
+	f.DurationVar(&o.maxWait, "max-wait", schema.DefaultPolicy().Spec.Aging.MaxWait, "berth's wait bound in the replay: aging.maxWait (0: off)")
+	f.StringVar(&o.output, "output", "table", "report format: table, json or html")
+	f.StringVar(&o.htmlPath, "html", "", "also write the HTML report to this file")
+	f.BoolVar(&o.teams, "teams", false, "after the table, each team's mean JCT and its GPUs held over what its quota entitles it to (the JSON and HTML reports always have them)")
+	f.IntVar(&o.limit, "limit", 0, "replay only the first N jobs (by submit time)")
+	f.DurationVar(&o.window, "window", 0, "replay only the jobs submitted within this long of the first (e.g. 168h)")
+	f.DurationVar(&o.tick, "tick", 0, "let policies decide at most every TICK of simulated time, as a reconciler loop would (faster; 0: at every event)")
+	f.IntVar(&o.verify, "verify", 0, "decide on the whole queue as well every Nth decision taken on a narrowed one, and count differences (0: never)")
 	return cmd
+}
+
+// simulateOptions are berth simulate's flags.
+type simulateOptions struct {
+	tracePath, format, clusterPath, policyList, output, htmlPath string
+	seed                                                         uint64
+	limit, verify                                                int
+	window, tick, maxWait                                        time.Duration
+	teams                                                        bool
+}
+
+// runSimulate is berth simulate's body: check the command line, read the
+// cluster and the trace, map the trace's jobs to workspaces, replay them
+// under each policy, and write the report.
+func runSimulate(cmd *cobra.Command, o simulateOptions) error {
+	// 1. The command line.
+	pols, err := o.check()
+	if err != nil {
+		return err
+	}
+
+	// 2. The cluster and the jobs, mapped to berth's specs.
+	spec, err := o.readCluster()
+	if err != nil {
+		return err
+	}
+	jobs, err := o.readJobs()
+	if err != nil {
+		return err
+	}
+	gpus, perNode := replay.Shape(spec)
+	m := replay.DefaultMapping()
+	m.Seed = o.seed
+	m.MaxWait = o.maxWait
+	wl, err := replay.Map(jobs, gpus, perNode, m)
+	if err != nil {
+		return &exitError{Code: exitFailure, Err: err}
+	}
+
+	// 3. The replay. It allocates a snapshot and a decision per event
+	// and keeps little: collect garbage only as the heap nears 2 GiB
+	// (the whole Philly trace keeps a few hundred MiB live), not every
+	// time it doubles; both cores stay on the replay.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(2 << 30))
+	rep, err := o.replay(cmd.ErrOrStderr(), wl, spec, m, pols)
+	if err != nil {
+		return err
+	}
+	rep.Trace.Name = o.tracePath
+
+	// 4. The report.
+	return o.writeReport(cmd.OutOrStdout(), rep)
+}
+
+// check reports a wrong command line as a usage error; it returns the
+// policies --policies names, in its order.
+func (o *simulateOptions) check() ([]replay.Policy, error) {
+	if o.tracePath == "" {
+		return nil, usageError("--trace is required")
+	}
+	switch o.output {
+	case "table", "json", "html":
+	default:
+		return nil, usageError("--output %q: want table, json or html", o.output)
+	}
+	switch o.format {
+	case "", "philly", "csv":
+	default:
+		return nil, usageError("--format %q: want philly or csv", o.format)
+	}
+	var pols []replay.Policy
+	for _, name := range strings.Split(o.policyList, ",") {
+		p, ok := replay.PolicyByName(strings.TrimSpace(name))
+		if !ok {
+			return nil, usageError("--policies: unknown policy %q: want fifo, nomad, quota or berth", name)
+		}
+		pols = append(pols, p)
+	}
+	if o.limit < 0 || o.window < 0 || o.tick < 0 || o.verify < 0 || o.maxWait < 0 {
+		return nil, usageError("--limit, --window, --tick, --verify and --max-wait must not be negative")
+	}
+	return pols, nil
+}
+
+// readCluster reads --cluster; without it, the default cluster.
+func (o *simulateOptions) readCluster() (sim.Spec, error) {
+	spec := replay.DefaultCluster()
+	if o.clusterPath != "" {
+		s, err := sim.ReadFile(o.clusterPath)
+		if err != nil {
+			return sim.Spec{}, &exitError{Code: exitFailure, Err: err}
+		}
+		spec = *s
+	}
+	return spec, nil
+}
+
+// readJobs reads the trace's jobs, cut to --window and --limit; none left
+// is an error.
+func (o *simulateOptions) readJobs() ([]replay.Job, error) {
+	jobs, err := replay.ReadFile(o.tracePath, replay.Format(o.format))
+	if err != nil {
+		return nil, &exitError{Code: exitFailure, Err: err}
+	}
+	if o.window > 0 && len(jobs) > 0 {
+		end := jobs[0].Submit.Add(o.window)
+		k := 0
+		for k < len(jobs) && jobs[k].Submit.Before(end) {
+			k++
+		}
+		jobs = jobs[:k]
+	}
+	if o.limit > 0 && o.limit < len(jobs) {
+		jobs = jobs[:o.limit]
+	}
+	if len(jobs) == 0 {
+		return nil, &exitError{Code: exitFailure, Err: fmt.Errorf("%s: no jobs to replay", o.tracePath)}
+	}
+	return jobs, nil
+}
+
+// replay runs the workload under each policy, with a progress bar on
+// stderr when it is a terminal.
+func (o *simulateOptions) replay(stderr io.Writer, wl *replay.Workload, spec sim.Spec, m replay.Mapping, pols []replay.Policy) (*replay.Report, error) {
+	opt := replay.Options{Parallel: runtime.GOMAXPROCS(0), Tick: o.tick, Verify: o.verify}
+	var bar *progressBar
+	if isTerminal(stderr) {
+		bar = newProgressBar(stderr, pols, wl)
+		opt.Progress = bar.update
+	}
+	rep, err := replay.Run(wl, spec, m, pols, opt)
+	if bar != nil {
+		bar.finish()
+	}
+	if err != nil {
+		return nil, &exitError{Code: exitFailure, Err: err}
+	}
+	return rep, nil
+}
+
+// writeReport writes the HTML report to --html when given, then the
+// report as --output asks (with --teams, the teams' table after the
+// policies').
+func (o *simulateOptions) writeReport(out io.Writer, rep *replay.Report) error {
+	if o.htmlPath != "" {
+		f, err := os.Create(o.htmlPath)
+		if err != nil {
+			return &exitError{Code: exitFailure, Err: err}
+		}
+		if err := rep.WriteHTML(f); err != nil {
+			f.Close()
+			return &exitError{Code: exitFailure, Err: err}
+		}
+		if err := f.Close(); err != nil {
+			return &exitError{Code: exitFailure, Err: err}
+		}
+	}
+	switch o.output {
+	case "json":
+		return rep.WriteJSON(out)
+	case "html":
+		if o.htmlPath != "" {
+			fmt.Fprintf(out, "wrote %s\n", o.htmlPath)
+			return nil
+		}
+		return rep.WriteHTML(out)
+	}
+	if err := rep.WriteTable(out); err != nil || !o.teams {
+		return err
+	}
+	fmt.Fprintln(out)
+	return rep.WriteTeams(out)
 }
 
 // isTerminal reports whether w is a terminal (a character device).
