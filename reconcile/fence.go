@@ -16,19 +16,19 @@ import (
 type Leadership interface {
 	// Leading reports whether this replica holds the lease now.
 	Leading() bool
-	// leader.Status describes the election for the status.
+	// LeaderStatus describes the election for the status.
 	LeaderStatus() leader.Status
 }
 
 // notLeader is the error a follower's write gets; of class conflict, so
 // the loop observes again soon rather than backing off.
-type notLeader struct{ leader string }
+type notLeader struct{ holder string }
 
 func (e notLeader) Error() string {
-	if e.leader == "" {
+	if e.holder == "" {
 		return "this replica does not hold the leader lease; it does not write"
 	}
-	return "this replica does not hold the leader lease (" + e.leader + " does); it does not write"
+	return "this replica does not hold the leader lease (" + e.holder + " does); it does not write"
 }
 
 // ErrorClass makes it a conflict (drivers.Classified).

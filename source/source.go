@@ -1,6 +1,8 @@
-// Package source is where specs come from: a revision of the spec files,
-// read from a directory (DirSource, watched by WatchDir) or a branch of a
-// git repository (GitSource, poked by a Webhook).
+// Package source is where specs come from: a Source gives the loop a
+// Revision of the spec files, read from a directory (DirSource; package
+// source/watch says when it changes) or a branch of a git repository
+// (package source/git, which api.Webhook pokes on a push); SpecLoader
+// turns a revision's files into a validated Set.
 package source
 
 import (
