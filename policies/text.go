@@ -18,7 +18,7 @@ func Weight(p schema.Project) float64 {
 // Plural is "1 what" or "N whats".
 func Plural(n int, what string) string {
 	if n == 1 {
-		return fmt.Sprintf("1 %s", what)
+		return "1 " + what // waiting reasons are written often: no Sprintf
 	}
 	return fmt.Sprintf("%d %ss", n, what)
 }

@@ -73,13 +73,7 @@ func (c *cycle) load() error {
 	if err != nil {
 		return err
 	}
-	c.res.Refused = l.refused()
-	if set == nil {
-		return &StalledError{Revision: c.rev.ID, Problems: c.res.Refused.Errors}
-	}
-	c.set = set
-	c.res.Revision = set.Revision
-	return nil
+	return c.inForce(set)
 }
 
 // observe takes the cluster's snapshot; its time is the cycle's now. A
@@ -105,15 +99,7 @@ func (c *cycle) guardMassPrune() error {
 	if c.set == c.prev || c.set.Revision != c.rev.ID {
 		return nil // nothing new to adopt
 	}
-	l := c.l
-	set := l.adoptRevision(c.prev, c.set, &c.snap)
-	c.res.Refused = l.refused()
-	if set == nil {
-		return &StalledError{Revision: c.rev.ID, Problems: c.res.Refused.Errors}
-	}
-	c.set = set
-	c.res.Revision = set.Revision
-	return nil
+	return c.inForce(c.l.adoptRevision(c.prev, c.set, &c.snap))
 }
 
 // advanceHistory loads the history from the Store, restores the memory
@@ -241,4 +227,16 @@ func (c *cycle) save() error {
 	saved := c.hist // l.saved must not keep the whole cycle alive
 	l.saved, l.savedAt = &saved, time.Now()
 	return c.err
+}
+
+// inForce makes set the revision in force for the rest of the cycle; nil
+// (the new revision refused with none before it) stalls the cycle.
+func (c *cycle) inForce(set *schema.Set) error {
+	c.res.Refused = c.l.refused()
+	if set == nil {
+		return &StalledError{Revision: c.rev.ID, Problems: c.res.Refused.Errors}
+	}
+	c.set = set
+	c.res.Revision = set.Revision
+	return nil
 }

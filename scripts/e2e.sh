@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make e2e: berth against a real Nomad v1.6.5 with fake GPUs.
+# make e2e: berth against a real Nomad (v1.6.5; NOMAD_DEV_VERSION=2.0.5 for
+#   the kit's other version) with fake GPUs.
 #   Starts ../shared/nomad-dev/up (2 client nodes, 4 fake GPUs each) under
 #   .nomad-dev/, runs every TestReal… test of the module against it (one
 #   package at a time: they share the agent), and stops it, also on failure:
@@ -21,7 +22,7 @@ rm -rf "$dir"
 started=$(date +%s)
 eval "$("$kit/up" -n 2 -g 4 -p "$port" "$dir")"
 trap '"$kit/down" "$dir" >/dev/null 2>&1 || true' EXIT
-echo "e2e: Nomad v1.6.5 at $NOMAD_ADDR (2 nodes, 4 fake GPUs each)"
+echo "e2e: Nomad v${NOMAD_DEV_VERSION:-1.6.5} at $NOMAD_ADDR (2 nodes, 4 fake GPUs each)"
 export NOMAD_ADDR
 # go-nvml's header marks calls berth never makes as deprecated: keep cgo
 # quiet (make exports the same when e2e runs through it).
