@@ -9,6 +9,7 @@ import (
 
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/schema/schematest"
 	"github.com/berth-dev/berth/source"
 )
 
@@ -16,7 +17,7 @@ import (
 // cluster, before its first cycle.
 func emptyLoop(t *testing.T, cfg reconcile.Config) *reconcile.Loop {
 	t.Helper()
-	spec, err := sim.Parse([]byte("apiVersion: berth.dev/v1\nkind: Cluster\nmetadata: {name: one}\nspec:\n  nodes:\n  - name: node\n    gpus:\n    - {model: H100, memory: 80Gi}\n"))
+	spec, err := sim.Parse([]byte(schematest.TwoGPUs))
 	if err != nil {
 		t.Fatal(err)
 	}

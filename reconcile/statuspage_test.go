@@ -68,21 +68,21 @@ func TestStatusPages(t *testing.T) {
 	var all []string
 	pages := 0
 	for after := (schema.Ref{}); ; {
-		page, _ := page(t, l, after, 700)
+		pg, _ := page(t, l, after, 700)
 		pages++
-		for _, w := range page.Workspaces {
+		for _, w := range pg.Workspaces {
 			all = append(all, w.Ref().String())
 		}
-		if diff := cmp.Diff(want, page.Summary); diff != "" {
+		if diff := cmp.Diff(want, pg.Summary); diff != "" {
 			t.Fatalf("page %d's summary (-want +got):\n%s", pages, diff)
 		}
-		if page.Next == "" {
+		if pg.Next == "" {
 			break
 		}
-		if page.Next != all[len(all)-1] {
-			t.Fatalf("next %q, want the last listed, %q", page.Next, all[len(all)-1])
+		if pg.Next != all[len(all)-1] {
+			t.Fatalf("next %q, want the last listed, %q", pg.Next, all[len(all)-1])
 		}
-		p, n, _ := strings.Cut(page.Next, "/")
+		p, n, _ := strings.Cut(pg.Next, "/")
 		after = schema.Ref{Project: p, Name: n}
 	}
 	var whole []string
