@@ -140,6 +140,24 @@ func (f *faultLoop) waitRunning(within time.Duration, after string, names ...str
 	}
 }
 
+// quiet waits until the proxy has seen no METHOD request under prefix
+// for d (at most 30 s).
+func (f *faultLoop) quiet(method, prefix string, d time.Duration) {
+	f.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for n := f.proxy.Count(method, prefix); ; {
+		time.Sleep(d)
+		m := f.proxy.Count(method, prefix)
+		if m == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%s %s still busy after 30 s (%d requests)", method, prefix, m)
+		}
+		n = m
+	}
+}
+
 // waitState waits until the loop reports name in state st.
 func (f *faultLoop) waitState(within time.Duration, name string, st reconcile.State) {
 	f.t.Helper()
@@ -262,6 +280,9 @@ func TestRealPersistentFailureBacksOff(t *testing.T) {
 	f := newFaultLoop(t)
 	f.write("a.yaml", realWorkspace("a", 1, "sleep 3600"))
 	f.waitRunning(30*time.Second, "start", "a")
+	// The cycle that shows a Running saves the history after the status
+	// says so: count the window's writes once that save is done.
+	f.quiet("PUT", "/v1/var/", 2*time.Second)
 	remove := f.proxy.Inject(faultproxy.Rule{Method: "PUT", Path: "/v1/jobs", Fault: faultproxy.Status, Status: 409,
 		Body: "Conflict"})
 	vars0, registers0 := f.proxy.Count("PUT", "/v1/var/"), f.proxy.Count("PUT", "/v1/jobs")
