@@ -35,7 +35,31 @@
 // is preemptible, past the minimum runtime, and taken by a right (a
 // strictly higher tier, or reclaim by another project); decisions
 // applied one after another settle without ping-pong; and the wait
-// bound holds (TestPropWaitBound).
+// bounds hold (TestPropWaitBound).
+//
+// # The wait bounds
+//
+// Both are per team; L is the longest a workspace holds GPUs, Δ the
+// time between decisions, maxWait the policy's Aging.MaxWait.
+//
+//   - In quota: when the quotas add up to no more GPUs than the cluster
+//     has, a workspace of the highest tier waiting that fits inside its
+//     project's quota together with its team's work queued before it
+//     starts within maxWait + (n+1)·(L+Δ) of queueing, whatever other
+//     teams do; n counts its own team's work only: the workspaces queued
+//     before it still there when it became overdue (again each time one
+//     is preempted after that), and those queued after it that started
+//     before it. Nothing another team does (an overdue workspace, a
+//     reservation of the starvation guard, a gang's hold) takes its
+//     quota: it reclaims what others borrow.
+//   - Borrowing: a workspace that fits the cluster and that its
+//     project's limits let start, of the highest tier waiting, starts
+//     within maxWait + (n+1)·(L+Δ) of queueing, where n counts the
+//     workspaces queued before it still there when it became overdue
+//     (again each time one is preempted after that) and every start of
+//     work inside its team's quota once it is overdue. An overdue
+//     borrower goes ahead of other borrowers and of its own team's equal
+//     and lower tiers, never ahead of another team's in-quota work.
 //
 // The reconciler advances History between decisions with AdvanceUsage
 // (decayed usage), RecordDecision (queue times, preemption records,

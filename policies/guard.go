@@ -18,14 +18,13 @@ import (
 )
 
 // boundBy reports whether w comes no earlier in the queue than the
-// guard's pick g may let it: for an overdue g, work of its tier and
-// lower, whatever either's quota (the wait bound; higher tiers that come
-// later, borrowing, see through the reservation: passes); else w borrows
-// while g fits in its quota, or both are alike and w's tier is not
-// higher.
+// guard's pick g may let it: for an overdue g, what overdueBinds says
+// (the wait bound; the rest, coming later, see through the reservation:
+// passes); else w borrows while g fits in its quota, or both are alike
+// and w's tier is not higher.
 func (d *decider) boundBy(w, g *wsState) bool {
 	if d.guardOverdue {
-		return w.tier <= g.tier
+		return d.overdueBinds(w, g)
 	}
 	wq := d.inQuota(d.projs[w.proj], w)
 	gq := d.inQuota(d.projs[g.proj], g)
@@ -35,13 +34,26 @@ func (d *decider) boundBy(w, g *wsState) bool {
 	return w.tier <= g.tier
 }
 
-// passes reports whether w, about to have its turn, is of a higher tier
-// than the overdue workspace whose reservation the guard holds: an
-// overdue workspace goes before work of its tier and lower only, so the
-// reservation is lifted for w's turn (liftGuard) and what w leaves of it
-// put back after (restoreGuard).
+// overdueBinds reports whether the overdue workspace g goes before w:
+// w is of g's tier or lower, and of g's own project or borrowing (it
+// does not fit inside what its project's quota has left). Another team's
+// work inside its quota is guaranteed whatever g waits for: it starts
+// ahead of g and reclaims as it may. So an overdue workspace's bound is
+// over what its own team's quota and the borrowable capacity give it.
+func (d *decider) overdueBinds(w, g *wsState) bool {
+	if w.tier > g.tier {
+		return false
+	}
+	return w.proj == g.proj || w.proj < 0 || !d.inQuota(d.projs[w.proj], w)
+}
+
+// passes reports whether w, about to have its turn, is work the overdue
+// workspace whose reservation the guard holds does not bind
+// (overdueBinds: a higher tier, or another team's work inside its
+// quota), so the reservation is lifted for w's turn (liftGuard) and what
+// w leaves of it put back after (restoreGuard).
 func (d *decider) passes(w *wsState) bool {
-	return d.guardOverdue && d.guardIdx >= 0 && d.reservedBy == d.guardIdx && w.idx != d.guardIdx && w.tier > d.ws[d.guardIdx].tier
+	return d.guardOverdue && d.guardIdx >= 0 && d.reservedBy == d.guardIdx && w.idx != d.guardIdx && !d.overdueBinds(w, d.ws[d.guardIdx])
 }
 
 // liftGuard frees the guard's reserved GPUs and returns them.

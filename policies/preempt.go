@@ -54,7 +54,7 @@ func (d *decider) right(w *wsState, inQuota bool, v *wsState) Right {
 	if d.now.Sub(v.startedAt) < d.policy.Preemption.MinRuntime {
 		return RightNone
 	}
-	if v.startedOverdue && w.tier <= v.tier {
+	if v.startedOverdue && w.tier <= v.tier && (v.proj == w.proj || !inQuota) {
 		return RightNone
 	}
 	vp := d.projs[v.proj]
@@ -185,7 +185,7 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 		groups := d.c.index[mi][l].groups
 		found := -1
 		ci.each(n, func(gi int) bool {
-			if !d.reservedOn(groups[gi].node) && d.fitsAfter(w, &groups[gi], nil) {
+			if !d.reservedOn(w, groups[gi].node) && d.fitsAfter(w, &groups[gi], nil) {
 				found = gi
 				return false
 			}
@@ -250,15 +250,15 @@ func (d *decider) overdueHolds(w *wsState) bool {
 		return false
 	}
 	g := d.ws[d.overduePick]
-	return w.tier <= g.tier && g.out.Verdict != VerdictStart
+	return g.out.Verdict != VerdictStart && d.overdueBinds(w, g)
 }
 
 // reservedOn reports whether node ni holds GPUs the starvation guard
-// reserves for an overdue workspace: what leaves that node, by its end or
-// by preemption, is for that workspace, so no later preemptor places a
-// replica there.
-func (d *decider) reservedOn(ni int32) bool {
-	if !d.guardOverdue || d.guardIdx < 0 || d.reservedBy != d.guardIdx {
+// reserves for an overdue workspace that binds w (overdueBinds): what
+// leaves that node, by its end or by preemption, is for that workspace,
+// so no later preemptor it binds places a replica there.
+func (d *decider) reservedOn(w *wsState, ni int32) bool {
+	if !d.guardOverdue || d.guardIdx < 0 || d.reservedBy != d.guardIdx || !d.overdueBinds(w, d.ws[d.guardIdx]) {
 		return false
 	}
 	for _, si := range d.reserved {
@@ -301,7 +301,7 @@ func (d *decider) rightOf(w *wsState, inQuota bool, o int32) Right {
 // preempting a minimal set of the workspaces holding its GPUs.
 func (d *decider) evalGroup(w *wsState, mi int, inQuota bool, budget, rank, l, gi int) (option, bool) {
 	g := &d.c.index[mi][l].groups[gi]
-	if d.reservedOn(g.node) {
+	if d.reservedOn(w, g.node) {
 		return option{}, false
 	}
 	n := w.gpus

@@ -75,10 +75,7 @@ func (d *decider) setRates() {
 func (d *decider) addProjects(specs *schema.Set, usage map[string]float64, projIdx map[string]int) {
 	for i := range specs.Projects {
 		p := &specs.Projects[i]
-		ps := &projState{spec: p, name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs, weight: p.Spec.FairShare.Weight, heapIdx: -1, leastOver: math.MaxInt, minTier: math.MaxInt}
-		if ps.weight <= 0 {
-			ps.weight = 1
-		}
+		ps := &projState{spec: p, name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs, weight: Weight(*p), heapIdx: -1, leastOver: math.MaxInt, minTier: math.MaxInt}
 		q, b := &p.Spec.Quota, &p.Spec.BorrowLimit
 		ps.rquota = quotaRes{max(q.CPUMHz, 0), max(q.MemoryBytes, 0)}
 		ps.rborrow = quotaRes{b.CPUMHz, b.MemoryBytes}

@@ -6,13 +6,14 @@ import (
 	"github.com/berth-dev/berth/schema"
 )
 
-// Weight is p's fair-share weight as the status reports it: 1 when the
-// spec sets none.
+// Weight is p's fair-share weight, as the decision and the status use
+// it: the spec's when it sets one; else its quota's GPUs, at least 1, so
+// that borrowed capacity is shared in proportion to the quotas.
 func Weight(p schema.Project) float64 {
-	if p.Spec.FairShare.Weight <= 0 {
-		return 1
+	if w := p.Spec.FairShare.Weight; w > 0 {
+		return w
 	}
-	return p.Spec.FairShare.Weight
+	return float64(max(p.Spec.Quota.GPUs, 1))
 }
 
 // Plural is "1 what" or "N whats".

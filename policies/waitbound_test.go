@@ -11,19 +11,21 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestPropWaitBound: the wait bound (Aging.MaxWait) over generated
-// workloads. A small cluster; projects with quotas from none to more than
-// the cluster and past usage that fair share would hold against them;
-// jobs of one tier, every shape that fits the cluster (gangs included),
-// arriving over six hours and running up to L; a decision every step,
-// applied as a reconciler would. Every job starts by
+// TestPropWaitBound: the wait bounds (Aging.MaxWait; doc.go states
+// them) over generated workloads. A small cluster; projects with quotas
+// from none to more than the cluster and past usage that fair share
+// would hold against them; jobs of one tier, every shape that fits the
+// cluster (gangs included), arriving over six hours and running up to
+// L; a decision every step, applied as a reconciler would. Every job
+// starts by
 //
 //	queued + maxWait + (n+1)·(L+step)
 //
 // where n counts the jobs queued before it that had not started when it
-// became overdue: the overdue go first, oldest first, and the oldest
-// holds the guard's reservation whatever its quota, so it waits only for
-// those before it and for the work on the GPUs it holds to end.
+// became overdue, and the starts inside a quota once it is overdue
+// (borrowing, it waits for those); and a job inside its team's quota,
+// when the quotas fit the cluster, by the same with n counting its own
+// team's work only (quotaBound).
 func TestPropWaitBound(t *testing.T) {
 	const (
 		step    = 5 * time.Minute
@@ -68,6 +70,9 @@ func TestPropWaitBound(t *testing.T) {
 			doneAt   time.Time
 			// preempted: when it was preempted, each time.
 			preempted []time.Time
+			// inQuota: when it started inside its project's quota, each
+			// time.
+			inQuota []time.Time
 		}
 		var jobs []*job
 		nJobs := rapid.IntRange(1, 24).Draw(t, "jobs")
@@ -111,6 +116,70 @@ func TestPropWaitBound(t *testing.T) {
 					}
 				}
 			}
+			// Work inside its team's quota is not borrowable capacity:
+			// another team's is never bound by the overdue, and j's own
+			// team's is not bound by another team's overdue pick ahead
+			// of j. Each such start once j is overdue may go first.
+			for _, k := range jobs {
+				if k == j {
+					continue
+				}
+				for _, at := range k.inQuota {
+					if !at.Before(overdue) {
+						n++
+					}
+				}
+			}
+			return overdue.Add(time.Duration(n+1) * (longest + step))
+		}
+		// quotaBound: the per-team bound. When the quotas add up to no
+		// more than the cluster, a job that fits its project's quota
+		// together with its team's work queued before it (still there
+		// when it became overdue) starts, whatever other teams do,
+		// within maxWait of queueing plus (n+1)·(L+step), n counting
+		// only its own team's work: those jobs queued before it (and
+		// again each time one is preempted after that), and those
+		// queued after it that started before it. Where there is no such
+		// bound for j, it returns a century.
+		sumQuota := 0
+		for _, p := range set.Projects {
+			sumQuota += p.Spec.Quota.GPUs
+		}
+		quotaOf := map[string]int{}
+		for _, p := range set.Projects {
+			quotaOf[p.Meta.Name] = p.Spec.Quota.GPUs
+		}
+		quotaBound := func(j *job) time.Time {
+			if sumQuota > nNodes*perNode || j.ws.Spec.Replicas*j.ws.Spec.Resources.GPUs > quotaOf[j.ws.Meta.Project] {
+				return j.arrive.Add(100 * 365 * 24 * time.Hour) // none
+			}
+			overdue := j.arrive.Add(maxWait)
+			n, need := 0, j.ws.Spec.Replicas*j.ws.Spec.Resources.GPUs
+			for _, k := range jobs {
+				if k == j || k.ws.Meta.Project != j.ws.Meta.Project {
+					continue
+				}
+				if queuedBefore(k, j) {
+					if k.done && !k.doneAt.After(overdue) {
+						continue
+					}
+					n++
+					need += k.ws.Spec.Replicas * k.ws.Spec.Resources.GPUs
+					for _, at := range k.preempted {
+						if !at.Before(overdue) {
+							n++
+						}
+					}
+				} else if !k.started.IsZero() {
+					n++
+				}
+			}
+			if need > quotaOf[j.ws.Meta.Project] {
+				// Its team's earlier work borrows: an overdue borrower
+				// goes before its own team's work, and its wait is over
+				// borrowable capacity (bound above).
+				return j.arrive.Add(100 * 365 * 24 * time.Hour)
+			}
 			return overdue.Add(time.Duration(n+1) * (longest + step))
 		}
 		in := Input{Snapshot: &snap, History: &hist}
@@ -151,10 +220,16 @@ func TestPropWaitBound(t *testing.T) {
 						j.started = now
 					}
 					j.runStart = now
+					if !w.Borrowed {
+						j.inQuota = append(j.inQuota, now)
+					}
 				case VerdictPreempt:
 					j.runStart = time.Time{} // runs again from the start
 					j.preempted = append(j.preempted, now)
 				case VerdictWait:
+					if b := quotaBound(j); j.started.IsZero() && now.After(b) {
+						t.Fatalf("%s (%d×%d GPUs, queued %s, inside its quota) still waits at %s, past its team's bound %s:\n%s", w.Ref, j.ws.Spec.Replicas, j.ws.Spec.Resources.GPUs, j.arrive.Format("15:04"), now.Format("15:04"), b.Format("15:04"), Render(d))
+					}
 					if b := bound(j); j.started.IsZero() && now.After(b) {
 						t.Fatalf("%s (%d×%d GPUs, queued %s) still waits at %s, past its bound %s:\n%s", w.Ref, j.ws.Spec.Replicas, j.ws.Spec.Resources.GPUs, j.arrive.Format("15:04"), now.Format("15:04"), b.Format("15:04"), Render(d))
 					}

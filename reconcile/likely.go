@@ -58,8 +58,9 @@ type LikelyStart struct {
 	Quota bool `json:"quota,omitempty"`
 	// OverdueAt is when the wait bound makes it overdue (queued plus the
 	// policy's aging.maxWait): from then the starvation guard holds GPUs
-	// for it ahead of all work of its tier and lower, whatever the
-	// quotas, after older overdue work. Zero with the bound off. The
+	// for it ahead of borrowers and its own team's work of its tier and
+	// lower (not of other teams' work inside their quotas), after older
+	// overdue work. Zero with the bound off. The
 	// times above do not model it.
 	OverdueAt time.Time `json:"overdueAt,omitzero"`
 }

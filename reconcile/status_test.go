@@ -116,8 +116,8 @@ func TestProjectStatusCPUMemory(t *testing.T) {
 	got := projectStatus(set, snap, &drivers.History{})
 	limit := int64(16 << 30)
 	want := []ProjectStatus{
-		{Name: "gpu-only", QuotaGPUs: 2, UsedGPUs: 1, Share: 0.5},
-		{Name: "ml", QuotaGPUs: 4, UsedGPUs: 3, Share: 0.5,
+		{Name: "gpu-only", QuotaGPUs: 2, UsedGPUs: 1, Share: 1.0 / 3}, // weighed by quota: 2 of 6
+		{Name: "ml", QuotaGPUs: 4, UsedGPUs: 3, Share: 2.0 / 3,
 			QuotaCPUMHz: 8000, UsedCPUMHz: 16000, BorrowedCPUMHz: 8000,
 			QuotaMemoryBytes: 64 << 30, BorrowLimitMemoryBytes: &limit, UsedMemoryBytes: 64 << 30},
 	}

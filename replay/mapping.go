@@ -229,7 +229,7 @@ func Map(jobs []Job, capacity, nodeGPUs int, m Mapping) (*Workload, error) {
 	infos := map[string]*ProjectInfo{}
 	for i, tn := range keys {
 		set.Projects = append(set.Projects, schema.Project{Meta: schema.Meta{Name: tn, Labels: map[string]string{"berth.dev/tenant": tn}}, Spec: schema.ProjectSpec{
-			Tier: lowest.Name, Quota: schema.Resources{GPUs: quotas[i]}, BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited}, FairShare: schema.FairShare{Weight: 1},
+			Tier: lowest.Name, Quota: schema.Resources{GPUs: quotas[i]}, BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited},
 		}})
 		infos[tn] = &ProjectInfo{Name: tn, Quota: quotas[i], GPUTime: tenantTime[tn] / 3600}
 	}

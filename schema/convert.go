@@ -56,7 +56,6 @@ func convertProject(d *doc) (Project, []Diagnostic) {
 			Description: r.Spec.Description,
 			Members:     r.Spec.Members,
 			BorrowLimit: BorrowLimit{GPUs: Unlimited, CPUMHz: Unlimited, MemoryBytes: Unlimited},
-			FairShare:   FairShare{Weight: 1},
 			Namespace:   r.Spec.Namespace,
 			Placement:   placement(r.Spec.Placement),
 		},

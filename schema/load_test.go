@@ -48,7 +48,7 @@ func TestDefaults(t *testing.T) {
 	want := &Set{
 		Tiers: []PriorityTier{{Meta: Meta{Name: "low"}, Spec: TierSpec{Value: 20, Preemptible: true, CanPreempt: true}}},
 		Projects: []Project{{Meta: Meta{Name: "ml"}, Spec: ProjectSpec{
-			Tier: "low", BorrowLimit: BorrowLimit{GPUs: Unlimited, CPUMHz: Unlimited, MemoryBytes: Unlimited}, FairShare: FairShare{Weight: 1},
+			Tier: "low", BorrowLimit: BorrowLimit{GPUs: Unlimited, CPUMHz: Unlimited, MemoryBytes: Unlimited},
 		}}},
 		Volumes: []Volume{{Meta: Meta{Name: "data"}, Spec: VolumeSpec{Type: "host", Source: "data", Projects: []string{"ml"}}}},
 		Workspaces: []Workspace{{Meta: Meta{Name: "train", Project: "ml"}, Spec: WorkspaceSpec{

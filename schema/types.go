@@ -231,7 +231,8 @@ type BorrowLimit struct {
 // Unlimited is the BorrowLimit value meaning "no limit".
 const Unlimited = -1
 
-// FairShare holds a project's fair-share weight (default 1).
+// FairShare holds a project's fair-share weight; zero: not set, and
+// the policy weighs the project by its quota (policies.Weight).
 type FairShare struct {
 	Weight float64 `json:"weight"`
 }
@@ -472,14 +473,15 @@ type FairSharePolicy struct {
 // AgingPolicy: every Interval of waiting adds Step to a workspace's queue
 // score, up to MaxBoost. Aging never grants a right to preempt.
 //
-// MaxWait is the wait bound: a workspace queued this long is overdue.
-// The oldest overdue workspace its project's limits let start holds the
-// starvation guard's reservation against every workspace of its tier and
-// lower, whatever the quotas (higher tiers see through it), and no later
-// preemptor takes a node it holds GPUs on. A workspace that started
-// overdue is preempted only by a higher tier. The default is 72h (a
-// weekend: long enough that the bound overrides quotas only when the
-// cluster is overloaded for days); zero turns the bound off.
+// MaxWait is the wait bound, per team: a workspace queued this long is
+// overdue. The oldest overdue workspace its project's limits let start
+// holds the starvation guard's reservation against borrowers of its
+// tier and lower and its own team's work of its tier and lower, never
+// against another team's work inside its quota (nor higher tiers), and
+// no later preemptor it binds takes a node it holds GPUs on. A workspace
+// that started overdue is preempted only by a higher tier, or reclaimed
+// by another team's work inside its quota. The default is 72h; zero
+// turns the bound off.
 type AgingPolicy struct {
 	Interval time.Duration `json:"interval"`
 	Step     int           `json:"step"`
