@@ -105,6 +105,10 @@ type projState struct {
 	candidates bool
 	leastOver  int
 	minTier    int
+	// leastHeld: the fewest GPUs (above zero) any of its candidates held
+	// (MaxInt: none); reclaim may take any of them while the project
+	// stays at or above its quota.
+	leastHeld int
 
 	queue   []int32 // pending workspaces, in the project's queue order
 	done    []bool  // by queue position: decided

@@ -27,13 +27,15 @@ import (
 //     inside its own quota may also take other projects' in-quota work of
 //     lower tiers (the seed walk-through: two projects, a quota of 1 GPU
 //     each, one GPU).
-//   - reclaim: w is inside its quota and v is borrowed work of another
-//     project.
+//   - reclaim: w is inside its quota and v is work of another project
+//     that holds more than its quota: borrowed work, or any of its work
+//     whose taking leaves the project at or above its quota in GPUs.
 //
 // Either way v must be preemptible (tier and workspace) and have run the
 // policy's minimum runtime; and a v that started Aging.MaxWait or more
 // after it first queued (the wait bound started it, or it resumed that
-// late) is taken only by a higher tier: otherwise the in-quota work its
+// late) is taken only by a higher tier or another team's in-quota work
+// (its quota is a promise): otherwise the in-quota work of its team its
 // reservation held back would reclaim it at once, and it would wait
 // again (a start that lasts is what the bound promises). No preemptor
 // places a replica on a node where the guard holds GPUs for an overdue
@@ -62,7 +64,14 @@ func (d *decider) right(w *wsState, inQuota bool, v *wsState) Right {
 	if w.canPreempt && v.tier < w.tier && (v.proj == w.proj || borrowed || (inQuota && !d.quotasFit)) {
 		return RightPriority
 	}
-	if inQuota && v.proj != w.proj && borrowed {
+	// Reclaim counts what the project holds, not which of its workspaces
+	// started beyond the quota: any of its work may be taken while taking
+	// it leaves the project at or above its quota in GPUs. Otherwise the
+	// borrowed work could be spread so that no node frees room for the
+	// in-quota workspace while the project holds more than its quota.
+	// What reclaim starts is in-quota work, which the project it was taken
+	// from, now at or above its quota, has no right to take back.
+	if inQuota && v.proj != w.proj && (borrowed || (v.held > 0 && vp.held-v.held >= vp.quota)) {
 		return RightReclaim
 	}
 	return RightNone
@@ -281,7 +290,7 @@ func (d *decider) mayPreemptAny(w *wsState, inQuota bool) bool {
 		if w.canPreempt && vp.minTier < w.tier && (((vi == w.proj || (inQuota && !d.quotasFit)) && vp.candidates) || borrowed) {
 			return true // priority
 		}
-		if inQuota && vi != w.proj && borrowed {
+		if inQuota && vi != w.proj && (borrowed || vp.leastHeld <= vp.held-vp.quota) {
 			return true // reclaim
 		}
 	}

@@ -75,7 +75,7 @@ func (d *decider) setRates() {
 func (d *decider) addProjects(specs *schema.Set, usage map[string]float64, projIdx map[string]int) {
 	for i := range specs.Projects {
 		p := &specs.Projects[i]
-		ps := &projState{spec: p, name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs, weight: Weight(*p), heapIdx: -1, leastOver: math.MaxInt, minTier: math.MaxInt}
+		ps := &projState{spec: p, name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs, weight: Weight(*p), heapIdx: -1, leastOver: math.MaxInt, leastHeld: math.MaxInt, minTier: math.MaxInt}
 		q, b := &p.Spec.Quota, &p.Spec.BorrowLimit
 		ps.rquota = quotaRes{max(q.CPUMHz, 0), max(q.MemoryBytes, 0)}
 		ps.rborrow = quotaRes{b.CPUMHz, b.MemoryBytes}
@@ -454,6 +454,9 @@ func (d *decider) markCandidates(specs *schema.Set, hist *drivers.History) {
 			p.minTier = min(p.minTier, w.tier)
 			if w.overQuota {
 				p.leastOver = min(p.leastOver, w.held)
+			}
+			if w.held > 0 {
+				p.leastHeld = min(p.leastHeld, w.held)
 			}
 		}
 	}

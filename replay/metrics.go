@@ -1,7 +1,9 @@
 package replay
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -19,19 +21,30 @@ type meter struct {
 	last       time.Time
 	tenantOf   map[string]int
 	quota      []int
-	// queued: GPUs each tenant waits for now.
-	queued []int
-	held   []int // scratch: GPUs each tenant holds
+	// queued: GPUs each tenant waits for now; waitSizes: per tenant, its
+	// waiting jobs by GPUs asked (all replicas), sizes ascending.
+	queued    []int
+	waitSizes [][]sizeCount
+	held      []int // scratch: GPUs each tenant holds
 
 	heldSec, workSec float64
 	jainSum, jainSec float64
 	// shareSum, shareSec: per tenant, the integral of its GPUs held over
 	// its entitlement while jobs wait, and the time it counted.
 	shareSum, shareSec []float64
-	contendedSec       float64
-	bucket             time.Duration
-	util               []float64 // working GPU-seconds per bucket
-	decisions          []time.Duration
+	// entSum, entSec: per tenant, the integral of min(1, held ÷
+	// entitlement) while it has demand, and the time it counted.
+	entSum, entSec []float64
+	// debt: per tenant, the GPU-seconds its in-quota demand waited while
+	// other tenants held borrowed GPUs, beyond the reclaim grace;
+	// debtSince: when that began (zero: it does not hold now).
+	debt         []float64
+	debtSince    []time.Time
+	grace        time.Duration
+	contendedSec float64
+	bucket       time.Duration
+	util         []float64 // working GPU-seconds per bucket
+	decisions    []time.Duration
 	// whole, narrowed, verified, differed count the cycles decided on the
 	// whole queue and on a narrowed one, the narrowed ones checked against
 	// the whole queue, and those that differed.
@@ -56,15 +69,48 @@ func newMeter(wl *Workload, spec sim.Spec, start time.Time) *meter {
 		m.quota = append(m.quota, p.Quota)
 	}
 	m.queued = make([]int, len(wl.Projects))
+	m.waitSizes = make([][]sizeCount, len(wl.Projects))
 	m.shareSum, m.shareSec = make([]float64, len(wl.Projects)), make([]float64, len(wl.Projects))
 	m.held = make([]int, len(wl.Projects))
+	m.entSum, m.entSec = make([]float64, len(wl.Projects)), make([]float64, len(wl.Projects))
+	m.debt, m.debtSince = make([]float64, len(wl.Projects)), make([]time.Time, len(wl.Projects))
+	for _, j := range wl.Jobs {
+		m.grace = max(m.grace, j.Spec.Spec.Checkpoint.GracePeriod)
+	}
 	span := wl.Jobs[len(wl.Jobs)-1].Submit.Sub(start)
 	m.bucket = max(time.Minute, (span / buckets).Round(time.Minute))
 	return m
 }
 
+// sizeCount counts a tenant's waiting jobs of one size.
+type sizeCount struct{ gpus, jobs int }
+
 func (m *meter) queue(j MappedJob, delta int) {
-	m.queued[m.tenantOf[j.Ref.Project]] += delta * j.PerGPUs * j.Replicas
+	ti, g := m.tenantOf[j.Ref.Project], j.PerGPUs*j.Replicas
+	m.queued[ti] += delta * g
+	sc := m.waitSizes[ti]
+	i, ok := slices.BinarySearchFunc(sc, g, func(s sizeCount, g int) int { return cmp.Compare(s.gpus, g) })
+	if !ok {
+		sc = slices.Insert(sc, i, sizeCount{gpus: g})
+	}
+	sc[i].jobs += delta
+	m.waitSizes[ti] = sc
+}
+
+// entitled is what tenant ti's quota entitles it to now, holding h: its
+// GPUs held plus those of its waiting jobs that each fit in what its
+// quota has left, at most its quota. A waiting job larger than that
+// borrows: the quota never promised it.
+func (m *meter) entitled(ti, h int) int {
+	room := m.quota[ti] - h
+	e := h
+	for _, s := range m.waitSizes[ti] {
+		if s.gpus > room {
+			break
+		}
+		e += s.gpus * s.jobs
+	}
+	return min(e, m.quota[ti])
 }
 
 func (m *meter) decided(d time.Duration) { m.decisions = append(m.decisions, d) }
@@ -92,6 +138,7 @@ func (m *meter) interval(prev *drivers.Snapshot, now time.Time, queued []int) {
 			m.work(from, now, g)
 		}
 	}
+	m.promise(now, dt)
 	// Fairness while someone waits: each tenant with demand against what
 	// it is entitled to (its quota, or its demand when smaller).
 	waiting := false
@@ -125,6 +172,43 @@ func (m *meter) interval(prev *drivers.Snapshot, now time.Time, queued []int) {
 	m.last = now
 }
 
+// promise accounts for [m.last, now) what the quotas promise, with
+// m.held and the waiting jobs as they were all of it: each tenant's
+// entitlement met (min(1, held ÷ entitled) while it is entitled to
+// anything: its in-quota demand, see entitled), and its quota debt (GPUs
+// of its in-quota demand that wait while other tenants hold borrowed
+// GPUs, once that has lasted longer than the reclaim grace).
+func (m *meter) promise(now time.Time, dt float64) {
+	borrowed := 0
+	for ti, h := range m.held {
+		borrowed += max(h-m.quota[ti], 0)
+	}
+	for ti, h := range m.held {
+		e := m.entitled(ti, h)
+		if e <= 0 {
+			m.debtSince[ti] = time.Time{}
+			continue
+		}
+		m.entSum[ti] += min(1, float64(h)/float64(e)) * dt
+		m.entSec[ti] += dt
+		unmet, others := e-min(h, e), borrowed-max(h-m.quota[ti], 0)
+		if unmet <= 0 || others <= 0 {
+			m.debtSince[ti] = time.Time{}
+			continue
+		}
+		if m.debtSince[ti].IsZero() {
+			m.debtSince[ti] = m.last
+		}
+		from := m.debtSince[ti].Add(m.grace)
+		if from.Before(m.last) {
+			from = m.last
+		}
+		if now.After(from) {
+			m.debt[ti] += float64(min(unmet, others)) * now.Sub(from).Seconds()
+		}
+	}
+}
+
 // work adds g GPUs working over [from, to) to the integral and the series.
 func (m *meter) work(from, to time.Time, g float64) {
 	m.workSec += g * to.Sub(from).Seconds()
@@ -155,7 +239,17 @@ func (m *meter) result(pol Policy, jobs []jobState, st sim.Stats, end time.Time)
 			res.Teams[ti].Share = m.shareSum[ti] / m.shareSec[ti]
 			res.Teams[ti].ShareHours = m.shareSec[ti] / 3600
 		}
+		res.Teams[ti].QuotaDebt = m.debt[ti] / 3600
+		res.QuotaDebt += m.debt[ti] / 3600
+		if m.entSec[ti] > 0 {
+			e := m.entSum[ti] / m.entSec[ti]
+			res.Teams[ti].EntitlementMet, res.Teams[ti].EntitlementHours = e, m.entSec[ti]/3600
+			if res.MinEntitlement == 0 || e < res.MinEntitlement {
+				res.MinEntitlement = e
+			}
+		}
 	}
+	inQuota, borrowed := map[string][]float64{}, map[string][]float64{}
 	for i, js := range jobs {
 		j := m.wl.Jobs[i]
 		var wait time.Duration
@@ -177,6 +271,13 @@ func (m *meter) result(pol Policy, jobs []jobState, st sim.Stats, end time.Time)
 			res.PreemptedJobs++
 		}
 		waits[j.Tier] = append(waits[j.Tier], wait.Seconds())
+		switch {
+		case js.firstRun.IsZero():
+		case js.inQuota:
+			inQuota[j.Tier] = append(inQuota[j.Tier], wait.Seconds())
+		default:
+			borrowed[j.Tier] = append(borrowed[j.Tier], wait.Seconds())
+		}
 	}
 	res.JCT = summarize(jct)
 	for _, t := range m.wl.tiers() {
@@ -184,6 +285,7 @@ func (m *meter) result(pol Policy, jobs []jobState, st sim.Stats, end time.Time)
 		s := summarize(w)
 		res.Wait = append(res.Wait, TierWait{Tier: t, Jobs: len(w), P50: s.P50, P99: s.P99, Max: s.Max, Mean: s.Mean, CDF: cdf(w)})
 		res.MaxWait = math.Max(res.MaxWait, s.Max)
+		res.QuotaWait = append(res.QuotaWait, QuotaWait{Tier: t, InQuota: waitSummary(inQuota[t]), Borrowed: waitSummary(borrowed[t])})
 	}
 	busy := last.Sub(m.start).Seconds()
 	res.BusySeconds = busy
@@ -238,6 +340,11 @@ type Summary struct {
 	P90  float64 `json:"p90"`
 	P99  float64 `json:"p99"`
 	Max  float64 `json:"max"`
+}
+
+func waitSummary(xs []float64) WaitSummary {
+	s := summarize(xs)
+	return WaitSummary{Jobs: len(xs), P50: s.P50, P99: s.P99, Max: s.Max}
 }
 
 func summarize(xs []float64) Summary {

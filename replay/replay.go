@@ -40,7 +40,7 @@ type Policy struct {
 	// in more cycles (narrow.go).
 	Turns bool
 	// ReclaimsLive: the policy judges whether a project borrows as the
-	// decision goes (the quota baseline), so a start can make that
+	// decision goes (the quota baseline; berth's reclaim), so a start can make that
 	// project's running work reclaimable by a job inside its own quota
 	// (narrow.go).
 	ReclaimsLive bool
@@ -53,7 +53,7 @@ func Policies() []Policy {
 		{Name: "fifo", Rule: "one queue in submit order, first-fit, no priorities, no preemption; the head blocks", Decide: baseline.FIFO, NeverPreempts: true, HeadBlocks: true},
 		{Name: "nomad", Rule: "priority order, bin-packing, preempts whole allocations ≥10 priority points lower; no quotas, no checkpoint awareness", Decide: baseline.Nomad, Turns: true},
 		{Name: "quota", Rule: "Kueue-like: guaranteed quotas, borrowing, reclaim from borrowers, priority within a project; no fair share, no aging", Decide: baseline.Quota, Turns: true, ReclaimsLive: true},
-		{Name: "berth", Rule: "berth's engine: tiers, quotas with borrowing and reclaim, decayed fair share, aging, checkpoint-aware victims, NVLink-aware packing", Decide: policies.Decide, Reserves: true, Turns: true},
+		{Name: "berth", Rule: "berth's engine: tiers, quotas with borrowing and reclaim, decayed fair share, aging, checkpoint-aware victims, NVLink-aware packing", Decide: policies.Decide, Reserves: true, Turns: true, ReclaimsLive: true},
 	}
 }
 
@@ -139,6 +139,9 @@ type jobState struct {
 	firstRun  time.Time
 	completed time.Time
 	preempted int
+	// inQuota: at its first start, its team's GPUs held then plus its
+	// own fitted inside the team's quota.
+	inQuota bool
 }
 
 // replayer runs one policy over the workload.
@@ -172,9 +175,12 @@ type replayer struct {
 	// subsetIdx and subsetWait are scratch.
 	subsetPrev, subsetIdx, subsetWait []int
 	windowBuf                         []int
-	verify                            int
-	m                                 *meter
-	now                               time.Time
+	// teamHeld: the GPUs each tenant (index into wl.Projects) holds,
+	// stopping victims included.
+	teamHeld []int
+	verify   int
+	m        *meter
+	now      time.Time
 }
 
 func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResult, error) {
@@ -204,6 +210,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 		}
 	}
 	r.m = newMeter(wl, spec, start)
+	r.teamHeld = make([]int, len(wl.Projects))
 	halfLife := wl.Base.Policy.Spec.FairShare.HalfLife
 	var prev drivers.Snapshot
 	next := 0 // next arrival
@@ -223,6 +230,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 				continue
 			}
 			js.held += js.doneAt.Sub(js.runStart)
+			r.hold(ji, -1)
 			switch js.status {
 			case jobRunning:
 				r.cl.Finish(wl.Jobs[ji].Ref)
@@ -354,6 +362,7 @@ func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]in
 				// simulator drops it at once, so its preemptor may start
 				// in this same pass.
 				js.held += r.now.Sub(js.runStart)
+				r.hold(ji, -1)
 				js.status = jobQueued
 				r.queue(ji, +1)
 				*running = slices.DeleteFunc(*running, func(k int) bool { return k == ji })
@@ -385,7 +394,9 @@ func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]in
 		js := &r.jobs[ji]
 		if js.firstRun.IsZero() {
 			js.firstRun = r.now
+			js.inQuota = r.teamHeld[r.m.tenantOf[j.Ref.Project]]+j.PerGPUs*j.Replicas <= r.m.quota[r.m.tenantOf[j.Ref.Project]]
 		}
+		r.hold(ji, +1)
 		js.status, js.runStart = jobRunning, r.now
 		delete(r.hist.Preempted, wd.Ref)
 		r.queue(ji, -1)
@@ -393,6 +404,12 @@ func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]in
 		*running = r.inRefOrder(*running, ji)
 	}
 	return started, changed, nil
+}
+
+// hold counts job ji's GPUs taken (+1) or given back (-1) by its team.
+func (r *replayer) hold(ji, delta int) {
+	j := &r.wl.Jobs[ji]
+	r.teamHeld[r.m.tenantOf[j.Ref.Project]] += delta * j.PerGPUs * j.Replicas
 }
 
 // insert adds job ji's workspace to the specs.

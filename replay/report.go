@@ -79,6 +79,16 @@ type PolicyResult struct {
 	// entitlement (min of quota and demand), averaged over the time some
 	// job waits; 1 is perfectly fair.
 	Fairness float64 `json:"fairness"`
+	// MinEntitlement is the least EntitlementMet over the teams that had
+	// demand and a quota: how well the promise of a quota was kept for
+	// the team it was kept worst for.
+	MinEntitlement float64 `json:"minEntitlement"`
+	// QuotaDebt is the teams' QuotaDebt summed, in GPU-hours.
+	QuotaDebt float64 `json:"quotaDebt"`
+	// QuotaWait splits each tier's waits (highest first) into the jobs
+	// inside their team's quota at their first start and those that
+	// borrowed then (jobs that never started are in neither).
+	QuotaWait []QuotaWait `json:"quotaWait"`
 	// Teams is how each trace project fared, in Report.Projects' order.
 	Teams          []TeamResult `json:"teams"`
 	ContendedHours float64      `json:"contendedHours"`
@@ -101,6 +111,33 @@ type TeamResult struct {
 	// ShareHours is the time Share averages over (0: the team never held
 	// or wanted GPUs while a job waited).
 	ShareHours float64 `json:"shareHours"`
+	// EntitlementMet is the time-average, while the team had demand and
+	// a quota, of min(1, GPUs held ÷ min(demand, quota)): 1 when it
+	// always held all its quota entitled it to.
+	EntitlementMet float64 `json:"entitlementMet"`
+	// EntitlementHours is the time EntitlementMet averages over.
+	EntitlementHours float64 `json:"entitlementHours"`
+	// QuotaDebt is the GPU-hours its in-quota demand (min(demand,
+	// quota) less what it held) waited while other teams held borrowed
+	// GPUs, counted once that had lasted longer than the reclaim grace.
+	QuotaDebt float64 `json:"quotaDebt"`
+}
+
+// QuotaWait is one tier's waits split by the job's quota at its first
+// start: inside its team's quota (its team's GPUs held then plus its own
+// fitted the quota) or borrowing.
+type QuotaWait struct {
+	Tier     string      `json:"tier"`
+	InQuota  WaitSummary `json:"inQuota"`
+	Borrowed WaitSummary `json:"borrowed"`
+}
+
+// WaitSummary is a wait distribution in seconds.
+type WaitSummary struct {
+	Jobs int     `json:"jobs"`
+	P50  float64 `json:"p50"`
+	P99  float64 `json:"p99"`
+	Max  float64 `json:"max"`
 }
 
 // TierWait is the wait distribution of one tier; CDF holds the 0th…100th
@@ -259,6 +296,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 		return fmt.Sprintf("%s (%s)", thousands(int(p.GPUHours.Lost+0.5)), pct(p.LostShare))
 	})
 	row("fairness (Jain)", func(p PolicyResult) string { return fmt.Sprintf("%.3f", p.Fairness) })
+	row("entitlement met (least team)", func(p PolicyResult) string { return fmt.Sprintf("%.3f", p.MinEntitlement) })
+	row("quota debt (GPU-hours)", func(p PolicyResult) string { return thousands(int(p.QuotaDebt + 0.5)) })
+	if len(r.Policies) > 0 && len(r.Policies[0].QuotaWait) > 0 {
+		tier := r.Policies[0].QuotaWait[0].Tier
+		row("wait p99 "+tier+", in quota", func(p PolicyResult) string { return waitP99(p.QuotaWait[0].InQuota) })
+		row("wait p99 "+tier+", borrowing", func(p PolicyResult) string { return waitP99(p.QuotaWait[0].Borrowed) })
+	}
 	row("decision p50 / p99", func(p PolicyResult) string {
 		return fmt.Sprintf("%s / %s", millis(p.Timing.P50Millis), millis(p.Timing.P99Millis))
 	})
@@ -307,7 +351,41 @@ func (r *Report) WriteTeams(w io.Writer) error {
 		}
 		fmt.Fprintln(tw)
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "per team: the promise of its quota · entitlement met, the time-average of min(1, GPUs held ÷ min(demand, quota)) while it had demand · quota debt, GPU-hours its in-quota demand waited while other teams held borrowed GPUs, beyond the reclaim grace")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "team\tquota\t")
+	for _, p := range r.Policies {
+		fmt.Fprint(tw, p.Name+"\t")
+	}
+	fmt.Fprintln(tw)
+	for _, ti := range order {
+		pi := r.Projects[ti]
+		fmt.Fprintf(tw, "%s\t%d\t", pi.Name, pi.Quota)
+		for _, p := range r.Policies {
+			met, debt := "-", "-"
+			if ti < len(p.Teams) {
+				if t := p.Teams[ti]; t.EntitlementHours > 0 {
+					met = fmt.Sprintf("%.3f", t.EntitlementMet)
+					debt = thousands(int(t.QuotaDebt + 0.5))
+				}
+			}
+			fmt.Fprintf(tw, "%s · %s\t", met, debt)
+		}
+		fmt.Fprintln(tw)
+	}
 	return tw.Flush()
+}
+
+// waitP99 writes a wait summary's p99, or "-" with no job in it.
+func waitP99(s WaitSummary) string {
+	if s.Jobs == 0 {
+		return "-"
+	}
+	return short(s.P99)
 }
 
 func pct(x float64) string { return fmt.Sprintf("%.1f%%", x*100) }
