@@ -70,7 +70,7 @@ h2{font-size:16px;margin-top:2em} svg{background:#fff;border:1px solid #ddd}
 {{range .Charts}}<h2>{{.Title}}</h2>
 {{.SVG}}
 {{end}}
-<p>Wait: time a job held no GPUs between its submit and its completion. Utilization: GPU-time doing work over capacity. Fairness: Jain's index of each project's GPUs held over its entitlement, while jobs wait.</p>
+<p>Wait: time a job held no GPUs between its submit and its completion. Utilization: GPU-time doing work over capacity. Fairness: Jain's index of each project's GPUs held over its entitlement, while jobs wait. Entitlement met: per team, the time-average of min(1, GPUs held ÷ what its quota entitles it to: its GPUs held plus its waiting jobs that each fit in what its quota has left, at most the quota), while that is above zero. Quota debt: GPU-hours a team's in-quota demand waited while other teams held borrowed GPUs, beyond the reclaim grace. Wait in quota / borrowing: by whether the job fitted its team's quota at its first start.</p>
 </body></html>
 `))
 

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -361,5 +362,58 @@ func TestTeams(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("teams table lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestPromise: what the replay reports of the quotas' promise on the
+// hand-made trace (one 8-GPU node, a and b with a quota of 4 each). Under
+// fifo, b's in-quota job waits behind a's borrowing job until it ends;
+// berth reclaims, and b waits only the victim's grace.
+func TestPromise(t *testing.T) {
+	m := DefaultMapping()
+	m.Quotas = map[string]int{"a": 4, "b": 4}
+	rep := replayText(t, handTrace, oneNode, m)
+	fifo, berth := rep.Policies[0], rep.Policies[3]
+	start, grace := 5*time.Second, 30*time.Second
+	// fifo: b asks at 10m and starts when a1 ends (2h + its start delay);
+	// a, holding its quota throughout, always had its due.
+	waited := 2*time.Hour + start - 10*time.Minute
+	ran := start + 10*time.Minute
+	if a, b := fifo.Teams[0], fifo.Teams[1]; a.EntitlementMet != 1 || math.Abs(b.EntitlementMet-ran.Seconds()/(waited+ran).Seconds()) > 1e-9 {
+		t.Errorf("fifo: entitlement met a %.4f, b %.4f; want 1, %.4f", a.EntitlementMet, b.EntitlementMet, ran.Seconds()/(waited+ran).Seconds())
+	}
+	if want := 4 * (waited - grace).Hours(); math.Abs(fifo.Teams[1].QuotaDebt-want) > 1e-9 || fifo.QuotaDebt != fifo.Teams[1].QuotaDebt || fifo.Teams[0].QuotaDebt != 0 {
+		t.Errorf("fifo: quota debt a %.4f, b %.4f, all %.4f GPU-hours; want 0, %.4f, %.4f", fifo.Teams[0].QuotaDebt, fifo.Teams[1].QuotaDebt, fifo.QuotaDebt, want, want)
+	}
+	if fifo.MinEntitlement != fifo.Teams[1].EntitlementMet {
+		t.Errorf("fifo: least entitlement met %.4f, b's %.4f", fifo.MinEntitlement, fifo.Teams[1].EntitlementMet)
+	}
+	// berth: b reclaims a2 at once and waits out its grace, no longer.
+	if want := ran.Seconds() / (grace + ran).Seconds(); math.Abs(berth.MinEntitlement-want) > 1e-9 || berth.QuotaDebt != 0 {
+		t.Errorf("berth: least entitlement met %.4f, quota debt %.4f; want %.4f, 0", berth.MinEntitlement, berth.QuotaDebt, want)
+	}
+	// The waits split by quota at the first start: b's high job was in
+	// its quota; of a's low jobs, a1 was and a2 borrowed.
+	high, low := berth.QuotaWait[0], berth.QuotaWait[len(berth.QuotaWait)-1]
+	if high.Tier != "high" || high.InQuota.Jobs != 1 || high.Borrowed.Jobs != 0 || high.InQuota.P99 != grace.Seconds() {
+		t.Errorf("berth, high: %+v; want 1 job in quota that waited %s", high, grace)
+	}
+	if low.Tier != "low" || low.InQuota.Jobs != 1 || low.Borrowed.Jobs != 1 {
+		t.Errorf("berth, low: %+v; want 1 job in quota, 1 borrowing", low)
+	}
+	var table, teams bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteTeams(&teams); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"entitlement met (least team)", "quota debt (GPU-hours)", "wait p99 high, in quota", "wait p99 high, borrowing"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	if want := fmt.Sprintf("%.3f · %d", fifo.Teams[1].EntitlementMet, int(fifo.Teams[1].QuotaDebt+0.5)); !strings.Contains(teams.String(), want) {
+		t.Errorf("teams table lacks fifo's b, %q:\n%s", want, teams.String())
 	}
 }

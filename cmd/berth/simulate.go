@@ -80,7 +80,16 @@ per start. A progress bar goes to stderr when it is a terminal.
 --teams adds a table of who paid for each policy's figures: per team, its
 mean completion time and its share, its GPUs held over what its quota (or
 its demand, when smaller) entitles it to, averaged while jobs waited. The
-Jain index is computed over those same shares at each moment.`,
+Jain index is computed over those same shares at each moment. A second
+table says how each policy kept the quotas' promise, team by team:
+entitlement met, the time-average of min(1, GPUs held ÷ what its quota
+entitles it to) while it is entitled to anything (its GPUs held plus its
+waiting jobs that each fit in what its quota has left, at most the
+quota), and quota debt, the GPU-hours its in-quota demand waited while
+other teams held borrowed GPUs, beyond the reclaim grace. The main table
+has the least entitlement met over the teams, the debt summed, and the
+top tier's p99 wait split by whether a job was inside its team's quota
+at its first start.`,
 		Example: `  berth simulate --trace traces/philly-pollux/philly.csv.gz
   berth simulate --trace philly.csv --window 168h --output html --html report.html
   berth simulate --trace traces/philly-pollux/philly.csv.gz --limit 20000 --policies quota,berth --teams
