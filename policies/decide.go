@@ -27,6 +27,11 @@ type wsState struct {
 	tierName    string
 	canPreempt  bool
 	preemptible bool // tier and workspace both allow it
+	// cohortBelow: its tier's borrowWithinCohort threshold, the value of
+	// the tier it names (0: off): it may take other teams' in-quota work
+	// of tiers below that and its own, and what it runs is reclaimed only
+	// by strictly higher tiers.
+	cohortBelow int
 
 	gpus, replicas int
 	// cpu (MHz shares), mem, disk and exclusive cores per replica; zero:
@@ -85,8 +90,10 @@ type projState struct {
 	spec *schema.Project
 	name string
 	tier int // the tier of its workspaces that name none
-	// canPreempt, preemptible: its tier's flags (false: no such tier).
+	// canPreempt, preemptible: its tier's flags (false: no such tier);
+	// cohortBelow its tier's borrowWithinCohort threshold (0: off).
 	canPreempt, preemptible bool
+	cohortBelow             int
 	quota                   int
 	borrow                  int // < 0: unlimited
 	weight                  float64

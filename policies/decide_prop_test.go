@@ -65,6 +65,11 @@ func genInput(t *rapid.T) Input {
 	for i, name := range tierNames {
 		set.Tiers = append(set.Tiers, schema.PriorityTier{Meta: schema.Meta{Name: name}, Spec: schema.TierSpec{Value: 20 + 30*i, Preemptible: rapid.IntRange(0, 5).Draw(t, "tierPreemptible") > 0, CanPreempt: rapid.IntRange(0, 5).Draw(t, "tierCanPreempt") > 0}})
 	}
+	// The top tier's opt-in to take other teams' in-quota work, now and
+	// then, below medium or below high.
+	if rapid.IntRange(0, 3).Draw(t, "cohort") == 0 {
+		set.Tiers[2].Spec.BorrowWithinCohort = &schema.BorrowWithinCohort{Below: rapid.SampledFrom([]string{"medium", "high"}).Draw(t, "cohortBelow")}
+	}
 	nProj := rapid.IntRange(1, 4).Draw(t, "projects")
 	for i := range nProj {
 		borrow := rapid.IntRange(-1, 6).Draw(t, "borrow")
@@ -476,7 +481,16 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 	taken := map[string]int{}
 	takenR := map[string][2]int64{}
 	for _, w := range d.Workspaces {
-		if w.Verdict == VerdictPreempt && w.PreemptedBy != nil && w.PreemptedBy.Project != w.Ref.Project && (w.Right == RightReclaim || (w.Right == RightPriority && quotasFit)) {
+		// A tier that borrows within the cohort may take another team's
+		// in-quota work below its threshold: that breaks the victim's
+		// quota, by the opt-in.
+		cohort := false
+		if w.PreemptedBy != nil {
+			if b := tierOf(*w.PreemptedBy).Spec.BorrowWithinCohort; b != nil && w.Right == RightPriority {
+				cohort = tierOf(w.Ref).Spec.Value < set.Tier(b.Below).Spec.Value
+			}
+		}
+		if w.Verdict == VerdictPreempt && w.PreemptedBy != nil && w.PreemptedBy.Project != w.Ref.Project && !cohort && (w.Right == RightReclaim || (w.Right == RightPriority && quotasFit)) {
 			for _, p := range w.Placements {
 				taken[w.Ref.Project] += len(p.GPUs)
 				tr, r := takenR[w.Ref.Project], perReplica(w.Ref)

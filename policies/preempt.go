@@ -61,8 +61,14 @@ func (d *decider) right(w *wsState, inQuota bool, v *wsState) Right {
 	}
 	vp := d.projs[v.proj]
 	borrowed := v.overQuota && (vp.held-v.held >= vp.quota || vp.leavesAtQuota(v.rheld))
-	if w.canPreempt && v.tier < w.tier && (v.proj == w.proj || borrowed || (inQuota && !d.quotasFit)) {
+	if w.canPreempt && v.tier < w.tier && (v.proj == w.proj || borrowed || (inQuota && !d.quotasFit) || d.cohortTakes(w, v)) {
 		return RightPriority
+	}
+	// What a tier that borrows within the cohort runs is reclaimed only
+	// by strictly higher tiers: else the team it took from would reclaim
+	// it back, and the two would take turns.
+	if v.cohortBelow > 0 && w.tier <= v.tier {
+		return RightNone
 	}
 	// Reclaim counts what the project holds, not which of its workspaces
 	// started beyond the quota: any of its work may be taken while taking
@@ -77,9 +83,22 @@ func (d *decider) right(w *wsState, inQuota bool, v *wsState) Right {
 	return RightNone
 }
 
+// cohortTakes reports whether w's tier borrows within the cohort
+// (schema.BorrowWithinCohort) far enough to take v: v is another
+// project's work of a tier below the threshold (and below w's, which
+// right checks).
+func (d *decider) cohortTakes(w, v *wsState) bool {
+	return w.cohortBelow > 0 && v.proj != w.proj && v.tier < w.cohortBelow
+}
+
 func (d *decider) rightWhy(w, v *wsState, r Right) string {
 	switch r {
 	case RightPriority:
+		vp := d.projs[v.proj]
+		borrowed := v.overQuota && (vp.held-v.held >= vp.quota || vp.leavesAtQuota(v.rheld))
+		if v.proj != w.proj && !borrowed && d.quotasFit && d.cohortTakes(w, v) {
+			return fmt.Sprintf("tier %s (%d) outranks tier %s (%d) and borrows within the cohort (borrowWithinCohort): this breaks project %s's quota guarantee", w.tierName, w.tier, v.tierName, v.tier, vp.name)
+		}
 		return fmt.Sprintf("tier %s (%d) outranks tier %s (%d)", w.tierName, w.tier, v.tierName, v.tier)
 	case RightReclaim:
 		vp := d.projs[v.proj]
@@ -293,6 +312,9 @@ func (d *decider) mayPreemptAny(w *wsState, inQuota bool) bool {
 		if inQuota && vi != w.proj && (borrowed || vp.leastHeld <= vp.held-vp.quota) {
 			return true // reclaim
 		}
+		if w.canPreempt && w.cohortBelow > 0 && vi != w.proj && vp.candidates && vp.minTier < min(w.tier, w.cohortBelow) {
+			return true // priority, borrowing within the cohort
+		}
 	}
 	return false
 }
@@ -453,7 +475,7 @@ func (d *decider) borrowedOK(w *wsState, inQuota bool, set []int32) bool {
 	// A priority right inside w's project, or over in-quota work when
 	// the quotas overcommit the cluster, needs no borrowing.
 	needs := func(v *wsState) bool {
-		return v.proj != w.proj && !(inQuota && !d.quotasFit && w.canPreempt && v.tier < w.tier)
+		return v.proj != w.proj && !(inQuota && !d.quotasFit && w.canPreempt && v.tier < w.tier) && !(w.canPreempt && v.tier < w.tier && d.cohortTakes(w, v))
 	}
 	for _, a := range set {
 		va := d.ws[a]

@@ -82,6 +82,7 @@ func (d *decider) addProjects(specs *schema.Set, usage map[string]float64, projI
 		if t := specs.Tier(p.Spec.Tier); t != nil {
 			ps.tier = t.Spec.Value
 			ps.canPreempt, ps.preemptible = t.Spec.CanPreempt, t.Spec.Preemptible
+			ps.cohortBelow = cohortBelow(specs, t)
 		}
 		ps.usage = usage[ps.name]
 		projIdx[ps.name] = len(d.projs)
@@ -182,13 +183,26 @@ func (d *decider) setTier(specs *schema.Set, w *wsState, p *projState) {
 	w.tierName = p.spec.Spec.Tier
 	w.canPreempt = p.canPreempt
 	w.preemptible = p.preemptible && sw.Spec.Preemptible
+	w.cohortBelow = p.cohortBelow
 	if tn := sw.Spec.Tier; tn != "" && tn != w.tierName {
 		if t := specs.Tier(tn); t != nil {
 			w.tier, w.tierName = t.Spec.Value, tn
 			w.canPreempt = t.Spec.CanPreempt
 			w.preemptible = t.Spec.Preemptible && sw.Spec.Preemptible
+			w.cohortBelow = cohortBelow(specs, t)
 		}
 	}
+}
+
+// cohortBelow is tier t's borrowWithinCohort threshold: the value of
+// the tier it names, or 0 (off, or naming no tier).
+func cohortBelow(specs *schema.Set, t *schema.PriorityTier) int {
+	if b := t.Spec.BorrowWithinCohort; b != nil {
+		if bt := specs.Tier(b.Below); bt != nil {
+			return bt.Spec.Value
+		}
+	}
+	return 0
 }
 
 // attachAllocs attaches the snapshot's allocations to their workspace

@@ -106,8 +106,8 @@ func TestScenarios(t *testing.T) {
 // parseScenario reads a scenario archive. Sections:
 //
 //	-- now --      2026-03-02T10:00:00Z (every other time is relative to it: -30m)
-//	-- specs --    tier NAME VALUE [nopreempt] [noevict]
-//	               project NAME tier=T [quota=N] [borrow=N|unlimited] [weight=W]
+//	-- specs --    tier NAME VALUE [nopreempt] [noevict] [cohortBelow=TIER]
+//	               project NAME tier=T [quota=N] [borrow=N|unlimited] [weight=W|quota]
 //	                       [quotaCPU=CORES|500m] [quotaMem=SIZE] [borrowCPU=CORES] [borrowMem=SIZE]
 //	               workspace PROJECT/NAME gpus=N [replicas=K] [model=M] [nvlink=C] [numa=C]
 //	                         [state=Stopped] [preemptible=false] [cpu=CORES|500m] [mem=64Gi]
@@ -288,7 +288,11 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%q: %w", l, err)
 			}
-			set.Tiers = append(set.Tiers, schema.PriorityTier{Meta: schema.Meta{Name: f.words[1]}, Spec: schema.TierSpec{Value: v, Preemptible: !f.flags["noevict"], CanPreempt: !f.flags["nopreempt"]}})
+			t := schema.PriorityTier{Meta: schema.Meta{Name: f.words[1]}, Spec: schema.TierSpec{Value: v, Preemptible: !f.flags["noevict"], CanPreempt: !f.flags["nopreempt"]}}
+			if b, ok := f.kv["cohortBelow"]; ok {
+				t.Spec.BorrowWithinCohort = &schema.BorrowWithinCohort{Below: b}
+			}
+			set.Tiers = append(set.Tiers, t)
 		case "project":
 			p := schema.Project{Meta: schema.Meta{Name: f.words[1]}, Spec: schema.ProjectSpec{Tier: f.kv["tier"], BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited, CPUMHz: schema.Unlimited, MemoryBytes: schema.Unlimited}, FairShare: schema.FairShare{Weight: 1}}}
 			var err error
@@ -325,7 +329,9 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 			if p.Spec.BorrowLimit.GPUs, err = atoi(f, "borrow", schema.Unlimited); err != nil {
 				return nil, err
 			}
-			if w, ok := f.kv["weight"]; ok {
+			if w, ok := f.kv["weight"]; ok && w == "quota" {
+				p.Spec.FairShare.Weight = 0 // none set: the default, by quota
+			} else if ok {
 				if p.Spec.FairShare.Weight, err = strconv.ParseFloat(w, 64); err != nil {
 					return nil, err
 				}

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/berth-dev/berth/schema"
@@ -44,6 +46,9 @@ type Mapping struct {
 	// MaxWait is the replayed policy's aging.maxWait, berth's wait bound
 	// (0: off); DefaultMapping gives the default policy's.
 	MaxWait time.Duration `json:"maxWait"`
+	// CohortBelow, when set, names a tier: the highest tier borrows
+	// within the cohort below it (schema.BorrowWithinCohort).
+	CohortBelow string `json:"cohortBelow,omitempty"`
 }
 
 // DefaultMapping is the mapping `berth simulate` uses.
@@ -202,11 +207,20 @@ func Map(jobs []Job, capacity, nodeGPUs int, m Mapping) (*Workload, error) {
 	for _, t := range m.Tiers {
 		set.Tiers = append(set.Tiers, schema.PriorityTier{Meta: schema.Meta{Name: t.Name}, Spec: schema.TierSpec{Value: t.Value, Preemptible: true, CanPreempt: true}})
 	}
-	lowest := m.Tiers[0]
-	for _, t := range m.Tiers {
+	lowest, highest := m.Tiers[0], 0
+	for i, t := range m.Tiers {
 		if t.Value < lowest.Value {
 			lowest = t
 		}
+		if t.Value > m.Tiers[highest].Value {
+			highest = i
+		}
+	}
+	if m.CohortBelow != "" {
+		if !slices.ContainsFunc(m.Tiers, func(t TierShare) bool { return t.Name == m.CohortBelow }) {
+			return nil, fmt.Errorf("borrow within the cohort below tier %q: the replay's tiers are %s", m.CohortBelow, tierNames(m.Tiers))
+		}
+		set.Tiers[highest].Spec.BorrowWithinCohort = &schema.BorrowWithinCohort{Below: m.CohortBelow}
 	}
 	var keys []string
 	var weights []float64
@@ -276,4 +290,13 @@ func apportion(weights []float64, total int) []int {
 		out[rems[k].i]++
 	}
 	return out
+}
+
+// tierNames lists the tiers' names, comma-separated.
+func tierNames(ts []TierShare) string {
+	var names []string
+	for _, t := range ts {
+		names = append(names, t.Name)
+	}
+	return strings.Join(names, ", ")
 }

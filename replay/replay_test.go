@@ -417,3 +417,28 @@ func TestPromise(t *testing.T) {
 		t.Errorf("teams table lacks fifo's b, %q:\n%s", want, teams.String())
 	}
 }
+
+// TestCohortMapping: --borrow-within-cohort sets the highest tier's
+// borrowWithinCohort; a tier the replay does not have is an error.
+func TestCohortMapping(t *testing.T) {
+	jobs, err := Read(strings.NewReader(handTrace), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := DefaultMapping()
+	m.CohortBelow = "high"
+	wl, err := Map(jobs, 8, 8, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tier := range wl.Base.Tiers {
+		b := tier.Spec.BorrowWithinCohort
+		if top := tier.Meta.Name == "high"; top != (b != nil) || (top && b.Below != "high") {
+			t.Errorf("tier %s: borrowWithinCohort %+v; want below high on the highest tier only", tier.Meta.Name, b)
+		}
+	}
+	m.CohortBelow = "urgent"
+	if _, err := Map(jobs, 8, 8, m); err == nil || !strings.Contains(err.Error(), `below tier "urgent": the replay's tiers are high, medium, low`) {
+		t.Errorf("unknown tier: %v", err)
+	}
+}

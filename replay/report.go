@@ -246,6 +246,9 @@ func (r *Report) mappingLines() []string {
 	if def := schema.DefaultPolicy().Spec.Aging.MaxWait; m.MaxWait != def {
 		bound = "the default is " + policies.ShortDuration(def)
 	}
+	if m.CohortBelow != "" {
+		lines = append(lines, fmt.Sprintf("opt-in: berth's highest tier borrows within the cohort below tier %s (borrowWithinCohort: it may take other teams' in-quota work of lower tiers)", m.CohortBelow))
+	}
 	if m.MaxWait > 0 {
 		lines = append(lines, fmt.Sprintf("policy: berth's default, with its wait bound aging.maxWait %s (%s)", policies.ShortDuration(m.MaxWait), bound))
 	} else {

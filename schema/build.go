@@ -86,6 +86,14 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 		}
 	}
 	diags = append(diags, checkTierValues(set.Tiers)...)
+	for _, d := range byKind[KindPriorityTier] {
+		if !d.valid {
+			continue
+		}
+		if b := convertTier(d).Spec.BorrowWithinCohort; b != nil && !exists(KindPriorityTier, b.Below) {
+			add(errorf(d.pos("spec.borrowWithinCohort.below"), "tier %q: borrowWithinCohort.below: %s; it names the tier below whose value other teams' in-quota work may be taken", d.name, missing(KindPriorityTier, b.Below)))
+		}
+	}
 
 	// 4. Projects: their tier exists; namespaces unique.
 	nsOwner := map[string]*Project{}

@@ -41,6 +41,8 @@ func convertTier(d *doc) PriorityTier {
 			Description: r.Spec.Description,
 			Preemptible: boolOr(r.Spec.Preemptible, true),
 			CanPreempt:  boolOr(r.Spec.CanPreempt, true),
+			// Decoded fresh per document: not shared with another.
+			BorrowWithinCohort: r.Spec.BorrowWithinCohort,
 		},
 	}
 }

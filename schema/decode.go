@@ -16,10 +16,11 @@ type rawMeta struct {
 type rawTier struct {
 	Metadata rawMeta `json:"metadata"`
 	Spec     struct {
-		Value       int    `json:"value"`
-		Description string `json:"description"`
-		Preemptible *bool  `json:"preemptible"`
-		CanPreempt  *bool  `json:"canPreempt"`
+		Value              int                 `json:"value"`
+		Description        string              `json:"description"`
+		Preemptible        *bool               `json:"preemptible"`
+		CanPreempt         *bool               `json:"canPreempt"`
+		BorrowWithinCohort *BorrowWithinCohort `json:"borrowWithinCohort"`
 	} `json:"spec"`
 }
 

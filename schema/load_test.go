@@ -392,7 +392,7 @@ func TestYAMLBadBytes(t *testing.T) {
 	}
 	want := []string{
 		"a.yaml:3:19: invalid YAML: a control character (U+0007) is not allowed in YAML; remove it, or write it as an escape inside a double-quoted string",
-		`a.yaml:9:19: unknown field "bogus" in spec of a PriorityTier; allowed fields are canPreempt, description, preemptible, value`,
+		`a.yaml:9:19: unknown field "bogus" in spec of a PriorityTier; allowed fields are borrowWithinCohort, canPreempt, description, preemptible, value`,
 		"a.yaml:11:6: invalid YAML: invalid UTF-8 (byte 0xE9); YAML files must be UTF-8: save the file as UTF-8",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -441,5 +441,36 @@ func TestExpectedDuration(t *testing.T) {
 				t.Errorf("expectedDuration = %s, want %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestBorrowWithinCohort: a tier's opt-in to take other teams' in-quota
+// work is off by default, reads its threshold tier, and names a tier that
+// exists (else an error at the field, with the tiers there are).
+func TestBorrowWithinCohort(t *testing.T) {
+	tier := func(spec string) string {
+		return minimal + "---\napiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: top}\nspec: {" + spec + "}\n"
+	}
+	set, diags, err := LoadFS(fstest.MapFS{"s.yaml": {Data: []byte(tier("value: 80"))}}, ".")
+	if err != nil || set == nil {
+		t.Fatalf("off: %v %v", err, diags)
+	}
+	if b := set.Tier("top").Spec.BorrowWithinCohort; b != nil {
+		t.Errorf("off by default: got %+v", b)
+	}
+	set, diags, err = LoadFS(fstest.MapFS{"s.yaml": {Data: []byte(tier("value: 80, borrowWithinCohort: {below: top}"))}}, ".")
+	if err != nil || set == nil {
+		t.Fatalf("on: %v %v", err, diags)
+	}
+	if b := set.Tier("top").Spec.BorrowWithinCohort; b == nil || b.Below != "top" {
+		t.Errorf("on: got %+v, want below top", b)
+	}
+	_, diags, err = LoadFS(fstest.MapFS{"s.yaml": {Data: []byte(tier("value: 80, borrowWithinCohort: {below: hihg}"))}}, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `s.yaml:26:40: tier "top": borrowWithinCohort.below: there is no PriorityTier "hihg"`
+	if diags.Errors() != 1 || !strings.HasPrefix(diags[0].String(), want) {
+		t.Errorf("a missing tier: %v; want one error starting %q", diags, want)
 	}
 }

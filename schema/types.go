@@ -64,6 +64,19 @@ type TierSpec struct {
 	Preemptible bool `json:"preemptible"`
 	// CanPreempt: workspaces of this tier may preempt lower tiers (default true).
 	CanPreempt bool `json:"canPreempt"`
+	// BorrowWithinCohort, when set, lets workspaces of this tier preempt
+	// other teams' work inside their quotas, of tiers below the named
+	// one (and below this one), as Kueue's borrowWithinCohort does; what
+	// they start so is reclaimed only by strictly higher tiers. Off (nil)
+	// by default: it breaks the victims' teams' quota guarantee.
+	BorrowWithinCohort *BorrowWithinCohort `json:"borrowWithinCohort,omitempty"`
+}
+
+// BorrowWithinCohort is a tier's opt-in to take other teams' in-quota
+// work: Below names the tier whose value bounds it; only work of tiers
+// of a lower value is taken.
+type BorrowWithinCohort struct {
+	Below string `json:"below"`
 }
 
 // Project is a team's home: a tier, members, a guaranteed quota and a

@@ -106,6 +106,7 @@ at its first start.`,
 	f.StringVar(&o.policyList, "policies", "fifo,nomad,quota,berth", "policies to compare, comma-separated, in report order")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the tier draw")
 	f.DurationVar(&o.maxWait, "max-wait", schema.DefaultPolicy().Spec.Aging.MaxWait, "berth's wait bound in the replay: aging.maxWait (0: off)")
+	f.StringVar(&o.cohortBelow, "borrow-within-cohort", "", "let berth's highest tier take other teams' in-quota work of tiers below this one (its borrowWithinCohort opt-in; off by default)")
 	f.StringVar(&o.output, "output", "table", "report format: table, json or html")
 	f.StringVar(&o.htmlPath, "html", "", "also write the HTML report to this file")
 	f.BoolVar(&o.teams, "teams", false, "after the table, each team's mean JCT and its GPUs held over what its quota entitles it to (the JSON and HTML reports always have them)")
@@ -119,6 +120,7 @@ at its first start.`,
 // simulateOptions are berth simulate's flags.
 type simulateOptions struct {
 	tracePath, format, clusterPath, policyList, output, htmlPath string
+	cohortBelow                                                  string
 	seed                                                         uint64
 	limit, verify                                                int
 	window, tick, maxWait                                        time.Duration
@@ -148,6 +150,7 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 	m := replay.DefaultMapping()
 	m.Seed = o.seed
 	m.MaxWait = o.maxWait
+	m.CohortBelow = o.cohortBelow
 	wl, err := replay.Map(jobs, gpus, perNode, m)
 	if err != nil {
 		return &exitError{Code: exitFailure, Err: err}
