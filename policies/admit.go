@@ -104,6 +104,13 @@ func (d *decider) admit(w *wsState) {
 	var victims []taken
 	var waitFor map[int32]bool // made by the first preemption
 	budget := d.policy.Preemption.MaxVictims
+	if inQuota {
+		// A quota is a promise: reclaiming it is bounded by the GPUs it
+		// needs (each victim frees one at least), not by the cap on
+		// victims, which would let borrowed work spread over 1-GPU jobs
+		// keep an in-quota gang out.
+		budget = max(budget, need)
+	}
 	if !d.policy.Preemption.Enabled {
 		budget = 0
 	}
