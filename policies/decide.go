@@ -184,7 +184,8 @@ type decider struct {
 	journal    []undo
 	guardMsg   string // set when the starvation guard made the reservation
 	// guardOverdue: the guard's pick is overdue (past Aging.MaxWait), so
-	// its reservation binds all work of its tier and lower.
+	// its reservation binds what overdueBinds says: borrowers and its own
+	// team's work, of its tier and lower.
 	guardOverdue bool
 	guardIdx     int32 // the guard's pick once it reserved; -1 none
 	// overduePick: the guard's pick when it is overdue, whether or not
