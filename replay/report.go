@@ -358,7 +358,7 @@ func (r *Report) WriteTeams(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "per team: the promise of its quota · entitlement met, the time-average of min(1, GPUs held ÷ min(demand, quota)) while it had demand · quota debt, GPU-hours its in-quota demand waited while other teams held borrowed GPUs, beyond the reclaim grace")
+	fmt.Fprintln(w, "per team: the promise of its quota · entitlement met, the time-average of min(1, GPUs held ÷ what its quota entitles it to: held plus its waiting jobs that fit in what the quota has left) while that is above 0 · quota debt, GPU-hours its in-quota demand waited while other teams held borrowed GPUs, beyond the reclaim grace")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "team\tquota\t")
 	for _, p := range r.Policies {
