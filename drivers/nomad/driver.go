@@ -59,9 +59,9 @@ type Config struct {
 	// PlacementTimeout bounds how long Apply waits to see where Nomad put
 	// a started workspace (default 30s); it waits with blocking queries.
 	PlacementTimeout time.Duration
-	// RestartDelay is the delay between the in-place restarts of a failed
-	// task whose workspace asks for restartOnFailure (default
-	// RestartDelay, 15s).
+	// RestartDelay, when set, replaces the delay between the in-place
+	// restarts of every failed task whose workspace asks for restarts
+	// (tests shorten it); zero: each spec's restart.delay.
 	RestartDelay time.Duration
 	// RequestTimeout bounds each request to Nomad, its answer included
 	// (default DefaultRequestTimeout); a blocking query gets its wait on
@@ -153,9 +153,6 @@ func New(cfg Config) (*Driver, error) {
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
-	}
-	if cfg.RestartDelay <= 0 {
-		cfg.RestartDelay = RestartDelay
 	}
 	if len(cfg.Datacenters) == 0 {
 		cfg.Datacenters = []string{"*"}
