@@ -380,8 +380,8 @@ func TestObserveTopologyAndForeignGPUs(t *testing.T) {
 		return n
 	}
 	want := []drivers.Node{
-		features(drivers.Node{Name: "down", ID: "n3", Pool: "default", Datacenter: "dc1", Eligible: true, CPUMHz: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
-		features(drivers.Node{Name: "draining", ID: "n2", Pool: "default", Datacenter: "dc1", Ready: true, CPUMHz: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
+		features(drivers.Node{Name: "down", ID: "n3", Pool: "default", Datacenter: "dc1", Eligible: true, Status: "down", CPUMHz: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
+		features(drivers.Node{Name: "draining", ID: "n2", Pool: "default", Datacenter: "dc1", Ready: true, Draining: true, CPUMHz: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
 		features(drivers.Node{Name: "plain", ID: "n1", Pool: "default", Datacenter: "dc1", Ready: true, Eligible: true, TopologyGuessed: true,
 			CPUMHz: 4490 - 100, MemoryBytes: (24105 - 300) << 20, DiskBytes: (76790 - 300) << 20,
 			GPUs: []drivers.GPU{

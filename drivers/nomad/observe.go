@@ -1,6 +1,7 @@
 package nomad
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -168,6 +169,13 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (out drivers.N
 		Name: n.Name, ID: n.ID, Pool: n.NodePool, Datacenter: n.Datacenter, Class: n.NodeClass, Meta: placementMeta(n.Meta),
 		Ready:    n.Status == "ready",
 		Eligible: n.SchedulingEligibility == "eligible" && !n.Drain && n.DrainStrategy == nil,
+		Draining: n.Drain || n.DrainStrategy != nil,
+	}
+	if !out.Ready {
+		out.Status = cmp.Or(n.Status, "unknown")
+	}
+	if ds := n.DrainStrategy; ds != nil && ds.Deadline > 0 && !ds.ForceDeadline.IsZero() {
+		out.DrainDeadline = ds.ForceDeadline.UTC()
 	}
 	// What the node offers to work, as Nomad's scheduler counts it: its
 	// CPU shares (MHz), memory and disk less what the node reserves, and
@@ -508,13 +516,13 @@ func unitBytes(u string) int64 {
 
 // exitsOf reports the ended runs of berth's jobs that berth did not stop
 // (Stop false): every allocation of the job's current version (by
-// JobModifyIndex) is terminal and ended on its own, and none of the job
-// is live. The job need not be dead yet: Nomad keeps it pending while it
-// evaluates the failed allocation (seen on a v1.6.5 agent), and berth
-// must not start it again meanwhile. When Nomad has garbage-collected the
-// allocations of a dead job, the job summary says whether any failed.
-// Runs the cluster ended (a lost node, an eviction) are not exits: berth
-// starts those again.
+// JobModifyIndex) is terminal, and none of the job is live. The job need
+// not be dead yet: Nomad keeps it pending while it evaluates the failed
+// allocation (seen on a v1.6.5 agent), and berth must not start it again
+// meanwhile. When Nomad has garbage-collected the allocations of a dead
+// job, the job summary says whether any failed. Each run is classified
+// (endOf; drivers.EndClass says what each class leads to; endRank which
+// replica's end names the run's).
 func exitsOf(data []nodeData, berth map[[2]string]*api.JobListStub) []drivers.Exit {
 	ended := map[[2]string][]*api.Allocation{}
 	live, seen := map[[2]string]bool{}, map[[2]string]bool{}
@@ -538,52 +546,83 @@ func exitsOf(data []nodeData, berth map[[2]string]*api.JobListStub) []drivers.Ex
 		if st.Stop || live[k] || (len(allocs) == 0 && (st.Status != "dead" || seen[k])) {
 			continue // running, stopped, or no run of its current version ended
 		}
-		ex := drivers.Exit{Workspace: refOf(st.Meta), SpecHash: st.Meta[MetaSpecHash]}
+		ex := drivers.Exit{Workspace: refOf(st.Meta), SpecHash: st.Meta[MetaSpecHash], Class: drivers.EndCompleted}
 		sort.Slice(allocs, func(i, j int) bool { return allocs[i].ID < allocs[j].ID })
-		byCluster := len(allocs) > 0
 		for _, a := range allocs {
-			if a.ClientStatus != "lost" && a.DesiredStatus == "run" {
-				byCluster = false
-			}
-			ts := a.TaskStates[TaskName]
-			if ts == nil {
-				continue
-			}
-			ex.Restarts = max(ex.Restarts, int(ts.Restarts))
-			if ts.FinishedAt.After(ex.At) {
-				ex.At = ts.FinishedAt.UTC()
-			}
-			if a.ClientStatus != "failed" && !ts.Failed {
-				continue
-			}
-			if !ex.Failed {
-				ex.Failed = true
-				ex.ExitCode, ex.Message = exitOf(ts)
-				if ex.Message == "" {
-					ex.Message = a.ClientDescription
+			if ts := a.TaskStates[TaskName]; ts != nil {
+				ex.Restarts = max(ex.Restarts, int(ts.Restarts))
+				if ts.FinishedAt.After(ex.At) {
+					ex.At = ts.FinishedAt.UTC()
 				}
 			}
-		}
-		if byCluster {
-			continue
+			class, code, msg := endOf(a)
+			if endRank[class] > endRank[ex.Class] {
+				ex.Class, ex.ExitCode, ex.Message, ex.Node = class, code, msg, a.NodeName
+			}
+			if ex.At.IsZero() && class == drivers.EndNodeFault && a.ModifyTime > 0 {
+				ex.At = time.Unix(0, a.ModifyTime).UTC()
+			}
 		}
 		if len(allocs) == 0 {
 			ex.Message = "Nomad no longer has its allocations"
 			if s := st.JobSummary; s != nil {
 				for _, g := range s.Summary {
-					if g.Failed > 0 || g.Lost > 0 {
-						ex.Failed = true
+					if g.Failed > 0 {
+						ex.Class = drivers.EndTaskFailed
+					} else if g.Lost > 0 && ex.Class == drivers.EndCompleted {
+						ex.Class = drivers.EndNodeFault
 					}
 				}
 			}
 		}
-		if !ex.Failed && ex.Message == "" {
+		ex.Failed = ex.Class != drivers.EndCompleted
+		if ex.Class == drivers.EndCompleted && ex.Message == "" {
 			ex.Message = "Exit Code: 0"
 		}
 		out = append(out, ex)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Workspace.Less(out[j].Workspace) })
 	return out
+}
+
+// endRank orders the classes of a run's replicas: the task's own
+// failure outweighs the node's fault, which outweighs completion.
+var endRank = map[drivers.EndClass]int{drivers.EndCompleted: 0, drivers.EndNodeFault: 1, drivers.EndTaskFailed: 2}
+
+// endOf classifies how one ended allocation of berth's ended, with its
+// exit code and Nomad's account:
+//   - Nomad ended it (its node lost or drained, an eviction): the node's
+//     fault;
+//   - it failed and its task ran (it started, or exited with a code) or
+//     failed its validation (the spec's own): the task's failure;
+//   - it failed before its task ever started (a device that could not be
+//     reserved, a driver or volume that failed, an image that would not
+//     pull): the node's fault;
+//   - else it completed.
+func endOf(a *api.Allocation) (drivers.EndClass, int, string) {
+	if a.ClientStatus == "lost" || a.DesiredStatus != "run" {
+		return drivers.EndNodeFault, 0, firstNonEmpty(a.DesiredDescription, a.ClientDescription, "its allocation was "+a.ClientStatus)
+	}
+	ts := a.TaskStates[TaskName]
+	if a.ClientStatus != "failed" && (ts == nil || !ts.Failed) {
+		return drivers.EndCompleted, 0, ""
+	}
+	if ts == nil {
+		return drivers.EndNodeFault, 0, firstNonEmpty(a.ClientDescription, "its allocation failed before its task started")
+	}
+	code, msg := exitOf(ts)
+	msg = firstNonEmpty(msg, a.ClientDescription)
+	ran := !ts.StartedAt.IsZero()
+	for _, e := range ts.Events {
+		switch e.Type {
+		case "Started", "Terminated", "Failed Validation":
+			ran = true
+		}
+	}
+	if ran {
+		return drivers.EndTaskFailed, code, msg
+	}
+	return drivers.EndNodeFault, 0, firstNonEmpty(msg, "its task failed before it started")
 }
 
 // exitOf finds the exit code and Nomad's message in a task's events: the
