@@ -7,10 +7,12 @@ package policies
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
@@ -307,8 +309,11 @@ func (d *decider) settleAllocated() {
 		if len(w.allocs) == 0 {
 			continue
 		}
-		w.moved = !w.stopping && w.spec != nil && !w.stopped && d.misplaced(w)
-		w.leaving = w.stopping || w.spec == nil || w.stopped || w.moved
+		if !w.stopping && w.spec != nil && !w.stopped {
+			w.fault = d.faultOf(w)
+			w.moved = w.fault == "" && d.misplaced(w)
+		}
+		w.leaving = w.stopping || w.spec == nil || w.stopped || w.moved || w.fault != ""
 		w.running = !w.leaving
 		if w.leaving {
 			d.markReleasing(int32(wi))
@@ -493,6 +498,54 @@ func (d *decider) misplaced(w *wsState) bool {
 		}
 	}
 	return false
+}
+
+// faultOf says why w must move off where it runs, or "": a node it runs
+// on is gone from the cluster, down or disconnected, or draining (with
+// what the drain's deadline leaves of its checkpoint grace), or a GPU it
+// holds is gone from its node or unhealthy (unless its spec says to stay
+// on an unhealthy GPU). A node that is merely ineligible keeps what runs
+// there (that is what ineligible means), and one that is initializing
+// (its client restarting) is given time.
+func (d *decider) faultOf(w *wsState) string {
+	for _, a := range w.allocs {
+		ni := d.c.nodeIndex(a.Node)
+		if ni < 0 {
+			return "moving: node " + a.Node + " is gone from the cluster"
+		}
+		n := &d.c.nodes[ni]
+		switch {
+		case !n.Ready && (n.Status == "down" || n.Status == "disconnected"):
+			return "moving: node " + n.Name + " is " + n.Status
+		case n.Draining:
+			return "moving: node " + n.Name + " is draining" + d.deadlineNote(w, n)
+		}
+		for _, id := range a.GPUs {
+			gi := slices.IndexFunc(n.GPUs, func(g drivers.GPU) bool { return g.ID == id })
+			switch {
+			case gi < 0:
+				return "moving: GPU " + id + " is gone from node " + n.Name
+			case !n.GPUs[gi].Healthy && w.spec.Spec.UnhealthyGPU != schema.GPUStay:
+				return "moving: GPU " + id + " on node " + n.Name + " is unhealthy"
+			}
+		}
+	}
+	return ""
+}
+
+// deadlineNote says what a drain's deadline leaves w: nothing to say when
+// it has none or it leaves the whole checkpoint grace; else that the work
+// since its last checkpoint is at risk.
+func (d *decider) deadlineNote(w *wsState, n *drivers.Node) string {
+	if n.DrainDeadline.IsZero() {
+		return ""
+	}
+	left, grace := n.DrainDeadline.Sub(d.now), w.spec.Spec.Checkpoint.GracePeriod
+	if left >= grace {
+		return ""
+	}
+	return fmt.Sprintf(" (its deadline, %s away, is shorter than its %s checkpoint grace: the work since its last checkpoint is at risk)",
+		max(left, 0).Round(time.Second), grace)
 }
 
 // nodeIndex finds a node by name in nodes (sorted by name), or -1.
