@@ -9,7 +9,7 @@ const LARGE_NODES = 8;    // up to this many nodes, GPU tiles are large and labe
 const MINIMAP_NODES = 24; // beyond this many, an overview map and a filter
 const ROW = 30;           // px per node row in the virtualised list
 const MAX_CHIPS = 18;     // workspaces shown per project
-const STATE_ORDER = { Failed: 0, Preempting: 1, Preempted: 2, Pending: 3, Starting: 4, Running: 5, Stopped: 6 };
+const STATE_ORDER = { Failed: 0, Preempting: 1, Moving: 1, Preempted: 2, Pending: 3, Starting: 4, Running: 5, Stopped: 6 };
 const byNodeName = new Intl.Collator("en", { numeric: true }).compare;
 
 let S = null;        // the dashboard state
