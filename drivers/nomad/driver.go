@@ -119,6 +119,9 @@ type Driver struct {
 	nodeIDs   map[string]string // node name (and ID) -> ID, from the last observation
 	lastIndex uint64
 	evicted   []Eviction
+	// stderr holds the stderr tails of the exits last reported, by
+	// allocation ID (addStderr).
+	stderr map[string]string
 	// namespaces memoizes ensureNamespace within one reconcile cycle:
 	// namespace name -> what it was ensured as (nsEnsured). Observe
 	// clears it, so a namespace changed outside berth is checked again

@@ -32,7 +32,7 @@ func TestExitsOfGarbageCollectedJob(t *testing.T) {
 	berth[[2]string{"p", "lost"}].JobModifyIndex = jmi
 	lost := &api.Allocation{ID: "a1", Namespace: "p", JobID: "lost", ClientStatus: "lost", DesiredStatus: "run",
 		Job: &api.Job{JobModifyIndex: &jmi}}
-	got := exitsOf([]nodeData{{allocs: []*api.Allocation{lost}}}, berth)
+	got, _ := exitsOf([]nodeData{{allocs: []*api.Allocation{lost}}}, berth)
 	want := []drivers.Exit{
 		{Workspace: schema.Ref{Project: "p", Name: "gone-bad"}, Failed: true, Message: "Nomad no longer has its allocations", SpecHash: "h-gone-bad", Class: drivers.EndTaskFailed},
 		{Workspace: schema.Ref{Project: "p", Name: "gone-ok"}, Message: "Nomad no longer has its allocations", SpecHash: "h-gone-ok", Class: drivers.EndCompleted},

@@ -117,7 +117,9 @@ func (d *Driver) observe(ctx context.Context) (drivers.Snapshot, bool, error) {
 		ids[node.Name] = node.ID
 		ids[node.ID] = node.ID
 	}
-	snap.Exits = exitsOf(data, berth)
+	var failed []*api.Allocation
+	snap.Exits, failed = exitsOf(data, berth)
+	d.addStderr(ctx, snap.Exits, failed)
 	sort.Slice(snap.Nodes, func(i, j int) bool { return snap.Nodes[i].Name < snap.Nodes[j].Name })
 	sort.Slice(snap.Allocs, func(i, j int) bool {
 		a, b := snap.Allocs[i], snap.Allocs[j]
@@ -523,7 +525,10 @@ func unitBytes(u string) int64 {
 // job, the job summary says whether any failed. Each run is classified
 // (endOf; drivers.EndClass says what each class leads to; endRank which
 // replica's end names the run's).
-func exitsOf(data []nodeData, berth map[[2]string]*api.JobListStub) []drivers.Exit {
+//
+// by holds, for each exit, the allocation whose end names the run (nil
+// when Nomad no longer has any).
+func exitsOf(data []nodeData, berth map[[2]string]*api.JobListStub) (out []drivers.Exit, by []*api.Allocation) {
 	ended := map[[2]string][]*api.Allocation{}
 	live, seen := map[[2]string]bool{}, map[[2]string]bool{}
 	for _, nd := range data {
@@ -540,7 +545,7 @@ func exitsOf(data []nodeData, berth map[[2]string]*api.JobListStub) []drivers.Ex
 			}
 		}
 	}
-	var out []drivers.Exit
+	byRef := map[schema.Ref]*api.Allocation{}
 	for k, st := range berth {
 		allocs := ended[k]
 		if st.Stop || live[k] || (len(allocs) == 0 && (st.Status != "dead" || seen[k])) {
@@ -556,8 +561,9 @@ func exitsOf(data []nodeData, berth map[[2]string]*api.JobListStub) []drivers.Ex
 				}
 			}
 			class, code, msg := endOf(a)
-			if endRank[class] > endRank[ex.Class] {
+			if endRank[class] > endRank[ex.Class] || byRef[ex.Workspace] == nil {
 				ex.Class, ex.ExitCode, ex.Message, ex.Node = class, code, msg, a.NodeName
+				byRef[ex.Workspace] = a
 			}
 			if ex.At.IsZero() && class == drivers.EndNodeFault && a.ModifyTime > 0 {
 				ex.At = time.Unix(0, a.ModifyTime).UTC()
@@ -582,7 +588,35 @@ func exitsOf(data []nodeData, berth map[[2]string]*api.JobListStub) []drivers.Ex
 		out = append(out, ex)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Workspace.Less(out[j].Workspace) })
-	return out
+	by = make([]*api.Allocation, len(out))
+	for i := range out {
+		by[i] = byRef[out[i].Workspace]
+	}
+	return out, by
+}
+
+// addStderr gives each exit of the task's own failure the last lines its
+// task wrote to stderr, read once per allocation (d.stderr keeps them for
+// the exits still reported, so an idle cycle reads none).
+func (d *Driver) addStderr(ctx context.Context, exits []drivers.Exit, by []*api.Allocation) {
+	d.mu.Lock()
+	old := d.stderr
+	d.mu.Unlock()
+	keep := map[string]string{}
+	for i := range exits {
+		a := by[i]
+		if exits[i].Class != drivers.EndTaskFailed || a == nil {
+			continue
+		}
+		s, ok := old[a.ID]
+		if !ok {
+			s = d.stderrTail(ctx, a)
+		}
+		keep[a.ID], exits[i].Stderr = s, s
+	}
+	d.mu.Lock()
+	d.stderr = keep
+	d.mu.Unlock()
 }
 
 // endRank orders the classes of a run's replicas: the task's own
