@@ -34,7 +34,8 @@ type endsOutcome struct {
 type retry struct {
 	end     drivers.Exit
 	attempt int
-	until   time.Time // zero: it may start now
+	until   time.Time     // zero: it may start now
+	ranFor  time.Duration // how long it had run (EndStatus.RanFor)
 }
 
 // settleEnds counts the ends this snapshot shows for the first time
@@ -67,13 +68,16 @@ func (l *Loop) settleEnds(set *schema.Set, snap *drivers.Snapshot, now time.Time
 			}
 			rec.status.LastEnd = &EndStatus{Class: e.Class.String(), At: e.At, Node: e.Node, ExitCode: e.ExitCode,
 				Message: e.Message, Stderr: e.Stderr, Restarts: e.Restarts, Attempts: rec.faults}
+			if rec.status.State == StateRunning {
+				rec.status.LastEnd.RanFor = Seconds(max(0, cmpOr(e.At, now).Sub(rec.status.Since)))
+			}
 			l.cfg.Metrics.ended(e.Class)
 		}
 		if e.Class != drivers.EndNodeFault || rec.faults > drivers.NodeFaultAttempts {
 			continue
 		}
 		delete(out.finished, ref)
-		r := retry{end: e, attempt: rec.faults}
+		r := retry{end: e, attempt: rec.faults, ranFor: rec.status.LastEnd.RanFor.D()}
 		if until := e.At.Add(drivers.NodeFaultWait(rec.faults)); !e.At.IsZero() && now.Before(until) {
 			r.until = until
 		}
@@ -83,6 +87,14 @@ func (l *Loop) settleEnds(set *schema.Set, snap *drivers.Snapshot, now time.Time
 		out.retrying[ref] = r
 	}
 	return out
+}
+
+// cmpOr is t, or def when t is zero.
+func cmpOr(t, def time.Time) time.Time {
+	if t.IsZero() {
+		return def
+	}
+	return t
 }
 
 // faultWhere names what ended a run of the node's fault, for a reason.
@@ -100,7 +112,11 @@ func faultWhere(e drivers.Exit) string {
 // retryReason is why a workspace whose run its node ended is starting
 // again, or waits to.
 func retryReason(r retry) string {
-	s := fmt.Sprintf("moving: %s; the node's fault, not the task's: berth starts it again elsewhere", faultWhere(r.end))
+	s := fmt.Sprintf("moving: %s", faultWhere(r.end))
+	if r.ranFor > 0 {
+		s += fmt.Sprintf(" after %s of running: its work since its last checkpoint is lost", round(r.ranFor))
+	}
+	s += "; the node's fault, not the task's: berth starts it again elsewhere"
 	if !r.until.IsZero() {
 		s += " at " + r.until.UTC().Format(time.TimeOnly) + " UTC"
 	}

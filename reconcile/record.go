@@ -153,6 +153,8 @@ func nextState(in stateInput) stateOutput {
 			out.State, out.PreemptedBy, out.ReasonKind, out.Reason = StatePreempting, &by, policies.ReasonPreempted.String(), pre.Reason
 		} else if wd := in.Decision; wd != nil && wd.Reason.Kind == policies.ReasonMoving {
 			out.State, out.ReasonKind, out.Reason = StateMoving, reasonKindMoving, wd.Reason.Message
+		} else if in.Prev == StateMoving {
+			out.State, out.ReasonKind, out.Reason = StateMoving, reasonKindMoving, in.PrevReason
 		} else {
 			out.State, out.ReasonKind, out.Reason = StateStopped, policies.ReasonStopped.String(), reasonStopping
 		}

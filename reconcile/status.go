@@ -244,6 +244,10 @@ type EndStatus struct {
 	// node's fault, how many ends of the node's fault came in a row.
 	Restarts int `json:"restarts,omitempty"`
 	Attempts int `json:"attempts,omitempty"`
+	// RanFor is how long it had been Running when it ended, as berth saw
+	// it (zero: it never ran): what is at risk back to its last
+	// checkpoint when the driver does not report progress.
+	RanFor Seconds `json:"ranForSeconds,omitempty"`
 }
 
 // Ref returns the workspace's reference.

@@ -24,8 +24,14 @@ eval "$("$kit/up" -n 2 -g 4 -p "$port" "$dir")"
 trap '"$kit/down" "$dir" >/dev/null 2>&1 || true' EXIT
 echo "e2e: Nomad v${NOMAD_DEV_VERSION:-1.6.5} at $NOMAD_ADDR (2 nodes, 4 fake GPUs each)"
 export NOMAD_ADDR
+# The bad-day tests fail GPUs and nodes of this cluster (its directory),
+# and report what they measure to a file printed at the end.
+export NOMAD_DEV_DIR=$dir E2E_REPORT=$dir/report.txt
 # go-nvml's header marks calls berth never makes as deprecated: keep cgo
 # quiet (make exports the same when e2e runs through it).
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}"
-go test -count=1 -p 1 -timeout 30m -run "${E2E_RUN:-^TestReal}" ./... 2>&1 | grep -v 'no test files' | grep -v '^ok .*\[no tests to run\]'
+rc=0
+go test -count=1 -p 1 -timeout 30m -run "${E2E_RUN:-^TestReal}" ./... 2>&1 | grep -v 'no test files' | grep -v '^ok .*\[no tests to run\]' || rc=$?
+if [ -s "$E2E_REPORT" ]; then echo "e2e: measured"; sed 's/^/  /' "$E2E_REPORT"; fi
 echo "e2e: $(( $(date +%s) - started )) s wall"
+exit $rc
