@@ -40,7 +40,8 @@ type retry struct {
 
 // settleEnds counts the ends this snapshot shows for the first time
 // (each run's end once: a workspace holding allocations again clears
-// endSeen), resets the count of node's faults in a row of a workspace
+// endSeen, and an end at another time than the last is another, even
+// when no snapshot saw the run between them), resets the count of node's faults in a row of a workspace
 // seen running, and sorts the ends into those that are final and the
 // node's faults that are retried. The caller holds no lock.
 func (l *Loop) settleEnds(set *schema.Set, snap *drivers.Snapshot, now time.Time) endsOutcome {
@@ -61,7 +62,7 @@ func (l *Loop) settleEnds(set *schema.Set, snap *drivers.Snapshot, now time.Time
 			rec = &record{status: WorkspaceStatus{Project: ref.Project, Name: ref.Name}}
 			l.records[ref] = rec
 		}
-		if !rec.endSeen {
+		if last := rec.status.LastEnd; !rec.endSeen || last == nil || (!e.At.IsZero() && !e.At.Equal(last.At)) {
 			rec.endSeen = true
 			if e.Class == drivers.EndNodeFault {
 				rec.faults++
