@@ -51,6 +51,7 @@ func newDecider(in Input) *decider {
 	d.attachAllocs(snap, projIdx)
 	d.measureNodes(snap)
 	d.settleAllocated()
+	d.avoidFaultyNodes(snap)
 	queuedSince := func(w *wsState) { d.setQueuedSince(w, &hist) }
 	d.ageQueued(queuedSince)
 	d.readLabels(&hist)
@@ -500,6 +501,20 @@ func (d *decider) misplaced(w *wsState) bool {
 	return false
 }
 
+// avoidFaultyNodes marks each workspace whose last run its node ended
+// (a node-fault exit) to start elsewhere when another node fits
+// (wsState.avoid).
+func (d *decider) avoidFaultyNodes(snap *drivers.Snapshot) {
+	for _, e := range snap.Exits {
+		if e.Class != drivers.EndNodeFault || e.Node == "" {
+			continue
+		}
+		if wi, ni := d.find(e.Workspace), d.c.nodeIndex(e.Node); wi >= 0 && ni >= 0 {
+			d.ws[wi].avoid = int32(ni) + 1
+		}
+	}
+}
+
 // faultOf says why w must move off where it runs, or "": a node it runs
 // on is gone from the cluster, down or disconnected, or draining (with
 // what the drain's deadline leaves of its checkpoint grace), or a GPU it
@@ -521,7 +536,7 @@ func (d *decider) faultOf(w *wsState) string {
 			return "moving: node " + n.Name + " is draining" + d.deadlineNote(w, n)
 		}
 		for _, id := range a.GPUs {
-			gi := slices.IndexFunc(n.GPUs, func(g drivers.GPU) bool { return g.ID == id })
+			gi := gpuIndex(n.GPUs, id)
 			switch {
 			case gi < 0:
 				return "moving: GPU " + id + " is gone from node " + n.Name
@@ -531,6 +546,16 @@ func (d *decider) faultOf(w *wsState) string {
 		}
 	}
 	return ""
+}
+
+// gpuIndex is the index of the GPU with id in gpus, or -1.
+func gpuIndex(gpus []drivers.GPU, id string) int {
+	for i := range gpus {
+		if gpus[i].ID == id {
+			return i
+		}
+	}
+	return -1
 }
 
 // deadlineNote says what a drain's deadline leaves w: nothing to say when

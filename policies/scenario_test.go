@@ -120,6 +120,7 @@ func TestScenarios(t *testing.T) {
 //	                    (GPU IDs are g0…gN-1, split evenly into domains/NUMA)
 //	               alloc PROJECT/NAME node=N gpus=I,J [replica=R] [phase=running|starting|stopping]
 //	                     [started=-1h] [checkpoint=-5m] [cpu=CORES] [mem=SIZE]
+//	               exit PROJECT/NAME class=completed|task-failed|node-fault [node=N]
 //	-- history --  usageAt -1h | usage PROJECT GPU-SECONDS | queued PROJECT/NAME -30m
 //	               preempted PROJECT/NAME by=PROJECT/NAME at=-5m
 //	               admitted PROJECT/NAME in-quota|borrowing
@@ -542,6 +543,16 @@ func parseCluster(text string, now time.Time) (*drivers.Snapshot, error) {
 				}
 			}
 			snap.Allocs = append(snap.Allocs, a)
+		case "exit":
+			ref, err := parseRef(f.words[1])
+			if err != nil {
+				return nil, err
+			}
+			e := drivers.Exit{Workspace: ref, Node: f.kv["node"], Failed: f.kv["class"] != "completed"}
+			if err := e.Class.UnmarshalText([]byte(f.kv["class"])); err != nil {
+				return nil, err
+			}
+			snap.Exits = append(snap.Exits, e)
 		default:
 			return nil, fmt.Errorf("unknown line %q", l)
 		}
