@@ -36,6 +36,9 @@ type retry struct {
 	attempt int
 	until   time.Time     // zero: it may start now
 	ranFor  time.Duration // how long it had run (EndStatus.RanFor)
+	// nodeStatus is why its node is not ready ("down", "disconnected"),
+	// or "" when it is (or is gone from the snapshot).
+	nodeStatus string
 }
 
 // settleEnds counts the ends this snapshot shows for the first time
@@ -70,7 +73,13 @@ func (l *Loop) settleEnds(set *schema.Set, snap *drivers.Snapshot, now time.Time
 			rec.status.LastEnd = &EndStatus{Class: e.Class.String(), At: e.At, Node: e.Node, ExitCode: e.ExitCode,
 				Message: e.Message, Stderr: e.Stderr, Restarts: e.Restarts, Attempts: rec.faults}
 			if rec.status.State == StateRunning {
-				rec.status.LastEnd.RanFor = Seconds(max(0, cmpOr(e.At, now).Sub(rec.status.Since)))
+				ran := max(0, cmpOr(e.At, now).Sub(rec.status.Since))
+				rec.status.LastEnd.RanFor = Seconds(ran)
+				if e.Class == drivers.EndNodeFault && rec.lastProgress == 0 { // a driver that reports progress counts it on resume
+					lost := lostSinceCheckpoint(set.Workspace(ref), ran)
+					rec.status.WorkLost += Seconds(lost)
+					l.cfg.Metrics.lost(set, ref, lost)
+				}
 			}
 			l.cfg.Metrics.ended(e.Class)
 		}
@@ -78,7 +87,7 @@ func (l *Loop) settleEnds(set *schema.Set, snap *drivers.Snapshot, now time.Time
 			continue
 		}
 		delete(out.finished, ref)
-		r := retry{end: e, attempt: rec.faults, ranFor: rec.status.LastEnd.RanFor.D()}
+		r := retry{end: e, attempt: rec.faults, ranFor: rec.status.LastEnd.RanFor.D(), nodeStatus: nodeStatus(snap, e.Node)}
 		if until := e.At.Add(drivers.NodeFaultWait(rec.faults)); !e.At.IsZero() && now.Before(until) {
 			r.until = until
 		}
@@ -88,6 +97,28 @@ func (l *Loop) settleEnds(set *schema.Set, snap *drivers.Snapshot, now time.Time
 		out.retrying[ref] = r
 	}
 	return out
+}
+
+// lostSinceCheckpoint is the work a run of ran loses when it ends
+// without its checkpoint signal: what it did since its last periodic
+// checkpoint (spec.checkpoint.interval), all of it when it has none.
+// The driver reports no progress (Nomad): this is the best berth knows.
+func lostSinceCheckpoint(w *schema.Workspace, ran time.Duration) time.Duration {
+	if w == nil || w.Spec.Checkpoint.Interval <= 0 {
+		return ran
+	}
+	return ran % w.Spec.Checkpoint.Interval
+}
+
+// nodeStatus is the status of the node named name in snap when it is
+// not ready, else "".
+func nodeStatus(snap *drivers.Snapshot, name string) string {
+	for i := range snap.Nodes {
+		if n := &snap.Nodes[i]; n.Name == name && !n.Ready {
+			return n.Status
+		}
+	}
+	return ""
 }
 
 // cmpOr is t, or def when t is zero.
@@ -113,9 +144,15 @@ func faultWhere(e drivers.Exit) string {
 // retryReason is why a workspace whose run its node ended is starting
 // again, or waits to.
 func retryReason(r retry) string {
-	s := fmt.Sprintf("moving: %s", faultWhere(r.end))
+	s := "moving: " + faultWhere(r.end)
+	if r.nodeStatus != "" {
+		s = fmt.Sprintf("moving: node %s is %s", r.end.Node, r.nodeStatus)
+		if r.end.Message != "" {
+			s += " (" + r.end.Message + ")"
+		}
+	}
 	if r.ranFor > 0 {
-		s += fmt.Sprintf(" after %s of running: its work since its last checkpoint is lost", round(r.ranFor))
+		s += fmt.Sprintf("; it had run %s, and what it did since its last checkpoint is lost", round(r.ranFor))
 	}
 	s += "; the node's fault, not the task's: berth starts it again elsewhere"
 	if !r.until.IsZero() {

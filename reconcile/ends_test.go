@@ -134,8 +134,13 @@ func TestDrainMovesWithItsGrace(t *testing.T) {
 		if max := grace + sim.DefaultStartDelay + 5*time.Second; took > max {
 			t.Errorf("running elsewhere %s after the move; want within its grace plus one start (%s)", took, max)
 		}
-		if st := h.status(t, ref); !strings.HasPrefix(st.Reason, "moved: node "+from+" is draining") && st.State == StateRunning {
-			t.Logf("running elsewhere: %q", st.Reason)
+		detail, _ := h.loop.Workspace(ref)
+		said := false
+		for _, tr := range detail.History {
+			said = said || (tr.To == StateStarting && tr.Reason == "moved: node "+from+" is draining")
+		}
+		if !said {
+			t.Errorf("no Starting transition said it moved off the draining node: %+v", detail.History)
 		}
 		if got := failures(h.loop, "node-fault"); got != 0 {
 			t.Errorf("berth_workspace_failures_total{class=node-fault} = %v; a move berth made is no failure", got)
@@ -268,4 +273,36 @@ func slicesEqual(a, b []time.Duration) bool {
 		}
 	}
 	return true
+}
+
+// TestNodeFaultCountsWorkSinceCheckpoint: where the driver reports no
+// progress (Nomad), a run its node ended loses what it did since its last
+// periodic checkpoint, all of its run without one; the reason says so.
+func TestNodeFaultCountsWorkSinceCheckpoint(t *testing.T) {
+	for _, tt := range []struct {
+		interval, want time.Duration
+	}{{0, 10 * time.Minute}, {3 * time.Minute, time.Minute}} {
+		c := sim.New(sim.Spec{}, sim.NewScaledClock(1))
+		l, err := New(Config{Source: &fakeSource{rev: "r1"}, Cluster: c, Store: c, Load: testSets{}.load})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := workspace("med", "train", schema.DesiredRunning)
+		w.Spec.Checkpoint.Interval = tt.interval
+		set := withWorkspaces(w)
+		at := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+		l.records[w.Ref()] = &record{status: WorkspaceStatus{Project: "med", Name: "train", State: StateRunning, Since: at}, held: true}
+		snap := &drivers.Snapshot{
+			Nodes: []drivers.Node{{Name: "n", Status: "down"}},
+			Exits: []drivers.Exit{{Workspace: w.Ref(), Failed: true, Class: drivers.EndNodeFault, Node: "n",
+				Message: "alloc is lost since its node is down", At: at.Add(10 * time.Minute), SpecHash: drivers.Fingerprint(&w.Spec)}}}
+		o := l.settleEnds(set, snap, at.Add(10*time.Minute))
+		if got := l.records[w.Ref()].status.WorkLost.D(); got != tt.want {
+			t.Errorf("interval %s: work lost %s, want %s", tt.interval, got, tt.want)
+		}
+		want := "moving: node n is down (alloc is lost since its node is down); it had run 10m0s, and what it did since its last checkpoint is lost;"
+		if got := retryReason(o.retrying[w.Ref()]); !strings.HasPrefix(got, want) {
+			t.Errorf("reason %q, want it to start %q", got, want)
+		}
+	}
 }
