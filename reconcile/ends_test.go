@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -232,7 +233,7 @@ func TestNodeFaultsBackOffThenFail(t *testing.T) {
 		l.settleEnds(set, held, at) // started again: its next end is another
 	}
 	want := []time.Duration{0, 10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second}
-	if !slicesEqual(waits, want) {
+	if !slices.Equal(waits, want) {
 		t.Errorf("backoffs %v, want %v", waits, want)
 	}
 	snap := end(9)
@@ -261,18 +262,6 @@ func failures(l *Loop, class string) float64 {
 	var m dto.Metric
 	_ = l.cfg.Metrics.failures.WithLabelValues(class).Write(&m)
 	return m.GetCounter().GetValue()
-}
-
-func slicesEqual(a, b []time.Duration) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestNodeFaultCountsWorkSinceCheckpoint: where the driver reports no

@@ -420,22 +420,9 @@ func TestExpectedDuration(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			src := minimal
-			if tt.field != "" {
-				src += "  " + tt.field + "\n"
-			}
-			set, diags, err := LoadFS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tt.err != "" {
-				if len(diags) != 1 || !strings.Contains(diags[0].String(), tt.err) {
-					t.Fatalf("diagnostics %v; want one containing %q", diags, tt.err)
-				}
-				return
-			}
+			set := loadWithSpecLines(t, tt.field, tt.err)
 			if set == nil {
-				t.Fatalf("diagnostics: %v", diags)
+				return
 			}
 			if got := set.Workspaces[0].Spec.ExpectedDuration; got != tt.want {
 				t.Errorf("expectedDuration = %s, want %s", got, tt.want)
@@ -469,26 +456,38 @@ func TestRestartAndUnhealthyGPU(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			src := minimal
-			if tt.fields != "" {
-				src += "  " + tt.fields + "\n"
-			}
-			set, diags, err := LoadFS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tt.err != "" {
-				if len(diags) != 1 || !strings.Contains(diags[0].String(), tt.err) {
-					t.Fatalf("diagnostics %v; want one containing %q", diags, tt.err)
-				}
-				return
-			}
+			set := loadWithSpecLines(t, tt.fields, tt.err)
 			if set == nil {
-				t.Fatalf("diagnostics: %v", diags)
+				return
 			}
 			if got := set.Workspaces[0].Spec; got.Restart != tt.want || got.UnhealthyGPU != tt.unhealthy {
 				t.Errorf("restart %+v, unhealthyGPU %q; want %+v, %q", got.Restart, got.UnhealthyGPU, tt.want, tt.unhealthy)
 			}
 		})
 	}
+}
+
+// loadWithSpecLines loads minimal with lines added to its workspace's
+// spec. With wantErr it checks that the load gives one diagnostic
+// containing it and returns nil; without, it returns the set.
+func loadWithSpecLines(t *testing.T, lines, wantErr string) *Set {
+	t.Helper()
+	src := minimal
+	if lines != "" {
+		src += "  " + lines + "\n"
+	}
+	set, diags, err := LoadFS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantErr != "" {
+		if len(diags) != 1 || !strings.Contains(diags[0].String(), wantErr) {
+			t.Fatalf("diagnostics %v; want one containing %q", diags, wantErr)
+		}
+		return nil
+	}
+	if set == nil {
+		t.Fatalf("diagnostics: %v", diags)
+	}
+	return set
 }
