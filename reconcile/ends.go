@@ -44,9 +44,10 @@ type retry struct {
 // settleEnds counts the ends this snapshot shows for the first time
 // (each run's end once: a workspace holding allocations again clears
 // endSeen, and an end at another time than the last is another, even
-// when no snapshot saw the run between them), resets the count of node's faults in a row of a workspace
-// seen running, and sorts the ends into those that are final and the
-// node's faults that are retried. The caller holds no lock.
+// when no snapshot saw the run between them), resets the count of the
+// node's faults in a row of a workspace seen running, and sorts the ends
+// into those that are final and the node's faults that are retried. The
+// caller holds no lock.
 func (l *Loop) settleEnds(set *schema.Set, snap *drivers.Snapshot, now time.Time) endsOutcome {
 	out := endsOutcome{finished: plan.Ended(set, snap)}
 	l.mu.Lock()

@@ -84,9 +84,9 @@ const (
 	reasonNotInSpecs  = "no longer in the specs"
 	reasonWantStopped = "the specs want it stopped"
 	reasonWaitingGPUs = "waiting for the GPUs it needs to be freed"
-	// ReasonKindMoving is the reason kind of a workspace that moves off
-	// a node or GPU that failed (policies.ReasonMoving), or that starts
-	// again after its node ended its run.
+	// reasonKindMoving is the reason kind (policies.ReasonMoving's name)
+	// of a workspace that moves off a node or GPU that failed, or that
+	// starts again after its node ended its run.
 	reasonKindMoving = "moving"
 )
 
