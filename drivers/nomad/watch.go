@@ -83,18 +83,30 @@ func (d *Driver) WaitForChange(ctx context.Context, wait time.Duration) error {
 // doubling to 30 s while it keeps breaking). So a busy loop costs Nomad
 // one connection, never a pile of cancelled blocking queries that it holds
 // until they time out (its per-address limit then refuses everyone).
+//
+// The same stream keeps the driver's cache current (follow.go): while it
+// follows from the last full read, Observe answers from the cache.
 func (d *Driver) Watch(ctx context.Context) <-chan struct{} {
 	ch := make(chan struct{}, 1)
 	go func() {
 		defer close(ch)
 		pause := time.Second
 		for ctx.Err() == nil {
-			from := d.observedIndex()
-			if from > 0 {
-				from++
+			// From the installed read's index when there is one, so the
+			// stream follows it; else from what the last Observe saw.
+			d.cache.mu.Lock()
+			from := d.cache.from
+			if !d.cache.live {
+				from = 0
+			}
+			d.cache.mu.Unlock()
+			if from == 0 {
+				if from = d.observedIndex(); from > 0 {
+					from++
+				}
 			}
 			got := false
-			err := d.stream(ctx, from, func(idx uint64) bool {
+			err := d.follow(ctx, from, func(idx uint64) bool {
 				got = true
 				if idx > d.observedIndex() {
 					select {
@@ -107,7 +119,13 @@ func (d *Driver) Watch(ctx context.Context) <-chan struct{} {
 			if ctx.Err() != nil {
 				return
 			}
-			if got && err == nil {
+			if err == nil {
+				// Ended on purpose: a full read wants a stream from its
+				// index. Start it at once.
+				pause = time.Second
+				continue
+			}
+			if got {
 				pause = time.Second
 			}
 			_ = sleep(ctx, pause)
