@@ -24,6 +24,8 @@ eval "$("$kit/up" -n 2 -g 4 -p "$port" "$dir")"
 trap '"$kit/down" "$dir" >/dev/null 2>&1 || true' EXIT
 echo "e2e: Nomad v${NOMAD_DEV_VERSION:-1.6.5} at $NOMAD_ADDR (2 nodes, 4 fake GPUs each)"
 export NOMAD_ADDR
+# The cluster's directory: TestRealFollowedSnapshotEqualsFullRead stops a client in it.
+export BERTH_E2E_NOMAD_DIR="$dir"
 # go-nvml's header marks calls berth never makes as deprecated: keep cgo
 # quiet (make exports the same when e2e runs through it).
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}"
