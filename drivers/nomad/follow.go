@@ -25,8 +25,9 @@ import (
 // an Observe builds its snapshot from the cache without a request: an idle
 // cycle costs Nomad nothing, however many nodes it has. The cache is
 // dropped, and the next Observe reads whole again, on a gap: the stream
-// broke or was refused (a leader change ends it), or its index went back
-// (a restored or reset server); and every Resync.
+// broke or was refused (a leader change ends it; the next read starts
+// once a new stream is open), or its index went back (a restored or reset
+// server); and every Resync.
 //
 // An allocation's event carries neither its job nor its job's version
 // (Nomad strips both), so the cache keeps each berth job's versions whole,
@@ -68,12 +69,12 @@ type cachedAlloc struct {
 // clusterCache is what the driver knows of the cluster between reads.
 type clusterCache struct {
 	mu sync.Mutex
-	// live: a full read is installed. following: a stream that started
-	// at or before that read's index has followed it since, without a
-	// gap; only then does Observe build from the cache.
+	// live: a full read is installed. following: the stream was
+	// connected before that read began and has followed it since, without
+	// a gap; only then does Observe build from the cache.
 	live, following bool
-	// index is the highest index the cache reflects; from is where a
-	// stream must start to miss nothing since the installed read.
+	// index is the highest index the cache reflects; from is one past
+	// the lowest index the installed read's lists answered at.
 	index, from uint64
 	readAt      time.Time
 	nodes       map[string]*api.Node
@@ -87,10 +88,10 @@ type clusterCache struct {
 	// wait in pending and are applied over it once installed.
 	reading bool
 	pending []streamBatch
-	// streamFrom is where the connected stream started (0: none, or one
-	// that started at the newest index); restart ends it.
-	streamFrom uint64
-	restart    context.CancelFunc
+	// connected: a stream is open; streamSeq counts the streams opened,
+	// lastBatch is the index of the open stream's last batch.
+	connected            bool
+	streamSeq, lastBatch uint64
 	// Counters for tests and the fleet benchmark.
 	fullReads, cachedReads int
 }
@@ -208,6 +209,8 @@ func (d *Driver) fullRead(ctx context.Context) error {
 	c := d.cache
 	c.mu.Lock()
 	c.reading, c.pending = true, nil
+	// Only a stream open before the read began has every event since.
+	wasConnected, seq := c.connected, c.streamSeq
 	c.mu.Unlock()
 	installed := false
 	defer func() {
@@ -275,11 +278,7 @@ func (d *Driver) fullRead(ctx context.Context) error {
 		c.jobs[jobKey{j.Namespace, j.ID}] = j
 	}
 	c.index, c.from, c.readAt, c.live = hi, lo+1, time.Now(), true
-	// A stream that started at or before this read's index covers it.
-	c.following = c.streamFrom != 0 && c.streamFrom <= c.from
-	if !c.following && c.restart != nil {
-		c.restart()
-	}
+	c.following = wasConnected && c.connected && c.streamSeq == seq
 	for _, b := range c.pending {
 		c.applyLocked(b)
 	}
@@ -303,22 +302,22 @@ func allocOfStub(s *api.AllocationListStub) *api.Allocation {
 }
 
 // apply moves the cache on by one batch of events. It reports false on a
-// gap (the index went back): the cache is dropped.
+// gap (the stream's index went back: the server's state was reset or
+// restored): the cache is dropped.
 func (c *clusterCache) apply(b streamBatch) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if b.Index < c.lastBatch {
+		c.live, c.following = false, false
+		return false
+	}
+	c.lastBatch = b.Index
 	if c.reading {
 		c.pending = append(c.pending, b)
 		return true
 	}
 	if !c.live {
 		return true
-	}
-	if b.Index+1 < c.from {
-		// Before the read this stream follows: the server's index was
-		// reset (a restored snapshot, a new cluster).
-		c.live, c.following = false, false
-		return false
 	}
 	c.applyLocked(b)
 	return true
@@ -614,25 +613,15 @@ func (d *Driver) readVersions(ctx context.Context, vk versionKey) error {
 // nil when ctx ended or seen stopped it). Heartbeats are not batches. It
 // reads the stream itself, not through the api package's EventStream,
 // whose decoder rounds the payloads' nanosecond times through float64.
+//
+// The cache follows the stream only from the next full read on: whatever
+// index a stream starts from, Nomad's event buffer may no longer hold all
+// that came since, but a read that begins while the stream is open misses
+// nothing (the events that come during the read are applied over it).
 func (d *Driver) follow(ctx context.Context, index uint64, seen func(uint64) bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c := d.cache
-	c.mu.Lock()
-	if c.restart != nil {
-		c.restart()
-	}
-	c.streamFrom, c.restart = index, cancel
-	// A stream from the read's index (or before it) follows the read.
-	c.following = c.live && index != 0 && index <= c.from
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		if c.streamFrom == index {
-			c.streamFrom, c.restart, c.following = 0, nil, false
-		}
-		c.mu.Unlock()
-	}()
 	q := (&api.QueryOptions{Namespace: "*", Params: map[string]string{"index": strconv.FormatUint(index, 10)}}).WithContext(ctx)
 	body, err := d.client.Raw().Response("/v1/event/stream?topic=Node:*&topic=Job:*&topic=Allocation:*", q)
 	if err != nil {
@@ -642,6 +631,18 @@ func (d *Driver) follow(ctx context.Context, index uint64, seen func(uint64) boo
 		return wrap(err, schema.Ref{}, "follow the event stream")
 	}
 	defer body.Close()
+	c.mu.Lock()
+	c.streamSeq++
+	seq := c.streamSeq
+	c.connected, c.following, c.lastBatch = true, false, 0
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		if c.streamSeq == seq {
+			c.connected, c.following = false, false
+		}
+		c.mu.Unlock()
+	}()
 	dec := json.NewDecoder(body)
 	for {
 		var b streamBatch

@@ -23,6 +23,12 @@ func following(t *testing.T, d *nomad.Driver) {
 	wctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	d.Watch(wctx)
+	awaitCache(t, d)
+}
+
+// awaitCache observes until an Observe is answered from the cache.
+func awaitCache(t *testing.T, d *nomad.Driver) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		before := d.FollowStats().CachedReads
@@ -173,3 +179,35 @@ func TestFollowedSnapshotEqualsFullRead(t *testing.T) {
 }
 
 func fakeNodeID(n int) string { return fmt.Sprintf("%08x-aaaa-4bbb-8ccc-%012x", n+1, n+1) }
+
+// TestDroppedStreamReadsWhole: when the stream drops, a change made
+// meanwhile is not lost: the next Observe reads the cluster whole, and the
+// cache follows again once a new stream is open.
+func TestDroppedStreamReadsWhole(t *testing.T) {
+	h, _, nodes := newHooked(t)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	d := realnomad.NewDriver(t, nomad.Config{Address: srv.URL})
+	following(t, d)
+	srv.CloseClientConnections() // the stream drops
+	h.SetNodeStatus(fakeNodeID(0), "ready", false)
+	deadline := time.Now().Add(5 * time.Second)
+	before := d.FollowStats()
+	for {
+		snap, err := d.Observe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Nodes[0].Name == nodes[0].Name && !snap.Nodes[0].Eligible {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node made ineligible while the stream was down never showed (%+v)", d.FollowStats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if after := d.FollowStats(); after.FullReads == before.FullReads {
+		t.Errorf("the change was seen without a full read after the stream dropped (%+v, then %+v)", before, after)
+	}
+	awaitCache(t, d) // and it follows again, from the same Watch
+}

@@ -92,18 +92,9 @@ func (d *Driver) Watch(ctx context.Context) <-chan struct{} {
 		defer close(ch)
 		pause := time.Second
 		for ctx.Err() == nil {
-			// From the installed read's index when there is one, so the
-			// stream follows it; else from what the last Observe saw.
-			d.cache.mu.Lock()
-			from := d.cache.from
-			if !d.cache.live {
-				from = 0
-			}
-			d.cache.mu.Unlock()
-			if from == 0 {
-				if from = d.observedIndex(); from > 0 {
-					from++
-				}
+			from := d.observedIndex()
+			if from > 0 {
+				from++
 			}
 			got := false
 			err := d.follow(ctx, from, func(idx uint64) bool {
@@ -119,13 +110,7 @@ func (d *Driver) Watch(ctx context.Context) <-chan struct{} {
 			if ctx.Err() != nil {
 				return
 			}
-			if err == nil {
-				// Ended on purpose: a full read wants a stream from its
-				// index. Start it at once.
-				pause = time.Second
-				continue
-			}
-			if got {
+			if got && err == nil {
 				pause = time.Second
 			}
 			_ = sleep(ctx, pause)
