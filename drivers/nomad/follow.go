@@ -81,6 +81,9 @@ type clusterCache struct {
 	allocs      map[string]*cachedAlloc
 	jobs        map[jobKey]*api.JobListStub // the jobs berthFilter selects
 	versions    map[versionKey]*api.Job     // berth's jobs, each version whole
+	// gone are the versions Nomad no longer keeps (it keeps a job's last
+	// few): read again only by the next full read.
+	gone map[versionKey]bool
 	// plans maps (namespace, job, index) to the version of the job a Job
 	// event carried at that index (the version field holds the index).
 	plans map[versionKey]uint64
@@ -97,7 +100,7 @@ type clusterCache struct {
 }
 
 func newClusterCache() *clusterCache {
-	return &clusterCache{versions: map[versionKey]*api.Job{}, plans: map[versionKey]uint64{}}
+	return &clusterCache{versions: map[versionKey]*api.Job{}, plans: map[versionKey]uint64{}, gone: map[versionKey]bool{}}
 }
 
 // streamEvent is one event of the stream, its payload kept raw so that
@@ -278,6 +281,7 @@ func (d *Driver) fullRead(ctx context.Context) error {
 		c.jobs[jobKey{j.Namespace, j.ID}] = j
 	}
 	c.index, c.from, c.readAt, c.live = hi, lo+1, time.Now(), true
+	c.gone = map[versionKey]bool{}
 	c.following = wasConnected && c.connected && c.streamSeq == seq
 	for _, b := range c.pending {
 		c.applyLocked(b)
@@ -493,7 +497,7 @@ func (d *Driver) cachedData(ctx context.Context) ([]nodeData, []*api.JobListStub
 	for _, ca := range c.allocs {
 		k := jobKey{ca.a.Namespace, ca.a.JobID}
 		vk := versionKey{k[0], k[1], ca.version}
-		if ca.known && c.jobs[k] != nil && c.versions[vk] == nil {
+		if ca.known && c.jobs[k] != nil && c.versions[vk] == nil && !c.gone[vk] {
 			need[vk] = true
 		}
 	}
@@ -593,7 +597,10 @@ func (d *Driver) readVersions(ctx context.Context, vk versionKey) error {
 	all, _, _, err := d.client.Jobs().Versions(vk.id, false, d.small(ctx, vk.ns))
 	if err != nil {
 		if isNotFound(err) {
-			return nil // purged: its allocations are nobody's
+			c.mu.Lock()
+			c.gone[vk] = true // purged since the list: its Job event drops it
+			c.mu.Unlock()
+			return nil
 		}
 		return wrap(err, schema.Ref{}, fmt.Sprintf("read the versions of job %s/%s", vk.ns, vk.id))
 	}
@@ -603,6 +610,11 @@ func (d *Driver) readVersions(ctx context.Context, vk versionKey) error {
 		if v.Version != nil {
 			c.versions[versionKey{vk.ns, vk.id, *v.Version}] = v
 		}
+	}
+	if c.versions[vk] == nil {
+		// Older than the versions Nomad keeps: the allocation is read
+		// without its job (its job's list stub says whose it is).
+		c.gone[vk] = true
 	}
 	return nil
 }

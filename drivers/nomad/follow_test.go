@@ -211,3 +211,38 @@ func TestDroppedStreamReadsWhole(t *testing.T) {
 	}
 	awaitCache(t, d) // and it follows again, from the same Watch
 }
+
+// TestForgottenVersionIsNotReadEachCycle: an allocation whose job version
+// Nomad no longer keeps is read without its job, and an idle Observe does
+// not ask for it again.
+func TestForgottenVersionIsNotReadEachCycle(t *testing.T) {
+	h, other, nodes := newHooked(t)
+	if err := other.Apply(ctx, startAction("old", nodes[0].Name, nodes[0].GPUs[0].ID)); err != nil {
+		t.Fatal(err)
+	}
+	h.Settle()
+	up := startAction("old", nodes[0].Name, nodes[0].GPUs[0].ID)
+	up.Kind = drivers.ActionUpdate
+	up.Spec.Spec.Task.Env = map[string]string{"EPOCHS": "4"} // a new version, a new allocation
+	if err := other.Apply(ctx, up); err != nil {
+		t.Fatal(err)
+	}
+	h.Settle()
+	h.ForgetVersions("vision", "old")
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	d := realnomad.NewDriver(t, nomad.Config{Address: srv.URL})
+	following(t, d)
+	before := len(requestsOf(h.Requests()))
+	for range 3 {
+		if _, err := d.Observe(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(requestsOf(h.Requests())) - before; n != 0 {
+		t.Errorf("3 idle Observes made %d requests: %v", n, requestsOf(h.Requests())[before:])
+	}
+	if len(h.AllocsOf("vision", "old")) < 2 {
+		t.Fatalf("the update left %d allocations, want the old one beside the new", len(h.AllocsOf("vision", "old")))
+	}
+}

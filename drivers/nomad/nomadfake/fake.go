@@ -76,6 +76,9 @@ type Server struct {
 	log     []logBatch
 	logged  map[string]string
 	flushed uint64
+	// forgot: jobs whose older versions /v1/job/:id/versions no longer
+	// lists (ForgetVersions), as Nomad keeps only a job's last few.
+	forgot map[key]bool
 	seq     uint64
 	now     func() time.Time
 

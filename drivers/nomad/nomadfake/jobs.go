@@ -781,6 +781,17 @@ func (s *Server) listAllocs(w http.ResponseWriter, ns string, resources bool) {
 	writeJSON(w, 200, s.index, out)
 }
 
+// ForgetVersions makes the job's older versions unknown to
+// /v1/job/:id/versions, as Nomad forgets all but a job's last few.
+func (s *Server) ForgetVersions(ns, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.forgot == nil {
+		s.forgot = map[key]bool{}
+	}
+	s.forgot[key{ns, id}] = true
+}
+
 // jobVersions answers /v1/job/:id/versions: the job's current version and
 // every older one an allocation still runs, newest first.
 func (s *Server) jobVersions(w http.ResponseWriter, ns, id string) {
@@ -792,6 +803,9 @@ func (s *Server) jobVersions(w http.ResponseWriter, ns, id string) {
 	seen := map[uint64]bool{*jb.j.Version: true}
 	out := []*api.Job{jb.j}
 	for _, aid := range sortedKeys(s.allocs) {
+		if s.forgot[key{ns, id}] {
+			break
+		}
 		if a := s.allocs[aid]; a.Namespace == ns && a.JobID == id && a.Job != nil && !seen[*a.Job.Version] {
 			seen[*a.Job.Version] = true
 			out = append(out, a.Job)
