@@ -32,7 +32,7 @@ e2e: ## berth against a real Nomad v1.6.5 with fake GPUs (../shared/nomad-dev): 
 fuzz: ## Fuzz the spec loader for FUZZTIME from its seed corpus
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./schema
 
-bench: ## The benchmarks the issues name, with their figures (about 21 min on 2 cores; the fleet benchmark 15 of them)
+bench: ## The benchmarks the issues name, with their figures (about 30 min on 2 cores; the fleet benchmark 25 of them)
 	@./scripts/bench.sh
 
 bench-quick: ## The Go benchmarks only, once each (about 2 minutes)

@@ -14,8 +14,11 @@
 #   (default 120) idle, with berth and without; berth's peak RSS; the top of
 #   reconcile's CPU profile.
 #
-#   It takes about 15 minutes on 2 cores (the first apply most of it) and
-#   about 3 GiB of memory: `make bench` runs it last; CI does not.
+#   It takes 25 minutes or more at 10,000 workspaces on 2 cores (the first
+#   apply most of it: Nomad places fewer than 10 a second once each node
+#   holds ~150; what it has not placed after three 5-minute cycles is set
+#   Stopped, and said), about 10 minutes with BENCH_N=5000, and about 3 GiB
+#   of memory: `make bench` runs it last; CI does not.
 #   BENCH_N, BENCH_IDLE, BENCH_PORT (default 4860), NOMAD_DEV (default
 #   ../shared/nomad-dev). Exits 0 without measuring when the kit is absent.
 set -euo pipefail

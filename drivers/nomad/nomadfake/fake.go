@@ -79,8 +79,8 @@ type Server struct {
 	// forgot: jobs whose older versions /v1/job/:id/versions no longer
 	// lists (ForgetVersions), as Nomad keeps only a job's last few.
 	forgot map[key]bool
-	seq     uint64
-	now     func() time.Time
+	seq    uint64
+	now    func() time.Time
 
 	nodes      map[string]*node
 	namespaces map[string]*api.Namespace
