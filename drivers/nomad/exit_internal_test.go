@@ -90,3 +90,21 @@ func TestEndOfClassifies(t *testing.T) {
 		}
 	}
 }
+
+// TestExitsNameTheLastRunOfEachReplica: of a replica's ended allocations
+// only the one created last is its run; an earlier one (stopped by a job
+// update) does not name the end, whatever the ID order.
+func TestExitsNameTheLastRunOfEachReplica(t *testing.T) {
+	jmi := uint64(9)
+	meta := map[string]string{MetaProject: "p", MetaWorkspace: "w", MetaSpecHash: "h"}
+	berth := map[[2]string]*api.JobListStub{{"p", "w"}: {ID: "w", Namespace: "p", Status: "pending", Meta: meta, JobModifyIndex: jmi}}
+	job := &api.Job{JobModifyIndex: &jmi}
+	old := &api.Allocation{ID: "a-old", Namespace: "p", JobID: "w", TaskGroup: "replica-0", NodeName: "node-1", CreateIndex: 5, Job: job,
+		ClientStatus: "complete", DesiredStatus: "stop", DesiredDescription: "alloc not needed due to job update"}
+	lost := &api.Allocation{ID: "z-lost", Namespace: "p", JobID: "w", TaskGroup: "replica-0", NodeName: "node-2", CreateIndex: 8, Job: job,
+		ClientStatus: "lost", DesiredStatus: "run", ClientDescription: "alloc is lost since its node is down"}
+	got, by := exitsOf([]nodeData{{allocs: []*api.Allocation{old, lost}}}, berth)
+	if len(got) != 1 || got[0].Node != "node-2" || got[0].Message != "alloc is lost since its node is down" || by[0] != lost {
+		t.Errorf("exits %+v; want the lost run on node-2 to name the end", got)
+	}
+}

@@ -526,7 +526,7 @@ func exitsOf(data []nodeData, berth map[[2]string]*api.JobListStub) (out []drive
 			continue // running, stopped, or no run of its current version ended
 		}
 		ex := drivers.Exit{Workspace: refOf(st.Meta), SpecHash: st.Meta[MetaSpecHash], Class: drivers.EndCompleted}
-		sort.Slice(allocs, func(i, j int) bool { return allocs[i].ID < allocs[j].ID })
+		allocs = latestPerReplica(allocs)
 		for _, a := range allocs {
 			if ts := a.TaskStates[TaskName]; ts != nil {
 				ex.Restarts = max(ex.Restarts, int(ts.Restarts))
@@ -591,6 +591,25 @@ func (d *Driver) addStderr(ctx context.Context, exits []drivers.Exit, by []*api.
 	d.mu.Lock()
 	d.stderr = keep
 	d.mu.Unlock()
+}
+
+// latestPerReplica keeps, of each replica's (task group's) allocations,
+// the one created last: its run is the replica's last; the others are
+// earlier runs (a stop, a move, a version the event stream attributed to
+// the job's current one). The result is sorted by ID.
+func latestPerReplica(allocs []*api.Allocation) []*api.Allocation {
+	last := map[string]*api.Allocation{}
+	for _, a := range allocs {
+		if l := last[a.TaskGroup]; l == nil || a.CreateIndex > l.CreateIndex {
+			last[a.TaskGroup] = a
+		}
+	}
+	out := make([]*api.Allocation, 0, len(last))
+	for _, a := range last {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
 }
 
 // endRank orders the classes of a run's replicas: the task's own
