@@ -23,8 +23,9 @@ import (
 //     not the workspace's failure: berth starts it again, on another node
 //     where it may, after a backoff that doubles with each attempt, and
 //     gives up (Failed) only after NodeFaultAttempts in a row.
-//   - EndStopped: berth stopped it (a stop, a preemption, a move). No
-//     failure; not an Exit (berth knows it stopped it).
+//
+// A run berth stopped (a stop, a preemption, a move) is no Exit and no
+// failure: berth knows it stopped it.
 type EndClass int
 
 const (
@@ -33,10 +34,9 @@ const (
 	EndCompleted
 	EndTaskFailed
 	EndNodeFault
-	EndStopped
 )
 
-var endNames = [...]string{"", "completed", "task-failed", "node-fault", "stopped"}
+var endNames = [...]string{"", "completed", "task-failed", "node-fault"}
 
 func (c EndClass) String() string {
 	if c >= 0 && int(c) < len(endNames) {
@@ -56,7 +56,7 @@ func (c *EndClass) UnmarshalText(b []byte) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("unknown end class %q: want completed, task-failed, node-fault or stopped", b)
+	return fmt.Errorf("unknown end class %q: want completed, task-failed or node-fault", b)
 }
 
 // NodeFaultAttempts is how many starts in a row a workspace gets after

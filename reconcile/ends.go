@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -74,7 +75,7 @@ func (l *Loop) settleEnds(set *schema.Set, snap *drivers.Snapshot, now time.Time
 			rec.status.LastEnd = &EndStatus{Class: e.Class.String(), At: e.At, Node: e.Node, ExitCode: e.ExitCode,
 				Message: e.Message, Stderr: e.Stderr, Restarts: e.Restarts, Attempts: rec.faults}
 			if rec.status.State == StateRunning {
-				ran := max(0, cmpOr(e.At, now).Sub(rec.status.Since))
+				ran := max(0, cmp.Or(e.At, now).Sub(rec.status.Since))
 				rec.status.LastEnd.RanFor = Seconds(ran)
 				if e.Class == drivers.EndNodeFault && rec.lastProgress == 0 { // a driver that reports progress counts it on resume
 					lost := lostSinceCheckpoint(set.Workspace(ref), ran)
@@ -120,14 +121,6 @@ func nodeStatus(snap *drivers.Snapshot, name string) string {
 		}
 	}
 	return ""
-}
-
-// cmpOr is t, or def when t is zero.
-func cmpOr(t, def time.Time) time.Time {
-	if t.IsZero() {
-		return def
-	}
-	return t
 }
 
 // faultWhere names what ended a run of the node's fault, for a reason.

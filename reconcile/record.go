@@ -84,11 +84,12 @@ const (
 	reasonNotInSpecs  = "no longer in the specs"
 	reasonWantStopped = "the specs want it stopped"
 	reasonWaitingGPUs = "waiting for the GPUs it needs to be freed"
-	// reasonKindMoving is the reason kind (policies.ReasonMoving's name)
-	// of a workspace that moves off a node or GPU that failed, or that
-	// starts again after its node ended its run.
-	reasonKindMoving = "moving"
 )
+
+// reasonKindMoving is the reason kind (policies.ReasonMoving's name) of a
+// workspace that moves off a node or GPU that failed, or that starts
+// again after its node ended its run.
+var reasonKindMoving = policies.ReasonMoving.String()
 
 // startsElsewhere ends the reason of a workspace pending after a move.
 const startsElsewhere = "; it starts again elsewhere"

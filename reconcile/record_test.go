@@ -219,11 +219,3 @@ func cloneStateInput(in stateInput) stateInput {
 	}
 	return c
 }
-
-// TestReasonKindMovingIsThePolicys: the loop's reason kind for a move is
-// the decision's.
-func TestReasonKindMovingIsThePolicys(t *testing.T) {
-	if reasonKindMoving != policies.ReasonMoving.String() {
-		t.Errorf("reasonKindMoving %q, policies.ReasonMoving %q", reasonKindMoving, policies.ReasonMoving)
-	}
-}

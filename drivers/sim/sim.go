@@ -578,25 +578,24 @@ func (c *Cluster) SetNodeReady(name string, ready bool) error {
 		n.Status = "down"
 	}
 	c.nodeCopy = nil
-	var victims []schema.Ref
+	hashes := map[schema.Ref]string{} // the runs it ends, with their specs' hashes
 	if !ready {
 		for ref, r := range c.runs {
 			if slices.ContainsFunc(r.allocs, func(a drivers.Alloc) bool { return a.Node == name }) {
-				victims = append(victims, ref)
+				hashes[ref] = r.specHash
 			}
 		}
 	}
 	c.mu.Unlock()
-	for _, v := range victims {
-		c.mu.Lock()
-		hash := c.runs[v].specHash
-		c.mu.Unlock()
+	for v := range hashes {
 		c.Crash(v)
-		c.mu.Lock()
+	}
+	c.mu.Lock()
+	for v, hash := range hashes {
 		c.exits[v] = drivers.Exit{Workspace: v, Failed: true, Class: drivers.EndNodeFault, Node: name,
 			Message: "node " + name + " is down", At: c.clock.Now(), SpecHash: hash}
-		c.mu.Unlock()
 	}
+	c.mu.Unlock()
 	return nil
 }
 
