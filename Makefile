@@ -9,7 +9,7 @@ FUZZTIME ?= 5s
 # those third-party warnings out of every build's output.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: help run run-nomad test e2e bench bench-quick lint build static image dist golden fuzz clean screenshot
+.PHONY: help run run-nomad test e2e e2e-v2 bench bench-quick lint build static image dist golden fuzz clean screenshot
 
 help: ## Show the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z0-9-]+:.*## /{printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -28,6 +28,10 @@ test: ## Everything CI runs: vet, tests with -race, stale goldens, a short fuzz
 
 e2e: ## berth against a real Nomad v1.6.5 with fake GPUs (../shared/nomad-dev): every TestReal… test
 	@./scripts/e2e.sh
+
+e2e-v2: ## The driver's conformance suite and the walk-through (TestRealConformance, TestRealWalkthrough) on Nomad v2.0.5
+	@NOMAD_DEV_VERSION=2.0.5 E2E_PORT=$${E2E_PORT:-4746} E2E_DIR=$${E2E_DIR:-.nomad-dev-v2} \
+		E2E_PKGS='./drivers/nomad ./internal/e2e' E2E_RUN='^(TestRealConformance|TestRealWalkthrough)$$' ./scripts/e2e.sh
 
 fuzz: ## Fuzz the spec loader for FUZZTIME from its seed corpus
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./schema

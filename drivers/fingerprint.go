@@ -31,12 +31,22 @@ func Fingerprint(ws *schema.WorkspaceSpec) string {
 		Signal           string               `json:"signal,omitempty"`
 		Grace            int64                `json:"grace,omitempty"`
 		RestartOnFailure bool                 `json:"restartOnFailure,omitempty"`
+		Restart          *schema.Restart      `json:"restart,omitempty"`
 		Ports            []schema.Port        `json:"ports,omitempty"`
 		Service          *schema.Service      `json:"service,omitempty"`
 	}{
 		Task: ws.Task, Resources: ws.Resources, Replicas: max(ws.Replicas, 1), Volumes: ws.Volumes,
-		Signal: ws.Checkpoint.Signal, Grace: int64(ws.Checkpoint.GracePeriod), RestartOnFailure: ws.RestartOnFailure,
+		Signal: ws.Checkpoint.Signal, Grace: int64(ws.Checkpoint.GracePeriod),
 		Ports: ws.Ports, Service: ws.Service,
+	}
+	// restartOnFailure: true fingerprints as it did before restart had
+	// its own fields, so that no running workspace restarts on berth's
+	// upgrade; any other restart policy by its fields.
+	switch r := ws.Restart; {
+	case r == schema.LegacyRestart:
+		seen.RestartOnFailure = true
+	case r.Attempts > 0:
+		seen.Restart = &r
 	}
 	if len(seen.Task.Env) == 0 {
 		seen.Task.Env = nil

@@ -45,6 +45,14 @@ type Exit struct {
 	// Restarts is how many times the driver restarted the task in place
 	// before it gave up.
 	Restarts int `json:"restarts,omitempty"`
+	// Class is how it ended (EndCompleted, EndTaskFailed or
+	// EndNodeFault; see EndClass for what each leads to).
+	Class EndClass `json:"class,omitempty"`
+	// Node is the node it ended on ("" when unknown).
+	Node string `json:"node,omitempty"`
+	// Stderr is the last lines its task wrote to stderr, when it failed
+	// and the driver could read them; empty otherwise.
+	Stderr string `json:"stderr,omitempty"`
 }
 
 // Node is one machine and its GPUs.
@@ -65,6 +73,13 @@ type Node struct {
 	// draining, not marked ineligible).
 	Ready    bool `json:"ready"`
 	Eligible bool `json:"eligible"`
+	// Status is the cluster's word for a node that is not Ready ("down",
+	// "disconnected", "initializing"); empty when Ready.
+	Status string `json:"status,omitempty"`
+	// Draining: an operator is draining the node: what runs on it must
+	// leave, by DrainDeadline when it has one (zero: no deadline).
+	Draining      bool      `json:"draining,omitempty"`
+	DrainDeadline time.Time `json:"drainDeadline,omitzero"`
 	// CPUMHz, MemoryBytes and DiskBytes are what the node offers to
 	// work: on Nomad its advertised totals less what the node reserves
 	// and less what allocations berth does not own hold. CPU is counted as

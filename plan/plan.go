@@ -214,12 +214,12 @@ func wantsRunning(set *schema.Set, ref schema.Ref) bool {
 	return w != nil && w.Spec.State == schema.DesiredRunning
 }
 
-// Finished returns the ended runs (Snapshot.Exits) of workspaces that the
+// Ended returns the ended runs (Snapshot.Exits) of workspaces that the
 // specs still want running with the spec that run had (the same
-// fingerprint): berth does not start them again. A changed spec, or a
-// Stopped → Running round trip in the specs (whose Stop clears the
-// ended run), runs them again. It mutates nothing.
-func Finished(set *schema.Set, snap *drivers.Snapshot) map[schema.Ref]drivers.Exit {
+// fingerprint). A changed spec, or a Stopped → Running round trip in the
+// specs (whose Stop clears the ended run), runs them again. It mutates
+// nothing.
+func Ended(set *schema.Set, snap *drivers.Snapshot) map[schema.Ref]drivers.Exit {
 	var out map[schema.Ref]drivers.Exit
 	for _, e := range snap.Exits {
 		w := set.Workspace(e.Workspace)
@@ -234,12 +234,31 @@ func Finished(set *schema.Set, snap *drivers.Snapshot) map[schema.Ref]drivers.Ex
 	return out
 }
 
+// Finished returns the runs of Ended that ended for good by their class
+// alone: completed, or failed by the task's own failure. berth does not
+// start them again. A run the node ended (drivers.EndNodeFault) is not
+// among them: it starts again (the loop gives up after
+// drivers.NodeFaultAttempts in a row, which it alone counts).
+func Finished(set *schema.Set, snap *drivers.Snapshot) map[schema.Ref]drivers.Exit {
+	out := Ended(set, snap)
+	for ref, e := range out {
+		if e.Class == drivers.EndNodeFault {
+			delete(out, ref)
+		}
+	}
+	return out
+}
+
 // FinishedSpecs returns set as the decision should see it: the workspaces
-// whose run ended (Finished) do not want to run. It returns set itself
-// when none has ended, else a copy that shares everything but the
-// Workspaces slice; set is not mutated.
+// whose run ended for good (Finished) do not want to run.
 func FinishedSpecs(set *schema.Set, snap *drivers.Snapshot) *schema.Set {
-	done := Finished(set, snap)
+	return StopFinished(set, Finished(set, snap))
+}
+
+// StopFinished returns set with the workspaces of done set Stopped: set
+// itself when done is empty, else a copy that shares everything but the
+// Workspaces slice; set is not mutated.
+func StopFinished(set *schema.Set, done map[schema.Ref]drivers.Exit) *schema.Set {
 	if len(done) == 0 {
 		return set
 	}

@@ -277,13 +277,24 @@ func (d *decider) wait(w *wsState, r Reason) {
 
 // placeFree places replica r on free GPUs: the first level (preferred
 // topology first) where a group fits, in the group with the fewest free
-// GPUs that still fits (least stranded capacity).
+// GPUs that still fits (least stranded capacity); off the node that
+// ended its last run (wsState.avoid) where another fits.
 func (d *decider) placeFree(wi int32, w *wsState, mi, r int) (drivers.Placement, bool) {
+	if w.avoid > 0 {
+		if pl, ok := d.placeFreeOff(wi, w, mi, r, w.avoid-1); ok {
+			return pl, true
+		}
+	}
+	return d.placeFreeOff(wi, w, mi, r, -1)
+}
+
+// placeFreeOff is placeFree on any node but skip (-1: none).
+func (d *decider) placeFreeOff(wi int32, w *wsState, mi, r int, skip int32) (drivers.Placement, bool) {
 	for _, l := range w.levels {
 		li := d.c.index[mi][l]
 		gi := -1
 		li.each(w.gpus, func(g int) bool {
-			if d.fitsNode(int(li.groups[g].node), w, amount{}) {
+			if li.groups[g].node != skip && d.fitsNode(int(li.groups[g].node), w, amount{}) {
 				gi = g
 				return false
 			}

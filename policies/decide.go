@@ -55,7 +55,13 @@ type wsState struct {
 	leaving  bool // holds GPUs it will give up: stopping, stopped, removed or moved
 	// moved: it runs on a node its placement no longer allows (the spec
 	// changed): it stops, and queues again to start where it may.
-	moved   bool
+	moved bool
+	// fault, when not empty, says which node or GPU it holds failed
+	// (faultOf): it moves, keeping its place in the queue.
+	fault string
+	// avoid is the index + 1 of the node that ended its last run by the
+	// node's fault (0: none): it starts elsewhere where it fits.
+	avoid   int32
 	running bool // has allocations (GPUs or not) and stays unless preempted
 	// rheld is what its allocations count against its project's CPU and
 	// memory quota (quotaPerReplica each).

@@ -38,6 +38,12 @@ func genInput(t *rapid.T) Input {
 			MemoryBytes: rapid.SampledFrom([]int64{0, 32 << 30, 256 << 30}).Draw(t, "nodeMem"),
 			DiskBytes:   rapid.SampledFrom([]int64{0, 1 << 30, 100 << 30}).Draw(t, "nodeDisk")}
 		n.ID = n.Name
+		if !n.Ready {
+			n.Status = rapid.SampledFrom([]string{"down", "disconnected", "initializing"}).Draw(t, "status")
+		}
+		if !n.Eligible {
+			n.Draining = rapid.Bool().Draw(t, "draining")
+		}
 		if n.CPUMHz > 0 && rapid.Bool().Draw(t, "nodeCores") {
 			n.Cores = int(n.CPUMHz / 2000)
 			n.CPUPerCore = 2000
@@ -96,9 +102,10 @@ func genInput(t *rapid.T) Input {
 	for i := range nWS {
 		proj := fmt.Sprintf("p%d", rapid.IntRange(0, nProj-1).Draw(t, "wsProject"))
 		w := schema.Workspace{Meta: schema.Meta{Name: fmt.Sprintf("w%d", i), Project: proj}, Spec: schema.WorkspaceSpec{
-			State:       schema.DesiredRunning,
-			Replicas:    rapid.SampledFrom([]int{1, 1, 1, 2}).Draw(t, "replicas"),
-			Preemptible: rapid.IntRange(0, 5).Draw(t, "wsPreemptible") > 0,
+			State:        schema.DesiredRunning,
+			Replicas:     rapid.SampledFrom([]int{1, 1, 1, 2}).Draw(t, "replicas"),
+			Preemptible:  rapid.IntRange(0, 5).Draw(t, "wsPreemptible") > 0,
+			UnhealthyGPU: rapid.SampledFrom([]string{"", "", schema.GPUStay}).Draw(t, "unhealthyGPU"),
 			Resources: schema.WorkResources{GPUs: rapid.SampledFrom([]int{0, 1, 1, 2, 4}).Draw(t, "wsGPUs"),
 				CPUMHz:      rapid.SampledFrom([]int64{0, 0, 100, 4000, 8000, 16000}).Draw(t, "wsCPU"),
 				MemoryBytes: rapid.SampledFrom([]int64{0, 300 << 20, 16 << 30, 64 << 30}).Draw(t, "wsMem"),
@@ -292,6 +299,21 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 				if len(w.Placements) == 0 {
 					t.Fatalf("%s runs without placements (it holds nothing)", w.Ref)
 				}
+				// Nothing keeps running on a node that is gone, down,
+				// disconnected or draining, or on a GPU that is gone, or
+				// unhealthy unless its spec says stay: it moves.
+				for _, p := range w.Placements {
+					n, ok := nodes[p.Node]
+					if !ok || (!n.Ready && (n.Status == "down" || n.Status == "disconnected")) || n.Draining {
+						t.Fatalf("%s keeps running on node %s (%+v)", w.Ref, p.Node, n)
+					}
+					for _, id := range p.GPUs {
+						i := slices.IndexFunc(n.GPUs, func(g drivers.GPU) bool { return g.ID == id })
+						if i < 0 || (!n.GPUs[i].Healthy && spec.Spec.UnhealthyGPU != schema.GPUStay) {
+							t.Fatalf("%s keeps running on GPU %s/%s, gone or unhealthy", w.Ref, p.Node, id)
+						}
+					}
+				}
 				continue
 			}
 			if len(w.Placements) != max(spec.Spec.Replicas, 1) {
@@ -306,7 +328,7 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 			}
 			for _, p := range w.Placements {
 				n, ok := nodes[p.Node]
-				if !ok || !n.Ready || !n.Eligible {
+				if !ok || !n.Ready || !n.Eligible || n.Draining {
 					t.Fatalf("%s placed on unusable node %s", w.Ref, p.Node)
 				}
 				if len(p.GPUs) != spec.Spec.Resources.GPUs {

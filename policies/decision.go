@@ -25,7 +25,9 @@ const (
 	// VerdictStart: start (or resume) at Placements, after the workspaces
 	// in Preempts are gone.
 	VerdictStart
-	// VerdictPreempt: stop to make room for PreemptedBy; resume later.
+	// VerdictPreempt: stop to make room for PreemptedBy, or (PreemptedBy
+	// nil, Reason ReasonMoving) to move off a node or GPU that failed;
+	// resume later.
 	VerdictPreempt
 	// VerdictWait: pending; Reason says why.
 	VerdictWait
@@ -68,6 +70,11 @@ const (
 	ReasonStopped
 	// ReasonPreempting: it is making room for itself; victims are stopping.
 	ReasonPreempting
+	// ReasonMoving: its node is draining or down, or a GPU it holds is
+	// unhealthy or gone: it stops with its checkpoint grace, as a
+	// preemption does, and starts again elsewhere, keeping its place in
+	// the queue.
+	ReasonMoving
 )
 
 func (k ReasonKind) String() string {
@@ -88,6 +95,8 @@ func (k ReasonKind) String() string {
 		return "stopped"
 	case ReasonPreempting:
 		return "preempting"
+	case ReasonMoving:
+		return "moving"
 	}
 	return "unknown"
 }
@@ -188,7 +197,7 @@ func (k ReasonKind) MarshalText() ([]byte, error) { return []byte(k.String()), n
 
 // UnmarshalText reads a reason kind's name.
 func (k *ReasonKind) UnmarshalText(b []byte) error {
-	for c := ReasonNone; c <= ReasonPreempting; c++ {
+	for c := ReasonNone; c <= ReasonMoving; c++ {
 		if c.String() == string(b) {
 			*k = c
 			return nil

@@ -33,6 +33,10 @@ func (d *decider) settleHolders() {
 			w.out.Verdict = VerdictStop
 			w.out.Placements = buf.Of(w.allocs)
 			w.out.Reason = Reason{ReasonStopped, "stopped: its desired state is Stopped"}
+		case w.fault != "":
+			w.out.Verdict = VerdictPreempt
+			w.out.Placements = buf.Of(w.allocs)
+			w.out.Reason = Reason{ReasonMoving, w.fault}
 		case w.moved:
 			w.out.Verdict = VerdictStop
 			w.out.Placements = buf.Of(w.allocs)

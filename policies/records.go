@@ -7,10 +7,12 @@ package policies
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
@@ -49,6 +51,7 @@ func newDecider(in Input) *decider {
 	d.attachAllocs(snap, projIdx)
 	d.measureNodes(snap)
 	d.settleAllocated()
+	d.avoidFaultyNodes(snap)
 	queuedSince := func(w *wsState) { d.setQueuedSince(w, &hist) }
 	d.ageQueued(queuedSince)
 	d.readLabels(&hist)
@@ -318,8 +321,11 @@ func (d *decider) settleAllocated() {
 		if len(w.allocs) == 0 {
 			continue
 		}
-		w.moved = !w.stopping && w.spec != nil && !w.stopped && d.misplaced(w)
-		w.leaving = w.stopping || w.spec == nil || w.stopped || w.moved
+		if !w.stopping && w.spec != nil && !w.stopped {
+			w.fault = d.faultOf(w)
+			w.moved = w.fault == "" && d.misplaced(w)
+		}
+		w.leaving = w.stopping || w.spec == nil || w.stopped || w.moved || w.fault != ""
 		w.running = !w.leaving
 		if w.leaving {
 			d.markReleasing(int32(wi))
@@ -507,6 +513,78 @@ func (d *decider) misplaced(w *wsState) bool {
 		}
 	}
 	return false
+}
+
+// avoidFaultyNodes marks each workspace whose last run its node ended
+// (a node-fault exit) to start elsewhere when another node fits
+// (wsState.avoid).
+func (d *decider) avoidFaultyNodes(snap *drivers.Snapshot) {
+	for _, e := range snap.Exits {
+		if e.Class != drivers.EndNodeFault || e.Node == "" {
+			continue
+		}
+		if wi, ni := d.find(e.Workspace), d.c.nodeIndex(e.Node); wi >= 0 && ni >= 0 {
+			d.ws[wi].avoid = int32(ni) + 1
+		}
+	}
+}
+
+// faultOf says why w must move off where it runs, or "": a node it runs
+// on is gone from the cluster, down or disconnected, or draining (with
+// what the drain's deadline leaves of its checkpoint grace), or a GPU it
+// holds is gone from its node or unhealthy (unless its spec says to stay
+// on an unhealthy GPU). A node that is merely ineligible keeps what runs
+// there (that is what ineligible means), and one that is initializing
+// (its client restarting) is given time.
+func (d *decider) faultOf(w *wsState) string {
+	for _, a := range w.allocs {
+		ni := d.c.nodeIndex(a.Node)
+		if ni < 0 {
+			return "moving: node " + a.Node + " is gone from the cluster"
+		}
+		n := &d.c.nodes[ni]
+		switch {
+		case !n.Ready && (n.Status == "down" || n.Status == "disconnected"):
+			return "moving: node " + n.Name + " is " + n.Status
+		case n.Draining:
+			return "moving: node " + n.Name + " is draining" + d.deadlineNote(w, n)
+		}
+		for _, id := range a.GPUs {
+			gi := gpuIndex(n.GPUs, id)
+			switch {
+			case gi < 0:
+				return "moving: GPU " + id + " is gone from node " + n.Name
+			case !n.GPUs[gi].Healthy && w.spec.Spec.UnhealthyGPU != schema.GPUStay:
+				return "moving: GPU " + id + " on node " + n.Name + " is unhealthy"
+			}
+		}
+	}
+	return ""
+}
+
+// gpuIndex is the index of the GPU with id in gpus, or -1.
+func gpuIndex(gpus []drivers.GPU, id string) int {
+	for i := range gpus {
+		if gpus[i].ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// deadlineNote says what a drain's deadline leaves w: nothing to say when
+// it has none or it leaves the whole checkpoint grace; else that the work
+// since its last checkpoint is at risk.
+func (d *decider) deadlineNote(w *wsState, n *drivers.Node) string {
+	if n.DrainDeadline.IsZero() {
+		return ""
+	}
+	left, grace := n.DrainDeadline.Sub(d.now), w.spec.Spec.Checkpoint.GracePeriod
+	if left >= grace {
+		return ""
+	}
+	return fmt.Sprintf(" (its deadline, %s away, is shorter than its %s checkpoint grace: the work since its last checkpoint is at risk)",
+		max(left, 0).Round(time.Second), grace)
 }
 
 // nodeIndex finds a node by name in nodes (sorted by name), or -1.

@@ -111,13 +111,16 @@ func TestScenarios(t *testing.T) {
 //	                       [quotaCPU=CORES|500m] [quotaMem=SIZE] [borrowCPU=CORES] [borrowMem=SIZE]
 //	               workspace PROJECT/NAME gpus=N [replicas=K] [model=M] [nvlink=C] [numa=C]
 //	                         [state=Stopped] [preemptible=false] [cpu=CORES|500m] [mem=64Gi]
+//	                         [grace=D] [unhealthyGPU=stay]
 //	               policy [minRuntime=D] [maxVictims=N] [halfLife=D] [aging=INTERVAL/STEP/MAX]
 //	                      [preemption=off] [nvlink=C] [numa=C]
 //	-- cluster --  node NAME gpus=N [domains=D] [numa=U] [model=M] [notready] [ineligible]
+//	                    [status=down|disconnected|initializing] [draining] [deadline=+5s]
 //	                    [unhealthy=I,J] [cpu=CORES] [mem=SIZE]
 //	                    (GPU IDs are g0…gN-1, split evenly into domains/NUMA)
 //	               alloc PROJECT/NAME node=N gpus=I,J [replica=R] [phase=running|starting|stopping]
 //	                     [started=-1h] [checkpoint=-5m] [cpu=CORES] [mem=SIZE]
+//	               exit PROJECT/NAME class=completed|task-failed|node-fault [node=N]
 //	-- history --  usageAt -1h | usage PROJECT GPU-SECONDS | queued PROJECT/NAME -30m
 //	               preempted PROJECT/NAME by=PROJECT/NAME at=-5m
 //	               admitted PROJECT/NAME in-quota|borrowing
@@ -367,6 +370,12 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 				return nil, err
 			}
 			w.Spec.Task.Driver = f.kv["driver"]
+			w.Spec.UnhealthyGPU = f.kv["unhealthyGPU"]
+			if g, ok := f.kv["grace"]; ok {
+				if w.Spec.Checkpoint.GracePeriod, err = time.ParseDuration(g); err != nil {
+					return nil, err
+				}
+			}
 			w.Spec.Placement = placementFields(f)
 			for _, v := range list(f, "volumes") {
 				w.Spec.Volumes = append(w.Spec.Volumes, schema.VolumeMount{Name: v, MountPath: "/" + v})
@@ -447,8 +456,17 @@ func parseCluster(text string, now time.Time) (*drivers.Snapshot, error) {
 		f := lineFields(l)
 		switch f.words[0] {
 		case "node":
-			n := drivers.Node{Name: f.words[1], ID: f.words[1], Ready: !f.flags["notready"], Eligible: !f.flags["ineligible"]}
+			n := drivers.Node{Name: f.words[1], ID: f.words[1], Ready: !f.flags["notready"], Eligible: !f.flags["ineligible"] && !f.flags["draining"]}
 			var err error
+			if st, ok := f.kv["status"]; ok {
+				n.Ready, n.Status = false, st
+			}
+			n.Draining = f.flags["draining"]
+			if dl, ok := f.kv["deadline"]; ok {
+				if n.DrainDeadline, err = rel(now, dl); err != nil {
+					return nil, err
+				}
+			}
 			if n.CPUMHz, n.MemoryBytes, n.DiskBytes, n.Cores, err = resFields(f); err != nil {
 				return nil, err
 			}
@@ -531,6 +549,16 @@ func parseCluster(text string, now time.Time) (*drivers.Snapshot, error) {
 				}
 			}
 			snap.Allocs = append(snap.Allocs, a)
+		case "exit":
+			ref, err := parseRef(f.words[1])
+			if err != nil {
+				return nil, err
+			}
+			e := drivers.Exit{Workspace: ref, Node: f.kv["node"], Failed: f.kv["class"] != "completed"}
+			if err := e.Class.UnmarshalText([]byte(f.kv["class"])); err != nil {
+				return nil, err
+			}
+			snap.Exits = append(snap.Exits, e)
 		default:
 			return nil, fmt.Errorf("unknown line %q", l)
 		}

@@ -55,7 +55,8 @@ type applyOutcome struct {
 // apply applies p's actions. It is step 8 of Once.
 //
 //  1. A Wait holds back the Start of its workspace (deferred to a later
-//     cycle); drivers never see it. A start or update the cluster refused
+//     cycle); drivers never see it. So does the backoff of a workspace
+//     started again after its node's fault (retrying, ends.go). A start or update the cluster refused
 //     as invalid under this revision, or one whose workspace is backing
 //     off after a failure, is not sent.
 //  2. Stops and preemptions go first, then starts and updates: a start
@@ -69,7 +70,7 @@ type applyOutcome struct {
 //     conflict or transient error of that action) back off per workspace
 //     (retries). A failure of the cluster as a whole (breaker) stops
 //     sending (the calls in flight finish) and is returned.
-func (l *Loop) apply(ctx context.Context, p plan.Plan, snap *drivers.Snapshot) applyOutcome {
+func (l *Loop) apply(ctx context.Context, p plan.Plan, snap *drivers.Snapshot, retrying map[schema.Ref]retry) applyOutcome {
 	var out applyOutcome
 	now := time.Now()
 	l.retry.observe(snap, now)
@@ -87,6 +88,11 @@ func (l *Loop) apply(ctx context.Context, p plan.Plan, snap *drivers.Snapshot) a
 		}
 		if a.Kind == drivers.ActionStart && held[a.Workspace] {
 			continue
+		}
+		if r := retrying[a.Workspace]; a.Kind == drivers.ActionStart && !r.until.IsZero() {
+			out.deferred = append(out.deferred, a.Workspace)
+			out.retryAt = earliest(out.retryAt, r.until)
+			continue // its node's fault's backoff (ends.go)
 		}
 		starts := a.Kind == drivers.ActionStart || a.Kind == drivers.ActionUpdate
 		l.mu.Lock()

@@ -35,8 +35,11 @@ type cycle struct {
 	// hist is the history as the cycle moves it on; loaded is what the
 	// Store held (Advance and RecordDecision return new histories).
 	hist, loaded drivers.History
-	d            policies.Decision
-	out          applyOutcome
+	// ends are the runs that ended without berth stopping them: for good,
+	// or retried after the node's fault (settleEnds).
+	ends endsOutcome
+	d    policies.Decision
+	out  applyOutcome
 	// err is what failed without stopping the cycle (apply, prune): what
 	// was done is still recorded and saved, and the cycle fails with it.
 	err error
@@ -122,11 +125,13 @@ func (c *cycle) advanceHistory() error {
 	return nil
 }
 
-// decide runs the decision engine (a workspace whose run ended does not
-// want to run: see Finished) and records its preemptions and queue
-// places in the history.
+// decide sorts the runs that ended into those ended for good and the
+// node's faults retried (settleEnds, ends.go), runs the decision engine
+// (a workspace whose run ended for good does not want to run) and
+// records its preemptions and queue places in the history.
 func (c *cycle) decide() {
-	c.d = c.l.cfg.Decide(policies.Input{Specs: plan.FinishedSpecs(c.set, &c.snap), Snapshot: &c.snap, History: &c.hist, Now: c.now})
+	c.ends = c.l.settleEnds(c.set, &c.snap, c.now)
+	c.d = c.l.cfg.Decide(policies.Input{Specs: plan.StopFinished(c.set, c.ends.finished), Snapshot: &c.snap, History: &c.hist, Now: c.now})
 	c.hist = policies.RecordDecision(c.hist, c.d)
 	c.l.cfg.Metrics.observeDecision(c.d)
 }
@@ -142,7 +147,7 @@ func (c *cycle) plan() {
 // leaves the rest for the next cycle (c.err).
 func (c *cycle) apply() {
 	if c.leading {
-		c.out = c.l.apply(c.ctx, c.res.Plan, &c.snap)
+		c.out = c.l.apply(c.ctx, c.res.Plan, &c.snap, c.ends.retrying)
 	}
 	c.err = c.out.err
 	c.res.Applied, c.res.Deferred, c.res.Failed, c.res.RetryAt = c.out.applied, c.out.deferred, c.out.failed, c.out.retryAt
@@ -157,7 +162,7 @@ func (c *cycle) apply() {
 // even after a failed apply: what was applied is done; then why those
 // backing off after a failed action wait (noteFailures).
 func (c *cycle) record() {
-	c.res.Transitions = c.l.record(c.set, &c.snap, c.d, &c.hist, c.out.applied, c.out.deferred, c.now)
+	c.res.Transitions = c.l.record(c.set, &c.snap, c.d, &c.hist, c.ends, c.out.applied, c.out.deferred, c.now)
 	c.res.Transitions = c.l.noteFailures(c.res.Transitions, c.now)
 }
 

@@ -153,6 +153,8 @@ func eventKind(t Transition) string {
 		return "started"
 	case StatePreempting:
 		return "preempted"
+	case StateMoving:
+		return "moving"
 	case StatePreempted:
 		return "vacated"
 	}
@@ -187,7 +189,7 @@ func (l *Loop) events(ts []WorkspaceTransition) []Event {
 	for _, t := range ts {
 		e := Event{Workspace: t.Workspace.String(), Project: t.Workspace.Project, Kind: eventKind(t.Transition), Transition: t.Transition}
 		e.GPUs = slices.Clone(e.GPUs)
-		if t.To == StatePreempting && v.snap != nil {
+		if (t.To == StatePreempting || t.To == StateMoving) && v.snap != nil {
 			for _, a := range v.snap.Allocs {
 				if a.Workspace != t.Workspace {
 					continue
@@ -263,7 +265,7 @@ func (l *Loop) dashboard(events []Event) Dashboard {
 
 // stateOrder is the order in which the page shows a project's workspaces
 // (app.js's STATE_ORDER): those that need attention first.
-var stateOrder = map[State]int{StateFailed: 0, StatePreempting: 1, StatePreempted: 2, StatePending: 3, StateStarting: 4, StateRunning: 5, StateStopped: 6}
+var stateOrder = map[State]int{StateFailed: 0, StatePreempting: 1, StateMoving: 1, StatePreempted: 2, StatePending: 3, StateStarting: 4, StateRunning: 5, StateStopped: 6}
 
 // trimWorkspaces keeps of ws (sorted by project, then name) what the page
 // shows: per project the first dashboardChips in stateOrder, and every

@@ -260,7 +260,15 @@ func sameWorkspace(a, b *WorkspaceStatus) bool {
 		(a.PreemptedBy == nil) == (b.PreemptedBy == nil) && (a.PreemptedBy == nil || *a.PreemptedBy == *b.PreemptedBy) &&
 		slices.Equal(a.Endpoints, b.Endpoints) &&
 		(a.RunTime == nil) == (b.RunTime == nil) && (a.RunTime == nil || *a.RunTime == *b.RunTime) &&
-		(a.LikelyStart == nil) == (b.LikelyStart == nil) && (a.LikelyStart == nil || sameLikely(a.LikelyStart, b.LikelyStart))
+		(a.LikelyStart == nil) == (b.LikelyStart == nil) && (a.LikelyStart == nil || sameLikely(a.LikelyStart, b.LikelyStart)) &&
+		(a.LastEnd == nil) == (b.LastEnd == nil) && (a.LastEnd == nil || sameEnd(a.LastEnd, b.LastEnd))
+}
+
+// sameEnd compares two ends (their times by Equal).
+func sameEnd(a, b *EndStatus) bool {
+	x, y := *a, *b
+	x.At, y.At = time.Time{}, time.Time{}
+	return x == y && a.At.Equal(b.At)
 }
 
 // sameLikely compares two likely starts (their times by Equal).

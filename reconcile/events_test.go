@@ -33,6 +33,8 @@ func TestSameWorkspaceCoversEveryField(t *testing.T) {
 			f.Set(reflect.ValueOf(&RunTimeStatus{Median: 1}))
 		case *LikelyStart:
 			f.Set(reflect.ValueOf(&LikelyStart{Known: true}))
+		case *EndStatus:
+			f.Set(reflect.ValueOf(&EndStatus{Class: "node-fault"}))
 		default:
 			t.Fatalf("WorkspaceStatus.%s: a type this test does not know; teach it and sameWorkspace", v.Type().Field(i).Name)
 		}

@@ -35,6 +35,9 @@ func Explain(ws WorkspaceStatus, history []Transition, now time.Time) []string {
 	case StatePreempting:
 		out = append(out, sentence(fmt.Sprintf("%s is being preempted by %s since %s: %s", ref, byName(ws), at(ws.Since), ws.Reason)))
 		out = append(out, "It got its checkpoint signal and keeps its GPUs until it has saved its work or its grace period ends.")
+	case StateMoving:
+		out = append(out, sentence(fmt.Sprintf("%s is moving since %s: %s", ref, at(ws.Since), strings.TrimPrefix(ws.Reason, "moving: "))))
+		out = append(out, "It got its checkpoint signal, as a preempted workspace does, keeps its GPUs until it has saved its work or its grace period ends, then starts again elsewhere from its checkpoint, keeping its place in the queue.")
 	case StatePreempted:
 		out = append(out, sentence(fmt.Sprintf("%s was preempted by %s at %s: %s", ref, byName(ws), at(ws.Since), ws.Reason)))
 		out = append(out, "It keeps its place in the queue and resumes on its own, from its last checkpoint, when capacity returns.")
@@ -77,6 +80,7 @@ func Explain(ws WorkspaceStatus, history []Transition, now time.Time) []string {
 		}
 		out = append(out, sentence(s))
 	}
+	out = append(out, endText(ws.LastEnd, ws.State)...)
 	if s := likelyText(ws.LikelyStart, now); s != "" {
 		out = append(out, s)
 	}
@@ -88,6 +92,46 @@ func Explain(ws WorkspaceStatus, history []Transition, now time.Time) []string {
 	}
 	if c := connectText(ws.Endpoints); c != "" {
 		out = append(out, "Connect: "+c+".")
+	}
+	return out
+}
+
+// endText tells how its last run that berth did not stop ended, when it
+// failed and it does not run now: whose fault (drivers.EndClass), the
+// exit code, restarts, and the last lines its task wrote to stderr.
+func endText(e *EndStatus, st State) []string {
+	if e == nil || e.Class == drivers.EndCompleted.String() || st == StateRunning || st == StateStarting {
+		return nil
+	}
+	var out []string
+	switch e.Class {
+	case drivers.EndTaskFailed.String():
+		s := "Its last run failed on its own"
+		if e.ExitCode != 0 {
+			s += fmt.Sprintf(" with exit code %d", e.ExitCode)
+		}
+		if e.Restarts > 0 {
+			s += fmt.Sprintf(" after %d restart(s) in place", e.Restarts)
+		}
+		if e.Message != "" && e.Message != fmt.Sprintf("Exit Code: %d", e.ExitCode) {
+			s += " (" + e.Message + ")"
+		}
+		out = append(out, sentence(s))
+	case drivers.EndNodeFault.String():
+		s := "Its last run was ended by its node, not by its task"
+		if e.Node != "" {
+			s += " (" + e.Node + ")"
+		}
+		if e.Message != "" {
+			s += ": " + e.Message
+		}
+		if e.Attempts > 1 {
+			s += fmt.Sprintf("; %d such ends in a row", e.Attempts)
+		}
+		out = append(out, sentence(s))
+	}
+	if e.Stderr != "" {
+		out = append(out, "The last lines it wrote to stderr:\n"+e.Stderr)
 	}
 	return out
 }

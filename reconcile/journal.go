@@ -45,6 +45,12 @@ type journalEntry struct {
 	// it is in them); Purged: its job was purged since.
 	AbsentSince time.Time `json:"absentSince,omitzero"`
 	Purged      bool      `json:"purged,omitempty"`
+	// Faults and EndSeen are record's fields of the same names, and
+	// LastEnd its status's: a restarted berth counts the node's faults
+	// in a row on from where it was.
+	Faults  int        `json:"faults,omitempty"`
+	EndSeen bool       `json:"endSeen,omitempty"`
+	LastEnd *EndStatus `json:"lastEnd,omitempty"`
 }
 
 // journalSig is what a record's journal encoding was made from.
@@ -54,6 +60,9 @@ type journalSig struct {
 	held, gone, purged     bool
 	resumed                string
 	absentSince            time.Time
+	faults                 int
+	endSeen                bool
+	lastEnd                *EndStatus
 }
 
 // journal encodes the loop's memory for the Store at now. The caller
@@ -63,7 +72,8 @@ func (l *Loop) journal(now time.Time) map[schema.Ref]json.RawMessage {
 	defer l.mu.Unlock()
 	out := make(map[schema.Ref]json.RawMessage, len(l.records))
 	for ref, rec := range l.records {
-		e := journalEntry{WorkLost: rec.status.WorkLost.D(), Held: rec.held, Gone: rec.gone, LastProgress: rec.lastProgress, Resumed: rec.resumed}
+		e := journalEntry{WorkLost: rec.status.WorkLost.D(), Held: rec.held, Gone: rec.gone, LastProgress: rec.lastProgress, Resumed: rec.resumed,
+			Faults: rec.faults, EndSeen: rec.endSeen, LastEnd: rec.status.LastEnd}
 		e.History = rec.history[max(0, len(rec.history)-journalTransitions):]
 		if ab := l.absent[ref]; ab != nil {
 			e.AbsentSince, e.Purged = ab.since, ab.purged
@@ -74,7 +84,8 @@ func (l *Loop) journal(now time.Time) map[schema.Ref]json.RawMessage {
 		// Transitions are only ever appended: the count and the other
 		// fields tell whether the last encoding still holds.
 		sig := journalSig{transitions: len(rec.history), workLost: e.WorkLost, held: e.Held, gone: e.Gone,
-			lastProgress: e.LastProgress, resumed: e.Resumed, absentSince: e.AbsentSince, purged: e.Purged}
+			lastProgress: e.LastProgress, resumed: e.Resumed, absentSince: e.AbsentSince, purged: e.Purged,
+			faults: e.Faults, endSeen: e.EndSeen, lastEnd: e.LastEnd}
 		if rec.journal != nil && rec.journalSig == sig {
 			out[ref] = rec.journal
 			continue
@@ -107,7 +118,8 @@ func (l *Loop) restore(j map[schema.Ref]json.RawMessage) {
 			continue
 		}
 		rec := &record{history: e.History, held: e.Held, gone: e.Gone, lastProgress: e.LastProgress, resumed: e.Resumed,
-			status: WorkspaceStatus{Project: ref.Project, Name: ref.Name, WorkLost: Seconds(e.WorkLost)}}
+			faults: e.Faults, endSeen: e.EndSeen,
+			status: WorkspaceStatus{Project: ref.Project, Name: ref.Name, WorkLost: Seconds(e.WorkLost), LastEnd: e.LastEnd}}
 		if n := len(e.History); n > 0 {
 			last := e.History[n-1]
 			rec.status.State, rec.status.Since, rec.status.Reason = last.To, last.At, last.Reason

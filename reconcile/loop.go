@@ -441,7 +441,7 @@ func (l *Loop) setAttempted(a *RevisionStatus) {
 // resume, the transitions and their log, the completed runs, the
 // projects' status and the metrics.
 func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decision, hist *drivers.History,
-	applied []drivers.Action, deferred []schema.Ref, now time.Time) []WorkspaceTransition {
+	ends endsOutcome, applied []drivers.Action, deferred []schema.Ref, now time.Time) []WorkspaceTransition {
 	decisions := map[schema.Ref]*policies.WorkspaceDecision{}
 	for i := range d.Workspaces {
 		decisions[d.Workspaces[i].Ref] = &d.Workspaces[i]
@@ -460,7 +460,7 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 	for _, r := range deferred {
 		waiting[r] = true
 	}
-	finished := plan.Finished(set, snap)
+	finished, retrying := ends.finished, ends.retrying
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -503,11 +503,13 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 		}
 		a, didAct := acted[ref]
 		ended, hasEnded := finished[ref]
+		rt, retried := retrying[ref]
 		rj := l.rejected[ref]
 		next := nextState(stateInput{Prev: prev, PrevReason: rec.status.Reason, PrevReasonKind: rec.status.ReasonKind,
 			Held: rec.held, Resumed: rec.resumed, Spec: spec, Decision: decisions[ref], Allocs: own,
 			Acted: a, DidAct: didAct, Waiting: waiting[ref], Preempted: pre, WasPreempted: wasPreempted,
-			Ended: ended, HasEnded: hasEnded, Rejected: rj.revision == set.Revision, RejectedReason: rj.reason})
+			Ended: ended, HasEnded: hasEnded, Retry: rt, Retrying: retried,
+			Rejected: rj.revision == set.Revision, RejectedReason: rj.reason})
 		failed := next.Failed
 		rec.held = len(own) > 0
 		rec.resumed = next.Resumed
@@ -552,13 +554,17 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 // own (Completed, or Failed with its exit code): it does not wait to run.
 const ReasonExited = "exited"
 
-// endedState is the state and reason of a workspace whose run ended on
-// its own: Completed when every task exited 0, else Failed with the exit
-// code and the cluster's message.
+// endedState is the state and reason of a workspace whose run ended for
+// good (settleEnds): Completed when every task exited 0, else Failed with
+// the exit code and the cluster's message, or, after the node's faults
+// in a row, with the last one.
 func endedState(e drivers.Exit) (State, string) {
 	again := "; berth does not run it again until its spec changes (or it is set Stopped, then Running)"
 	if !e.Failed {
 		return StateCompleted, "its task exited 0" + again
+	}
+	if e.Class == drivers.EndNodeFault {
+		return StateFailed, fmt.Sprintf("its runs ended by the node's fault %d times in a row, the last: %s", drivers.NodeFaultAttempts+1, faultWhere(e)) + again
 	}
 	r := "its task failed"
 	if e.ExitCode != 0 {

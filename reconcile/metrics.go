@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/schema"
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +16,7 @@ type Metrics struct {
 
 	decisions   *prometheus.CounterVec
 	preemptions *prometheus.CounterVec
+	failures    *prometheus.CounterVec
 	pending     *prometheus.GaugeVec
 	states      *prometheus.GaugeVec
 	duration    prometheus.Histogram
@@ -46,6 +48,9 @@ func NewMetrics() *Metrics {
 		preemptions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_preemptions_total", Help: "Workspaces preempted, by the victim's tier.",
 		}, []string{"tier"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_workspace_failures_total", Help: "Runs that ended without berth stopping them and not cleanly, by class: task-failed (the task's own failure), node-fault (the node lost, drained or failed its start).",
+		}, []string{"class"}),
 		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "berth_pending_workspaces", Help: "Workspaces waiting to run, by reason.",
 		}, []string{"reason"}),
@@ -99,7 +104,10 @@ func NewMetrics() *Metrics {
 			Name: "berth_work_lost_seconds_total", Help: "Progress lost by workspaces since their last checkpoint when preempted or failed, by the workspace's tier.",
 		}, []string{"tier"}),
 	}
-	m.Registry.MustRegister(m.decisions, m.preemptions, m.pending, m.states, m.duration, m.cycles, m.revisions,
+	for _, c := range []drivers.EndClass{drivers.EndTaskFailed, drivers.EndNodeFault} {
+		m.failures.WithLabelValues(c.String()) // both series from the start, at 0
+	}
+	m.Registry.MustRegister(m.decisions, m.preemptions, m.failures, m.pending, m.states, m.duration, m.cycles, m.revisions,
 		m.quota, m.used, m.borrowed, m.waiting, m.oldestWait, m.workLost,
 		m.quotaCPU, m.usedCPU, m.borrowedCPU, m.quotaMem, m.usedMem, m.borrowedMem)
 	return m
@@ -130,6 +138,13 @@ func (m *Metrics) observeCycle(d time.Duration, err error) {
 func (m *Metrics) observeDecision(d policies.Decision) {
 	for _, w := range d.Workspaces {
 		m.decisions.WithLabelValues(w.Verdict.String()).Inc()
+	}
+}
+
+// ended counts a run that ended on its own, when it failed.
+func (m *Metrics) ended(c drivers.EndClass) {
+	if c == drivers.EndTaskFailed || c == drivers.EndNodeFault {
+		m.failures.WithLabelValues(c.String()).Inc()
 	}
 }
 

@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"strings"
+
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/schema"
@@ -38,9 +40,13 @@ type stateInput struct {
 	// WasPreempted.
 	Preempted    drivers.Preemption
 	WasPreempted bool
-	// Ended is its run that ended on its own (Finished) when HasEnded.
+	// Ended is its run that ended for good (settleEnds) when HasEnded.
 	Ended    drivers.Exit
 	HasEnded bool
+	// Retry is its run that its node ended, started again, when
+	// Retrying (settleEnds).
+	Retry    retry
+	Retrying bool
 	// Rejected: the cluster refused its job at the revision in force,
 	// with RejectedReason.
 	Rejected       bool
@@ -80,6 +86,27 @@ const (
 	reasonWaitingGPUs = "waiting for the GPUs it needs to be freed"
 )
 
+// reasonKindMoving is the reason kind (policies.ReasonMoving's name) of a
+// workspace that moves off a node or GPU that failed, or that starts
+// again after its node ended its run.
+var reasonKindMoving = policies.ReasonMoving.String()
+
+// startsElsewhere ends the reason of a workspace pending after a move.
+const startsElsewhere = "; it starts again elsewhere"
+
+// movedFrom is why a workspace that holds nothing now moved, when it was
+// Moving, or Pending after a move (not a retry after its node's fault,
+// which says so itself); "" otherwise.
+func movedFrom(in stateInput) string {
+	switch {
+	case in.Prev == StateMoving:
+		return in.PrevReason
+	case in.Prev == StatePending && in.PrevReasonKind == reasonKindMoving && strings.Contains(in.PrevReason, startsElsewhere):
+		return in.PrevReason[:strings.Index(in.PrevReason, startsElsewhere)]
+	}
+	return ""
+}
+
 // nextState is a workspace's state after this cycle, and why, from what
 // the cycle knows of it (stateInput). It is pure: no Loop, no lock, no
 // log, no clock; it mutates nothing of in.
@@ -96,11 +123,13 @@ func nextState(in stateInput) stateOutput {
 		out.Node, out.GPUs = drivers.Where(own)
 	}
 	wantsRun := in.Spec != nil && in.Spec.Spec.State != schema.DesiredStopped
-	out.Failed = len(own) == 0 && in.Held && wantsRun && !in.WasPreempted && !in.HasEnded &&
+	out.Failed = len(own) == 0 && in.Held && wantsRun && !in.WasPreempted && !in.HasEnded && !in.Retrying &&
 		(in.Prev == StateRunning || in.Prev == StateStarting)
 	out.Resumed = in.Resumed
 	a, pre := &in.Acted, &in.Preempted
 	switch {
+	case in.DidAct && a.Kind == drivers.ActionPreempt && a.By == (schema.Ref{}):
+		out.State, out.ReasonKind, out.Reason = StateMoving, reasonKindMoving, a.Reason
 	case in.DidAct && a.Kind == drivers.ActionPreempt:
 		by := a.By
 		out.State, out.PreemptedBy, out.ReasonKind = StatePreempting, &by, policies.ReasonPreempted.String()
@@ -111,13 +140,22 @@ func nextState(in stateInput) stateOutput {
 		out.State = StateStarting
 		out.Node, out.GPUs = drivers.WherePlaced(a.Placements)
 		out.Reason = reasonPlaced
-		if in.WasPreempted {
+		switch {
+		case in.WasPreempted:
 			out.Reason = "resuming after preemption by " + pre.By.String()
+		case in.Retrying:
+			out.ReasonKind, out.Reason = reasonKindMoving, retryReason(in.Retry)
+		case movedFrom(in) != "":
+			out.ReasonKind, out.Reason = reasonKindMoving, "moved: "+strings.TrimPrefix(movedFrom(in), "moving: ")
 		}
 	case len(own) > 0 && drivers.AllStopping(own):
 		if in.WasPreempted {
 			by := pre.By
 			out.State, out.PreemptedBy, out.ReasonKind, out.Reason = StatePreempting, &by, policies.ReasonPreempted.String(), pre.Reason
+		} else if wd := in.Decision; wd != nil && wd.Reason.Kind == policies.ReasonMoving {
+			out.State, out.ReasonKind, out.Reason = StateMoving, reasonKindMoving, wd.Reason.Message
+		} else if in.Prev == StateMoving {
+			out.State, out.ReasonKind, out.Reason = StateMoving, reasonKindMoving, in.PrevReason
 		} else {
 			out.State, out.ReasonKind, out.Reason = StateStopped, policies.ReasonStopped.String(), reasonStopping
 		}
@@ -151,6 +189,15 @@ func nextState(in stateInput) stateOutput {
 		out.State, out.PreemptedBy, out.ReasonKind, out.Reason = StatePreempted, &by, policies.ReasonPreempted.String(), pre.Reason
 	case out.Failed:
 		out.State, out.Reason = StateFailed, reasonFailed
+	case in.Retrying:
+		out.State, out.ReasonKind, out.Reason = StatePending, reasonKindMoving, retryReason(in.Retry)
+	case movedFrom(in) != "":
+		// Gone from where it failed: it queues to start elsewhere, and
+		// says so until it does.
+		out.State, out.ReasonKind, out.Reason = StatePending, reasonKindMoving, movedFrom(in)+startsElsewhere
+		if wd := in.Decision; wd != nil && wd.Reason.Message != "" {
+			out.Reason += " (" + wd.Reason.Message + ")"
+		}
 	default:
 		out.State = StatePending
 		if wd := in.Decision; wd != nil {

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/policies"
@@ -133,6 +134,49 @@ func TestNextState(t *testing.T) {
 		{"waiting for its victims, no reason", stateInput{Prev: StatePending, Spec: running(), Waiting: true,
 			Decision: &policies.WorkspaceDecision{Verdict: policies.VerdictStart}},
 			stateOutput{State: StatePending, ReasonKind: "preempting", Reason: "waiting for the GPUs it needs to be freed", Decision: "start"}},
+		// Moves off a node or GPU that failed: Moving while it stops,
+		// Pending saying why until it starts, then Starting saying it
+		// moved; never Failed.
+		{"move applied", stateInput{Prev: StateRunning, Held: true, Spec: running(), Allocs: alloc(drivers.AllocRunning),
+			Acted: drivers.Action{Kind: drivers.ActionPreempt, Reason: "moving: node dgx-1 is draining"}, DidAct: true},
+			stateOutput{State: StateMoving, ReasonKind: "moving", Reason: "moving: node dgx-1 is draining", Node: "dgx-1", GPUs: []string{"gpu-0", "gpu-1"}}},
+		{"moving, stopping", stateInput{Prev: StateMoving, PrevReason: "moving: node dgx-1 is draining", PrevReasonKind: "moving", Held: true, Spec: running(),
+			Allocs: alloc(drivers.AllocStopping), Decision: &policies.WorkspaceDecision{Verdict: policies.VerdictPreempt,
+				Reason: policies.Reason{Kind: policies.ReasonMoving, Message: "moving: node dgx-1 is draining"}}},
+			stateOutput{State: StateMoving, ReasonKind: "moving", Reason: "moving: node dgx-1 is draining", Node: "dgx-1", GPUs: []string{"gpu-0", "gpu-1"},
+				Decision: "preempt: moving: node dgx-1 is draining"}},
+		{"moving, stopping, the decision saying only stopping", stateInput{Prev: StateMoving, PrevReason: "moving: node dgx-1 is draining", PrevReasonKind: "moving",
+			Held: true, Spec: running(), Allocs: alloc(drivers.AllocStopping), Decision: &policies.WorkspaceDecision{Verdict: policies.VerdictPreempt,
+				Reason: policies.Reason{Kind: policies.ReasonPreempted, Message: "stopping; it queues again once its GPUs are free"}}},
+			stateOutput{State: StateMoving, ReasonKind: "moving", Reason: "moving: node dgx-1 is draining", Node: "dgx-1", GPUs: []string{"gpu-0", "gpu-1"},
+				Decision: "preempt: stopping; it queues again once its GPUs are free"}},
+		{"moved, gone, waiting", stateInput{Prev: StateMoving, PrevReason: "moving: node dgx-1 is draining", PrevReasonKind: "moving", Held: true, Spec: running(),
+			Decision: wait},
+			stateOutput{State: StatePending, ReasonKind: "moving", Reason: "moving: node dgx-1 is draining; it starts again elsewhere (capacity: no node has 8 free GPUs)",
+				Decision: "wait: capacity: no node has 8 free GPUs"}},
+		{"moved, still waiting", stateInput{Prev: StatePending, PrevReason: "moving: node dgx-1 is draining; it starts again elsewhere (queue: 2 ahead)", PrevReasonKind: "moving",
+			Spec: running(), Decision: wait},
+			stateOutput{State: StatePending, ReasonKind: "moving", Reason: "moving: node dgx-1 is draining; it starts again elsewhere (capacity: no node has 8 free GPUs)",
+				Decision: "wait: capacity: no node has 8 free GPUs"}},
+		{"moved, started elsewhere", stateInput{Prev: StateMoving, PrevReason: "moving: node dgx-1 is draining", PrevReasonKind: "moving", Held: true, Spec: running(),
+			Acted: drivers.Action{Kind: drivers.ActionStart, Placements: []drivers.Placement{{Node: "dgx-2", GPUs: []string{"gpu-3"}}}}, DidAct: true},
+			stateOutput{State: StateStarting, ReasonKind: "moving", Reason: "moved: node dgx-1 is draining", Node: "dgx-2", GPUs: []string{"gpu-3"}}},
+		// Its node ended its run: not Failed; it starts again (after its
+		// backoff), and says so.
+		{"node's fault, retried at once", stateInput{Prev: StateRunning, Held: true, Spec: running(), Retrying: true,
+			Retry: retry{end: drivers.Exit{Class: drivers.EndNodeFault, Node: "dgx-1", Message: "alloc is lost since its node is down"}, attempt: 1},
+			Acted: drivers.Action{Kind: drivers.ActionStart, Placements: []drivers.Placement{{Node: "dgx-2", GPUs: []string{"gpu-3"}}}}, DidAct: true},
+			stateOutput{State: StateStarting, ReasonKind: "moving", Node: "dgx-2", GPUs: []string{"gpu-3"},
+				Reason: "moving: its allocation on node dgx-1 ended (alloc is lost since its node is down); the node's fault, not the task's: berth starts it again elsewhere (attempt 1 of 5)"}},
+		{"node's fault, backing off", stateInput{Prev: StateStarting, Held: true, Spec: running(), Retrying: true, Waiting: true,
+			Retry: retry{end: drivers.Exit{Class: drivers.EndNodeFault, Node: "dgx-1", Message: "failed to reserve device"}, attempt: 2,
+				until: time.Date(2026, 3, 2, 10, 0, 10, 0, time.UTC)}},
+			stateOutput{State: StatePending, ReasonKind: "moving",
+				Reason: "moving: its allocation on node dgx-1 ended (failed to reserve device); the node's fault, not the task's: berth starts it again elsewhere at 10:00:10 UTC (attempt 2 of 5)"}},
+		{"node's fault, given up", stateInput{Prev: StatePending, Spec: running(), HasEnded: true,
+			Ended: drivers.Exit{Failed: true, Class: drivers.EndNodeFault, Node: "dgx-1", Message: "failed to reserve device"}},
+			stateOutput{State: StateFailed, ReasonKind: "exited",
+				Reason: "its runs ended by the node's fault 6 times in a row, the last: its allocation on node dgx-1 ended (failed to reserve device)" + again}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

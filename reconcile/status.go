@@ -60,13 +60,18 @@ const (
 	StatePreempting State = "Preempting"
 	// StatePreempted: it was preempted and waits to resume on its own.
 	StatePreempted State = "Preempted"
+	// StateMoving: its node is draining or down, or a GPU it holds is
+	// unhealthy or gone: it got its checkpoint signal, as a preempted
+	// workspace does, and starts again elsewhere once it is gone, from
+	// its checkpoint, keeping its place in the queue.
+	StateMoving State = "Moving"
 	// StateStopped: the specs want it stopped or no longer list it.
 	StateStopped State = "Stopped"
-	// StateFailed: its task failed (a non-zero exit, after any restarts
-	// its restartOnFailure allows), or its allocation ended without berth
-	// stopping it; the reason says which, with the exit code and the
-	// cluster's message. A failed task is not run again until its spec
-	// changes.
+	// StateFailed: its task failed on its own (a non-zero exit, after the
+	// restarts its spec's restart allows), or its starts failed for the
+	// node's reason drivers.NodeFaultAttempts times in a row; the reason
+	// says which, with the exit code and the cluster's message (LastEnd
+	// has them as data). It is not run again until its spec changes.
 	StateFailed State = "Failed"
 	// StateCompleted: its task exited 0 on its own. It is not run again
 	// until its spec changes (or the specs set it Stopped, then Running).
@@ -219,6 +224,30 @@ type WorkspaceStatus struct {
 	// LikelyStart is when it is likely to start: Pending and Preempted
 	// workspaces in the queue that need GPUs (likely.go).
 	LikelyStart *LikelyStart `json:"likelyStart,omitempty"`
+	// LastEnd is how its last run that berth did not stop ended, with
+	// its class (drivers.EndClass); absent when none has.
+	LastEnd *EndStatus `json:"lastEnd,omitempty"`
+}
+
+// EndStatus is how a run ended without berth stopping it.
+type EndStatus struct {
+	// Class is completed, task-failed or node-fault (drivers.EndClass).
+	Class    string    `json:"class"`
+	At       time.Time `json:"at,omitzero"`
+	Node     string    `json:"node,omitempty"`
+	ExitCode int       `json:"exitCode,omitempty"`
+	// Message is the cluster's account; Stderr the last lines its task
+	// wrote to stderr, when the driver could read them.
+	Message string `json:"message,omitempty"`
+	Stderr  string `json:"stderr,omitempty"`
+	// Restarts is the in-place restarts before it ended; Attempts, for a
+	// node's fault, how many ends of the node's fault came in a row.
+	Restarts int `json:"restarts,omitempty"`
+	Attempts int `json:"attempts,omitempty"`
+	// RanFor is how long it had been Running when it ended, as berth saw
+	// it (zero: it never ran): what is at risk back to its last
+	// checkpoint when the driver does not report progress.
+	RanFor Seconds `json:"ranForSeconds,omitempty"`
 }
 
 // Ref returns the workspace's reference.
@@ -259,6 +288,11 @@ type record struct {
 	held bool
 	// resumed is the note for its next Running transition after a resume.
 	resumed string
+	// faults counts its runs in a row that ended by the node's fault
+	// (ends.go); endSeen: its last end is counted (it has held nothing
+	// since).
+	faults  int
+	endSeen bool
 	// journal is its last journal encoding and journalSig what it was
 	// made from (journal.go).
 	journal    json.RawMessage
@@ -275,6 +309,10 @@ func (r *record) clone() *record {
 	if r.status.LikelyStart != nil {
 		ls := *r.status.LikelyStart
 		c.status.LikelyStart = &ls
+	}
+	if r.status.LastEnd != nil {
+		e := *r.status.LastEnd
+		c.status.LastEnd = &e
 	}
 	c.history = slices.Clone(r.history)
 	return &c

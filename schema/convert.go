@@ -135,6 +135,31 @@ func checkpoint(fe *fieldErrs, prefix string, r *rawCheckpoint, def Checkpoint) 
 	return c
 }
 
+// restart reads spec.restart, or its shorthand restartOnFailure: true
+// (LegacyRestart); writing both is an error.
+func restart(fe *fieldErrs, d *doc, legacy bool, r *rawRestart) Restart {
+	if r == nil {
+		if legacy {
+			return LegacyRestart
+		}
+		return Restart{}
+	}
+	if legacy {
+		fe.diag = append(fe.diag, errorf(d.pos("spec.restartOnFailure"),
+			"spec.restartOnFailure and spec.restart are both set: restartOnFailure: true is the shorthand for restart: {attempts: 3, delay: 15s}; keep restart alone"))
+	}
+	out := Restart{Attempts: intOr(r.Attempts, 0)}
+	out.Delay = fe.duration("spec.restart.delay", r.Delay, DefaultRestartDelay)
+	if q := r.Delay; q != nil && q.set && out.Delay < MinRestartDelay && len(fe.diag) == 0 {
+		fe.diag = append(fe.diag, errorf(d.pos("spec.restart.delay"),
+			"spec.restart.delay is %s; a task that fails is restarted no faster than once a second: write 1s or more, such as 15s", q.text))
+	}
+	if out.Attempts == 0 {
+		out.Delay = 0
+	}
+	return out
+}
+
 func convertWorkspace(d0 *doc, policy SchedulingPolicy) (Workspace, []Diagnostic) {
 	d := d0
 	r := d.raw.(*rawWorkspace)
@@ -143,21 +168,22 @@ func convertWorkspace(d0 *doc, policy SchedulingPolicy) (Workspace, []Diagnostic
 	w := Workspace{
 		Meta: meta(d, r.Metadata),
 		Spec: WorkspaceSpec{
-			Owner:            s.Owner,
-			Tier:             s.Tier,
-			State:            s.State,
-			Task:             s.Task,
-			Resources:        workResources(fe, d0, s.Resources),
-			Topology:         topology(s.Topology, policy.Spec.Defaults.Topology),
-			Placement:        placement(s.Placement),
-			Ports:            s.Ports,
-			Replicas:         intOr(s.Replicas, 1),
-			Volumes:          s.Volumes,
-			Checkpoint:       checkpoint(fe, "spec.checkpoint", s.Checkpoint, policy.Spec.Defaults.Checkpoint),
-			Preemptible:      boolOr(s.Preemptible, true),
-			RestartOnFailure: s.RestartOnFailure,
+			Owner:        s.Owner,
+			Tier:         s.Tier,
+			State:        s.State,
+			Task:         s.Task,
+			Resources:    workResources(fe, d0, s.Resources),
+			Topology:     topology(s.Topology, policy.Spec.Defaults.Topology),
+			Placement:    placement(s.Placement),
+			Ports:        s.Ports,
+			Replicas:     intOr(s.Replicas, 1),
+			Volumes:      s.Volumes,
+			Checkpoint:   checkpoint(fe, "spec.checkpoint", s.Checkpoint, policy.Spec.Defaults.Checkpoint),
+			Preemptible:  boolOr(s.Preemptible, true),
+			UnhealthyGPU: s.UnhealthyGPU,
 		},
 	}
+	w.Spec.Restart = restart(fe, d0, s.RestartOnFailure, s.Restart)
 	w.Spec.ExpectedDuration = fe.duration("spec.expectedDuration", s.ExpectedDuration, 0)
 	if q := s.ExpectedDuration; q != nil && q.set && w.Spec.ExpectedDuration <= 0 && len(fe.diag) == 0 {
 		fe.diag = append(fe.diag, errorf(d0.pos("spec.expectedDuration"),

@@ -83,8 +83,15 @@ type rawWorkspace struct {
 		Checkpoint       *rawCheckpoint `json:"checkpoint"`
 		Preemptible      *bool          `json:"preemptible"`
 		RestartOnFailure bool           `json:"restartOnFailure"`
+		Restart          *rawRestart    `json:"restart"`
+		UnhealthyGPU     string         `json:"unhealthyGPU"`
 		ExpectedDuration *quantity      `json:"expectedDuration"`
 	} `json:"spec"`
+}
+
+type rawRestart struct {
+	Attempts *int      `json:"attempts"`
+	Delay    *quantity `json:"delay"`
 }
 
 type rawService struct {

@@ -420,22 +420,9 @@ func TestExpectedDuration(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			src := minimal
-			if tt.field != "" {
-				src += "  " + tt.field + "\n"
-			}
-			set, diags, err := LoadFS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tt.err != "" {
-				if len(diags) != 1 || !strings.Contains(diags[0].String(), tt.err) {
-					t.Fatalf("diagnostics %v; want one containing %q", diags, tt.err)
-				}
-				return
-			}
+			set := loadWithSpecLines(t, tt.field, tt.err)
 			if set == nil {
-				t.Fatalf("diagnostics: %v", diags)
+				return
 			}
 			if got := set.Workspaces[0].Spec.ExpectedDuration; got != tt.want {
 				t.Errorf("expectedDuration = %s, want %s", got, tt.want)
@@ -473,4 +460,65 @@ func TestBorrowWithinCohort(t *testing.T) {
 	if diags.Errors() != 1 || !strings.HasPrefix(diags[0].String(), want) {
 		t.Errorf("a missing tier: %v; want one error starting %q", diags, want)
 	}
+}
+
+// TestRestartAndUnhealthyGPU: restart is optional (nothing restarts),
+// attempts alone take the default delay, restartOnFailure: true is the
+// shorthand for three restarts 15 s apart, and writing both, a delay
+// under a second, too many attempts or an unknown unhealthyGPU are
+// errors that say what to write.
+func TestRestartAndUnhealthyGPU(t *testing.T) {
+	tests := map[string]struct {
+		fields    string
+		want      Restart
+		unhealthy string
+		err       string // part of the one error, if any
+	}{
+		"absent":          {"", Restart{}, "", ""},
+		"attempts":        {"restart: {attempts: 2}", Restart{Attempts: 2, Delay: DefaultRestartDelay}, "", ""},
+		"attempts, delay": {"restart: {attempts: 1, delay: 1m}", Restart{Attempts: 1, Delay: time.Minute}, "", ""},
+		"zero attempts":   {"restart: {attempts: 0, delay: 1m}", Restart{}, "", ""},
+		"shorthand":       {"restartOnFailure: true", LegacyRestart, "", ""},
+		"stay":            {"unhealthyGPU: stay", Restart{}, GPUStay, ""},
+		"both":            {"restartOnFailure: true\n  restart: {attempts: 1}", Restart{}, "", "spec.restartOnFailure and spec.restart are both set"},
+		"fast":            {"restart: {attempts: 1, delay: 100ms}", Restart{}, "", "spec.restart.delay is 100ms; a task that fails is restarted no faster than once a second"},
+		"many":            {"restart: {attempts: 1000}", Restart{}, "", "attempts is a whole number from 0 to 100"},
+		"unknown":         {"unhealthyGPU: ignore", Restart{}, "", `spec.unhealthyGPU: "ignore" is not allowed; use one of "move", "stay"`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			set := loadWithSpecLines(t, tt.fields, tt.err)
+			if set == nil {
+				return
+			}
+			if got := set.Workspaces[0].Spec; got.Restart != tt.want || got.UnhealthyGPU != tt.unhealthy {
+				t.Errorf("restart %+v, unhealthyGPU %q; want %+v, %q", got.Restart, got.UnhealthyGPU, tt.want, tt.unhealthy)
+			}
+		})
+	}
+}
+
+// loadWithSpecLines loads minimal with lines added to its workspace's
+// spec. With wantErr it checks that the load gives one diagnostic
+// containing it and returns nil; without, it returns the set.
+func loadWithSpecLines(t *testing.T, lines, wantErr string) *Set {
+	t.Helper()
+	src := minimal
+	if lines != "" {
+		src += "  " + lines + "\n"
+	}
+	set, diags, err := LoadFS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantErr != "" {
+		if len(diags) != 1 || !strings.Contains(diags[0].String(), wantErr) {
+			t.Fatalf("diagnostics %v; want one containing %q", diags, wantErr)
+		}
+		return nil
+	}
+	if set == nil {
+		t.Fatalf("diagnostics: %v", diags)
+	}
+	return set
 }

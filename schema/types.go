@@ -329,14 +329,52 @@ type WorkspaceSpec struct {
 	// Preemptible: this workspace may be preempted (default true; the
 	// tier must allow it too).
 	Preemptible bool `json:"preemptible"`
-	// RestartOnFailure restarts a failed task in place a bounded number
-	// of times (drivers: Nomad's restart block), then it is Failed.
-	RestartOnFailure bool `json:"restartOnFailure,omitempty"`
+	// Restart is what happens when its task fails on its own (a non-zero
+	// exit, an OOM kill): restarted in place Restart.Attempts times,
+	// Restart.Delay apart (drivers: Nomad's restart block), then it is
+	// Failed. The zero value restarts nothing. The written shorthand
+	// restartOnFailure: true is LegacyRestart. A failure the node causes
+	// is not the task's: berth moves it (drivers.EndNodeFault).
+	Restart Restart `json:"restart,omitzero"`
+	// UnhealthyGPU is what berth does when a GPU it holds turns unhealthy
+	// on its node: GPUMove (or "", the default) stops it with its
+	// checkpoint grace and starts it elsewhere; GPUStay leaves it running. A GPU that is
+	// gone from its node, or a node draining or down, always moves it.
+	UnhealthyGPU string `json:"unhealthyGPU,omitempty"`
 	// ExpectedDuration is how long its owner expects one run to take;
 	// zero: not stated. It informs the queue's likely start
 	// (policies.Predict) and never limits the run.
 	ExpectedDuration time.Duration `json:"expectedDuration,omitempty"`
 }
+
+// Restart is a workspace's restart policy for its task's own failures.
+type Restart struct {
+	// Attempts is how many times a failed task is restarted in place
+	// before the workspace is Failed (0: never).
+	Attempts int `json:"attempts,omitempty"`
+	// Delay is the wait before each restart (DefaultRestartDelay when
+	// not written).
+	Delay time.Duration `json:"delay,omitempty"`
+}
+
+// DefaultRestartDelay is Restart.Delay when the spec gives attempts and
+// no delay; MinRestartDelay the least a spec may write: a task never
+// loops faster than that.
+const (
+	DefaultRestartDelay = 15 * time.Second
+	MinRestartDelay     = time.Second
+)
+
+// LegacyRestart is what restartOnFailure: true asks for: 3 restarts,
+// 15 s apart.
+var LegacyRestart = Restart{Attempts: 3, Delay: DefaultRestartDelay}
+
+// What a workspace does when a GPU it holds turns unhealthy
+// (WorkspaceSpec.UnhealthyGPU).
+const (
+	GPUMove = "move"
+	GPUStay = "stay"
+)
 
 // Port is one network port of a workspace's task: Static is a fixed
 // host port (0: Nomad picks one), To the port inside a container (0: the

@@ -6,8 +6,10 @@
 #   package at a time: they share the agent), and stops it, also on failure:
 #   the driver's own (drivers/nomad), berth's loop over it (internal/e2e)
 #   and the binary's (cmd/berth).
-#   E2E_RUN narrows the tests (a go test -run pattern); E2E_PORT moves the
-#   agent (default 4646).
+#   E2E_RUN narrows the tests (a go test -run pattern), E2E_PKGS the
+#   packages (default ./...); E2E_PORT moves the agent (default 4646),
+#   E2E_DIR its directory (default .nomad-dev): make e2e-v2 runs the
+#   conformance suite and the walk-through on Nomad v2.0.5 with these.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kit=${NOMAD_DEV:-../shared/nomad-dev}
@@ -15,7 +17,7 @@ if [ ! -x "$kit/up" ]; then
 	echo "make e2e needs $kit (a real Nomad with fake GPUs); it is not here" >&2
 	exit 1
 fi
-dir=$(pwd)/.nomad-dev
+dir=$(pwd)/${E2E_DIR:-.nomad-dev}
 port=${E2E_PORT:-4646}
 [ -e "$dir/pids" ] && "$kit/down" "$dir" >/dev/null 2>&1 || true
 rm -rf "$dir"
@@ -24,8 +26,14 @@ eval "$("$kit/up" -n 2 -g 4 -p "$port" "$dir")"
 trap '"$kit/down" "$dir" >/dev/null 2>&1 || true' EXIT
 echo "e2e: Nomad v${NOMAD_DEV_VERSION:-1.6.5} at $NOMAD_ADDR (2 nodes, 4 fake GPUs each)"
 export NOMAD_ADDR
+# The bad-day tests fail GPUs and nodes of this cluster (its directory),
+# and report what they measure to a file printed at the end.
+export NOMAD_DEV_DIR=$dir E2E_REPORT=$dir/report.txt
 # go-nvml's header marks calls berth never makes as deprecated: keep cgo
 # quiet (make exports the same when e2e runs through it).
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}"
-go test -count=1 -p 1 -timeout 30m -run "${E2E_RUN:-^TestReal}" ./... 2>&1 | grep -v 'no test files' | grep -v '^ok .*\[no tests to run\]'
+rc=0
+go test -count=1 -p 1 -timeout 30m -run "${E2E_RUN:-^TestReal}" ${E2E_PKGS:-./...} 2>&1 | grep -v 'no test files' | grep -v '^ok .*\[no tests to run\]' || rc=$?
+if [ -s "$E2E_REPORT" ]; then echo "e2e: measured"; sed 's/^/  /' "$E2E_REPORT"; fi
 echo "e2e: $(( $(date +%s) - started )) s wall"
+exit $rc

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make run-nomad: the preemption walk-through on a real Nomad.
 #
-# Starts a real Nomad v1.6.5 from ../shared/nomad-dev (one node, one fake
-# GPU; tasks run with raw_exec, so no docker and no real GPU are needed),
+# Starts a real Nomad v1.6.5 (NOMAD_DEV_VERSION=2.0.5: v2.0.5) from
+# ../shared/nomad-dev (one node, one fake GPU; tasks run with raw_exec,
+# so no docker and no real GPU are needed),
 # copies examples/walkthrough-nomad into a scratch directory, runs
 # `berth reconcile --cluster nomad` on it and plays the walk-through as
 # edits a few seconds apart: start medium; start high (it preempts medium,
@@ -50,7 +51,7 @@ done
 mv "$scratch/ws-0.yaml" "$scratch/workspace-medium.yaml"
 mv "$scratch/ws-1.yaml" "$scratch/workspace-high.yaml.next"
 
-say "starting a real Nomad v1.6.5 on 127.0.0.1:$port (one node, one fake GPU; raw_exec tasks)"
+say "starting a real Nomad v${NOMAD_DEV_VERSION:-1.6.5} on 127.0.0.1:$port (one node, one fake GPU; raw_exec tasks)"
 eval "$("$kit/up" -n 1 -g 1 -p "$port" "$nd")"
 export NOMAD_ADDR
 nomad_() { "$nd/bin/nomad" "$@"; }

@@ -326,7 +326,7 @@ func printQueue(w io.Writer, st reconcile.Status) {
 // stateCounts is "2 Running, 7 Pending", in the order of a workspace's life.
 func stateCounts(m map[reconcile.State]int) string {
 	var parts []string
-	for _, s := range []reconcile.State{reconcile.StateRunning, reconcile.StateStarting, reconcile.StatePreempting, reconcile.StatePending,
+	for _, s := range []reconcile.State{reconcile.StateRunning, reconcile.StateStarting, reconcile.StatePreempting, reconcile.StateMoving, reconcile.StatePending,
 		reconcile.StatePreempted, reconcile.StateFailed, reconcile.StateCompleted, reconcile.StateStopped} {
 		if n := m[s]; n > 0 {
 			parts = append(parts, thousands(int64(n))+" "+string(s))

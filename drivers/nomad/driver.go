@@ -59,9 +59,9 @@ type Config struct {
 	// PlacementTimeout bounds how long Apply waits to see where Nomad put
 	// a started workspace (default 30s); it waits with blocking queries.
 	PlacementTimeout time.Duration
-	// RestartDelay is the delay between the in-place restarts of a failed
-	// task whose workspace asks for restartOnFailure (default
-	// RestartDelay, 15s).
+	// RestartDelay, when set, replaces the delay between the in-place
+	// restarts of every failed task whose workspace asks for restarts
+	// (tests shorten it); zero: each spec's restart.delay.
 	RestartDelay time.Duration
 	// RequestTimeout bounds each request to Nomad, its answer included
 	// (default DefaultRequestTimeout); a blocking query gets its wait on
@@ -119,6 +119,9 @@ type Driver struct {
 	nodeIDs   map[string]string // node name (and ID) -> ID, from the last observation
 	lastIndex uint64
 	evicted   []Eviction
+	// stderr holds the stderr tails of the exits last reported, by
+	// allocation ID (addStderr).
+	stderr map[string]string
 	// namespaces memoizes ensureNamespace within one reconcile cycle:
 	// namespace name -> what it was ensured as (nsEnsured). Observe
 	// clears it, so a namespace changed outside berth is checked again
@@ -153,9 +156,6 @@ func New(cfg Config) (*Driver, error) {
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
-	}
-	if cfg.RestartDelay <= 0 {
-		cfg.RestartDelay = RestartDelay
 	}
 	if len(cfg.Datacenters) == 0 {
 		cfg.Datacenters = []string{"*"}

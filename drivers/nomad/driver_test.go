@@ -243,14 +243,14 @@ func TestStartRendersPinnedJob(t *testing.T) {
 	// A workspace asking to be restarted is a batch job whose restart
 	// block restarts it in place a bounded number of times, then fails.
 	a := startAction("serve", "gpu-b", nodes[1].GPUs[0].ID)
-	a.Spec.Spec.RestartOnFailure = true
+	a.Spec.Spec.Restart = schema.Restart{Attempts: 2, Delay: 20 * time.Second}
 	if err := d.Apply(ctx, a); err != nil {
 		t.Fatal(err)
 	}
 	sj := jobOf(t, d, "vision", "serve")
 	rp := sj.TaskGroups[0].RestartPolicy
-	if *sj.Type != "batch" || *rp.Attempts != nomad.RestartAttempts || *rp.Mode != "fail" || *rp.Delay != nomad.RestartDelay {
-		t.Errorf("RestartOnFailure: type %s, restart %+v; want batch, %d attempts then fail", *sj.Type, *rp, nomad.RestartAttempts)
+	if *sj.Type != "batch" || *rp.Attempts != 2 || *rp.Mode != "fail" || *rp.Delay != 20*time.Second || *rp.Interval != nomad.RestartInterval {
+		t.Errorf("restart {attempts: 2, delay: 20s}: type %s, restart %+v; want batch, 2 attempts 20s apart within %s, then fail", *sj.Type, *rp, nomad.RestartInterval)
 	}
 }
 
@@ -380,8 +380,8 @@ func TestObserveTopologyAndForeignGPUs(t *testing.T) {
 		return n
 	}
 	want := []drivers.Node{
-		features(drivers.Node{Name: "down", ID: "n3", Pool: "default", Datacenter: "dc1", Eligible: true, CPUMHz: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
-		features(drivers.Node{Name: "draining", ID: "n2", Pool: "default", Datacenter: "dc1", Ready: true, CPUMHz: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
+		features(drivers.Node{Name: "down", ID: "n3", Pool: "default", Datacenter: "dc1", Eligible: true, Status: "down", CPUMHz: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
+		features(drivers.Node{Name: "draining", ID: "n2", Pool: "default", Datacenter: "dc1", Ready: true, Draining: true, CPUMHz: 4490, MemoryBytes: 24105 << 20, DiskBytes: 76790 << 20}),
 		features(drivers.Node{Name: "plain", ID: "n1", Pool: "default", Datacenter: "dc1", Ready: true, Eligible: true, TopologyGuessed: true,
 			CPUMHz: 4490 - 100, MemoryBytes: (24105 - 300) << 20, DiskBytes: (76790 - 300) << 20,
 			GPUs: []drivers.GPU{

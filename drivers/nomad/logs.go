@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
@@ -95,4 +96,48 @@ func (d *Driver) logAlloc(ctx context.Context, ref schema.Ref, replica int) (*ap
 		return nil, wrap(err, ref, "read allocation "+pick.ID)
 	}
 	return a, nil
+}
+
+// StderrLines is how many of the last lines a failed task wrote to
+// stderr an Exit carries (Exit.Stderr), from at most stderrTailBytes.
+const (
+	StderrLines     = 20
+	stderrTailBytes = 4096
+)
+
+// stderrTail reads the last lines (StderrLines) the task of allocation a
+// wrote to stderr; "" when there are none or they cannot be read (its
+// node is gone, Nomad collected it).
+func (d *Driver) stderrTail(ctx context.Context, a *api.Allocation) string {
+	ctx, stop := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer stop()
+	cancel := make(chan struct{})
+	defer close(cancel)
+	frames, errs := d.client.AllocFS().Logs(a, false, TaskName, "stderr", api.OriginEnd, stderrTailBytes, cancel, d.q(ctx, a.Namespace))
+	var b []byte
+	for {
+		select {
+		case <-ctx.Done():
+			return ""
+		case err, ok := <-errs:
+			if ok && err != nil {
+				return ""
+			}
+			errs = nil
+		case f, ok := <-frames:
+			if !ok {
+				return lastLines(string(b), StderrLines)
+			}
+			if f != nil {
+				b = append(b, f.Data...)
+			}
+		}
+	}
+}
+
+// lastLines is the last n lines of s, without a trailing newline.
+func lastLines(s string, n int) string {
+	s = strings.TrimRight(s, "\n")
+	lines := strings.Split(s, "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -1,6 +1,7 @@
 package nomad
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -116,7 +117,9 @@ func (d *Driver) observe(ctx context.Context) (drivers.Snapshot, bool, error) {
 		ids[node.Name] = node.ID
 		ids[node.ID] = node.ID
 	}
-	snap.Exits = exitsOf(data, berth)
+	var failed []*api.Allocation
+	snap.Exits, failed = exitsOf(data, berth)
+	d.addStderr(ctx, snap.Exits, failed)
 	sort.Slice(snap.Nodes, func(i, j int) bool { return snap.Nodes[i].Name < snap.Nodes[j].Name })
 	sort.Slice(snap.Allocs, func(i, j int) bool {
 		a, b := snap.Allocs[i], snap.Allocs[j]
@@ -168,6 +171,13 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (out drivers.N
 		Name: n.Name, ID: n.ID, Pool: n.NodePool, Datacenter: n.Datacenter, Class: n.NodeClass, Meta: placementMeta(n.Meta),
 		Ready:    n.Status == "ready",
 		Eligible: n.SchedulingEligibility == "eligible" && !n.Drain && n.DrainStrategy == nil,
+		Draining: n.Drain || n.DrainStrategy != nil,
+	}
+	if !out.Ready {
+		out.Status = cmp.Or(n.Status, "unknown")
+	}
+	if ds := n.DrainStrategy; ds != nil && ds.Deadline > 0 && !ds.ForceDeadline.IsZero() {
+		out.DrainDeadline = ds.ForceDeadline.UTC()
 	}
 	// What the node offers to work, as Nomad's scheduler counts it: its
 	// CPU shares (MHz), memory and disk less what the node reserves, and
@@ -508,14 +518,17 @@ func unitBytes(u string) int64 {
 
 // exitsOf reports the ended runs of berth's jobs that berth did not stop
 // (Stop false): every allocation of the job's current version (by
-// JobModifyIndex) is terminal and ended on its own, and none of the job
-// is live. The job need not be dead yet: Nomad keeps it pending while it
-// evaluates the failed allocation (seen on a v1.6.5 agent), and berth
-// must not start it again meanwhile. When Nomad has garbage-collected the
-// allocations of a dead job, the job summary says whether any failed.
-// Runs the cluster ended (a lost node, an eviction) are not exits: berth
-// starts those again.
-func exitsOf(data []nodeData, berth map[[2]string]*api.JobListStub) []drivers.Exit {
+// JobModifyIndex) is terminal, and none of the job is live. The job need
+// not be dead yet: Nomad keeps it pending while it evaluates the failed
+// allocation (seen on a v1.6.5 agent), and berth must not start it again
+// meanwhile. When Nomad has garbage-collected the allocations of a dead
+// job, the job summary says whether any failed. Each run is classified
+// (endOf; drivers.EndClass says what each class leads to; endRank which
+// replica's end names the run's).
+//
+// by holds, for each exit, the allocation whose end names the run (nil
+// when Nomad no longer has any).
+func exitsOf(data []nodeData, berth map[[2]string]*api.JobListStub) (out []drivers.Exit, by []*api.Allocation) {
 	ended := map[[2]string][]*api.Allocation{}
 	live, seen := map[[2]string]bool{}, map[[2]string]bool{}
 	for _, nd := range data {
@@ -532,58 +545,137 @@ func exitsOf(data []nodeData, berth map[[2]string]*api.JobListStub) []drivers.Ex
 			}
 		}
 	}
-	var out []drivers.Exit
+	byRef := map[schema.Ref]*api.Allocation{}
 	for k, st := range berth {
 		allocs := ended[k]
 		if st.Stop || live[k] || (len(allocs) == 0 && (st.Status != "dead" || seen[k])) {
 			continue // running, stopped, or no run of its current version ended
 		}
-		ex := drivers.Exit{Workspace: refOf(st.Meta), SpecHash: st.Meta[MetaSpecHash]}
-		sort.Slice(allocs, func(i, j int) bool { return allocs[i].ID < allocs[j].ID })
-		byCluster := len(allocs) > 0
+		ex := drivers.Exit{Workspace: refOf(st.Meta), SpecHash: st.Meta[MetaSpecHash], Class: drivers.EndCompleted}
+		allocs = latestPerReplica(allocs)
 		for _, a := range allocs {
-			if a.ClientStatus != "lost" && a.DesiredStatus == "run" {
-				byCluster = false
-			}
-			ts := a.TaskStates[TaskName]
-			if ts == nil {
-				continue
-			}
-			ex.Restarts = max(ex.Restarts, int(ts.Restarts))
-			if ts.FinishedAt.After(ex.At) {
-				ex.At = ts.FinishedAt.UTC()
-			}
-			if a.ClientStatus != "failed" && !ts.Failed {
-				continue
-			}
-			if !ex.Failed {
-				ex.Failed = true
-				ex.ExitCode, ex.Message = exitOf(ts)
-				if ex.Message == "" {
-					ex.Message = a.ClientDescription
+			if ts := a.TaskStates[TaskName]; ts != nil {
+				ex.Restarts = max(ex.Restarts, int(ts.Restarts))
+				if ts.FinishedAt.After(ex.At) {
+					ex.At = ts.FinishedAt.UTC()
 				}
 			}
-		}
-		if byCluster {
-			continue
+			class, code, msg := endOf(a)
+			if endRank[class] > endRank[ex.Class] || byRef[ex.Workspace] == nil {
+				ex.Class, ex.ExitCode, ex.Message, ex.Node = class, code, msg, a.NodeName
+				byRef[ex.Workspace] = a
+			}
+			if ex.At.IsZero() && class == drivers.EndNodeFault && a.ModifyTime > 0 {
+				ex.At = time.Unix(0, a.ModifyTime).UTC()
+			}
 		}
 		if len(allocs) == 0 {
 			ex.Message = "Nomad no longer has its allocations"
 			if s := st.JobSummary; s != nil {
 				for _, g := range s.Summary {
-					if g.Failed > 0 || g.Lost > 0 {
-						ex.Failed = true
+					if g.Failed > 0 {
+						ex.Class = drivers.EndTaskFailed
+					} else if g.Lost > 0 && ex.Class == drivers.EndCompleted {
+						ex.Class = drivers.EndNodeFault
 					}
 				}
 			}
 		}
-		if !ex.Failed && ex.Message == "" {
+		ex.Failed = ex.Class != drivers.EndCompleted
+		if ex.Class == drivers.EndCompleted && ex.Message == "" {
 			ex.Message = "Exit Code: 0"
 		}
 		out = append(out, ex)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Workspace.Less(out[j].Workspace) })
+	by = make([]*api.Allocation, len(out))
+	for i := range out {
+		by[i] = byRef[out[i].Workspace]
+	}
+	return out, by
+}
+
+// addStderr gives each exit of the task's own failure the last lines its
+// task wrote to stderr, read once per allocation (d.stderr keeps them for
+// the exits still reported, so an idle cycle reads none).
+func (d *Driver) addStderr(ctx context.Context, exits []drivers.Exit, by []*api.Allocation) {
+	d.mu.Lock()
+	old := d.stderr
+	d.mu.Unlock()
+	keep := map[string]string{}
+	for i := range exits {
+		a := by[i]
+		if exits[i].Class != drivers.EndTaskFailed || a == nil {
+			continue
+		}
+		s, ok := old[a.ID]
+		if !ok {
+			s = d.stderrTail(ctx, a)
+		}
+		keep[a.ID], exits[i].Stderr = s, s
+	}
+	d.mu.Lock()
+	d.stderr = keep
+	d.mu.Unlock()
+}
+
+// latestPerReplica keeps, of each replica's (task group's) allocations,
+// the one created last: its run is the replica's last; the others are
+// earlier runs (a stop, a move, a version the event stream attributed to
+// the job's current one). The result is sorted by ID.
+func latestPerReplica(allocs []*api.Allocation) []*api.Allocation {
+	last := map[string]*api.Allocation{}
+	for _, a := range allocs {
+		if l := last[a.TaskGroup]; l == nil || a.CreateIndex > l.CreateIndex {
+			last[a.TaskGroup] = a
+		}
+	}
+	out := make([]*api.Allocation, 0, len(last))
+	for _, a := range last {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// endRank orders the classes of a run's replicas: the task's own
+// failure outweighs the node's fault, which outweighs completion.
+var endRank = map[drivers.EndClass]int{drivers.EndCompleted: 0, drivers.EndNodeFault: 1, drivers.EndTaskFailed: 2}
+
+// endOf classifies how one ended allocation of berth's ended, with its
+// exit code and Nomad's account:
+//   - Nomad ended it (its node lost or drained, an eviction): the node's
+//     fault;
+//   - it failed and its task ran (it started, or exited with a code) or
+//     failed its validation (the spec's own): the task's failure;
+//   - it failed before its task ever started (a device that could not be
+//     reserved, a driver or volume that failed, an image that would not
+//     pull): the node's fault;
+//   - else it completed.
+func endOf(a *api.Allocation) (drivers.EndClass, int, string) {
+	if a.ClientStatus == "lost" || a.DesiredStatus != "run" {
+		return drivers.EndNodeFault, 0, firstNonEmpty(a.DesiredDescription, a.ClientDescription, "its allocation was "+a.ClientStatus)
+	}
+	ts := a.TaskStates[TaskName]
+	if a.ClientStatus != "failed" && (ts == nil || !ts.Failed) {
+		return drivers.EndCompleted, 0, ""
+	}
+	if ts == nil {
+		return drivers.EndNodeFault, 0, firstNonEmpty(a.ClientDescription, "its allocation failed before its task started")
+	}
+	code, msg := exitOf(ts)
+	msg = firstNonEmpty(msg, a.ClientDescription)
+	ran := !ts.StartedAt.IsZero()
+	for _, e := range ts.Events {
+		switch e.Type {
+		case "Started", "Terminated", "Failed Validation":
+			ran = true
+		}
+	}
+	if ran {
+		return drivers.EndTaskFailed, code, msg
+	}
+	return drivers.EndNodeFault, 0, firstNonEmpty(msg, "its task failed before it started")
 }
 
 // exitOf finds the exit code and Nomad's message in a task's events: the

@@ -54,8 +54,8 @@ type placed struct {
 // the job as rendered (jobHash), so a job changed outside berth is seen
 // as drift. Every job is a batch job: a task that exits 0 completes; one
 // that fails is restarted in place (same node, same GPUs) by Nomad's
-// restart block only when the spec asks for restartOnFailure, a bounded
-// number of times with a delay, and then fails. Nomad never moves it.
+// restart block only when the spec asks for restarts (restart.attempts),
+// that many times with its delay, and then fails. Nomad never moves it.
 func renderJob(a drivers.Action, ns string, pl []placed, datacenters []string, restartDelay time.Duration) (*api.Job, error) {
 	ref := a.Workspace
 	if a.Spec == nil || a.Project == nil || a.Tier == nil {
@@ -132,9 +132,13 @@ func renderJob(a drivers.Action, ns string, pl []placed, datacenters []string, r
 			ReschedulePolicy: &api.ReschedulePolicy{Attempts: intPtr(0), Unlimited: boolPtr(false)},
 		}
 		tg.RestartPolicy = &api.RestartPolicy{Attempts: intPtr(0), Mode: strPtr("fail")}
-		if spec.RestartOnFailure {
-			d, iv := restartDelay, RestartInterval
-			tg.RestartPolicy = &api.RestartPolicy{Attempts: intPtr(RestartAttempts), Delay: &d, Interval: &iv, Mode: strPtr("fail")}
+		if r := spec.Restart; r.Attempts > 0 {
+			d, iv := r.Delay, RestartInterval
+			if restartDelay > 0 {
+				d = restartDelay
+			}
+			iv = max(iv, time.Duration(r.Attempts+1)*d*2)
+			tg.RestartPolicy = &api.RestartPolicy{Attempts: intPtr(r.Attempts), Delay: &d, Interval: &iv, Mode: strPtr("fail")}
 		}
 		for _, v := range spec.Volumes {
 			if tg.Volumes == nil {
@@ -229,16 +233,12 @@ func renderResources(r schema.WorkResources) (*api.Resources, int) {
 	return out, mb(r.DiskBytes, schema.DefaultDiskBytes)
 }
 
-// RestartAttempts, RestartDelay and RestartInterval are the restart block
-// of a workspace with restartOnFailure: at most RestartAttempts restarts
-// within RestartInterval, RestartDelay apart (Nomad adds jitter; the
-// driver's Config.RestartDelay overrides it), then the task fails for
-// good.
-const (
-	RestartAttempts = 3
-	RestartDelay    = 15 * time.Second
-	RestartInterval = 30 * time.Minute
-)
+// RestartInterval is the window of a workspace's restart block: at most
+// restart.attempts restarts within it (or within the attempts' delays
+// twice over, when that is longer), restart.delay apart (Nomad adds
+// jitter; the driver's Config.RestartDelay overrides it), then the task
+// fails for good.
+const RestartInterval = 30 * time.Minute
 
 // taskConfig maps the spec's task onto the driver's config block: image
 // for container drivers, command and args for all.

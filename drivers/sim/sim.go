@@ -563,7 +563,9 @@ func (c *Cluster) Crash(ref schema.Ref) {
 }
 
 // SetNodeReady marks a node up or down. A node going down kills what runs
-// on it, like Crash.
+// on it, like Crash, and reports each run it ended in Snapshot.Exits as
+// the node's fault (drivers.EndNodeFault), as Nomad reports a lost
+// allocation.
 func (c *Cluster) SetNodeReady(name string, ready bool) error {
 	c.mu.Lock()
 	n := c.node(name)
@@ -571,20 +573,84 @@ func (c *Cluster) SetNodeReady(name string, ready bool) error {
 		c.mu.Unlock()
 		return fmt.Errorf("sim: no node %q", name)
 	}
-	n.Ready = ready
+	n.Ready, n.Status = ready, ""
+	if !ready {
+		n.Status = "down"
+	}
 	c.nodeCopy = nil
-	var victims []schema.Ref
+	hashes := map[schema.Ref]string{} // the runs it ends, with their specs' hashes
 	if !ready {
 		for ref, r := range c.runs {
 			if slices.ContainsFunc(r.allocs, func(a drivers.Alloc) bool { return a.Node == name }) {
-				victims = append(victims, ref)
+				hashes[ref] = r.specHash
 			}
 		}
 	}
 	c.mu.Unlock()
-	for _, v := range victims {
+	for v := range hashes {
 		c.Crash(v)
 	}
+	c.mu.Lock()
+	for v, hash := range hashes {
+		c.exits[v] = drivers.Exit{Workspace: v, Failed: true, Class: drivers.EndNodeFault, Node: name,
+			Message: "node " + name + " is down", At: c.clock.Now(), SpecHash: hash}
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// SetNodeDraining starts (deadline: when it ends; zero, none) or ends a
+// drain of a node: while it drains nothing new is placed on it. What runs
+// there keeps running: berth moves it, as a drain asks.
+func (c *Cluster) SetNodeDraining(name string, draining bool, deadline time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.node(name)
+	if n == nil {
+		return fmt.Errorf("sim: no node %q", name)
+	}
+	n.Draining, n.Eligible, n.DrainDeadline = draining, !draining, time.Time{}
+	if draining {
+		n.DrainDeadline = deadline
+	}
+	c.nodeCopy = nil
+	return nil
+}
+
+// SetGPUHealthy marks a GPU of a node healthy or not (an Xid error); a
+// run on it keeps running.
+func (c *Cluster) SetGPUHealthy(node, id string, healthy bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.node(node)
+	if n == nil {
+		return fmt.Errorf("sim: no node %q", node)
+	}
+	for i := range n.GPUs {
+		if n.GPUs[i].ID == id {
+			n.GPUs[i].Healthy = healthy
+			c.nodeCopy = nil
+			return nil
+		}
+	}
+	return fmt.Errorf("sim: node %s has no GPU %q", node, id)
+}
+
+// RemoveGPU takes a GPU off its node, as a GPU fallen off the bus; a run
+// that holds it keeps running on what it has.
+func (c *Cluster) RemoveGPU(node, id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.node(node)
+	if n == nil {
+		return fmt.Errorf("sim: no node %q", node)
+	}
+	i := slices.IndexFunc(n.GPUs, func(g drivers.GPU) bool { return g.ID == id })
+	if i < 0 {
+		return fmt.Errorf("sim: node %s has no GPU %q", node, id)
+	}
+	n.GPUs = slices.Delete(n.GPUs, i, i+1)
+	c.nodeCopy = nil
 	return nil
 }
 

@@ -53,6 +53,8 @@ type realLoop struct {
 	d    *nomad.Driver
 	loop *reconcile.Loop
 	dir  string
+	// saved is the file a bad day's task writes when it checkpoints.
+	saved string
 }
 
 func newRealLoop(t *testing.T) *realLoop {
@@ -96,9 +98,11 @@ func (r *realLoop) until(within time.Duration, what string, ok func() bool) []re
 }
 
 func (r *realLoop) state(name string) reconcile.WorkspaceStatus {
-	w, _ := r.loop.Workspace(schema.Ref{Project: "berth-real", Name: name})
+	w, _ := r.loop.Workspace(r.ref(name))
 	return w.Workspace
 }
+
+func (r *realLoop) ref(name string) schema.Ref { return schema.Ref{Project: "berth-real", Name: name} }
 
 func (r *realLoop) running(names ...string) func() bool {
 	return func() bool {
@@ -373,7 +377,7 @@ func TestRealDriftIsPutBack(t *testing.T) {
 
 // TestRealRestartOnFailureIsBounded: with restartOnFailure a failing task
 // is restarted in place by Nomad's restart block (same allocation, so the
-// same node and GPUs) RestartAttempts times, then the workspace is
+// same node and GPUs) schema.LegacyRestart.Attempts times, then the workspace is
 // Failed, and berth does not start it again.
 func TestRealRestartOnFailureIsBounded(t *testing.T) {
 	c := realnomad.Client(t)
@@ -390,8 +394,8 @@ func TestRealRestartOnFailureIsBounded(t *testing.T) {
 	r.write("flaky.yaml", strings.Replace(realWorkspace("flaky", 1, "sleep 0.5; exit 5"), "  state: Running\n", "  state: Running\n  restartOnFailure: true\n", 1))
 	r.until(25*time.Second, "failed after its restarts", func() bool { return r.state("flaky").State == reconcile.StateFailed })
 	st := r.state("flaky")
-	if !strings.Contains(st.Reason, "code 5") || !strings.Contains(st.Reason, fmt.Sprintf("after %d restart(s)", nomad.RestartAttempts)) {
-		t.Errorf("reason %q, want exit code 5 after %d restarts", st.Reason, nomad.RestartAttempts)
+	if !strings.Contains(st.Reason, "code 5") || !strings.Contains(st.Reason, fmt.Sprintf("after %d restart(s)", schema.LegacyRestart.Attempts)) {
+		t.Errorf("reason %q, want exit code 5 after %d restarts", st.Reason, schema.LegacyRestart.Attempts)
 	}
 	// Allocations of this job (a purged job of the same name from an
 	// earlier run may still be listed until Nomad collects it).

@@ -9,7 +9,7 @@ const LARGE_NODES = 8;    // up to this many nodes, GPU tiles are large and labe
 const MINIMAP_NODES = 24; // beyond this many, an overview map and a filter
 const ROW = 30;           // px per node row in the virtualised list
 const MAX_CHIPS = 18;     // workspaces shown per project
-const STATE_ORDER = { Failed: 0, Preempting: 1, Preempted: 2, Pending: 3, Starting: 4, Running: 5, Stopped: 6 };
+const STATE_ORDER = { Failed: 0, Preempting: 1, Moving: 1, Preempted: 2, Pending: 3, Starting: 4, Running: 5, Stopped: 6 };
 const byNodeName = new Intl.Collator("en", { numeric: true }).compare;
 
 let S = null;        // the dashboard state
@@ -429,6 +429,7 @@ async function loadWorkspace(ref) {
     el("span", { text: "progress " + dur(w.progressSeconds) }),
     el("span", { text: "work lost " + dur(w.workLostSeconds) }),
     w.decision ? el("span", { text: "decision: " + w.decision }) : null,
+    endFigure(w.lastEnd),
     likelyFigure(w.likelyStart),
     w.runTime ? el("span", { class: "run-time", text: "expected run " + dur(w.runTime.medianSeconds) +
       (w.runTime.lowSeconds !== w.runTime.highSeconds ? " (" + dur(w.runTime.lowSeconds) + "–" + dur(w.runTime.highSeconds) + ")" : "") +
@@ -441,7 +442,7 @@ async function loadWorkspace(ref) {
     (gang ? "replica " + e.replica + " " : "") + e.label + ": ",
     /^https?:\/\//.test(e.address) ? el("a", { href: e.address, target: "_blank", rel: "noopener", text: e.address })
       : el("span", { text: e.address }))));
-  $("ws-explain").replaceChildren(...(d.explanation || []).map((s) => el("p", { text: s })));
+  $("ws-explain").replaceChildren(...(d.explanation || []).map((s) => el("p", { class: "explain", text: s })));
   const body = $("ws-history").tBodies[0];
   body.replaceChildren(...(d.history || []).map((t) => el("tr", {},
     el("td", { class: "mono", text: clock(t.at) }),
@@ -452,6 +453,17 @@ async function loadWorkspace(ref) {
 }
 // likelyFigure: when a waiting workspace is likely to start, on the
 // cluster's clock (the explanation below says it in hours from now).
+// endFigure: how its last run that berth did not stop ended (whose
+// fault: the task's or the node's), when it failed.
+function endFigure(e) {
+  if (!e || e.class === "completed") return null;
+  let t = e.class === "node-fault" ? "last end: the node's fault" : "last end: the task failed";
+  if (e.exitCode) t += ", exit code " + e.exitCode;
+  if (e.node) t += " on " + e.node;
+  if (e.attempts > 1) t += " (" + e.attempts + " in a row)";
+  return el("span", { class: "last-end " + e.class, text: t });
+}
+
 function likelyFigure(l) {
   if (!l) return null;
   if (!l.known) {

@@ -298,6 +298,33 @@ func (s *Server) Exit(ns, jobID string, code int) {
 	}
 }
 
+// FailStart makes the live allocations of a job fail before their task
+// starts, as a client does when it cannot set the allocation up (msg:
+// "failed to reserve device …", a driver or volume failure): client
+// status failed, a "Setup Failure" event with msg, no start; the job
+// turns dead, Stop still false.
+func (s *Server) FailStart(ns, jobID, msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	idx := s.bump()
+	t := s.now()
+	for _, id := range sortedKeys(s.allocs) {
+		a := s.allocs[id]
+		if a.Namespace != ns || a.JobID != jobID || terminal(a) || a.DesiredStatus != "run" {
+			continue
+		}
+		a.ModifyIndex = idx
+		a.ClientStatus, a.ClientDescription = "failed", "Failed tasks"
+		for _, st := range a.TaskStates {
+			st.State, st.Failed, st.StartedAt, st.FinishedAt = "dead", true, time.Time{}, t
+			st.Events = append(st.Events, &api.TaskEvent{Type: "Setup Failure", DisplayMessage: msg, SetupError: msg, Time: t.UnixNano()})
+		}
+	}
+	if jb := s.jobs[key{ns, jobID}]; jb != nil {
+		s.updateJobStatus(jb.j)
+	}
+}
+
 // Fail makes the next request matching method and path prefix answer
 // status with a plain-text body, once per call.
 func (s *Server) Fail(method, pathPrefix string, status int, body string) {
