@@ -169,15 +169,17 @@ func (d *decider) victimBefore(a, b int32) bool {
 	return va.ref.Less(vb.ref)
 }
 
-// searchLimit bounds, per placement level, how many nodes or domains the
-// preemption search weighs once none fits without victims: among those
-// where enough GPUs could come free, the ones with the most GPUs free or
-// being released (the fewest victims needed), so the search costs the
-// same on 10 nodes and on 10,000. Below this many, the choice is exact.
+// searchLimit bounds, per placement level, how many ways to place a
+// replica by preemption the search weighs once none fits without
+// victims: among the nodes or domains where enough GPUs could come free,
+// the ones with the most GPUs free or being released (the fewest victims
+// needed), so the search costs the same on 10 nodes and on 10,000.
 const searchLimit = 32
 
 // scanLimit bounds how many groups the search looks at to find those
-// searchLimit.
+// searchLimit ways: groups where the preemptor has no right over enough
+// of what runs give none, and are passed over. Below this many groups a
+// level, the choice is exact.
 const scanLimit = 8 * searchLimit
 
 // searchPreempt finds the cheapest way to place one replica of w using free
@@ -237,30 +239,41 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 		if ci.bestFit(n) < 0 {
 			continue // nowhere could enough GPUs come free
 		}
-		weigh := func(gi int) {
+		// weigh weighs group gi and reports whether it gave an option.
+		weigh := func(gi int) bool {
 			opt, ok := d.evalGroup(w, mi, inQuota, budget, rank, l, gi)
 			if ok && (!found || opt.cost.less(best.cost) || (opt.cost == best.cost && (opt.level < best.level || (opt.level == best.level && opt.leftover < best.leftover)))) {
 				opt.victims = append(best.victims[:0], opt.victims...)
 				best, found = opt, true
 			}
+			return ok
 		}
-		weighed, scanned := 0, 0
-		for c := zero.maxK; c >= 0 && weighed < searchLimit && scanned < scanLimit; c-- {
+		// Groups that give an option count towards searchLimit, every
+		// group looked at towards scanLimit: the counts are of the k
+		// lowest tiers, whatever w's rights over their projects, so the
+		// groups with the most GPUs that could come free may hold none w
+		// may take.
+		options, weighed, scanned := 0, 0, 0
+		for c := zero.maxK; c >= 0 && options < searchLimit && scanned < scanLimit; c-- {
 			zero.eachAt(c, func(gi int) bool {
 				scanned++
 				if int(ci.count[gi]) >= n {
 					weighed++
-					weigh(gi)
+					if weigh(gi) {
+						options++
+					}
 				}
-				return weighed < searchLimit && scanned < scanLimit
+				return options < searchLimit && scanned < scanLimit
 			})
 		}
 		if weighed == 0 {
 			// None in the scanned window: the tightest that could fit.
 			ci.each(n, func(gi int) bool {
 				weighed++
-				weigh(gi)
-				return weighed < searchLimit
+				if weigh(gi) {
+					options++
+				}
+				return options < searchLimit && weighed < scanLimit
 			})
 		}
 	}
