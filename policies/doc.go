@@ -57,9 +57,11 @@
 //     within maxWait + (n+1)·(L+Δ) of queueing, where n counts the
 //     workspaces queued before it still there when it became overdue
 //     (again each time one is preempted after that) and every start of
-//     work inside its team's quota once it is overdue. An overdue
-//     borrower goes ahead of other borrowers and of its own team's equal
-//     and lower tiers, never ahead of another team's in-quota work.
+//     work inside a team's quota once it is overdue. An overdue
+//     borrower goes ahead of the borrowers of its tier and lower, its
+//     own team's included, never ahead of in-quota work: another team's
+//     is guaranteed, and its own team's is what its quota has left,
+//     which it could not use (it needs more).
 //
 // The reconciler advances History between decisions with AdvanceUsage
 // (decayed usage), RecordDecision (queue times, preemption records,

@@ -35,16 +35,22 @@ func (d *decider) boundBy(w, g *wsState) bool {
 }
 
 // overdueBinds reports whether the overdue workspace g goes before w:
-// w is of g's tier or lower, and of g's own project or borrowing (it
-// does not fit inside what its project's quota has left). Another team's
-// work inside its quota is guaranteed whatever g waits for: it starts
-// ahead of g and reclaims as it may. So an overdue workspace's bound is
-// over what its own team's quota and the borrowable capacity give it.
+// w is of g's tier or lower, and borrowing (it does not fit inside what
+// its project's quota has left), or of g's own project while g fits
+// inside the quota too. Another team's work inside its quota is
+// guaranteed whatever g waits for: it starts ahead of g and reclaims as
+// it may. Its own team's, when g borrows, takes what the quota has
+// left, which g could not use: held back, the quota would idle while
+// other teams borrow. So an overdue workspace's bound is over its
+// team's quota when it fits there, else over the borrowable capacity.
 func (d *decider) overdueBinds(w, g *wsState) bool {
 	if w.tier > g.tier {
 		return false
 	}
-	return w.proj == g.proj || w.proj < 0 || !d.inQuota(d.projs[w.proj], w)
+	if w.proj < 0 || !d.inQuota(d.projs[w.proj], w) {
+		return true
+	}
+	return w.proj == g.proj && d.inQuota(d.projs[g.proj], g)
 }
 
 // passes reports whether w, about to have its turn, is work the overdue

@@ -490,6 +490,23 @@ func (d *decider) borrowedOK(w *wsState, inQuota bool, set []int32) bool {
 	needs := func(v *wsState) bool {
 		return v.proj != w.proj && !(inQuota && !d.quotasFit && w.canPreempt && v.tier < w.tier) && !(w.canPreempt && v.tier < w.tier && d.cohortTakes(w, v))
 	}
+	// A preemptor beyond its quota takes its own team's in-quota work
+	// only so as to run inside the quota itself: else the GPUs it frees
+	// go, once the victims are gone, to the in-quota work of other teams
+	// queued before it, and the victim waits for a preemptor that cannot
+	// start (preemptorWaits) while its team's quota goes unused.
+	if !inQuota {
+		own, ownIn := 0, false
+		for _, a := range set {
+			if va := d.ws[a]; va.proj == w.proj {
+				own += va.held
+				ownIn = ownIn || !va.overQuota
+			}
+		}
+		if p := d.projs[w.proj]; ownIn && p.held-own < p.quota && p.held-own+w.gpus*w.replicas > p.quota {
+			return false
+		}
+	}
 	for _, a := range set {
 		va := d.ws[a]
 		if !needs(va) {
