@@ -188,7 +188,7 @@ func overdueSentence(l *LikelyStart, now time.Time) string {
 	if l == nil || l.OverdueAt.IsZero() {
 		return ""
 	}
-	const does = "the starvation guard holds GPUs for it ahead of borrowers and of its own team's work, of its tier and lower, after any workspace overdue before it; other teams' work inside their quotas still goes first"
+	const does = "the starvation guard holds GPUs for it ahead of borrowers and, while it fits inside its quota, of its own team's work, of its tier and lower, after any workspace overdue before it; other work inside a quota still goes first"
 	at := l.OverdueAt.UTC().Format("2006-01-02 15:04:05")
 	if now.Before(l.OverdueAt) {
 		return sentence(fmt.Sprintf("The wait bound (aging.maxWait) makes it overdue at %s, in %s: from then %s", at, policies.FormatDuration(l.OverdueAt.Sub(now)), does))
