@@ -203,28 +203,39 @@ func (d *decider) admit(w *wsState) {
 // guarded workspace), for a gang (replicas are part of the shape) or a
 // guarded workspace (which always misses: freeing its reservation bumped
 // gen just before; only the guard's overdue pick, always guarded, also
-// reads which GPUs late work holds). So on a hit either it was not
-// tried then and is not now, or it was tried with this very input and
-// held nothing (holding would have bumped gen): it is skipped.
+// reads which GPUs late work holds). A gang reserves only inside its
+// quota, which the shape does not say, so a gang inside its quota tries
+// on a hit too; for the rest, on a hit either it was not tried then and
+// is not now, or it was tried with this very input and held nothing
+// (holding would have bumped gen): it is skipped.
 func (d *decider) waitForCapacity(wi int32, w *wsState, sm *shapeMemo, mi int, guarded bool) {
 	c := 0
 	if d.couldPreempt {
 		c = 1
 	}
+	gangHead := w.replicas > 1 && d.inQuota(d.projs[w.proj], w)
+	var reason Reason
+	// The memoized reason is per shape, not per project: a gang inside
+	// its quota still tries to reserve on a hit when nobody holds GPUs.
 	if sm.reasonGen[c] == d.gen+1 {
 		d.couldPreempt = false
-		d.wait(w, sm.reason[c])
-		return
+		reason = sm.reason[c]
+		if !gangHead || d.reservedBy >= 0 {
+			d.wait(w, reason)
+			return
+		}
+	} else {
+		reason = d.waitReason(w, mi)
+		sm.reason[c], sm.reasonGen[c] = reason, d.gen+1
 	}
-	reason := d.waitReason(w, mi)
-	sm.reason[c], sm.reasonGen[c] = reason, d.gen+1
-	// A gang at the head of the queue reserves: without it, single
-	// workspaces could take GPUs one by one forever before a whole gang's
-	// worth is free. A single workspace reserves only as the starvation
-	// guard's pick (guarded: it held the guard's reservation); an overdue
+	// A gang inside its quota at the head of the queue reserves: without
+	// it, single workspaces could take GPUs one by one forever before a
+	// whole gang's worth is free. A gang beyond its quota waits for
+	// borrowable capacity, no quota's promise: like a single workspace,
+	// it reserves only as the starvation guard's pick (guarded: it held the guard's reservation); an overdue
 	// one reserves again even when higher tiers ahead of it took the GPUs
 	// it fits in (the wait bound).
-	if d.reservedBy < 0 && (reason.Kind != ReasonQueue || (guarded && d.guardOverdue)) && (w.replicas > 1 || guarded) {
+	if d.reservedBy < 0 && (reason.Kind != ReasonQueue || (guarded && d.guardOverdue)) && (gangHead || guarded) {
 		as := "head of the queue"
 		if guarded {
 			as = d.guardAs()
