@@ -72,6 +72,9 @@ type Options struct {
 	// Progress, when not nil, is updated as files are read, so a caller
 	// can show it while a large tree loads.
 	Progress *Progress
+	// Cache, when not nil, keeps what this load learns for the next
+	// one, and reuses what the last one learned (Cache).
+	Cache *Cache
 }
 
 // Progress counts what a load has done so far; safe to read while the
@@ -95,7 +98,7 @@ func CheckWith(opts Options, paths ...string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	return check(files, diags, opts.Progress)
+	return check(files, diags, opts)
 }
 
 // CheckFS is LoadFS returning the whole Report.
@@ -110,7 +113,7 @@ func CheckFSWith(fsys fs.FS, root string, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	return check(files, diags, opts.Progress)
+	return check(files, diags, opts)
 }
 
 // doc is one document of a spec file as the loader sees it.
@@ -148,7 +151,10 @@ type fileResult struct {
 }
 
 // check runs every stage over files and builds the report.
-func check(files []sourceFile, walked []Diagnostic, progress *Progress) (*Report, error) {
+func check(files []sourceFile, walked []Diagnostic, opts Options) (*Report, error) {
+	progress := opts.Progress
+	cache := opts.Cache.begin()
+	defer cache.end()
 	if progress == nil {
 		progress = &Progress{}
 	}
@@ -187,10 +193,13 @@ func check(files []sourceFile, walked []Diagnostic, progress *Progress) (*Report
 		go func() {
 			defer wg.Done()
 			var c *checker
-			for i := range next {
+			current := func() *checker {
 				if c == nil || c.docs >= docsPerContext {
 					c = newChecker()
 				}
+				return c
+			}
+			for i := range next {
 				b, err := specs[i].load()
 				progress.Read.Add(1)
 				var refused *refusedError
@@ -202,7 +211,7 @@ func check(files []sourceFile, walked []Diagnostic, progress *Progress) (*Report
 					readErrs[i] = err
 					continue
 				}
-				results[i] = parseFile(c, specs[i].name, b, keepExpr)
+				results[i] = cache.parse(current, specs[i].name, b, keepExpr)
 				progress.Documents.Add(int64(len(results[i].docs)))
 			}
 		}()
@@ -243,7 +252,7 @@ func check(files []sourceFile, walked []Diagnostic, progress *Progress) (*Report
 
 	// 3. The repo's own CUE rules over the data.
 	if len(rules) > 0 {
-		r.Diagnostics = append(r.Diagnostics, checkRules(rules, docs)...)
+		r.Diagnostics = append(r.Diagnostics, checkRules(rules, docs, cache)...)
 	}
 
 	r.Diagnostics.Sort()

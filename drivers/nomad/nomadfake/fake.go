@@ -71,8 +71,16 @@ type Server struct {
 	changed chan struct{} // closed and replaced on every write
 	index   uint64
 	streams int64 // open event streams (stream.go)
-	seq     uint64
-	now     func() time.Time
+	// The event log (stream.go): its batches, each object's JSON as last
+	// logged, and the index of the last flush.
+	log     []logBatch
+	logged  map[string]string
+	flushed uint64
+	// forgot: jobs whose older versions /v1/job/:id/versions no longer
+	// lists (ForgetVersions), as Nomad keeps only a job's last few.
+	forgot map[key]bool
+	seq    uint64
+	now    func() time.Time
 
 	nodes      map[string]*node
 	namespaces map[string]*api.Namespace
@@ -364,8 +372,15 @@ func (s *Server) Settle() {
 		s.bump()
 	}
 	s.unblock()
+	statusChanged := false
 	for _, k := range sortedJobKeys(s.jobs) {
-		s.updateJobStatus(s.jobs[k].j)
+		j := s.jobs[k].j
+		before := j.Status
+		s.updateJobStatus(j)
+		statusChanged = statusChanged || before == nil || *j.Status != *before
+	}
+	if statusChanged {
+		s.bump() // a job's status is state too: its watchers hear of it
 	}
 }
 
@@ -538,10 +553,12 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.jobAllocs(w, ns, seg[1])
 	case seg[0] == "job" && len(seg) == 3 && seg[2] == "evaluations":
 		s.jobEvals(w, ns, seg[1])
+	case seg[0] == "job" && len(seg) == 3 && seg[2] == "versions":
+		s.jobVersions(w, ns, seg[1])
 	case seg[0] == "job" && len(seg) == 3 && seg[2] == "summary":
 		s.jobSummary(w, ns, seg[1])
 	case p == "allocations" && r.Method == "GET":
-		s.listAllocs(w, ns)
+		s.listAllocs(w, ns, q.Get("resources") == "true")
 	case seg[0] == "allocation" && len(seg) == 2 && r.Method == "GET":
 		if a := s.allocs[seg[1]]; a != nil {
 			writeJSON(w, 200, s.index, a)
