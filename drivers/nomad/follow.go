@@ -3,6 +3,7 @@ package nomad
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
@@ -95,6 +97,11 @@ type clusterCache struct {
 	// lastBatch is the index of the open stream's last batch.
 	connected            bool
 	streamSeq, lastBatch uint64
+	// covered are the namespaces the open stream carries the events of,
+	// and reopen ends it to open another that carries a new one (see
+	// watchNamespaces).
+	covered map[string]bool
+	reopen  func()
 	// Counters for tests and the fleet benchmark.
 	fullReads, cachedReads int
 }
@@ -331,6 +338,13 @@ func (c *clusterCache) apply(b streamBatch) bool {
 // allocations come before its job in the batch and take their version
 // from it.
 func (c *clusterCache) applyLocked(b streamBatch) {
+	if b.Index < c.from {
+		// What the read already holds: a stream opened from an earlier
+		// index (or from 0, which Nomad 2 answers with its whole buffer)
+		// replays it, and applying it again would bring back what was
+		// deleted since.
+		return
+	}
 	for _, jobs := range []bool{true, false} {
 		for _, ev := range b.Events {
 			if (ev.Topic == api.TopicJob) != jobs {
@@ -361,7 +375,9 @@ func (c *clusterCache) applyNode(ev streamEvent, p eventPayload) {
 		if p.Node != nil {
 			id = p.Node.ID
 		}
-		delete(c.nodes, id)
+		if old := c.nodes[id]; old != nil && old.ModifyIndex <= ev.Index {
+			delete(c.nodes, id)
+		}
 		return
 	}
 	n := p.Node
@@ -402,7 +418,9 @@ func (c *clusterCache) applyJob(ev streamEvent, p eventPayload) {
 	}
 	k := jobKey{*j.Namespace, *j.ID}
 	if p.Deleted {
-		delete(c.jobs, k)
+		if old := c.jobs[k]; old != nil && old.ModifyIndex <= ev.Index {
+			delete(c.jobs, k) // not one registered again since
+		}
 		return
 	}
 	if j.Version != nil {
@@ -621,19 +639,39 @@ func (d *Driver) readVersions(ctx context.Context, vk versionKey) error {
 
 // follow reads Nomad's event stream from index on one connection, hands
 // each batch to the cache and then to seen, until ctx ends, seen returns
-// false, the cache sees a gap, or the stream breaks (the error says why;
-// nil when ctx ended or seen stopped it). Heartbeats are not batches. It
-// reads the stream itself, not through the api package's EventStream,
-// whose decoder rounds the payloads' nanosecond times through float64.
+// false, the cache sees a gap, the stream breaks (the error says why; nil
+// when ctx ended or seen stopped it), or a namespace the stream does not
+// carry appears (errNewNamespace: open another at once). Heartbeats are
+// not batches. It reads the stream itself, not through the api package's
+// EventStream, whose decoder rounds the payloads' nanosecond times
+// through float64.
 //
 // The cache follows the stream only from the next full read on: whatever
 // index a stream starts from, Nomad's event buffer may no longer hold all
 // that came since, but a read that begins while the stream is open misses
 // nothing (the events that come during the read are applied over it).
+//
+// A stream of all namespaces (namespace=*) carries the events of the
+// namespaces that existed when it opened, and none of one created since
+// (Nomad 2.0.5; seen in make e2e: a workspace of a new project stayed
+// Starting). So the namespaces are listed before the stream opens, and
+// watchNamespaces ends the stream when another appears; a namespace
+// berth creates itself ends it at once (namespaceCreated).
 func (d *Driver) follow(ctx context.Context, index uint64, seen func(uint64) bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c := d.cache
+	nss, nqm, err := d.client.Namespaces().List(d.q(ctx, ""))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return wrap(err, schema.Ref{}, "list namespaces")
+	}
+	covered := make(map[string]bool, len(nss))
+	for _, ns := range nss {
+		covered[ns.Name] = true
+	}
 	q := (&api.QueryOptions{Namespace: "*", Params: map[string]string{"index": strconv.FormatUint(index, 10)}}).WithContext(ctx)
 	body, err := d.client.Raw().Response("/v1/event/stream?topic=Node:*&topic=Job:*&topic=Allocation:*", q)
 	if err != nil {
@@ -643,22 +681,33 @@ func (d *Driver) follow(ctx context.Context, index uint64, seen func(uint64) boo
 		return wrap(err, schema.Ref{}, "follow the event stream")
 	}
 	defer body.Close()
+	var added atomic.Bool
+	reopen := func() {
+		added.Store(true)
+		cancel()
+	}
 	c.mu.Lock()
 	c.streamSeq++
 	seq := c.streamSeq
 	c.connected, c.following, c.lastBatch = true, false, 0
+	c.covered, c.reopen = covered, reopen
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		if c.streamSeq == seq {
 			c.connected, c.following = false, false
+			c.covered, c.reopen = nil, nil
 		}
 		c.mu.Unlock()
 	}()
+	go d.watchNamespaces(ctx, nqm.LastIndex, covered, reopen)
 	dec := json.NewDecoder(body)
 	for {
 		var b streamBatch
 		if err := dec.Decode(&b); err != nil {
+			if added.Load() {
+				return errNewNamespace
+			}
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -673,5 +722,55 @@ func (d *Driver) follow(ctx context.Context, index uint64, seen func(uint64) boo
 		if !seen(b.Index) {
 			return nil
 		}
+	}
+}
+
+// errNewNamespace ends a stream that does not carry a namespace created
+// since it opened.
+var errNewNamespace = errors.New("a namespace was created: the event stream is opened again to carry it")
+
+// watchNamespaces waits, by a blocking query from index, until a
+// namespace outside covered exists, then calls reopen; it returns then or
+// when ctx ends. It costs one request per change of the namespaces, or
+// per blocking wait (5 minutes) when none changes.
+func (d *Driver) watchNamespaces(ctx context.Context, index uint64, covered map[string]bool, reopen func()) {
+	for ctx.Err() == nil {
+		q := d.q(ctx, "")
+		q.WaitIndex, q.WaitTime = index, namespaceWait
+		nss, qm, err := d.client.Namespaces().List(q)
+		if err != nil {
+			if sleep(ctx, namespaceWait/60) != nil {
+				return
+			}
+			continue
+		}
+		for _, ns := range nss {
+			if !covered[ns.Name] {
+				reopen()
+				return
+			}
+		}
+		index = max(index, qm.LastIndex)
+	}
+}
+
+// namespaceWait is how long a blocking query on the namespaces waits.
+const namespaceWait = 5 * time.Minute
+
+// namespaceCreated tells the cache berth created namespace name: a stream
+// that does not carry it is opened again, and the cache is not followed
+// (Observe reads whole) until the new one follows.
+func (d *Driver) namespaceCreated(name string) {
+	c := d.cache
+	c.mu.Lock()
+	reopen := c.reopen
+	if c.connected && !c.covered[name] {
+		c.following = false
+	} else {
+		reopen = nil
+	}
+	c.mu.Unlock()
+	if reopen != nil {
+		reopen()
 	}
 }

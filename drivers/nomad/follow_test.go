@@ -148,7 +148,12 @@ func TestFollowedSnapshotEqualsFullRead(t *testing.T) {
 			t.Errorf("%s: the followed snapshot differs from a full read (-full +followed):\n%s", step, diff)
 		}
 	}
-	waitStream := func() { time.Sleep(300 * time.Millisecond) } // the fake's events reach the stream
+	// The fake's events reach the stream; a new namespace (the first
+	// start's) opens another stream, which the cache follows once read.
+	waitStream := func() {
+		time.Sleep(300 * time.Millisecond)
+		awaitCache(t, d)
+	}
 	waitStream()
 	compare("started")
 
@@ -244,5 +249,61 @@ func TestForgottenVersionIsNotReadEachCycle(t *testing.T) {
 	}
 	if len(h.AllocsOf("vision", "old")) < 2 {
 		t.Fatalf("the update left %d allocations, want the old one beside the new", len(h.AllocsOf("vision", "old")))
+	}
+}
+
+// TestNewNamespaceIsFollowed: a stream of all namespaces carries only
+// those that existed when it opened (Nomad 2.0.5, which the fake
+// follows). A workspace of a project whose namespace is created after the
+// stream opened, by this berth or by another, is still seen running from
+// the followed cache.
+func TestNewNamespaceIsFollowed(t *testing.T) {
+	h, d, nodes := newHooked(t)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	d = realnomad.NewDriver(t, nomad.Config{Address: srv.URL, PlacementTimeout: time.Second})
+	following(t, d)
+	other := realnomad.NewDriver(t, nomad.Config{Address: srv.URL, PlacementTimeout: time.Second})
+	inProject := func(a drivers.Action, name string) drivers.Action {
+		p := *a.Project
+		p.Meta.Name = name
+		ws := *a.Spec
+		ws.Meta.Project = name
+		a.Project, a.Spec, a.Workspace = &p, &ws, ws.Ref()
+		return a
+	}
+	for i, c := range []struct {
+		who     string
+		by      *nomad.Driver
+		project string
+	}{{"this berth", d, "nlp"}, {"another berth", other, "speech"}} {
+		if _, err := c.by.Observe(ctx); err != nil {
+			t.Fatal(err)
+		}
+		a := inProject(startAction("a", nodes[0].Name, nodes[0].GPUs[i].ID), c.project)
+		if err := c.by.Apply(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		h.Settle()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			before := d.FollowStats().CachedReads
+			snap, err := d.Observe(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cached := d.FollowStats().CachedReads > before
+			running := false
+			for _, al := range snap.Allocs {
+				running = running || al.Workspace == a.Workspace && al.Phase == drivers.AllocRunning
+			}
+			if cached && running {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("started by %s in a new namespace, %s is not seen running from the followed cache within 5s (running %v, cached %v, %+v)", c.who, a.Workspace, running, cached, d.FollowStats())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package nomad
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/berth-dev/berth/schema"
@@ -109,6 +110,9 @@ func (d *Driver) Watch(ctx context.Context) <-chan struct{} {
 			})
 			if ctx.Err() != nil {
 				return
+			}
+			if errors.Is(err, errNewNamespace) {
+				continue // the stream that carries the new namespace, now
 			}
 			if got && err == nil {
 				pause = time.Second

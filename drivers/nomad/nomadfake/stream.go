@@ -10,13 +10,18 @@ import (
 	"github.com/hashicorp/nomad/api"
 )
 
-// stream answers /v1/event/stream: from ?index= (0: from now on), every
-// batch of events the log holds past it, then one batch per change, a
-// heartbeat "{}" every second, until the client goes away. Open streams
-// are counted (Streams). Topics are not filtered: the fake sends Node,
-// Job and Allocation events.
+// stream answers /v1/event/stream: from ?index= every batch of events
+// the buffer holds past it (0, or an index older than the buffer: from
+// its oldest, as Nomad does), then one batch per change, a heartbeat
+// "{}" every second, until the client goes away. Open streams are
+// counted (Streams). Topics are not filtered: the fake sends Node, Job
+// and Allocation events. Namespaces are, as Nomad 2.0.5 filters them:
+// ?namespace= (default "default") carries that namespace's events, and
+// "*" those of the namespaces that existed when the stream opened; events
+// without a namespace (Node) always pass.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
-	from, _ := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
+	q := r.URL.Query()
+	from, _ := strconv.ParseUint(q.Get("index"), 10, 64)
 	atomic.AddInt64(&s.streams, 1)
 	defer atomic.AddInt64(&s.streams, -1)
 	w.Header().Set("Content-Type", "application/json")
@@ -26,7 +31,18 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	defer beat.Stop()
 	s.mu.Lock()
 	s.flushEvents()
-	sent := s.index
+	carries := map[string]bool{"": true}
+	switch ns := q.Get("namespace"); ns {
+	case "*":
+		for name := range s.namespaces {
+			carries[name] = true
+		}
+	case "":
+		carries["default"] = true
+	default:
+		carries[ns] = true
+	}
+	var sent uint64
 	if from > 0 {
 		sent = from - 1
 	}
@@ -37,7 +53,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		var out [][]byte
 		for _, b := range s.log {
 			if b.index > sent {
-				out = append(out, b.body)
+				if body := b.encode(carries); body != nil {
+					out = append(out, body)
+				}
 				sent = b.index
 			}
 		}
@@ -69,11 +87,33 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 // Streams returns how many event streams are open now.
 func (s *Server) Streams() int { return int(atomic.LoadInt64(&s.streams)) }
 
-// logBatch is one batch of the event log, encoded as the stream sends it.
+// logBatch is one batch of the event log: its events, each encoded as
+// the stream sends it, with its namespace.
 type logBatch struct {
-	index uint64
-	body  []byte
+	index  uint64
+	events []json.RawMessage
+	ns     []string
 }
+
+// encode returns the batch as a stream whose namespaces are carries sends
+// it, or nil when it carries none of its events.
+func (b logBatch) encode(carries map[string]bool) []byte {
+	evs := make([]json.RawMessage, 0, len(b.events))
+	for i, ev := range b.events {
+		if carries[b.ns[i]] {
+			evs = append(evs, ev)
+		}
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	body, _ := json.Marshal(map[string]any{"Index": b.index, "Events": evs})
+	return append(body, '\n')
+}
+
+// logSize is how many batches the fake's event buffer keeps (Nomad's
+// event_buffer_size defaults to 100 events).
+const logSize = 100
 
 type fakeEvent struct {
 	Topic     string
@@ -140,8 +180,15 @@ func (s *Server) flushEvents() {
 	if len(evs) == 0 {
 		return
 	}
-	b, _ := json.Marshal(map[string]any{"Index": s.index, "Events": evs})
-	s.log = append(s.log, logBatch{index: s.index, body: append(b, '\n')})
+	b := logBatch{index: s.index}
+	for _, ev := range evs {
+		body, _ := json.Marshal(ev)
+		b.events, b.ns = append(b.events, body), append(b.ns, ev.Namespace)
+	}
+	if len(s.log) == logSize {
+		s.log = append(s.log[:0], s.log[1:]...)
+	}
+	s.log = append(s.log, b)
 }
 
 func splitKey(k string) (string, string) {
