@@ -49,10 +49,12 @@ func run(target, addrFile, adminFile string) error {
 		counts := map[string]int{}
 		for _, req := range p.Requests() {
 			path := req.Path
-			// One key per endpoint: IDs folded away.
-			if parts := strings.Split(path, "/"); len(parts) > 3 && (parts[2] == "job" || parts[2] == "node" || parts[2] == "allocation" || parts[2] == "var") {
+			// One key per endpoint: IDs folded away (a Variable's path is
+			// kept: the lease, the history's head and its shards are
+			// told apart).
+			if parts := strings.Split(path, "/"); len(parts) > 3 && (parts[2] == "job" || parts[2] == "node" || parts[2] == "allocation") {
 				path = strings.Join(parts[:3], "/") + "/…"
-				if len(parts) > 4 && parts[2] != "var" {
+				if len(parts) > 4 {
 					path += "/" + parts[len(parts)-1]
 				}
 			}

@@ -84,6 +84,7 @@ type Server struct {
 
 	nodes      map[string]*node
 	namespaces map[string]*api.Namespace
+	nsDeleted  uint64 // the index of the last namespace deleted
 	jobs       map[key]*job
 	allocs     map[string]*api.Allocation
 	evals      map[string]*api.Evaluation
@@ -483,11 +484,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // block implements blocking queries: ?index=N waits until the state
 // index passes N or ?wait= (default 5 minutes) runs out.
+//
+// The namespaces' list blocks on the namespaces' own index, as Nomad's
+// blocks on the table it reads: a write elsewhere (a Variable's, a job's)
+// does not answer it.
 func (s *Server) block(r *http.Request) {
 	q := r.URL.Query()
 	want, err := strconv.ParseUint(q.Get("index"), 10, 64)
 	if err != nil || want == 0 {
 		return
+	}
+	current := func() uint64 { return s.index }
+	if r.URL.Path == "/v1/namespaces" {
+		current = s.namespacesIndex
 	}
 	wait := 5 * time.Minute
 	if d, err := time.ParseDuration(q.Get("wait")); err == nil && d > 0 {
@@ -497,7 +506,7 @@ func (s *Server) block(r *http.Request) {
 	defer timer.Stop()
 	for {
 		s.mu.Lock()
-		idx, ch := s.index, s.changed
+		idx, ch := current(), s.changed
 		s.mu.Unlock()
 		if idx > want {
 			return
@@ -670,7 +679,17 @@ func (s *Server) listNamespaces(w http.ResponseWriter) {
 	for _, name := range sortedKeys(s.namespaces) {
 		out = append(out, s.namespaces[name])
 	}
-	writeJSON(w, 200, s.index, out)
+	writeJSON(w, 200, s.namespacesIndex(), out)
+}
+
+// namespacesIndex is the index of the namespaces' last change (a delete
+// counts), with s.mu held.
+func (s *Server) namespacesIndex() uint64 {
+	idx := s.nsDeleted
+	for _, n := range s.namespaces {
+		idx = max(idx, n.ModifyIndex)
+	}
+	return idx
 }
 
 func (s *Server) namespace(w http.ResponseWriter, r *http.Request, seg []string) {
@@ -710,6 +729,7 @@ func (s *Server) namespace(w http.ResponseWriter, r *http.Request, seg []string)
 		}
 		idx := s.bump()
 		delete(s.namespaces, name)
+		s.nsDeleted = idx
 		writeRaw(w, 200, idx, "application/json", "")
 	default:
 		text(w, 405, "Invalid method")
