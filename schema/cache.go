@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"strconv"
 	"sync"
+	"time"
 
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/literal"
@@ -29,9 +30,25 @@ type Cache struct {
 	mu    sync.Mutex // held for a whole load
 	files map[fileKey]fileResult
 	rules map[ruleKey][]Diagnostic
+	// sums are the content hashes of the files of a directory of the OS
+	// by name, with the size and modification time they had: a file the
+	// next load finds with both unchanged is not read again.
+	sums map[string]statSum
 	// stats is what the last load reused and redid (Stats).
 	stats CacheStats
 }
+
+// statSum is a file's content hash and the listing it was read under.
+type statSum struct {
+	stat fileStat
+	sum  [sha256.Size]byte
+}
+
+// racyWindow: a file modified this shortly before the load that read it
+// is read again by the next load whatever its listing says (it may have
+// been written again within the clock's resolution, keeping its size:
+// git's "racy" entries).
+const racyWindow = 2 * time.Second
 
 // CacheStats is what the last load through a Cache reused and redid.
 type CacheStats struct {
@@ -67,6 +84,8 @@ type loadState struct {
 	nextFiles map[fileKey]fileResult
 	nextRules map[ruleKey][]Diagnostic
 	sums      map[string][sha256.Size]byte // every spec file's content hash, by name
+	nextSums  map[string]statSum
+	started   time.Time
 	stats     CacheStats
 }
 
@@ -75,7 +94,8 @@ func (c *Cache) begin() *loadState {
 		return nil
 	}
 	c.mu.Lock()
-	return &loadState{c: c, nextFiles: map[fileKey]fileResult{}, nextRules: map[ruleKey][]Diagnostic{}, sums: map[string][sha256.Size]byte{}}
+	return &loadState{c: c, nextFiles: map[fileKey]fileResult{}, nextRules: map[ruleKey][]Diagnostic{},
+		sums: map[string][sha256.Size]byte{}, nextSums: map[string]statSum{}, started: time.Now()}
 }
 
 // end keeps what this load used for the next one.
@@ -83,34 +103,64 @@ func (s *loadState) end() {
 	if s == nil {
 		return
 	}
-	s.c.files, s.c.rules = s.nextFiles, s.nextRules
+	s.c.files, s.c.rules, s.c.sums = s.nextFiles, s.nextRules, s.nextSums
 	s.c.stats = s.stats
 	s.c.mu.Unlock()
 }
 
-// parse is parseFile through the cache. The result's documents are
-// copies (build marks duplicates invalid on its own copy), its slices
-// the caller's to append to.
-func (s *loadState) parse(c func() *checker, name string, data []byte, keepExpr bool) fileResult {
-	if s == nil {
-		return parseFile(c(), name, data, keepExpr)
+// unchanged returns the cached result of file f when its listing is the
+// one its content hash was taken under: it is not read.
+func (s *loadState) unchanged(f sourceFile, keepExpr bool) (fileResult, bool) {
+	if s == nil || f.stat.mtime == 0 {
+		return fileResult{}, false
 	}
-	k := fileKey{name: name, sum: sha256.Sum256(data), keepExpr: keepExpr}
 	s.mu.Lock()
-	s.sums[name] = k.sum
+	defer s.mu.Unlock()
+	ss, ok := s.c.sums[f.name]
+	if !ok || ss.stat != f.stat {
+		return fileResult{}, false
+	}
+	k := fileKey{name: f.name, sum: ss.sum, keepExpr: keepExpr}
+	fr, ok := s.c.files[k]
+	if !ok {
+		return fileResult{}, false
+	}
+	s.sums[f.name], s.nextSums[f.name], s.nextFiles[k] = ss.sum, ss, fr
+	s.stats.FilesReused++
+	return fr.copy(), true
+}
+
+// parse is parseFile through the cache, for file f whose content is data.
+// The result's documents are copies (build marks duplicates invalid on
+// its own copy), its slices the caller's to append to.
+func (s *loadState) parse(c func() *checker, f sourceFile, data []byte, keepExpr bool) fileResult {
+	if s == nil {
+		return parseFile(c(), f.name, data, keepExpr)
+	}
+	k := fileKey{name: f.name, sum: sha256.Sum256(data), keepExpr: keepExpr}
+	s.mu.Lock()
+	s.sums[f.name] = k.sum
 	fr, ok := s.c.files[k]
 	s.mu.Unlock()
 	if !ok {
-		fr = parseFile(c(), name, data, keepExpr)
+		fr = parseFile(c(), f.name, data, keepExpr)
 	}
 	s.mu.Lock()
 	s.nextFiles[k] = fr
+	if f.stat.mtime != 0 && f.stat.mtime < s.started.Add(-racyWindow).UnixNano() {
+		s.nextSums[f.name] = statSum{stat: f.stat, sum: k.sum}
+	}
 	if ok {
 		s.stats.FilesReused++
 	} else {
 		s.stats.FilesParsed++
 	}
 	s.mu.Unlock()
+	return fr.copy()
+}
+
+// copy returns fr with its own slices and documents.
+func (fr fileResult) copy() fileResult {
 	out := fileResult{diags: append([]Diagnostic(nil), fr.diags...), docs: make([]*doc, len(fr.docs))}
 	for i, d := range fr.docs {
 		cp := *d

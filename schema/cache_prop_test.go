@@ -3,10 +3,13 @@ package schema
 import (
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -92,6 +95,114 @@ func TestPropIncrementalLoad(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestPropIncrementalLoadDir is TestPropIncrementalLoad on a directory of
+// the OS, where a Cache knows an unchanged file by its listing (size and
+// modification time) and does not read it. Each edit leaves the file
+// with a modification time of its own, older than the racy window, as
+// files written a while before a load have.
+func TestPropIncrementalLoadDir(t *testing.T) {
+	names := []string{"tiers.yaml", "proj-a.yaml", "proj-b.yaml", "ws-0.yaml", "ws-1.yaml", "ws-2.yaml", "ws-3.yaml", "cluster.yaml", "rules-a.cue", "rules-b.cue"}
+	rapid.Check(t, func(t *rapid.T) {
+		dir, err := os.MkdirTemp("", "berth-prop-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		cache := &Cache{}
+		mtime := time.Now().Add(-time.Hour)
+		for step := range rapid.IntRange(1, 8).Draw(t, "steps") {
+			for range rapid.IntRange(1, 3).Draw(t, "edits") {
+				name := filepath.Join(dir, rapid.SampledFrom(names).Draw(t, "file"))
+				if step > 0 && rapid.IntRange(0, 4).Draw(t, "remove") == 0 {
+					os.Remove(name)
+					continue
+				}
+				if err := os.WriteFile(name, []byte(propFile(t, filepath.Base(name))), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				mtime = mtime.Add(time.Second)
+				if err := os.Chtimes(name, mtime, mtime); err != nil {
+					t.Fatal(err)
+				}
+			}
+			full, err := Check(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inc, err := CheckWith(Options{Cache: cache}, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(full, inc, cmpopts.EquateEmpty()); diff != "" {
+				t.Fatalf("step %d: incremental load differs from a full one (-full +incremental):\n%s", step, diff)
+			}
+		}
+	})
+}
+
+// TestCacheKnowsUnchangedFilesByListing: in a directory of the OS, a file
+// whose size and modification time are those it was read under is not
+// read again (shown by content changed behind the cache's back, its time
+// put back: the old result stays); a new time, or a file written within
+// the racy window before the load that read it, is read again.
+func TestCacheKnowsUnchangedFilesByListing(t *testing.T) {
+	dir := t.TempDir()
+	ws := func(gpus int) []byte {
+		return fmt.Appendf(nil, "apiVersion: berth.dev/v1\nkind: Workspace\nmetadata: {name: w, project: p}\nspec: {owner: a, task: {image: i}, resources: {gpus: %d}}\n", gpus)
+	}
+	files := map[string][]byte{
+		"tiers.yaml": []byte("apiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: low}\nspec: {value: 20}\n"),
+		"p.yaml":     []byte("apiVersion: berth.dev/v1\nkind: Project\nmetadata: {name: p}\nspec: {tier: low}\n"),
+		"w.yaml":     ws(1),
+	}
+	old := time.Now().Add(-time.Hour)
+	write := func(name string, b []byte, at time.Time) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, b := range files {
+		write(name, b, old)
+	}
+	cache := &Cache{}
+	gpus := func() int {
+		t.Helper()
+		r, err := CheckWith(Options{Cache: cache}, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Diagnostics.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return r.Set.Workspaces[0].Spec.Resources.GPUs
+	}
+	if got := gpus(); got != 1 {
+		t.Fatalf("first load: %d GPUs, want 1", got)
+	}
+	write("w.yaml", ws(2), old) // the same size and time: not read
+	if got, st := gpus(), cache.Stats(); got != 1 || st.FilesParsed != 0 {
+		t.Errorf("a file with its listing unchanged was read (%d GPUs, %+v), want the cached 1 GPU", got, st)
+	}
+	write("w.yaml", ws(2), old.Add(time.Second)) // a new time: read
+	if got := gpus(); got != 2 {
+		t.Errorf("a file with a new modification time: %d GPUs, want 2", got)
+	}
+	now := time.Now()
+	write("w.yaml", ws(3), now) // written just now: racy
+	if got := gpus(); got != 3 {
+		t.Fatalf("%d GPUs, want 3", got)
+	}
+	write("w.yaml", ws(4), now) // again within the clock's resolution
+	if got := gpus(); got != 4 {
+		t.Errorf("a file written within the racy window before the load that read it was not read again: %d GPUs, want 4", got)
+	}
 }
 
 // TestCacheRereadsOnlyWhatChanged: a load after one file changed parses

@@ -200,6 +200,12 @@ func check(files []sourceFile, walked []Diagnostic, opts Options) (*Report, erro
 				return c
 			}
 			for i := range next {
+				if fr, ok := cache.unchanged(specs[i], keepExpr); ok {
+					progress.Read.Add(1)
+					results[i] = fr
+					progress.Documents.Add(int64(len(fr.docs)))
+					continue
+				}
 				b, err := specs[i].load()
 				progress.Read.Add(1)
 				var refused *refusedError
@@ -211,7 +217,7 @@ func check(files []sourceFile, walked []Diagnostic, opts Options) (*Report, erro
 					readErrs[i] = err
 					continue
 				}
-				results[i] = cache.parse(current, specs[i].name, b, keepExpr)
+				results[i] = cache.parse(current, specs[i], b, keepExpr)
 				progress.Documents.Add(int64(len(results[i].docs)))
 			}
 		}()
