@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -272,6 +273,9 @@ func (d *Driver) fullRead(ctx context.Context) error {
 		return wrap(err, schema.Ref{}, "list berth's jobs")
 	}
 	lo, hi = min(lo, jqm.LastIndex), max(hi, jqm.LastIndex)
+	if err := d.readVersionsByNode(ctx, astubs, jobs, len(nodes)); err != nil {
+		return err
+	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -296,6 +300,63 @@ func (d *Driver) fullRead(ctx context.Context) error {
 	c.reading, c.pending, installed = false, nil, true
 	c.fullReads++
 	return nil
+}
+
+// readVersionsByNode fills the cache with the job versions berth's
+// allocations run that it lacks, when that takes fewer requests through
+// the nodes' allocation lists (whose allocations embed the job version
+// they run) than one per version (cachedData's way): a first read of a
+// fleet, where each of thousands of jobs would cost a request of its own
+// (8.9 s for `berth apply` at 5,000 workspaces on 51 nodes). Only the
+// nodes that hold such an allocation are read.
+func (d *Driver) readVersionsByNode(ctx context.Context, allocs []*api.AllocationListStub, jobs []*api.JobListStub, nodes int) error {
+	c := d.cache
+	berths := make(map[jobKey]bool, len(jobs))
+	for _, j := range jobs {
+		if isBerths(j.Meta) {
+			berths[jobKey{j.Namespace, j.ID}] = true
+		}
+	}
+	missing := map[versionKey]bool{}
+	on := map[string]bool{} // the nodes that hold one
+	c.mu.Lock()
+	for _, a := range allocs {
+		vk := versionKey{a.Namespace, a.JobID, a.JobVersion}
+		if berths[jobKey{a.Namespace, a.JobID}] && c.versions[vk] == nil {
+			missing[vk] = true
+			on[a.NodeID] = true
+		}
+	}
+	c.mu.Unlock()
+	if len(missing) <= min(len(on), nodes) {
+		return nil // a request per version is fewer
+	}
+	ids := slices.Sorted(maps.Keys(on))
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			full, _, err := d.client.Nodes().Allocations(id, d.q(ctx, ""))
+			if err != nil {
+				errs[i] = wrap(err, schema.Ref{}, "read the allocations of node "+id)
+				return
+			}
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			for _, a := range full {
+				if j := a.Job; j != nil && j.Version != nil && berths[jobKey{a.Namespace, a.JobID}] {
+					c.versions[versionKey{a.Namespace, a.JobID, *j.Version}] = j
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // allocOfStub is the allocation a list stub describes, without its job.

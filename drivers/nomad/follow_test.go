@@ -59,7 +59,8 @@ func requestsOf(reqs []string) []string {
 // TestIdleObserveRequestsDoNotGrowWithNodes: once the driver follows
 // the event stream, an Observe with nothing changed makes no request,
 // with 10 nodes as with 1,000 (a full read makes 3 + one per node, and
-// one per berth job version it has not read yet).
+// reads the berth job versions it lacks one by one or through the nodes'
+// allocation lists, whichever takes fewer requests).
 func TestIdleObserveRequestsDoNotGrowWithNodes(t *testing.T) {
 	idle := map[int]int{}
 	full := map[int]int{}
@@ -304,6 +305,56 @@ func TestNewNamespaceIsFollowed(t *testing.T) {
 				t.Fatalf("started by %s in a new namespace, %s is not seen running from the followed cache within 5s (running %v, cached %v, %+v)", c.who, a.Workspace, running, cached, d.FollowStats())
 			}
 			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// TestFirstReadReadsVersionsByNode: a driver's first read of a cluster
+// where berth runs many jobs on few nodes reads the job versions through
+// the nodes' allocation lists (one request per node that holds berth's
+// allocations), not one request per job; what it reads is what a driver
+// that read each job gives.
+func TestFirstReadReadsVersionsByNode(t *testing.T) {
+	h, other, nodes := newHooked(t)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	const n = 12
+	for i := range n {
+		a := startAction(fmt.Sprintf("w-%02d", i), nodes[i%2].Name)
+		a.Spec.Spec.Resources.CPUMHz, a.Spec.Spec.Resources.MemoryBytes = 100, 64<<20
+		if err := other.Apply(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.Settle()
+	want, err := other.Observe(ctx) // the versions it registered, cached
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := len(h.Requests())
+	d := realnomad.NewDriver(t, nomad.Config{Address: srv.URL})
+	got, err := d.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobReads, nodeReads := 0, 0
+	for _, r := range h.Requests()[before:] {
+		switch {
+		case strings.HasPrefix(r, "GET /v1/job/"):
+			jobReads++
+		case strings.HasPrefix(r, "GET /v1/node/") && strings.Contains(r, "/allocations"):
+			nodeReads++
+		}
+	}
+	if jobReads != 0 || nodeReads != 2 {
+		t.Errorf("a first read of %d jobs on 2 nodes read %d jobs and the allocations of %d nodes, want 0 and 2", n, jobReads, nodeReads)
+	}
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(drivers.Snapshot{}, "ObservedAt"), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("read by node, the snapshot differs (-job by job +by node):\n%s", diff)
+	}
+	for _, a := range got.Allocs {
+		if a.SpecHash == "" || a.Revision == "" {
+			t.Fatalf("%s: its job version was not read (spec hash %q, revision %q)", a.Workspace, a.SpecHash, a.Revision)
 		}
 	}
 }
