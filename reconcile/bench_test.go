@@ -31,25 +31,8 @@ func BenchmarkOnce(b *testing.B) {
 		s.Workspaces = append(s.Workspaces, w)
 	}
 	s.Sort()
-	spec := sim.Spec{Name: "bench", StartDelay: sim.DefaultStartDelay, CheckpointTime: sim.DefaultCheckpointTime}
-	big, err := sim.Parse([]byte("apiVersion: berth.dev/v1\nkind: Cluster\nspec:\n  nodes:\n  - {name: dgx, count: 64, preset: dgx-h100}\n"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	spec.Nodes = big.Nodes
-	clock := sim.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	c := sim.New(spec, clock)
-	l, err := New(Config{Source: &fakeSource{rev: "r1"}, Cluster: c, Store: c, Load: testSets{"r1": s}.load})
-	if err != nil {
-		b.Fatal(err)
-	}
+	l, c, clock := settledLoop(b, s, 64, 5)
 	ctx := context.Background()
-	for range 5 { // settle: start what fits
-		if _, err := l.Once(ctx); err != nil {
-			b.Fatal(err)
-		}
-		clock.Advance(time.Minute)
-	}
 	snap, _ := c.Observe(ctx)
 	running := 0
 	for _, a := range snap.Allocs {
@@ -89,25 +72,8 @@ func BenchmarkOnceFleet(b *testing.B) {
 		s.Workspaces = append(s.Workspaces, w)
 	}
 	s.Sort()
-	spec := sim.Spec{Name: "fleet", StartDelay: sim.DefaultStartDelay, CheckpointTime: sim.DefaultCheckpointTime}
-	big, err := sim.Parse([]byte("apiVersion: berth.dev/v1\nkind: Cluster\nspec:\n  nodes:\n  - {name: dgx, count: 51, preset: dgx-h100}\n"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	spec.Nodes = big.Nodes
-	clock := sim.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	c := sim.New(spec, clock)
-	l, err := New(Config{Source: &fakeSource{rev: "r1"}, Cluster: c, Store: c, Load: testSets{"r1": s}.load})
-	if err != nil {
-		b.Fatal(err)
-	}
+	l, c, clock := settledLoop(b, s, 51, 4)
 	ctx := context.Background()
-	for range 4 { // settle: start what fits
-		if _, err := l.Once(ctx); err != nil {
-			b.Fatal(err)
-		}
-		clock.Advance(time.Minute)
-	}
 	snap, _ := c.Observe(ctx)
 	if len(snap.Allocs) < 9000 {
 		b.Fatalf("%d allocations after settling, want most of 10,000", len(snap.Allocs))
@@ -131,4 +97,29 @@ func BenchmarkOnceFleet(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(len(snap.Allocs)), "allocs")
+}
+
+// settledLoop is a loop over s on a simulated cluster of nodes DGX H100
+// nodes, run for cycles cycles a minute apart so that what fits starts.
+func settledLoop(b *testing.B, s *schema.Set, nodes, cycles int) (*Loop, *sim.Cluster, *sim.ManualClock) {
+	b.Helper()
+	spec := sim.Spec{Name: "bench", StartDelay: sim.DefaultStartDelay, CheckpointTime: sim.DefaultCheckpointTime}
+	big, err := sim.Parse(fmt.Appendf(nil, "apiVersion: berth.dev/v1\nkind: Cluster\nspec:\n  nodes:\n  - {name: dgx, count: %d, preset: dgx-h100}\n", nodes))
+	if err != nil {
+		b.Fatal(err)
+	}
+	spec.Nodes = big.Nodes
+	clock := sim.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := sim.New(spec, clock)
+	l, err := New(Config{Source: &fakeSource{rev: "r1"}, Cluster: c, Store: c, Load: testSets{"r1": s}.load})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range cycles {
+		if _, err := l.Once(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+	}
+	return l, c, clock
 }
