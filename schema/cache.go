@@ -89,13 +89,13 @@ type loadState struct {
 	stats     CacheStats
 }
 
-func (c *Cache) begin() *loadState {
+func (c *Cache) begin(now time.Time) *loadState {
 	if c == nil {
 		return nil
 	}
 	c.mu.Lock()
 	return &loadState{c: c, nextFiles: map[fileKey]fileResult{}, nextRules: map[ruleKey][]Diagnostic{},
-		sums: map[string][sha256.Size]byte{}, nextSums: map[string]statSum{}, started: time.Now()}
+		sums: map[string][sha256.Size]byte{}, nextSums: map[string]statSum{}, started: now}
 }
 
 // end keeps what this load used for the next one.
@@ -147,7 +147,7 @@ func (s *loadState) parse(c func() *checker, f sourceFile, data []byte, keepExpr
 	}
 	s.mu.Lock()
 	s.nextFiles[k] = fr
-	if f.stat.mtime != 0 && f.stat.mtime < s.started.Add(-racyWindow).UnixNano() {
+	if f.stat.mtime != 0 && !s.started.IsZero() && f.stat.mtime < s.started.Add(-racyWindow).UnixNano() {
 		s.nextSums[f.name] = statSum{stat: f.stat, sum: k.sum}
 	}
 	if ok {

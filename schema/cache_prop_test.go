@@ -131,7 +131,7 @@ func TestPropIncrementalLoadDir(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			inc, err := CheckWith(Options{Cache: cache}, dir)
+			inc, err := CheckWith(Options{Cache: cache, Now: time.Now()}, dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -174,7 +174,7 @@ func TestCacheKnowsUnchangedFilesByListing(t *testing.T) {
 	cache := &Cache{}
 	gpus := func() int {
 		t.Helper()
-		r, err := CheckWith(Options{Cache: cache}, dir)
+		r, err := CheckWith(Options{Cache: cache, Now: time.Now()}, dir)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/token"
@@ -75,6 +76,10 @@ type Options struct {
 	// Cache, when not nil, keeps what this load learns for the next
 	// one, and reuses what the last one learned (Cache).
 	Cache *Cache
+	// Now is when the load begins: with it, a Cache knows the files of a
+	// directory that were not written within 2 s before it by their
+	// listing, and does not read them again (zero: it reads them all).
+	Now time.Time
 }
 
 // Progress counts what a load has done so far; safe to read while the
@@ -153,7 +158,7 @@ type fileResult struct {
 // check runs every stage over files and builds the report.
 func check(files []sourceFile, walked []Diagnostic, opts Options) (*Report, error) {
 	progress := opts.Progress
-	cache := opts.Cache.begin()
+	cache := opts.Cache.begin(opts.Now)
 	defer cache.end()
 	if progress == nil {
 		progress = &Progress{}

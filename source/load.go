@@ -2,6 +2,7 @@ package source
 
 import (
 	"io/fs"
+	"time"
 
 	"github.com/berth-dev/berth/schema"
 )
@@ -27,7 +28,7 @@ func LoadSpecs(fsys fs.FS, root string) (*schema.Set, []string, error) {
 func SpecLoader(limits schema.Limits) LoadFunc {
 	cache := &schema.Cache{}
 	return func(fsys fs.FS, root string) (*schema.Set, []string, error) {
-		r, err := schema.CheckFSWith(fsys, root, schema.Options{Limits: limits, Cache: cache})
+		r, err := schema.CheckFSWith(fsys, root, schema.Options{Limits: limits, Cache: cache, Now: time.Now()})
 		if err != nil {
 			return nil, nil, err
 		}
