@@ -92,6 +92,7 @@ type Elector struct {
 	leadUntil time.Time     // this replica leads until then (zero: it follows)
 	renewed   time.Time     // when its last successful renewal was sent
 	followed  string        // the leader last logged as followed
+	reread    bool          // a write failed: read before the next
 }
 
 // NewElector returns an elector for the replica id (ReplicaID when
@@ -161,13 +162,32 @@ func (e *Elector) Run(ctx context.Context) {
 
 // Step reads the lease once and renews it (the holder, when due) or
 // takes it (when released, missing, or unchanged for 4/5 of its TTL).
+// The leader does not read: no other replica may take the lease before
+// it has seen it unchanged for 4/5 of its TTL, so until its renewal is due
+// there is nothing to learn, and then a check-and-set against the version
+// it wrote renews it or says it was lost. After a write of its own that
+// failed (its answer may have been lost, leaving a version it did not
+// see), it reads again.
 func (e *Elector) Step(ctx context.Context) error {
+	e.mu.Lock()
+	now := e.now()
+	if e.leadingLocked(now) && !e.reread && e.seen.Holder == e.id && e.seenVer != 0 {
+		if now.Sub(e.renewed) < e.ttl/5 {
+			e.mu.Unlock()
+			return nil
+		}
+		next, ver := drivers.Lease{Holder: e.id, TTL: e.ttl, Term: e.seen.Term, Renewed: now}, e.seenVer
+		e.mu.Unlock()
+		return e.write(ctx, next, ver, e.id, now)
+	}
+	e.mu.Unlock()
 	l, ver, err := e.store.ReadLease(ctx)
 	if err != nil {
 		return fmt.Errorf("read: %w", err) // a leader leads on until its limit
 	}
-	now := e.now()
 	e.mu.Lock()
+	now = e.now()
+	e.reread = false
 	if ver != e.seenVer || e.seenAt.IsZero() {
 		e.seenVer, e.seenAt = ver, now
 	}
@@ -215,6 +235,7 @@ func (e *Elector) write(ctx context.Context, next drivers.Lease, ver uint64, pre
 	defer e.mu.Unlock()
 	was := e.leadingLocked(e.now())
 	if err != nil {
+		e.reread = true
 		if drivers.ClassOf(err) == drivers.ClassConflict {
 			// Another replica wrote first: follow it.
 			e.leadUntil = time.Time{}

@@ -178,3 +178,39 @@ func TestElectorNeverTwoLeaders(t *testing.T) {
 		}
 	})
 }
+
+// The leader does not read the lease while it leads: an idle leader
+// costs its store one write per TTL/5 and nothing else; a follower reads
+// at every look.
+func TestElectorLeaderDoesNotRead(t *testing.T) {
+	ctx := context.Background()
+	store := &MemLease{}
+	c := &clock{t: time.Unix(0, 0)}
+	const ttl = 10 * time.Second
+	a := newTestElector(store, "a", ttl, c)
+	a.Step(ctx)
+	follower := &MemLease{}
+	b := newTestElector(follower, "b", ttl, c)
+	follower.lease, follower.ver = store.lease, store.ver
+	reads, writes := store.reads, store.writes
+	for range 100 { // 100 looks, every TTL/10: ten TTLs
+		c.t = c.t.Add(ttl / 10)
+		if err := a.Step(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.Step(ctx)
+		follower.lease, follower.ver = store.lease, store.ver
+		if !a.Leading() {
+			t.Fatalf("a stopped leading at %s", c.t.Format(time.TimeOnly))
+		}
+	}
+	if n := store.reads - reads; n != 0 {
+		t.Errorf("the leader read the lease %d times in 100 looks, want 0", n)
+	}
+	if n := store.writes - writes; n != 50 {
+		t.Errorf("the leader wrote the lease %d times in 10 TTLs, want 50 (one per TTL/5)", n)
+	}
+	if follower.reads != 100 {
+		t.Errorf("the follower read the lease %d times in 100 looks, want 100", follower.reads)
+	}
+}

@@ -17,6 +17,7 @@ type MemLease struct {
 	lease  drivers.Lease
 	ver    uint64
 	writes int
+	reads  int
 	// LoseAnswer makes the next write commit, then fail as if the
 	// answer was lost.
 	LoseAnswer bool
@@ -25,6 +26,7 @@ type MemLease struct {
 func (m *MemLease) ReadLease(ctx context.Context) (drivers.Lease, uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.reads++
 	return m.lease, m.ver, nil
 }
 

@@ -163,12 +163,46 @@ func (l *Loop) restore(j map[schema.Ref]json.RawMessage) {
 	}
 }
 
+// progressKey is LastProgress's key in a journal entry's encoding. No
+// other key of the entry, nested or not, is spelled so, and inside a
+// string its quotes would be escaped: where it follows "{" or "," it is
+// the entry's own field.
+var progressKey = []byte(`"lastProgress":`)
+
+// withoutProgress is the encoding e with its lastProgress field left out
+// (e itself when it has none): what sameJournalEntry compares first, so
+// that an idle cycle decodes no entry whose progress alone moved (the
+// simulator's; 58% of BenchmarkOnceFleet's idle cycle decoded them).
+func withoutProgress(e []byte) []byte {
+	for off := 0; ; {
+		i := bytes.Index(e[off:], progressKey)
+		if i < 0 {
+			return e
+		}
+		i += off
+		if i == 0 || (e[i-1] != ',' && e[i-1] != '{') {
+			off = i + len(progressKey)
+			continue
+		}
+		j := i + len(progressKey)
+		for j < len(e) && (e[j] == '-' || (e[j] >= '0' && e[j] <= '9')) {
+			j++
+		}
+		if e[i-1] == ',' {
+			i-- // the comma before it goes with it
+		} else if j < len(e) && e[j] == ',' {
+			j++ // first field: the comma after it
+		}
+		return slices.Concat(e[:i], e[j:])
+	}
+}
+
 // sameJournalEntry reports whether two encoded journal entries differ at
 // most in LastProgress, which grows with the clock wherever the driver
 // reports progress (sameHistory: such a change alone waits for the next
 // Interval's save).
 func sameJournalEntry(x, y json.RawMessage) bool {
-	if bytes.Equal(x, y) {
+	if bytes.Equal(x, y) || bytes.Equal(withoutProgress(x), withoutProgress(y)) {
 		return true
 	}
 	var a, b journalEntry

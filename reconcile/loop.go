@@ -57,8 +57,12 @@ type Config struct {
 	Debounce time.Duration
 	// Settle is the time between cycles while something is on its way:
 	// a workspace starting or stopping, a start waiting for its victims
-	// (default 1s).
-	Settle time.Duration
+	// (default 1s). While ClusterChanges watches the cluster, the progress
+	// of what is on its way comes as the cluster's changes, and cycles
+	// that wait for it come every SettleWatched instead (default 15s), a
+	// safety net: a fleet whose allocations wait for clients that do not
+	// answer costs Nomad nothing every second.
+	Settle, SettleWatched time.Duration
 	// BackoffMin and BackoffMax bound the wait after a failed cycle; it
 	// doubles from min to max (defaults 1s and 1m).
 	BackoffMin, BackoffMax time.Duration
@@ -185,6 +189,7 @@ func New(cfg Config) (*Loop, error) {
 	def(&cfg.Interval, 30*time.Second)
 	def(&cfg.Debounce, 500*time.Millisecond)
 	def(&cfg.Settle, time.Second)
+	def(&cfg.SettleWatched, 15*time.Second)
 	def(&cfg.BackoffMin, time.Second)
 	def(&cfg.BackoffMax, time.Minute)
 	def(&cfg.PruneDelay, plan.DefaultPruneDelay)

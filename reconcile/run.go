@@ -10,7 +10,8 @@ import (
 
 // Run calls Once now, then whenever changes signals (debounced: it waits
 // until changes have been quiet for Debounce) and at least every
-// Interval; sooner (every Settle) while something is on its way, and by
+// Interval; sooner (every Settle, or SettleWatched while ClusterChanges
+// watches the cluster) while something is on its way, and by
 // the time a failed action is due again (Result.RetryAt). Config.
 // ClusterChanges starts a cycle like changes does.
 //
@@ -70,6 +71,9 @@ func (l *Loop) Run(ctx context.Context, changes <-chan struct{}) error {
 			backoff, conflicts = 0, 0
 			if res.Settling {
 				next = l.cfg.Settle
+				if cluster != nil {
+					next = max(next, l.cfg.SettleWatched) // its changes start the cycles
+				}
 			}
 			// A failed action due again before then: its own backoff. After
 			// a failed cycle the cycle's backoff wins: an action is never

@@ -43,12 +43,14 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 				continue
 			}
 			key := kind + "/" + d.name
-			what := fmt.Sprintf("%s %q", kind, d.name)
 			if kind == KindWorkspace {
 				key = kind + "/" + d.project + "/" + d.name
-				what = fmt.Sprintf("Workspace %q in project %q", d.name, d.project)
 			}
 			if first, dup := firsts[key]; dup {
+				what := fmt.Sprintf("%s %q", kind, d.name)
+				if kind == KindWorkspace {
+					what = fmt.Sprintf("Workspace %q in project %q", d.name, d.project)
+				}
 				add(errorf(d.pos("metadata.name"), "duplicate %s: it is already defined at %s; rename or remove one", what, first.start))
 				d.valid = false
 				continue
@@ -151,6 +153,9 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 	// 6. Workspaces: project, owner and volumes resolve; the workspace can
 	// fit its project's quota plus borrow limit, and some set of nodes.
 	clusters := clusterShapes(byKind[KindCluster])
+	if n := len(byKind[KindWorkspace]); n > 0 {
+		set.Workspaces = make([]Workspace, 0, n) // one allocation, not a doubling of large values
+	}
 	for _, d := range byKind[KindWorkspace] {
 		if !d.valid {
 			// Still check the references, so one run shows every problem.

@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // IgnoreFile names the file, in any directory of a spec tree, whose lines
@@ -59,6 +60,16 @@ type sourceFile struct {
 	// and no more of them are in memory at once than they need. A
 	// *refusedError from it is a diagnostic, any other error I/O trouble.
 	read func() ([]byte, error)
+	// stat is the file's size and modification time as the walk saw them
+	// in a directory of the OS (zero elsewhere): a Cache knows an
+	// unchanged file by them without reading it.
+	stat fileStat
+}
+
+// fileStat is what a directory's listing says of a file.
+type fileStat struct {
+	size  int64
+	mtime int64 // Unix nanoseconds; 0: not known
 }
 
 func (f *sourceFile) load() ([]byte, error) {
@@ -365,6 +376,7 @@ func (w *walk) visit(p string, d fs.DirEntry, err error) error {
 	want := isSpecFile(p) || isRuleFile(p)
 	mode := d.Type()
 	var size int64 = -1
+	var mtime time.Time
 	if mode&fs.ModeSymlink != 0 {
 		st, err := fs.Stat(w.fsys, p)
 		if err == nil && !w.inside(p) {
@@ -387,7 +399,7 @@ func (w *walk) visit(p string, d fs.DirEntry, err error) error {
 			w.refuse(p, "not read: it is a symbolic link to the directory %s, and berth does not follow links to directories (a loop would never end); move the directory into the tree, or point berth at it", target)
 			return nil
 		}
-		mode, size = st.Mode(), st.Size()
+		mode, size, mtime = st.Mode(), st.Size(), st.ModTime()
 	}
 	if !want {
 		return nil
@@ -398,7 +410,7 @@ func (w *walk) visit(p string, d fs.DirEntry, err error) error {
 	}
 	if size < 0 {
 		if info, err := d.Info(); err == nil {
-			size = info.Size()
+			size, mtime = info.Size(), info.ModTime()
 		}
 	}
 	if size > w.limits.FileBytes {
@@ -415,7 +427,11 @@ func (w *walk) visit(p string, d fs.DirEntry, err error) error {
 		return nil
 	}
 	fsys, limit := w.fsys, w.limits.FileBytes
-	w.files = append(w.files, sourceFile{name: w.name(p), read: func() ([]byte, error) { return readLimited(fsys, p, limit) }})
+	f := sourceFile{name: w.name(p), read: func() ([]byte, error) { return readLimited(fsys, p, limit) }}
+	if _, isOS := w.fsys.(osTree); isOS && !mtime.IsZero() {
+		f.stat = fileStat{size: size, mtime: mtime.UnixNano()}
+	}
+	w.files = append(w.files, f)
 	return nil
 }
 

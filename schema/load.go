@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/token"
@@ -72,6 +73,13 @@ type Options struct {
 	// Progress, when not nil, is updated as files are read, so a caller
 	// can show it while a large tree loads.
 	Progress *Progress
+	// Cache, when not nil, keeps what this load learns for the next
+	// one, and reuses what the last one learned (Cache).
+	Cache *Cache
+	// Now is when the load begins: with it, a Cache knows the files of a
+	// directory that were not written within 2 s before it by their
+	// listing, and does not read them again (zero: it reads them all).
+	Now time.Time
 }
 
 // Progress counts what a load has done so far; safe to read while the
@@ -95,7 +103,7 @@ func CheckWith(opts Options, paths ...string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	return check(files, diags, opts.Progress)
+	return check(files, diags, opts)
 }
 
 // CheckFS is LoadFS returning the whole Report.
@@ -110,7 +118,7 @@ func CheckFSWith(fsys fs.FS, root string, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	return check(files, diags, opts.Progress)
+	return check(files, diags, opts)
 }
 
 // doc is one document of a spec file as the loader sees it.
@@ -148,7 +156,10 @@ type fileResult struct {
 }
 
 // check runs every stage over files and builds the report.
-func check(files []sourceFile, walked []Diagnostic, progress *Progress) (*Report, error) {
+func check(files []sourceFile, walked []Diagnostic, opts Options) (*Report, error) {
+	progress := opts.Progress
+	cache := opts.Cache.begin(opts.Now)
+	defer cache.end()
 	if progress == nil {
 		progress = &Progress{}
 	}
@@ -187,9 +198,18 @@ func check(files []sourceFile, walked []Diagnostic, progress *Progress) (*Report
 		go func() {
 			defer wg.Done()
 			var c *checker
-			for i := range next {
+			current := func() *checker {
 				if c == nil || c.docs >= docsPerContext {
 					c = newChecker()
+				}
+				return c
+			}
+			for i := range next {
+				if fr, ok := cache.unchanged(specs[i], keepExpr); ok {
+					progress.Read.Add(1)
+					results[i] = fr
+					progress.Documents.Add(int64(len(fr.docs)))
+					continue
 				}
 				b, err := specs[i].load()
 				progress.Read.Add(1)
@@ -202,7 +222,7 @@ func check(files []sourceFile, walked []Diagnostic, progress *Progress) (*Report
 					readErrs[i] = err
 					continue
 				}
-				results[i] = parseFile(c, specs[i].name, b, keepExpr)
+				results[i] = cache.parse(current, specs[i], b, keepExpr)
 				progress.Documents.Add(int64(len(results[i].docs)))
 			}
 		}()
@@ -243,7 +263,7 @@ func check(files []sourceFile, walked []Diagnostic, progress *Progress) (*Report
 
 	// 3. The repo's own CUE rules over the data.
 	if len(rules) > 0 {
-		r.Diagnostics = append(r.Diagnostics, checkRules(rules, docs)...)
+		r.Diagnostics = append(r.Diagnostics, checkRules(rules, docs, cache)...)
 	}
 
 	r.Diagnostics.Sort()

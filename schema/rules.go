@@ -48,81 +48,110 @@ func ruleRoot(d *doc) []string {
 	return nil
 }
 
-func checkRules(rules []sourceFile, docs []*doc) (diags []Diagnostic) {
+func checkRules(rules []sourceFile, docs []*doc, cache *loadState) (diags []Diagnostic) {
 	defer func() {
 		if p := recover(); p != nil {
 			diags = append(diags, errorf(Pos{File: rules[0].name}, "internal error checking the CUE rules (please report it): %v", p))
 		}
 	}()
-	ctx := cuecontext.New()
+	// The data is prepared once, and only when some rule file is not in
+	// the cache.
+	var (
+		ctx     *cue.Context
+		data    cue.Value
+		byPath  map[string]*doc
+		dataErr []Diagnostic
+	)
+	prepare := func() {
+		if ctx != nil {
+			return
+		}
+		ctx = cuecontext.New()
+		data, byPath, dataErr = rulesData(ctx, rules[0].name, docs)
+	}
+	for _, f := range rules {
+		diags = append(diags, cache.rule(f, docs, func() ([]Diagnostic, bool) {
+			prepare()
+			if dataErr != nil {
+				return nil, false
+			}
+			return checkRule(ctx, data, byPath, f), true
+		})...)
+	}
+	if dataErr != nil {
+		return dataErr
+	}
+	return diags
+}
 
-	// 1. The data: every named document, first of each name only, as
-	// JSON (a CUE subset): positions come from the documents' field maps,
-	// so the data need not keep its syntax trees.
+// rulesData is the rules' data: every named document, first of each name
+// only, as JSON (a CUE subset): positions come from the documents' field
+// maps, so the data need not keep its syntax trees.
+func rulesData(ctx *cue.Context, first string, docs []*doc) (cue.Value, map[string]*doc, []Diagnostic) {
 	root := map[string]any{}
 	byPath := map[string]*doc{}
 	for _, d := range docs {
-		path := ruleRoot(d)
-		if path == nil || d.json == nil || d.name == "" || (d.kind == KindWorkspace && d.project == "") {
+		key, ok := ruleKeyOf(d)
+		if !ok {
 			continue
 		}
-		key := strings.Join(path, "\x00")
 		if _, dup := byPath[key]; dup {
 			continue
 		}
 		byPath[key] = d
-		insert(root, path, json.RawMessage(d.json))
+		insert(root, ruleRoot(d), json.RawMessage(d.json))
 	}
 	src, err := json.Marshal(root)
 	if err != nil {
-		return []Diagnostic{errorf(Pos{File: rules[0].name}, "cannot prepare the documents for the CUE rules: %v", err)}
+		return cue.Value{}, nil, []Diagnostic{errorf(Pos{File: first}, "cannot prepare the documents for the CUE rules: %v", err)}
 	}
 	data := ctx.CompileBytes(src, cue.Filename("documents.json"))
 	if err := data.Err(); err != nil {
-		return []Diagnostic{errorf(Pos{File: rules[0].name}, "cannot prepare the documents for the CUE rules: %v", err)}
+		return cue.Value{}, nil, []Diagnostic{errorf(Pos{File: first}, "cannot prepare the documents for the CUE rules: %v", err)}
 	}
+	return data, byPath, nil
+}
 
-	// 2. Each rule file on its own, unified with the data.
-	for _, f := range rules {
-		rule := ctx.CompileBytes(f.data, cue.Filename(f.name))
-		if err := rule.Err(); err != nil {
-			for _, e := range cueerrors.Errors(err) {
-				format, args := e.Msg()
-				diags = append(diags, errorf(rulePos(e, f.name), "CUE rule file does not compile: %s", fmt.Sprintf(format, args...)))
-			}
-			continue
+// checkRule unifies one rule file, compiled on its own, with the data.
+func checkRule(ctx *cue.Context, data cue.Value, byPath map[string]*doc, f sourceFile) (diags []Diagnostic) {
+	rule := ctx.CompileBytes(f.data, cue.Filename(f.name))
+	if err := rule.Err(); err != nil {
+		for _, e := range cueerrors.Errors(err) {
+			format, args := e.Msg()
+			diags = append(diags, errorf(rulePos(e, f.name), "CUE rule file does not compile: %s", fmt.Sprintf(format, args...)))
 		}
-		u := data.Unify(rule)
-		// CUE reports some errors only when no other error hides them:
-		// when the whole fails, validate each document on its own too.
-		seen := map[string]bool{}
-		report := func(err error) {
-			for _, e := range cueerrors.Errors(err) {
-				path := cleanPath(e.Path())
-				key := strings.Join(path, ".")
-				if seen[key] {
-					continue
-				}
-				seen[key] = true
-				diags = append(diags, ruleDiagnostic(e, path, u, f.name, byPath))
-			}
-		}
-		err := u.Validate(cue.Concrete(false), cue.Final())
-		if err == nil {
-			continue
-		}
-		keys := make([]string, 0, len(byPath))
-		for k := range byPath {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if err := u.LookupPath(cue.MakePath(selectors(strings.Split(k, "\x00"))...)).Validate(cue.Concrete(false), cue.Final()); err != nil {
-				report(err)
-			}
-		}
-		report(err)
+		return diags
 	}
+	u := data.Unify(rule)
+	// CUE reports some errors only when no other error hides them:
+	// when the whole fails, validate each document on its own too.
+	seen := map[string]bool{}
+	report := func(err error) {
+		for _, e := range cueerrors.Errors(err) {
+			path := cleanPath(e.Path())
+			key := strings.Join(path, ".")
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			diags = append(diags, ruleDiagnostic(e, path, u, f.name, byPath))
+		}
+	}
+	err := u.Validate(cue.Concrete(false), cue.Final())
+	if err == nil {
+		return nil
+	}
+	keys := make([]string, 0, len(byPath))
+	for k := range byPath {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := u.LookupPath(cue.MakePath(selectors(strings.Split(k, "\x00"))...)).Validate(cue.Concrete(false), cue.Final()); err != nil {
+			report(err)
+		}
+	}
+	report(err)
 	return diags
 }
 

@@ -5,8 +5,9 @@
 #   against (issue 7), one reconcile cycle (issues 4 and 8), Nomad observe
 #   (issue 5), berth validate against cue vet (issue 2), the whole
 #   Philly trace replayed under four policies (issue 7, under two minutes
-#   on 2 cores) and berth apply against a real Nomad. About 6 minutes on
-#   2 cores.
+#   on 2 cores), berth apply against a real Nomad, and berth at fleet size
+#   on a real Nomad (issue 25: scripts/bench-fleet.sh, 25 minutes or more).
+#   About 30 minutes on 2 cores.
 #
 #   BENCH=quick runs only the Go benchmarks, once each (about 2 minutes).
 set -euo pipefail
@@ -26,3 +27,5 @@ BERTH_GROWTH=1 go test -count=1 -run '^TestDecideGrowth$' -v ./policies | grep -
 ./scripts/simulate-bench.sh
 # berth apply of 1,000 workspaces against a real Nomad (when ../shared/nomad-dev is here).
 ./scripts/bench-nomad.sh
+# berth at fleet size, 10,000 workspaces on 51 nodes of a real Nomad (25 minutes or more).
+./scripts/bench-fleet.sh

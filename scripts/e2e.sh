@@ -26,7 +26,8 @@ eval "$("$kit/up" -n 2 -g 4 -p "$port" "$dir")"
 trap '"$kit/down" "$dir" >/dev/null 2>&1 || true' EXIT
 echo "e2e: Nomad v${NOMAD_DEV_VERSION:-1.6.5} at $NOMAD_ADDR (2 nodes, 4 fake GPUs each)"
 export NOMAD_ADDR
-# The bad-day tests fail GPUs and nodes of this cluster (its directory),
+# The bad-day tests fail GPUs and nodes of this cluster (its directory;
+# TestRealFollowedSnapshotEqualsFullRead stops a client in it),
 # and report what they measure to a file printed at the end.
 export NOMAD_DEV_DIR=$dir E2E_REPORT=$dir/report.txt
 # go-nvml's header marks calls berth never makes as deprecated: keep cgo

@@ -2,6 +2,7 @@ package source
 
 import (
 	"io/fs"
+	"time"
 
 	"github.com/berth-dev/berth/schema"
 )
@@ -19,10 +20,15 @@ func LoadSpecs(fsys fs.FS, root string) (*schema.Set, []string, error) {
 }
 
 // SpecLoader is LoadSpecs within limits: a file or tree over them is a
-// problem that names it (schema.Limits).
+// problem that names it (schema.Limits). The LoadFunc it returns loads
+// incrementally: it keeps a schema.Cache, so a revision that changes a few
+// files parses and validates only those (and checks again what spans
+// documents), with the result a full load gives. Its loads run one at a
+// time.
 func SpecLoader(limits schema.Limits) LoadFunc {
+	cache := &schema.Cache{}
 	return func(fsys fs.FS, root string) (*schema.Set, []string, error) {
-		r, err := schema.CheckFSWith(fsys, root, schema.Options{Limits: limits})
+		r, err := schema.CheckFSWith(fsys, root, schema.Options{Limits: limits, Cache: cache, Now: time.Now()})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -118,6 +118,8 @@ shown as *** in logs and the status.
 	fl.StringVar(&o.uiToken, "ui-token-file", "", "file holding the bearer token the API and dashboard require (required when --listen is not loopback)")
 	fl.StringVar(&o.addrFile, "addr-file", "", "write the status API's URL to this file once listening")
 	fl.MarkHidden("addr-file")
+	fl.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run, until it stops, to this file (go tool pprof)")
+	fl.MarkHidden("cpuprofile")
 	return cmd
 }
 
@@ -133,6 +135,8 @@ type reconcileOptions struct {
 	// healthMaxAgeSet: --health-max-age was given; else it grows with
 	// --interval.
 	healthMaxAgeSet bool
+	// cpuProfile: --cpuprofile, the file the run's CPU profile goes to.
+	cpuProfile string
 }
 
 // runReconcile is berth reconcile's body: check the command line, open
@@ -159,6 +163,13 @@ func runReconcile(cmd *cobra.Command, o reconcileOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if o.cpuProfile != "" {
+		stopProfile, err := startCPUProfile(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+	}
 
 	// 2. The cluster, then the specs and the webhook that announces them.
 	c, err := openCluster(ctx, o.cluster, clusterOptions{SimSpeed: o.simSpeed, Logger: log, RequestTimeout: o.nomadTimeout})

@@ -656,6 +656,9 @@ func (d *Driver) ensureNamespace(ctx context.Context, p *schema.Project) error {
 		}
 		return wrap(err, ref, "write namespace "+name)
 	}
+	if cur == nil {
+		d.namespaceCreated(name)
+	}
 	return remember(ours)
 }
 

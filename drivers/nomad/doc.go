@@ -23,6 +23,12 @@
 // Variable written with check-and-set. Node topology comes from the
 // metadata `berth agent` publishes (package gpumeta).
 //
+// Observe lists, then watches (follow.go): a full read (the nodes, every
+// allocation as a list stub, berth's jobs; each job version once, never an
+// allocation's embedded job), then, while Watch follows Nomad's event
+// stream, snapshots from the cache the stream keeps current, without a
+// request; a gap in the stream, and every Config.Resync, reads whole again.
+//
 // It must never touch a job or namespace without berth's marker, never
 // rewrite the scheduler configuration unless asked (FixScheduler), never
 // print or log the ACL token, and never import package reconcile (it

@@ -73,6 +73,9 @@ type Config struct {
 	HTTPClient *http.Client
 	// Now is the driver's clock (default time.Now).
 	Now func() time.Time
+	// Resync is how often Observe reads the cluster whole even while
+	// Watch follows its event stream (default DefaultResync; follow.go).
+	Resync time.Duration
 }
 
 // ConfigFromEnv reads the NOMAD_* variables the api package reads.
@@ -134,6 +137,12 @@ type Driver struct {
 	// and those berth registered since; nil before any observation.
 	jobsSeen map[[2]string]bool
 
+	// cache is the cluster as the last full read left it and the event
+	// stream has moved it since (follow.go); wrote is the index of
+	// berth's last write of a job or allocation.
+	cache *clusterCache
+	wrote uint64
+
 	// storeMu serializes LoadHistory and SaveHistory; stored is the
 	// history as this driver last read or wrote it.
 	storeMu sync.Mutex
@@ -162,6 +171,9 @@ func New(cfg Config) (*Driver, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Resync <= 0 {
+		cfg.Resync = DefaultResync
 	}
 	ac := api.DefaultConfig()
 	ac.Address = cfg.Address
@@ -198,12 +210,14 @@ func New(cfg Config) (*Driver, error) {
 	if next == nil {
 		next = http.DefaultTransport
 	}
-	ac.HttpClient.Transport = deadlines{next: next, timeout: cfg.RequestTimeout}
+	d := &Driver{cfg: cfg, nodeIDs: map[string]string{}, namespaces: map[string]nsEnsured{}, nsLocks: map[string]*sync.Mutex{}, cache: newClusterCache()}
+	ac.HttpClient.Transport = writeIndexes{next: deadlines{next: next, timeout: cfg.RequestTimeout}, note: d.noteWrite}
 	client, err := api.NewClient(ac)
 	if err != nil {
 		return nil, fmt.Errorf("nomad: client for %s: %w", cfg.Address, err)
 	}
-	return &Driver{cfg: cfg, client: client, nodeIDs: map[string]string{}, namespaces: map[string]nsEnsured{}, nsLocks: map[string]*sync.Mutex{}}, nil
+	d.client = client
+	return d, nil
 }
 
 // maxConns bounds the connections one driver holds open to Nomad.

@@ -53,15 +53,27 @@ func recorded(t *testing.T, prefix string) json.RawMessage {
 
 // TestObserveRecordedNomad serves the bodies a real Nomad 1.6.5 sent
 // (nodes, the node after `berth agent` metadata, berth's job list with
-// meta, the running allocation) and checks what Observe makes of them.
+// meta, the job, the running allocation) and checks what Observe makes of
+// them. The allocation list is the recorded allocation as its list stub
+// (?resources=true): without its job, with its job's version.
 func TestObserveRecordedNomad(t *testing.T) {
 	const nodeID = "1317ad6e-a51d-6fef-4356-9a7348e09a61"
-	alloc := recorded(t, "29")
+	var alloc map[string]any
+	if err := json.Unmarshal(recorded(t, "29"), &alloc); err != nil {
+		t.Fatal(err)
+	}
+	alloc["JobVersion"] = alloc["Job"].(map[string]any)["Version"]
+	delete(alloc, "Job")
+	stubs, err := json.Marshal([]any{alloc})
+	if err != nil {
+		t.Fatal(err)
+	}
 	bodies := map[string]json.RawMessage{
-		"/v1/nodes":                           recorded(t, "03"),
-		"/v1/node/" + nodeID:                  recorded(t, "22"),
-		"/v1/node/" + nodeID + "/allocations": json.RawMessage("[" + string(alloc) + "]"),
-		"/v1/jobs":                            recorded(t, "26"),
+		"/v1/nodes":                          recorded(t, "03"),
+		"/v1/node/" + nodeID:                 recorded(t, "22"),
+		"/v1/allocations":                    stubs,
+		"/v1/jobs":                           recorded(t, "26"),
+		"/v1/job/" + alloc["JobID"].(string): recorded(t, "27"),
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, ok := bodies[r.URL.Path]
@@ -71,6 +83,10 @@ func TestObserveRecordedNomad(t *testing.T) {
 		}
 		if r.URL.Path == "/v1/jobs" && (r.URL.Query().Get("meta") != "true" || r.URL.Query().Get("namespace") != "*") {
 			http.Error(w, "Observe must list jobs in every namespace with ?meta=true", 400)
+			return
+		}
+		if r.URL.Path == "/v1/allocations" && (r.URL.Query().Get("resources") != "true" || r.URL.Query().Get("namespace") != "*") {
+			http.Error(w, "Observe must list allocations in every namespace with ?resources=true", 400)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
@@ -57,46 +56,21 @@ func (d *Driver) Observe(ctx context.Context) (drivers.Snapshot, error) {
 
 func (d *Driver) observe(ctx context.Context) (drivers.Snapshot, bool, error) {
 	now := d.cfg.Now()
-	stubs, qm, err := d.client.Nodes().List(d.q(ctx, ""))
+	// The cluster whole, or the cache the event stream keeps (follow.go).
+	if d.usable(ctx) {
+		d.cache.mu.Lock()
+		d.cache.cachedReads++
+		d.cache.mu.Unlock()
+	} else if err := d.fullRead(ctx); err != nil {
+		return drivers.Snapshot{}, isNotFound(err), err
+	}
+	data, jobs, err := d.cachedData(ctx)
 	if err != nil {
-		return drivers.Snapshot{}, false, wrap(err, schema.Ref{}, "list nodes")
+		return drivers.Snapshot{}, isNotFound(err), err
 	}
-	index := qm.LastIndex
-	data := make([]nodeData, len(stubs))
-	errs := make([]error, len(stubs))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for i, st := range stubs {
-		wg.Add(1)
-		go func(i int, id string) {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			n, _, err := d.client.Nodes().Info(id, d.q(ctx, ""))
-			if err != nil {
-				errs[i] = wrap(err, schema.Ref{}, "read node "+id)
-				return
-			}
-			allocs, _, err := d.client.Nodes().Allocations(id, d.q(ctx, ""))
-			if err != nil {
-				errs[i] = wrap(err, schema.Ref{}, "list allocations of node "+id)
-				return
-			}
-			data[i] = nodeData{node: n, allocs: allocs}
-		}(i, st.ID)
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return drivers.Snapshot{}, isNotFound(err), err
-		}
-	}
-	jobs, jqm, err := d.client.Jobs().ListOptions(&api.JobListOptions{Fields: &api.JobListFields{Meta: true}},
-		(&api.QueryOptions{Namespace: "*", Filter: berthFilter}).WithContext(ctx))
-	if err != nil {
-		return drivers.Snapshot{}, false, wrap(err, schema.Ref{}, "list berth's jobs")
-	}
-	index = max(index, jqm.LastIndex)
+	d.cache.mu.Lock()
+	index := d.cache.index
+	d.cache.mu.Unlock()
 	berth := map[[2]string]*api.JobListStub{}
 	seen := make(map[[2]string]bool, len(jobs))
 	for _, j := range jobs {

@@ -2,6 +2,7 @@ package nomad
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/berth-dev/berth/schema"
@@ -83,6 +84,9 @@ func (d *Driver) WaitForChange(ctx context.Context, wait time.Duration) error {
 // doubling to 30 s while it keeps breaking). So a busy loop costs Nomad
 // one connection, never a pile of cancelled blocking queries that it holds
 // until they time out (its per-address limit then refuses everyone).
+//
+// The same stream keeps the driver's cache current (follow.go): while it
+// follows from the last full read, Observe answers from the cache.
 func (d *Driver) Watch(ctx context.Context) <-chan struct{} {
 	ch := make(chan struct{}, 1)
 	go func() {
@@ -94,7 +98,7 @@ func (d *Driver) Watch(ctx context.Context) <-chan struct{} {
 				from++
 			}
 			got := false
-			err := d.stream(ctx, from, func(idx uint64) bool {
+			err := d.follow(ctx, from, func(idx uint64) bool {
 				got = true
 				if idx > d.observedIndex() {
 					select {
@@ -106,6 +110,9 @@ func (d *Driver) Watch(ctx context.Context) <-chan struct{} {
 			})
 			if ctx.Err() != nil {
 				return
+			}
+			if errors.Is(err, errNewNamespace) {
+				continue // the stream that carries the new namespace, now
 			}
 			if got && err == nil {
 				pause = time.Second

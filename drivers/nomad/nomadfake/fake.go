@@ -71,11 +71,20 @@ type Server struct {
 	changed chan struct{} // closed and replaced on every write
 	index   uint64
 	streams int64 // open event streams (stream.go)
-	seq     uint64
-	now     func() time.Time
+	// The event log (stream.go): its batches, each object's JSON as last
+	// logged, and the index of the last flush.
+	log     []logBatch
+	logged  map[string]string
+	flushed uint64
+	// forgot: jobs whose older versions /v1/job/:id/versions no longer
+	// lists (ForgetVersions), as Nomad keeps only a job's last few.
+	forgot map[key]bool
+	seq    uint64
+	now    func() time.Time
 
 	nodes      map[string]*node
 	namespaces map[string]*api.Namespace
+	nsDeleted  uint64 // the index of the last namespace deleted
 	jobs       map[key]*job
 	allocs     map[string]*api.Allocation
 	evals      map[string]*api.Evaluation
@@ -364,8 +373,15 @@ func (s *Server) Settle() {
 		s.bump()
 	}
 	s.unblock()
+	statusChanged := false
 	for _, k := range sortedJobKeys(s.jobs) {
-		s.updateJobStatus(s.jobs[k].j)
+		j := s.jobs[k].j
+		before := j.Status
+		s.updateJobStatus(j)
+		statusChanged = statusChanged || before == nil || *j.Status != *before
+	}
+	if statusChanged {
+		s.bump() // a job's status is state too: its watchers hear of it
 	}
 }
 
@@ -468,11 +484,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // block implements blocking queries: ?index=N waits until the state
 // index passes N or ?wait= (default 5 minutes) runs out.
+//
+// The namespaces' list blocks on the namespaces' own index, as Nomad's
+// blocks on the table it reads: a write elsewhere (a Variable's, a job's)
+// does not answer it.
 func (s *Server) block(r *http.Request) {
 	q := r.URL.Query()
 	want, err := strconv.ParseUint(q.Get("index"), 10, 64)
 	if err != nil || want == 0 {
 		return
+	}
+	current := func() uint64 { return s.index }
+	if r.URL.Path == "/v1/namespaces" {
+		current = s.namespacesIndex
 	}
 	wait := 5 * time.Minute
 	if d, err := time.ParseDuration(q.Get("wait")); err == nil && d > 0 {
@@ -482,7 +506,7 @@ func (s *Server) block(r *http.Request) {
 	defer timer.Stop()
 	for {
 		s.mu.Lock()
-		idx, ch := s.index, s.changed
+		idx, ch := current(), s.changed
 		s.mu.Unlock()
 		if idx > want {
 			return
@@ -538,10 +562,12 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.jobAllocs(w, ns, seg[1])
 	case seg[0] == "job" && len(seg) == 3 && seg[2] == "evaluations":
 		s.jobEvals(w, ns, seg[1])
+	case seg[0] == "job" && len(seg) == 3 && seg[2] == "versions":
+		s.jobVersions(w, ns, seg[1])
 	case seg[0] == "job" && len(seg) == 3 && seg[2] == "summary":
 		s.jobSummary(w, ns, seg[1])
 	case p == "allocations" && r.Method == "GET":
-		s.listAllocs(w, ns)
+		s.listAllocs(w, ns, q.Get("resources") == "true")
 	case seg[0] == "allocation" && len(seg) == 2 && r.Method == "GET":
 		if a := s.allocs[seg[1]]; a != nil {
 			writeJSON(w, 200, s.index, a)
@@ -653,7 +679,17 @@ func (s *Server) listNamespaces(w http.ResponseWriter) {
 	for _, name := range sortedKeys(s.namespaces) {
 		out = append(out, s.namespaces[name])
 	}
-	writeJSON(w, 200, s.index, out)
+	writeJSON(w, 200, s.namespacesIndex(), out)
+}
+
+// namespacesIndex is the index of the namespaces' last change (a delete
+// counts), with s.mu held.
+func (s *Server) namespacesIndex() uint64 {
+	idx := s.nsDeleted
+	for _, n := range s.namespaces {
+		idx = max(idx, n.ModifyIndex)
+	}
+	return idx
 }
 
 func (s *Server) namespace(w http.ResponseWriter, r *http.Request, seg []string) {
@@ -693,6 +729,7 @@ func (s *Server) namespace(w http.ResponseWriter, r *http.Request, seg []string)
 		}
 		idx := s.bump()
 		delete(s.namespaces, name)
+		s.nsDeleted = idx
 		writeRaw(w, 200, idx, "application/json", "")
 	default:
 		text(w, 405, "Invalid method")

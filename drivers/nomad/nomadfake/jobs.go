@@ -765,14 +765,54 @@ func (s *Server) jobAllocs(w http.ResponseWriter, ns, id string) {
 	writeJSON(w, 200, s.index, out)
 }
 
-func (s *Server) listAllocs(w http.ResponseWriter, ns string) {
+// listAllocs answers /v1/allocations; with ?resources=true each stub
+// carries its AllocatedResources.
+func (s *Server) listAllocs(w http.ResponseWriter, ns string, resources bool) {
 	out := []*api.AllocationListStub{}
 	for _, aid := range sortedKeys(s.allocs) {
 		if a := s.allocs[aid]; ns == "*" || a.Namespace == ns {
-			out = append(out, stub(a))
+			st := stub(a)
+			if resources {
+				st.AllocatedResources = a.AllocatedResources
+			}
+			out = append(out, st)
 		}
 	}
 	writeJSON(w, 200, s.index, out)
+}
+
+// ForgetVersions makes the job's older versions unknown to
+// /v1/job/:id/versions, as Nomad forgets all but a job's last few.
+func (s *Server) ForgetVersions(ns, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.forgot == nil {
+		s.forgot = map[key]bool{}
+	}
+	s.forgot[key{ns, id}] = true
+}
+
+// jobVersions answers /v1/job/:id/versions: the job's current version and
+// every older one an allocation still runs, newest first.
+func (s *Server) jobVersions(w http.ResponseWriter, ns, id string) {
+	jb := s.jobs[key{ns, id}]
+	if jb == nil {
+		text(w, 404, "job versions not found", s.index)
+		return
+	}
+	seen := map[uint64]bool{*jb.j.Version: true}
+	out := []*api.Job{jb.j}
+	for _, aid := range sortedKeys(s.allocs) {
+		if s.forgot[key{ns, id}] {
+			break
+		}
+		if a := s.allocs[aid]; a.Namespace == ns && a.JobID == id && a.Job != nil && !seen[*a.Job.Version] {
+			seen[*a.Job.Version] = true
+			out = append(out, a.Job)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return *out[i].Version > *out[j].Version })
+	writeJSON(w, 200, s.index, map[string]any{"Versions": out, "Diffs": nil})
 }
 
 func (s *Server) jobEvals(w http.ResponseWriter, ns, id string) {
