@@ -312,10 +312,13 @@ func (d *Driver) fullRead(ctx context.Context) error {
 // node gone since is left to cachedData).
 func (d *Driver) readVersionsByNode(ctx context.Context, allocs []*api.AllocationListStub, jobs []*api.JobListStub, nodes []*api.Node) error {
 	c := d.cache
-	berths := make(map[jobKey]bool, len(jobs))
+	// Each of berth's jobs by its CreateIndex: an allocation of a job
+	// purged and registered again under the same ID runs a version of the
+	// same number, and a node lists it until Nomad collects it.
+	berths := make(map[jobKey]uint64, len(jobs))
 	for _, j := range jobs {
 		if isBerths(j.Meta) {
-			berths[jobKey{j.Namespace, j.ID}] = true
+			berths[jobKey{j.Namespace, j.ID}] = j.CreateIndex
 		}
 	}
 	listed := make(map[string]bool, len(nodes))
@@ -327,7 +330,7 @@ func (d *Driver) readVersionsByNode(ctx context.Context, allocs []*api.Allocatio
 	c.mu.Lock()
 	for _, a := range allocs {
 		vk := versionKey{a.Namespace, a.JobID, a.JobVersion}
-		if berths[jobKey{a.Namespace, a.JobID}] && c.versions[vk] == nil && listed[a.NodeID] {
+		if _, ok := berths[jobKey{a.Namespace, a.JobID}]; ok && c.versions[vk] == nil && listed[a.NodeID] {
 			missing[vk] = true
 			on[a.NodeID] = true
 		}
@@ -354,7 +357,8 @@ func (d *Driver) readVersionsByNode(ctx context.Context, allocs []*api.Allocatio
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			for _, a := range full {
-				if j := a.Job; j != nil && j.Version != nil && berths[jobKey{a.Namespace, a.JobID}] {
+				created, ok := berths[jobKey{a.Namespace, a.JobID}]
+				if j := a.Job; ok && j != nil && j.Version != nil && j.CreateIndex != nil && *j.CreateIndex == created {
 					c.versions[versionKey{a.Namespace, a.JobID, *j.Version}] = j
 				}
 			}
