@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/berth-dev/berth/schema"
 )
@@ -21,9 +23,38 @@ import (
 // inside the directory, by that file's content too, so a spec reached
 // through a link is watched like any other. The revision's FS never leads
 // outside Dir and never blocks on a FIFO (schema.OpenDir).
+//
+// A DirSource made by NewDirSource remembers each file's content hash with
+// the size and modification time it was read under, and does not read a
+// file again while both stay the same (one written within 2 s before the
+// read that hashed it is read again: it may change within the clock's
+// resolution, keeping its size). A loop names each revision without
+// reading 10,000 unchanged files.
 type DirSource struct {
-	Dir string
+	Dir  string
+	sums *dirSums
 }
+
+// NewDirSource returns a DirSource for dir that remembers its files'
+// hashes between reads (see DirSource).
+func NewDirSource(dir string) DirSource { return DirSource{Dir: dir, sums: &dirSums{}} }
+
+// dirSums are the content hashes of a directory's files, by path, with the
+// listing they were read under.
+type dirSums struct {
+	mu   sync.Mutex
+	sums map[string]dirSum
+}
+
+type dirSum struct {
+	size  int64
+	mtime time.Time
+	sum   [sha256.Size]byte
+}
+
+// racyWindow: a file modified this shortly before the read that hashed it
+// is hashed again by the next read, whatever its listing says.
+const racyWindow = 2 * time.Second
 
 // Read returns the directory's current revision.
 func (s DirSource) Read(ctx context.Context) (Revision, error) {
@@ -58,6 +89,14 @@ func (s DirSource) Read(ctx context.Context) (Revision, error) {
 		return Revision{}, fmt.Errorf("read %s: %w", s.Dir, err)
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].path < entries[j].path })
+	started := time.Now()
+	var old map[string]dirSum
+	if s.sums != nil {
+		s.sums.mu.Lock()
+		defer s.sums.mu.Unlock()
+		old = s.sums.sums
+	}
+	next := make(map[string]dirSum, len(entries))
 	h := sha256.New()
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
@@ -67,29 +106,47 @@ func (s DirSource) Read(ctx context.Context) (Revision, error) {
 		if e.link {
 			target, _ := fs.ReadLink(fsys, e.path)
 			fmt.Fprintf(h, "-> %s\x00", target)
-			if st, err := fs.Stat(fsys, e.path); err != nil || !st.Mode().IsRegular() {
-				continue // the loader names it; its target is all there is
+		}
+		st, err := fs.Stat(fsys, e.path)
+		if err != nil || !st.Mode().IsRegular() {
+			continue // the loader names it; a link's target is all there is
+		}
+		sum, ok := old[e.path]
+		if !ok || sum.size != st.Size() || !sum.mtime.Equal(st.ModTime()) {
+			sum = dirSum{size: st.Size(), mtime: st.ModTime()}
+			if sum.sum, err = hashFile(fsys, e.path); err != nil {
+				return Revision{}, fmt.Errorf("read %s: %w", filepath.Join(s.Dir, e.path), err)
 			}
 		}
-		if err := hashFile(h, fsys, e.path); err != nil {
-			return Revision{}, fmt.Errorf("read %s: %w", filepath.Join(s.Dir, e.path), err)
+		if sum.mtime.Before(started.Add(-racyWindow)) {
+			next[e.path] = sum
 		}
+		h.Write(sum.sum[:])
 		h.Write([]byte{0})
+	}
+	if s.sums != nil {
+		s.sums.sums = next
 	}
 	return Revision{ID: hex.EncodeToString(h.Sum(nil))[:12], FS: fsys, Root: "."}, nil
 }
 
-// hashFile writes the content of the regular file at p to h; a file that
-// is no longer regular when opened (swapped for a FIFO) adds nothing.
-func hashFile(h io.Writer, fsys fs.FS, p string) error {
+// hashFile returns the hash of the content of the regular file at p; a
+// file that is no longer regular when opened (swapped for a FIFO) hashes
+// as empty.
+func hashFile(fsys fs.FS, p string) ([sha256.Size]byte, error) {
+	var sum [sha256.Size]byte
 	f, err := fsys.Open(p)
 	if err != nil {
-		return err
+		return sum, err
 	}
 	defer f.Close()
+	h := sha256.New()
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return err
+		return sum, err
 	}
-	_, err = io.Copy(h, f)
-	return err
+	if _, err := io.Copy(h, f); err != nil {
+		return sum, err
+	}
+	h.Sum(sum[:0])
+	return sum, nil
 }

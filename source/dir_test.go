@@ -88,3 +88,52 @@ func TestDirSourceLinksAndFIFOs(t *testing.T) {
 		t.Errorf("reading through the in-tree link: %q, %v", b, err)
 	}
 }
+
+// TestDirSourceKnowsUnchangedFilesByListing: a DirSource from
+// NewDirSource does not read a file whose size and modification time are
+// those it was hashed under (shown by content changed behind its back, the
+// time put back: the revision stays), and reads it again under a new time,
+// or when it was written within the racy window before the read.
+func TestDirSourceKnowsUnchangedFilesByListing(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a.yaml")
+	write := func(body string, at time.Time) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := NewDirSource(dir)
+	id := func() string {
+		t.Helper()
+		r, err := src.Read(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.ID
+	}
+	old := time.Now().Add(-time.Hour)
+	write("one", old)
+	first := id()
+	write("two", old)
+	if got := id(); got != first {
+		t.Errorf("a file with its listing unchanged was read again: revision %s → %s", first, got)
+	}
+	write("two", old.Add(time.Second))
+	if got := id(); got == first {
+		t.Errorf("a file with a new modification time: revision still %s", got)
+	}
+	now := time.Now()
+	write("six", now)
+	racy := id()
+	write("ten", now)
+	if got := id(); got == racy {
+		t.Errorf("a file written within the racy window before the read that hashed it was not read again: revision still %s", got)
+	}
+	if fresh, err := (DirSource{Dir: dir}).Read(t.Context()); err != nil || fresh.ID != id() {
+		t.Errorf("a DirSource without memory names the same content %v, %v; want the same revision", fresh.ID, err)
+	}
+}

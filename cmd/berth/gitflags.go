@@ -75,7 +75,7 @@ func (f *sourceFlags) open(from string, interval time.Duration, limits schema.Li
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			return nil, usageError("--source %s: not a directory or a git URL (https://, ssh://, git@host:org/repo.git, file://)", dir)
 		}
-		return &openedSource{Source: source.DirSource{Dir: dir}, WatchDir: dir, Name: dir}, nil
+		return &openedSource{Source: source.NewDirSource(dir), WatchDir: dir, Name: dir}, nil
 	}
 	auth := git.Auth{Username: f.username, KnownHosts: f.knownHosts, InsecureIgnoreHostKey: f.insecureHostKey}
 	var err error
