@@ -26,11 +26,13 @@ func main() {
 	topology := flag.Bool("topology", false, "publish the topology berth agent would")
 	preempt := flag.Bool("preempt", false, "turn Nomad's native preemption on for batch and service jobs")
 	settle := flag.Duration("settle", 2*time.Second, "how often allocations move on")
+	cpu := flag.Int64("cpu", 0, "CPU shares (MHz) per node (default 4490, as recorded; a fleet of small workspaces wants more)")
+	memory := flag.Int64("memory", 512<<10, "memory per node, MB")
 	flag.Parse()
 
 	fake := nomadfake.New()
 	for n := 1; n <= *nodes; n++ {
-		node := nomadfake.Node{ID: fmt.Sprintf("%08x-0000-4000-8000-%012x", n, n), Name: fmt.Sprintf("gpu-node-%d", n), MemoryMB: 512 << 10}
+		node := nomadfake.Node{ID: fmt.Sprintf("%08x-0000-4000-8000-%012x", n, n), Name: fmt.Sprintf("gpu-node-%d", n), MemoryMB: *memory, CPUShares: *cpu}
 		var topo []gpumeta.GPU
 		for i := 0; i < *gpus; i++ {
 			id := fmt.Sprintf("GPU-%08x-%04x-4000-8000-000000000000", n, i)
