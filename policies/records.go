@@ -465,8 +465,10 @@ func (d *decider) markCandidates(specs *schema.Set, hist *drivers.History) {
 	for _, w := range d.ws {
 		w.rank = sort.SearchInts(sorted, w.tier)
 		w.candidate = w.running && w.preemptible && w.proj >= 0 && d.now.Sub(w.startedAt) >= d.policy.Preemption.MinRuntime
-		if q, ok := hist.QueuedSince[w.ref]; ok && w.running && ag.MaxWait > 0 && w.startedAt.Sub(q) >= ag.MaxWait {
-			w.startedOverdue = true
+		if w.running && ag.MaxWait > 0 {
+			if q, ok := hist.QueuedSince[w.ref]; ok && w.startedAt.Sub(q) >= ag.MaxWait {
+				w.startedOverdue = true
+			}
 		}
 		if w.candidate {
 			p := d.projs[w.proj]

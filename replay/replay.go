@@ -194,6 +194,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 		jobs: make([]jobState, len(wl.Jobs)), byRef: make(map[schema.Ref]int, len(wl.Jobs)), tenant: map[string]int{}, waitingBySize: map[int]int{},
 		classes: map[classKey]*class{}, verify: opt.Verify, refRank: refRanks(wl)}
 	r.cl = sim.New(spec, r.clock)
+	r.cl.KeepApplied(false) // the record would grow with every start and preemption
 	r.set = *wl.Base
 	r.set.Workspaces = nil
 	r.hist = drivers.History{UsageAt: start, Usage: map[string]float64{}, QueuedSince: map[schema.Ref]time.Time{}, Preempted: map[schema.Ref]drivers.Preemption{}}

@@ -47,7 +47,10 @@ type Cluster struct {
 	// finished holds the GPU-seconds of runs that are over.
 	delivered, wasted float64
 
+	// applied: the actions applied, in order, while record is set (New
+	// sets it; KeepApplied turns it off).
 	applied []drivers.Action
+	record  bool
 
 	failApplies  int
 	failObserves int
@@ -100,6 +103,20 @@ func New(spec Spec, clock Clock) *Cluster {
 		kept:   map[schema.Ref]time.Duration{},
 		lost:   map[schema.Ref]time.Duration{},
 		exits:  map[schema.Ref]drivers.Exit{},
+		record: true,
+	}
+}
+
+// KeepApplied sets whether Apply records each action it applies for
+// Applied (it does from New on). A trace replay turns it off: the record
+// grows with every start and preemption, so with the simulated time, and
+// only tests read it. Turning it off drops what was recorded.
+func (c *Cluster) KeepApplied(keep bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.record = keep
+	if !keep {
+		c.applied = nil
 	}
 }
 
@@ -274,7 +291,9 @@ func (c *Cluster) Apply(ctx context.Context, a drivers.Action) error {
 	if err != nil {
 		return classify(a, fmt.Errorf("sim: %s %s: %w", a.Kind, a.Workspace, err))
 	}
-	c.applied = append(c.applied, a)
+	if c.record {
+		c.applied = append(c.applied, a)
+	}
 	return nil
 }
 
@@ -514,7 +533,8 @@ func (c *Cluster) node(name string) *drivers.Node {
 	return nil
 }
 
-// Applied returns a copy of the actions applied so far, in order.
+// Applied returns a copy of the actions applied so far, in order (none
+// while KeepApplied is off).
 func (c *Cluster) Applied() []drivers.Action {
 	c.mu.Lock()
 	defer c.mu.Unlock()

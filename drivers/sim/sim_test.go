@@ -239,6 +239,31 @@ func TestApplyIsIdempotent(t *testing.T) {
 	}
 }
 
+// TestKeepApplied: with KeepApplied off, Apply still applies but keeps
+// no record, and what was recorded is dropped.
+func TestKeepApplied(t *testing.T) {
+	c, clock := newOne(t)
+	mustApply(t, c, startAction(c, ref, time.Minute, 30*time.Second))
+	c.KeepApplied(false)
+	if n := len(c.Applied()); n != 0 {
+		t.Errorf("%d actions recorded after KeepApplied(false), want none", n)
+	}
+	clock.Advance(time.Minute)
+	mustApply(t, c, drivers.Action{Kind: drivers.ActionPreempt, Workspace: ref})
+	if s := observe(t, c); len(s.Allocs) != 1 || s.Allocs[0].Phase != drivers.AllocStopping {
+		t.Fatalf("the preemption was not applied: %+v", s.Allocs)
+	}
+	if n := len(c.Applied()); n != 0 {
+		t.Errorf("%d actions recorded with KeepApplied off, want none", n)
+	}
+	c.KeepApplied(true)
+	clock.Advance(time.Minute)
+	mustApply(t, c, startAction(c, ref, time.Minute, 30*time.Second))
+	if n := len(c.Applied()); n != 1 {
+		t.Errorf("%d actions recorded with KeepApplied on again, want 1", n)
+	}
+}
+
 func TestStartRefusesBusyGPU(t *testing.T) {
 	c, clock := newOne(t)
 	mustApply(t, c, startAction(c, ref, time.Minute, 30*time.Second))
