@@ -124,6 +124,7 @@ func init() {
 				return nil, err
 			}
 			c := sim.New(*spec, sim.NewScaledClock(opts.SimSpeed))
+			c.KeepApplied(false) // a reconcile of days would keep every action; only tests read them
 			return &openedCluster{Name: "sim " + spec.Name, Cluster: c, Store: c}, nil
 		},
 	})
