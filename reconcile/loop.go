@@ -52,9 +52,14 @@ type Config struct {
 
 	// Interval is the longest time between cycles (default 30s).
 	Interval time.Duration
-	// Debounce is how long the files must be quiet after a change
-	// before a cycle runs (default 500ms).
-	Debounce time.Duration
+	// Debounce is how long the specs must be quiet after a change
+	// before a cycle runs (default 200ms: the files of one commit or
+	// editor save are written within milliseconds of each other).
+	// ClusterDebounce is the same for the cluster's changes (default
+	// 500ms: the events of berth's own writes and of Nomad's placements
+	// come in bursts over a few hundred milliseconds, and each cycle
+	// they start reads the whole fleet's state).
+	Debounce, ClusterDebounce time.Duration
 	// Settle is the time between cycles while something is on its way:
 	// a workspace starting or stopping, a start waiting for its victims
 	// (default 1s). While ClusterChanges watches the cluster, the progress
@@ -187,7 +192,8 @@ func New(cfg Config) (*Loop, error) {
 		}
 	}
 	def(&cfg.Interval, 30*time.Second)
-	def(&cfg.Debounce, 500*time.Millisecond)
+	def(&cfg.Debounce, 200*time.Millisecond)
+	def(&cfg.ClusterDebounce, 500*time.Millisecond)
 	def(&cfg.Settle, time.Second)
 	def(&cfg.SettleWatched, 15*time.Second)
 	def(&cfg.BackoffMin, time.Second)

@@ -206,6 +206,61 @@ func TestDebounce(t *testing.T) {
 	})
 }
 
+// TestDebounceDefaults: by default a change of the specs starts a cycle
+// once they have been quiet for 200ms, one of the cluster (berth's own
+// writes among them) once it has been quiet for 500ms; a change of the
+// specs during the cluster's wait shortens it to 200ms after itself.
+func TestDebounceDefaults(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		spec, err := sim.Parse([]byte(twoGPUs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := sim.New(*spec, sim.NewScaledClock(1))
+		src := &fakeSource{rev: "r1"}
+		cluster := make(chan struct{})
+		l, err := New(Config{Source: src, Cluster: c, Store: c, Load: testSets{"r1": withWorkspaces()}.load, Decide: fifoDecide, ClusterChanges: cluster})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		changes := make(chan struct{})
+		done := make(chan error)
+		go func() { done <- l.Run(ctx, changes) }()
+		synctest.Wait()
+		cycleAfter := func(what string, signal chan struct{}, want time.Duration, then func()) {
+			t.Helper()
+			n := src.readCount()
+			signal <- struct{}{}
+			if then != nil {
+				then()
+			}
+			time.Sleep(want - time.Millisecond)
+			synctest.Wait()
+			if got := src.readCount(); got != n {
+				t.Fatalf("%s: a cycle before %s", what, want)
+			}
+			time.Sleep(2 * time.Millisecond)
+			synctest.Wait()
+			if got := src.readCount(); got != n+1 {
+				t.Fatalf("%s: %d cycles %s after, want 1", what, got-n, want)
+			}
+			time.Sleep(time.Second) // the cycle's own cluster changes (none here) and settling
+			synctest.Wait()
+		}
+		cycleAfter("a spec change", changes, 200*time.Millisecond, nil)
+		cycleAfter("a cluster change", cluster, 500*time.Millisecond, nil)
+		cycleAfter("a cluster change, then the specs 100ms later", cluster, 200*time.Millisecond, func() {
+			time.Sleep(100 * time.Millisecond)
+			changes <- struct{}{}
+		})
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 func TestBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, testSets{"r1": withWorkspaces()}, "r1")

@@ -9,7 +9,8 @@ import (
 )
 
 // Run calls Once now, then whenever changes signals (debounced: it waits
-// until changes have been quiet for Debounce) and at least every
+// until the specs have been quiet for Debounce, the cluster for
+// ClusterDebounce) and at least every
 // Interval; sooner (every Settle, or SettleWatched while ClusterChanges
 // watches the cluster) while something is on its way, and by
 // the time a failed action is due again (Result.RetryAt). Config.
@@ -88,13 +89,15 @@ func (l *Loop) Run(ctx context.Context, changes <-chan struct{}) error {
 	}
 }
 
-// wait returns after d, or sooner once changes (from the specs or the
-// cluster) have been quiet for Debounce after the first one (at most
-// Interval after it); changes never make it wait longer than d. It
-// returns false when ctx ended. A nil channel never signals.
+// wait returns after d, or sooner once changes have been quiet after the
+// first one (at most Interval after it): for Debounce after a change of
+// the specs, ClusterDebounce after one of the cluster, whichever came
+// last; changes never make it wait longer than d. It returns false when
+// ctx ended. A nil channel never signals.
 func (l *Loop) wait(ctx context.Context, changes, cluster <-chan struct{}, d time.Duration) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
+	var quietFor time.Duration
 	select {
 	case <-ctx.Done():
 		return false
@@ -104,12 +107,14 @@ func (l *Loop) wait(ctx context.Context, changes, cluster <-chan struct{}, d tim
 		if !ok {
 			changes = nil
 		}
+		quietFor = l.cfg.Debounce
 	case _, ok := <-cluster:
 		if !ok {
 			cluster = nil
 		}
+		quietFor = l.cfg.ClusterDebounce
 	}
-	quiet := time.NewTimer(l.cfg.Debounce)
+	quiet := time.NewTimer(quietFor)
 	defer quiet.Stop()
 	// Files that never stop changing still get a cycle every Interval.
 	limit := time.NewTimer(l.cfg.Interval)
@@ -135,7 +140,7 @@ func (l *Loop) wait(ctx context.Context, changes, cluster <-chan struct{}, d tim
 				cluster = nil
 				continue
 			}
-			quiet.Reset(l.cfg.Debounce)
+			quiet.Reset(l.cfg.ClusterDebounce)
 		}
 	}
 }
