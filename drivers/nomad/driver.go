@@ -122,6 +122,10 @@ type Driver struct {
 	nodeIDs   map[string]string // node name (and ID) -> ID, from the last observation
 	lastIndex uint64
 	evicted   []Eviction
+	// jobHashes are the hashes of the jobs the last observation's
+	// allocations run (jobHashes.of).
+	jobHashes map[*api.Job]string
+	hashed    int // how many jobs the last observation hashed (tests)
 	// stderr holds the stderr tails of the exits last reported, by
 	// allocation ID (addStderr).
 	stderr map[string]string

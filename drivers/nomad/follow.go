@@ -136,18 +136,23 @@ type eventPayload struct {
 }
 
 // FollowStats counts how the driver's Observes were answered: read whole
-// or from the followed cache.
+// or from the followed cache; and how many jobs the last one hashed for
+// its drift check (the others it knew from the Observe before: jobHashes).
 type FollowStats struct {
 	FullReads, CachedReads int
+	JobsHashed             int
 }
 
 // FollowStats returns how many Observes read the cluster whole and how
 // many were answered from the cache the event stream keeps.
 func (d *Driver) FollowStats() FollowStats {
+	d.mu.Lock()
+	hashed := d.hashed
+	d.mu.Unlock()
 	c := d.cache
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return FollowStats{FullReads: c.fullReads, CachedReads: c.cachedReads}
+	return FollowStats{FullReads: c.fullReads, CachedReads: c.cachedReads, JobsHashed: hashed}
 }
 
 // noteWrite records the index of one of berth's writes that the stream

@@ -14,6 +14,7 @@ import (
 	"github.com/berth-dev/berth/internal/realnomad"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/hashicorp/nomad/api"
 )
 
 // following starts d's Watch and observes until an Observe is answered
@@ -105,6 +106,80 @@ func TestIdleObserveRequestsDoNotGrowWithNodes(t *testing.T) {
 	}
 	if full[1000] <= full[10] {
 		t.Errorf("a full read made %d requests at 1,000 nodes, %d at 10: the count above did not measure a full read", full[1000], full[10])
+	}
+}
+
+// TestFollowedObserveHashesOnlyNewJobs: the drift check hashes a job
+// version once, not once per Observe: an idle followed Observe hashes
+// none, and a job edited outside berth is hashed (its new version) and
+// reported as drift.
+func TestFollowedObserveHashesOnlyNewJobs(t *testing.T) {
+	fake := nomadfake.New()
+	for i := range 3 {
+		fake.AddNode(nomadfake.Node{ID: fmt.Sprintf("%08x-aaaa-4bbb-8ccc-%012x", i+1, i+1), Name: fmt.Sprintf("node-%d", i), HostVolumes: []string{"datasets"},
+			GPUs: []nomadfake.GPU{{ID: fmt.Sprintf("GPU-%d", i), PCIBusID: "00000000:18:00.0", Healthy: true}}})
+	}
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	d := realnomad.NewDriver(t, nomad.Config{Address: srv.URL, PlacementTimeout: time.Second})
+	for i := range 3 {
+		if err := d.Apply(ctx, startAction(fmt.Sprintf("train-%d", i), fmt.Sprintf("node-%d", i), fmt.Sprintf("GPU-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fake.Settle()
+	following(t, d)
+	if _, err := d.Observe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		snap, err := d.Observe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := d.FollowStats().JobsHashed; n != 0 || len(snap.Allocs) != 3 {
+			t.Fatalf("an idle Observe of 3 allocations hashed %d jobs, want 0", n)
+		}
+	}
+	cfg := api.DefaultConfig()
+	cfg.Address = srv.URL
+	c, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &api.QueryOptions{Namespace: "vision"}
+	j, _, err := c.Jobs().Info("train-1", q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.TaskGroups[0].Tasks[0].Env["EPOCHS"] = "4"
+	if _, _, err := c.Jobs().Register(j, &api.WriteOptions{Namespace: "vision"}); err != nil {
+		t.Fatal(err)
+	}
+	fake.Settle()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		snap, err := d.Observe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashed := d.FollowStats().JobsHashed
+		drift := ""
+		for _, a := range snap.Allocs {
+			if a.Workspace.Name == "train-1" && a.Phase != drivers.AllocStopping {
+				drift = a.Drift
+			}
+		}
+		if drift != "" {
+			if hashed != 1 {
+				t.Errorf("the Observe that saw the edited job hashed %d jobs, want 1 (its new version)", hashed)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job edited outside berth is not reported as drift (last Observe hashed %d jobs)", hashed)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -83,8 +83,11 @@ func (d *Driver) observe(ctx context.Context) (drivers.Snapshot, bool, error) {
 	snap := drivers.Snapshot{ObservedAt: now}
 	ids := map[string]string{}
 	var evicted []Eviction
+	d.mu.Lock()
+	hashes := &jobHashes{last: d.jobHashes, now: make(map[*api.Job]string, len(d.jobHashes))}
+	d.mu.Unlock()
 	for _, nd := range data {
-		node, allocs, ev := buildNode(nd, berth)
+		node, allocs, ev := buildNode(nd, berth, hashes)
 		snap.Nodes = append(snap.Nodes, node)
 		snap.Allocs = append(snap.Allocs, allocs...)
 		evicted = append(evicted, ev...)
@@ -115,6 +118,7 @@ func (d *Driver) observe(ctx context.Context) (drivers.Snapshot, bool, error) {
 	d.mu.Lock()
 	d.evicted = evicted
 	d.nodeIDs = ids
+	d.jobHashes, d.hashed = hashes.now, hashes.computed
 	d.jobsSeen = seen
 	d.lastIndex = max(d.lastIndex, index)
 	d.mu.Unlock()
@@ -137,9 +141,34 @@ func placementMeta(m map[string]string) map[string]string {
 	return out
 }
 
+// jobHashes are the hashes (jobHash) of the jobs an observation's
+// allocations run, by the job's object. The followed cache gives every
+// allocation of a job version that version's one object, which it never
+// changes (a version is immutable), so an observation takes the hashes
+// of the objects the one before it hashed (last) instead of hashing the
+// fleet's jobs again; a whole read decodes new objects and hashes them.
+// now holds what this observation used, and becomes the next one's last.
+type jobHashes struct {
+	last, now map[*api.Job]string
+	computed  int // how many this observation hashed
+}
+
+func (h *jobHashes) of(j *api.Job) string {
+	if s, ok := h.now[j]; ok {
+		return s
+	}
+	s, ok := h.last[j]
+	if !ok {
+		s = jobHash(j)
+		h.computed++
+	}
+	h.now[j] = s
+	return s
+}
+
 // buildNode turns one Nomad node and its allocations into berth's node
 // and berth's allocations on it.
-func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (out drivers.Node, allocs []drivers.Alloc, evicted []Eviction) {
+func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub, hashes *jobHashes) (out drivers.Node, allocs []drivers.Alloc, evicted []Eviction) {
 	n := nd.node
 	out = drivers.Node{
 		Name: n.Name, ID: n.ID, Pool: n.NodePool, Datacenter: n.Datacenter, Class: n.NodeClass, Meta: placementMeta(n.Meta),
@@ -247,7 +276,7 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub) (out drivers.N
 			out.Cores -= r.Cores
 			continue
 		}
-		allocs = append(allocs, buildAlloc(a, stub, n))
+		allocs = append(allocs, buildAlloc(a, stub, n, hashes))
 	}
 	for _, a := range nd.allocs {
 		if stub := ownerOf(a, berth); stub != nil && terminal(a) && (a.DesiredStatus == "evict" || a.ClientStatus == "lost") {
@@ -325,7 +354,7 @@ func ownerOf(a *api.Allocation, berth map[[2]string]*api.JobListStub) *api.JobLi
 	return nil
 }
 
-func buildAlloc(a *api.Allocation, stub *api.JobListStub, n *api.Node) drivers.Alloc {
+func buildAlloc(a *api.Allocation, stub *api.JobListStub, n *api.Node, hashes *jobHashes) drivers.Alloc {
 	meta := stub.Meta
 	if a.Job != nil && isBerths(a.Job.Meta) {
 		meta = a.Job.Meta // the version the allocation runs
@@ -347,7 +376,7 @@ func buildAlloc(a *api.Allocation, stub *api.JobListStub, n *api.Node) drivers.A
 		if want := meta[MetaJobHash]; want != "" {
 			out.SpecHash = meta[MetaSpecHash] // jobs of an older berth carry another hash: unknown
 		}
-		if want := meta[MetaJobHash]; want != "" && jobHash(a.Job) != want {
+		if want := meta[MetaJobHash]; want != "" && hashes.of(a.Job) != want {
 			out.Drift = "its Nomad job was changed outside berth (its task, or the node or GPUs it is pinned to, differ from what berth registered)"
 		}
 	}
