@@ -25,6 +25,9 @@ type cycle struct {
 	// the start of the cycle. A follower observes and decides but never
 	// applies, prunes or saves.
 	leading bool
+	// term is the election's term when leading was asked (0 without an
+	// election).
+	term uint64
 
 	res  Result
 	rev  source.Revision // read
@@ -49,7 +52,11 @@ type cycle struct {
 // outer (Once's own context), asking once whether this replica leads.
 func (l *Loop) newCycle(ctx, outer context.Context) *cycle {
 	c := &cycle{l: l, ctx: ctx, outer: outer}
-	c.leading = l.cfg.Leader == nil || l.cfg.Leader.Leading()
+	c.leading = true
+	if l.cfg.Leader != nil {
+		st := l.cfg.Leader.LeaderStatus()
+		c.leading, c.term = st.Leading, st.Term
+	}
 	l.following = !c.leading
 	return c
 }
@@ -108,11 +115,27 @@ func (c *cycle) guardMassPrune() error {
 // advanceHistory loads the history from the Store, restores the memory
 // of workspaces from its journal when this berth has just started or
 // does not lead (journal.go), and advances the decayed usage to now.
+//
+// A leader that has led without a break since it last read or saved the
+// history (the cycle before led too, under the same term: another leader
+// in between would have had to take a new one) knows what the Store
+// holds without reading it. Any other writer (a one-shot berth apply)
+// makes the leader's next save fail its check-and-set, and the cycle
+// after that reads again.
 func (c *cycle) advanceHistory() error {
 	l := c.l
-	hist, err := l.cfg.Store.LoadHistory(c.ctx)
-	if err != nil {
-		return fmt.Errorf("load history: %w", err)
+	var hist drivers.History
+	if l.saved != nil && l.restored && c.leading && c.term == l.savedTerm {
+		hist = *l.saved
+	} else {
+		var err error
+		if hist, err = l.cfg.Store.LoadHistory(c.ctx); err != nil {
+			return fmt.Errorf("load history: %w", err)
+		}
+		if c.leading {
+			known := hist
+			l.saved, l.savedTerm = &known, c.term
+		}
 	}
 	c.loaded = hist
 	if !l.restored || !c.leading {
@@ -230,7 +253,7 @@ func (c *cycle) save() error {
 		return errors.Join(c.err, fmt.Errorf("save history: %w", err))
 	}
 	saved := c.hist // l.saved must not keep the whole cycle alive
-	l.saved, l.savedAt = &saved, time.Now()
+	l.saved, l.savedAt, l.savedTerm = &saved, time.Now(), c.term
 	return c.err
 }
 

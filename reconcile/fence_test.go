@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -121,4 +122,84 @@ func gauge(t *testing.T, l *Loop, name string) float64 {
 	}
 	t.Fatalf("no gauge %s", name)
 	return 0
+}
+
+// stubLead is a Leadership a test sets by hand.
+type stubLead struct {
+	leading bool
+	term    uint64
+}
+
+func (s *stubLead) Leading() bool { return s.leading }
+func (s *stubLead) LeaderStatus() leader.Status {
+	return leader.Status{Self: "me", Leading: s.leading, Term: s.term}
+}
+
+// countingStore counts the history reads and can fail the next save.
+type countingStore struct {
+	drivers.Store
+	loads    int
+	failSave bool
+}
+
+func (s *countingStore) LoadHistory(ctx context.Context) (drivers.History, error) {
+	s.loads++
+	return s.Store.LoadHistory(ctx)
+}
+
+func (s *countingStore) SaveHistory(ctx context.Context, h drivers.History) error {
+	if s.failSave {
+		s.failSave = false
+		return &drivers.Error{Class: drivers.ClassConflict, Op: "save history", Err: errors.New("the head changed (check-and-set)")}
+	}
+	return s.Store.SaveHistory(ctx, h)
+}
+
+// TestLeaderReadsHistoryOnlyAfterABreak: a leader that has led since its
+// own last save knows the history without reading it; it reads again
+// after a cycle it did not lead, under a new term, and after a save that
+// failed (another writer's check-and-set conflict).
+func TestLeaderReadsHistoryOnlyAfterABreak(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sets := testSets{"r1": withWorkspaces(workspace("med", "a", schema.DesiredRunning))}
+		h := newHarness(t, sets, "r1")
+		ctx := t.Context()
+		store := &countingStore{Store: h.cluster}
+		lead := &stubLead{leading: true, term: 1}
+		cfg := h.loop.cfg
+		cfg.Store, cfg.Leader = store, lead
+		l, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cycles := func(n int) int {
+			t.Helper()
+			before := store.loads
+			for range n {
+				l.Once(ctx)
+				time.Sleep(10 * time.Second)
+			}
+			return store.loads - before
+		}
+		if n := cycles(5); n != 1 {
+			t.Errorf("5 cycles of one leader read the history %d times, want 1 (the first)", n)
+		}
+		lead.leading = false
+		if n := cycles(1); n != 1 {
+			t.Errorf("a follower's cycle read the history %d times, want 1", n)
+		}
+		lead.leading = true
+		if n := cycles(3); n != 1 {
+			t.Errorf("3 cycles leading again read the history %d times, want 1 (the first)", n)
+		}
+		lead.term = 2
+		if n := cycles(3); n != 1 {
+			t.Errorf("3 cycles under a new term read the history %d times, want 1 (the first)", n)
+		}
+		store.failSave = true
+		time.Sleep(time.Minute) // past the interval: the next cycle saves
+		if n := cycles(3); n != 1 {
+			t.Errorf("3 cycles from a failed save read the history %d times, want 1 (after the failure)", n)
+		}
+	})
 }

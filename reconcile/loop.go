@@ -151,11 +151,16 @@ type Loop struct {
 	// started is when New made the loop; lastOK when the last cycle that
 	// succeeded ended (zero before the first): what /healthz reports.
 	started, lastOK time.Time
-	// saved is the history as last saved and savedAt when (Once's only;
+	// saved is the history the Store holds, as this berth last saved it
+	// or, leading, read it, and savedAt when it last saved (Once's only;
 	// saved is never mutated): a cycle that changed nothing but the
 	// clock's fields (sameHistory) saves only once Interval has passed.
 	saved   *drivers.History
 	savedAt time.Time
+	// savedTerm is the election's term when saved was saved or read
+	// (cycle.term): a leader still in it does not read the history again
+	// (advanceHistory).
+	savedTerm uint64
 	// restored: the memory of workspaces was read from the Store's
 	// journal (journal.go); following: this cycle is a follower's (its
 	// transitions are logged at debug: the leader logs them). Once's only.
