@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -209,23 +210,25 @@ func (f *faultLoop) intact(names []string) string {
 	return ""
 }
 
-// TestRealHungRequestIsCut: Nomad's answer to the loop's next read of
-// its history (every cycle reads the head Variable; the cluster itself
-// comes from the event stream's cache once the loop follows it) never
-// comes (a proxy holds it). The request is cut by the driver's request
-// timeout, the log says what was cut, and the loop goes on: a spec change
-// made while the request hung is applied.
+// TestRealHungRequestIsCut: Nomad's answer to the loop's next write of
+// its history (a leader reads the history only after a break in its
+// leadership, and the cluster comes from the event stream's cache once
+// the loop follows it, so the history's saves are what every cycle that
+// changes something still sends) never comes (a proxy holds it). The
+// request is cut by the driver's request timeout, the log says what was
+// cut, and the loop goes on: a spec change made while the request hung
+// is applied.
 func TestRealHungRequestIsCut(t *testing.T) {
 	f := newFaultLoop(t)
 	f.write("a.yaml", realWorkspace("a", 1, "sleep 3600"))
 	f.waitRunning(30*time.Second, "start", "a")
-	const head = "/v1/var/berth/state/history"
-	f.proxy.Inject(faultproxy.Rule{Method: "GET", Path: head, Fault: faultproxy.Hang, Times: 1})
+	const history = "/v1/var/berth/state/history"
+	f.proxy.Inject(faultproxy.Rule{Method: "PUT", Path: history, Fault: faultproxy.Hang, Times: 1})
 	changed := time.Now()
-	f.write("b.yaml", realWorkspace("b", 1, "sleep 3600")) // while the hang holds the cycle
-	f.waitRunning(60*time.Second, "a hung GET "+head, "a", "b")
-	t.Logf("a GET %s hung; cut after %s; the spec change made meanwhile ran %s after it was made", head, faultRequestTimeout, time.Since(changed).Round(100*time.Millisecond))
-	if !strings.Contains(f.log.String(), "no answer from Nomad to GET "+head+" within 2s: cut (request timeout)") {
+	f.write("b.yaml", realWorkspace("b", 1, "sleep 3600")) // its cycle's save hangs
+	f.waitRunning(60*time.Second, "a hung PUT "+history, "a", "b")
+	t.Logf("a PUT %s hung; cut after %s; the spec change made meanwhile ran %s after it was made", history, faultRequestTimeout, time.Since(changed).Round(100*time.Millisecond))
+	if !regexp.MustCompile(`no answer from Nomad to PUT ` + history + `\S* within 2s: cut \(request timeout\)`).MatchString(f.log.String()) {
 		t.Errorf("the log does not say what was cut:\n%s", f.log.String())
 	}
 	if n := countFault(f.proxy, faultproxy.Hang); n != 1 {
