@@ -180,8 +180,8 @@ func TestElectorNeverTwoLeaders(t *testing.T) {
 }
 
 // The leader does not read the lease while it leads: an idle leader
-// costs its store one write per TTL/5 and nothing else; a follower reads
-// at every look.
+// costs its store one write every third look (the first at least TTL/4
+// after the last) and nothing else; a follower reads at every look.
 func TestElectorLeaderDoesNotRead(t *testing.T) {
 	ctx := context.Background()
 	store := &MemLease{}
@@ -207,8 +207,8 @@ func TestElectorLeaderDoesNotRead(t *testing.T) {
 	if n := store.reads - reads; n != 0 {
 		t.Errorf("the leader read the lease %d times in 100 looks, want 0", n)
 	}
-	if n := store.writes - writes; n != 50 {
-		t.Errorf("the leader wrote the lease %d times in 10 TTLs, want 50 (one per TTL/5)", n)
+	if n := store.writes - writes; n != 33 {
+		t.Errorf("the leader wrote the lease %d times in 100 looks, want 33 (every third)", n)
 	}
 	if follower.reads != 100 {
 		t.Errorf("the follower read the lease %d times in 100 looks, want 100", follower.reads)

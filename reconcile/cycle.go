@@ -127,7 +127,11 @@ func (c *cycle) advanceHistory() error {
 	var hist drivers.History
 	if l.saved != nil && l.restored && c.leading && c.term == l.savedTerm {
 		hist = *l.saved
+		if l.unsaved != nil {
+			hist = *l.unsaved // the clock moved it since the save
+		}
 	} else {
+		l.unsaved = nil
 		var err error
 		if hist, err = l.cfg.Store.LoadHistory(c.ctx); err != nil {
 			return fmt.Errorf("load history: %w", err)
@@ -232,29 +236,26 @@ func (c *cycle) prune() {
 // save saves the history: the applied revision when the cycle has not
 // failed, and the journal of workspaces (journal.go). It saves only when
 // something but the clock moved it (usage decays and accrues, AppliedAt
-// follows the cycle), or at least every Interval so usage reaches the
-// store; a cycle cut by its deadline still saves what it did, within
-// outer. It returns the cycle's error.
+// follows the cycle), or at least every UsageInterval so usage reaches
+// the store; until then the history waits in Loop.unsaved, which the
+// next cycle goes on from. A cycle cut by its deadline still saves what
+// it did, within outer. It returns the cycle's error.
 func (c *cycle) save() error {
 	l := c.l
 	if c.err == nil {
 		c.hist.AppliedRevision, c.hist.AppliedAt = c.set.Revision, c.now
 	}
 	c.hist.Journal = l.journal(c.now)
-	if l.saved != nil && sameHistory(c.hist, c.loaded) && sameHistory(c.hist, *l.saved) && time.Since(l.savedAt) < l.cfg.Interval {
+	kept := c.hist // the Loop's fields must not keep the whole cycle alive
+	if l.saved != nil && sameHistory(c.hist, c.loaded) && sameHistory(c.hist, *l.saved) && time.Since(l.savedAt) < l.cfg.UsageInterval {
+		l.unsaved = &kept
 		return c.err
 	}
 	saveCtx := c.ctx
 	if c.ctx.Err() != nil && c.outer.Err() == nil {
 		saveCtx = c.outer
 	}
-	if err := l.cfg.Store.SaveHistory(saveCtx, c.hist); err != nil {
-		l.saved = nil
-		return errors.Join(c.err, fmt.Errorf("save history: %w", err))
-	}
-	saved := c.hist // l.saved must not keep the whole cycle alive
-	l.saved, l.savedAt, l.savedTerm = &saved, time.Now(), c.term
-	return c.err
+	return errors.Join(c.err, l.saveHistory(saveCtx, &kept, c.term))
 }
 
 // inForce makes set the revision in force for the rest of the cycle; nil

@@ -197,7 +197,7 @@ func TestLeaderReadsHistoryOnlyAfterABreak(t *testing.T) {
 			t.Errorf("3 cycles under a new term read the history %d times, want 1 (the first)", n)
 		}
 		store.failSave = true
-		time.Sleep(time.Minute) // past the interval: the next cycle saves
+		time.Sleep(l.cfg.UsageInterval) // the next cycle saves the usage
 		if n := cycles(3); n != 1 {
 			t.Errorf("3 cycles from a failed save read the history %d times, want 1 (after the failure)", n)
 		}

@@ -52,6 +52,14 @@ type Config struct {
 
 	// Interval is the longest time between cycles (default 30s).
 	Interval time.Duration
+	// UsageInterval is the longest time a leader keeps in memory alone
+	// a history that changed only with the clock (usage accrued and
+	// decayed, AppliedAt, progress): default 5m. Saving it each cycle
+	// would write to the cluster every Interval while nothing happens;
+	// a crash loses at most this much accrued usage, which against a
+	// half-life of days moves no one's fair share. Run saves it when it
+	// stops.
+	UsageInterval time.Duration
 	// Debounce is how long the specs must be quiet after a change
 	// before a cycle runs (default 200ms: the files of one commit or
 	// editor save are written within milliseconds of each other).
@@ -154,9 +162,11 @@ type Loop struct {
 	// saved is the history the Store holds, as this berth last saved it
 	// or, leading, read it, and savedAt when it last saved (Once's only;
 	// saved is never mutated): a cycle that changed nothing but the
-	// clock's fields (sameHistory) saves only once Interval has passed.
-	saved   *drivers.History
-	savedAt time.Time
+	// clock's fields (sameHistory) saves only once UsageInterval has
+	// passed, and keeps its history in unsaved until then, for the next
+	// cycle to go on from and Run to save when it stops.
+	saved, unsaved *drivers.History
+	savedAt        time.Time
 	// savedTerm is the election's term when saved was saved or read
 	// (cycle.term): a leader still in it does not read the history again
 	// (advanceHistory).
@@ -197,6 +207,7 @@ func New(cfg Config) (*Loop, error) {
 		}
 	}
 	def(&cfg.Interval, 30*time.Second)
+	def(&cfg.UsageInterval, 5*time.Minute)
 	def(&cfg.Debounce, 200*time.Millisecond)
 	def(&cfg.ClusterDebounce, 500*time.Millisecond)
 	def(&cfg.Settle, time.Second)
@@ -375,6 +386,31 @@ func (l *Loop) report(res Result, err error, started time.Time) {
 	} else {
 		l.lastOK = time.Now()
 	}
+}
+
+// saveHistory saves h, which a cycle led under term made, and keeps it
+// as what the Store holds; a failed save forgets what the Store holds, so
+// the next cycle reads it again.
+func (l *Loop) saveHistory(ctx context.Context, h *drivers.History, term uint64) error {
+	l.unsaved = nil
+	if err := l.cfg.Store.SaveHistory(ctx, *h); err != nil {
+		l.saved = nil
+		return fmt.Errorf("save history: %w", err)
+	}
+	l.saved, l.savedAt, l.savedTerm = h, time.Now(), term
+	return nil
+}
+
+// saveUnsaved saves the history a cycle kept from the Store because only
+// the clock had moved it (cycle.save), when there is one: Run's last
+// step, so a berth that stops cleanly loses no usage.
+func (l *Loop) saveUnsaved(ctx context.Context) error {
+	l.cycle.Lock()
+	defer l.cycle.Unlock()
+	if l.unsaved == nil {
+		return nil
+	}
+	return l.saveHistory(ctx, l.unsaved, l.savedTerm)
 }
 
 // sameHistory reports whether a and b differ at most in what moves with

@@ -182,8 +182,10 @@ func TestHealthzBeforeAnySuccess(t *testing.T) {
 }
 
 // TestHistoryNotRewrittenEveryCycle: cycles that change nothing but the
-// clock (usage decays, AppliedAt) do not save the history; one that
-// changes it does, and so does the first after Interval.
+// clock (usage decays and accrues, AppliedAt) do not save the history,
+// not even past Interval; one that changes it does, and so does the first
+// after UsageInterval, with the usage the unsaved cycles accrued. A Run
+// that stops saves what its cycles kept in memory.
 func TestHistoryNotRewrittenEveryCycle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sets := testSets{
@@ -197,27 +199,63 @@ func TestHistoryNotRewrittenEveryCycle(t *testing.T) {
 		time.Sleep(sim.DefaultStartDelay + time.Second)
 		h.loop.Once(ctx) // b runs
 		saves := c.saveCount()
-		for range 10 {
-			time.Sleep(time.Second)
+		for range 9 { // 4.5 minutes, short of UsageInterval
+			time.Sleep(h.loop.cfg.Interval)
 			h.loop.Once(ctx)
 		}
 		if n := c.saveCount() - saves; n != 0 {
-			t.Errorf("%d saves in 10 cycles that changed nothing but the clock, want 0", n)
+			t.Errorf("%d saves in 9 cycles %s apart that changed nothing but the clock, want 0", n, h.loop.cfg.Interval)
 		}
 		h.source.set("r2") // a starts: its place in the queue, the applied revision
 		h.loop.Once(ctx)
 		if n := c.saveCount() - saves; n != 1 {
 			t.Errorf("%d saves after a cycle that changed the history, want 1", n)
 		}
+		time.Sleep(sim.DefaultStartDelay + time.Second)
+		h.loop.Once(ctx) // a runs
+		stored := func() drivers.History {
+			t.Helper()
+			hist, err := h.cluster.LoadHistory(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return hist
+		}
+		before := stored().Usage["med"]
 		saves = c.saveCount()
-		time.Sleep(h.loop.cfg.Interval)
+		for range 9 {
+			time.Sleep(h.loop.cfg.UsageInterval / 10)
+			h.loop.Once(ctx)
+		}
+		if n := c.saveCount() - saves; n != 0 {
+			t.Errorf("%d saves before UsageInterval, want 0", n)
+		}
+		time.Sleep(h.loop.cfg.UsageInterval / 10)
 		h.loop.Once(ctx)
 		if n := c.saveCount() - saves; n != 1 {
-			t.Errorf("%d saves after Interval, want 1 (usage reaches the store)", n)
+			t.Errorf("%d saves after UsageInterval, want 1 (usage reaches the store)", n)
 		}
-		hist, _ := h.cluster.LoadHistory(ctx)
-		if hist.AppliedRevision != "r2" || len(hist.Usage) == 0 {
-			t.Errorf("stored history: applied %q usage %v", hist.AppliedRevision, hist.Usage)
+		hist := stored()
+		if hist.AppliedRevision != "r2" || hist.Usage["med"] <= before {
+			t.Errorf("stored history: applied %q, usage of med %v (%v before): want r2 and more usage", hist.AppliedRevision, hist.Usage["med"], before)
+		}
+
+		// Run's stop saves what the cycles since kept in memory.
+		before, saves = hist.Usage["med"], c.saveCount()
+		time.Sleep(time.Minute)
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error)
+		go func() { done <- h.loop.Run(runCtx, nil) }()
+		time.Sleep(time.Second)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if n := c.saveCount() - saves; n != 1 {
+			t.Errorf("%d saves from a Run that stopped, want 1", n)
+		}
+		if u := stored().Usage["med"]; u <= before {
+			t.Errorf("usage of med %v after Run stopped, %v before: the usage accrued in memory was lost", u, before)
 		}
 	})
 }

@@ -23,8 +23,10 @@ import (
 // observes again after Settle; a conflict that repeats backs off the
 // same way, doubling from Settle, and is logged as a warning. An invalid
 // revision with nothing in force waits for a change. Run returns nil
-// when ctx ends. changes may be nil.
+// when ctx ends, once it has saved the history the last cycles kept in
+// memory (Config.UsageInterval). changes may be nil.
 func (l *Loop) Run(ctx context.Context, changes <-chan struct{}) error {
+	defer l.stop(ctx)
 	var backoff time.Duration
 	conflicts := 0
 	for {
@@ -86,6 +88,19 @@ func (l *Loop) Run(ctx context.Context, changes <-chan struct{}) error {
 		if !l.wait(ctx, changes, cluster, next) {
 			return nil
 		}
+	}
+}
+
+// stopSaveTimeout bounds the save of the history when Run stops.
+const stopSaveTimeout = 5 * time.Second
+
+// stop is Run's end: it saves the history the last cycles kept in memory
+// (saveUnsaved), within stopSaveTimeout of ctx ending.
+func (l *Loop) stop(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopSaveTimeout)
+	defer cancel()
+	if err := l.saveUnsaved(ctx); err != nil {
+		l.log.Warn("the history's usage since its last save is lost: " + err.Error())
 	}
 }
 

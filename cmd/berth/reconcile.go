@@ -65,7 +65,7 @@ berth that is stuck or cannot reach its cluster.
 
 Replicas: several berths may drive one Nomad cluster (for availability).
 They elect a leader through a lease in a Nomad Variable
-(berth/state/leader), renewed with check-and-set every --lease-ttl/5; only
+(berth/state/leader), renewed with check-and-set every 0.3 --lease-ttl; only
 the leader applies and saves. The others follow: they serve the status
 read-only, name the leader in /api/v1/status ("leader") and take over
 within --lease-ttl when it dies (at once when it stops cleanly). A
