@@ -2,8 +2,9 @@ package policies
 
 // Rule: the queue order (phase 2). One queue per project (tier, then
 // aging, then time queued), merged by a heap on the head's key: in-quota before
-// borrowing, then tier, then fair share less the aging credit, then time
-// queued, then Ref.
+// borrowing (but a borrower whose tier borrows within the cohort goes
+// before the in-quota work it may take: cohortBand), then tier, then fair
+// share less the aging credit, then time queued, then Ref.
 //
 // Scenarios: testdata/queue/.
 
@@ -19,7 +20,30 @@ import (
 type queueKey struct {
 	w       *wsState
 	inQuota bool
-	share   float64 // the project's fair share less the head's aging credit
+	// band orders heads before tier does (higher first): a head inside
+	// its quota is in its tier's band; a borrower whose tier borrows
+	// within the cohort is in the band just below the lowest tier it may
+	// take (cohortBand), ahead of the in-quota work it could preempt;
+	// any other borrower is in band 0, behind all in-quota work.
+	band  int
+	share float64 // the project's fair share less the head's aging credit
+}
+
+// inQuotaBand is the queue band of in-quota work of tier t (tier values
+// are 1 to 100, 0 for none): above every other borrower's band (0), and
+// the cohort's borrowers' bands between them.
+func inQuotaBand(t int) int { return 2*t + 2 }
+
+// cohortBand is the queue band of a borrower of w's tier when that tier
+// borrows within the cohort: just above the in-quota work it may take
+// (tiers below min(its threshold, its own tier)), just below the rest.
+// The GPUs its preemptions free go to it, not back to its victims, which
+// rank after it: else each would take the other's turn.
+func cohortBand(w *wsState) int {
+	if w.cohortBelow <= 0 || !w.canPreempt {
+		return 0
+	}
+	return 2*min(w.cohortBelow, w.tier) + 1
 }
 
 // needBucket lists the queue positions of a project's workspaces that need
@@ -118,7 +142,12 @@ func (d *decider) share(p *projState) float64 {
 func (d *decider) refreshKey(pi int) {
 	p := d.projs[pi]
 	w := d.ws[p.queue[d.head(p)]]
-	p.key = queueKey{w: w, inQuota: d.inQuota(p, w), share: d.share(p) - float64(w.boost)*d.stepCredit}
+	in := d.inQuota(p, w)
+	band := cohortBand(w)
+	if in {
+		band = inQuotaBand(w.tier)
+	}
+	p.key = queueKey{w: w, inQuota: in, band: band, share: d.share(p) - float64(w.boost)*d.stepCredit}
 }
 
 // before reports whether project a's head comes before project b's, by
@@ -126,8 +155,8 @@ func (d *decider) refreshKey(pi int) {
 func (d *decider) before(a, b int) bool {
 	ka, kb := &d.projs[a].key, &d.projs[b].key
 	wa, wb := ka.w, kb.w
-	if ka.inQuota != kb.inQuota {
-		return ka.inQuota
+	if ka.band != kb.band {
+		return ka.band > kb.band
 	}
 	if wa.tier != wb.tier {
 		return wa.tier > wb.tier
