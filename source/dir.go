@@ -64,7 +64,7 @@ func (s DirSource) Read(ctx context.Context) (Revision, error) {
 	}
 	type entry struct {
 		path string
-		link bool
+		d    fs.DirEntry
 	}
 	var entries []entry
 	err = fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
@@ -77,11 +77,8 @@ func (s DirSource) Read(ctx context.Context) (Revision, error) {
 			}
 			return nil
 		}
-		switch {
-		case d.Type().IsRegular():
-			entries = append(entries, entry{path: p})
-		case d.Type()&fs.ModeSymlink != 0:
-			entries = append(entries, entry{path: p, link: true})
+		if t := d.Type(); t.IsRegular() || t&fs.ModeSymlink != 0 {
+			entries = append(entries, entry{path: p, d: d})
 		}
 		return nil
 	})
@@ -103,11 +100,16 @@ func (s DirSource) Read(ctx context.Context) (Revision, error) {
 			return Revision{}, err
 		}
 		fmt.Fprintf(h, "%s\x00", e.path)
-		if e.link {
+		var st fs.FileInfo
+		if e.d.Type()&fs.ModeSymlink != 0 {
 			target, _ := fs.ReadLink(fsys, e.path)
 			fmt.Fprintf(h, "-> %s\x00", target)
+			st, err = fs.Stat(fsys, e.path)
+		} else {
+			// The listing's own information: a stat by path through the
+			// tree resolves every directory on the way again.
+			st, err = e.d.Info()
 		}
-		st, err := fs.Stat(fsys, e.path)
 		if err != nil || !st.Mode().IsRegular() {
 			continue // the loader names it; a link's target is all there is
 		}

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -135,5 +136,41 @@ func TestDirSourceKnowsUnchangedFilesByListing(t *testing.T) {
 	}
 	if fresh, err := (DirSource{Dir: dir}).Read(t.Context()); err != nil || fresh.ID != id() {
 		t.Errorf("a DirSource without memory names the same content %v, %v; want the same revision", fresh.ID, err)
+	}
+}
+
+// BenchmarkDirSourceRead: a NewDirSource reading a directory of 10,000
+// unchanged spec files, as a loop does each cycle (issue 25): a listing,
+// and no file read. 175 ms a read on 2 cores when each file was statted
+// by path through the tree; 54 ms from the listing's own information.
+func BenchmarkDirSourceRead(b *testing.B) {
+	dir := b.TempDir()
+	old := time.Now().Add(-time.Hour)
+	for i := range 10000 {
+		d := filepath.Join(dir, fmt.Sprintf("team-%02d", i%20))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		p := filepath.Join(d, fmt.Sprintf("ws-%05d.yaml", i))
+		if err := os.WriteFile(p, []byte("kind: Workspace\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.Chtimes(p, old, old); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s := NewDirSource(dir)
+	first, err := s.Read(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		r, err := s.Read(b.Context())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r.ID != first.ID {
+			b.Fatalf("revision %s, want %s: nothing changed", r.ID, first.ID)
+		}
 	}
 }
