@@ -10,7 +10,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -237,20 +239,31 @@ func ignored(rules []ignoreRules, p string, isDir bool) bool {
 // OpenDir returns the tree under dir as the loader reads it: no path in
 // it, through symbolic links or "..", leads outside dir (a link that would
 // is an error to open or stat), and opening a file never waits, so a FIFO
-// cannot hang a reader. The tree holds an open descriptor of dir, closed
-// when the tree is garbage.
+// cannot hang a reader. Each directory is listed once: the tree keeps
+// the first listing of each (the revision a source names by walking the
+// tree is the one the loader then walks, without listing 10,000 files
+// again); open a new tree to see the directory as it is now. The tree
+// holds an open descriptor of dir, closed when the tree is garbage.
 func OpenDir(dir string) (fs.FS, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, err
 	}
-	return osTree{root: root, fsys: root.FS()}, nil
+	return osTree{root: root, fsys: root.FS(), dirs: &listings{m: map[string][]fs.DirEntry{}}}, nil
 }
 
-// osTree is an os.Root as an fs.FS whose Open does not block.
+// osTree is an os.Root as an fs.FS whose Open does not block, and whose
+// directories are listed once.
 type osTree struct {
 	root *os.Root
 	fsys fs.FS
+	dirs *listings
+}
+
+// listings are the directories of a tree as first listed, by name.
+type listings struct {
+	mu sync.Mutex
+	m  map[string][]fs.DirEntry
 }
 
 func (t osTree) Open(name string) (fs.File, error) {
@@ -260,10 +273,23 @@ func (t osTree) Open(name string) (fs.File, error) {
 	return t.root.OpenFile(name, os.O_RDONLY|oNonblock, 0)
 }
 
-func (t osTree) ReadDir(name string) ([]fs.DirEntry, error) { return fs.ReadDir(t.fsys, name) }
-func (t osTree) Stat(name string) (fs.FileInfo, error)      { return fs.Stat(t.fsys, name) }
-func (t osTree) Lstat(name string) (fs.FileInfo, error)     { return fs.Lstat(t.fsys, name) }
-func (t osTree) ReadLink(name string) (string, error)       { return fs.ReadLink(t.fsys, name) }
+func (t osTree) ReadDir(name string) ([]fs.DirEntry, error) {
+	t.dirs.mu.Lock()
+	defer t.dirs.mu.Unlock()
+	if es, ok := t.dirs.m[name]; ok {
+		return slices.Clone(es), nil
+	}
+	es, err := fs.ReadDir(t.fsys, name)
+	if err != nil {
+		return es, err
+	}
+	t.dirs.m[name] = slices.Clone(es)
+	return es, nil
+}
+
+func (t osTree) Stat(name string) (fs.FileInfo, error)  { return fs.Stat(t.fsys, name) }
+func (t osTree) Lstat(name string) (fs.FileInfo, error) { return fs.Lstat(t.fsys, name) }
+func (t osTree) ReadLink(name string) (string, error)   { return fs.ReadLink(t.fsys, name) }
 
 // linkProblem says why the link at p cannot be followed, given the error
 // of a stat through it.

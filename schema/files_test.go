@@ -2,8 +2,10 @@ package schema
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -250,5 +252,44 @@ func TestProgressCounts(t *testing.T) {
 	s := r.Summary
 	if p.Files.Load() != 20 || p.Read.Load() != 20 || p.Documents.Load() != int64(s.Tiers+s.Projects+s.Workspaces+s.Volumes) {
 		t.Errorf("progress %d of %d files, %d documents; summary %+v", p.Read.Load(), p.Files.Load(), p.Documents.Load(), s)
+	}
+}
+
+// TestOpenDirListsOnce: a tree lists each directory once, so the loader
+// walks the revision its source named; a new tree lists it as it is now.
+func TestOpenDirListsOnce(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	names := func(fsys fs.FS) []string {
+		t.Helper()
+		es, err := fs.ReadDir(fsys, ".")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range es {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	tree, err := OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := names(tree)
+	if err := os.WriteFile(filepath.Join(dir, "b.yaml"), []byte("b"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(tree); !slices.Equal(got, first) || !slices.Equal(got, []string{"a.yaml"}) {
+		t.Errorf("the same tree lists %v, then %v; want [a.yaml] both times", first, got)
+	}
+	again, err := OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(again); !slices.Equal(got, []string{"a.yaml", "b.yaml"}) {
+		t.Errorf("a new tree lists %v, want [a.yaml b.yaml]", got)
 	}
 }
