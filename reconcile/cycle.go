@@ -35,9 +35,9 @@ type cycle struct {
 	set  *schema.Set     // the set this cycle applies (load, guardMassPrune)
 	snap drivers.Snapshot
 	now  time.Time // the cluster's time of snap
-	// hist is the history as the cycle moves it on; loaded is what the
-	// Store held (Advance and RecordDecision return new histories).
-	hist, loaded drivers.History
+	// hist is the history as the cycle moves it on (Advance and
+	// RecordDecision return new histories).
+	hist drivers.History
 	// ends are the runs that ended without berth stopping them: for good,
 	// or retried after the node's fault (settleEnds).
 	ends endsOutcome
@@ -141,7 +141,6 @@ func (c *cycle) advanceHistory() error {
 			l.saved, l.savedTerm = &known, c.term
 		}
 	}
-	c.loaded = hist
 	if !l.restored || !c.leading {
 		// A restarted berth, or one newly leading, continues from the
 		// last writer's journal (journal.go); a follower shows it.
@@ -247,7 +246,9 @@ func (c *cycle) save() error {
 	}
 	c.hist.Journal = l.journal(c.now)
 	kept := c.hist // the Loop's fields must not keep the whole cycle alive
-	if l.saved != nil && sameHistory(c.hist, c.loaded) && sameHistory(c.hist, *l.saved) && time.Since(l.savedAt) < l.cfg.UsageInterval {
+	// A leader's cycle went on from l.saved, or from l.unsaved, which
+	// differs from it only with the clock: one comparison tells.
+	if l.saved != nil && sameHistory(c.hist, *l.saved) && time.Since(l.savedAt) < l.cfg.UsageInterval {
 		l.unsaved = &kept
 		return c.err
 	}
