@@ -63,6 +63,12 @@
 //     is guaranteed, and its own team's is what its quota has left,
 //     which it could not use (it needs more).
 //
+// Both hold as stated with borrowWithinCohort off, its default. A tier
+// that opts in takes other teams' in-quota work of the tiers below its
+// threshold, and its borrowers queue ahead of that work (so the GPUs
+// they free are theirs, not their victims'): for work of those tiers the
+// in-quota bound no longer holds, which is what the opt-in says.
+//
 // The reconciler advances History between decisions with AdvanceUsage
 // (decayed usage), RecordDecision (queue times, preemption records,
 // quota labels) and RecordRuns (run times of completed runs).
