@@ -38,6 +38,10 @@ type Cluster struct {
 	order   []*run
 	nallocs int
 	holder  map[gpuKey]schema.Ref
+	// stopping counts the runs stopping, so that advance, called on every
+	// observe and apply, looks for runs whose stop completed only when
+	// there can be some.
+	stopping int
 	// nodeCopy: the nodes as snapshots show them, until one changes.
 	nodeCopy []drivers.Node
 	// kept is the progress each workspace has saved over its finished runs.
@@ -163,6 +167,9 @@ func (r *run) ranFor(t time.Time) time.Duration {
 // advance catches the cluster up with now: runs whose stop completed are
 // removed and their outcome recorded. Callers hold c.mu.
 func (c *Cluster) advance(now time.Time) {
+	if c.stopping == 0 {
+		return
+	}
 	for ref, r := range c.runs {
 		if !r.stopping || now.Before(r.doneAt) {
 			continue
@@ -206,8 +213,9 @@ func (c *Cluster) Observe(ctx context.Context) (drivers.Snapshot, error) {
 		}
 	}
 	snap := drivers.Snapshot{ObservedAt: now, Nodes: c.nodeCopy}
-	// Runs in Ref order, so the allocations come out sorted (replicas are
-	// appended in order) and a sort of the whole list is rarely needed.
+	// Runs in Ref order, each with its replicas in order (start), so the
+	// allocations come out sorted. Each run's are copied at once, then
+	// given what changes with the time.
 	if c.nallocs > 0 {
 		snap.Allocs = make([]drivers.Alloc, 0, c.nallocs)
 	}
@@ -220,28 +228,19 @@ func (c *Cluster) Observe(ctx context.Context) (drivers.Snapshot, error) {
 			phase = drivers.AllocStarting
 		}
 		cpAt, _ := r.checkpoint(now)
-		for _, a := range r.allocs {
+		progress := r.progress(now)
+		first := len(snap.Allocs)
+		snap.Allocs = append(snap.Allocs, r.allocs...)
+		for i := first; i < len(snap.Allocs); i++ {
+			a := &snap.Allocs[i]
 			a.Phase = phase
 			a.StartedAt = r.startedAt
 			a.LastCheckpoint = cpAt
-			a.Progress = r.progress(now)
+			a.Progress = progress
 			a.ResumedFrom = r.base
 			a.Revision = r.revision
 			a.SpecHash, a.Priority = r.specHash, r.priority
-			snap.Allocs = append(snap.Allocs, a)
 		}
-	}
-	byRef := func(a, b drivers.Alloc) int {
-		if a.Workspace != b.Workspace {
-			if a.Workspace.Less(b.Workspace) {
-				return -1
-			}
-			return 1
-		}
-		return a.Replica - b.Replica
-	}
-	if !slices.IsSortedFunc(snap.Allocs, byRef) {
-		slices.SortFunc(snap.Allocs, byRef)
 	}
 	for _, ref := range slices.SortedFunc(maps.Keys(c.exits), cmpRef) {
 		snap.Exits = append(snap.Exits, c.exits[ref])
@@ -408,6 +407,11 @@ func (c *Cluster) start(now time.Time, a drivers.Action) error {
 		r.allocs = append(r.allocs, al)
 		r.gpus += len(gpus)
 	}
+	// Replicas in order, as snapshots list them (Observe).
+	byReplica := func(a, b drivers.Alloc) int { return a.Replica - b.Replica }
+	if !slices.IsSortedFunc(r.allocs, byReplica) {
+		slices.SortStableFunc(r.allocs, byReplica)
+	}
 	c.addRun(a.Workspace, r)
 	return nil
 }
@@ -500,6 +504,7 @@ func (c *Cluster) stop(now time.Time, ref schema.Ref) {
 		return
 	}
 	r.stopping = true
+	c.stopping++
 	r.signalAt = now
 	switch {
 	case now.Before(r.runningAt):
@@ -577,6 +582,7 @@ func (c *Cluster) Crash(ref schema.Ref) {
 	}
 	if !r.stopping {
 		r.stopping, r.signalAt = true, now
+		c.stopping++
 	}
 	r.doneAt, r.saves = now, false
 	c.advance(now)
@@ -805,6 +811,9 @@ func (c *Cluster) dropRun(ref schema.Ref) {
 		c.order = slices.Delete(c.order, i, i+1)
 	}
 	c.nallocs -= len(r.allocs)
+	if r.stopping {
+		c.stopping--
+	}
 	for _, al := range r.allocs {
 		for _, g := range al.GPUs {
 			delete(c.holder, gpuKey{al.Node, g})
