@@ -42,6 +42,9 @@ type Cluster struct {
 	// observe and apply, looks for runs whose stop completed only when
 	// there can be some.
 	stopping int
+	// used sums, by node, what the runs' allocations reserve (addRun,
+	// dropRun), so that fits need not add up every allocation at each start.
+	used map[string]usage
 	// nodeCopy: the nodes as snapshots show them, until one changes.
 	nodeCopy []drivers.Node
 	// kept is the progress each workspace has saved over its finished runs.
@@ -468,20 +471,14 @@ func (c *Cluster) ports(node string, want []schema.Port, mine []drivers.Alloc) (
 // each dimension the node tracks: CPU shares, memory, disk and exclusive
 // cores. A run still stopping holds what it has until it is gone.
 func (c *Cluster) fits(node *drivers.Node, al drivers.Alloc, mine []drivers.Alloc) error {
-	cpu, mem, disk, cores := al.CPUMHz, al.MemoryBytes, al.DiskBytes, al.Cores
-	add := func(o drivers.Alloc) {
-		if o.Node == node.Name {
-			cpu, mem, disk, cores = cpu+o.CPUMHz, mem+o.MemoryBytes, disk+o.DiskBytes, cores+o.Cores
+	u := c.used[node.Name] // every run's
+	u.add(&al, 1)
+	for i := range mine {
+		if mine[i].Node == node.Name {
+			u.add(&mine[i], 1)
 		}
 	}
-	for _, o := range mine {
-		add(o)
-	}
-	for _, r := range c.runs {
-		for _, o := range r.allocs {
-			add(o)
-		}
-	}
+	cpu, mem, disk, cores := u.cpu, u.mem, u.disk, u.cores
 	switch {
 	case node.CPUMHz > 0 && cpu > node.CPUMHz:
 		return fmt.Errorf("node %q has not %d MHz of CPU left (%d of %d would be held)", node.Name, al.CPUMHz, cpu, node.CPUMHz)
@@ -794,6 +791,7 @@ func (c *Cluster) addRun(ref schema.Ref, r *run) {
 	i, _ := slices.BinarySearchFunc(c.order, ref, runAt)
 	c.order = slices.Insert(c.order, i, r)
 	c.nallocs += len(r.allocs)
+	c.reserve(r, +1)
 	c.runs[ref] = r
 	for _, al := range r.allocs {
 		for _, g := range al.GPUs {
@@ -811,6 +809,7 @@ func (c *Cluster) dropRun(ref schema.Ref) {
 		c.order = slices.Delete(c.order, i, i+1)
 	}
 	c.nallocs -= len(r.allocs)
+	c.reserve(r, -1)
 	if r.stopping {
 		c.stopping--
 	}
@@ -820,6 +819,33 @@ func (c *Cluster) dropRun(ref schema.Ref) {
 		}
 	}
 	delete(c.runs, ref)
+}
+
+// usage is what allocations reserve on one node.
+type usage struct {
+	cpu, mem, disk int64
+	cores          int
+}
+
+// add adds (d = 1) or takes away (d = -1) al's reservation.
+func (u *usage) add(al *drivers.Alloc, d int) {
+	u.cpu += int64(d) * al.CPUMHz
+	u.mem += int64(d) * al.MemoryBytes
+	u.disk += int64(d) * al.DiskBytes
+	u.cores += d * al.Cores
+}
+
+// reserve counts r's allocations in c.used (d = 1) or out of it (-1).
+func (c *Cluster) reserve(r *run, d int) {
+	if c.used == nil {
+		c.used = map[string]usage{}
+	}
+	for i := range r.allocs {
+		al := &r.allocs[i]
+		u := c.used[al.Node]
+		u.add(al, d)
+		c.used[al.Node] = u
+	}
 }
 
 // gpuKey names one GPU of one node.
