@@ -124,9 +124,14 @@ func Map(jobs []Job, capacity, nodeGPUs int, m Mapping) (*Workload, error) {
 	// 1. Tiers: per trace project, a seeded draw of exactly the shares.
 	byTenant := map[string][]int{}
 	var tenants []string
+	// Each project's name, one string for all its jobs: a reader makes a
+	// string per line, and comparing two names that share their bytes
+	// costs a pointer comparison, on every lookup of a replay.
+	name := map[string]string{}
 	for i, j := range jobs {
 		if _, ok := byTenant[j.Project]; !ok {
 			tenants = append(tenants, j.Project)
+			name[j.Project] = j.Project
 		}
 		byTenant[j.Project] = append(byTenant[j.Project], i)
 	}
@@ -185,7 +190,7 @@ func Map(jobs []Job, capacity, nodeGPUs int, m Mapping) (*Workload, error) {
 		if j.Source == FormatCSV {
 			wl.ProjectsGiven = true
 		}
-		j.Tier, j.Checkpoint = tiers[i], cp
+		j.Tier, j.Checkpoint, j.Project = tiers[i], cp, name[j.Project]
 		mj := MappedJob{Job: j, Tenant: j.Project, Ref: schema.Ref{Project: j.Project, Name: j.ID}, TierValue: tierValue[tiers[i]], Replicas: reps, PerGPUs: per}
 		ws := schema.Workspace{Meta: schema.Meta{Name: j.ID, Project: mj.Ref.Project}}
 		ws.Spec.State = schema.DesiredRunning

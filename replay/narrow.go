@@ -1,6 +1,7 @@
 package replay
 
 import (
+	mathbits "math/bits"
 	"reflect"
 	"slices"
 	"time"
@@ -146,7 +147,7 @@ func (r *replayer) decide(snap *drivers.Snapshot, running []int) policies.Decisi
 	default:
 		narrow = r.classWindow(free)
 	}
-	set := r.subset(running, narrow)
+	set := r.subset(0, running, narrow)
 	in.Specs = &set
 	d := r.pol.Decide(in)
 	for try := 1; !r.pol.HeadBlocks; try++ {
@@ -158,7 +159,7 @@ func (r *replayer) decide(snap *drivers.Snapshot, running []int) policies.Decisi
 			return r.decideWhole(in, t0)
 		}
 		// The classes refused have all their jobs in the window this time.
-		set = r.subset(running, r.windowJobs())
+		set = r.subset(try, running, r.windowJobs())
 		in.Specs = &set
 		d = r.pol.Decide(in)
 	}
@@ -340,38 +341,123 @@ func (r *replayer) fifoWindow(n int) []int {
 }
 
 // subset is the specs with only the workspaces of the jobs given:
-// running (in Ref order, as replayOne keeps it) merged with waiting.
-func (r *replayer) subset(running, waiting []int) schema.Set {
-	wait := append(r.subsetWait[:0], waiting...)
-	slices.SortFunc(wait, r.cmpJobs)
+// running (in Ref order, as replayOne keeps it) merged with waiting. Each
+// window try (0 for the first) keeps its own specs from one decision to
+// the next, since a widened window differs from a first one much more than
+// first ones of consecutive decisions differ from each other.
+func (r *replayer) subset(try int, running, waiting []int) schema.Set {
+	// A bit per place in Ref order, set for each job given: reading the
+	// set bits in order merges and sorts them at once, for a word per 64
+	// jobs of the trace, a fraction of what sorting the window costs.
+	if r.subsetBits == nil {
+		r.subsetBits = make([]uint64, (len(r.byRank)+63)/64)
+	}
+	bits := r.subsetBits
+	for _, ji := range running {
+		bits[r.refRank[ji]/64] |= 1 << (r.refRank[ji] % 64)
+	}
+	for _, ji := range waiting {
+		bits[r.refRank[ji]/64] |= 1 << (r.refRank[ji] % 64)
+	}
 	idx := r.subsetIdx[:0]
-	for i, k := 0, 0; i < len(running) || k < len(wait); {
-		if k == len(wait) || (i < len(running) && r.cmpJobs(running[i], wait[k]) < 0) {
-			idx = append(idx, running[i])
-			i++
-		} else {
-			idx = append(idx, wait[k])
-			k++
-		}
-	}
-	r.subsetWait = wait
-	// The last subset's specs stay where they were: copy only the places
-	// that now hold another job (Decide never writes its input).
-	prev, ws := r.subsetPrev, r.subsetBuf
-	if cap(ws) < len(idx) {
-		ws, prev = make([]schema.Workspace, len(idx), 2*len(idx)), nil
-	}
-	ws = ws[:len(idx)]
-	for k, ji := range idx {
-		if k < len(prev) && prev[k] == ji {
+	for w, word := range bits {
+		if word == 0 {
 			continue
 		}
-		ws[k] = r.wl.Jobs[ji].Spec
+		for ; word != 0; word &= word - 1 {
+			idx = append(idx, r.byRank[w*64+mathbits.TrailingZeros64(word)])
+		}
+		bits[w] = 0
 	}
-	r.subsetPrev, r.subsetIdx, r.subsetBuf = idx, prev[:0], ws
+	b := &r.subsets[try]
+	ws := b.update(idx, r.refRank, r.wl.Jobs)
+	r.subsetIdx = b.swap(idx)
 	set := r.set
 	set.Workspaces = ws
 	return set
+}
+
+// specsBuf holds the specs of the jobs it lists, in Ref order, in ws.
+type specsBuf struct {
+	ws   []schema.Workspace
+	jobs []int
+	src  []int // update's scratch
+}
+
+// update makes b hold the specs of jobs (in Ref order; rank gives each
+// job's place in it) and returns them. Most of the jobs were there the
+// last time too, only shifted by those that came or went: those are
+// moved within the buffer, in runs, and only the new ones are copied from
+// the workload, whose specs lie far apart in memory and cost a cache miss
+// each. Decide never writes its input, so what stays is still right.
+func (b *specsBuf) update(jobs, rank []int, all []MappedJob) []schema.Workspace {
+	prev := b.jobs
+	n := len(jobs)
+	if cap(b.ws) < n {
+		ws := make([]schema.Workspace, len(prev), 2*n)
+		copy(ws, b.ws[:len(prev)])
+		b.ws = ws
+	}
+	ws := b.ws[:max(len(prev), n)]
+	// src[k]: where the spec jobs[k] needs is now (-1: not there).
+	src := b.src[:0]
+	p := 0
+	for _, ji := range jobs {
+		for p < len(prev) && rank[prev[p]] < rank[ji] {
+			p++
+		}
+		if p < len(prev) && prev[p] == ji {
+			src = append(src, p)
+			p++
+		} else {
+			src = append(src, -1)
+		}
+	}
+	b.src = src
+	// The specs that stay keep their order, so those moving left can move
+	// from the left end without overwriting one not yet moved, and those
+	// moving right from the right end. A run of neighbours moving by the
+	// same shift is one copy.
+	for k := 0; k < n; {
+		s := src[k]
+		if s <= k { // new, or stays in place, or moves right
+			k++
+			continue
+		}
+		e := k + 1
+		for e < n && src[e] == s+e-k {
+			e++
+		}
+		copy(ws[k:e], ws[s:s+e-k])
+		k = e
+	}
+	for k := n - 1; k >= 0; {
+		s := src[k]
+		if s < 0 || s >= k { // new, or stays in place, or moved left
+			k--
+			continue
+		}
+		f := k - 1
+		for f >= 0 && src[f] >= 0 && src[f] == s-(k-f) {
+			f--
+		}
+		copy(ws[f+1:k+1], ws[s-(k-f-1):s+1])
+		k = f
+	}
+	for k, s := range src {
+		if s < 0 {
+			ws[k] = all[jobs[k]].Spec
+		}
+	}
+	return ws[:n]
+}
+
+// swap makes jobs the list of what b holds (update's argument) and returns
+// the old list's memory, for reuse.
+func (b *specsBuf) swap(jobs []int) []int {
+	old := b.jobs
+	b.jobs = jobs
+	return old[:0]
 }
 
 // sameOutcome reports whether a and b start the same workspaces at the same

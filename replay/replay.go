@@ -157,6 +157,7 @@ type replayer struct {
 	live        []int
 	liveChanged bool
 	refRank     []int          // each job's place in Ref order
+	byRank      []int          // the job at each place in Ref order
 	quota       map[string]int // each berth project's guaranteed GPUs
 	hist        drivers.History
 	jobs        []jobState
@@ -170,11 +171,12 @@ type replayer struct {
 	// classes: the waiting jobs by class (narrow.go).
 	classes   map[classKey]*class
 	classList []*class
-	subsetBuf []schema.Workspace
-	// subsetBuf holds the specs of the jobs subsetPrev lists, in order;
-	// subsetIdx and subsetWait are scratch.
-	subsetPrev, subsetIdx, subsetWait []int
-	windowBuf                         []int
+	// subsets: the narrowed specs of each window try (subset), kept from
+	// one decision to the next; subsetIdx and subsetWait are scratch.
+	subsets    [maxWindowTries]specsBuf
+	subsetIdx  []int
+	subsetBits []uint64 // subset's scratch: a bit per job, in Ref order
+	windowBuf  []int
 	// teamHeld: the GPUs each tenant (index into wl.Projects) holds,
 	// stopping victims included.
 	teamHeld []int
@@ -192,7 +194,8 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 	start := wl.Jobs[0].Submit
 	r := &replayer{wl: wl, pol: pol, spec: spec, clock: sim.NewManualClock(start), now: start,
 		jobs: make([]jobState, len(wl.Jobs)), byRef: make(map[schema.Ref]int, len(wl.Jobs)), tenant: map[string]int{}, waitingBySize: map[int]int{},
-		classes: map[classKey]*class{}, verify: opt.Verify, refRank: refRanks(wl)}
+		classes: map[classKey]*class{}, verify: opt.Verify}
+	r.refRank, r.byRank = refRanks(wl)
 	r.cl = sim.New(spec, r.clock)
 	r.cl.KeepApplied(false) // the record would grow with every start and preemption
 	r.set = *wl.Base
@@ -439,9 +442,10 @@ func (r *replayer) remove(ji int) {
 // cmpJobs orders jobs by their workspaces' Refs, as specs are.
 func (r *replayer) cmpJobs(a, b int) int { return cmp.Compare(r.refRank[a], r.refRank[b]) }
 
-// refRanks returns each job's place among all jobs in Ref order.
-func refRanks(wl *Workload) []int {
-	byRef := make([]int, len(wl.Jobs))
+// refRanks returns each job's place among all jobs in Ref order, and
+// the job at each place.
+func refRanks(wl *Workload) (rank, byRef []int) {
+	byRef = make([]int, len(wl.Jobs))
 	for i := range byRef {
 		byRef[i] = i
 	}
@@ -452,11 +456,11 @@ func refRanks(wl *Workload) []int {
 		}
 		return strings.Compare(ra.Name, rb.Name)
 	})
-	rank := make([]int, len(wl.Jobs))
+	rank = make([]int, len(wl.Jobs))
 	for k, ji := range byRef {
 		rank[ji] = k
 	}
-	return rank
+	return rank, byRef
 }
 
 // wholeSet returns the specs with every job's workspace, built from live

@@ -38,6 +38,13 @@ type Cluster struct {
 	order   []*run
 	nallocs int
 	holder  map[gpuKey]schema.Ref
+	// stopping counts the runs stopping, so that advance, called on every
+	// observe and apply, looks for runs whose stop completed only when
+	// there can be some.
+	stopping int
+	// used sums, by node, what the runs' allocations reserve (addRun,
+	// dropRun), so that fits need not add up every allocation at each start.
+	used map[string]usage
 	// nodeCopy: the nodes as snapshots show them, until one changes.
 	nodeCopy []drivers.Node
 	// kept is the progress each workspace has saved over its finished runs.
@@ -163,6 +170,9 @@ func (r *run) ranFor(t time.Time) time.Duration {
 // advance catches the cluster up with now: runs whose stop completed are
 // removed and their outcome recorded. Callers hold c.mu.
 func (c *Cluster) advance(now time.Time) {
+	if c.stopping == 0 {
+		return
+	}
 	for ref, r := range c.runs {
 		if !r.stopping || now.Before(r.doneAt) {
 			continue
@@ -206,8 +216,9 @@ func (c *Cluster) Observe(ctx context.Context) (drivers.Snapshot, error) {
 		}
 	}
 	snap := drivers.Snapshot{ObservedAt: now, Nodes: c.nodeCopy}
-	// Runs in Ref order, so the allocations come out sorted (replicas are
-	// appended in order) and a sort of the whole list is rarely needed.
+	// Runs in Ref order, each with its replicas in order (start), so the
+	// allocations come out sorted. Each run's are copied at once, then
+	// given what changes with the time.
 	if c.nallocs > 0 {
 		snap.Allocs = make([]drivers.Alloc, 0, c.nallocs)
 	}
@@ -220,28 +231,19 @@ func (c *Cluster) Observe(ctx context.Context) (drivers.Snapshot, error) {
 			phase = drivers.AllocStarting
 		}
 		cpAt, _ := r.checkpoint(now)
-		for _, a := range r.allocs {
+		progress := r.progress(now)
+		first := len(snap.Allocs)
+		snap.Allocs = append(snap.Allocs, r.allocs...)
+		for i := first; i < len(snap.Allocs); i++ {
+			a := &snap.Allocs[i]
 			a.Phase = phase
 			a.StartedAt = r.startedAt
 			a.LastCheckpoint = cpAt
-			a.Progress = r.progress(now)
+			a.Progress = progress
 			a.ResumedFrom = r.base
 			a.Revision = r.revision
 			a.SpecHash, a.Priority = r.specHash, r.priority
-			snap.Allocs = append(snap.Allocs, a)
 		}
-	}
-	byRef := func(a, b drivers.Alloc) int {
-		if a.Workspace != b.Workspace {
-			if a.Workspace.Less(b.Workspace) {
-				return -1
-			}
-			return 1
-		}
-		return a.Replica - b.Replica
-	}
-	if !slices.IsSortedFunc(snap.Allocs, byRef) {
-		slices.SortFunc(snap.Allocs, byRef)
 	}
 	for _, ref := range slices.SortedFunc(maps.Keys(c.exits), cmpRef) {
 		snap.Exits = append(snap.Exits, c.exits[ref])
@@ -408,6 +410,11 @@ func (c *Cluster) start(now time.Time, a drivers.Action) error {
 		r.allocs = append(r.allocs, al)
 		r.gpus += len(gpus)
 	}
+	// Replicas in order, as snapshots list them (Observe).
+	byReplica := func(a, b drivers.Alloc) int { return a.Replica - b.Replica }
+	if !slices.IsSortedFunc(r.allocs, byReplica) {
+		slices.SortStableFunc(r.allocs, byReplica)
+	}
 	c.addRun(a.Workspace, r)
 	return nil
 }
@@ -464,20 +471,14 @@ func (c *Cluster) ports(node string, want []schema.Port, mine []drivers.Alloc) (
 // each dimension the node tracks: CPU shares, memory, disk and exclusive
 // cores. A run still stopping holds what it has until it is gone.
 func (c *Cluster) fits(node *drivers.Node, al drivers.Alloc, mine []drivers.Alloc) error {
-	cpu, mem, disk, cores := al.CPUMHz, al.MemoryBytes, al.DiskBytes, al.Cores
-	add := func(o drivers.Alloc) {
-		if o.Node == node.Name {
-			cpu, mem, disk, cores = cpu+o.CPUMHz, mem+o.MemoryBytes, disk+o.DiskBytes, cores+o.Cores
+	u := c.used[node.Name] // every run's
+	u.add(&al, 1)
+	for i := range mine {
+		if mine[i].Node == node.Name {
+			u.add(&mine[i], 1)
 		}
 	}
-	for _, o := range mine {
-		add(o)
-	}
-	for _, r := range c.runs {
-		for _, o := range r.allocs {
-			add(o)
-		}
-	}
+	cpu, mem, disk, cores := u.cpu, u.mem, u.disk, u.cores
 	switch {
 	case node.CPUMHz > 0 && cpu > node.CPUMHz:
 		return fmt.Errorf("node %q has not %d MHz of CPU left (%d of %d would be held)", node.Name, al.CPUMHz, cpu, node.CPUMHz)
@@ -500,6 +501,7 @@ func (c *Cluster) stop(now time.Time, ref schema.Ref) {
 		return
 	}
 	r.stopping = true
+	c.stopping++
 	r.signalAt = now
 	switch {
 	case now.Before(r.runningAt):
@@ -577,6 +579,7 @@ func (c *Cluster) Crash(ref schema.Ref) {
 	}
 	if !r.stopping {
 		r.stopping, r.signalAt = true, now
+		c.stopping++
 	}
 	r.doneAt, r.saves = now, false
 	c.advance(now)
@@ -788,6 +791,7 @@ func (c *Cluster) addRun(ref schema.Ref, r *run) {
 	i, _ := slices.BinarySearchFunc(c.order, ref, runAt)
 	c.order = slices.Insert(c.order, i, r)
 	c.nallocs += len(r.allocs)
+	c.reserve(r, +1)
 	c.runs[ref] = r
 	for _, al := range r.allocs {
 		for _, g := range al.GPUs {
@@ -805,12 +809,43 @@ func (c *Cluster) dropRun(ref schema.Ref) {
 		c.order = slices.Delete(c.order, i, i+1)
 	}
 	c.nallocs -= len(r.allocs)
+	c.reserve(r, -1)
+	if r.stopping {
+		c.stopping--
+	}
 	for _, al := range r.allocs {
 		for _, g := range al.GPUs {
 			delete(c.holder, gpuKey{al.Node, g})
 		}
 	}
 	delete(c.runs, ref)
+}
+
+// usage is what allocations reserve on one node.
+type usage struct {
+	cpu, mem, disk int64
+	cores          int
+}
+
+// add adds (d = 1) or takes away (d = -1) al's reservation.
+func (u *usage) add(al *drivers.Alloc, d int) {
+	u.cpu += int64(d) * al.CPUMHz
+	u.mem += int64(d) * al.MemoryBytes
+	u.disk += int64(d) * al.DiskBytes
+	u.cores += d * al.Cores
+}
+
+// reserve counts r's allocations in c.used (d = 1) or out of it (-1).
+func (c *Cluster) reserve(r *run, d int) {
+	if c.used == nil {
+		c.used = map[string]usage{}
+	}
+	for i := range r.allocs {
+		al := &r.allocs[i]
+		u := c.used[al.Node]
+		u.add(al, d)
+		c.used[al.Node] = u
+	}
 }
 
 // gpuKey names one GPU of one node.

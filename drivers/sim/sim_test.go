@@ -385,3 +385,33 @@ func TestFinishKeepsAllWork(t *testing.T) {
 		t.Errorf("finishing twice delivered more: %v", st2.GPUSecondsDelivered)
 	}
 }
+
+// TestStartCountsReservations: a start is refused the memory that other
+// runs on the node reserve, a stopping one included until it is gone,
+// and gets it once they are.
+func TestStartCountsReservations(t *testing.T) {
+	c, clock := newOne(t)
+	cpuOnly := func(r schema.Ref, mem int64) drivers.Action {
+		a := startAction(c, r, 0, 30*time.Second)
+		a.Spec.Spec.Resources.GPUs = 0
+		a.Spec.Spec.Resources.MemoryBytes = mem
+		a.Placements[0].GPUs = nil
+		return a
+	}
+	const gi = int64(1) << 30
+	a, b, d := schema.Ref{Project: "p", Name: "a"}, schema.Ref{Project: "p", Name: "b"}, schema.Ref{Project: "p", Name: "d"}
+	mustApply(t, c, cpuOnly(a, 100*gi))
+	mustApply(t, c, cpuOnly(b, 100*gi))
+	if err := c.Apply(context.Background(), cpuOnly(d, 100*gi)); err == nil || !strings.Contains(err.Error(), "memory") {
+		t.Fatalf("a third 100 GiB on 256 GiB: %v, want refused for memory", err)
+	}
+	clock.Advance(time.Minute)
+	mustApply(t, c, drivers.Action{Kind: drivers.ActionPreempt, Workspace: a})
+	if err := c.Apply(context.Background(), cpuOnly(d, 100*gi)); err == nil {
+		t.Fatalf("start beside a run still stopping that holds its memory: accepted")
+	}
+	clock.Advance(time.Minute)
+	mustApply(t, c, cpuOnly(d, 100*gi))
+	c.Finish(b)
+	mustApply(t, c, cpuOnly(a, 150*gi))
+}

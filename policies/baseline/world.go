@@ -175,8 +175,8 @@ func newWorld(in policies.Input) *world {
 		nd.name = n.Name
 		first := len(all)
 		if n.Ready && n.Eligible {
-			for _, g := range n.GPUs {
-				if g.Healthy {
+			for gi := range n.GPUs { // by index: a GPU is large, its copy costly
+				if g := &n.GPUs[gi]; g.Healthy {
 					all = append(all, gpu{id: g.ID, node: nd})
 				}
 			}
@@ -243,6 +243,27 @@ func newWorld(in policies.Input) *world {
 	}
 	var lastProj *project
 	var lastTier *schema.PriorityTier
+	// The tiers workspaces name, as looked up: a set has few tiers and
+	// many workspaces, and comparing a name with the few seen costs less
+	// than a search of the set's tiers each time.
+	type tierAt struct {
+		name string
+		tier *schema.PriorityTier
+	}
+	var tiersSeen [8]tierAt
+	seen := tiersSeen[:0]
+	tierNamed := func(name string) *schema.PriorityTier {
+		for _, s := range seen {
+			if s.name == name {
+				return s.tier
+			}
+		}
+		t := specs.Tier(name)
+		if len(seen) < cap(seen) {
+			seen = append(seen, tierAt{name, t})
+		}
+		return t
+	}
 	for i := range specs.Workspaces {
 		for next < len(order) && orphanAt[next] <= i {
 			bind(&wd.ws[n+next], orphanRefs[order[next]])
@@ -266,7 +287,7 @@ func newWorld(in policies.Input) *world {
 		w.proj = lastProj
 		t := lastTier
 		if sw.Spec.Tier != "" && lastProj != nil {
-			t = specs.Tier(sw.Spec.Tier) // a tier of its own
+			t = tierNamed(sw.Spec.Tier) // a tier of its own
 		}
 		if t != nil {
 			w.prio = t.Spec.Value
