@@ -29,12 +29,13 @@ import (
 //     (same project, tier, shape and checkpoint interval) have the same needs
 //     and rights, and come in their class's order (queued first, first) in
 //     the policy's queue. The window holds each class's first jobs, one
-//     more than the free GPUs could start. When the window's decision
-//     preempts nothing and leaves a job of every cut class waiting, the
-//     whole queue's decision starts the same jobs at the same places: a
-//     decision that preempts nothing only takes GPUs and quota as it goes,
-//     so once a job of a class cannot start, no later one can, and a job
-//     that cannot start leaves the cluster as it found it.
+//     more than the free GPUs could start (jobs waiting to resume aside,
+//     see below). When the window's decision preempts nothing and leaves
+//     a job of every cut class waiting, the whole queue's decision starts
+//     the same jobs at the same places: a decision that preempts nothing
+//     only takes GPUs and quota as it goes, so once a job of a class
+//     cannot start, no later one can, and a job that cannot start leaves
+//     the cluster as it found it.
 //   - A policy that reports each job's turn (Policy.Turns, berth) may
 //     also preempt: victims free GPUs their preemptor may not all take,
 //     and their projects hold less, so a cut class's last job in the
@@ -178,13 +179,27 @@ func (r *replayer) decide(snap *drivers.Snapshot, running []int) policies.Decisi
 }
 
 // classWindow sets each class's window to its first jobs, one more than
-// free GPUs could start, and returns the jobs in the windows.
+// free GPUs could start, not counting jobs waiting to resume, and returns
+// the jobs in the windows. A job waiting to resume says nothing of its
+// class when it does not start (resumeHeld): had the window counted it,
+// a class whose first jobs were preempted would be refused whenever its
+// others all started, and decided again on all its jobs.
 func (r *replayer) classWindow(free int) []int {
 	for _, c := range r.classList {
 		c.window = 0
-		if len(c.waiting) > 0 {
-			j := &r.wl.Jobs[c.waiting[0]]
-			c.window = min(len(c.waiting), free/(j.PerGPUs*j.Replicas)+1)
+		if len(c.waiting) == 0 {
+			continue
+		}
+		j := &r.wl.Jobs[c.waiting[0]]
+		want := free/(j.PerGPUs*j.Replicas) + 1
+		if len(r.hist.Preempted) == 0 {
+			c.window = min(len(c.waiting), want)
+			continue
+		}
+		for ; c.window < len(c.waiting) && want > 0; c.window++ {
+			if _, ok := r.hist.Preempted[r.wl.Jobs[c.waiting[c.window]].Ref]; !ok {
+				want--
+			}
 		}
 	}
 	return r.windowJobs()
