@@ -68,7 +68,12 @@ import (
 //
 // A class that breaks a rule has all its jobs in the next window; after
 // three windows (or a preemption by a policy without Turns) the policy
-// decides on the whole queue.
+// decides on the whole queue. A class that broke the guard's rule starts
+// with all its jobs in the first window of later cycles, while the guard
+// names the same starved job: cut, it would break it again (berth's
+// guard names one job for hours, and before this most of berth's cycles
+// decided twice). Any window the rules accept decides as the whole queue,
+// so which window a cycle starts from changes its cost, not its outcome.
 //
 // Options.Verify decides on the whole queue as well every Nth narrowed
 // decision and counts the cycles whose outcome differs (the whole queue's
@@ -87,6 +92,11 @@ type classKey struct {
 type class struct {
 	waiting []int
 	window  int
+	// wideUnder: the starved job under whose guard a window of this
+	// class last broke the guard's rule (windowDecides). While the guard
+	// names that job, the class's first window holds all its jobs: cut, it
+	// would break the rule again, and the cycle decide a second time.
+	wideUnder schema.Ref
 }
 
 func (r *replayer) classOf(ji int) *class {
@@ -134,7 +144,8 @@ func (r *replayer) classLeave(ji int) {
 // exact (see above), and returns its decision. The meter gets the time the
 // cycle's deciding took (the window and, where the window could not
 // decide, the whole queue), checks against the whole queue aside.
-func (r *replayer) decide(snap *drivers.Snapshot, running []int) policies.Decision {
+func (r *replayer) decide(snap *drivers.Snapshot, running []int) (out policies.Decision) {
+	defer func() { r.starved = starvedOf(out) }()
 	t0 := time.Now()
 	free := 0
 	for _, f := range r.freeByNode(snap) {
@@ -188,6 +199,10 @@ func (r *replayer) classWindow(free int) []int {
 	for _, c := range r.classList {
 		c.window = 0
 		if len(c.waiting) == 0 {
+			continue
+		}
+		if r.starved != (schema.Ref{}) && c.wideUnder == r.starved {
+			c.window = len(c.waiting)
 			continue
 		}
 		j := &r.wl.Jobs[c.waiting[0]]
@@ -277,9 +292,11 @@ func (r *replayer) windowDecides(d policies.Decision, running []int) (ok, widen 
 			q = queuePos(d, last.Ref)
 		}
 		switch {
+		case starved >= 0 && q < starved && (last.TierValue == starvedTier || q <= lastStart[last.Ref.Project]):
+			c.wideUnder = *d.Starved
+			refused = append(refused, c)
 		case started[c]+r.resumeHeld(d, c) >= c.window, // all started (or held back by a preemptor): the next might have
 			lastPreempt > 0 && q <= lastPreempt,
-			starved >= 0 && q < starved && (last.TierValue == starvedTier || q <= lastStart[last.Ref.Project]),
 			held != nil && q <= lastAny && held[last.Ref.Project]+last.PerGPUs*last.Replicas <= r.quota[last.Ref.Project]:
 			refused = append(refused, c)
 		}
@@ -308,6 +325,14 @@ func (r *replayer) resumeHeld(d policies.Decision, c *class) int {
 		}
 	}
 	return n
+}
+
+// starvedOf is the job d's starvation guard chose (zero: none).
+func starvedOf(d policies.Decision) schema.Ref {
+	if d.Starved == nil {
+		return schema.Ref{}
+	}
+	return *d.Starved
 }
 
 // maxWindowTries: how many windows a cycle tries, each widening the

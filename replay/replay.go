@@ -177,6 +177,9 @@ type replayer struct {
 	subsetIdx  []int
 	subsetBits []uint64 // subset's scratch: a bit per job, in Ref order
 	windowBuf  []int
+	// starved: the job the last decision's starvation guard chose (zero:
+	// none); classes refused under its guard start wide (classWindow).
+	starved schema.Ref
 	// teamHeld: the GPUs each tenant (index into wl.Projects) holds,
 	// stopping victims included.
 	teamHeld []int
