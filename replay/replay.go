@@ -172,7 +172,7 @@ type replayer struct {
 	classes   map[classKey]*class
 	classList []*class
 	// subsets: the narrowed specs of each window try (subset), kept from
-	// one decision to the next; subsetIdx and subsetWait are scratch.
+	// one decision to the next; subsetIdx and subsetBits are scratch.
 	subsets    [maxWindowTries]specsBuf
 	subsetIdx  []int
 	subsetBits []uint64 // subset's scratch: a bit per job, in Ref order
