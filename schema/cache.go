@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"strconv"
 	"sync"
-	"time"
 
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/literal"
@@ -19,36 +18,25 @@ import (
 // content of the files that hold the documents it governs (the sections of
 // the rules' data, tiers, projects, workspaces, volumes or policy, that it
 // names: a change to a rule file, or to a document it governs, checks it
-// again). What spans documents (references, duplicates, quotas against the
-// cluster files) is checked again on every load, over the cached
-// documents. A load through a Cache gives exactly the Report a load
+// again). A file whose hash the tree gives (WithSums) is not read when the
+// cache knows it. What spans documents (references, duplicates, quotas
+// against the cluster files) is checked again on every load, over the
+// cached documents. A load through a Cache gives exactly the Report a load
 // without one gives.
 //
-// A Cache keeps only what its last load used. The zero value is empty and
-// ready; loads through one Cache run one at a time.
+// A Cache keeps only what its last load used; Save and Restore keep it
+// in a file between processes. The zero value is empty and ready; loads
+// through one Cache run one at a time.
 type Cache struct {
 	mu    sync.Mutex // held for a whole load
 	files map[fileKey]fileResult
 	rules map[ruleKey][]Diagnostic
-	// sums are the content hashes of the files of a directory of the OS
-	// by name, with the size and modification time they had: a file the
-	// next load finds with both unchanged is not read again.
-	sums map[string]statSum
+	// lines are the files' lines of the cache file Restore read or Save
+	// wrote, so that Save writes a file it kept as it was.
+	lines map[fileKey][]byte
 	// stats is what the last load reused and redid (Stats).
 	stats CacheStats
 }
-
-// statSum is a file's content hash and the listing it was read under.
-type statSum struct {
-	stat fileStat
-	sum  [sha256.Size]byte
-}
-
-// racyWindow: a file modified this shortly before the load that read it
-// is read again by the next load whatever its listing says (it may have
-// been written again within the clock's resolution, keeping its size:
-// git's "racy" entries).
-const racyWindow = 2 * time.Second
 
 // CacheStats is what the last load through a Cache reused and redid.
 type CacheStats struct {
@@ -84,18 +72,16 @@ type loadState struct {
 	nextFiles map[fileKey]fileResult
 	nextRules map[ruleKey][]Diagnostic
 	sums      map[string][sha256.Size]byte // every spec file's content hash, by name
-	nextSums  map[string]statSum
-	started   time.Time
 	stats     CacheStats
 }
 
-func (c *Cache) begin(now time.Time) *loadState {
+func (c *Cache) begin() *loadState {
 	if c == nil {
 		return nil
 	}
 	c.mu.Lock()
 	return &loadState{c: c, nextFiles: map[fileKey]fileResult{}, nextRules: map[ruleKey][]Diagnostic{},
-		sums: map[string][sha256.Size]byte{}, nextSums: map[string]statSum{}, started: now}
+		sums: map[string][sha256.Size]byte{}}
 }
 
 // end keeps what this load used for the next one.
@@ -103,29 +89,25 @@ func (s *loadState) end() {
 	if s == nil {
 		return
 	}
-	s.c.files, s.c.rules, s.c.sums = s.nextFiles, s.nextRules, s.nextSums
+	s.c.files, s.c.rules = s.nextFiles, s.nextRules
 	s.c.stats = s.stats
 	s.c.mu.Unlock()
 }
 
-// unchanged returns the cached result of file f when its listing is the
-// one its content hash was taken under: it is not read.
-func (s *loadState) unchanged(f sourceFile, keepExpr bool) (fileResult, bool) {
-	if s == nil || f.stat.mtime == 0 {
+// known returns the cached result of file f when the tree gives its
+// content hash and the cache holds the file under it: it is not read.
+func (s *loadState) known(f sourceFile, keepExpr bool) (fileResult, bool) {
+	if s == nil || !f.hasSum {
 		return fileResult{}, false
 	}
+	k := fileKey{name: f.name, sum: f.sum, keepExpr: keepExpr}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss, ok := s.c.sums[f.name]
-	if !ok || ss.stat != f.stat {
-		return fileResult{}, false
-	}
-	k := fileKey{name: f.name, sum: ss.sum, keepExpr: keepExpr}
 	fr, ok := s.c.files[k]
 	if !ok {
 		return fileResult{}, false
 	}
-	s.sums[f.name], s.nextSums[f.name], s.nextFiles[k] = ss.sum, ss, fr
+	s.sums[f.name], s.nextFiles[k] = f.sum, fr
 	s.stats.FilesReused++
 	return fr.copy(), true
 }
@@ -147,9 +129,6 @@ func (s *loadState) parse(c func() *checker, f sourceFile, data []byte, keepExpr
 	}
 	s.mu.Lock()
 	s.nextFiles[k] = fr
-	if f.stat.mtime != 0 && !s.started.IsZero() && f.stat.mtime < s.started.Add(-racyWindow).UnixNano() {
-		s.nextSums[f.name] = statSum{stat: f.stat, sum: k.sum}
-	}
 	if ok {
 		s.stats.FilesReused++
 	} else {

@@ -1,6 +1,8 @@
 package schema
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"maps"
 	"os"
@@ -66,13 +68,24 @@ func propFile(t *rapid.T, name string) string {
 // TestPropIncrementalLoad: over random sequences of edits (files written,
 // rewritten, moved down a few lines, removed; rule files among them), a
 // load through one Cache gives the Report a fresh load gives, diagnostics
-// included.
+// included; so does a load through a Cache read back from the file
+// another one wrote (Save, Restore), as berth apply's next run does.
 func TestPropIncrementalLoad(t *testing.T) {
 	names := []string{"tiers.yaml", "proj-a.yaml", "proj-b.yaml", "ws-0.yaml", "ws-1.yaml", "ws-2.yaml", "ws-3.yaml", "cluster.yaml", "rules-a.cue", "rules-b.cue"}
 	rapid.Check(t, func(t *rapid.T) {
 		fsys := fstest.MapFS{}
 		cache := &Cache{}
 		for step := range rapid.IntRange(1, 8).Draw(t, "steps") {
+			if rapid.Bool().Draw(t, "persist") {
+				var buf bytes.Buffer
+				if err := cache.Save(&buf, "k"); err != nil {
+					t.Fatal(err)
+				}
+				cache = &Cache{}
+				if _, err := cache.Restore(buf.Bytes(), "k"); err != nil {
+					t.Fatal(err)
+				}
+			}
 			for range rapid.IntRange(1, 3).Draw(t, "edits") {
 				name := rapid.SampledFrom(names).Draw(t, "file")
 				if step > 0 && rapid.IntRange(0, 4).Draw(t, "remove") == 0 {
@@ -131,7 +144,7 @@ func TestPropIncrementalLoadDir(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			inc, err := CheckWith(Options{Cache: cache, Now: time.Now()}, dir)
+			inc, err := CheckWith(Options{Cache: cache}, dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,12 +155,11 @@ func TestPropIncrementalLoadDir(t *testing.T) {
 	})
 }
 
-// TestCacheKnowsUnchangedFilesByListing: in a directory of the OS, a file
-// whose size and modification time are those it was read under is not
-// read again (shown by content changed behind the cache's back, its time
-// put back: the old result stays); a new time, or a file written within
-// the racy window before the load that read it, is read again.
-func TestCacheKnowsUnchangedFilesByListing(t *testing.T) {
+// TestCacheTakesTheTreesSums: a file whose content hash the tree gives
+// (WithSums) and that the cache holds under it is not read (shown by
+// content changed behind the tree's back: the old result stays); a file
+// the tree gives no hash for is read.
+func TestCacheTakesTheTreesSums(t *testing.T) {
 	dir := t.TempDir()
 	ws := func(gpus int) []byte {
 		return fmt.Appendf(nil, "apiVersion: berth.dev/v1\nkind: Workspace\nmetadata: {name: w, project: p}\nspec: {owner: a, task: {image: i}, resources: {gpus: %d}}\n", gpus)
@@ -157,51 +169,81 @@ func TestCacheKnowsUnchangedFilesByListing(t *testing.T) {
 		"p.yaml":     []byte("apiVersion: berth.dev/v1\nkind: Project\nmetadata: {name: p}\nspec: {tier: low}\n"),
 		"w.yaml":     ws(1),
 	}
-	old := time.Now().Add(-time.Hour)
-	write := func(name string, b []byte, at time.Time) {
-		t.Helper()
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(p, at, at); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sums := map[string][sha256.Size]byte{}
 	for name, b := range files {
-		write(name, b, old)
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sums[name] = sha256.Sum256(b)
 	}
 	cache := &Cache{}
-	gpus := func() int {
+	gpus := func(sums map[string][sha256.Size]byte) (int, CacheStats) {
 		t.Helper()
-		r, err := CheckWith(Options{Cache: cache, Now: time.Now()}, dir)
+		fsys, err := OpenDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := CheckFSWith(WithSums(fsys, sums), ".", Options{Cache: cache})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := r.Diagnostics.Err(); err != nil {
 			t.Fatal(err)
 		}
-		return r.Set.Workspaces[0].Spec.Resources.GPUs
+		return r.Set.Workspaces[0].Spec.Resources.GPUs, cache.Stats()
 	}
-	if got := gpus(); got != 1 {
-		t.Fatalf("first load: %d GPUs, want 1", got)
+	if got, st := gpus(sums); got != 1 || st.FilesParsed != 3 {
+		t.Fatalf("first load: %d GPUs, %+v; want 1 GPU, 3 files parsed", got, st)
 	}
-	write("w.yaml", ws(2), old) // the same size and time: not read
-	if got, st := gpus(), cache.Stats(); got != 1 || st.FilesParsed != 0 {
-		t.Errorf("a file with its listing unchanged was read (%d GPUs, %+v), want the cached 1 GPU", got, st)
+	if err := os.WriteFile(filepath.Join(dir, "w.yaml"), ws(2), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	write("w.yaml", ws(2), old.Add(time.Second)) // a new time: read
-	if got := gpus(); got != 2 {
-		t.Errorf("a file with a new modification time: %d GPUs, want 2", got)
+	if got, st := gpus(sums); got != 1 || st.FilesParsed != 0 {
+		t.Errorf("a file the tree gave the old hash of was read (%d GPUs, %+v), want the cached 1 GPU", got, st)
 	}
-	now := time.Now()
-	write("w.yaml", ws(3), now) // written just now: racy
-	if got := gpus(); got != 3 {
-		t.Fatalf("%d GPUs, want 3", got)
+	delete(sums, "w.yaml")
+	if got, st := gpus(sums); got != 2 || st.FilesParsed != 1 {
+		t.Errorf("a file the tree gave no hash for: %d GPUs, %+v; want 2, read", got, st)
 	}
-	write("w.yaml", ws(4), now) // again within the clock's resolution
-	if got := gpus(); got != 4 {
-		t.Errorf("a file written within the racy window before the load that read it was not read again: %d GPUs, want 4", got)
+}
+
+// TestCacheFileOfAnotherKeyKeepsNothing: a cache file written under
+// another key (another build of berth), or one that is empty, reads as an
+// empty cache without an error; one cut short is an error, and empty too.
+func TestCacheFileOfAnotherKeyKeepsNothing(t *testing.T) {
+	fsys := fstest.MapFS{
+		"tiers.yaml": {Data: []byte("apiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: low}\nspec: {value: 20}\n")},
+		"p.yaml":     {Data: []byte("apiVersion: berth.dev/v1\nkind: Project\nmetadata: {name: p}\nspec: {tier: low, quota: {gpus: 2, memory: 64Gi}}\n")},
+	}
+	cache := &Cache{}
+	if _, err := CheckFSWith(fsys, ".", Options{Cache: cache}); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := cache.Save(&buf, "build-1"); err != nil {
+		t.Fatal(err)
+	}
+	written := buf.Bytes()
+	reload := func(data []byte, key string) (CacheStats, error) {
+		t.Helper()
+		c := &Cache{}
+		_, err := c.Restore(data, key)
+		if _, lerr := CheckFSWith(fsys, ".", Options{Cache: c}); lerr != nil {
+			t.Fatal(lerr)
+		}
+		return c.Stats(), err
+	}
+	if st, err := reload(written, "build-1"); err != nil || st.FilesReused != 2 {
+		t.Errorf("the same key: %+v, %v; want both files reused", st, err)
+	}
+	if st, err := reload(written, "build-2"); err != nil || st.FilesParsed != 2 {
+		t.Errorf("another key: %+v, %v; want both files parsed, no error", st, err)
+	}
+	if st, err := reload(nil, "build-1"); err != nil || st.FilesParsed != 2 {
+		t.Errorf("an empty file: %+v, %v; want both files parsed, no error", st, err)
+	}
+	if st, err := reload(written[:len(written)-20], "build-1"); err == nil || st.FilesParsed != 2 {
+		t.Errorf("a file cut short: %+v, %v; want an error, and both files parsed", st, err)
 	}
 }
 

@@ -31,6 +31,19 @@ func (s Severity) String() string {
 // MarshalText writes "error" or "warning".
 func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
+// UnmarshalText reads what MarshalText writes.
+func (s *Severity) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "error":
+		*s = SeverityError
+	case "warning":
+		*s = SeverityWarning
+	default:
+		return fmt.Errorf("severity %q: want error or warning", b)
+	}
+	return nil
+}
+
 // String writes "file:line:col", leaving out what is unknown.
 func (p Pos) String() string {
 	var b strings.Builder

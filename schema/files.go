@@ -3,6 +3,7 @@ package schema
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 )
 
 // IgnoreFile names the file, in any directory of a spec tree, whose lines
@@ -62,16 +62,10 @@ type sourceFile struct {
 	// and no more of them are in memory at once than they need. A
 	// *refusedError from it is a diagnostic, any other error I/O trouble.
 	read func() ([]byte, error)
-	// stat is the file's size and modification time as the walk saw them
-	// in a directory of the OS (zero elsewhere): a Cache knows an
-	// unchanged file by them without reading it.
-	stat fileStat
-}
-
-// fileStat is what a directory's listing says of a file.
-type fileStat struct {
-	size  int64
-	mtime int64 // Unix nanoseconds; 0: not known
+	// sum, when known, is the SHA-256 of the file's content as the tree
+	// gives it (WithSums): a Cache knows the file by it without reading.
+	sum    [sha256.Size]byte
+	hasSum bool
 }
 
 func (f *sourceFile) load() ([]byte, error) {
@@ -252,12 +246,26 @@ func OpenDir(dir string) (fs.FS, error) {
 	return osTree{root: root, fsys: root.FS(), dirs: &listings{m: map[string][]fs.DirEntry{}}}, nil
 }
 
+// WithSums returns the tree fsys (from OpenDir) that also says the content
+// hash (SHA-256) of the files in sums, by path in the tree, as the one who
+// read them found it: a load through a Cache takes a file it knows by its
+// hash from the cache, without reading the file. fsys of another kind is
+// returned as it is. sums is the caller's to keep unchanged.
+func WithSums(fsys fs.FS, sums map[string][sha256.Size]byte) fs.FS {
+	if t, ok := fsys.(osTree); ok {
+		t.sums = sums
+		return t
+	}
+	return fsys
+}
+
 // osTree is an os.Root as an fs.FS whose Open does not block, and whose
 // directories are listed once.
 type osTree struct {
 	root *os.Root
 	fsys fs.FS
 	dirs *listings
+	sums map[string][sha256.Size]byte // WithSums
 }
 
 // listings are the directories of a tree as first listed, by name.
@@ -402,7 +410,6 @@ func (w *walk) visit(p string, d fs.DirEntry, err error) error {
 	want := isSpecFile(p) || isRuleFile(p)
 	mode := d.Type()
 	var size int64 = -1
-	var mtime time.Time
 	if mode&fs.ModeSymlink != 0 {
 		st, err := fs.Stat(w.fsys, p)
 		if err == nil && !w.inside(p) {
@@ -425,7 +432,7 @@ func (w *walk) visit(p string, d fs.DirEntry, err error) error {
 			w.refuse(p, "not read: it is a symbolic link to the directory %s, and berth does not follow links to directories (a loop would never end); move the directory into the tree, or point berth at it", target)
 			return nil
 		}
-		mode, size, mtime = st.Mode(), st.Size(), st.ModTime()
+		mode, size = st.Mode(), st.Size()
 	}
 	if !want {
 		return nil
@@ -436,7 +443,7 @@ func (w *walk) visit(p string, d fs.DirEntry, err error) error {
 	}
 	if size < 0 {
 		if info, err := d.Info(); err == nil {
-			size, mtime = info.Size(), info.ModTime()
+			size = info.Size()
 		}
 	}
 	if size > w.limits.FileBytes {
@@ -454,8 +461,8 @@ func (w *walk) visit(p string, d fs.DirEntry, err error) error {
 	}
 	fsys, limit := w.fsys, w.limits.FileBytes
 	f := sourceFile{name: w.name(p), read: func() ([]byte, error) { return readLimited(fsys, p, limit) }}
-	if _, isOS := w.fsys.(osTree); isOS && !mtime.IsZero() {
-		f.stat = fileStat{size: size, mtime: mtime.UnixNano()}
+	if t, ok := w.fsys.(osTree); ok {
+		f.sum, f.hasSum = t.sums[p]
 	}
 	w.files = append(w.files, f)
 	return nil

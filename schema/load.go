@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/token"
@@ -76,10 +75,6 @@ type Options struct {
 	// Cache, when not nil, keeps what this load learns for the next
 	// one, and reuses what the last one learned (Cache).
 	Cache *Cache
-	// Now is when the load begins: with it, a Cache knows the files of a
-	// directory that were not written within 2 s before it by their
-	// listing, and does not read them again (zero: it reads them all).
-	Now time.Time
 }
 
 // Progress counts what a load has done so far; safe to read while the
@@ -158,7 +153,7 @@ type fileResult struct {
 // check runs every stage over files and builds the report.
 func check(files []sourceFile, walked []Diagnostic, opts Options) (*Report, error) {
 	progress := opts.Progress
-	cache := opts.Cache.begin(opts.Now)
+	cache := opts.Cache.begin()
 	defer cache.end()
 	if progress == nil {
 		progress = &Progress{}
@@ -205,7 +200,7 @@ func check(files []sourceFile, walked []Diagnostic, opts Options) (*Report, erro
 				return c
 			}
 			for i := range next {
-				if fr, ok := cache.unchanged(specs[i], keepExpr); ok {
+				if fr, ok := cache.known(specs[i], keepExpr); ok {
 					progress.Read.Add(1)
 					results[i] = fr
 					progress.Documents.Add(int64(len(fr.docs)))
@@ -449,21 +444,26 @@ func isKind(k string) bool {
 // straight from its syntax tree (cue.Value.Decode is several times slower,
 // and a JSON round trip costs a marshal and a parse).
 func decodeRaw(kind string, expr ast.Expr) (any, error) {
-	var raw any
-	switch kind {
-	case KindPriorityTier:
-		raw = &rawTier{}
-	case KindProject:
-		raw = &rawProject{}
-	case KindWorkspace:
-		raw = &rawWorkspace{}
-	case KindVolume:
-		raw = &rawVolume{}
-	case KindSchedulingPolicy:
-		raw = &rawPolicy{}
-	}
+	raw := rawOf(kind)
 	if err := decodeAST(expr, raw); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", kind, err)
 	}
 	return raw, nil
+}
+
+// rawOf returns a new value of kind's raw type (nil for a Cluster).
+func rawOf(kind string) any {
+	switch kind {
+	case KindPriorityTier:
+		return &rawTier{}
+	case KindProject:
+		return &rawProject{}
+	case KindWorkspace:
+		return &rawWorkspace{}
+	case KindVolume:
+		return &rawVolume{}
+	case KindSchedulingPolicy:
+		return &rawPolicy{}
+	}
+	return nil
 }

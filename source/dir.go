@@ -29,7 +29,9 @@ import (
 // file again while both stay the same (one written within 2 s before the
 // read that hashed it is read again: it may change within the clock's
 // resolution, keeping its size). A loop names each revision without
-// reading 10,000 unchanged files.
+// reading 10,000 unchanged files. The revision's tree gives the loader
+// each file's hash (schema.WithSums), so the loader's cache does not read
+// them either.
 type DirSource struct {
 	Dir  string
 	sums *dirSums
@@ -94,6 +96,7 @@ func (s DirSource) Read(ctx context.Context) (Revision, error) {
 		old = s.sums.sums
 	}
 	next := make(map[string]dirSum, len(entries))
+	sums := make(map[string][sha256.Size]byte, len(entries))
 	h := sha256.New()
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
@@ -120,6 +123,7 @@ func (s DirSource) Read(ctx context.Context) (Revision, error) {
 				return Revision{}, fmt.Errorf("read %s: %w", filepath.Join(s.Dir, e.path), err)
 			}
 		}
+		sums[e.path] = sum.sum
 		if sum.mtime.Before(started.Add(-racyWindow)) {
 			next[e.path] = sum
 		}
@@ -129,7 +133,9 @@ func (s DirSource) Read(ctx context.Context) (Revision, error) {
 	if s.sums != nil {
 		s.sums.sums = next
 	}
-	return Revision{ID: hex.EncodeToString(h.Sum(nil))[:12], FS: fsys, Root: "."}, nil
+	// The loader takes each file's hash from the tree: a file its cache
+	// holds under that hash is not read again.
+	return Revision{ID: hex.EncodeToString(h.Sum(nil))[:12], FS: schema.WithSums(fsys, sums), Root: "."}, nil
 }
 
 // hashFile returns the hash of the content of the regular file at p; a

@@ -145,7 +145,7 @@ func TestDirSourceKnowsUnchangedFilesByListing(t *testing.T) {
 // writeFleet writes n workspaces in 20 projects under dir, one file
 // each, as the fleet benchmark does, all modified an hour ago; it returns
 // a workspace's file body by number and RUN value.
-func writeFleet(b *testing.B, dir string, n int) func(i int, run string) string {
+func writeFleet(b testing.TB, dir string, n int) func(i int, run string) string {
 	b.Helper()
 	old := time.Now().Add(-time.Hour)
 	write := func(p, body string) {

@@ -2,7 +2,6 @@ package source
 
 import (
 	"io/fs"
-	"time"
 
 	"github.com/berth-dev/berth/schema"
 )
@@ -25,10 +24,11 @@ func LoadSpecs(fsys fs.FS, root string) (*schema.Set, []string, error) {
 // files parses and validates only those (and checks again what spans
 // documents), with the result a full load gives. Its loads run one at a
 // time.
-func SpecLoader(limits schema.Limits) LoadFunc {
-	cache := &schema.Cache{}
+func SpecLoader(limits schema.Limits) LoadFunc { return specLoader(limits, &schema.Cache{}) }
+
+func specLoader(limits schema.Limits, cache *schema.Cache) LoadFunc {
 	return func(fsys fs.FS, root string) (*schema.Set, []string, error) {
-		r, err := schema.CheckFSWith(fsys, root, schema.Options{Limits: limits, Cache: cache, Now: time.Now()})
+		r, err := schema.CheckFSWith(fsys, root, schema.Options{Limits: limits, Cache: cache})
 		if err != nil {
 			return nil, nil, err
 		}

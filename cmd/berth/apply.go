@@ -1,15 +1,20 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
 	"github.com/spf13/cobra"
 )
@@ -50,6 +55,7 @@ an action failed, 2 when the command line is wrong.
 	fl.StringVar(&o.logLevel, "log-level", "error", "debug, info, warn or error")
 	o.prune.add(fl)
 	o.limits.add(fl)
+	fl.StringVar(&o.cacheDir, "cache-dir", defaultCacheDir(), "where apply keeps what it learned of --source for its next run (each file's hash, the validated documents), so that run reads and validates only the files that changed; \"\" keeps nothing")
 	fl.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the cycle to this file (go tool pprof)")
 	fl.MarkHidden("cpuprofile")
 	return cmd
@@ -58,6 +64,7 @@ an action failed, 2 when the command line is wrong.
 // applyOptions are berth apply's flags.
 type applyOptions struct {
 	loopFlags
+	cacheDir   string
 	cpuProfile string
 }
 
@@ -85,8 +92,9 @@ func runApply(cmd *cobra.Command, o applyOptions) error {
 	if c.Close != nil {
 		defer c.Close()
 	}
+	specs, save := openSpecCache(o.cacheDir, o.source, limits, log)
 	loop, err := reconcile.New(reconcile.Config{
-		Source: source.DirSource{Dir: o.source}, Cluster: c.Cluster, Store: c.Store,
+		Source: specs.Source, Load: specs.Load, Cluster: c.Cluster, Store: c.Store,
 		Logger: log, ClusterName: c.Name, BerthVersion: berthVersion(),
 		AllowMassPrune: o.prune.allow, MassPrunePercent: o.prune.percent, MassPruneMin: o.prune.atMin,
 		Limits: limits,
@@ -104,6 +112,7 @@ func runApply(cmd *cobra.Command, o applyOptions) error {
 		defer stop()
 	}
 	res, err := loop.Once(cmd.Context())
+	save()
 
 	// 4. What it did.
 	return reportApply(cmd.OutOrStdout(), c, loop, res, err)
@@ -222,4 +231,62 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// defaultCacheDir is --cache-dir's default: berth's directory in the
+// user's cache directory ($XDG_CACHE_HOME, else ~/.cache), or "" when
+// there is none.
+func defaultCacheDir() string {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, "berth")
+}
+
+// specCache is where a one-shot command reads specs from and loads them
+// with: through the cache file of the directory when there is one.
+type specCache struct {
+	Source source.Source
+	Load   source.LoadFunc
+}
+
+// openSpecCache opens the cache file of spec directory dir under
+// cacheDir ("": none) and returns the source and loader to use, and save,
+// which keeps what the run learned for the next one. A cache that cannot
+// be used costs its speed only: why is logged, and the specs are read and
+// validated whole.
+func openSpecCache(cacheDir, dir string, limits schema.Limits, log *slog.Logger) (specCache, func()) {
+	plain := specCache{Source: source.DirSource{Dir: dir}, Load: source.SpecLoader(limits)}
+	if cacheDir == "" {
+		return plain, func() {}
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return plain, func() {}
+	}
+	sum := sha256.Sum256([]byte(abs))
+	path := filepath.Join(cacheDir, "specs-"+hex.EncodeToString(sum[:8]))
+	c, err := source.OpenFileCache(path, cacheKey(), abs)
+	if err != nil {
+		log.Warn("the spec cache was not used; reading and validating every file", "file", path, "err", err)
+	}
+	return specCache{Source: c, Load: c.Loader(limits)}, func() {
+		if err := c.Save(); err != nil {
+			log.Warn("the spec cache was not saved; the next run validates every file again", "file", path, "err", err)
+		}
+	}
+}
+
+// cacheKey names this build of berth for the spec cache: its version, and
+// the size and time of its executable (a development build keeps its
+// version across changes).
+func cacheKey() string {
+	key := readBuildVersion().String()
+	if exe, err := os.Executable(); err == nil {
+		if st, err := os.Stat(exe); err == nil {
+			key += fmt.Sprintf(" %d %d", st.Size(), st.ModTime().UnixNano())
+		}
+	}
+	return key
 }
