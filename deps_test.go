@@ -32,9 +32,11 @@ var allowed = []struct {
 	// What a change would do: actions from a decision, the mass-prune
 	// guard, berth plan's report. Pure, below the loop.
 	{"plan", []string{"schema", "=drivers", "policies"}},
-	// Where specs come from: the contract and the directory source, with
+	// Where specs come from: the contract and the directory source (and
+	// its cache file, written whole by internal/atomicfile, a leaf), with
 	// the git source and the directory watch beside it.
-	{"=source", []string{"schema"}},
+	{"internal/atomicfile", nil},
+	{"=source", []string{"schema", "internal/atomicfile"}},
 	{"source", []string{"schema", "=source"}},
 	// Who may write, among replicas.
 	{"leader", []string{"schema", "=drivers"}},

@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/berth-dev/berth/internal/atomicfile"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -25,8 +25,8 @@ import (
 // a one-file change is read and validated alone. What it loads is the
 // load a process without the file gives (schema.Cache).
 //
-// The file is written whole to a temporary name and renamed, so a reader
-// sees one run's file or the one before. A file written by another build
+// The file is written whole or not at all (atomicfile), so a reader sees
+// one run's file or the one before. A file written by another build
 // (key), or one that does not parse, counts as empty.
 type FileCache struct {
 	path, key, dir string
@@ -132,22 +132,7 @@ func (c *FileCache) Save() error {
 	if err := c.specs.Save(&buf, c.key); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(c.path), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(c.path), filepath.Base(c.path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(buf.Bytes()); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), c.path); err != nil {
+	if err := atomicfile.Write(c.path, buf.Bytes()); err != nil {
 		return err
 	}
 	c.revision = last
