@@ -4,141 +4,144 @@ import "time"
 
 // The raw* types mirror the YAML as written: optional fields are pointers
 // so defaults can be told apart from values, and quantities stay text
-// until they are parsed strictly.
+// until they are parsed strictly. The loader fills them from the syntax
+// by their JSON names; JSON itself is only the spec cache's file
+// (cachefile.go), where omitzero leaves out what is zero and reads back
+// as zero.
 
 type rawMeta struct {
-	Name        string            `json:"name"`
-	Project     string            `json:"project"`
-	Labels      map[string]string `json:"labels"`
-	Annotations map[string]string `json:"annotations"`
+	Name        string            `json:"name,omitzero"`
+	Project     string            `json:"project,omitzero"`
+	Labels      map[string]string `json:"labels,omitzero"`
+	Annotations map[string]string `json:"annotations,omitzero"`
 }
 
 type rawTier struct {
-	Metadata rawMeta `json:"metadata"`
+	Metadata rawMeta `json:"metadata,omitzero"`
 	Spec     struct {
-		Value              int                 `json:"value"`
-		Description        string              `json:"description"`
-		Preemptible        *bool               `json:"preemptible"`
-		CanPreempt         *bool               `json:"canPreempt"`
-		BorrowWithinCohort *BorrowWithinCohort `json:"borrowWithinCohort"`
-	} `json:"spec"`
+		Value              int                 `json:"value,omitzero"`
+		Description        string              `json:"description,omitzero"`
+		Preemptible        *bool               `json:"preemptible,omitzero"`
+		CanPreempt         *bool               `json:"canPreempt,omitzero"`
+		BorrowWithinCohort *BorrowWithinCohort `json:"borrowWithinCohort,omitzero"`
+	} `json:"spec,omitzero"`
 }
 
 type rawResources struct {
-	GPUs     int      `json:"gpus"`
-	GPUModel string   `json:"gpuModel"`
-	CPU      quantity `json:"cpu"`
-	Memory   quantity `json:"memory"`
+	GPUs     int      `json:"gpus,omitzero"`
+	GPUModel string   `json:"gpuModel,omitzero"`
+	CPU      quantity `json:"cpu,omitzero"`
+	Memory   quantity `json:"memory,omitzero"`
 	// Workspaces only (the schema keeps them out of a quota).
-	ExclusiveCores int      `json:"exclusiveCores"`
-	Disk           quantity `json:"disk"`
+	ExclusiveCores int      `json:"exclusiveCores,omitzero"`
+	Disk           quantity `json:"disk,omitzero"`
 }
 
 type rawProject struct {
-	Metadata rawMeta `json:"metadata"`
+	Metadata rawMeta `json:"metadata,omitzero"`
 	Spec     struct {
-		Tier        string        `json:"tier"`
-		MaxTier     string        `json:"maxTier"`
-		Description string        `json:"description"`
-		Members     []string      `json:"members"`
-		Quota       *rawResources `json:"quota"`
+		Tier        string        `json:"tier,omitzero"`
+		MaxTier     string        `json:"maxTier,omitzero"`
+		Description string        `json:"description,omitzero"`
+		Members     []string      `json:"members,omitzero"`
+		Quota       *rawResources `json:"quota,omitzero"`
 		BorrowLimit *struct {
-			GPUs   *int     `json:"gpus"`
-			CPU    quantity `json:"cpu"`
-			Memory quantity `json:"memory"`
-		} `json:"borrowLimit"`
+			GPUs   *int     `json:"gpus,omitzero"`
+			CPU    quantity `json:"cpu,omitzero"`
+			Memory quantity `json:"memory,omitzero"`
+		} `json:"borrowLimit,omitzero"`
 		FairShare *struct {
-			Weight *float64 `json:"weight"`
-		} `json:"fairShare"`
-		Namespace string     `json:"namespace"`
-		Placement *Placement `json:"placement"`
-	} `json:"spec"`
+			Weight *float64 `json:"weight,omitzero"`
+		} `json:"fairShare,omitzero"`
+		Namespace string     `json:"namespace,omitzero"`
+		Placement *Placement `json:"placement,omitzero"`
+	} `json:"spec,omitzero"`
 }
 
 type rawTopology struct {
-	NVLink *Constraint `json:"nvlink"`
-	NUMA   *Constraint `json:"numa"`
+	NVLink *Constraint `json:"nvlink,omitzero"`
+	NUMA   *Constraint `json:"numa,omitzero"`
 }
 
 type rawCheckpoint struct {
-	Signal      *string   `json:"signal"`
-	GracePeriod *quantity `json:"gracePeriod"`
-	Interval    *quantity `json:"interval"`
+	Signal      *string   `json:"signal,omitzero"`
+	GracePeriod *quantity `json:"gracePeriod,omitzero"`
+	Interval    *quantity `json:"interval,omitzero"`
 }
 
 type rawWorkspace struct {
-	Metadata rawMeta `json:"metadata"`
+	Metadata rawMeta `json:"metadata,omitzero"`
 	Spec     struct {
-		Owner            string         `json:"owner"`
-		Tier             string         `json:"tier"`
-		State            DesiredState   `json:"state"`
-		Task             Task           `json:"task"`
-		Resources        rawResources   `json:"resources"`
-		Topology         *rawTopology   `json:"topology"`
-		Replicas         *int           `json:"replicas"`
-		Placement        *Placement     `json:"placement"`
-		Ports            []Port         `json:"ports"`
-		Service          *rawService    `json:"service"`
-		Volumes          []VolumeMount  `json:"volumes"`
-		Checkpoint       *rawCheckpoint `json:"checkpoint"`
-		Preemptible      *bool          `json:"preemptible"`
-		RestartOnFailure bool           `json:"restartOnFailure"`
-		Restart          *rawRestart    `json:"restart"`
-		UnhealthyGPU     string         `json:"unhealthyGPU"`
-		ExpectedDuration *quantity      `json:"expectedDuration"`
-	} `json:"spec"`
+		Owner            string         `json:"owner,omitzero"`
+		Tier             string         `json:"tier,omitzero"`
+		State            DesiredState   `json:"state,omitzero"`
+		Task             Task           `json:"task,omitzero"`
+		Resources        rawResources   `json:"resources,omitzero"`
+		Topology         *rawTopology   `json:"topology,omitzero"`
+		Replicas         *int           `json:"replicas,omitzero"`
+		Placement        *Placement     `json:"placement,omitzero"`
+		Ports            []Port         `json:"ports,omitzero"`
+		Service          *rawService    `json:"service,omitzero"`
+		Volumes          []VolumeMount  `json:"volumes,omitzero"`
+		Checkpoint       *rawCheckpoint `json:"checkpoint,omitzero"`
+		Preemptible      *bool          `json:"preemptible,omitzero"`
+		RestartOnFailure bool           `json:"restartOnFailure,omitzero"`
+		Restart          *rawRestart    `json:"restart,omitzero"`
+		UnhealthyGPU     string         `json:"unhealthyGPU,omitzero"`
+		ExpectedDuration *quantity      `json:"expectedDuration,omitzero"`
+	} `json:"spec,omitzero"`
 }
 
 type rawRestart struct {
-	Attempts *int      `json:"attempts"`
-	Delay    *quantity `json:"delay"`
+	Attempts *int      `json:"attempts,omitzero"`
+	Delay    *quantity `json:"delay,omitzero"`
 }
 
 type rawService struct {
-	Name  string   `json:"name"`
-	Port  string   `json:"port"`
-	Tags  []string `json:"tags"`
+	Name  string   `json:"name,omitzero"`
+	Port  string   `json:"port,omitzero"`
+	Tags  []string `json:"tags,omitzero"`
 	Check *struct {
-		Type     string    `json:"type"`
-		Path     string    `json:"path"`
-		Interval *quantity `json:"interval"`
-		Timeout  *quantity `json:"timeout"`
-	} `json:"check"`
+		Type     string    `json:"type,omitzero"`
+		Path     string    `json:"path,omitzero"`
+		Interval *quantity `json:"interval,omitzero"`
+		Timeout  *quantity `json:"timeout,omitzero"`
+	} `json:"check,omitzero"`
 }
 
 type rawVolume struct {
-	Metadata rawMeta `json:"metadata"`
+	Metadata rawMeta `json:"metadata,omitzero"`
 	Spec     struct {
-		Size       quantity `json:"size"`
-		Type       string   `json:"type"`
-		Source     string   `json:"source"`
-		AccessMode string   `json:"accessMode"`
-		Projects   []string `json:"projects"`
-	} `json:"spec"`
+		Size       quantity `json:"size,omitzero"`
+		Type       string   `json:"type,omitzero"`
+		Source     string   `json:"source,omitzero"`
+		AccessMode string   `json:"accessMode,omitzero"`
+		Projects   []string `json:"projects,omitzero"`
+	} `json:"spec,omitzero"`
 }
 
 type rawPolicy struct {
-	Metadata rawMeta `json:"metadata"`
+	Metadata rawMeta `json:"metadata,omitzero"`
 	Spec     struct {
 		FairShare *struct {
-			HalfLife *quantity `json:"halfLife"`
-		} `json:"fairShare"`
+			HalfLife *quantity `json:"halfLife,omitzero"`
+		} `json:"fairShare,omitzero"`
 		Aging *struct {
-			Interval *quantity `json:"interval"`
-			Step     *int      `json:"step"`
-			MaxBoost *int      `json:"maxBoost"`
-			MaxWait  *quantity `json:"maxWait"`
-		} `json:"aging"`
+			Interval *quantity `json:"interval,omitzero"`
+			Step     *int      `json:"step,omitzero"`
+			MaxBoost *int      `json:"maxBoost,omitzero"`
+			MaxWait  *quantity `json:"maxWait,omitzero"`
+		} `json:"aging,omitzero"`
 		Preemption *struct {
-			Enabled    *bool     `json:"enabled"`
-			MinRuntime *quantity `json:"minRuntime"`
-			MaxVictims *int      `json:"maxVictims"`
-		} `json:"preemption"`
+			Enabled    *bool     `json:"enabled,omitzero"`
+			MinRuntime *quantity `json:"minRuntime,omitzero"`
+			MaxVictims *int      `json:"maxVictims,omitzero"`
+		} `json:"preemption,omitzero"`
 		Defaults *struct {
-			Topology   *rawTopology   `json:"topology"`
-			Checkpoint *rawCheckpoint `json:"checkpoint"`
-		} `json:"defaults"`
-	} `json:"spec"`
+			Topology   *rawTopology   `json:"topology,omitzero"`
+			Checkpoint *rawCheckpoint `json:"checkpoint,omitzero"`
+		} `json:"defaults,omitzero"`
+	} `json:"spec,omitzero"`
 }
 
 // quantity is a scalar kept as text: a YAML number or string.
