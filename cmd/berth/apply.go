@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/berth-dev/berth/internal/atomicfile"
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
@@ -93,6 +95,7 @@ func runApply(cmd *cobra.Command, o applyOptions) error {
 		defer c.Close()
 	}
 	specs, save := openSpecCache(o.cacheDir, o.source, limits, log)
+	saveVersions := openVersionMemo(o.cacheDir, c, log)
 	loop, err := reconcile.New(reconcile.Config{
 		Source: specs.Source, Load: specs.Load, Cluster: c.Cluster, Store: c.Store,
 		Logger: log, ClusterName: c.Name, BerthVersion: berthVersion(),
@@ -113,6 +116,7 @@ func runApply(cmd *cobra.Command, o applyOptions) error {
 	}
 	res, err := loop.Once(cmd.Context())
 	save()
+	saveVersions()
 
 	// 4. What it did.
 	return reportApply(cmd.OutOrStdout(), c, loop, res, err)
@@ -289,4 +293,39 @@ func cacheKey() string {
 		}
 	}
 	return key
+}
+
+// versionMemo is a cluster whose driver keeps what it read of job
+// versions for the next process (the Nomad driver's version memo).
+type versionMemo interface {
+	SaveVersions(w io.Writer) error
+	RestoreVersions(data []byte) error
+}
+
+// openVersionMemo gives the cluster's driver, when it keeps one, the
+// version memo the last apply against the same cluster saved under
+// cacheDir, and returns save, which keeps this run's for the next. A
+// memo that cannot be used costs its speed only (logged).
+func openVersionMemo(cacheDir string, c *openedCluster, log *slog.Logger) func() {
+	m, ok := c.Cluster.(versionMemo)
+	if !ok || cacheDir == "" {
+		return func() {}
+	}
+	sum := sha256.Sum256([]byte(c.Name))
+	path := filepath.Join(cacheDir, "versions-"+hex.EncodeToString(sum[:8]))
+	if data, err := os.ReadFile(path); err == nil {
+		if err := m.RestoreVersions(data); err != nil {
+			log.Warn("the job version memo was not used; reading every job version", "file", path, "err", err)
+		}
+	}
+	return func() {
+		var buf bytes.Buffer
+		err := m.SaveVersions(&buf)
+		if err == nil {
+			err = atomicfile.Write(path, buf.Bytes())
+		}
+		if err != nil {
+			log.Warn("the job version memo was not saved; the next run reads every job version", "file", path, "err", err)
+		}
+	}
 }

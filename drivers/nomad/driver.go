@@ -126,6 +126,9 @@ type Driver struct {
 	// allocations run (jobHashes.of).
 	jobHashes map[*api.Job]string
 	hashed    int // how many jobs the last observation hashed (tests)
+	// memo is the version memo RestoreVersions gave, until the first
+	// full read takes what it can of it (memo.go).
+	memo map[jobKey]memoVersion
 	// stderr holds the stderr tails of the exits last reported, by
 	// allocation ID (addStderr).
 	stderr map[string]string

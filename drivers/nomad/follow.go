@@ -103,8 +103,9 @@ type clusterCache struct {
 	// watchNamespaces).
 	covered map[string]bool
 	reopen  func()
-	// Counters for tests and the fleet benchmark.
-	fullReads, cachedReads int
+	// Counters for tests and the fleet benchmark; fromMemo counts the
+	// versions a full read took from the version memo (memo.go).
+	fullReads, cachedReads, fromMemo int
 }
 
 func newClusterCache() *clusterCache {
@@ -137,10 +138,13 @@ type eventPayload struct {
 
 // FollowStats counts how the driver's Observes were answered: read whole
 // or from the followed cache; and how many jobs the last one hashed for
-// its drift check (the others it knew from the Observe before: jobHashes).
+// its drift check (the others it knew from the Observe before: jobHashes);
+// and how many job versions its full reads took from the version memo
+// (RestoreVersions) instead of reading them.
 type FollowStats struct {
 	FullReads, CachedReads int
 	JobsHashed             int
+	FromMemo               int
 }
 
 // FollowStats returns how many Observes read the cluster whole and how
@@ -152,7 +156,7 @@ func (d *Driver) FollowStats() FollowStats {
 	c := d.cache
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return FollowStats{FullReads: c.fullReads, CachedReads: c.cachedReads, JobsHashed: hashed}
+	return FollowStats{FullReads: c.fullReads, CachedReads: c.cachedReads, JobsHashed: hashed, FromMemo: c.fromMemo}
 }
 
 // noteWrite records the index of one of berth's writes that the stream
@@ -236,48 +240,60 @@ func (d *Driver) fullRead(ctx context.Context) error {
 			c.mu.Unlock()
 		}
 	}()
-	stubs, qm, err := d.client.Nodes().List(d.q(ctx, ""))
-	if err != nil {
-		return wrap(err, schema.Ref{}, "list nodes")
-	}
-	lo, hi := qm.LastIndex, qm.LastIndex
-	nodes := make([]*api.Node, len(stubs))
-	errs := make([]error, len(stubs))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for i, st := range stubs {
-		wg.Add(1)
-		go func(i int, id string) {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			n, _, err := d.client.Nodes().Info(id, d.q(ctx, ""))
-			if err != nil {
-				errs[i] = wrap(err, schema.Ref{}, "read node "+id)
-				return
-			}
-			nodes[i] = n
-		}(i, st.ID)
-	}
+	// The three lists at once: each waits mostly on the server (the
+	// allocations and jobs of 10,000 workspaces take it half a second
+	// each), and their indexes bound the read whatever their order.
+	var (
+		nodes  []*api.Node
+		astubs []*api.AllocationListStub
+		jobs   []*api.JobListStub
+		idx    [3]uint64
+		errs   [3]error
+		wg     sync.WaitGroup
+	)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		nodes, idx[0], errs[0] = d.readNodes(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		aq := d.q(ctx, "*")
+		aq.Params = map[string]string{"resources": "true", "task_states": "true"}
+		var qm *api.QueryMeta
+		if astubs, qm, errs[1] = d.client.Allocations().List(aq); errs[1] != nil {
+			errs[1] = wrap(errs[1], schema.Ref{}, "list allocations")
+			return
+		}
+		idx[1] = qm.LastIndex
+	}()
+	go func() {
+		defer wg.Done()
+		var qm *api.QueryMeta
+		if jobs, qm, errs[2] = d.client.Jobs().ListOptions(&api.JobListOptions{Fields: &api.JobListFields{Meta: true}},
+			(&api.QueryOptions{Namespace: "*", Filter: berthFilter}).WithContext(ctx)); errs[2] != nil {
+			errs[2] = wrap(errs[2], schema.Ref{}, "list berth's jobs")
+			return
+		}
+		idx[2] = qm.LastIndex
+	}()
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
 			return err
 		}
 	}
-	aq := d.q(ctx, "*")
-	aq.Params = map[string]string{"resources": "true", "task_states": "true"}
-	astubs, aqm, err := d.client.Allocations().List(aq)
-	if err != nil {
-		return wrap(err, schema.Ref{}, "list allocations")
+	lo, hi := slices.Min(idx[:]), slices.Max(idx[:])
+	if known := d.fromMemo(jobs); len(known) > 0 {
+		c.mu.Lock()
+		for vk, j := range known {
+			if c.versions[vk] == nil {
+				c.versions[vk] = j
+				c.fromMemo++
+			}
+		}
+		c.mu.Unlock()
 	}
-	lo, hi = min(lo, aqm.LastIndex), max(hi, aqm.LastIndex)
-	jobs, jqm, err := d.client.Jobs().ListOptions(&api.JobListOptions{Fields: &api.JobListFields{Meta: true}},
-		(&api.QueryOptions{Namespace: "*", Filter: berthFilter}).WithContext(ctx))
-	if err != nil {
-		return wrap(err, schema.Ref{}, "list berth's jobs")
-	}
-	lo, hi = min(lo, jqm.LastIndex), max(hi, jqm.LastIndex)
 	if err := d.readVersionsByNode(ctx, astubs, jobs, nodes); err != nil {
 		return err
 	}
@@ -307,14 +323,49 @@ func (d *Driver) fullRead(ctx context.Context) error {
 	return nil
 }
 
+// readNodes lists the nodes and reads each (8 at a time), and returns
+// them with the list's index.
+func (d *Driver) readNodes(ctx context.Context) ([]*api.Node, uint64, error) {
+	stubs, qm, err := d.client.Nodes().List(d.q(ctx, ""))
+	if err != nil {
+		return nil, 0, wrap(err, schema.Ref{}, "list nodes")
+	}
+	nodes := make([]*api.Node, len(stubs))
+	errs := make([]error, len(stubs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, st := range stubs {
+		wg.Add(1)
+		go func(i int, id string) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			n, _, err := d.client.Nodes().Info(id, d.q(ctx, ""))
+			if err != nil {
+				errs[i] = wrap(err, schema.Ref{}, "read node "+id)
+				return
+			}
+			nodes[i] = n
+		}(i, st.ID)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, 0, err
+		}
+	}
+	return nodes, qm.LastIndex, nil
+}
+
 // readVersionsByNode fills the cache with the job versions berth's
 // allocations run that it lacks, when that takes fewer requests through
 // the nodes' allocation lists (whose allocations embed the job version
-// they run) than one per version (cachedData's way): a first read of a
-// fleet, where each of thousands of jobs would cost a request of its own
-// (8.9 s for `berth apply` at 5,000 workspaces on 51 nodes). Only the
-// listed nodes that hold such an allocation are read (an allocation on a
-// node gone since is left to cachedData).
+// they run) than one per version (cachedData's way), and when at least
+// half of what those lists bring is wanted: a first read of a fleet,
+// where each of thousands of jobs would cost a request of its own (8.9 s
+// for `berth apply` at 5,000 workspaces on 51 nodes). Only the listed
+// nodes that hold such an allocation are read (an allocation on a node
+// gone since is left to cachedData).
 func (d *Driver) readVersionsByNode(ctx context.Context, allocs []*api.AllocationListStub, jobs []*api.JobListStub, nodes []*api.Node) error {
 	c := d.cache
 	// Each of berth's jobs by its CreateIndex: an allocation of a job
@@ -331,18 +382,28 @@ func (d *Driver) readVersionsByNode(ctx context.Context, allocs []*api.Allocatio
 		listed[n.ID] = true
 	}
 	missing := map[versionKey]bool{}
-	on := map[string]bool{} // the listed nodes that hold one
+	on := map[string]bool{}  // the listed nodes that hold one
+	held := map[string]int{} // berth's allocations on each listed node
 	c.mu.Lock()
 	for _, a := range allocs {
 		vk := versionKey{a.Namespace, a.JobID, a.JobVersion}
-		if _, ok := berths[jobKey{a.Namespace, a.JobID}]; ok && c.versions[vk] == nil && listed[a.NodeID] {
-			missing[vk] = true
-			on[a.NodeID] = true
+		if _, ok := berths[jobKey{a.Namespace, a.JobID}]; ok && listed[a.NodeID] {
+			held[a.NodeID]++
+			if c.versions[vk] == nil {
+				missing[vk] = true
+				on[a.NodeID] = true
+			}
 		}
 	}
 	c.mu.Unlock()
-	if len(missing) <= len(on) {
-		return nil // a request per version is fewer
+	read := 0 // the allocations the nodes' lists would bring
+	for id := range on {
+		read += held[id]
+	}
+	if len(missing) <= len(on) || 2*len(missing) < read {
+		// A request per version is fewer, or the nodes' lists would
+		// bring mostly versions the cache has (the version memo's).
+		return nil
 	}
 	ids := slices.Sorted(maps.Keys(on))
 	errs := make([]error, len(ids))
