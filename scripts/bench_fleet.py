@@ -110,7 +110,10 @@ def apply(label, extra=()):
     server0 = proc_cpu(server_pid)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
-    p = subprocess.run([berth, "apply", "--source", specs, "--cluster", "nomad", *extra], capture_output=True, text=True)
+    # Each apply keeps its spec cache and version memo for the next one
+    # (--cache-dir), as a platform engineer's would in ~/.cache/berth.
+    p = subprocess.run([berth, "apply", "--source", specs, "--cluster", "nomad", "--cache-dir", os.path.join(work, "cache"), *extra],
+                       capture_output=True, text=True)
     wall = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
