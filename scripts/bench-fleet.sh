@@ -14,7 +14,7 @@
 #   (default 120) idle, with berth and without; berth's peak RSS; the top of
 #   reconcile's CPU profile.
 #
-#   It takes 25 minutes or more at 10,000 workspaces on 2 cores (the first
+#   It takes 15–25 minutes at 10,000 workspaces on 2 cores (912 s at c410ccf; the first
 #   apply most of it: Nomad places fewer than 10 a second once each node
 #   holds ~150; what it has not placed after three 5-minute cycles is set
 #   Stopped, and said), about 10 minutes with BENCH_N=5000, and about 3 GiB

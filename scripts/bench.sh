@@ -6,7 +6,7 @@
 #   (issue 5), berth validate against cue vet (issue 2), the whole
 #   Philly trace replayed under four policies (issue 7, under two minutes
 #   on 2 cores), berth apply against a real Nomad, and berth at fleet size
-#   on a real Nomad (issue 25: scripts/bench-fleet.sh, 25 minutes or more).
+#   on a real Nomad (issue 25: scripts/bench-fleet.sh, 15–25 minutes).
 #   About 30 minutes on 2 cores.
 #
 #   BENCH=quick runs only the Go benchmarks, once each (about 2 minutes).
@@ -17,7 +17,7 @@ if [ "${BENCH:-}" = quick ]; then
 		./schema/... ./policies/... ./reconcile/
 	exit 0
 fi
-go test -run '^$' -bench 'BenchmarkValidate|BenchmarkLargeDocument|BenchmarkDecide|BenchmarkFIFO|BenchmarkNomad|BenchmarkQuota|BenchmarkOnce|BenchmarkObserve|BenchmarkSaveHistory|BenchmarkWebhookApply|BenchmarkPredictAll|BenchmarkDirSourceRead|BenchmarkReadLoadOneFileChanged' -benchmem -timeout 60m \
+go test -run '^$' -bench 'BenchmarkValidate|BenchmarkLargeDocument|BenchmarkDecide|BenchmarkFIFO|BenchmarkNomad|BenchmarkQuota|BenchmarkOnce|BenchmarkObserve|BenchmarkSaveHistory|BenchmarkWebhookApply|BenchmarkPredictAll|BenchmarkDirSourceRead|BenchmarkReadLoadOneFileChanged|BenchmarkFileCacheOneFileChanged' -benchmem -timeout 60m \
 	./schema/... ./policies/... ./reconcile/... ./drivers/nomad/ ./source/
 # The decision's growth between sizes (must stay within n log n).
 BERTH_GROWTH=1 go test -count=1 -run '^TestDecideGrowth$' -v ./policies | grep -v '^=== RUN'
@@ -27,5 +27,5 @@ BERTH_GROWTH=1 go test -count=1 -run '^TestDecideGrowth$' -v ./policies | grep -
 ./scripts/simulate-bench.sh
 # berth apply of 1,000 workspaces against a real Nomad (when ../shared/nomad-dev is here).
 ./scripts/bench-nomad.sh
-# berth at fleet size, 10,000 workspaces on 51 nodes of a real Nomad (25 minutes or more).
+# berth at fleet size, 10,000 workspaces on 51 nodes of a real Nomad (15–25 minutes).
 ./scripts/bench-fleet.sh
