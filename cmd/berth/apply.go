@@ -57,7 +57,7 @@ an action failed, 2 when the command line is wrong.
 	fl.StringVar(&o.logLevel, "log-level", "error", "debug, info, warn or error")
 	o.prune.add(fl)
 	o.limits.add(fl)
-	fl.StringVar(&o.cacheDir, "cache-dir", defaultCacheDir(), "where apply keeps what it learned of --source for its next run (each file's hash, the validated documents), so that run reads and validates only the files that changed; \"\" keeps nothing")
+	fl.StringVar(&o.cacheDir, "cache-dir", defaultCacheDir(), "where apply keeps what it learned for its next run: each spec file's hash and validated documents, and on Nomad what it read of each job's current version; that run reads and validates only the files that changed, and reads only the jobs changed since; \"\" keeps nothing")
 	fl.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the cycle to this file (go tool pprof)")
 	fl.MarkHidden("cpuprofile")
 	return cmd
@@ -269,8 +269,7 @@ func openSpecCache(cacheDir, dir string, limits schema.Limits, log *slog.Logger)
 	if err != nil {
 		return plain, func() {}
 	}
-	sum := sha256.Sum256([]byte(abs))
-	path := filepath.Join(cacheDir, "specs-"+hex.EncodeToString(sum[:8]))
+	path := cachePath(cacheDir, "specs", abs)
 	c, err := source.OpenFileCache(path, cacheKey(), abs)
 	if err != nil {
 		log.Warn("the spec cache was not used; reading and validating every file", "file", path, "err", err)
@@ -280,6 +279,13 @@ func openSpecCache(cacheDir, dir string, limits schema.Limits, log *slog.Logger)
 			log.Warn("the spec cache was not saved; the next run validates every file again", "file", path, "err", err)
 		}
 	}
+}
+
+// cachePath is the file under cacheDir that keeps what kind of thing
+// apply learned of name (a spec directory, a cluster).
+func cachePath(cacheDir, kind, name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return filepath.Join(cacheDir, kind+"-"+hex.EncodeToString(sum[:8]))
 }
 
 // cacheKey names this build of berth for the spec cache: its version, and
@@ -311,8 +317,7 @@ func openVersionMemo(cacheDir string, c *openedCluster, log *slog.Logger) func()
 	if !ok || cacheDir == "" {
 		return func() {}
 	}
-	sum := sha256.Sum256([]byte(c.Name))
-	path := filepath.Join(cacheDir, "versions-"+hex.EncodeToString(sum[:8]))
+	path := cachePath(cacheDir, "versions", c.Name)
 	if data, err := os.ReadFile(path); err == nil {
 		if err := m.RestoreVersions(data); err != nil {
 			log.Warn("the job version memo was not used; reading every job version", "file", path, "err", err)
@@ -321,7 +326,7 @@ func openVersionMemo(cacheDir string, c *openedCluster, log *slog.Logger) func()
 	return func() {
 		var buf bytes.Buffer
 		err := m.SaveVersions(&buf)
-		if err == nil {
+		if err == nil && buf.Len() > 0 { // nothing when the cluster was not read
 			err = atomicfile.Write(path, buf.Bytes())
 		}
 		if err != nil {

@@ -97,13 +97,18 @@ func memoOf(j *api.Job, hash string) (memoVersion, bool) {
 
 // SaveVersions writes, for RestoreVersions in the next process, what the
 // last Observe read of the versions berth's allocations run that are
-// their job's current one.
+// their job's current one. It writes nothing when the driver has not read
+// the cluster (unreachable): the memo before it stays good.
 func (d *Driver) SaveVersions(w io.Writer) error {
 	d.mu.Lock()
 	hashes := maps.Clone(d.jobHashes)
 	d.mu.Unlock()
 	c := d.cache
 	c.mu.Lock()
+	if c.fullReads == 0 {
+		c.mu.Unlock()
+		return nil
+	}
 	var out versionMemo
 	for j, h := range hashes {
 		m, ok := memoOf(j, h)

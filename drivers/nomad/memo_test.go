@@ -21,7 +21,8 @@ import (
 // another one saved observes the same snapshot without reading the jobs
 // or the nodes' allocation lists; a job changed since (outside berth:
 // drift) is read again, and found drifted; a memo of another cluster's
-// jobs (other indexes) is not used.
+// jobs (other submit times) is not used; a driver that read nothing
+// saves no memo.
 func TestVersionMemoSparesAColdReadTheJobs(t *testing.T) {
 	fake := nomadfake.New()
 	for i := range 4 {
@@ -47,6 +48,12 @@ func TestVersionMemoSparesAColdReadTheJobs(t *testing.T) {
 	var memo bytes.Buffer
 	if err := first.SaveVersions(&memo); err != nil {
 		t.Fatal(err)
+	}
+	// A driver that has not read the cluster (unreachable) writes no
+	// memo: the one before it stays.
+	var none bytes.Buffer
+	if err := realnomad.NewDriver(t, nomad.Config{Address: srv.URL}).SaveVersions(&none); err != nil || none.Len() != 0 {
+		t.Errorf("a driver that read nothing wrote a memo of %d bytes (%v), want none", none.Len(), err)
 	}
 	// jobReads are the requests that read jobs whole.
 	jobReads := func(from int) []string {
