@@ -199,8 +199,10 @@ func (c *Cache) Restore(data []byte, key string) (bool, error) {
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return false, fmt.Errorf("cache: %w", err)
+	for i, err := range errs {
+		if err != nil {
+			return false, fmt.Errorf("cache: line %d: %w", i+2, err)
+		}
 	}
 	files := make(map[fileKey]fileResult, h.Files)
 	rules := make(map[ruleKey][]Diagnostic, h.Rules)
