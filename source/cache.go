@@ -43,7 +43,6 @@ type FileCache struct {
 type cacheHead struct {
 	Dir      string          `json:"dir"`
 	Revision string          `json:"revision"`
-	Written  time.Time       `json:"written"`
 	Files    []cachedListing `json:"files"`
 }
 
@@ -120,7 +119,7 @@ func (c *FileCache) Save() error {
 		return nil
 	}
 	c.sums.mu.Lock()
-	h := cacheHead{Revision: last, Dir: c.dir, Written: time.Now().UTC(), Files: make([]cachedListing, 0, len(c.sums.sums))}
+	h := cacheHead{Revision: last, Dir: c.dir, Files: make([]cachedListing, 0, len(c.sums.sums))}
 	for p, s := range c.sums.sums {
 		h.Files = append(h.Files, cachedListing{Path: p, Size: s.size, MTime: s.mtime.UnixNano(), Sum: hex.EncodeToString(s.sum[:])})
 	}

@@ -18,9 +18,10 @@ import (
 // meta, priority and stop flag, its task groups' names and meta, and its
 // jobHash (drift). A loop keeps them in its cache; a cold process would
 // read them whole, a request per node (10,000 jobs decoded with their
-// allocations: seconds at fleet size). A version memo keeps those parts
-// for the next process, for the versions that are their job's current
-// one, with what names a version's content: namespace, ID, create index,
+// allocations: seconds at fleet size). A version memo keeps for the next
+// process what the job list does not say (the version number, the task
+// groups, the hash), for the versions that are their job's current one,
+// with what names a version's content: namespace, ID, create index,
 // job modify index (the Raft index of the write that made it) and submit
 // time (when it was submitted, to the nanosecond). A full read takes a
 // version from the memo only when the job's list stub (which does not
@@ -30,25 +31,24 @@ import (
 // under way, the allocations a job stopped since ran) are read as before.
 
 // memoFormat is the version of the memo's encoding; another reads as none.
-const memoFormat = 1
+const memoFormat = 2
 
 type versionMemo struct {
 	Format   int           `json:"format"`
 	Versions []memoVersion `json:"versions"`
 }
 
-// memoVersion is what Observe reads of one job version.
+// memoVersion is what Observe reads of one job version beyond what the
+// job's list stub says of it (meta, priority, stop: the stub's are the
+// version's when it names the version).
 type memoVersion struct {
-	Namespace      string            `json:"namespace"`
-	ID             string            `json:"id"`
-	CreateIndex    uint64            `json:"createIndex"`
-	Version        uint64            `json:"version"`
-	JobModifyIndex uint64            `json:"jobModifyIndex"`
-	SubmitTime     int64             `json:"submitTime"`
-	Priority       int               `json:"priority"`
-	Stop           bool              `json:"stop,omitempty"`
-	Meta           map[string]string `json:"meta,omitempty"`
-	Groups         []memoGroup       `json:"groups,omitempty"`
+	Namespace      string      `json:"namespace"`
+	ID             string      `json:"id"`
+	CreateIndex    uint64      `json:"createIndex"`
+	Version        uint64      `json:"version"`
+	JobModifyIndex uint64      `json:"jobModifyIndex"`
+	SubmitTime     int64       `json:"submitTime"`
+	Groups         []memoGroup `json:"groups,omitempty"`
 	// Hash is the whole version's jobHash.
 	Hash string `json:"hash"`
 }
@@ -64,11 +64,13 @@ func (m memoVersion) names(stub *api.JobListStub) bool {
 		stub.JobModifyIndex == m.JobModifyIndex && stub.SubmitTime == m.SubmitTime
 }
 
-// job is the version as Observe reads it.
-func (m memoVersion) job() *api.Job {
+// job is the version as Observe reads it, with what stub, which names
+// it, says of it.
+func (m memoVersion) job(stub *api.JobListStub) *api.Job {
+	priority, stop := stub.Priority, stub.Stop
 	j := &api.Job{
 		ID: &m.ID, Namespace: &m.Namespace, CreateIndex: &m.CreateIndex, Version: &m.Version,
-		JobModifyIndex: &m.JobModifyIndex, SubmitTime: &m.SubmitTime, Priority: &m.Priority, Stop: &m.Stop, Meta: m.Meta,
+		JobModifyIndex: &m.JobModifyIndex, SubmitTime: &m.SubmitTime, Priority: &priority, Stop: &stop, Meta: stub.Meta,
 	}
 	for _, g := range m.Groups {
 		j.TaskGroups = append(j.TaskGroups, &api.TaskGroup{Name: &g.Name, Meta: g.Meta})
@@ -83,12 +85,8 @@ func memoOf(j *api.Job, hash string) (memoVersion, bool) {
 	}
 	m := memoVersion{
 		Namespace: *j.Namespace, ID: *j.ID, CreateIndex: *j.CreateIndex, Version: *j.Version,
-		JobModifyIndex: *j.JobModifyIndex, SubmitTime: *j.SubmitTime, Meta: j.Meta, Hash: hash,
+		JobModifyIndex: *j.JobModifyIndex, SubmitTime: *j.SubmitTime, Hash: hash,
 	}
-	if j.Priority != nil {
-		m.Priority = *j.Priority
-	}
-	m.Stop = j.Stop != nil && *j.Stop
 	for _, tg := range j.TaskGroups {
 		m.Groups = append(m.Groups, memoGroup{Name: deref(tg.Name), Meta: tg.Meta})
 	}
@@ -171,7 +169,7 @@ func (d *Driver) fromMemo(jobs []*api.JobListStub) map[versionKey]*api.Job {
 		if !ok || !m.names(stub) {
 			continue
 		}
-		j := m.job()
+		j := m.job(stub)
 		out[versionKey{m.Namespace, m.ID, m.Version}] = j
 		d.jobHashes[j] = m.Hash
 	}
