@@ -17,8 +17,8 @@ if [ "${BENCH:-}" = quick ]; then
 		./schema/... ./policies/... ./reconcile/
 	exit 0
 fi
-go test -run '^$' -bench 'BenchmarkValidate|BenchmarkLargeDocument|BenchmarkDecide|BenchmarkFIFO|BenchmarkNomad|BenchmarkQuota|BenchmarkOnce|BenchmarkObserve|BenchmarkSaveHistory|BenchmarkWebhookApply|BenchmarkPredictAll|BenchmarkDirSourceRead|BenchmarkReadLoadOneFileChanged|BenchmarkFileCacheOneFileChanged' -benchmem -timeout 60m \
-	./schema/... ./policies/... ./reconcile/... ./drivers/nomad/ ./source/
+go test -run '^$' -bench 'BenchmarkValidate|BenchmarkLargeDocument|BenchmarkDecide|BenchmarkFIFO|BenchmarkNomad|BenchmarkQuota|BenchmarkOnce|BenchmarkObserve|BenchmarkSaveHistory|BenchmarkWebhookApply|BenchmarkPredictAll|BenchmarkDirSourceRead|BenchmarkReadLoadOneFileChanged|BenchmarkFileCacheOneFileChanged|BenchmarkPrintWorkspaces' -benchmem -timeout 60m \
+	./schema/... ./policies/... ./reconcile/... ./drivers/nomad/ ./source/ ./cmd/berth/
 # The decision's growth between sizes (must stay within n log n).
 BERTH_GROWTH=1 go test -count=1 -run '^TestDecideGrowth$' -v ./policies | grep -v '^=== RUN'
 # berth validate against cue vet over the same generated repos (wall, peak memory).
