@@ -20,6 +20,7 @@ func init() { commands = append(commands, newPlanCmd) }
 func newPlanCmd() *cobra.Command {
 	var (
 		cluster, base, output string
+		cacheDir              string
 		detailed, allowMass   bool
 		pruneDelay            time.Duration
 		percent, minimum      int
@@ -59,7 +60,7 @@ Exit status: 0 success, 1 error (invalid specs, cluster unreachable, bad
 			limits, err := lf.limits()
 			if err == nil {
 				err = runPlan(cmd, args, planOptions{cluster: cluster, base: base, baseSet: cmd.Flags().Changed("base"),
-					output: output, allowMass: allowMass, pruneDelay: pruneDelay, percent: percent, minimum: minimum, limits: limits})
+					cacheDir: cacheDir, output: output, allowMass: allowMass, pruneDelay: pruneDelay, percent: percent, minimum: minimum, limits: limits})
 			}
 			var changed errChanges
 			switch {
@@ -87,12 +88,14 @@ Exit status: 0 success, 1 error (invalid specs, cluster unreachable, bad
 	fl.IntVar(&percent, "mass-prune-percent", 25, "berth reconcile's --mass-prune-percent")
 	fl.IntVar(&minimum, "mass-prune-min", 3, "berth reconcile's --mass-prune-min")
 	fl.DurationVar(&pruneDelay, "prune-delay", plan.DefaultPruneDelay, "berth reconcile's --prune-delay, for the purge times shown")
+	fl.StringVar(&cacheDir, "cache-dir", defaultCacheDir(), "where plan keeps what it learned for its next run, as berth apply does (the same files): each spec file's hash and validated documents, and on Nomad what it read of each job's current version; the specs at --base are validated through the same documents, so a file the change left alone is validated once; \"\" keeps nothing")
 	lf.add(fl)
 	return cmd
 }
 
 type planOptions struct {
 	cluster, base, output string
+	cacheDir              string
 	baseSet, allowMass    bool
 	pruneDelay            time.Duration
 	percent, minimum      int
@@ -114,25 +117,34 @@ func runPlan(cmd *cobra.Command, args []string, o planOptions) error {
 	if len(args) == 1 {
 		dir = args[0]
 	}
-	// 1. The specs after the change: the directory as it is.
-	rev, err := source.DirSource{Dir: dir}.Read(cmd.Context())
-	if err != nil {
-		return &exitError{Code: exitFailure, Err: err}
-	}
-	head, err := loadPlanSpecs(cmd.ErrOrStderr(), dir, rev.FS, rev.ID, o.limits)
+	log, err := newLogger(cmd.ErrOrStderr(), "text", "error")
 	if err != nil {
 		return err
 	}
+	// 1. The specs after the change: the directory as it is, through the
+	// spec cache, which is saved as this side leaves it (what the next run
+	// reads).
+	specs, save := openSpecCache(o.cacheDir, dir, o.limits, log)
+	rev, err := specs.Source.Read(cmd.Context())
+	if err != nil {
+		return &exitError{Code: exitFailure, Err: err}
+	}
+	head, err := loadPlanSpecs(cmd.ErrOrStderr(), dir, specs.Load, rev.FS, rev.ID)
+	if err != nil {
+		return err
+	}
+	save()
 	in := plan.PlanInput{Head: head, HeadName: dir + "@" + rev.ID, AllowMassPrune: o.allowMass, PruneDelay: o.pruneDelay,
 		MassPrunePercent: o.percent, MassPruneMin: o.minimum}
 
-	// 2. The specs before: the same directory at --base.
+	// 2. The specs before: the same directory at --base, through the same
+	// documents (a file the change did not touch is not validated again).
 	if o.baseSet || git.InWorkTree(dir) {
 		fsys, id, err := git.RevisionFS(dir, o.base, o.limits)
 		if err != nil {
 			return &exitError{Code: exitFailure, Err: fmt.Errorf("--base %s: %w", o.base, err)}
 		}
-		in.Base, err = loadPlanSpecs(cmd.ErrOrStderr(), dir+" at "+o.base, fsys, id, o.limits)
+		in.Base, err = loadPlanSpecs(cmd.ErrOrStderr(), dir+" at "+o.base, specs.Load, fsys, id)
 		var ee *exitError
 		if errors.As(err, &ee) && ee.Err == nil {
 			// The base is invalid: plan without spec changes.
@@ -148,10 +160,6 @@ func runPlan(cmd *cobra.Command, args []string, o planOptions) error {
 	}
 
 	// 3. The cluster, observed once, read-only.
-	log, err := newLogger(cmd.ErrOrStderr(), "text", "error")
-	if err != nil {
-		return err
-	}
 	c, err := openCluster(cmd.Context(), o.cluster, clusterOptions{SimSpeed: 1, Logger: log})
 	if err != nil {
 		return err
@@ -159,10 +167,12 @@ func runPlan(cmd *cobra.Command, args []string, o planOptions) error {
 	if c.Close != nil {
 		defer c.Close()
 	}
+	saveVersions := openVersionMemo(o.cacheDir, c, log)
 	doc, err := observeDoc(cmd.Context(), c)
 	if err != nil {
 		return &exitError{Code: exitFailure, Err: err}
 	}
+	saveVersions()
 	in.Cluster, in.Snapshot, in.History, in.NativePreemption = c.Name, &doc.Snapshot, &doc.History, doc.NativePreemption
 
 	// 4. Report.
@@ -194,8 +204,8 @@ func runPlan(cmd *cobra.Command, args []string, o planOptions) error {
 
 // loadPlanSpecs loads and validates one side of the comparison; invalid
 // specs are an error with every problem listed.
-func loadPlanSpecs(stderr io.Writer, what string, fsys fs.FS, id string, limits schema.Limits) (*schema.Set, error) {
-	set, problems, err := source.SpecLoader(limits)(fsys, ".")
+func loadPlanSpecs(stderr io.Writer, what string, load source.LoadFunc, fsys fs.FS, id string) (*schema.Set, error) {
+	set, problems, err := load(fsys, ".")
 	if err != nil {
 		return nil, &exitError{Code: exitFailure, Err: fmt.Errorf("%s: %w", what, err)}
 	}
