@@ -11,8 +11,9 @@
 #   `berth reconcile` on the directory, file written -> job registered
 #   (p50, p99 over 20 changes); the requests berth makes (through
 #   scripts/countproxy) and the Nomad server's CPU over BENCH_IDLE seconds
-#   (default 120) idle, with berth and without; berth's peak RSS; the top of
-#   reconcile's CPU profile.
+#   (default 120) idle, with berth and without, and what its CPU profile
+#   shows it spent on berth's requests; `berth plan` of a one-file change;
+#   berth's peak RSS; the top of reconcile's CPU profile.
 #
 #   It takes 15–25 minutes at 10,000 workspaces on 2 cores (912 s at c410ccf; the first
 #   apply most of it: Nomad places fewer than 10 a second once each node

@@ -9,22 +9,27 @@ projects, one file each, about 3% with one GPU. It prints:
   1. the first `berth apply` of all of them against Nomad's own busy time
      placing them (the union of the register evaluations' create→modify);
   2. `berth apply` with one workspace's file changed, and with nothing
-     changed;
+     changed; `berth plan` of a one-file change against the specs in git,
+     through the cache and without it;
   3. `berth reconcile` on the directory: file written → job registered,
      p50 and p99 over 20 new workspaces;
   4. the requests berth makes to Nomad (through scripts/countproxy) and
      the CPU the Nomad server spends, over 2 idle minutes with berth
-     attached, against 2 minutes without it;
+     attached, against 2 minutes without it, and from the server's own
+     CPU profiles of both windows, what it spent on berth's requests;
   5. berth's peak RSS (apply and reconcile) and the top of reconcile's CPU
      profile.
 """
 import json
 import os
+import re
 import resource
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -173,6 +178,27 @@ rss_apply = max(rss_apply, r1, r0)
 say("apply, one file changed: %.2f s wall, %.2f s CPU; %s" % (w1, c1, plan1))
 say("apply, nothing changed:  %.2f s wall, %.2f s CPU; %s" % (w0, c0, plan0))
 
+# 4b. berth plan of a one-file change against the specs in git, through
+# the cache the applies kept (plan and apply share it), and without it.
+if shutil.which("git"):
+    git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com"]
+    subprocess.run(git + ["init", "-q"], cwd=specs, check=True)
+    subprocess.run(git + ["add", "-A"], cwd=specs, check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "base"], cwd=specs, check=True)
+    workspace(1, env="3")
+    for label, cache in (("plan, one file changed", os.path.join(work, "cache")), ("plan, one file changed, --cache-dir ''", "")):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t = time.monotonic()
+        p = subprocess.run([berth, "plan", specs, "--cluster", "nomad", "--cache-dir", cache], capture_output=True, text=True)
+        wall = time.monotonic() - t
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        first = (p.stdout.splitlines() or ["?"])[0]
+        if p.returncode != 0:
+            first = "exited %d: %s" % (p.returncode, (p.stderr.strip().splitlines() or ["?"])[-1])
+        say("%s: %.2f s wall, %.2f s CPU; %s" % (label, wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), first))
+else:
+    say("no git here: berth plan is not measured")
+
 # 5. The loop, through the counting proxy.
 proxy = subprocess.Popen([os.path.join(work, "countproxy"), "-target", addr, "-addr-file", os.path.join(work, "proxy.addr"),
                           "-admin-file", os.path.join(work, "proxy.admin")])
@@ -225,12 +251,47 @@ say("loop, file written -> job registered (20 new workspaces): p50 %.2f s, p99 %
     % (statistics.median(lat), lat[min(len(lat) - 1, int(0.99 * len(lat)))], lat[-1]))
 
 # 6. Idle: berth's requests and the server's CPU, with berth and without.
+# The server's own idle CPU (most of it publishing 10,000 jobs' summary
+# metrics every second) wanders by several points between windows, more
+# than berth could add; so the server is also profiled through both
+# windows, and what it spent serving HTTP (berth is its only HTTP client
+# then; the profiles' own requests are left out) and applying Raft writes
+# (the lease's) is what berth costs it. The window without berth is the
+# control: nothing should be found there.
+def profile_server(path):
+    """Starts a CPU profile of the Nomad server for idle_s seconds into path."""
+    def fetch():
+        with urllib.request.urlopen("%s/v1/agent/pprof/profile?seconds=%d" % (addr, idle_s), timeout=idle_s + 60) as r:
+            data = r.read()
+        with open(path, "wb") as f:
+            f.write(data)
+    t = threading.Thread(target=fetch)
+    t.start()
+    return t
+
+
+def profiled(path):
+    """The seconds of a server profile spent on HTTP and Raft writes, and in all."""
+    out = subprocess.run(["go", "tool", "pprof", "-top", "-nodecount=1000000", r"-focus=net/http\.\(\*conn\)\.serve|nomadFSM",
+                          "-ignore=Pprof", path], capture_output=True, text=True).stdout
+    # "accounting for 0.03s, 0.06% of 48s total" ("0" with no unit when
+    # nothing is under focus).
+    got = re.search(r"accounting for ([0-9.]+)(m?s)?, .* of ([0-9.]+)(m?s) total", out)
+    if not got:
+        sys.exit("bench-fleet: no CPU profile of the Nomad server in %s: %s" % (path, out[-300:]))
+    scale = lambda v, u: float(v) / (1000 if u == "ms" else 1)
+    return scale(got.group(1), got.group(2)), scale(got.group(3), got.group(4))
+
+
 time.sleep(10)
+with_prof, without_prof = os.path.join(work, "nomad-idle-with.prof"), os.path.join(work, "nomad-idle-without.prof")
+prof = profile_server(with_prof)
 c0 = get(admin + "/counts")
 s0, b0, t0 = proc_cpu(server_pid), proc_cpu(rec.pid), time.monotonic()
 time.sleep(idle_s)
 c1 = get(admin + "/counts")
 s1, b1, t1 = proc_cpu(server_pid), proc_cpu(rec.pid), time.monotonic()
+prof.join()
 with open("/proc/%d/status" % rec.pid) as f:
     hwm = [l for l in f if l.startswith("VmHWM")][0].split()[1]
 rec.send_signal(signal.SIGINT)
@@ -245,12 +306,19 @@ say("idle %.0f s with berth reconcile attached: %d requests besides the event st
     % (t1 - t0, other, other / minutes, stream, ", ".join("%s %d" % kv for kv in sorted(delta.items()))))
 with_cpu = (s1 - s0) / (t1 - t0)
 time.sleep(10)
+prof = profile_server(without_prof)
 s2, t2 = proc_cpu(server_pid), time.monotonic()
 time.sleep(idle_s)
 s3, t3 = proc_cpu(server_pid), time.monotonic()
+prof.join()
 without = (s3 - s2) / (t3 - t2)
-say("Nomad server CPU, idle: %.2f%% of a core with berth attached, %.2f%% without (difference %.2f points); berth's own %.2f%%"
-    % (100 * with_cpu, 100 * without, 100 * (with_cpu - without), 100 * (b1 - b0) / (t1 - t0)))
+say("Nomad server CPU, idle: %.2f%% of a core with berth attached, %.2f%% without (difference %.2f points, the server's own "
+    "wandering more than berth); berth's own %.2f%%" % (100 * with_cpu, 100 * without, 100 * (with_cpu - without), 100 * (b1 - b0) / (t1 - t0)))
+on_berth, with_total = profiled(with_prof)
+on_none, without_total = profiled(without_prof)
+say("Nomad server CPU spent on berth while idle (its CPU profile, sampled every 10 ms: HTTP served and Raft writes applied): "
+    "%.2f s of the %.1f s it spent in the %.0f s with berth, %.3f%% of a core; %.2f s of %.1f s in the window without"
+    % (on_berth, with_total, t1 - t0, 100 * on_berth / (t1 - t0), on_none, without_total))
 say("peak RSS: berth apply %.0f MiB, berth reconcile %.0f MiB" % (rss_apply / 1024, int(hwm) / 1024))
 top = subprocess.run(["go", "tool", "pprof", "-top", "-cum", "-nodecount=300", berth, profile], capture_output=True, text=True)
 lines = top.stdout.splitlines()
