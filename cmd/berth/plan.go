@@ -123,17 +123,17 @@ func runPlan(cmd *cobra.Command, args []string, o planOptions) error {
 	}
 	// 1. The specs after the change: the directory as it is, through the
 	// spec cache, which is saved as this side leaves it (what the next run
-	// reads).
+	// reads), valid or not.
 	specs, save := openSpecCache(o.cacheDir, dir, o.limits, log)
 	rev, err := specs.Source.Read(cmd.Context())
 	if err != nil {
 		return &exitError{Code: exitFailure, Err: err}
 	}
 	head, err := loadPlanSpecs(cmd.ErrOrStderr(), dir, specs.Load, rev.FS, rev.ID)
+	save() // invalid specs too: the next run validates only what is fixed
 	if err != nil {
 		return err
 	}
-	save()
 	in := plan.PlanInput{Head: head, HeadName: dir + "@" + rev.ID, AllowMassPrune: o.allowMass, PruneDelay: o.pruneDelay,
 		MassPrunePercent: o.percent, MassPruneMin: o.minimum}
 
