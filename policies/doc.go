@@ -43,7 +43,9 @@
 // time between decisions, maxWait the policy's Aging.MaxWait.
 //
 //   - In quota: when the quotas add up to no more GPUs than the cluster
-//     has, a workspace of the highest tier waiting that fits inside its
+//     has, and every replica's GPUs divide a node's (so no work strands
+//     GPUs another replica could use), a workspace of the highest tier
+//     waiting that fits inside its
 //     project's quota together with its team's work queued before it
 //     starts within maxWait + (n+1)·(L+Δ) of queueing, whatever other
 //     teams do; n counts its own team's work only: the workspaces queued
@@ -51,7 +53,12 @@
 //     is preempted after that), and those queued after it that started
 //     before it. Nothing another team does (an overdue workspace, a
 //     reservation of the starvation guard, a gang's hold) takes its
-//     quota: it reclaims what others borrow.
+//     quota: it reclaims what others borrow. Where shapes strand GPUs
+//     (a replica of 3 on nodes of 4: another team's 2-GPU job inside its
+//     own quota leaves no node with 3 free), the quotas do not fit the
+//     cluster as the work asks for them; berth does not move another
+//     team's in-quota work to make room, so the borrowing bound below is
+//     what holds (it counts those starts).
 //   - Borrowing: a workspace that fits the cluster and that its
 //     project's limits let start, of the highest tier waiting, starts
 //     within maxWait + (n+1)·(L+Δ) of queueing, where n counts the

@@ -24,7 +24,8 @@ import (
 // where n counts the jobs queued before it that had not started when it
 // became overdue, and the starts inside a quota once it is overdue
 // (borrowing, it waits for those); and a job inside its team's quota,
-// when the quotas fit the cluster, by the same with n counting its own
+// when the quotas fit the cluster and every replica's GPUs divide a
+// node's, by the same with n counting its own
 // team's work only (quotaBound).
 func TestPropWaitBound(t *testing.T) {
 	const (
@@ -133,7 +134,8 @@ func TestPropWaitBound(t *testing.T) {
 			return overdue.Add(time.Duration(n+1) * (longest + step))
 		}
 		// quotaBound: the per-team bound. When the quotas add up to no
-		// more than the cluster, a job that fits its project's quota
+		// more than the cluster and the shapes tile its nodes, a job that
+		// fits its project's quota
 		// together with its team's work queued before it (still there
 		// when it became overdue) starts, whatever other teams do,
 		// within maxWait of queueing plus (n+1)·(L+step), n counting
@@ -149,8 +151,14 @@ func TestPropWaitBound(t *testing.T) {
 		for _, p := range set.Projects {
 			quotaOf[p.Meta.Name] = p.Spec.Quota.GPUs
 		}
+		// tiles: every replica's GPUs divide a node's, so no work leaves
+		// GPUs that another's replica could not use.
+		tiles := true
+		for _, j := range jobs {
+			tiles = tiles && perNode%j.ws.Spec.Resources.GPUs == 0
+		}
 		quotaBound := func(j *job) time.Time {
-			if sumQuota > nNodes*perNode || j.ws.Spec.Replicas*j.ws.Spec.Resources.GPUs > quotaOf[j.ws.Meta.Project] {
+			if !tiles || sumQuota > nNodes*perNode || j.ws.Spec.Replicas*j.ws.Spec.Resources.GPUs > quotaOf[j.ws.Meta.Project] {
 				return j.arrive.Add(100 * 365 * 24 * time.Hour) // none
 			}
 			overdue := j.arrive.Add(maxWait)
