@@ -25,8 +25,8 @@ import (
 // became overdue, and the starts inside a quota once it is overdue
 // (borrowing, it waits for those); and a job inside its team's quota,
 // when the quotas fit the cluster and every replica's GPUs divide a
-// node's, by the same with n counting its own
-// team's work only (quotaBound).
+// node's, by the same with n counting its own team's work only
+// (quotaBound).
 func TestPropWaitBound(t *testing.T) {
 	const (
 		step    = 5 * time.Minute
@@ -134,12 +134,12 @@ func TestPropWaitBound(t *testing.T) {
 			return overdue.Add(time.Duration(n+1) * (longest + step))
 		}
 		// quotaBound: the per-team bound. When the quotas add up to no
-		// more than the cluster and the shapes tile its nodes, a job that
-		// fits its project's quota
-		// together with its team's work queued before it (still there
-		// when it became overdue) starts, whatever other teams do,
-		// within maxWait of queueing plus (n+1)·(L+step), n counting
-		// only its own team's work: those jobs queued before it (and
+		// more than the cluster and the shapes tile its nodes, a job
+		// that fits its project's quota together with its team's work
+		// queued before it (still there when it became overdue) starts,
+		// whatever other teams do, within maxWait of queueing plus
+		// (n+1)·(L+step), n counting only its own team's work: those
+		// jobs queued before it (and
 		// again each time one is preempted after that), and those
 		// queued after it that started before it. Where there is no such
 		// bound for j, it returns a century.
