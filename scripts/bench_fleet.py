@@ -186,6 +186,7 @@ if shutil.which("git"):
     subprocess.run(git + ["add", "-A"], cwd=specs, check=True)
     subprocess.run(git + ["commit", "-q", "-m", "base"], cwd=specs, check=True)
     workspace(1, env="3")
+    time.sleep(10)  # git's 10,000 objects written, the applies' restart settled
     for label, cache in (("plan, one file changed", os.path.join(work, "cache")), ("plan, one file changed, --cache-dir ''", "")):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.monotonic()
