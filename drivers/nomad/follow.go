@@ -331,30 +331,42 @@ func (d *Driver) readNodes(ctx context.Context) ([]*api.Node, uint64, error) {
 		return nil, 0, wrap(err, schema.Ref{}, "list nodes")
 	}
 	nodes := make([]*api.Node, len(stubs))
-	errs := make([]error, len(stubs))
+	err = eachAtOnce(len(stubs), func(i int) error {
+		n, _, err := d.client.Nodes().Info(stubs[i].ID, d.q(ctx, ""))
+		if err != nil {
+			return wrap(err, schema.Ref{}, "read node "+stubs[i].ID)
+		}
+		nodes[i] = n
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return nodes, qm.LastIndex, nil
+}
+
+// eachAtOnce calls f(i) for every i below n, 8 at a time (the driver's
+// bound on its requests in flight), and returns the first error by i.
+func eachAtOnce(n int, f func(i int) error) error {
+	errs := make([]error, n)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
-	for i, st := range stubs {
+	for i := range n {
 		wg.Add(1)
-		go func(i int, id string) {
+		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			n, _, err := d.client.Nodes().Info(id, d.q(ctx, ""))
-			if err != nil {
-				errs[i] = wrap(err, schema.Ref{}, "read node "+id)
-				return
-			}
-			nodes[i] = n
-		}(i, st.ID)
+			errs[i] = f(i)
+		}()
 	}
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return nil, 0, err
+			return err
 		}
 	}
-	return nodes, qm.LastIndex, nil
+	return nil
 }
 
 // readVersionsByNode fills the cache with the job versions berth's
@@ -406,32 +418,21 @@ func (d *Driver) readVersionsByNode(ctx context.Context, allocs []*api.Allocatio
 		return nil
 	}
 	ids := slices.Sorted(maps.Keys(on))
-	errs := make([]error, len(ids))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			full, _, err := d.client.Nodes().Allocations(id, d.q(ctx, ""))
-			if err != nil {
-				errs[i] = wrap(err, schema.Ref{}, "read the allocations of node "+id)
-				return
+	return eachAtOnce(len(ids), func(i int) error {
+		full, _, err := d.client.Nodes().Allocations(ids[i], d.q(ctx, ""))
+		if err != nil {
+			return wrap(err, schema.Ref{}, "read the allocations of node "+ids[i])
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, a := range full {
+			created, ok := berths[jobKey{a.Namespace, a.JobID}]
+			if j := a.Job; ok && j != nil && j.Version != nil && j.CreateIndex != nil && *j.CreateIndex == created {
+				c.versions[versionKey{a.Namespace, a.JobID, *j.Version}] = j
 			}
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			for _, a := range full {
-				created, ok := berths[jobKey{a.Namespace, a.JobID}]
-				if j := a.Job; ok && j != nil && j.Version != nil && j.CreateIndex != nil && *j.CreateIndex == created {
-					c.versions[versionKey{a.Namespace, a.JobID, *j.Version}] = j
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+		}
+		return nil
+	})
 }
 
 // allocOfStub is the allocation a list stub describes, without its job.
@@ -665,28 +666,17 @@ func (d *Driver) cachedData(ctx context.Context) ([]nodeData, []*api.JobListStub
 	}, func(a, b versionKey) int {
 		return strings.Compare(fmt.Sprint(a.ns, "\x00", a.id, "\x00", a.version), fmt.Sprint(b.ns, "\x00", b.id, "\x00", b.version))
 	})
-	errs := make([]error, len(todo))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for i, vk := range todo {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			c.mu.Lock()
-			have := c.versions[vk] != nil
-			c.mu.Unlock()
-			if !have {
-				errs[i] = d.readVersions(ctx, vk)
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, nil, err
+	err := eachAtOnce(len(todo), func(i int) error {
+		c.mu.Lock()
+		have := c.versions[todo[i]] != nil
+		c.mu.Unlock()
+		if have {
+			return nil
 		}
+		return d.readVersions(ctx, todo[i])
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	// 3. The data, as the interpretation reads it.
 	c.mu.Lock()
