@@ -52,8 +52,8 @@ var planOrder = map[drivers.ActionKind]int{
 // specs now want stopped or no longer list gets a Stop, which clears the
 // ended run: set back to Running, it runs again.
 //
-// set is the revision as written; d may come from FinishedSpecs(set,
-// snap), so a finished workspace is not started again.
+// set is the revision as written; d may come from StopFinished(set, …)
+// (the loop's ends), so a finished workspace is not started again.
 func New(set *schema.Set, snap *drivers.Snapshot, d policies.Decision) Plan {
 	plan := Plan{Revision: set.Revision}
 	allocs := map[schema.Ref][]drivers.Alloc{}
@@ -232,27 +232,6 @@ func Ended(set *schema.Set, snap *drivers.Snapshot) map[schema.Ref]drivers.Exit 
 		out[e.Workspace] = e
 	}
 	return out
-}
-
-// Finished returns the runs of Ended that ended for good by their class
-// alone: completed, or failed by the task's own failure. berth does not
-// start them again. A run the node ended (drivers.EndNodeFault) is not
-// among them: it starts again (the loop gives up after
-// drivers.NodeFaultAttempts in a row, which it alone counts).
-func Finished(set *schema.Set, snap *drivers.Snapshot) map[schema.Ref]drivers.Exit {
-	out := Ended(set, snap)
-	for ref, e := range out {
-		if e.Class == drivers.EndNodeFault {
-			delete(out, ref)
-		}
-	}
-	return out
-}
-
-// FinishedSpecs returns set as the decision should see it: the workspaces
-// whose run ended for good (Finished) do not want to run.
-func FinishedSpecs(set *schema.Set, snap *drivers.Snapshot) *schema.Set {
-	return StopFinished(set, Finished(set, snap))
 }
 
 // StopFinished returns set with the workspaces of done set Stopped: set

@@ -106,8 +106,13 @@ type PlanInput struct {
 	Base, Head         *schema.Set
 	BaseName, HeadName string
 	Cluster            string
-	Snapshot           *drivers.Snapshot
-	History            *drivers.History
+	// Snapshot is the cluster as observed.
+	Snapshot *drivers.Snapshot
+	// Decision and Plan are what one cycle of berth reconcile does on
+	// Head and Snapshot (reconcile.DryRun runs that cycle); the report
+	// renders them.
+	Decision policies.Decision
+	Plan     Plan
 	// AllowMassPrune is berth reconcile's --allow-mass-prune.
 	AllowMassPrune bool
 	// MassPrune is berth reconcile's threshold (PruneGuard; Allow is
@@ -118,16 +123,10 @@ type PlanInput struct {
 	// NativePreemption lists the Nomad schedulers ("batch", "service")
 	// with native preemption on.
 	NativePreemption []string
-	// Decide defaults to policies.Decide.
-	Decide func(policies.Input) policies.Decision
 }
 
 // NewReport builds the report. It mutates none of its inputs.
 func NewReport(in PlanInput) Report {
-	decide := in.Decide
-	if decide == nil {
-		decide = policies.Decide
-	}
 	delay := in.PruneDelay
 	if delay <= 0 {
 		delay = DefaultPruneDelay
@@ -135,10 +134,6 @@ func NewReport(in PlanInput) Report {
 	snap := in.Snapshot
 	if snap == nil {
 		snap = &drivers.Snapshot{}
-	}
-	hist := drivers.History{}
-	if in.History != nil {
-		hist = *in.History
 	}
 	r := Report{Version: PlanVersion, Base: in.BaseName, Head: in.HeadName, Cluster: in.Cluster, ObservedAt: snap.ObservedAt, Warnings: []string{}}
 	projects := map[string]*ProjectReport{}
@@ -160,10 +155,9 @@ func NewReport(in PlanInput) Report {
 		project(p.Meta.Name)
 	}
 
-	// 2. Consequences: the decision on the new specs against the snapshot
-	// (workspaces whose run ended stay ended, as in the loop).
-	d := decide(policies.Input{Specs: FinishedSpecs(in.Head, snap), Snapshot: snap, History: &hist, Now: snap.ObservedAt})
-	plan := New(in.Head, snap, d)
+	// 2. Consequences: what the loop's cycle does on the new specs
+	// against the snapshot.
+	d, plan := in.Decision, in.Plan
 	allocs := map[schema.Ref][]drivers.Alloc{}
 	for _, a := range snap.Allocs {
 		allocs[a.Workspace] = append(allocs[a.Workspace], a)

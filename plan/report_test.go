@@ -1,10 +1,7 @@
 package plan
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,127 +12,7 @@ import (
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
 	"github.com/google/go-cmp/cmp"
-	"github.com/rogpeppe/go-internal/txtar"
 )
-
-// TestPlanGoldens runs every testdata/*.txtar: the specs before
-// (base/…) and after (head/…), the cluster observed at now, in; the plan
-// as text, markdown and json out. BERTH_UPDATE=1 rewrites the outputs.
-//
-//	-- now --     2026-03-02T10:00:00Z
-//	-- cluster -- node NAME gpus=N [domains=D]          (GPU IDs NAME-g0…)
-//	              alloc PROJECT/NAME node=N gpus=0,1 [started=-1h] [checkpoint=-5m] [phase=stopping]
-//	-- flags --   allow-mass-prune | native=batch
-func TestPlanGoldens(t *testing.T) {
-	files, _ := filepath.Glob("testdata/*.txtar")
-	if len(files) < 5 {
-		t.Fatalf("%d plan scenarios, want at least 5", len(files))
-	}
-	update := os.Getenv("BERTH_UPDATE") != ""
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txtar"), func(t *testing.T) {
-			ar, err := txtar.ParseFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			in := planInput(t, ar)
-			r := NewReport(in)
-			js, err := json.MarshalIndent(r, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := map[string]string{
-				"text":     r.Text(),
-				"markdown": strings.Join(r.Markdown(0), MarkdownSplit),
-				"json":     string(js) + "\n",
-			}
-			if again := NewReport(in); !cmp.Equal(r, again) {
-				t.Errorf("the same inputs gave another report")
-			}
-			for _, name := range []string{"text", "markdown", "json"} {
-				idx := -1
-				for i, f := range ar.Files {
-					if f.Name == name {
-						idx = i
-					}
-				}
-				if update {
-					if idx < 0 {
-						ar.Files = append(ar.Files, txtar.File{Name: name})
-						idx = len(ar.Files) - 1
-					}
-					ar.Files[idx].Data = []byte(got[name])
-					continue
-				}
-				if idx < 0 {
-					t.Fatalf("no %s section; run with BERTH_UPDATE=1", name)
-				}
-				if diff := cmp.Diff(string(ar.Files[idx].Data), got[name]); diff != "" {
-					t.Errorf("%s (-want +got):\n%s", name, diff)
-				}
-			}
-			if update {
-				if err := os.WriteFile(file, txtar.Format(ar), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
-func planInput(t *testing.T, ar *txtar.Archive) PlanInput {
-	t.Helper()
-	base, head := fstest.MapFS{}, fstest.MapFS{}
-	sections := map[string]string{}
-	for _, f := range ar.Files {
-		switch {
-		case strings.HasPrefix(f.Name, "base/"):
-			base[strings.TrimPrefix(f.Name, "base/")] = &fstest.MapFile{Data: f.Data}
-		case strings.HasPrefix(f.Name, "head/"):
-			head[strings.TrimPrefix(f.Name, "head/")] = &fstest.MapFile{Data: f.Data}
-		default:
-			sections[f.Name] = string(f.Data)
-		}
-	}
-	now, err := time.Parse(time.RFC3339, strings.TrimSpace(sections["now"]))
-	if err != nil {
-		t.Fatalf("now: %v", err)
-	}
-	in := PlanInput{Cluster: "test", HeadName: "head", Snapshot: parsePlanCluster(t, sections["cluster"], now), History: &drivers.History{}}
-	in.Head = loadTestSpecs(t, head, "head")
-	if len(base) > 0 {
-		in.Base = loadTestSpecs(t, base, "base")
-		in.BaseName = "base"
-	}
-	// The allocations run what the base revision (else the head) asked:
-	// its task fingerprint and its tier's priority, as a driver reports.
-	started := in.Base
-	if started == nil {
-		started = in.Head
-	}
-	for i := range in.Snapshot.Allocs {
-		a := &in.Snapshot.Allocs[i]
-		if w := started.Workspace(a.Workspace); w != nil {
-			a.SpecHash = drivers.Fingerprint(&w.Spec)
-		}
-		if p := started.Project(a.Workspace.Project); p != nil {
-			if tr := started.Tier(p.Spec.Tier); tr != nil {
-				a.Priority = tr.Spec.Value
-			}
-		}
-	}
-	for _, f := range strings.Fields(sections["flags"]) {
-		switch {
-		case f == "allow-mass-prune":
-			in.AllowMassPrune = true
-		case strings.HasPrefix(f, "native="):
-			in.NativePreemption = append(in.NativePreemption, strings.TrimPrefix(f, "native="))
-		default:
-			t.Fatalf("flag %q", f)
-		}
-	}
-	return in
-}
 
 func loadTestSpecs(t *testing.T, fsys fstest.MapFS, name string) *schema.Set {
 	t.Helper()

@@ -22,8 +22,8 @@ import (
 // endsOutcome is what settleEnds decided for the cycle.
 type endsOutcome struct {
 	// finished are the runs that ended for good: the decision does not
-	// start them (plan.Finished, and the node's faults no longer
-	// retried).
+	// start them (completed, failed by the task, and the node's faults
+	// no longer retried).
 	finished map[schema.Ref]drivers.Exit
 	// retrying are the node's faults being retried, each with the
 	// attempt it is at (1: the first start after the fault); holds the

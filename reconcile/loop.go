@@ -326,7 +326,8 @@ func (l *Loop) Once(ctx context.Context) (Result, error) {
 	defer l.cycle.Unlock()
 	started := time.Now()
 	cycleCtx, cancel := context.WithTimeoutCause(ctx, l.cfg.CycleTimeout, errCycleTimeout)
-	res, err := l.once(cycleCtx, ctx) // 1–13
+	c, err := l.once(cycleCtx, ctx) // 1–13
+	res := c.res
 	cut := context.Cause(cycleCtx) == errCycleTimeout && ctx.Err() == nil
 	cancel()
 	if err != nil && cut {
@@ -342,23 +343,24 @@ var errCycleTimeout = errors.New("the reconcile cycle ran past its limit")
 
 // once is Once's steps 1 to 13 under ctx (with the cycle's deadline);
 // outer is Once's own context, which the history is saved under once the
-// cycle's deadline has passed. Each step is a method of cycle (cycle.go).
-func (l *Loop) once(ctx, outer context.Context) (Result, error) {
+// cycle's deadline has passed. Each step is a method of cycle (cycle.go);
+// once returns the cycle as far as it went.
+func (l *Loop) once(ctx, outer context.Context) (*cycle, error) {
 	c := l.newCycle(ctx, outer)
 	if err := c.read(); err != nil { // 1
-		return c.res, err
+		return c, err
 	}
 	if err := c.load(); err != nil { // 2
-		return c.res, err
+		return c, err
 	}
 	if err := c.observe(); err != nil { // 3
-		return c.res, err
+		return c, err
 	}
 	if err := c.guardMassPrune(); err != nil { // 4
-		return c.res, err
+		return c, err
 	}
 	if err := c.advanceHistory(); err != nil { // 5
-		return c.res, err
+		return c, err
 	}
 	c.decide()  // 6
 	c.plan()    // 7
@@ -367,10 +369,10 @@ func (l *Loop) once(ctx, outer context.Context) (Result, error) {
 	c.predict() // 10
 	c.settle()  // 11
 	if !c.leading {
-		return c.res, nil // a follower writes nothing
+		return c, nil // a follower writes nothing
 	}
-	c.prune()              // 12
-	return c.res, c.save() // 13
+	c.prune()          // 12
+	return c, c.save() // 13
 }
 
 // report is Once's step 14: it counts the cycle in the metrics and keeps

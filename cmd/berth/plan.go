@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/plan"
+	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
 	"github.com/berth-dev/berth/source/git"
@@ -173,9 +174,17 @@ func runPlan(cmd *cobra.Command, args []string, o planOptions) error {
 		return &exitError{Code: exitFailure, Err: err}
 	}
 	saveVersions()
-	in.Cluster, in.Snapshot, in.History, in.NativePreemption = c.Name, &doc.Snapshot, &doc.History, doc.NativePreemption
+	in.Cluster, in.Snapshot, in.NativePreemption = c.Name, &doc.Snapshot, doc.NativePreemption
 
-	// 4. Report.
+	// 4. What the loop's cycle does on the head, run dry: the report
+	// says what berth reconcile would do because it runs the same cycle.
+	dry, err := reconcile.DryRun(cmd.Context(), reconcile.DryRunInput{Set: head, Snapshot: doc.Snapshot, History: doc.History, PruneDelay: o.pruneDelay})
+	if err != nil {
+		return &exitError{Code: exitFailure, Err: err}
+	}
+	in.Decision, in.Plan = dry.Decision, dry.Result.Plan
+
+	// 5. Report.
 	r := plan.NewReport(in)
 	r.Warnings = append(r.Warnings, doc.Notes...)
 	out := cmd.OutOrStdout()

@@ -165,7 +165,7 @@ func TestRealRevisionRestartsOnlyWhatChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep := plan.NewReport(plan.PlanInput{Base: base, Head: head, BaseName: "base", HeadName: "head", Snapshot: &snap}); rep.Summary.Update != 0 {
+	if rep := r.plan(base, head, snap); rep.Summary.Update != 0 {
 		t.Errorf("plan for a comment: %s", rep.Text())
 	}
 	res := r.until(10*time.Second, "the new revision in force", func() bool { return true })
@@ -185,7 +185,7 @@ func TestRealRevisionRestartsOnlyWhatChanged(t *testing.T) {
 	r.write("b.yaml", realWorkspace("b", 0, "sleep 3601"))
 	head = mustLoad(t, r.dir)
 	snap, _ = r.d.Observe(ctx)
-	rep := plan.NewReport(plan.PlanInput{Base: base, Head: head, BaseName: "base", HeadName: "head", Snapshot: &snap})
+	rep := r.plan(base, head, snap)
 	if rep.Summary.Update != 1 || !strings.Contains(rep.Text(), "update  berth-real/b") || !strings.Contains(rep.Text(), "restarts: ") {
 		t.Errorf("plan for b's new args:\n%s", rep.Text())
 	}
@@ -423,4 +423,20 @@ func TestRealRestartOnFailureIsBounded(t *testing.T) {
 	if _, v2 := r.job("flaky"); v2 != v {
 		t.Errorf("job version %d → %d", v, v2)
 	}
+}
+
+// plan is berth plan's report of base → head on snap: the loop's cycle
+// run dry on the history the loop saved.
+func (r *realLoop) plan(base, head *schema.Set, snap drivers.Snapshot) plan.Report {
+	r.t.Helper()
+	hist, err := r.d.LoadHistory(ctx)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	dry, err := reconcile.DryRun(ctx, reconcile.DryRunInput{Set: head, Snapshot: snap, History: hist})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return plan.NewReport(plan.PlanInput{Base: base, Head: head, BaseName: "base", HeadName: "head", Snapshot: &snap,
+		Decision: dry.Decision, Plan: dry.Result.Plan})
 }

@@ -1,0 +1,113 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"sync"
+	"time"
+
+	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/policies"
+	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/source"
+)
+
+// DryRunInput is what DryRun runs a cycle on: a revision, the cluster as
+// observed and the history as the Store holds it.
+type DryRunInput struct {
+	// Set is the revision to plan; its Revision names it.
+	Set      *schema.Set
+	Snapshot drivers.Snapshot
+	// History is the Store's: its journal carries what the loop remembers
+	// of each workspace (the node's faults in a row, when it left the
+	// specs), as a restarted berth reads it.
+	History drivers.History
+	// PruneDelay is berth reconcile's --prune-delay (default
+	// plan.DefaultPruneDelay).
+	PruneDelay time.Duration
+	// Decide defaults to policies.Decide.
+	Decide DecideFunc
+}
+
+// DryRunOutcome is what the cycle would do.
+type DryRunOutcome struct {
+	// Result is the cycle's: its Plan, the actions it would send
+	// (Applied: the cluster accepts them all) and the starts it would
+	// hold back (Deferred).
+	Result Result
+	// Decision is the decision the plan was made from.
+	Decision policies.Decision
+	// Purged are the workspaces the prune step would purge now.
+	Purged []schema.Ref
+}
+
+// DryRun runs one cycle (Once) on in as `berth reconcile` would run it,
+// the leader of a berth that has just started: the same steps, the same
+// code. The cluster it applies to records what it is asked instead of
+// acting, and the store saves nothing. It is `berth plan`'s cycle: what
+// the plan says is what the loop does, by construction.
+//
+// The mass-prune guard does not refuse the revision here: the plan
+// reports what the guard would say (plan.CheckMassPrune) beside what the
+// revision would do.
+func DryRun(ctx context.Context, in DryRunInput) (DryRunOutcome, error) {
+	if in.Set == nil {
+		return DryRunOutcome{}, fmt.Errorf("dry run: no specs")
+	}
+	rec := &recordingCluster{snap: in.Snapshot}
+	set := in.Set
+	l, err := New(Config{
+		Source:         fixedSource{id: set.Revision},
+		Load:           func(fs.FS, string) (*schema.Set, []string, error) { return set, nil, nil },
+		Cluster:        rec,
+		Store:          discardStore{hist: in.History},
+		Decide:         in.Decide,
+		PruneDelay:     in.PruneDelay,
+		AllowMassPrune: true,
+	})
+	if err != nil {
+		return DryRunOutcome{}, err
+	}
+	c, err := l.once(ctx, ctx)
+	if err != nil {
+		return DryRunOutcome{}, err
+	}
+	out := DryRunOutcome{Result: c.res, Decision: c.d}
+	for _, a := range rec.applied {
+		if a.Kind == drivers.ActionPurge {
+			out.Purged = append(out.Purged, a.Workspace)
+		}
+	}
+	return out, nil
+}
+
+// fixedSource is a source whose one revision never changes.
+type fixedSource struct{ id string }
+
+func (s fixedSource) Read(context.Context) (source.Revision, error) {
+	return source.Revision{ID: s.id}, nil
+}
+
+// recordingCluster is observed as snap and accepts every action,
+// recording it, doing nothing.
+type recordingCluster struct {
+	snap    drivers.Snapshot
+	mu      sync.Mutex
+	applied []drivers.Action
+}
+
+func (c *recordingCluster) Observe(context.Context) (drivers.Snapshot, error) { return c.snap, nil }
+
+func (c *recordingCluster) Apply(_ context.Context, a drivers.Action) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.applied = append(c.applied, a)
+	return nil
+}
+
+// discardStore holds hist and saves nothing.
+type discardStore struct{ hist drivers.History }
+
+func (s discardStore) LoadHistory(context.Context) (drivers.History, error) { return s.hist, nil }
+func (discardStore) SaveHistory(context.Context, drivers.History) error     { return nil }
