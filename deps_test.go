@@ -36,6 +36,8 @@ var allowed = []struct {
 	// its cache file, written whole by internal/atomicfile, a leaf), with
 	// the git source and the directory watch beside it.
 	{"internal/atomicfile", nil},
+	// The clocks: the machine's, and one that moves when told.
+	{"internal/clock", nil},
 	{"=source", []string{"schema", "internal/atomicfile"}},
 	{"source", []string{"schema", "=source"}},
 	// Who may write, among replicas.
@@ -44,7 +46,8 @@ var allowed = []struct {
 	// functions it compares over the sim.
 	{"replay", []string{"schema", "=drivers", "drivers/sim", "policies", "replay"}},
 	// The drivers reach clusters; none imports policies or reconcile.
-	{"drivers", []string{"schema", "drivers"}},
+	// The simulator's manual clock is internal/clock's.
+	{"drivers", []string{"schema", "drivers", "internal/clock"}},
 	// The loop: it sees sources, clusters and the election through their
 	// contracts.
 	{"reconcile", []string{"schema", "=drivers", "policies", "plan", "=source", "leader", "reconcile"}},
