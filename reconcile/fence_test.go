@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/internal/clock"
 	"github.com/berth-dev/berth/leader"
 	"github.com/berth-dev/berth/schema"
 )
@@ -93,7 +94,7 @@ func TestLapsedLeaseCancelsWriteInFlight(t *testing.T) {
 		me := leader.NewElector(store, "me", 10*time.Second, nil)
 		me.Step(t.Context())
 		b := blockingCluster{started: make(chan struct{})}
-		f := fencedCluster{Cluster: b, lead: me}
+		f := fencedCluster{Cluster: b, lead: me, clock: clock.Real{}} // the bubble's, like the elector's
 		done := make(chan error)
 		start := time.Now()
 		go func() { done <- f.Apply(t.Context(), drivers.Action{Kind: drivers.ActionStart}) }()
