@@ -33,7 +33,7 @@ func TestFollowerWritesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.loop.Once(ctx) // a leader without election: starts a
-		time.Sleep(time.Minute)
+		h.sleep(time.Minute)
 		h.loop.Once(ctx)
 		writes := len(h.cluster.Applied())
 		if _, err := follower.Once(ctx); err != nil {
@@ -57,7 +57,7 @@ func TestFollowerWritesNothing(t *testing.T) {
 		h.source.set("r2")
 		sets["r2"] = withWorkspaces(workspace("med", "a", schema.DesiredStopped))
 		for range 20 {
-			time.Sleep(time.Second)
+			time.Sleep(time.Second) // the elector's clock
 			me.Step(ctx)
 		}
 		if !me.Leading() {
@@ -178,7 +178,7 @@ func TestLeaderReadsHistoryOnlyAfterABreak(t *testing.T) {
 			before := store.loads
 			for range n {
 				l.Once(ctx)
-				time.Sleep(10 * time.Second)
+				h.sleep(10 * time.Second)
 			}
 			return store.loads - before
 		}
@@ -198,7 +198,7 @@ func TestLeaderReadsHistoryOnlyAfterABreak(t *testing.T) {
 			t.Errorf("3 cycles under a new term read the history %d times, want 1 (the first)", n)
 		}
 		store.failSave = true
-		time.Sleep(l.cfg.UsageInterval) // the next cycle saves the usage
+		h.sleep(l.cfg.UsageInterval) // the next cycle saves the usage
 		if n := cycles(3); n != 1 {
 			t.Errorf("3 cycles from a failed save read the history %d times, want 1 (after the failure)", n)
 		}
