@@ -36,6 +36,8 @@ var allowed = []struct {
 	// its cache file, written whole by internal/atomicfile, a leaf), with
 	// the git source and the directory watch beside it.
 	{"internal/atomicfile", nil},
+	// The clocks: the machine's, and one that moves when told.
+	{"internal/clock", nil},
 	{"=source", []string{"schema", "internal/atomicfile"}},
 	{"source", []string{"schema", "=source"}},
 	// Who may write, among replicas.
@@ -44,10 +46,11 @@ var allowed = []struct {
 	// functions it compares over the sim.
 	{"replay", []string{"schema", "=drivers", "drivers/sim", "policies", "replay"}},
 	// The drivers reach clusters; none imports policies or reconcile.
-	{"drivers", []string{"schema", "drivers"}},
+	// The simulator's manual clock is internal/clock's.
+	{"drivers", []string{"schema", "drivers", "internal/clock"}},
 	// The loop: it sees sources, clusters and the election through their
 	// contracts.
-	{"reconcile", []string{"schema", "=drivers", "policies", "plan", "=source", "leader", "reconcile"}},
+	{"reconcile", []string{"schema", "=drivers", "policies", "plan", "=source", "leader", "internal/clock", "reconcile"}},
 	// The HTTP surface serves what the loop exposes.
 	{"api", []string{"schema", "reconcile", "api"}},
 }
@@ -63,6 +66,14 @@ var transports = []string{
 // pure packages do no I/O and read no clock ("=" names one package, not
 // its subtree).
 var pure = []string{"schema/", "=drivers", "policies", "plan"}
+
+// clockless packages do I/O but read the time only through a clock they
+// are given (Config.Clock), so a test or the simulator can move it.
+var clockless = []string{"reconcile"}
+
+// clockFuncs are the functions of package time that read the wall clock
+// or wait on it.
+var clockFuncs = []string{"Now", "Since", "Until", "After", "AfterFunc", "NewTimer", "NewTicker", "Tick", "Sleep"}
 
 // forbiddenInPure are standard packages a pure package must not import.
 var forbiddenInPure = []string{"net", "net/http", "os/exec", "math/rand", "math/rand/v2", "syscall"}
@@ -96,9 +107,14 @@ func TestDeps(t *testing.T) {
 				t.Errorf("%s imports %s: allowed are %v", name, rel, rule)
 			}
 		}
-		if isPure(name) {
+		switch {
+		case isPure(name):
 			for _, pos := range p.clockReads {
 				t.Errorf("%s: %s reads the clock; take now as an argument", name, pos)
+			}
+		case hasPrefix(clockless, name):
+			for _, pos := range p.clockReads {
+				t.Errorf("%s: %s reads the wall clock; use the clock it is given", name, pos)
 			}
 		}
 	}
@@ -171,7 +187,7 @@ func parsePackages(t *testing.T) map[string]*pkgInfo {
 			imp, _ := strconv.Unquote(is.Path.Value)
 			p.imports = append(p.imports, imp)
 		}
-		if isPure(dir) {
+		if isPure(dir) || hasPrefix(clockless, dir) {
 			full, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
 			if err != nil {
 				return err
@@ -181,7 +197,7 @@ func parsePackages(t *testing.T) map[string]*pkgInfo {
 				if !ok {
 					return true
 				}
-				if x, ok := sel.X.(*ast.Ident); ok && x.Name == "time" && (sel.Sel.Name == "Now" || sel.Sel.Name == "Since" || sel.Sel.Name == "Until") {
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == "time" && slices.Contains(clockFuncs, sel.Sel.Name) {
 					p.clockReads = append(p.clockReads, fset.Position(sel.Pos()).String())
 				}
 				return true

@@ -72,7 +72,7 @@ type applyOutcome struct {
 //     sending (the calls in flight finish) and is returned.
 func (l *Loop) apply(ctx context.Context, p plan.Plan, snap *drivers.Snapshot, retrying map[schema.Ref]retry) applyOutcome {
 	var out applyOutcome
-	now := time.Now()
+	now := l.cfg.Clock.Now()
 	l.retry.observe(snap, now)
 
 	// 1. What is sent, in two waves.
@@ -157,7 +157,7 @@ func (l *Loop) apply(ctx context.Context, p plan.Plan, snap *drivers.Snapshot, r
 			out.failed = append(out.failed, ActionFailure{Action: a, Class: class, Err: err})
 			continue
 		}
-		f := l.retry.failed(a, class, errs[i], time.Now(), l.cfg.BackoffMin, l.cfg.BackoffMax) // the status names the workspace already
+		f := l.retry.failed(a, class, errs[i], l.cfg.Clock.Now(), l.cfg.BackoffMin, l.cfg.BackoffMax) // the status names the workspace already
 		out.retryAt = earliest(out.retryAt, f.retryAt)
 		out.failed = append(out.failed, ActionFailure{Action: a, Class: class, Err: err, RetryAt: f.retryAt})
 		l.log.Warn(a.Kind.String()+" of "+a.Workspace.String()+" failed ("+class+"); the rest of the plan goes on",

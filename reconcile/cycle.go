@@ -248,7 +248,7 @@ func (c *cycle) save() error {
 	kept := c.hist // the Loop's fields must not keep the whole cycle alive
 	// A leader's cycle went on from l.saved, or from l.unsaved, which
 	// differs from it only with the clock: one comparison tells.
-	if l.saved != nil && sameHistory(c.hist, *l.saved) && time.Since(l.savedAt) < l.cfg.UsageInterval {
+	if l.saved != nil && sameHistory(c.hist, *l.saved) && l.cfg.Clock.Now().Sub(l.savedAt) < l.cfg.UsageInterval {
 		l.unsaved = &kept
 		return c.err
 	}

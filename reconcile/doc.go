@@ -17,7 +17,10 @@
 // purged.
 //
 // The loop is the only place that reads the clock, and it reads the
-// cluster's: a snapshot's ObservedAt is the decision's now.
+// cluster's: a snapshot's ObservedAt is the decision's now. Its own
+// timing (when cycles run, the waits between them, backoffs, /healthz's
+// age) it reads from Config.Clock, never from package time, so a test or
+// the simulator can move it.
 //
 // It must never talk to a cluster except through Cluster, apply an
 // invalid revision, apply anything after a failed observation, purge a

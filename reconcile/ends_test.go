@@ -40,24 +40,25 @@ func newFaultHarness(t *testing.T) (*harness, schema.Ref, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := sim.New(*spec, sim.NewScaledClock(1))
+	clk := sim.NewManualClock(time.Now())
+	c := sim.New(*spec, clk)
 	w := workspace("med", "train", schema.DesiredRunning)
 	w.Spec.Resources.GPUs = 2
-	src := &fakeSource{rev: "r1"}
+	src := &fakeSource{rev: "r1", clock: clk}
 	set := withWorkspaces(w)
 	for i := range set.Projects {
 		set.Projects[i].Spec.Quota.GPUs = 4
 	}
-	l, err := New(Config{Source: src, Cluster: c, Store: c, Load: testSets{"r1": set}.load, Decide: policies.Decide,
+	l, err := New(Config{Source: src, Cluster: c, Store: c, Load: testSets{"r1": set}.load, Decide: policies.Decide, Clock: clk,
 		Interval: 30 * time.Second, Debounce: 500 * time.Millisecond, Settle: time.Second,
 		BackoffMin: time.Second, BackoffMax: 8 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{loop: l, cluster: c, source: src}
+	h := &harness{loop: l, cluster: c, source: src, clock: clk}
 	ref := w.Ref()
 	h.loop.Once(t.Context())
-	time.Sleep(sim.DefaultStartDelay + time.Second)
+	h.sleep(sim.DefaultStartDelay + time.Second)
 	h.loop.Once(t.Context())
 	st := h.status(t, ref)
 	if st.State != StateRunning {
@@ -82,7 +83,7 @@ func (h *harness) status(t *testing.T, ref schema.Ref) WorkspaceStatus {
 // order) and how long it took.
 func (h *harness) runUntil(t *testing.T, ref schema.Ref, from string) ([]State, time.Duration) {
 	t.Helper()
-	start := time.Now()
+	start := h.clock.Now()
 	var seen []State
 	for range 300 {
 		h.loop.Once(t.Context())
@@ -91,9 +92,9 @@ func (h *harness) runUntil(t *testing.T, ref schema.Ref, from string) ([]State, 
 			seen = append(seen, st.State)
 		}
 		if st.State == StateRunning && st.Node != from {
-			return seen, time.Since(start)
+			return seen, h.clock.Now().Sub(start)
 		}
-		time.Sleep(time.Second)
+		h.sleep(time.Second)
 	}
 	t.Fatalf("%s never ran elsewhere than %s; states %v", ref, from, seen)
 	return nil, 0
@@ -113,7 +114,7 @@ func other(node string) string {
 func TestDrainMovesWithItsGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h, ref, from := newFaultHarness(t)
-		if err := h.cluster.SetNodeDraining(from, true, time.Now().Add(time.Hour)); err != nil {
+		if err := h.cluster.SetNodeDraining(from, true, h.clock.Now().Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		h.loop.Once(t.Context())

@@ -52,7 +52,7 @@ func TestEndedRunsAreNotStartedAgain(t *testing.T) {
 			}
 		}
 		cycle()
-		time.Sleep(sim.DefaultStartDelay + time.Second)
+		h.sleep(sim.DefaultStartDelay + time.Second)
 		cycle()
 		want(StateRunning, "")
 
@@ -65,7 +65,7 @@ func TestEndedRunsAreNotStartedAgain(t *testing.T) {
 		want(StateCompleted, "exited 0")
 		h.source.set("r1-comment")
 		for range 3 {
-			time.Sleep(time.Second)
+			h.sleep(time.Second)
 			if n := starts(cycle()); n != 0 {
 				t.Fatalf("a completed workspace was started again")
 			}
@@ -77,14 +77,14 @@ func TestEndedRunsAreNotStartedAgain(t *testing.T) {
 		if n := starts(cycle()); n != 1 {
 			t.Fatalf("a changed task was not started again")
 		}
-		time.Sleep(sim.DefaultStartDelay + time.Second)
+		h.sleep(sim.DefaultStartDelay + time.Second)
 		cycle()
 		want(StateRunning, "")
 		h.cluster.Exit(ref, 3)
 		cycle()
 		want(StateFailed, "code 3")
 		for range 3 {
-			time.Sleep(time.Second)
+			h.sleep(time.Second)
 			if n := starts(cycle()); n != 0 {
 				t.Fatalf("a failed workspace was started again")
 			}

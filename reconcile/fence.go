@@ -38,24 +38,25 @@ func (notLeader) ErrorClass() drivers.Class { return drivers.ClassConflict }
 // lead: the lease can lapse in the middle of a cycle.
 type fencedCluster struct {
 	drivers.Cluster
-	lead Leadership
+	lead  Leadership
+	clock Clock // times the checks of the lease
 }
 
 // Apply applies a while this replica leads: an action that outlasts the
 // lease (a start waits for its placement) is cancelled when the lease
 // lapses, so a deposed leader's driver makes no further write.
 func (f fencedCluster) Apply(ctx context.Context, a drivers.Action) error {
-	return fenced(ctx, f.lead, func(ctx context.Context) error { return f.Cluster.Apply(ctx, a) })
+	return fenced(ctx, f.lead, f.clock, func(ctx context.Context) error { return f.Cluster.Apply(ctx, a) })
 }
 
 // fenced runs write while this replica leads, with a context cancelled
 // when the lease lapses; a write refused or failed because the lease
 // lapsed says this replica no longer leads.
-func fenced(ctx context.Context, lead Leadership, write func(context.Context) error) error {
+func fenced(ctx context.Context, lead Leadership, clock Clock, write func(context.Context) error) error {
 	if !lead.Leading() {
 		return notLeader{lead.LeaderStatus().Leader}
 	}
-	ctx, stop := whileLeading(ctx, lead)
+	ctx, stop := whileLeading(ctx, lead, clock)
 	defer stop()
 	err := write(ctx)
 	if err != nil && !lead.Leading() {
@@ -68,17 +69,16 @@ func fenced(ctx context.Context, lead Leadership, write func(context.Context) er
 const leadingPoll = 100 * time.Millisecond
 
 // whileLeading returns a context that ends with ctx or when lead no
-// longer leads, whichever comes first; stop releases it.
-func whileLeading(ctx context.Context, lead Leadership) (context.Context, context.CancelFunc) {
+// longer leads (checked every leadingPoll by clock), whichever comes
+// first; stop releases it.
+func whileLeading(ctx context.Context, lead Leadership, clock Clock) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
 	go func() {
-		t := time.NewTicker(leadingPoll)
-		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-clock.After(leadingPoll):
 				if !lead.Leading() {
 					cancel()
 					return
@@ -91,9 +91,10 @@ func whileLeading(ctx context.Context, lead Leadership) (context.Context, contex
 
 type fencedStore struct {
 	drivers.Store
-	lead Leadership
+	lead  Leadership
+	clock Clock
 }
 
 func (f fencedStore) SaveHistory(ctx context.Context, h drivers.History) error {
-	return fenced(ctx, f.lead, func(ctx context.Context) error { return f.Store.SaveHistory(ctx, h) })
+	return fenced(ctx, f.lead, f.clock, func(ctx context.Context) error { return f.Store.SaveHistory(ctx, h) })
 }

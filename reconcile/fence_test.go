@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/internal/clock"
 	"github.com/berth-dev/berth/leader"
 	"github.com/berth-dev/berth/schema"
 )
@@ -32,7 +33,7 @@ func TestFollowerWritesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.loop.Once(ctx) // a leader without election: starts a
-		time.Sleep(time.Minute)
+		h.sleep(time.Minute)
 		h.loop.Once(ctx)
 		writes := len(h.cluster.Applied())
 		if _, err := follower.Once(ctx); err != nil {
@@ -56,7 +57,7 @@ func TestFollowerWritesNothing(t *testing.T) {
 		h.source.set("r2")
 		sets["r2"] = withWorkspaces(workspace("med", "a", schema.DesiredStopped))
 		for range 20 {
-			time.Sleep(time.Second)
+			time.Sleep(time.Second) // the elector's clock
 			me.Step(ctx)
 		}
 		if !me.Leading() {
@@ -93,7 +94,7 @@ func TestLapsedLeaseCancelsWriteInFlight(t *testing.T) {
 		me := leader.NewElector(store, "me", 10*time.Second, nil)
 		me.Step(t.Context())
 		b := blockingCluster{started: make(chan struct{})}
-		f := fencedCluster{Cluster: b, lead: me}
+		f := fencedCluster{Cluster: b, lead: me, clock: clock.Real{}} // the bubble's, like the elector's
 		done := make(chan error)
 		start := time.Now()
 		go func() { done <- f.Apply(t.Context(), drivers.Action{Kind: drivers.ActionStart}) }()
@@ -177,7 +178,7 @@ func TestLeaderReadsHistoryOnlyAfterABreak(t *testing.T) {
 			before := store.loads
 			for range n {
 				l.Once(ctx)
-				time.Sleep(10 * time.Second)
+				h.sleep(10 * time.Second)
 			}
 			return store.loads - before
 		}
@@ -197,7 +198,7 @@ func TestLeaderReadsHistoryOnlyAfterABreak(t *testing.T) {
 			t.Errorf("3 cycles under a new term read the history %d times, want 1 (the first)", n)
 		}
 		store.failSave = true
-		time.Sleep(l.cfg.UsageInterval) // the next cycle saves the usage
+		h.sleep(l.cfg.UsageInterval) // the next cycle saves the usage
 		if n := cycles(3); n != 1 {
 			t.Errorf("3 cycles from a failed save read the history %d times, want 1 (after the failure)", n)
 		}

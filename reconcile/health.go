@@ -34,7 +34,7 @@ func (l *Loop) Health() Health {
 	if since.IsZero() {
 		since = l.started
 	}
-	age := time.Since(since)
+	age := l.cfg.Clock.Now().Sub(since)
 	h := Health{Status: HealthOK, LastSuccessAt: last, AgeSeconds: age.Round(time.Millisecond).Seconds(), MaxAgeSeconds: l.cfg.HealthMaxAge.Seconds()}
 	if age > l.cfg.HealthMaxAge {
 		h.Status = HealthStale

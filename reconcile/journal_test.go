@@ -33,13 +33,13 @@ func TestJournalSurvivesRestart(t *testing.T) {
 		ref := schema.Ref{Project: "med", Name: "b"}
 		ctx := t.Context()
 		h.loop.Once(ctx)
-		time.Sleep(sim.DefaultStartDelay + 150*time.Second) // checkpoints every minute: the last at 2m
+		h.sleep(sim.DefaultStartDelay + 150*time.Second) // checkpoints every minute: the last at 2m
 		h.loop.Once(ctx)
 		h.cluster.Crash(ref)
 		h.restart(t)
 		h.loop.Once(ctx) // gone without a stop: Failed, started again
 		h.restart(t)
-		time.Sleep(10 * time.Second)
+		h.sleep(10 * time.Second)
 		h.loop.Once(ctx)
 		wantCrashResumed(t, h.loop, ref)
 		// The dashboard's timeline of a restarted berth starts with them.
@@ -63,13 +63,13 @@ func TestPruneDelaySurvivesRestart(t *testing.T) {
 		h.loop.cfg.PruneDelay = time.Hour
 		ctx := t.Context()
 		h.loop.Once(ctx)
-		time.Sleep(time.Minute)
+		h.sleep(time.Minute)
 		h.loop.Once(ctx)
 		h.source.set("r2")
 		h.loop.Once(ctx)
 		removed := h.cluster.Now()
 		for range 40 {
-			time.Sleep(time.Minute)
+			h.sleep(time.Minute)
 			h.loop.Once(ctx)
 		}
 		h.restart(t)
@@ -79,7 +79,7 @@ func TestPruneDelaySurvivesRestart(t *testing.T) {
 			t.Errorf("after the restart the reason is %q, want it to say %q", d.Workspace.Reason, want)
 		}
 		for range 21 {
-			time.Sleep(time.Minute)
+			h.sleep(time.Minute)
 			h.loop.Once(ctx)
 		}
 		if n := countKind(h.cluster.Applied(), drivers.ActionPurge); n != 1 {

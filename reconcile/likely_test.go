@@ -66,7 +66,7 @@ func TestLikelyStart(t *testing.T) {
 
 		// 1. a runs; nothing has completed: b's start is unknown.
 		cycle()
-		time.Sleep(sim.DefaultStartDelay + time.Second)
+		h.sleep(sim.DefaultStartDelay + time.Second)
 		cycle()
 		if got, want := likely("b"), "unknown: its project's quota holds it back, not free GPUs; no run time known for 1 running workspace; overdue in 72h"; got != want {
 			t.Errorf("b: %q, want %q", got, want)
@@ -82,7 +82,7 @@ func TestLikelyStart(t *testing.T) {
 
 		// 2. a completes after an hour of work: its run is recorded, b
 		// starts and is expected to run about as long.
-		time.Sleep(time.Hour)
+		h.sleep(time.Hour)
 		cycle()
 		h.cluster.Exit(schema.Ref{Project: "med", Name: "a"}, 0)
 		cycle()
@@ -99,7 +99,7 @@ func TestLikelyStart(t *testing.T) {
 				t.Errorf("RunTimes[%q] (-med/ada/2 +it):\n%s", k, diff)
 			}
 		}
-		time.Sleep(sim.DefaultStartDelay + time.Second)
+		h.sleep(sim.DefaultStartDelay + time.Second)
 		cycle()
 		if st := ws("b").Workspace.State; st != StateRunning {
 			t.Fatalf("b is %s, want Running", st)
@@ -110,7 +110,7 @@ func TestLikelyStart(t *testing.T) {
 
 		// 3. Half an hour into b, c arrives: it is likely to start in
 		// about half an hour, from the one past run.
-		time.Sleep(30 * time.Minute)
+		h.sleep(30 * time.Minute)
 		h.source.set("r2")
 		cycle()
 		if got := likely("c"); got != "in 30m (from 1 past run), when its project's quota has room; overdue in 72h" {

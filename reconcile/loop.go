@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/internal/clock"
 	"github.com/berth-dev/berth/plan"
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/schema"
@@ -24,6 +25,15 @@ type DecideFunc func(policies.Input) policies.Decision
 // AdvanceFunc returns h with its decayed usage advanced to now from what
 // snap shows running. It does not mutate h.
 type AdvanceFunc func(h drivers.History, set *schema.Set, snap *drivers.Snapshot, now time.Time) drivers.History
+
+// Clock is where the loop reads the time and waits for it: clock.Real,
+// or a *clock.Manual (sim.ManualClock) that tests and the simulator move.
+type Clock interface {
+	Now() time.Time
+	// After returns a channel that receives once d has passed, like
+	// time.After.
+	After(d time.Duration) <-chan time.Time
+}
 
 // Config wires a Loop. Source, Cluster and Store are required; Load
 // defaults to source.SpecLoader(Limits) and Decide to policies.Decide.
@@ -46,6 +56,10 @@ type Config struct {
 	LogTransitionFields bool
 	// Metrics receives the loop's figures; nil makes a private set.
 	Metrics *Metrics
+	// Clock times the loop (default clock.Real): its cycles, the waits
+	// between them, the backoffs, and the age /healthz reports. The
+	// decisions' now is the cluster's clock (a snapshot's ObservedAt).
+	Clock Clock
 	// ClusterName and BerthVersion are reported in the status.
 	ClusterName  string
 	BerthVersion string
@@ -220,6 +234,9 @@ func New(cfg Config) (*Loop, error) {
 	if cfg.Parallelism <= 0 {
 		cfg.Parallelism = DefaultParallelism
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -228,12 +245,12 @@ func New(cfg Config) (*Loop, error) {
 	}
 	if cfg.Leader != nil {
 		// The lease can lapse mid-cycle: every write checks it.
-		cfg.Cluster = fencedCluster{Cluster: cfg.Cluster, lead: cfg.Leader}
-		cfg.Store = fencedStore{Store: cfg.Store, lead: cfg.Leader}
+		cfg.Cluster = fencedCluster{Cluster: cfg.Cluster, lead: cfg.Leader, clock: cfg.Clock}
+		cfg.Store = fencedStore{Store: cfg.Store, lead: cfg.Leader, clock: cfg.Clock}
 		cfg.Metrics.leader(cfg.Leader)
 	}
 	return &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}, rejected: map[schema.Ref]rejection{}, feed: newFeed(cfg.FeedBuffer),
-		started: time.Now()}, nil
+		started: cfg.Clock.Now()}, nil
 }
 
 // Metrics returns the loop's metrics.
@@ -324,7 +341,7 @@ type WorkspaceTransition struct {
 func (l *Loop) Once(ctx context.Context) (Result, error) {
 	l.cycle.Lock()
 	defer l.cycle.Unlock()
-	started := time.Now()
+	started := l.cfg.Clock.Now()
 	cycleCtx, cancel := context.WithTimeoutCause(ctx, l.cfg.CycleTimeout, errCycleTimeout)
 	c, err := l.once(cycleCtx, ctx) // 1–13
 	res := c.res
@@ -379,14 +396,15 @@ func (l *Loop) once(ctx, outer context.Context) (*cycle, error) {
 // it as the status's last reconcile (lastOK, for /healthz, when it
 // succeeded).
 func (l *Loop) report(res Result, err error, started time.Time) {
-	l.cfg.Metrics.observeCycle(time.Since(started), err)
+	end := l.cfg.Clock.Now()
+	l.cfg.Metrics.observeCycle(end.Sub(started), err)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.last = &CycleStatus{At: res.ObservedAt, Duration: Seconds(time.Since(started)), Actions: len(res.Applied)}
+	l.last = &CycleStatus{At: res.ObservedAt, Duration: Seconds(end.Sub(started)), Actions: len(res.Applied)}
 	if err != nil {
 		l.last.Error = err.Error()
 	} else {
-		l.lastOK = time.Now()
+		l.lastOK = end
 	}
 }
 
@@ -399,7 +417,7 @@ func (l *Loop) saveHistory(ctx context.Context, h *drivers.History, term uint64)
 		l.saved = nil
 		return fmt.Errorf("save history: %w", err)
 	}
-	l.saved, l.savedAt, l.savedTerm = h, time.Now(), term
+	l.saved, l.savedAt, l.savedTerm = h, l.cfg.Clock.Now(), term
 	return nil
 }
 
@@ -464,7 +482,7 @@ func (l *Loop) load(rev source.Revision) (*schema.Set, error) {
 		now := l.observedAt
 		l.mu.Unlock()
 		if now.IsZero() {
-			now = time.Now()
+			now = l.cfg.Clock.Now()
 		}
 		if len(problems) == 0 {
 			problems = []string{"the specs are invalid"}

@@ -28,6 +28,7 @@ type fakeSource struct {
 	mu    sync.Mutex
 	rev   string
 	err   error
+	clock sim.Clock // when each read came, for reads (nil: time.Now)
 	reads []time.Time
 }
 
@@ -40,7 +41,11 @@ func (s *fakeSource) set(rev string) {
 func (s *fakeSource) Read(ctx context.Context) (source.Revision, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.reads = append(s.reads, time.Now())
+	now := time.Now()
+	if s.clock != nil {
+		now = s.clock.Now()
+	}
+	s.reads = append(s.reads, now)
 	if s.err != nil {
 		return source.Revision{}, s.err
 	}
@@ -129,25 +134,48 @@ type harness struct {
 	loop    *Loop
 	cluster *sim.Cluster
 	source  *fakeSource
+	clock   *sim.ManualClock // the loop's, the cluster's and the source's
 }
 
-// newHarness builds a loop over the simulator on a clock that follows
-// time.Now (the bubble's fake clock under synctest).
+// newHarness builds a loop over the simulator, both on one manual clock
+// that the test moves with sleep. Call it in a synctest bubble.
 func newHarness(t *testing.T, sets testSets, first string) *harness {
 	t.Helper()
 	spec, err := sim.Parse([]byte(twoGPUs))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := sim.New(*spec, sim.NewScaledClock(1))
-	src := &fakeSource{rev: first}
-	l, err := New(Config{Source: src, Cluster: c, Store: c, Load: sets.load, Decide: fifoDecide,
+	clk := sim.NewManualClock(time.Now())
+	c := sim.New(*spec, clk)
+	src := &fakeSource{rev: first, clock: clk}
+	l, err := New(Config{Source: src, Cluster: c, Store: c, Load: sets.load, Decide: fifoDecide, Clock: clk,
 		Interval: 30 * time.Second, Debounce: 500 * time.Millisecond, Settle: time.Second,
 		BackoffMin: time.Second, BackoffMax: 8 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{loop: l, cluster: c, source: src}
+	return &harness{loop: l, cluster: c, source: src, clock: clk}
+}
+
+// sleep moves the harness's clock on by d.
+func (h *harness) sleep(d time.Duration) { sleep(h.clock, d) }
+
+// sleep moves clk on by d as time would pass: to each of its timers due
+// on the way in turn, letting the bubble's goroutines act on one
+// (synctest.Wait) before it moves to the next. Call it in a synctest
+// bubble.
+func sleep(clk *sim.ManualClock, d time.Duration) {
+	end := clk.Now().Add(d)
+	for {
+		synctest.Wait()
+		next, ok := clk.Next()
+		if !ok || next.After(end) {
+			break
+		}
+		clk.Advance(next.Sub(clk.Now()))
+	}
+	clk.Advance(end.Sub(clk.Now()))
+	synctest.Wait()
 }
 
 func (h *harness) states() map[string]State {
@@ -172,20 +200,20 @@ func TestDebounce(t *testing.T) {
 		// A burst of changes 100ms apart is one cycle, 500ms after the last.
 		for range 5 {
 			changes <- struct{}{}
-			time.Sleep(100 * time.Millisecond)
+			h.sleep(100 * time.Millisecond)
 		}
-		time.Sleep(399 * time.Millisecond)
+		h.sleep(399 * time.Millisecond)
 		synctest.Wait()
 		if n := h.source.readCount(); n != 1 {
 			t.Fatalf("%d cycles before the files were quiet, want 1", n)
 		}
-		time.Sleep(2 * time.Millisecond)
+		h.sleep(2 * time.Millisecond)
 		synctest.Wait()
 		if n := h.source.readCount(); n != 2 {
 			t.Fatalf("%d cycles after the burst, want 2", n)
 		}
 		// Without changes, the interval.
-		time.Sleep(30 * time.Second)
+		h.sleep(30 * time.Second)
 		synctest.Wait()
 		if n := h.source.readCount(); n != 3 {
 			t.Fatalf("%d cycles after an interval, want 3", n)
@@ -193,7 +221,7 @@ func TestDebounce(t *testing.T) {
 		// Files that never go quiet still get a cycle every interval.
 		for range 310 {
 			changes <- struct{}{}
-			time.Sleep(100 * time.Millisecond)
+			h.sleep(100 * time.Millisecond)
 		}
 		synctest.Wait()
 		if n := h.source.readCount(); n != 4 {
@@ -216,10 +244,11 @@ func TestDebounceDefaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := sim.New(*spec, sim.NewScaledClock(1))
-		src := &fakeSource{rev: "r1"}
+		clk := sim.NewManualClock(time.Now())
+		c := sim.New(*spec, clk)
+		src := &fakeSource{rev: "r1", clock: clk}
 		cluster := make(chan struct{})
-		l, err := New(Config{Source: src, Cluster: c, Store: c, Load: testSets{"r1": withWorkspaces()}.load, Decide: fifoDecide, ClusterChanges: cluster})
+		l, err := New(Config{Source: src, Cluster: c, Store: c, Load: testSets{"r1": withWorkspaces()}.load, Decide: fifoDecide, ClusterChanges: cluster, Clock: clk})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,23 +264,23 @@ func TestDebounceDefaults(t *testing.T) {
 			if then != nil {
 				then()
 			}
-			time.Sleep(want - time.Millisecond)
+			sleep(clk, want-time.Millisecond)
 			synctest.Wait()
 			if got := src.readCount(); got != n {
 				t.Fatalf("%s: a cycle before %s", what, want)
 			}
-			time.Sleep(2 * time.Millisecond)
+			sleep(clk, 2*time.Millisecond)
 			synctest.Wait()
 			if got := src.readCount(); got != n+1 {
 				t.Fatalf("%s: %d cycles %s after, want 1", what, got-n, want)
 			}
-			time.Sleep(time.Second) // the cycle's own cluster changes (none here) and settling
+			sleep(clk, time.Second) // the cycle's own cluster changes (none here) and settling
 			synctest.Wait()
 		}
 		cycleAfter("a spec change", changes, 200*time.Millisecond, nil)
 		cycleAfter("a cluster change", cluster, 500*time.Millisecond, nil)
 		cycleAfter("a cluster change, then the specs 100ms later", cluster, 200*time.Millisecond, func() {
-			time.Sleep(100 * time.Millisecond)
+			sleep(clk, 100*time.Millisecond)
 			changes <- struct{}{}
 		})
 		cancel()
@@ -267,9 +296,9 @@ func TestBackoff(t *testing.T) {
 		h.source.err = errors.New("disk on fire")
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error)
-		start := time.Now()
+		start := h.clock.Now()
 		go func() { done <- h.loop.Run(ctx, nil) }()
-		time.Sleep(40 * time.Second)
+		h.sleep(40 * time.Second)
 		synctest.Wait()
 		var gaps []time.Duration
 		prev := start
@@ -285,10 +314,10 @@ func TestBackoff(t *testing.T) {
 		h.source.mu.Lock()
 		h.source.err = nil
 		h.source.mu.Unlock()
-		time.Sleep(8 * time.Second)
+		h.sleep(8 * time.Second)
 		synctest.Wait()
 		n := h.source.readCount()
-		time.Sleep(28 * time.Second)
+		h.sleep(28 * time.Second)
 		synctest.Wait()
 		if h.source.readCount() != n {
 			t.Errorf("a cycle ran before the interval after a success")
@@ -309,7 +338,7 @@ func TestInvalidRevisionKeepsLastGood(t *testing.T) {
 		if _, err := h.loop.Once(ctx); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Second)
+		h.sleep(10 * time.Second)
 		h.source.set("r2-broken")
 		res, err := h.loop.Once(ctx)
 		if err != nil {
@@ -408,7 +437,7 @@ func TestApplyFailureMidwayRetriedWithoutDuplicates(t *testing.T) {
 		if got := h.cluster.Applied(); len(got) != 1 || got[0].Workspace.Name != "a" {
 			t.Fatalf("after the failure: applied %v, want only the start of a", got)
 		}
-		time.Sleep(time.Second) // the first backoff
+		h.sleep(time.Second) // the first backoff
 		synctest.Wait()
 		var got []string
 		for _, a := range h.cluster.Applied() {
@@ -417,7 +446,7 @@ func TestApplyFailureMidwayRetriedWithoutDuplicates(t *testing.T) {
 		if diff := cmp.Diff([]string{"start hi/a", "start med/b"}, got); diff != "" {
 			t.Errorf("applied (-want +got):\n%s", diff)
 		}
-		time.Sleep(10 * time.Second)
+		h.sleep(10 * time.Second)
 		synctest.Wait()
 		if diff := cmp.Diff(map[string]State{"hi/a": StateRunning, "med/b": StateRunning}, h.states()); diff != "" {
 			t.Errorf("states (-want +got):\n%s", diff)
@@ -439,14 +468,14 @@ func TestStoppedAndRemovedWorkspacesStop(t *testing.T) {
 		h := newHarness(t, sets, "r1")
 		ctx := t.Context()
 		h.loop.Once(ctx)
-		time.Sleep(10 * time.Second)
+		h.sleep(10 * time.Second)
 		h.loop.Once(ctx)
 		if diff := cmp.Diff(map[string]State{"hi/a": StateRunning, "med/b": StateRunning}, h.states()); diff != "" {
 			t.Fatalf("states (-want +got):\n%s", diff)
 		}
 		h.source.set("r2")
 		h.loop.Once(ctx)
-		time.Sleep(time.Minute)
+		h.sleep(time.Minute)
 		h.loop.Once(ctx)
 		if diff := cmp.Diff(map[string]State{"hi/a": StateStopped, "med/b": StateStopped}, h.states()); diff != "" {
 			t.Errorf("states (-want +got):\n%s", diff)
@@ -500,7 +529,7 @@ func TestInvalidActionNotRetriedUntilTheSpecsChange(t *testing.T) {
 		if _, err := h.loop.Once(ctx); err != nil {
 			t.Fatalf("an invalid action is reported against its workspace, not as a cycle error: %v", err)
 		}
-		time.Sleep(10 * time.Second)
+		h.sleep(10 * time.Second)
 		h.loop.Once(ctx)
 		if tries != 1 {
 			t.Errorf("the refused start was tried %d times under the same revision, want 1", tries)
@@ -525,7 +554,7 @@ func TestRepeatedConflictBacksOff(t *testing.T) {
 		h := newHarness(t, testSets{"r1": withWorkspaces(workspace("med", "b", schema.DesiredRunning))}, "r1")
 		var at []time.Time
 		h.cluster.InjectApplyFault(func(a drivers.Action) error {
-			at = append(at, time.Now())
+			at = append(at, h.clock.Now())
 			if len(at) <= 4 {
 				return classed{conflict: true}
 			}
@@ -534,7 +563,7 @@ func TestRepeatedConflictBacksOff(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error)
 		go func() { done <- h.loop.Run(ctx, nil) }()
-		time.Sleep(20 * time.Second)
+		h.sleep(20 * time.Second)
 		synctest.Wait()
 		cancel()
 		<-done
@@ -555,11 +584,11 @@ func TestFailureLosesWorkSinceCheckpoint(t *testing.T) {
 		ref := schema.Ref{Project: "med", Name: "b"}
 		ctx := t.Context()
 		h.loop.Once(ctx)
-		time.Sleep(sim.DefaultStartDelay + 150*time.Second) // checkpoints every minute: the last at 2m
+		h.sleep(sim.DefaultStartDelay + 150*time.Second) // checkpoints every minute: the last at 2m
 		h.loop.Once(ctx)
 		h.cluster.Crash(ref)
 		h.loop.Once(ctx) // gone without a stop: Failed, started again
-		time.Sleep(10 * time.Second)
+		h.sleep(10 * time.Second)
 		h.loop.Once(ctx)
 		wantCrashResumed(t, h.loop, ref)
 	})
@@ -589,7 +618,7 @@ func TestPlanGoesOnPastFailedStarts(t *testing.T) {
 		// fifoDecide gives each a GPU: four.
 		spec, _ := sim.Parse([]byte(strings.ReplaceAll(twoGPUs, "    - {model: H100, memory: 80Gi}\n    - {model: H100, memory: 80Gi}\n",
 			strings.Repeat("    - {model: H100, memory: 80Gi}\n", 4))))
-		h.cluster = sim.New(*spec, sim.NewScaledClock(1))
+		h.cluster = sim.New(*spec, h.clock)
 		h.loop.cfg.Cluster, h.loop.cfg.Store = h.cluster, h.cluster
 		h.cluster.InjectApplyFault(func(a drivers.Action) error {
 			switch a.Workspace.Name {
@@ -619,7 +648,7 @@ func TestPlanGoesOnPastFailedStarts(t *testing.T) {
 		if diff := cmp.Diff([]string{"hi/a-big unplaceable", "hi/b-bad invalid", "hi/c-flaky transient"}, failed); diff != "" {
 			t.Errorf("failed, in plan order (-want +got):\n%s", diff)
 		}
-		if want := time.Now().Add(time.Second); !res.RetryAt.Equal(want) {
+		if want := h.clock.Now().Add(time.Second); !res.RetryAt.Equal(want) {
 			t.Errorf("retry at %v, want %v (BackoffMin after the failure)", res.RetryAt, want)
 		}
 		d, _ := h.loop.Workspace(schema.Ref{Project: "hi", Name: "a-big"})
@@ -655,7 +684,7 @@ func (c *countingCluster) Apply(ctx context.Context, a drivers.Action) error {
 	c.mu.Unlock()
 	n := 0
 	fmt.Sscanf(a.Workspace.Name, "w%d", &n)
-	time.Sleep(time.Duration(100-n) * time.Millisecond)
+	time.Sleep(time.Duration(100-n) * time.Millisecond) // the cluster's latency, not the loop's clock
 	err := c.Cluster.Apply(ctx, a)
 	c.mu.Lock()
 	c.inFlight--
@@ -681,11 +710,12 @@ func TestApplyConcurrentBoundedAndInPlanOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sc := sim.New(*spec, sim.NewScaledClock(1))
+		clk := sim.NewManualClock(time.Now())
+		sc := sim.New(*spec, clk)
 		c := &countingCluster{Cluster: sc}
-		src := &fakeSource{rev: "r1"}
+		src := &fakeSource{rev: "r1", clock: clk}
 		sets := testSets{"r1": withWorkspaces(ws...), "r2": withWorkspaces(half...)}
-		l, err := New(Config{Source: src, Cluster: c, Store: sc, Load: sets.load, Decide: fifoDecide, Parallelism: 4, AllowMassPrune: true})
+		l, err := New(Config{Source: src, Cluster: c, Store: sc, Load: sets.load, Decide: fifoDecide, Parallelism: 4, AllowMassPrune: true, Clock: clk})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -716,7 +746,7 @@ func TestApplyConcurrentBoundedAndInPlanOrder(t *testing.T) {
 		}
 		// Half of them stop and new ones start in the same plan: every
 		// start waits for every stop of the plan to return.
-		time.Sleep(time.Minute)
+		sleep(clk, time.Minute)
 		l.Once(t.Context())
 		src.set("r2")
 		more := append(slices.Clone(half), workspace("med", "x99", schema.DesiredRunning))
@@ -742,7 +772,7 @@ func TestFailedStartBacksOffPerWorkspace(t *testing.T) {
 		var at []time.Time
 		h.cluster.InjectApplyFault(func(a drivers.Action) error {
 			if a.Workspace.Name == "big" {
-				at = append(at, time.Now())
+				at = append(at, h.clock.Now())
 				return unplaceable{}
 			}
 			return nil
@@ -760,12 +790,15 @@ func TestFailedStartBacksOffPerWorkspace(t *testing.T) {
 				case watch <- struct{}{}:
 				default:
 				}
-				time.Sleep(100 * time.Millisecond)
+				select {
+				case <-h.clock.After(100 * time.Millisecond):
+				case <-ctx.Done():
+				}
 			}
 		}()
 		done := make(chan error)
 		go func() { done <- h.loop.Run(ctx, nil) }()
-		time.Sleep(40 * time.Second)
+		h.sleep(40 * time.Second)
 		synctest.Wait()
 		cancel()
 		<-done
@@ -796,7 +829,7 @@ func TestFreedCapacityRetriesEarly(t *testing.T) {
 		var at []time.Time
 		h.cluster.InjectApplyFault(func(a drivers.Action) error {
 			if a.Workspace.Name == "big" && a.Kind == drivers.ActionStart {
-				at = append(at, time.Now())
+				at = append(at, h.clock.Now())
 				return unplaceable{}
 			}
 			return nil
@@ -804,18 +837,18 @@ func TestFreedCapacityRetriesEarly(t *testing.T) {
 		ctx := t.Context()
 		for range 9 { // tries at 0, 1s, 3s, 7s, …, 255s; the next after 256s
 			h.loop.Once(ctx)
-			time.Sleep(time.Until(h.loop.retry.byRef[schema.Ref{Project: "hi", Name: "big"}].retryAt))
+			h.sleep(h.loop.retry.byRef[schema.Ref{Project: "hi", Name: "big"}].retryAt.Sub(h.clock.Now()))
 		}
 		h.loop.Once(ctx)
 		n := len(at)
-		time.Sleep(time.Second)
+		h.sleep(time.Second)
 		h.loop.Once(ctx) // still backing off: nothing freed
 		if len(at) != n {
 			t.Fatalf("tried again without anything freed")
 		}
 		h.source.set("r2") // other stops: when it is gone, big is tried at once
 		h.loop.Once(ctx)
-		time.Sleep(time.Minute)
+		h.sleep(time.Minute)
 		h.loop.Once(ctx)
 		if len(at) != n+1 {
 			t.Errorf("%d tries after capacity was freed, want one more than %d", len(at), n)
@@ -840,7 +873,7 @@ func TestClusterRefusingEverythingStopsThePlan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.cluster = sim.New(*spec, sim.NewScaledClock(1))
+		h.cluster = sim.New(*spec, h.clock)
 		h.loop.cfg.Cluster, h.loop.cfg.Store = h.cluster, h.cluster
 		h.loop.cfg.Parallelism = 4
 		tries := 0

@@ -25,7 +25,7 @@ func TestProjectMetrics(t *testing.T) {
 		if _, err := h.loop.Once(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(sim.DefaultStartDelay + time.Minute)
+		h.sleep(sim.DefaultStartDelay + time.Minute)
 		if _, err := h.loop.Once(t.Context()); err != nil {
 			t.Fatal(err)
 		}

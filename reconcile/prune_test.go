@@ -26,7 +26,7 @@ func TestMassPruneRefusedKeepsRevision(t *testing.T) {
 		h := newHarness(t, sets, "r1")
 		ctx := t.Context()
 		h.loop.Once(ctx)
-		time.Sleep(10 * time.Second)
+		h.sleep(10 * time.Second)
 		h.loop.Once(ctx)
 		before := h.states()
 		h.source.set("r2")
@@ -47,7 +47,7 @@ func TestMassPruneRefusedKeepsRevision(t *testing.T) {
 			t.Errorf("status revision %+v attempted %+v", st.Revision, st.Attempted)
 		}
 		// Still refused on the next cycle; nothing changes.
-		time.Sleep(time.Minute)
+		h.sleep(time.Minute)
 		h.loop.Once(ctx)
 		if diff := cmp.Diff(before, h.states()); diff != "" {
 			t.Errorf("states changed (-want +got):\n%s", diff)
@@ -65,7 +65,7 @@ func TestMassPruneAllowed(t *testing.T) {
 		h.loop.cfg.AllowMassPrune = true
 		ctx := t.Context()
 		h.loop.Once(ctx)
-		time.Sleep(10 * time.Second)
+		h.sleep(10 * time.Second)
 		h.source.set("r2")
 		res, err := h.loop.Once(ctx)
 		if err != nil || res.Revision != "r2" {
@@ -80,7 +80,7 @@ func TestEmptyRevisionRefused(t *testing.T) {
 		h := newHarness(t, sets, "r1")
 		ctx := t.Context()
 		h.loop.Once(ctx)
-		time.Sleep(10 * time.Second)
+		h.sleep(10 * time.Second)
 		h.source.set("empty")
 		res, _ := h.loop.Once(ctx)
 		if res.Revision != "r1" || res.Refused == nil || !strings.Contains(res.Refused.Errors[0], "no specs at all") {
@@ -105,12 +105,12 @@ func TestPruneDelayAndRevert(t *testing.T) {
 		h.loop.cfg.PruneDelay = time.Hour
 		ctx := t.Context()
 		h.loop.Once(ctx)
-		time.Sleep(10 * time.Minute)
+		h.sleep(10 * time.Minute)
 		h.loop.Once(ctx)
 		// 1. Removed: stopped, not purged.
 		h.source.set("r2")
 		h.loop.Once(ctx)
-		time.Sleep(time.Minute)
+		h.sleep(time.Minute)
 		h.loop.Once(ctx)
 		if got := h.states()["med/a"]; got != StateStopped {
 			t.Fatalf("med/a is %s, want Stopped", got)
@@ -129,7 +129,7 @@ func TestPruneDelayAndRevert(t *testing.T) {
 		// 2. Reverted before the delay: it resumes from what it saved.
 		h.source.set("r1")
 		h.loop.Once(ctx)
-		time.Sleep(10 * time.Second)
+		h.sleep(10 * time.Second)
 		h.loop.Once(ctx)
 		snap, _ := h.cluster.Observe(ctx)
 		var resumed time.Duration = -1
@@ -145,7 +145,7 @@ func TestPruneDelayAndRevert(t *testing.T) {
 		h.source.set("r2")
 		h.loop.Once(ctx)
 		for range 70 {
-			time.Sleep(time.Minute)
+			h.sleep(time.Minute)
 			h.loop.Once(ctx)
 		}
 		if n := countKind(h.cluster.Applied(), drivers.ActionPurge); n != 1 {
@@ -173,7 +173,7 @@ func TestRenameDoesNotStop(t *testing.T) {
 		h := newHarness(t, sets, "r1")
 		ctx := t.Context()
 		h.loop.Once(ctx)
-		time.Sleep(10 * time.Second)
+		h.sleep(10 * time.Second)
 		h.source.set("r2")
 		res, _ := h.loop.Once(ctx)
 		for _, a := range res.Applied {

@@ -78,6 +78,8 @@ func TestHungCycleIsCut(t *testing.T) {
 		changes := make(chan struct{}, 1)
 		done := make(chan error)
 		go func() { done <- h.loop.Run(ctx, changes) }()
+		// The cycle's deadline is its context's: the bubble's time, not the
+		// loop's clock.
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 		if st := h.loop.Status(); st.LastReconcile != nil {
@@ -96,7 +98,7 @@ func TestHungCycleIsCut(t *testing.T) {
 		if strings.Contains(string(b), "0001-01-01") {
 			t.Errorf("the status shows a zero time after the cut cycle: %s", b)
 		}
-		time.Sleep(time.Second) // the backoff after a failed cycle
+		h.sleep(time.Second) // the backoff after a failed cycle
 		synctest.Wait()
 		if diff := cmp.Diff(map[string]State{"hi/a": StateStarting, "med/b": StateStarting}, h.states()); diff != "" {
 			t.Errorf("after the cut, the spec change made meanwhile (-want +got):\n%s", diff)
@@ -143,10 +145,10 @@ func TestHealthzTellsTheTruth(t *testing.T) {
 		if _, err := h.loop.Once(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		okAt := time.Now()
+		okAt := h.clock.Now()
 		h.source.err = context.DeadlineExceeded // every cycle fails from now on
 		for range 3 {
-			time.Sleep(time.Minute)
+			h.sleep(time.Minute)
 			h.loop.Once(t.Context())
 		}
 		code, body := healthz(t, h.loop)
@@ -174,7 +176,7 @@ func TestHealthzBeforeAnySuccess(t *testing.T) {
 		h := newHarness(t, testSets{}, "broken") // no valid revision
 		h.loop.cfg.HealthMaxAge = time.Minute
 		h.loop.Once(t.Context())
-		time.Sleep(time.Minute + time.Second)
+		h.sleep(time.Minute + time.Second)
 		if code, body := healthz(t, h.loop); code != http.StatusServiceUnavailable || body["lastSuccessAt"] != nil {
 			t.Errorf("%d %v, want 503 and no last success", code, body)
 		}
@@ -196,11 +198,11 @@ func TestHistoryNotRewrittenEveryCycle(t *testing.T) {
 		c := hangOver(h, 0)
 		ctx := t.Context()
 		h.loop.Once(ctx)
-		time.Sleep(sim.DefaultStartDelay + time.Second)
+		h.sleep(sim.DefaultStartDelay + time.Second)
 		h.loop.Once(ctx) // b runs
 		saves := c.saveCount()
 		for range 9 { // 4.5 minutes, short of UsageInterval
-			time.Sleep(h.loop.cfg.Interval)
+			h.sleep(h.loop.cfg.Interval)
 			h.loop.Once(ctx)
 		}
 		if n := c.saveCount() - saves; n != 0 {
@@ -211,7 +213,7 @@ func TestHistoryNotRewrittenEveryCycle(t *testing.T) {
 		if n := c.saveCount() - saves; n != 1 {
 			t.Errorf("%d saves after a cycle that changed the history, want 1", n)
 		}
-		time.Sleep(sim.DefaultStartDelay + time.Second)
+		h.sleep(sim.DefaultStartDelay + time.Second)
 		h.loop.Once(ctx) // a runs
 		stored := func() drivers.History {
 			t.Helper()
@@ -224,13 +226,13 @@ func TestHistoryNotRewrittenEveryCycle(t *testing.T) {
 		before := stored().Usage["med"]
 		saves = c.saveCount()
 		for range 9 {
-			time.Sleep(h.loop.cfg.UsageInterval / 10)
+			h.sleep(h.loop.cfg.UsageInterval / 10)
 			h.loop.Once(ctx)
 		}
 		if n := c.saveCount() - saves; n != 0 {
 			t.Errorf("%d saves before UsageInterval, want 0", n)
 		}
-		time.Sleep(h.loop.cfg.UsageInterval / 10)
+		h.sleep(h.loop.cfg.UsageInterval / 10)
 		h.loop.Once(ctx)
 		if n := c.saveCount() - saves; n != 1 {
 			t.Errorf("%d saves after UsageInterval, want 1 (usage reaches the store)", n)
@@ -242,11 +244,11 @@ func TestHistoryNotRewrittenEveryCycle(t *testing.T) {
 
 		// Run's stop saves what the cycles since kept in memory.
 		before, saves = hist.Usage["med"], c.saveCount()
-		time.Sleep(time.Minute)
+		h.sleep(time.Minute)
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan error)
 		go func() { done <- h.loop.Run(runCtx, nil) }()
-		time.Sleep(time.Second)
+		h.sleep(time.Second)
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)
@@ -308,13 +310,13 @@ func TestLostStopAnswerIsNotAFailure(t *testing.T) {
 		h.loop.cfg.Cluster = lossyCluster{h.cluster}
 		ctx := t.Context()
 		h.loop.Once(ctx)
-		time.Sleep(sim.DefaultStartDelay + time.Second)
+		h.sleep(sim.DefaultStartDelay + time.Second)
 		h.loop.Once(ctx)
 		h.source.set("r2")
 		if res, _ := h.loop.Once(ctx); len(res.Failed) != 1 {
 			t.Fatalf("the stop's lost answer: failed %+v", res.Failed)
 		}
-		time.Sleep(time.Minute) // past the grace period: the allocation is gone
+		h.sleep(time.Minute) // past the grace period: the allocation is gone
 		h.loop.Once(ctx)
 		d, _ := h.loop.Workspace(schema.Ref{Project: "med", Name: "b"})
 		var path []string

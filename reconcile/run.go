@@ -82,7 +82,7 @@ func (l *Loop) Run(ctx context.Context, changes <-chan struct{}) error {
 			// a failed cycle the cycle's backoff wins: an action is never
 			// retried sooner than the log says.
 			if !res.RetryAt.IsZero() {
-				next = min(next, max(0, time.Until(res.RetryAt)))
+				next = min(next, max(0, res.RetryAt.Sub(l.cfg.Clock.Now())))
 			}
 		}
 		if !l.wait(ctx, changes, cluster, next) {
@@ -110,13 +110,12 @@ func (l *Loop) stop(ctx context.Context) {
 // last; changes never make it wait longer than d. It returns false when
 // ctx ended. A nil channel never signals.
 func (l *Loop) wait(ctx context.Context, changes, cluster <-chan struct{}, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
+	timer := l.cfg.Clock.After(d)
 	var quietFor time.Duration
 	select {
 	case <-ctx.Done():
 		return false
-	case <-timer.C:
+	case <-timer:
 		return true
 	case _, ok := <-changes:
 		if !ok {
@@ -129,33 +128,31 @@ func (l *Loop) wait(ctx context.Context, changes, cluster <-chan struct{}, d tim
 		}
 		quietFor = l.cfg.ClusterDebounce
 	}
-	quiet := time.NewTimer(quietFor)
-	defer quiet.Stop()
+	quiet := l.cfg.Clock.After(quietFor)
 	// Files that never stop changing still get a cycle every Interval.
-	limit := time.NewTimer(l.cfg.Interval)
-	defer limit.Stop()
+	limit := l.cfg.Clock.After(l.cfg.Interval)
 	for {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-quiet.C:
+		case <-quiet:
 			return true
-		case <-limit.C:
+		case <-limit:
 			return true
-		case <-timer.C:
+		case <-timer:
 			return true
 		case _, ok := <-changes:
 			if !ok {
 				changes = nil
 				continue
 			}
-			quiet.Reset(l.cfg.Debounce)
+			quiet = l.cfg.Clock.After(l.cfg.Debounce)
 		case _, ok := <-cluster:
 			if !ok {
 				cluster = nil
 				continue
 			}
-			quiet.Reset(l.cfg.ClusterDebounce)
+			quiet = l.cfg.Clock.After(l.cfg.ClusterDebounce)
 		}
 	}
 }

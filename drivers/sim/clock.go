@@ -1,8 +1,9 @@
 package sim
 
 import (
-	"sync"
 	"time"
+
+	"github.com/berth-dev/berth/internal/clock"
 )
 
 // Clock is the simulated cluster's notion of now.
@@ -10,33 +11,13 @@ type Clock interface {
 	Now() time.Time
 }
 
-// ManualClock moves only when told to: tests and trace replay. Safe for
-// concurrent use.
-type ManualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// ManualClock moves only when told to: tests and trace replay. It is
+// clock.Manual, whose timers the loop can wait on, so one clock drives
+// both the simulator and a loop over it. Safe for concurrent use.
+type ManualClock = clock.Manual
 
 // NewManualClock returns a clock standing at t.
-func NewManualClock(t time.Time) *ManualClock { return &ManualClock{now: t} }
-
-// Now returns the clock's time.
-func (c *ManualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d (a negative d is ignored: time
-// never goes back).
-func (c *ManualClock) Advance(d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+func NewManualClock(t time.Time) *ManualClock { return clock.NewManual(t) }
 
 // ScaledClock runs Speed times as fast as real time from the moment it is
 // made: with Speed 60 a real second is a simulated minute.
