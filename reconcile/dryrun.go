@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/internal/clock"
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
@@ -45,7 +46,8 @@ type DryRunOutcome struct {
 // DryRun runs one cycle (Once) on in as `berth reconcile` would run it,
 // the leader of a berth that has just started: the same steps, the same
 // code. The cluster it applies to records what it is asked instead of
-// acting, and the store saves nothing. It is `berth plan`'s cycle: what
+// acting, the store saves nothing, and the clock stands at the
+// snapshot's time. It is `berth plan`'s cycle: what
 // the plan says is what the loop does, by construction.
 //
 // The mass-prune guard does not refuse the revision here: the plan
@@ -59,6 +61,7 @@ func DryRun(ctx context.Context, in DryRunInput) (DryRunOutcome, error) {
 	set := in.Set
 	l, err := New(Config{
 		Source:         fixedSource{id: set.Revision},
+		Clock:          clock.NewManual(in.Snapshot.ObservedAt), // the snapshot's time stands still
 		Load:           func(fs.FS, string) (*schema.Set, []string, error) { return set, nil, nil },
 		Cluster:        rec,
 		Store:          discardStore{hist: in.History},
