@@ -10,6 +10,8 @@ import (
 
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/sim"
+	"github.com/berth-dev/berth/plan"
+	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -55,23 +57,7 @@ func BenchmarkOnce(b *testing.B) {
 // CPU only) on 51 simulated DGX H100 nodes, once everything that fits
 // runs; nothing changes between cycles. Profile it with -cpuprofile.
 func BenchmarkOnceFleet(b *testing.B) {
-	s := tiersAndProjects()
-	s.Projects = nil
-	for p := range 20 {
-		s.Projects = append(s.Projects, schema.Project{Meta: schema.Meta{Name: fmt.Sprintf("team-%02d", p)},
-			Spec: schema.ProjectSpec{Tier: []string{"medium", "high"}[p%2], Quota: schema.Resources{GPUs: 20}, BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited, CPUMHz: schema.Unlimited, MemoryBytes: schema.Unlimited}, FairShare: schema.FairShare{Weight: 1}}})
-	}
-	for i := range 10000 {
-		w := workspace(fmt.Sprintf("team-%02d", i%20), fmt.Sprintf("ws-%05d", i), schema.DesiredRunning)
-		w.Spec.Resources.GPUs = 0
-		if i%33 == 0 {
-			w.Spec.Resources.GPUs = 1 + i%2
-		}
-		w.Spec.Resources.CPUMHz = 100
-		w.Spec.Resources.MemoryBytes = 128 << 20
-		s.Workspaces = append(s.Workspaces, w)
-	}
-	s.Sort()
+	s := fleetSpecs()
 	l, c, clock := settledLoop(b, s, 51, 4)
 	ctx := context.Background()
 	snap, _ := c.Observe(ctx)
@@ -97,6 +83,54 @@ func BenchmarkOnceFleet(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(len(snap.Allocs)), "allocs")
+}
+
+// BenchmarkDryRunFleet measures berth plan's cycle at fleet size: DryRun
+// (a fresh loop's whole cycle, run dry) on the settled 10,000-workspace
+// fleet of BenchmarkOnceFleet, beside what berth plan computed before it
+// ran the loop's cycle (the decision and the plan alone).
+func BenchmarkDryRunFleet(b *testing.B) {
+	s := fleetSpecs()
+	_, c, _ := settledLoop(b, s, 51, 4)
+	ctx := context.Background()
+	snap, _ := c.Observe(ctx)
+	hist, _ := c.LoadHistory(ctx)
+	b.Run("dry-run", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := DryRun(ctx, DryRunInput{Set: s, Snapshot: snap, History: hist}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decide+plan", func(b *testing.B) {
+		for b.Loop() {
+			d := policies.Decide(policies.Input{Specs: s, Snapshot: &snap, History: &hist, Now: snap.ObservedAt})
+			plan.New(s, &snap, d)
+		}
+	})
+}
+
+// fleetSpecs is the fleet of BenchmarkOnceFleet: 10,000 workspaces in 20
+// projects, 300 with one or two GPUs, the rest CPU only.
+func fleetSpecs() *schema.Set {
+	s := tiersAndProjects()
+	s.Projects = nil
+	for p := range 20 {
+		s.Projects = append(s.Projects, schema.Project{Meta: schema.Meta{Name: fmt.Sprintf("team-%02d", p)},
+			Spec: schema.ProjectSpec{Tier: []string{"medium", "high"}[p%2], Quota: schema.Resources{GPUs: 20}, BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited, CPUMHz: schema.Unlimited, MemoryBytes: schema.Unlimited}, FairShare: schema.FairShare{Weight: 1}}})
+	}
+	for i := range 10000 {
+		w := workspace(fmt.Sprintf("team-%02d", i%20), fmt.Sprintf("ws-%05d", i), schema.DesiredRunning)
+		w.Spec.Resources.GPUs = 0
+		if i%33 == 0 {
+			w.Spec.Resources.GPUs = 1 + i%2
+		}
+		w.Spec.Resources.CPUMHz = 100
+		w.Spec.Resources.MemoryBytes = 128 << 20
+		s.Workspaces = append(s.Workspaces, w)
+	}
+	s.Sort()
+	return s
 }
 
 // settledLoop is a loop over s on a simulated cluster of nodes DGX H100

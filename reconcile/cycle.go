@@ -241,6 +241,9 @@ func (c *cycle) prune() {
 // it did, within outer. It returns the cycle's error.
 func (c *cycle) save() error {
 	l := c.l
+	if l.dry {
+		return c.err // berth plan's cycle (DryRun) writes nothing
+	}
 	if c.err == nil {
 		c.hist.AppliedRevision, c.hist.AppliedAt = c.set.Revision, c.now
 	}

@@ -45,9 +45,9 @@ type DryRunOutcome struct {
 
 // DryRun runs one cycle (Once) on in as `berth reconcile` would run it,
 // the leader of a berth that has just started: the same steps, the same
-// code. The cluster it applies to records what it is asked instead of
-// acting, the store saves nothing, and the clock stands at the
-// snapshot's time. It is `berth plan`'s cycle: what
+// code, but the last (saving the history). The cluster it applies to
+// records what it is asked instead of acting, and the clock stands at
+// the snapshot's time. It is `berth plan`'s cycle: what
 // the plan says is what the loop does, by construction.
 //
 // The mass-prune guard does not refuse the revision here: the plan
@@ -72,6 +72,7 @@ func DryRun(ctx context.Context, in DryRunInput) (DryRunOutcome, error) {
 	if err != nil {
 		return DryRunOutcome{}, err
 	}
+	l.dry = true
 	c, err := l.once(ctx, ctx)
 	if err != nil {
 		return DryRunOutcome{}, err
@@ -109,7 +110,7 @@ func (c *recordingCluster) Apply(_ context.Context, a drivers.Action) error {
 	return nil
 }
 
-// discardStore holds hist and saves nothing.
+// discardStore holds hist and saves nothing (a dry cycle does not ask).
 type discardStore struct{ hist drivers.History }
 
 func (s discardStore) LoadHistory(context.Context) (drivers.History, error) { return s.hist, nil }

@@ -189,6 +189,8 @@ type Loop struct {
 	// journal (journal.go); following: this cycle is a follower's (its
 	// transitions are logged at debug: the leader logs them). Once's only.
 	restored, following bool
+	// dry: the cycle is berth plan's (DryRun); it saves no history.
+	dry bool
 	// runs are the runs that completed in this cycle's record, for
 	// History.RunTimes (likely.go); guarded by mu.
 	runs []policies.Run
