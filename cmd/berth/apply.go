@@ -22,8 +22,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newApplyCmd) }
-
 func newApplyCmd() *cobra.Command {
 	var o applyOptions
 	cmd := &cobra.Command{

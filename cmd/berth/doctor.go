@@ -11,8 +11,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newDoctorCmd) }
-
 func newDoctorCmd() *cobra.Command {
 	var cluster string
 	var fix, strict bool

@@ -11,8 +11,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newExplainCmd) }
-
 func newExplainCmd() *cobra.Command {
 	var sf serverFlags
 	cmd := &cobra.Command{

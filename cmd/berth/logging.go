@@ -55,7 +55,7 @@ func (f *loopFlags) check(command string) error {
 		return usageError("--sim-speed %v: want a factor above 0", f.simSpeed)
 	}
 	name, _, _ := strings.Cut(f.cluster, ":")
-	if s, ok := clusterSchemes[name]; ok && s.ReadOnly {
+	if s, ok := findScheme(name); ok && s.ReadOnly {
 		return usageError("--cluster %s is read-only and berth %s writes to the cluster; plan against it with berth plan SPECS --cluster %s, or give a cluster berth can drive:\n%s",
 			f.cluster, command, f.cluster, writableClusterUsage())
 	}

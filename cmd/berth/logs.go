@@ -8,8 +8,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newLogsCmd) }
-
 func newLogsCmd() *cobra.Command {
 	var cluster string
 	var follow, stderr bool

@@ -15,8 +15,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newPlanCmd) }
-
 func newPlanCmd() *cobra.Command {
 	var (
 		cluster, base, output string

@@ -25,8 +25,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newReconcileCmd) }
-
 // defaultListen is where the loop serves its status.
 const defaultListen = "127.0.0.1:4680"
 

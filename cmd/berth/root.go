@@ -38,10 +38,6 @@ func usageError(format string, args ...any) error {
 	return &exitError{Code: exitUsage, Err: fmt.Errorf(format, args...)}
 }
 
-// commands holds the constructors of berth's subcommands; each command's
-// file adds itself in init, so commands stay independent of each other.
-var commands []func() *cobra.Command
-
 // newRoot builds the berth command tree.
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
@@ -60,9 +56,27 @@ NVLink/NUMA-aware placement, gangs) and applies the decision.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{Code: exitUsage, Err: fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
 	})
-	for _, newCmd := range commands {
-		root.AddCommand(newCmd())
-	}
+	// berth's commands, each by its constructor. A new command is added
+	// here; the help lists them sorted by name, whatever the order here.
+	root.AddCommand(
+		// author specs
+		newValidateCmd(),
+		newPlanCmd(),
+		// drive a cluster
+		newApplyCmd(),
+		newReconcileCmd(),
+		// ask a running loop
+		newStatusCmd(),
+		newExplainCmd(),
+		newLogsCmd(),
+		// set up and operate
+		newAgentCmd(),
+		newDoctorCmd(),
+		newSnapshotCmd(),
+		// study policies
+		newSimulateCmd(),
+		newVersionCmd(),
+	)
 	return root
 }
 

@@ -16,8 +16,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newSimulateCmd) }
-
 func newSimulateCmd() *cobra.Command {
 	var o simulateOptions
 	cmd := &cobra.Command{

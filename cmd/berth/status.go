@@ -20,8 +20,6 @@ import (
 	"github.com/spf13/pflag"
 )
 
-func init() { commands = append(commands, newStatusCmd) }
-
 // defaultServer is the status API berth status and explain ask: $BERTH_SERVER
 // or the loop's default address.
 func defaultServer() string {

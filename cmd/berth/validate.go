@@ -17,8 +17,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newValidateCmd) }
-
 // validateJSONVersion is the version of `berth validate --format json`'s
 // output; it changes only when a field changes meaning or goes away.
 const validateJSONVersion = 1
