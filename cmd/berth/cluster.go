@@ -97,12 +97,12 @@ func writableClusterUsage() string {
 // error.
 func openCluster(ctx context.Context, spec string, opts clusterOptions) (*openedCluster, error) {
 	if spec == "" {
-		return nil, usageError("--cluster is required; one of:\n%s", clusterUsage())
+		return nil, usagef("--cluster is required; one of:\n%s", clusterUsage())
 	}
 	name, arg, _ := strings.Cut(spec, ":")
 	s, ok := findScheme(name)
 	if !ok {
-		return nil, usageError("--cluster %q: unknown scheme %q; one of:\n%s", spec, name, clusterUsage())
+		return nil, usagef("--cluster %q: unknown scheme %q; one of:\n%s", spec, name, clusterUsage())
 	}
 	opts.Arg = arg
 	c, err := s.Open(ctx, opts)

@@ -42,7 +42,7 @@ func nomadConfig(arg string) (nomad.Config, error) {
 	if arg != "" {
 		hostport, ok := strings.CutPrefix(arg, "//")
 		if !ok || hostport == "" || strings.Contains(hostport, "/") {
-			return nomad.Config{}, usageError("--cluster nomad:%s: want nomad or nomad://HOST:PORT", arg)
+			return nomad.Config{}, usagef("--cluster nomad:%s: want nomad or nomad://HOST:PORT", arg)
 		}
 		env := nomad.ConfigFromEnv("")
 		scheme := "http"

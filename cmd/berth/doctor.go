@@ -36,7 +36,7 @@ is wrong.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			name, _, _ := strings.Cut(cluster, ":")
 			if name != "nomad" {
-				return usageError("--cluster %q: doctor checks a Nomad cluster (nomad or nomad://HOST:PORT)", cluster)
+				return usagef("--cluster %q: doctor checks a Nomad cluster (nomad or nomad://HOST:PORT)", cluster)
 			}
 			c, err := openCluster(cmd.Context(), cluster, clusterOptions{})
 			if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,12 +38,18 @@ func TestUsageExit(t *testing.T) {
 		"flag value berth rejects":                {[]string{"status", "-o", "yaml"}, result{2, "berth: --output \"yaml\": want table or json\n"}},
 		"flag value berth rejects, detailed exit": {[]string{"plan", "--detailed-exitcode", "-o", "yaml", "."}, result{1, "berth: --output \"yaml\": want text, markdown or json\n"}},
 		"bad workspace name":                      {[]string{"explain", "no-slash"}, result{2, "berth: workspace reference \"no-slash\": want project/name\n"}},
-		"not a usage error":                       {[]string{"simulate", "--trace", "does-not-exist"}, result{1, "berth: replay: read trace: open does-not-exist: no such file or directory\n"}},
+		// openCluster counts whatever a scheme returns as a failure.
+		"mistake in a --cluster scheme's argument": {[]string{"plan", "--cluster", "nomad:bogus", "EMPTY"}, result{1, "berth: --cluster nomad:bogus: want nomad or nomad://HOST:PORT\n"}},
+		"not a usage error":                        {[]string{"simulate", "--trace", "does-not-exist"}, result{1, "berth: replay: read trace: open does-not-exist: no such file or directory\n"}},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
+			args := slices.Clone(tt.args)
+			if i := slices.Index(args, "EMPTY"); i >= 0 {
+				args[i] = t.TempDir() // a directory of no specs
+			}
 			var stdout, stderr strings.Builder
-			got := result{Code: run(tt.args, &stdout, &stderr), Stderr: stderr.String()}
+			got := result{Code: run(args, &stdout, &stderr), Stderr: stderr.String()}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("berth %s (-want +got):\n%s", strings.Join(tt.args, " "), diff)
 			}
