@@ -33,7 +33,7 @@ var DefaultServerLimits = ServerLimits{
 // NewServer returns a server for h with the limits, and the listener to
 // serve it on (ln, counted against MaxConns):
 //
-//	srv, ln := reconcile.NewServer(h, ln, reconcile.DefaultServerLimits)
+//	srv, ln := api.NewServer(h, ln, api.DefaultServerLimits)
 //	srv.Serve(ln)
 func NewServer(h http.Handler, ln net.Listener, lim ServerLimits) (*http.Server, net.Listener) {
 	cl := &capListener{Listener: ln, max: int64(lim.MaxConns)}

@@ -12,8 +12,11 @@ type Cluster interface {
 	Apply(ctx context.Context, a Action) error
 }
 
-// Store is the reconciler's memory between cycles and restarts: usage
-// history, preemption records and queue places.
+// Store is the reconciler's memory between cycles and restarts: the
+// History, whole (the revision applied, decayed usage, queue places,
+// preemption records, who is borrowing, recent run times and the
+// reconciler's journal). SaveHistory keeps what it is given as it is,
+// and LoadHistory returns it.
 type Store interface {
 	LoadHistory(ctx context.Context) (History, error)
 	SaveHistory(ctx context.Context, h History) error

@@ -185,7 +185,7 @@ func NewReport(in PlanInput) Report {
 			c.AtRisk = atRisk(allocs[a.Workspace], snap.ObservedAt)
 			c.AtRiskSeconds = int64(c.AtRisk / time.Second)
 		case drivers.ActionUpdate:
-			// Exactly the updates apply makes (NewPlan): a changed task
+			// Exactly the updates apply makes (New): a changed task
 			// restarts; a changed priority is applied in place.
 			c.Kind = "update"
 			c.Node, c.GPUs = drivers.Where(allocs[a.Workspace])

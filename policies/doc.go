@@ -82,8 +82,9 @@
 //
 // # Where each rule lives
 //
-// The rules, one file each, with their scenarios in testdata/FOLDER/
-// named after the file: queue.go (the queue order), quota.go (who is in
+// The rules, one file each; those that decide have their scenarios in
+// testdata/FOLDER/ named after the file, and predict.go and likely.go
+// are tested by tables (predict_test.go): queue.go (the queue order), quota.go (who is in
 // quota), admit.go (admission and waiting reasons), preempt.go (who may
 // preempt whom, and victim choice), guard.go (the starvation guard and
 // the wait bound), holders.go (phase 1), resources.go (CPU, memory,

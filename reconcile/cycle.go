@@ -162,7 +162,7 @@ func (c *cycle) decide() {
 	c.l.cfg.Metrics.observeDecision(c.d)
 }
 
-// plan turns the decision into the plan's actions (NewPlan, pure).
+// plan turns the decision into the plan's actions (plan.New, pure).
 func (c *cycle) plan() {
 	c.res.Plan = plan.New(c.set, &c.snap, c.d)
 }

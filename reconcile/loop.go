@@ -122,10 +122,11 @@ type Config struct {
 	// Parallelism is how many actions of a plan are applied at once
 	// (default DefaultParallelism); results are recorded in plan order.
 	Parallelism int
-	// Leader, when not nil, says whether this replica leads (leader.go):
-	// a follower observes and decides but never applies, prunes or saves,
-	// and reads the leader's journal each cycle. Nil: this berth is the
-	// only one and always writes.
+	// Leader, when not nil, says whether this replica leads (package
+	// leader's Elector holds the election): a follower observes and
+	// decides but never applies, prunes or saves, and reads the leader's
+	// journal each cycle. Nil: this berth is the only one and always
+	// writes.
 	Leader Leadership
 	// ClusterChanges, when not nil, signals that the cluster changed
 	// (the driver's watch): Run starts a cycle soon after, debounced like

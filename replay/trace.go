@@ -37,7 +37,7 @@ type Job struct {
 type Format string
 
 const (
-	// FormatCSV is berth's generic trace format (see ReadCSV).
+	// FormatCSV is berth's generic trace format (see Read and WriteCSV).
 	FormatCSV Format = "csv"
 	// FormatPhilly is the Pollux extract of the Microsoft Philly trace.
 	FormatPhilly Format = "philly"
@@ -249,7 +249,7 @@ func count(h map[string]int, rec []string, name string) (int, error) {
 }
 
 // WriteCSV writes jobs in the generic trace format, submit as RFC 3339 and
-// durations in seconds: what ReadCSV reads back.
+// durations in seconds: what Read reads back as FormatCSV.
 func WriteCSV(w io.Writer, jobs []Job) error {
 	cw := csv.NewWriter(w)
 	if err := cw.Write([]string{"submit", "duration", "gpus", "project", "tier", "checkpoint"}); err != nil {

@@ -12,8 +12,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newAgentCmd) }
-
 func newAgentCmd() *cobra.Command {
 	var nodeID string
 	var interval time.Duration

@@ -22,8 +22,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newApplyCmd) }
-
 func newApplyCmd() *cobra.Command {
 	var o applyOptions
 	cmd := &cobra.Command{
@@ -130,7 +128,7 @@ func (o *applyOptions) check() error {
 		return err
 	}
 	if fi, err := os.Stat(o.source); err != nil || !fi.IsDir() {
-		return usageError("--source %s: not a directory (looked for %s); give the directory that holds the specs", o.source, absPath(o.source))
+		return usagef("--source %s: not a directory (looked for %s); give the directory that holds the specs", o.source, absPath(o.source))
 	}
 	return nil
 }

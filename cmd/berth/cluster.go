@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
 	"time"
 
@@ -13,10 +12,10 @@ import (
 	"github.com/berth-dev/berth/leader"
 )
 
-// The --cluster flag names a cluster as SCHEME[:ARG]. Each scheme lives
-// in its own file and registers itself in init, so drivers are added
-// without touching each other: sim:FILE here; nomad and
-// nomad://host:port with the Nomad driver.
+// The --cluster flag names a cluster as SCHEME[:ARG]. clusterSchemes
+// lists the schemes; each lives in its own file: sim:FILE here, nomad
+// and nomad://host:port with the Nomad driver (cluster_nomad.go),
+// snapshot:FILE with berth snapshot (snapshot.go).
 
 // clusterOptions are the flags a cluster scheme may read.
 type clusterOptions struct {
@@ -60,23 +59,26 @@ type clusterScheme struct {
 	Open     func(ctx context.Context, opts clusterOptions) (*openedCluster, error)
 }
 
-var clusterSchemes = map[string]clusterScheme{}
+// clusterSchemes lists the schemes --cluster knows, sorted by name: the
+// order --help shows them in. A new driver's scheme is added here.
+var clusterSchemes = []clusterScheme{nomadScheme, simScheme, snapshotScheme}
 
-// registerCluster adds a scheme; each scheme's file calls it in init.
-func registerCluster(s clusterScheme) {
-	if _, dup := clusterSchemes[s.Name]; dup {
-		panic("cluster scheme registered twice: " + s.Name)
+// findScheme returns the scheme called name; false when none is.
+func findScheme(name string) (clusterScheme, bool) {
+	for _, s := range clusterSchemes {
+		if s.Name == name {
+			return s, true
+		}
 	}
-	clusterSchemes[s.Name] = s
+	return clusterScheme{}, false
 }
 
-// clusterUsage lists the schemes for --help, one a line, sorted.
+// clusterUsage lists the schemes for --help, one a line.
 func clusterUsage() string {
 	var lines []string
 	for _, s := range clusterSchemes {
 		lines = append(lines, "  "+s.Usage)
 	}
-	sort.Strings(lines)
 	return strings.Join(lines, "\n")
 }
 
@@ -88,7 +90,6 @@ func writableClusterUsage() string {
 			lines = append(lines, "  "+s.Usage)
 		}
 	}
-	sort.Strings(lines)
 	return strings.Join(lines, "\n")
 }
 
@@ -96,12 +97,12 @@ func writableClusterUsage() string {
 // error.
 func openCluster(ctx context.Context, spec string, opts clusterOptions) (*openedCluster, error) {
 	if spec == "" {
-		return nil, usageError("--cluster is required; one of:\n%s", clusterUsage())
+		return nil, usagef("--cluster is required; one of:\n%s", clusterUsage())
 	}
 	name, arg, _ := strings.Cut(spec, ":")
-	s, ok := clusterSchemes[name]
+	s, ok := findScheme(name)
 	if !ok {
-		return nil, usageError("--cluster %q: unknown scheme %q; one of:\n%s", spec, name, clusterUsage())
+		return nil, usagef("--cluster %q: unknown scheme %q; one of:\n%s", spec, name, clusterUsage())
 	}
 	opts.Arg = arg
 	c, err := s.Open(ctx, opts)
@@ -111,21 +112,20 @@ func openCluster(ctx context.Context, spec string, opts clusterOptions) (*opened
 	return c, nil
 }
 
-func init() {
-	registerCluster(clusterScheme{
-		Name:  "sim",
-		Usage: "sim:FILE            a simulated cluster from a cluster file (kind: Cluster)",
-		Open: func(ctx context.Context, opts clusterOptions) (*openedCluster, error) {
-			if opts.Arg == "" {
-				return nil, fmt.Errorf("--cluster sim:FILE needs a cluster file")
-			}
-			spec, err := sim.ReadFile(opts.Arg)
-			if err != nil {
-				return nil, err
-			}
-			c := sim.New(*spec, sim.NewScaledClock(opts.SimSpeed))
-			c.KeepApplied(false) // a reconcile of days would keep every action; only tests read them
-			return &openedCluster{Name: "sim " + spec.Name, Cluster: c, Store: c}, nil
-		},
-	})
+// simScheme opens a simulated cluster from a cluster file.
+var simScheme = clusterScheme{
+	Name:  "sim",
+	Usage: "sim:FILE            a simulated cluster from a cluster file (kind: Cluster)",
+	Open: func(ctx context.Context, opts clusterOptions) (*openedCluster, error) {
+		if opts.Arg == "" {
+			return nil, fmt.Errorf("--cluster sim:FILE needs a cluster file")
+		}
+		spec, err := sim.ReadFile(opts.Arg)
+		if err != nil {
+			return nil, err
+		}
+		c := sim.New(*spec, sim.NewScaledClock(opts.SimSpeed))
+		c.KeepApplied(false) // a reconcile of days would keep every action; only tests read them
+		return &openedCluster{Name: "sim " + spec.Name, Cluster: c, Store: c}, nil
+	},
 }

@@ -11,8 +11,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newDoctorCmd) }
-
 func newDoctorCmd() *cobra.Command {
 	var cluster string
 	var fix, strict bool
@@ -38,7 +36,7 @@ is wrong.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			name, _, _ := strings.Cut(cluster, ":")
 			if name != "nomad" {
-				return usageError("--cluster %q: doctor checks a Nomad cluster (nomad or nomad://HOST:PORT)", cluster)
+				return usagef("--cluster %q: doctor checks a Nomad cluster (nomad or nomad://HOST:PORT)", cluster)
 			}
 			c, err := openCluster(cmd.Context(), cluster, clusterOptions{})
 			if err != nil {

@@ -11,8 +11,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newExplainCmd) }
-
 func newExplainCmd() *cobra.Command {
 	var sf serverFlags
 	cmd := &cobra.Command{
@@ -27,7 +25,7 @@ its history of transitions.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var ref schema.Ref
 			if err := ref.UnmarshalText([]byte(args[0])); err != nil {
-				return usageError("%v", err)
+				return usagef("%v", err)
 			}
 			var d reconcile.WorkspaceDetail
 			path := "/api/v1/workspaces/" + url.PathEscape(ref.Project) + "/" + url.PathEscape(ref.Name)

@@ -73,7 +73,7 @@ func (f *sourceFlags) open(from string, interval time.Duration, limits schema.Li
 			dir = filepath.Join(from, f.path)
 		}
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			return nil, usageError("--source %s: not a directory or a git URL (https://, ssh://, git@host:org/repo.git, file://)", dir)
+			return nil, usagef("--source %s: not a directory or a git URL (https://, ssh://, git@host:org/repo.git, file://)", dir)
 		}
 		return &openedSource{Source: source.NewDirSource(dir), WatchDir: dir, Name: dir}, nil
 	}
@@ -138,7 +138,7 @@ func (f *sourceFlags) webhook(src *openedSource, log *slog.Logger, trigger func(
 		if f.webhookSecretFile != "" {
 			from = "--webhook-secret-file " + f.webhookSecretFile
 		}
-		return nil, usageError("%s: %v", from, err)
+		return nil, usagef("%s: %v", from, err)
 	}
 	return &api.Webhook{Secret: []byte(s), Trigger: func() { gs.Poke(); trigger() }, Logger: log}, nil
 }

@@ -35,7 +35,7 @@ func (f *limitFlags) limits() (schema.Limits, error) {
 	}{{"--max-file-size", f.file, &l.FileBytes}, {"--max-tree-size", f.tree, &l.TreeBytes}} {
 		n, err := schema.ParseBytes(v.value)
 		if err != nil || n <= 0 {
-			return schema.Limits{}, usageError("%s %q: want a size such as 16Mi or 1Gi", v.flag, v.value)
+			return schema.Limits{}, usagef("%s %q: want a size such as 16Mi or 1Gi", v.flag, v.value)
 		}
 		*v.to = n
 	}

@@ -15,7 +15,7 @@ import (
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, usageError("--log-level %q: want debug, info, warn or error", level)
+		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
@@ -30,7 +30,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return nil, usageError("--log-format %q: want text or json", format)
+	return nil, usagef("--log-format %q: want text or json", format)
 }
 
 // loopFlags are the flags reconcile and apply share.
@@ -49,14 +49,14 @@ type loopFlags struct {
 // snapshot, which every write of the loop would fail on).
 func (f *loopFlags) check(command string) error {
 	if f.source == "" {
-		return usageError("--source DIR is required")
+		return usagef("--source DIR is required")
 	}
 	if f.simSpeed <= 0 {
-		return usageError("--sim-speed %v: want a factor above 0", f.simSpeed)
+		return usagef("--sim-speed %v: want a factor above 0", f.simSpeed)
 	}
 	name, _, _ := strings.Cut(f.cluster, ":")
-	if s, ok := clusterSchemes[name]; ok && s.ReadOnly {
-		return usageError("--cluster %s is read-only and berth %s writes to the cluster; plan against it with berth plan SPECS --cluster %s, or give a cluster berth can drive:\n%s",
+	if s, ok := findScheme(name); ok && s.ReadOnly {
+		return usagef("--cluster %s is read-only and berth %s writes to the cluster; plan against it with berth plan SPECS --cluster %s, or give a cluster berth can drive:\n%s",
 			f.cluster, command, f.cluster, writableClusterUsage())
 	}
 	return nil

@@ -8,8 +8,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newLogsCmd) }
-
 func newLogsCmd() *cobra.Command {
 	var cluster string
 	var follow, stderr bool
@@ -29,14 +27,14 @@ TLS variables); --cluster nomad://HOST:PORT names it instead.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var ref schema.Ref
 			if err := ref.UnmarshalText([]byte(args[0])); err != nil {
-				return usageError("%v", err)
+				return usagef("%v", err)
 			}
 			if replica < 0 {
-				return usageError("--replica %d: want 0 or more", replica)
+				return usagef("--replica %d: want 0 or more", replica)
 			}
 			arg, ok := strings.CutPrefix(cluster, "nomad")
 			if !ok || (arg != "" && !strings.HasPrefix(arg, ":")) {
-				return usageError("--cluster %q: berth logs reads Nomad: want nomad or nomad://HOST:PORT", cluster)
+				return usagef("--cluster %q: berth logs reads Nomad: want nomad or nomad://HOST:PORT", cluster)
 			}
 			cfg, err := nomadConfig(strings.TrimPrefix(arg, ":"))
 			if err != nil {

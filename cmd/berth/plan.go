@@ -16,8 +16,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newPlanCmd) }
-
 func newPlanCmd() *cobra.Command {
 	var (
 		cluster, base, output string
@@ -72,9 +70,9 @@ Exit status: 0 success, 1 error (invalid specs, cluster unreachable, bad
 				return nil
 			case err != nil && detailed:
 				// terraform's convention: 2 means changes, so any error is 1.
-				var ee *exitError
-				if errors.As(err, &ee) && ee.Code == exitUsage {
-					return &exitError{Code: exitFailure, Err: ee.Err}
+				var ue *usageError
+				if errors.As(err, &ue) {
+					return &exitError{Code: exitFailure, Err: ue}
 				}
 			}
 			return err
@@ -112,7 +110,7 @@ func runPlan(cmd *cobra.Command, args []string, o planOptions) error {
 	switch o.output {
 	case "text", "markdown", "json":
 	default:
-		return usageError("--output %q: want text, markdown or json", o.output)
+		return usagef("--output %q: want text, markdown or json", o.output)
 	}
 	dir := "."
 	if len(args) == 1 {

@@ -25,8 +25,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newReconcileCmd) }
-
 // defaultListen is where the loop serves its status.
 const defaultListen = "127.0.0.1:4680"
 
@@ -234,7 +232,7 @@ func (o *reconcileOptions) check() error {
 		v    time.Duration
 	}{{"--nomad-timeout", o.nomadTimeout}, {"--cycle-timeout", o.cycleTimeout}, {"--health-max-age", o.healthMaxAge}, {"--git-timeout", o.sf.gitTimeout}} {
 		if d.v <= 0 {
-			return usageError("%s %s: want a duration above 0", d.name, d.v)
+			return usagef("%s %s: want a duration above 0", d.name, d.v)
 		}
 	}
 	if !o.healthMaxAgeSet {
@@ -243,10 +241,10 @@ func (o *reconcileOptions) check() error {
 		o.healthMaxAge = max(o.healthMaxAge, 2*o.interval)
 	}
 	if o.healthMaxAge <= o.interval {
-		return usageError("--health-max-age %s must be longer than --interval %s: a healthy berth succeeds a cycle at least every interval", o.healthMaxAge, o.interval)
+		return usagef("--health-max-age %s must be longer than --interval %s: a healthy berth succeeds a cycle at least every interval", o.healthMaxAge, o.interval)
 	}
 	if o.leaseTTL != 0 && o.leaseTTL < time.Second {
-		return usageError("--lease-ttl %s: the leader lease must live at least 1s (default %s), or 0 to run without an election", o.leaseTTL, leader.DefaultLeaseTTL)
+		return usagef("--lease-ttl %s: the leader lease must live at least 1s (default %s), or 0 to run without an election", o.leaseTTL, leader.DefaultLeaseTTL)
 	}
 	return nil
 }
@@ -411,17 +409,17 @@ func registerSimMetrics(reg *prometheus.Registry, c *sim.Cluster) {
 func readUIToken(file, listen string) (string, error) {
 	if file == "" {
 		if !api.IsLoopback(listen) {
-			return "", usageError("--listen %s is not loopback: anyone who reaches it would see the cluster; give --ui-token-file FILE (a bearer token the API and the dashboard will require), or listen on 127.0.0.1", listen)
+			return "", usagef("--listen %s is not loopback: anyone who reaches it would see the cluster; give --ui-token-file FILE (a bearer token the API and the dashboard will require), or listen on 127.0.0.1", listen)
 		}
 		return "", nil
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return "", usageError("--ui-token-file: %w", err)
+		return "", usagef("--ui-token-file: %w", err)
 	}
 	token := strings.TrimSpace(string(b))
 	if len(token) < 16 {
-		return "", usageError("--ui-token-file %s: the token must be at least 16 characters (try: head -c 24 /dev/urandom | base64 > %s)", file, file)
+		return "", usagef("--ui-token-file %s: the token must be at least 16 characters (try: head -c 24 /dev/urandom | base64 > %s)", file, file)
 	}
 	return token, nil
 }

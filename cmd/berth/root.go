@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -33,14 +32,36 @@ func (e *exitError) Error() string {
 
 func (e *exitError) Unwrap() error { return e.Err }
 
-// usageError marks a command-line mistake (exit 2).
-func usageError(format string, args ...any) error {
-	return &exitError{Code: exitUsage, Err: fmt.Errorf(format, args...)}
+// usageError is a mistake in the command line: run prints it and exits
+// 2. The checks of the command line return one: berth's own through
+// usagef, cobra's flag parsing through the root's FlagErrorFunc, and the
+// argument counts through usageArgs. Two of cobra's checks return plain
+// errors: the lookup of a command's name, which run asks again, and the
+// argument count of the hidden __complete that shells call (never with
+// nothing to complete), which Execute adds after newRoot has returned.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usagef returns a usageError saying what is wrong with the command line.
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
 }
 
-// commands holds the constructors of berth's subcommands; each command's
-// file adds itself in init, so commands stay independent of each other.
-var commands []func() *cobra.Command
+// usageArgs makes the errors of an argument check (cobra.NoArgs,
+// cobra.ExactArgs…) usage errors; nil stays nil.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	if check == nil {
+		return nil
+	}
+	return func(c *cobra.Command, args []string) error {
+		if err := check(c, args); err != nil {
+			return &usageError{err}
+		}
+		return nil
+	}
+}
 
 // newRoot builds the berth command tree.
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -58,11 +79,41 @@ NVLink/NUMA-aware placement, gangs) and applies the decision.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &exitError{Code: exitUsage, Err: fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
+		return usagef("%w (see '%s --help')", err, c.CommandPath())
 	})
-	for _, newCmd := range commands {
-		root.AddCommand(newCmd())
+	// berth's commands, each by its constructor. A new command is added
+	// here; the help lists them sorted by name, whatever the order here.
+	root.AddCommand(
+		// author specs
+		newValidateCmd(),
+		newPlanCmd(),
+		// drive a cluster
+		newApplyCmd(),
+		newReconcileCmd(),
+		// ask a running loop
+		newStatusCmd(),
+		newExplainCmd(),
+		newLogsCmd(),
+		// set up and operate
+		newAgentCmd(),
+		newDoctorCmd(),
+		newSnapshotCmd(),
+		// study policies
+		newSimulateCmd(),
+		newVersionCmd(),
+	)
+	// cobra's own commands (help, completion) are added here rather than
+	// by Execute, so that their argument checks are wrapped with the rest.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	var wrap func(c *cobra.Command)
+	wrap = func(c *cobra.Command) {
+		c.Args = usageArgs(c.Args)
+		for _, sub := range c.Commands() {
+			wrap(sub)
+		}
 	}
+	wrap(root)
 	return root
 }
 
@@ -79,27 +130,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
+	// An exitError wrapping a usage error (a cluster scheme's, which
+	// openCluster counts as a failure) keeps its own code.
 	var ee *exitError
-	if errors.As(err, &ee) {
+	var ue *usageError
+	switch {
+	case errors.As(err, &ee):
 		if ee.Err != nil {
 			fmt.Fprintln(stderr, "berth:", ee.Err)
 		}
 		return ee.Code
+	case errors.As(err, &ue):
+		fmt.Fprintln(stderr, "berth:", ue)
+		return exitUsage
 	}
 	fmt.Fprintln(stderr, "berth:", err)
-	if isUsage(err) {
+	if _, _, lookup := root.Find(args); lookup != nil {
+		// cobra's lookup of the command's name, the one check of the
+		// command line that cannot be wrapped: it fails for an unknown
+		// command (berth frobnicate), and only with the root's Args left
+		// nil, since with Args set cobra would print the help instead.
 		return exitUsage
 	}
 	return exitFailure
-}
-
-// isUsage reports whether cobra rejected the command line itself.
-func isUsage(err error) bool {
-	msg := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "requires at most", "invalid argument"} {
-		if strings.Contains(msg, p) {
-			return true
-		}
-	}
-	return false
 }

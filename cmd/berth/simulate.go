@@ -16,8 +16,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newSimulateCmd) }
-
 func newSimulateCmd() *cobra.Command {
 	var o simulateOptions
 	cmd := &cobra.Command{
@@ -179,28 +177,28 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 // policies --policies names, in its order.
 func (o *simulateOptions) check() ([]replay.Policy, error) {
 	if o.tracePath == "" {
-		return nil, usageError("--trace is required")
+		return nil, usagef("--trace is required")
 	}
 	switch o.output {
 	case "table", "json", "html":
 	default:
-		return nil, usageError("--output %q: want table, json or html", o.output)
+		return nil, usagef("--output %q: want table, json or html", o.output)
 	}
 	switch o.format {
 	case "", "philly", "csv":
 	default:
-		return nil, usageError("--format %q: want philly or csv", o.format)
+		return nil, usagef("--format %q: want philly or csv", o.format)
 	}
 	var pols []replay.Policy
 	for _, name := range strings.Split(o.policyList, ",") {
 		p, ok := replay.PolicyByName(strings.TrimSpace(name))
 		if !ok {
-			return nil, usageError("--policies: unknown policy %q: want fifo, nomad, quota or berth", name)
+			return nil, usagef("--policies: unknown policy %q: want fifo, nomad, quota or berth", name)
 		}
 		pols = append(pols, p)
 	}
 	if o.limit < 0 || o.window < 0 || o.tick < 0 || o.verify < 0 || o.maxWait < 0 {
-		return nil, usageError("--limit, --window, --tick, --verify and --max-wait must not be negative")
+		return nil, usagef("--limit, --window, --tick, --verify and --max-wait must not be negative")
 	}
 	return pols, nil
 }

@@ -12,8 +12,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newSnapshotCmd) }
-
 // snapshotVersion is the version of the file `berth snapshot` writes. v2
 // names allocation phases ("running"); v1 numbered them, and berth still
 // reads it.
@@ -153,32 +151,32 @@ func (s *snapshotCluster) SaveHistory(ctx context.Context, h drivers.History) er
 	return fmt.Errorf("%s: %w", s.file, errReadOnly)
 }
 
-func init() {
-	registerCluster(clusterScheme{
-		Name:     "snapshot",
-		Usage:    "snapshot:FILE       a snapshot written by berth snapshot (read-only: for berth plan)",
-		ReadOnly: true,
-		Open: func(ctx context.Context, opts clusterOptions) (*openedCluster, error) {
-			if opts.Arg == "" {
-				return nil, fmt.Errorf("--cluster snapshot:FILE needs a file written by berth snapshot")
-			}
-			b, err := os.ReadFile(opts.Arg)
-			if err != nil {
-				return nil, err
-			}
-			var doc snapshotDoc
-			if err := json.Unmarshal(b, &doc); err != nil {
-				return nil, fmt.Errorf("%s: not a berth snapshot: %w", opts.Arg, err)
-			}
-			if doc.Version != snapshotVersion && doc.Version != snapshotVersionV1 {
-				return nil, fmt.Errorf("%s: version %q; this berth reads %q", opts.Arg, doc.Version, snapshotVersion)
-			}
-			c := &snapshotCluster{file: opts.Arg, doc: &doc}
-			name := "snapshot " + opts.Arg
-			if doc.Cluster != "" {
-				name += " of " + doc.Cluster
-			}
-			return &openedCluster{Name: name, Cluster: c, Store: c}, nil
-		},
-	})
+// snapshotScheme plans against a file written by berth snapshot; it
+// cannot be driven.
+var snapshotScheme = clusterScheme{
+	Name:     "snapshot",
+	Usage:    "snapshot:FILE       a snapshot written by berth snapshot (read-only: for berth plan)",
+	ReadOnly: true,
+	Open: func(ctx context.Context, opts clusterOptions) (*openedCluster, error) {
+		if opts.Arg == "" {
+			return nil, fmt.Errorf("--cluster snapshot:FILE needs a file written by berth snapshot")
+		}
+		b, err := os.ReadFile(opts.Arg)
+		if err != nil {
+			return nil, err
+		}
+		var doc snapshotDoc
+		if err := json.Unmarshal(b, &doc); err != nil {
+			return nil, fmt.Errorf("%s: not a berth snapshot: %w", opts.Arg, err)
+		}
+		if doc.Version != snapshotVersion && doc.Version != snapshotVersionV1 {
+			return nil, fmt.Errorf("%s: version %q; this berth reads %q", opts.Arg, doc.Version, snapshotVersion)
+		}
+		c := &snapshotCluster{file: opts.Arg, doc: &doc}
+		name := "snapshot " + opts.Arg
+		if doc.Cluster != "" {
+			name += " of " + doc.Cluster
+		}
+		return &openedCluster{Name: name, Cluster: c, Store: c}, nil
+	},
 }

@@ -20,8 +20,6 @@ import (
 	"github.com/spf13/pflag"
 )
 
-func init() { commands = append(commands, newStatusCmd) }
-
 // defaultServer is the status API berth status and explain ask: $BERTH_SERVER
 // or the loop's default address.
 func defaultServer() string {
@@ -66,11 +64,11 @@ func (f *serverFlags) token() (string, error) {
 	}
 	b, err := os.ReadFile(f.tokenFile)
 	if err != nil {
-		return "", usageError("--token-file: %w", err)
+		return "", usagef("--token-file: %w", err)
 	}
 	t := strings.TrimSpace(string(b))
 	if t == "" {
-		return "", usageError("--token-file %s is empty: it should hold the reconciler's bearer token (the contents of its --ui-token-file)", f.tokenFile)
+		return "", usagef("--token-file %s is empty: it should hold the reconciler's bearer token (the contents of its --ui-token-file)", f.tokenFile)
 	}
 	return t, nil
 }
@@ -110,7 +108,7 @@ state and project, and how many more there are; --all fetches every page
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
-				return usageError("--output %q: want table or json", output)
+				return usagef("--output %q: want table or json", output)
 			}
 			var st reconcile.Status
 			raw, err := sf.get(cmd.Context(), "/api/v1/status", &st)

@@ -17,8 +17,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newValidateCmd) }
-
 // validateJSONVersion is the version of `berth validate --format json`'s
 // output; it changes only when a field changes meaning or goes away.
 const validateJSONVersion = 1
@@ -61,7 +59,7 @@ Formats:
 			switch format {
 			case "text", "json", "github":
 			default:
-				return usageError("--format %q: want text, json or github", format)
+				return usagef("--format %q: want text, json or github", format)
 			}
 			if len(args) == 0 {
 				args = []string{"."}
@@ -69,7 +67,7 @@ Formats:
 			for _, a := range args {
 				if _, err := os.Stat(a); err != nil {
 					if errors.Is(err, fs.ErrNotExist) {
-						return usageError("%s: no such file or directory (looked for %s); give the directory that holds the specs", a, absPath(a))
+						return usagef("%s: no such file or directory (looked for %s); give the directory that holds the specs", a, absPath(a))
 					}
 					return &exitError{Code: exitFailure, Err: err}
 				}

@@ -8,8 +8,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newVersionCmd) }
-
 // version, when set by the linker (-ldflags "-X main.version=v1.2.3"),
 // overrides the version read from the build info.
 var version = ""

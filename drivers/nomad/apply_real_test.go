@@ -212,7 +212,7 @@ func TestRealStartRequests(t *testing.T) {
 // TestRealUnplaceableStartCarriesNomadsReason: a start Nomad cannot place
 // is ClassUnplaceable with Nomad's reason (memory exhausted, for a 0-GPU
 // job), and the job is withdrawn. How often it is tried again is the
-// loop's per-workspace backoff (cmd/berth's TestRealNoConnectionPileUp).
+// loop's per-workspace backoff (internal/e2e's TestRealNoConnectionPileUp).
 func TestRealUnplaceableStartCarriesNomadsReason(t *testing.T) {
 	c := realnomad.Client(t)
 	d := realnomad.NewDriver(t, nomad.ConfigFromEnv(""))

@@ -17,7 +17,7 @@
 #       examples/deploy/berth-reconciler.nomad.hcl
 #   berth doctor --cluster nomad          # native preemption must be off (--fix)
 #
-# The test TestRealDeployReconcilerJob (cmd/berth) registers this file on a
+# The test TestRealDeployReconcilerJob (internal/e2e) registers this file on a
 # real Nomad with raw_exec standing in for docker.
 
 variable "image" {

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -21,7 +21,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 )
 
-const realBase = `apiVersion: berth.dev/v1
+const realloopBase = `apiVersion: berth.dev/v1
 kind: PriorityTier
 metadata: {name: medium}
 spec: {value: 50}
@@ -34,7 +34,7 @@ spec:
   quota: {gpus: 0}
 `
 
-func realWorkspace(name, memory string) string {
+func sleepWorkspace(name, memory string) string {
 	return fmt.Sprintf(`---
 apiVersion: berth.dev/v1
 kind: Workspace
@@ -47,11 +47,11 @@ spec:
 `, name, memory)
 }
 
-// realLoop returns a loop over the real agent with the specs written to a
+// overAskingLoop returns a loop over the real agent with the specs written to a
 // temporary directory, and its driver.
 // With watch, the driver's Watch feeds the loop's ClusterChanges until
 // the test ends.
-func realLoop(t *testing.T, specs string, watch bool) *reconcile.Loop {
+func overAskingLoop(t *testing.T, specs string, watch bool) *reconcile.Loop {
 	t.Helper()
 	realnomad.Client(t)
 	dir := t.TempDir()
@@ -94,7 +94,7 @@ func (o overAsking) Apply(ctx context.Context, a drivers.Action) error {
 // TestRealUnplaceableDoesNotBlock (issue 12, item 3): a workspace no node
 // can hold, planned before one that fits, does not stop the small one.
 func TestRealUnplaceableDoesNotBlock(t *testing.T) {
-	l := realLoop(t, realBase+realWorkspace("a-huge", "32Mi")+realWorkspace("b-small", "32Mi"), false)
+	l := overAskingLoop(t, realloopBase+sleepWorkspace("a-huge", "32Mi")+sleepWorkspace("b-small", "32Mi"), false)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	small := schema.Ref{Project: "realloop", Name: "b-small"}
@@ -131,7 +131,7 @@ func TestRealNoConnectionPileUp(t *testing.T) {
 		secs = v
 	}
 	c := realnomad.Client(t)
-	l := realLoop(t, realBase+realWorkspace("a-huge", "32Mi")+realWorkspace("b-small", "32Mi")+realWorkspace("c-small", "32Mi"), true)
+	l := overAskingLoop(t, realloopBase+sleepWorkspace("a-huge", "32Mi")+sleepWorkspace("b-small", "32Mi")+sleepWorkspace("c-small", "32Mi"), true)
 	u, err := url.Parse(os.Getenv("NOMAD_ADDR"))
 	if err != nil {
 		t.Fatal(err)

@@ -1,11 +1,11 @@
-package main
+package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +43,7 @@ spec:
     port: http
     check: {type: http, path: /, interval: 2s, timeout: 1s}
 `, python)
-	l := realLoop(t, realBase+ws, false)
+	l := overAskingLoop(t, realloopBase+ws, false)
 	ref := schema.Ref{Project: "realloop", Name: "web"}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -95,37 +95,35 @@ spec:
 		t.Errorf("service registered at %s; berth shows %s", got, ep.Address)
 	}
 
-	// berth logs prints the task's stdout.
-	var buf bytes.Buffer
-	cmd := newLogsCmd()
-	cmd.SetArgs([]string{"realloop/web"})
-	cmd.SetOut(&buf)
-	cmd.SetErr(&buf)
+	// berth logs, the binary, prints the task's stdout.
+	berth := filepath.Join(t.TempDir(), "berth")
+	if out, err := exec.Command("go", "build", "-o", berth, "github.com/berth-dev/berth/cmd/berth").CombinedOutput(); err != nil {
+		t.Fatalf("go build cmd/berth: %v\n%s", err, out)
+	}
 	lctx, lcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer lcancel()
-	if err := cmd.ExecuteContext(lctx); err != nil {
-		t.Fatalf("berth logs: %v\n%s", err, buf.String())
+	out, err = exec.CommandContext(lctx, berth, "logs", "realloop/web").CombinedOutput()
+	if err != nil {
+		t.Fatalf("berth logs: %v\n%s", err, out)
 	}
-	if !strings.Contains(buf.String(), "berth-logs-marker") {
-		t.Errorf("berth logs printed %q; want the task's berth-logs-marker", buf.String())
+	if !strings.Contains(string(out), "berth-logs-marker") {
+		t.Errorf("berth logs printed %q; want the task's berth-logs-marker", out)
 	}
-	// -f keeps printing: the server's request log (stderr) shows our GET.
-	buf.Reset()
+	// -f keeps printing until it is stopped: the server's request log
+	// (stderr) shows our GET.
 	fctx, fcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer fcancel()
-	cmd = newLogsCmd()
-	cmd.SetArgs([]string{"realloop/web", "-f", "--stderr"})
-	cmd.SetOut(&buf)
 	go func() {
 		time.Sleep(time.Second)
 		if resp, err := http.Get(ep.Address + "followed"); err == nil {
 			resp.Body.Close()
 		}
 	}()
-	if err := cmd.ExecuteContext(fctx); err != nil {
+	out, err = exec.CommandContext(fctx, berth, "logs", "realloop/web", "-f", "--stderr").Output()
+	if err != nil && fctx.Err() == nil {
 		t.Fatalf("berth logs -f: %v", err)
 	}
-	if !strings.Contains(buf.String(), "GET /followed") {
-		t.Errorf("berth logs -f --stderr printed %q; want the request made while it followed", buf.String())
+	if !strings.Contains(string(out), "GET /followed") {
+		t.Errorf("berth logs -f --stderr printed %q; want the request made while it followed", out)
 	}
 }
