@@ -143,9 +143,14 @@ type GPU struct {
 	MemoryBytes int64  `json:"memoryBytes,omitempty"`
 	// Domain is the NVLink domain within the node (GPUs linked to each
 	// other share one); NUMA is the NUMA node the GPU is attached to.
-	Domain  int  `json:"domain"`
-	NUMA    int  `json:"numa"`
+	Domain int `json:"domain"`
+	NUMA   int `json:"numa"`
+	// Healthy: berth may place work on it. A GPU the device reports
+	// unhealthy is not, nor is one HeldBy another job.
 	Healthy bool `json:"healthy"`
+	// HeldBy names the job berth does not own that holds the GPU (empty:
+	// none); such a GPU is not Healthy, though the device may be.
+	HeldBy string `json:"heldBy,omitempty"`
 }
 
 // AllocPhase is how far an allocation is in its life.

@@ -253,7 +253,7 @@ func sameLayout(key, nodes []drivers.Node) bool {
 		}
 		for j := range b.GPUs {
 			g, h := &a.GPUs[j], &b.GPUs[j]
-			if g.ID != h.ID || g.Index != h.Index || g.Model != h.Model || g.Domain != h.Domain || g.NUMA != h.NUMA || g.Healthy != h.Healthy {
+			if g.ID != h.ID || g.Index != h.Index || g.Model != h.Model || g.Domain != h.Domain || g.NUMA != h.NUMA || g.Healthy != h.Healthy || g.HeldBy != h.HeldBy {
 				return false
 			}
 		}

@@ -557,6 +557,9 @@ func (d *decider) faultOf(w *wsState) string {
 			case gi < 0:
 				return "moving: GPU " + id + " is gone from node " + n.Name
 			case !n.GPUs[gi].Healthy && w.spec.Spec.UnhealthyGPU != schema.GPUStay:
+				if by := n.GPUs[gi].HeldBy; by != "" {
+					return "moving: GPU " + id + " on node " + n.Name + " is held by another job (" + by + ")"
+				}
 				return "moving: GPU " + id + " on node " + n.Name + " is unhealthy"
 			}
 		}

@@ -402,7 +402,7 @@ func TestObserveTopologyAndForeignGPUs(t *testing.T) {
 			CPUMHz: 4490 - 100, MemoryBytes: (24105 - 300) << 20, DiskBytes: (76790 - 300) << 20,
 			GPUs: []drivers.GPU{
 				{ID: "GPU-a", Index: 0, Model: "H100-fake", MemoryBytes: 81559 << 20, Healthy: true},
-				{ID: "GPU-b", Index: 1, Model: "H100-fake", MemoryBytes: 81559 << 20, Healthy: false}, // a foreign job holds it
+				{ID: "GPU-b", Index: 1, Model: "H100-fake", MemoryBytes: 81559 << 20, HeldBy: "web"}, // a foreign job holds it
 				{ID: "GPU-c", Index: 2, Model: "H100-fake", MemoryBytes: 81559 << 20, Healthy: false},
 			}}),
 	}

@@ -29,8 +29,9 @@ type nodeData struct {
 // jobs and their live allocations. It returns a complete snapshot or an
 // error, never part of one. It changes nothing in the cluster.
 //
-// GPUs held by allocations of jobs berth does not own are reported
-// unhealthy: nothing berth places may use them. An allocation whose
+// GPUs held by allocations of jobs berth does not own are reported held
+// by that job (GPU.HeldBy) and not Healthy: nothing berth places may use
+// them. An allocation whose
 // devices differ from the GPUs berth pinned is reported with the devices
 // Nomad really gave it; Apply stops it.
 //
@@ -259,7 +260,7 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub, hashes *jobHas
 			insts[i].index = i
 		}
 	}
-	held := map[string]bool{} // GPUs held by jobs that are not berth's
+	held := map[string]string{} // GPUs held by jobs that are not berth's: the job
 	for _, a := range nd.allocs {
 		if terminal(a) {
 			continue
@@ -267,7 +268,7 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub, hashes *jobHas
 		stub := ownerOf(a, berth)
 		if stub == nil {
 			for _, id := range gpuIDs(a) {
-				held[id] = true
+				held[id] = a.JobID
 			}
 			r := allocResources(a)
 			out.CPUMHz -= r.CPUMHz
@@ -294,7 +295,7 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub, hashes *jobHas
 	for _, in := range insts {
 		g := drivers.GPU{
 			ID: in.inst.ID, Index: in.index, Model: in.dev.Name, MemoryBytes: in.mem,
-			Healthy: in.inst.Healthy && !held[in.inst.ID],
+			Healthy: in.inst.Healthy && held[in.inst.ID] == "", HeldBy: held[in.inst.ID],
 		}
 		if !guessed {
 			t := byIndex[in.index]
