@@ -24,14 +24,17 @@ var allowed = []struct {
 	berth []string
 }{
 	{"schema/schematest", []string{"schema"}},
-	{"schema", nil},
+	// How numbers, sizes and durations are written: a leaf every
+	// message may use.
+	{"internal/text", nil},
+	{"schema", []string{"internal/text"}},
 	// The ground floor beside schema: the observed world, the Cluster
 	// contract and how drivers fail.
 	{"=drivers", []string{"schema"}},
-	{"policies", []string{"schema", "=drivers", "policies"}},
+	{"policies", []string{"schema", "internal/text", "=drivers", "policies"}},
 	// What a change would do: actions from a decision, the mass-prune
 	// guard, berth plan's report. Pure, below the loop.
-	{"plan", []string{"schema", "=drivers", "policies"}},
+	{"plan", []string{"schema", "internal/text", "=drivers", "policies"}},
 	// Where specs come from: the contract and the directory source (and
 	// its cache file, written whole by internal/atomicfile, a leaf), with
 	// the git source and the directory watch beside it.
@@ -42,12 +45,12 @@ var allowed = []struct {
 	{"leader", []string{"schema", "=drivers"}},
 	// The replay is a second loop beside reconcile: it runs the decision
 	// functions it compares over the sim.
-	{"replay", []string{"schema", "=drivers", "drivers/sim", "policies", "replay"}},
+	{"replay", []string{"schema", "internal/text", "=drivers", "drivers/sim", "policies", "replay"}},
 	// The drivers reach clusters; none imports policies or reconcile.
 	{"drivers", []string{"schema", "drivers"}},
 	// The loop: it sees sources, clusters and the election through their
 	// contracts.
-	{"reconcile", []string{"schema", "=drivers", "policies", "plan", "=source", "leader", "reconcile"}},
+	{"reconcile", []string{"schema", "internal/text", "=drivers", "policies", "plan", "=source", "leader", "reconcile"}},
 	// The HTTP surface serves what the loop exposes.
 	{"api", []string{"schema", "reconcile", "api"}},
 }
@@ -62,7 +65,7 @@ var transports = []string{
 
 // pure packages do no I/O and read no clock ("=" names one package, not
 // its subtree).
-var pure = []string{"schema/", "=drivers", "policies", "plan"}
+var pure = []string{"schema/", "internal/text", "=drivers", "policies", "plan"}
 
 // forbiddenInPure are standard packages a pure package must not import.
 var forbiddenInPure = []string{"net", "net/http", "os/exec", "math/rand", "math/rand/v2", "syscall"}

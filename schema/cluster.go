@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/berth-dev/berth/internal/text"
 )
 
 // Cluster files (kind: Cluster) describe a simulated cluster; drivers/sim
@@ -152,8 +154,8 @@ func checkQuotaCapacity(projects []Project, clusters []clusterShape) []Diagnosti
 		have        func(clusterShape) int64
 		text        func(int64) string
 	}{
-		{"CPU", "spec.quota.cpu", func(p *Project) int64 { return p.Spec.Quota.CPUMHz }, func(c clusterShape) int64 { return c.cpu }, func(m int64) string { return CPUText(m) + " CPUs" }},
-		{"memory", "spec.quota.memory", func(p *Project) int64 { return p.Spec.Quota.MemoryBytes }, func(c clusterShape) int64 { return c.mem }, func(b int64) string { return BytesText(b) + " of memory" }},
+		{"CPU", "spec.quota.cpu", func(p *Project) int64 { return p.Spec.Quota.CPUMHz }, func(c clusterShape) int64 { return c.cpu }, func(m int64) string { return text.CPUQuantity(m) + " CPUs" }},
+		{"memory", "spec.quota.memory", func(p *Project) int64 { return p.Spec.Quota.MemoryBytes }, func(c clusterShape) int64 { return c.mem }, func(b int64) string { return text.BytesQuantity(b) + " of memory" }},
 	} {
 		best := clusterShape{}
 		have := int64(-1)
