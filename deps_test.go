@@ -44,7 +44,9 @@ var allowed = []struct {
 	// Who may write, among replicas.
 	{"leader", []string{"schema", "=drivers"}},
 	// The replay is a second loop beside reconcile: it runs the decision
-	// functions it compares over the sim.
+	// functions it compares over the sim. Its baselines are pure decision
+	// functions like policies'.
+	{"replay/baseline", []string{"schema", "=drivers", "policies"}},
 	{"replay", []string{"schema", "internal/text", "=drivers", "drivers/sim", "policies", "replay"}},
 	// The drivers reach clusters; none imports policies or reconcile.
 	{"drivers", []string{"schema", "drivers"}},
@@ -65,7 +67,7 @@ var transports = []string{
 
 // pure packages do no I/O and read no clock ("=" names one package, not
 // its subtree).
-var pure = []string{"schema/", "internal/text", "=drivers", "policies", "plan"}
+var pure = []string{"schema/", "internal/text", "=drivers", "policies", "plan", "replay/baseline"}
 
 // forbiddenInPure are standard packages a pure package must not import.
 var forbiddenInPure = []string{"net", "net/http", "os/exec", "math/rand", "math/rand/v2", "syscall"}
