@@ -27,6 +27,9 @@ var allowed = []struct {
 	// How numbers, sizes and durations are written: a leaf every
 	// message may use.
 	{"internal/text", nil},
+	// The compact cluster text of the scenario tests, read into a
+	// snapshot.
+	{"internal/clustertest", []string{"schema", "=drivers"}},
 	{"schema", []string{"internal/text"}},
 	// The ground floor beside schema: the observed world, the Cluster
 	// contract and how drivers fail.
