@@ -24,14 +24,20 @@ var allowed = []struct {
 	berth []string
 }{
 	{"schema/schematest", []string{"schema"}},
-	{"schema", nil},
+	// How numbers, sizes and durations are written: a leaf every
+	// message may use.
+	{"internal/text", nil},
+	// The compact cluster text of the scenario tests, read into a
+	// snapshot.
+	{"internal/clustertest", []string{"schema", "=drivers"}},
+	{"schema", []string{"internal/text"}},
 	// The ground floor beside schema: the observed world, the Cluster
 	// contract and how drivers fail.
 	{"=drivers", []string{"schema"}},
-	{"policies", []string{"schema", "=drivers", "policies"}},
+	{"policies", []string{"schema", "internal/text", "=drivers", "policies"}},
 	// What a change would do: actions from a decision, the mass-prune
 	// guard, berth plan's report. Pure, below the loop.
-	{"plan", []string{"schema", "=drivers", "policies"}},
+	{"plan", []string{"schema", "internal/text", "=drivers", "policies"}},
 	// Where specs come from: the contract and the directory source (and
 	// its cache file, written whole by internal/atomicfile, a leaf), with
 	// the git source and the directory watch beside it.
@@ -43,14 +49,16 @@ var allowed = []struct {
 	// Who may write, among replicas.
 	{"leader", []string{"schema", "=drivers"}},
 	// The replay is a second loop beside reconcile: it runs the decision
-	// functions it compares over the sim.
-	{"replay", []string{"schema", "=drivers", "drivers/sim", "policies", "replay"}},
+	// functions it compares over the sim. Its baselines are pure decision
+	// functions like policies'.
+	{"replay/baseline", []string{"schema", "=drivers", "policies"}},
+	{"replay", []string{"schema", "internal/text", "=drivers", "drivers/sim", "policies", "replay"}},
 	// The drivers reach clusters; none imports policies or reconcile.
 	// The simulator's manual clock is internal/clock's.
 	{"drivers", []string{"schema", "drivers", "internal/clock"}},
 	// The loop: it sees sources, clusters and the election through their
 	// contracts.
-	{"reconcile", []string{"schema", "=drivers", "policies", "plan", "=source", "leader", "internal/clock", "reconcile"}},
+	{"reconcile", []string{"schema", "internal/text", "=drivers", "policies", "plan", "=source", "leader", "internal/clock", "reconcile"}},
 	// The HTTP surface serves what the loop exposes.
 	{"api", []string{"schema", "reconcile", "api"}},
 }
@@ -65,7 +73,7 @@ var transports = []string{
 
 // pure packages do no I/O and read no clock ("=" names one package, not
 // its subtree).
-var pure = []string{"schema/", "=drivers", "policies", "plan"}
+var pure = []string{"schema/", "internal/text", "=drivers", "policies", "plan", "replay/baseline"}
 
 // clockless packages do I/O but read the time only through a clock they
 // are given (Config.Clock), so a test or the simulator can move it.

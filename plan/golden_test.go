@@ -28,8 +28,9 @@ import (
 // (reconcile.DryRun), as berth plan renders it. BERTH_UPDATE=1 rewrites the outputs.
 //
 //	-- now --     2026-03-02T10:00:00Z
-//	-- cluster -- node NAME gpus=N [domains=D]          (GPU IDs NAME-g0…)
-//	              alloc PROJECT/NAME node=N gpus=0,1 [started=-1h] [checkpoint=-5m] [phase=stopping]
+//	-- cluster -- as internal/clustertest reads it, GPU IDs NAME-g0…:
+//	              node NAME gpus=N [domains=D] …
+//	              alloc PROJECT/NAME node=N gpus=0,1 [started=-1h] [checkpoint=-5m] [phase=stopping] …
 //	-- flags --   allow-mass-prune | native=batch
 func TestPlanGoldens(t *testing.T) {
 	files, _ := filepath.Glob("testdata/*.txtar")

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
-	"github.com/berth-dev/berth/policies"
+	"github.com/berth-dev/berth/internal/text"
 )
 
 // GitHubCommentLimit is the most characters a GitHub comment holds.
@@ -26,13 +26,13 @@ func (r Report) SummaryLine() string {
 			parts = append(parts, text)
 		}
 	}
-	add(s.SpecChanges, policies.Plural(s.SpecChanges, "spec change"))
+	add(s.SpecChanges, text.Plural(s.SpecChanges, "spec change"))
 	add(s.Start, fmt.Sprintf("%d to start", s.Start))
 	add(s.Preempt, fmt.Sprintf("%d to preempt", s.Preempt))
 	add(s.Stop+s.Purge, fmt.Sprintf("%d to stop", s.Stop+s.Purge))
 	add(s.Update, fmt.Sprintf("%d to update", s.Update))
 	add(s.Wait, fmt.Sprintf("%d waiting", s.Wait))
-	add(len(r.Warnings), policies.Plural(len(r.Warnings), "warning"))
+	add(len(r.Warnings), text.Plural(len(r.Warnings), "warning"))
 	line := strings.Join(parts, ", ")
 	switch {
 	case !s.Changes() && line == "":
@@ -69,7 +69,7 @@ func (c Consequence) Line() string {
 		if c.Node != "" {
 			fmt.Fprintf(&b, " on %s", c.Node)
 		}
-		fmt.Fprintf(&b, ", %s of work since its last checkpoint at risk", policies.ShortDuration(c.AtRisk))
+		fmt.Fprintf(&b, ", %s of work since its last checkpoint at risk", text.Duration(c.AtRisk))
 	case "stop", "purge", "update":
 		if c.Node != "" {
 			fmt.Fprintf(&b, " on %s", c.Node)
@@ -223,7 +223,7 @@ func consequenceRow(c Consequence) string {
 	}
 	risk := ""
 	if c.Kind == "preempt" || c.Restarts {
-		risk = policies.ShortDuration(c.AtRisk)
+		risk = text.Duration(c.AtRisk)
 	}
 	return fmt.Sprintf("| `%s` | %s | %s | %s | %s |\n", c.Workspace, c.Kind, mdEscape(where), risk, mdEscape(c.Reason))
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/internal/text"
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/schema"
 )
@@ -210,7 +211,7 @@ func NewReport(in PlanInput) Report {
 			c.Node, c.GPUs = drivers.Where(allocs[a.Workspace])
 			if in.Head.Workspace(a.Workspace) == nil {
 				c.Kind = "purge"
-				c.Reason = fmt.Sprintf("removed from the specs: stopped now, its job purged after %s unless it comes back", policies.ShortDuration(delay))
+				c.Reason = fmt.Sprintf("removed from the specs: stopped now, its job purged after %s unless it comes back", text.Duration(delay))
 			}
 		default:
 			continue
@@ -227,7 +228,7 @@ func NewReport(in PlanInput) Report {
 			}
 			p := project(ref.Project)
 			p.Consequences = append(p.Consequences, Consequence{Workspace: ref, Kind: "purge",
-				Reason: fmt.Sprintf("removed from the specs: not running; its job is purged after %s unless it comes back", policies.ShortDuration(delay))})
+				Reason: fmt.Sprintf("removed from the specs: not running; its job is purged after %s unless it comes back", text.Duration(delay))})
 		}
 	}
 	for _, wd := range d.Workspaces {
@@ -531,14 +532,14 @@ func quotaCPUText(m int64) string {
 	if m <= 0 {
 		return "none"
 	}
-	return schema.CPUText(m)
+	return text.CPUQuantity(m)
 }
 
 func quotaMemText(b int64) string {
 	if b <= 0 {
 		return "none"
 	}
-	return schema.BytesText(b)
+	return text.BytesQuantity(b)
 }
 
 // borrowQtyText writes a CPU or memory borrow limit, "unlimited" below 0.

@@ -2,13 +2,13 @@ package plan
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/internal/clustertest"
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
 	"github.com/google/go-cmp/cmp"
@@ -24,64 +24,16 @@ func loadTestSpecs(t *testing.T, fsys fstest.MapFS, name string) *schema.Set {
 	return set
 }
 
+// parsePlanCluster reads the cluster section; every allocation runs the
+// base revision.
 func parsePlanCluster(t *testing.T, text string, now time.Time) *drivers.Snapshot {
 	t.Helper()
-	snap := &drivers.Snapshot{ObservedAt: now}
-	for _, line := range strings.Split(text, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
-			continue
-		}
-		kv := map[string]string{}
-		for _, x := range f[2:] {
-			k, v, _ := strings.Cut(x, "=")
-			kv[k] = v
-		}
-		rel := func(k string) time.Time {
-			if kv[k] == "" {
-				return time.Time{}
-			}
-			d, err := time.ParseDuration(kv[k])
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			return now.Add(d)
-		}
-		// mem=SIZE: a node's memory, or what an allocation holds.
-		mem := int64(0)
-		if kv["mem"] != "" {
-			var err error
-			if mem, err = schema.ParseBytes(kv["mem"]); err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-		}
-		switch f[0] {
-		case "node":
-			n, _ := strconv.Atoi(kv["gpus"])
-			domains, _ := strconv.Atoi(kv["domains"])
-			domains = max(domains, 1)
-			node := drivers.Node{Name: f[1], ID: f[1], Ready: true, Eligible: true, Datacenter: kv["dc"], MemoryBytes: mem}
-			for i := range n {
-				node.GPUs = append(node.GPUs, drivers.GPU{ID: fmt.Sprintf("%s-g%d", f[1], i), Index: i, Model: "H100", Domain: i * domains / n, Healthy: true})
-			}
-			snap.Nodes = append(snap.Nodes, node)
-		case "alloc":
-			p, n, _ := strings.Cut(f[1], "/")
-			a := drivers.Alloc{Workspace: schema.Ref{Project: p, Name: n}, Node: kv["node"], Phase: drivers.AllocRunning,
-				StartedAt: rel("started"), LastCheckpoint: rel("checkpoint"), Revision: "base", MemoryBytes: mem}
-			if a.StartedAt.IsZero() {
-				a.StartedAt = now.Add(-time.Hour)
-			}
-			if kv["phase"] == "stopping" {
-				a.Phase = drivers.AllocStopping
-			}
-			for _, g := range strings.Split(kv["gpus"], ",") {
-				a.GPUs = append(a.GPUs, kv["node"]+"-g"+g)
-			}
-			snap.Allocs = append(snap.Allocs, a)
-		default:
-			t.Fatalf("cluster line %q", line)
-		}
+	snap, err := clustertest.Parse(text, now, clustertest.Options{NodeGPUIDs: true})
+	if err != nil {
+		t.Fatalf("cluster: %v", err)
+	}
+	for i := range snap.Allocs {
+		snap.Allocs[i].Revision = "base"
 	}
 	return snap
 }

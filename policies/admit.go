@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/internal/text"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -383,7 +384,7 @@ func (d *decider) waitReason(w *wsState, mi int) Reason {
 	if d.admitted > 0 && w.replicas == 1 && !gpuFits {
 		for _, l := range w.levels {
 			if d.initialMost[mi][l] >= w.gpus { // one group had room
-				r := Reason{ReasonQueue, fmt.Sprintf("queue: %s ahead of it in the queue took the free GPUs it fits in", Plural(d.admitted, "workspace"))}
+				r := Reason{ReasonQueue, fmt.Sprintf("queue: %s ahead of it in the queue took the free GPUs it fits in", text.Plural(d.admitted, "workspace"))}
 				if d.couldPreempt {
 					r.Message += "; preempting what it may would not make room"
 				}
@@ -405,15 +406,15 @@ func (d *decider) waitReason(w *wsState, mi int) Reason {
 	var r Reason
 	switch {
 	case gpuFits && w.cpu == 0 && w.mem == 0 && w.disk == 0 && w.cores == 0 && w.feat >= 0 && w.replicas == 1:
-		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: no node%s has %s%s free", d.featureText(w), Plural(w.gpus, "GPU"), of)}
+		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: no node%s has %s%s free", d.featureText(w), text.Plural(w.gpus, "GPU"), of)}
 	case gpuFits && (w.cpu > 0 || w.mem > 0 || w.disk > 0 || w.cores > 0 || w.feat >= 0) && w.replicas == 1:
-		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: no node with %s%s free also has %s free%s", Plural(w.gpus, "GPU"), of, resources(w.cpu, w.cores, w.mem, w.disk), d.featureText(w))}
+		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: no node with %s%s free also has %s free%s", text.Plural(w.gpus, "GPU"), of, resources(w.cpu, w.cores, w.mem, w.disk), d.featureText(w))}
 	case w.replicas > 1 && li.bestFit(w.gpus) >= 0:
-		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: gang of %d×%s%s does not fit all at once (%d free)", w.replicas, Plural(w.gpus, "GPU"), of, d.c.totalFree[mi])}
+		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: gang of %d×%s%s does not fit all at once (%d free)", w.replicas, text.Plural(w.gpus, "GPU"), of, d.c.totalFree[mi])}
 	case loosest != levelNode && d.c.index[mi][levelNode].bestFit(w.gpus) >= 0:
-		r = Reason{ReasonTopology, fmt.Sprintf("topology: no node has %s%s in one %s (%s)", Plural(w.gpus, "free GPU"), of, levelName[loosest], best(li))}
+		r = Reason{ReasonTopology, fmt.Sprintf("topology: no node has %s%s in one %s (%s)", text.Plural(w.gpus, "free GPU"), of, levelName[loosest], best(li))}
 	default:
-		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: no node has %s%s (%s)", Plural(w.gpus, "free GPU"), of, best(d.c.index[mi][levelNode]))}
+		r = Reason{ReasonCapacity, fmt.Sprintf("capacity: no node has %s%s (%s)", text.Plural(w.gpus, "free GPU"), of, best(d.c.index[mi][levelNode]))}
 	}
 	if d.couldPreempt {
 		r.Message += "; preempting what it may would not make room"

@@ -11,10 +11,9 @@ package policies
 
 import (
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/internal/text"
 )
 
 // boundBy reports whether w comes no earlier in the queue than the
@@ -118,7 +117,7 @@ func (d *decider) restoreGuard(held []int32) {
 // guardAs names the guard's pick in its reservation's message.
 func (d *decider) guardAs() string {
 	if d.guardOverdue {
-		return fmt.Sprintf("the oldest overdue workspace (waiting past aging.maxWait, %s)", ShortDuration(d.policy.Aging.MaxWait))
+		return fmt.Sprintf("the oldest overdue workspace (waiting past aging.maxWait, %s)", text.Duration(d.policy.Aging.MaxWait))
 	}
 	return "the longest-starved workspace (aging at its maximum)"
 }
@@ -187,17 +186,4 @@ func (d *decider) starved() int32 {
 	}
 	d.guardOverdue = bestOverdue
 	return bestIdx
-}
-
-// ShortDuration writes a duration without zero units: 20m, 24h, 1h30m,
-// 45s.
-func ShortDuration(d time.Duration) string {
-	s := d.Round(time.Second).String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }

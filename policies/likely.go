@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-dev/berth/internal/text"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -241,11 +242,11 @@ func (s Start) String() string {
 	if !s.Known {
 		switch {
 		case s.UnknownRunning > 0 && s.UnknownAhead > 0:
-			return fmt.Sprintf("unknown: no run time known for %s and %s ahead of it", Plural(s.UnknownRunning, "running workspace"), Plural(s.UnknownAhead, "workspace"))
+			return fmt.Sprintf("unknown: no run time known for %s and %s ahead of it", text.Plural(s.UnknownRunning, "running workspace"), text.Plural(s.UnknownAhead, "workspace"))
 		case s.UnknownRunning > 0:
-			return fmt.Sprintf("unknown: no run time known for %s", Plural(s.UnknownRunning, "running workspace"))
+			return fmt.Sprintf("unknown: no run time known for %s", text.Plural(s.UnknownRunning, "running workspace"))
 		case s.UnknownAhead > 0:
-			return fmt.Sprintf("unknown: no run time known for %s ahead of it in the queue", Plural(s.UnknownAhead, "workspace"))
+			return fmt.Sprintf("unknown: no run time known for %s ahead of it in the queue", text.Plural(s.UnknownAhead, "workspace"))
 		}
 		return "unknown: it needs more GPUs than the cluster has"
 	}
@@ -255,13 +256,13 @@ func (s Start) String() string {
 	basis := ""
 	switch {
 	case s.PastRuns > 0 && s.Stated > 0:
-		basis = fmt.Sprintf("from %s and %s", Plural(s.PastRuns, "past run"), Plural(s.Stated, "stated duration"))
+		basis = fmt.Sprintf("from %s and %s", text.Plural(s.PastRuns, "past run"), text.Plural(s.Stated, "stated duration"))
 	case s.PastRuns > 0:
-		basis = "from " + Plural(s.PastRuns, "past run")
+		basis = "from " + text.Plural(s.PastRuns, "past run")
 	case s.Stated > 0:
-		basis = "from " + Plural(s.Stated, "stated duration")
+		basis = "from " + text.Plural(s.Stated, "stated duration")
 	}
-	lo, hi := FormatDuration(s.Low), FormatDuration(s.High)
+	lo, hi := text.RoughDuration(s.Low), text.RoughDuration(s.High)
 	if lo == hi {
 		if basis == "" {
 			return "in " + hi
@@ -271,30 +272,5 @@ func (s Start) String() string {
 	if basis != "" {
 		basis = "; " + basis
 	}
-	return fmt.Sprintf("in %s–%s (most likely %s%s)", lo, hi, FormatDuration(s.Likely), basis)
-}
-
-// FormatDuration writes a predicted duration for people, rounded as
-// much as a prediction deserves: minutes under ten hours ("1h30m"),
-// hours under ten days ("30h"), days beyond ("12d"); "0m" for nothing.
-func FormatDuration(d time.Duration) string {
-	switch {
-	case d <= 0:
-		return "0m"
-	case d < time.Minute:
-		return "1m"
-	case d < 10*time.Hour:
-		d = d.Round(time.Minute)
-		h, m := d/time.Hour, (d%time.Hour)/time.Minute
-		switch {
-		case h == 0:
-			return fmt.Sprintf("%dm", m)
-		case m == 0:
-			return fmt.Sprintf("%dh", h)
-		}
-		return fmt.Sprintf("%dh%02dm", h, m)
-	case d < 10*24*time.Hour:
-		return fmt.Sprintf("%dh", (d+time.Hour/2)/time.Hour)
-	}
-	return fmt.Sprintf("%dd", (d+12*time.Hour)/(24*time.Hour))
+	return fmt.Sprintf("in %s–%s (most likely %s%s)", lo, hi, text.RoughDuration(s.Likely), basis)
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/internal/text"
 )
 
 // right returns the right preemptor w has over running workspace v, or
@@ -103,7 +104,7 @@ func (d *decider) rightWhy(w, v *wsState, r Right) string {
 	case RightReclaim:
 		vp := d.projs[v.proj]
 		if !d.projs[w.proj].rquota.named() && !vp.rquota.named() {
-			return fmt.Sprintf("project %s reclaims its guaranteed quota of %s from project %s, which borrows beyond its quota of %d", w.ref.Project, Plural(d.projs[w.proj].quota, "GPU"), vp.name, vp.quota)
+			return fmt.Sprintf("project %s reclaims its guaranteed quota of %s from project %s, which borrows beyond its quota of %d", w.ref.Project, text.Plural(d.projs[w.proj].quota, "GPU"), vp.name, vp.quota)
 		}
 		return fmt.Sprintf("project %s reclaims its guaranteed quota of %s from project %s, which borrows beyond its quota of %s", w.ref.Project, quotaText(d.projs[w.proj]), vp.name, quotaText(vp))
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/berth-dev/berth/internal/text"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -217,8 +218,8 @@ func (d *decider) overLimit(p *projState, w *wsState) (Reason, bool) {
 		quota, borrow, held, need int64
 		text                      func(int64) string
 	}{
-		{"CPU", p.rquota.cpu, p.rborrow.cpu, p.rheld.cpu, rn.cpu, CPUText},
-		{"memory", p.rquota.mem, p.rborrow.mem, p.rheld.mem, rn.mem, Bytes},
+		{"CPU", p.rquota.cpu, p.rborrow.cpu, p.rheld.cpu, rn.cpu, text.CPU},
+		{"memory", p.rquota.mem, p.rborrow.mem, p.rheld.mem, rn.mem, text.Bytes},
 	}
 	for _, dm := range dims {
 		if dm.quota <= 0 || dm.need <= 0 {
@@ -237,29 +238,15 @@ func (d *decider) overLimit(p *projState, w *wsState) (Reason, bool) {
 	return Reason{}, false
 }
 
-// CPUText writes CPU (MHz shares, 1000 a core) for a person: "8 CPUs",
-// "1 CPU", "2.5 CPUs", "250m CPU".
-func CPUText(m int64) string {
-	switch {
-	case m == 1000:
-		return "1 CPU"
-	case m%1000 == 0:
-		return fmt.Sprintf("%d CPUs", m/1000)
-	case m%100 == 0:
-		return fmt.Sprintf("%d.%d CPUs", m/1000, m%1000/100)
-	}
-	return fmt.Sprintf("%dm CPU", m)
-}
-
 // quotaText writes project p's quota: "4 GPUs", or with the CPU and
 // memory it names, "4 GPUs, 8 CPUs and 64 GiB memory".
 func quotaText(p *projState) string {
-	parts := []string{Plural(p.quota, "GPU")}
+	parts := []string{text.Plural(p.quota, "GPU")}
 	if p.rquota.cpu > 0 {
-		parts = append(parts, CPUText(p.rquota.cpu))
+		parts = append(parts, text.CPU(p.rquota.cpu))
 	}
 	if p.rquota.mem > 0 {
-		parts = append(parts, Bytes(p.rquota.mem)+" memory")
+		parts = append(parts, text.Bytes(p.rquota.mem)+" memory")
 	}
 	return joinAnd(parts)
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/internal/text"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -320,7 +321,7 @@ func (d *decider) freeText(w *wsState, f amount) string {
 		parts = append(parts, fmt.Sprintf("%d MHz CPU", max(f.cpu, 0)))
 	}
 	if w.cores > 0 {
-		parts = append(parts, Plural(int(max(f.cores, 0)), "exclusive core"))
+		parts = append(parts, text.Plural(int(max(f.cores, 0)), "exclusive core"))
 	}
 	if w.mem > 0 {
 		parts = append(parts, bytesText(max(f.mem, 0))+" memory")
@@ -349,7 +350,7 @@ func resources(cpu int64, cores int, mem, disk int64) string {
 		parts = append(parts, fmt.Sprintf("%d MHz CPU", cpu))
 	}
 	if cores > 0 {
-		parts = append(parts, Plural(cores, "exclusive core"))
+		parts = append(parts, text.Plural(cores, "exclusive core"))
 	}
 	if mem > 0 {
 		parts = append(parts, bytesText(mem)+" memory")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/internal/clustertest"
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 	"github.com/rogpeppe/go-internal/txtar"
@@ -114,13 +115,9 @@ func TestScenarios(t *testing.T) {
 //	                         [grace=D] [unhealthyGPU=stay]
 //	               policy [minRuntime=D] [maxVictims=N] [halfLife=D] [aging=INTERVAL/STEP/MAX]
 //	                      [preemption=off] [nvlink=C] [numa=C]
-//	-- cluster --  node NAME gpus=N [domains=D] [numa=U] [model=M] [notready] [ineligible]
-//	                    [status=down|disconnected|initializing] [draining] [deadline=+5s]
-//	                    [unhealthy=I,J] [cpu=CORES] [mem=SIZE]
-//	                    (GPU IDs are g0…gN-1, split evenly into domains/NUMA)
-//	               alloc PROJECT/NAME node=N gpus=I,J [replica=R] [phase=running|starting|stopping]
-//	                     [started=-1h] [checkpoint=-5m] [cpu=CORES] [mem=SIZE]
-//	               exit PROJECT/NAME class=completed|task-failed|node-fault [node=N]
+//	-- cluster --  nodes, allocations and ends as internal/clustertest reads them:
+//	               node NAME gpus=N [domains=D] …, alloc PROJECT/NAME node=N gpus=I,J …,
+//	               exit PROJECT/NAME class=… (GPU IDs are g0…gN-1)
 //	-- history --  usageAt -1h | usage PROJECT GPU-SECONDS | queued PROJECT/NAME -30m
 //	               preempted PROJECT/NAME by=PROJECT/NAME at=-5m
 //	               admitted PROJECT/NAME in-quota|borrowing
@@ -143,7 +140,7 @@ func parseScenario(ar *txtar.Archive) (Input, error) {
 	if err != nil {
 		return Input{}, fmt.Errorf("specs: %w", err)
 	}
-	snap, err := parseCluster(sections["cluster"], now)
+	snap, err := clustertest.Parse(sections["cluster"], now, clustertest.Options{})
 	if err != nil {
 		return Input{}, fmt.Errorf("cluster: %w", err)
 	}
@@ -448,130 +445,6 @@ func placementFields(f fields) schema.Placement {
 		p.NodeMeta[k] = v
 	}
 	return p
-}
-
-func parseCluster(text string, now time.Time) (*drivers.Snapshot, error) {
-	snap := &drivers.Snapshot{ObservedAt: now}
-	for _, l := range lines(text) {
-		f := lineFields(l)
-		switch f.words[0] {
-		case "node":
-			n := drivers.Node{Name: f.words[1], ID: f.words[1], Ready: !f.flags["notready"], Eligible: !f.flags["ineligible"] && !f.flags["draining"]}
-			var err error
-			if st, ok := f.kv["status"]; ok {
-				n.Ready, n.Status = false, st
-			}
-			n.Draining = f.flags["draining"]
-			if dl, ok := f.kv["deadline"]; ok {
-				if n.DrainDeadline, err = rel(now, dl); err != nil {
-					return nil, err
-				}
-			}
-			if n.CPUMHz, n.MemoryBytes, n.DiskBytes, n.Cores, err = resFields(f); err != nil {
-				return nil, err
-			}
-			if n.Cores > 0 {
-				n.CPUPerCore = n.CPUMHz / int64(n.Cores)
-			}
-			// drivers= and volumes= say the node reports its features.
-			n.Drivers, n.HostVolumes = list(f, "drivers"), list(f, "volumes")
-			n.Features = n.Drivers != nil || n.HostVolumes != nil
-			if pl := placementFields(f); !pl.IsZero() {
-				if len(pl.Datacenters) > 0 {
-					n.Datacenter = pl.Datacenters[0]
-				}
-				n.Pool, n.Class, n.Meta = pl.NodePool, pl.NodeClass, pl.NodeMeta
-			}
-			count, err := atoi(f, "gpus", 8)
-			if err != nil {
-				return nil, err
-			}
-			doms, err := atoi(f, "domains", 1)
-			if err != nil {
-				return nil, err
-			}
-			numas, err := atoi(f, "numa", 1)
-			if err != nil {
-				return nil, err
-			}
-			bad := map[int]bool{}
-			if u, ok := f.kv["unhealthy"]; ok {
-				for _, s := range strings.Split(u, ",") {
-					i, err := strconv.Atoi(s)
-					if err != nil {
-						return nil, err
-					}
-					bad[i] = true
-				}
-			}
-			model := f.kv["model"]
-			if model == "" {
-				model = "H100"
-			}
-			for i := range count {
-				n.GPUs = append(n.GPUs, drivers.GPU{ID: fmt.Sprintf("g%d", i), Index: i, Model: model, Domain: i * doms / count, NUMA: i * numas / count, Healthy: !bad[i]})
-			}
-			snap.Nodes = append(snap.Nodes, n)
-		case "alloc":
-			ref, err := parseRef(f.words[1])
-			if err != nil {
-				return nil, err
-			}
-			a := drivers.Alloc{Workspace: ref, Node: f.kv["node"], Phase: drivers.AllocRunning}
-			if a.CPUMHz, a.MemoryBytes, a.DiskBytes, a.Cores, err = resFields(f); err != nil {
-				return nil, err
-			}
-			if a.Replica, err = atoi(f, "replica", 0); err != nil {
-				return nil, err
-			}
-			for _, s := range list(f, "gpus") {
-				a.GPUs = append(a.GPUs, "g"+s)
-			}
-			sort.Strings(a.GPUs)
-			switch f.kv["phase"] {
-			case "", "running":
-			case "starting":
-				a.Phase = drivers.AllocStarting
-			case "stopping":
-				a.Phase = drivers.AllocStopping
-			default:
-				return nil, fmt.Errorf("phase %q", f.kv["phase"])
-			}
-			a.StartedAt = now.Add(-time.Hour)
-			if s, ok := f.kv["started"]; ok {
-				if a.StartedAt, err = rel(now, s); err != nil {
-					return nil, err
-				}
-			}
-			if s, ok := f.kv["checkpoint"]; ok {
-				if a.LastCheckpoint, err = rel(now, s); err != nil {
-					return nil, err
-				}
-			}
-			snap.Allocs = append(snap.Allocs, a)
-		case "exit":
-			ref, err := parseRef(f.words[1])
-			if err != nil {
-				return nil, err
-			}
-			e := drivers.Exit{Workspace: ref, Node: f.kv["node"], Failed: f.kv["class"] != "completed"}
-			if err := e.Class.UnmarshalText([]byte(f.kv["class"])); err != nil {
-				return nil, err
-			}
-			snap.Exits = append(snap.Exits, e)
-		default:
-			return nil, fmt.Errorf("unknown line %q", l)
-		}
-	}
-	sort.Slice(snap.Nodes, func(i, j int) bool { return snap.Nodes[i].Name < snap.Nodes[j].Name })
-	sort.Slice(snap.Allocs, func(i, j int) bool {
-		a, b := snap.Allocs[i], snap.Allocs[j]
-		if a.Workspace != b.Workspace {
-			return a.Workspace.Less(b.Workspace)
-		}
-		return a.Replica < b.Replica
-	})
-	return snap, nil
 }
 
 func parseHistory(text string, now time.Time) (*drivers.History, error) {

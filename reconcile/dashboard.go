@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/internal/text"
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/schema"
 )
@@ -419,11 +420,11 @@ func likelyAt(l *LikelyStart) string {
 	}
 	switch {
 	case l.PastRuns > 0 && l.Stated > 0:
-		s += fmt.Sprintf(", from %s and %s", policies.Plural(l.PastRuns, "past run"), policies.Plural(l.Stated, "stated duration"))
+		s += fmt.Sprintf(", from %s and %s", text.Plural(l.PastRuns, "past run"), text.Plural(l.Stated, "stated duration"))
 	case l.PastRuns > 0:
-		s += ", from " + policies.Plural(l.PastRuns, "past run")
+		s += ", from " + text.Plural(l.PastRuns, "past run")
 	case l.Stated > 0:
-		s += ", from " + policies.Plural(l.Stated, "stated duration")
+		s += ", from " + text.Plural(l.Stated, "stated duration")
 	}
 	return s
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
-	"github.com/berth-dev/berth/policies"
+	"github.com/berth-dev/berth/internal/text"
 )
 
 // Explain answers, in sentences, why a workspace is in its state: why it
@@ -191,7 +191,7 @@ func overdueSentence(l *LikelyStart, now time.Time) string {
 	const does = "the starvation guard holds GPUs for it ahead of borrowers and, while it fits inside its quota, of its own team's work, of its tier and lower, after any workspace overdue before it; other work inside a quota still goes first"
 	at := l.OverdueAt.UTC().Format("2006-01-02 15:04:05")
 	if now.Before(l.OverdueAt) {
-		return sentence(fmt.Sprintf("The wait bound (aging.maxWait) makes it overdue at %s, in %s: from then %s", at, policies.FormatDuration(l.OverdueAt.Sub(now)), does))
+		return sentence(fmt.Sprintf("The wait bound (aging.maxWait) makes it overdue at %s, in %s: from then %s", at, text.RoughDuration(l.OverdueAt.Sub(now)), does))
 	}
 	return sentence(fmt.Sprintf("It is overdue since %s (past aging.maxWait): %s", at, does))
 }
@@ -203,15 +203,15 @@ func runTimeText(r *RunTimeStatus) string {
 		return ""
 	}
 	var rng string
-	if lo, hi := policies.FormatDuration(r.Low.D()), policies.FormatDuration(r.High.D()); lo != hi {
+	if lo, hi := text.RoughDuration(r.Low.D()), text.RoughDuration(r.High.D()); lo != hi {
 		rng = " (" + lo + "–" + hi + ")"
 	}
-	med := policies.FormatDuration(r.Median.D())
+	med := text.RoughDuration(r.Median.D())
 	switch {
 	case r.PastRuns > 0 && r.Stated > 0:
-		return sentence(fmt.Sprintf("Expected run time: %s%s: its expectedDuration, with the spread of %s (%s)", med, rng, r.Basis, policies.Plural(r.PastRuns, "past run")))
+		return sentence(fmt.Sprintf("Expected run time: %s%s: its expectedDuration, with the spread of %s (%s)", med, rng, r.Basis, text.Plural(r.PastRuns, "past run")))
 	case r.PastRuns > 0:
-		return sentence(fmt.Sprintf("Expected run time: %s%s, from %s (%s)", med, rng, r.Basis, policies.Plural(r.PastRuns, "past run")))
+		return sentence(fmt.Sprintf("Expected run time: %s%s, from %s (%s)", med, rng, r.Basis, text.Plural(r.PastRuns, "past run")))
 	}
 	return sentence(fmt.Sprintf("Expected run time: %s, its expectedDuration (no completed run to compare)", med))
 }

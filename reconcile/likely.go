@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/internal/text"
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/schema"
 )
@@ -86,7 +87,7 @@ func (l *LikelyStart) overdueText(now time.Time) string {
 	case l.OverdueAt.IsZero():
 		return ""
 	case now.Before(l.OverdueAt):
-		return "; overdue in " + policies.FormatDuration(l.OverdueAt.Sub(now))
+		return "; overdue in " + text.RoughDuration(l.OverdueAt.Sub(now))
 	}
 	return "; overdue"
 }

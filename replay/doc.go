@@ -4,7 +4,7 @@
 // (projects, tiers, checkpoints, gangs: every choice in Mapping and stated
 // in the report), replays them event by event through the simulated
 // cluster of drivers/sim under several decision functions (berth's
-// policies.Decide and the baselines of policies/baseline), and reports how
+// policies.Decide and the baselines of replay/baseline), and reports how
 // each did as a table, JSON or a self-contained HTML page.
 //
 // The clock is the simulator's ManualClock: it jumps to the next arrival,

@@ -13,7 +13,7 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/policies"
-	"github.com/berth-dev/berth/policies/baseline"
+	"github.com/berth-dev/berth/replay/baseline"
 	"github.com/berth-dev/berth/schema"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers/sim"
-	"github.com/berth-dev/berth/policies"
+	"github.com/berth-dev/berth/internal/text"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -244,13 +244,13 @@ func (r *Report) mappingLines() []string {
 	}
 	bound := "the default"
 	if def := schema.DefaultPolicy().Spec.Aging.MaxWait; m.MaxWait != def {
-		bound = "the default is " + policies.ShortDuration(def)
+		bound = "the default is " + text.Duration(def)
 	}
 	if m.CohortBelow != "" {
 		lines = append(lines, fmt.Sprintf("opt-in: berth's highest tier borrows within the cohort below tier %s (borrowWithinCohort: it may take other teams' in-quota work of lower tiers)", m.CohortBelow))
 	}
 	if m.MaxWait > 0 {
-		lines = append(lines, fmt.Sprintf("policy: berth's default, with its wait bound aging.maxWait %s (%s)", policies.ShortDuration(m.MaxWait), bound))
+		lines = append(lines, fmt.Sprintf("policy: berth's default, with its wait bound aging.maxWait %s (%s)", text.Duration(m.MaxWait), bound))
 	} else {
 		lines = append(lines, fmt.Sprintf("policy: berth's default, with its wait bound off (aging.maxWait 0; %s)", bound))
 	}

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/berth-dev/berth/internal/text"
 )
 
 // build converts the documents that passed the schema into a Set with
@@ -312,8 +314,8 @@ func checkQuotaFitCPUMem(w *Workspace, p *Project, d *doc) []Diagnostic {
 		quota, borrow, per int64
 		text               func(int64) string
 	}{
-		{"CPU", "cpu", p.Spec.Quota.CPUMHz, p.Spec.BorrowLimit.CPUMHz, r.CPUMHz + int64(r.ExclusiveCores)*1000, CPUText},
-		{"memory", "memory", p.Spec.Quota.MemoryBytes, p.Spec.BorrowLimit.MemoryBytes, r.MemoryBytes, BytesText},
+		{"CPU", "cpu", p.Spec.Quota.CPUMHz, p.Spec.BorrowLimit.CPUMHz, r.CPUMHz + int64(r.ExclusiveCores)*1000, text.CPUQuantity},
+		{"memory", "memory", p.Spec.Quota.MemoryBytes, p.Spec.BorrowLimit.MemoryBytes, r.MemoryBytes, text.BytesQuantity},
 	} {
 		if dm.quota <= 0 || dm.borrow < 0 || dm.per*n <= dm.quota+dm.borrow {
 			continue

@@ -1,16 +1,19 @@
 package schema
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/berth-dev/berth/internal/text"
 )
 
-// Cluster files (kind: Cluster) describe a simulated cluster; drivers/sim
-// owns their format and reports their errors. The loader reads them only
-// leniently, for capacity: when a spec tree holds one, a workspace whose
-// gang cannot fit any set of its nodes is an error. A file it cannot read
-// is ignored here.
+// The loader checks the specs against the cluster files in the tree
+// (kind: Cluster), read with ParseCluster as drivers/sim reads them: a
+// workspace whose gang cannot fit any set of its nodes is an error, and
+// quotas past its CPU or memory a warning. A file ParseCluster rejects
+// is not checked against here; berth simulate reports its errors.
 
 type gpuShape struct {
 	model        string
@@ -43,99 +46,33 @@ func clusterShapes(docs []*doc) []clusterShape {
 }
 
 func readCluster(d *doc) (clusterShape, bool) {
-	c := clusterShape{name: d.name}
-	m, _ := d.raw.(map[string]any)
-	spec, _ := m["spec"].(map[string]any)
-	nodes, _ := spec["nodes"].([]any)
-	if len(nodes) == 0 {
-		return c, false
+	doc, err := json.Marshal(d.raw)
+	if err != nil {
+		return clusterShape{}, false
 	}
-	for _, n := range nodes {
-		node, _ := n.(map[string]any)
-		if node == nil {
-			return c, false
+	f, err := ParseCluster(doc)
+	if err != nil {
+		return clusterShape{}, false
+	}
+	c := clusterShape{name: f.Name}
+	for _, n := range f.Nodes {
+		ns := nodeShape{datacenter: n.Datacenter, pool: n.Pool, class: n.Class, meta: n.Meta}
+		for _, g := range n.GPUs {
+			ns.gpus = append(ns.gpus, gpuShape{model: g.Model, domain: g.Domain, numa: g.NUMA})
 		}
-		count := int64(1)
-		if v, ok := node["count"].(int64); ok {
-			count = v
-		}
-		if count < 0 || count > 100000 {
-			return c, false
-		}
-		var gpus []gpuShape
-		cpuText, memText := quantityText(node["cpu"]), quantityText(node["memory"])
-		if p, ok := node["preset"].(string); ok {
-			preset, known := LookupClusterPreset(p)
-			if !known {
-				return c, false
-			}
-			cpuText, memText = cmpOr(cpuText, preset.CPU), cmpOr(memText, preset.Memory)
-			for _, g := range preset.GPUs {
-				for range g.Count {
-					gpus = append(gpus, gpuShape{model: g.Model, domain: g.Domain, numa: g.NUMA})
-				}
-			}
-		}
-		if list, ok := node["gpus"].([]any); ok {
-			gpus = nil
-			for _, g := range list {
-				gm, _ := g.(map[string]any)
-				model, _ := gm["model"].(string)
-				dom, _ := gm["domain"].(int64)
-				numa, _ := gm["numa"].(int64)
-				n, ok := gm["count"].(int64)
-				if !ok {
-					n = 1
-				}
-				if n < 0 || n > 1024 {
-					return c, false
-				}
-				for range n {
-					gpus = append(gpus, gpuShape{model: model, domain: int(dom), numa: int(numa)})
-				}
-			}
-		}
-		ns := nodeShape{gpus: gpus}
-		ns.datacenter, _ = node["datacenter"].(string)
-		ns.pool, _ = node["pool"].(string)
-		ns.class, _ = node["class"].(string)
-		if m, ok := node["meta"].(map[string]any); ok {
-			ns.meta = map[string]string{}
-			for k, v := range m {
-				if s, ok := v.(string); ok {
-					ns.meta[k] = s
-				}
-			}
-		}
-		for range count {
-			c.nodes = append(c.nodes, ns)
-		}
-		if cpu, err := ParseCPU(cpuText); err == nil && cpuText != "" && c.cpu >= 0 {
-			c.cpu += cpu * count
+		c.nodes = append(c.nodes, ns)
+		if n.HasCPU && c.cpu >= 0 {
+			c.cpu += n.CPUMHz
 		} else {
 			c.cpu = -1
 		}
-		if mem, err := ParseBytes(memText); err == nil && memText != "" && c.mem >= 0 {
-			c.mem += mem * count
+		if n.HasMemory && c.mem >= 0 {
+			c.mem += n.MemoryBytes
 		} else {
 			c.mem = -1
 		}
 	}
 	return c, true
-}
-
-// quantityText is a cluster file's quantity (a number or a string) as
-// text; "" when absent or of another type.
-func quantityText(v any) string {
-	switch v := v.(type) {
-	case string:
-		return v
-	case int64:
-		return fmt.Sprint(v)
-	case float64:
-		return fmt.Sprint(v)
-	}
-	return ""
 }
 
 // checkQuotaCapacity warns when the projects' CPU or memory quotas add
@@ -152,8 +89,8 @@ func checkQuotaCapacity(projects []Project, clusters []clusterShape) []Diagnosti
 		have        func(clusterShape) int64
 		text        func(int64) string
 	}{
-		{"CPU", "spec.quota.cpu", func(p *Project) int64 { return p.Spec.Quota.CPUMHz }, func(c clusterShape) int64 { return c.cpu }, func(m int64) string { return CPUText(m) + " CPUs" }},
-		{"memory", "spec.quota.memory", func(p *Project) int64 { return p.Spec.Quota.MemoryBytes }, func(c clusterShape) int64 { return c.mem }, func(b int64) string { return BytesText(b) + " of memory" }},
+		{"CPU", "spec.quota.cpu", func(p *Project) int64 { return p.Spec.Quota.CPUMHz }, func(c clusterShape) int64 { return c.cpu }, func(m int64) string { return text.CPUQuantity(m) + " CPUs" }},
+		{"memory", "spec.quota.memory", func(p *Project) int64 { return p.Spec.Quota.MemoryBytes }, func(c clusterShape) int64 { return c.mem }, func(b int64) string { return text.BytesQuantity(b) + " of memory" }},
 	} {
 		best := clusterShape{}
 		have := int64(-1)

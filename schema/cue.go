@@ -25,10 +25,6 @@ var Source []byte
 // Kinds lists the kinds of documents berth reads, in order.
 var Kinds = []string{KindPriorityTier, KindProject, KindWorkspace, KindVolume, KindSchedulingPolicy}
 
-// KindCluster is the kind of a simulated cluster's file; the spec loader
-// skips such documents (drivers/sim reads them).
-const KindCluster = "Cluster"
-
 // checker validates documents against the schema. A checker owns its
 // cue.Context, which keeps every value it builds until it is dropped: the
 // loader uses a checker for a bounded number of documents, then a new one.

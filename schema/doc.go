@@ -13,10 +13,15 @@
 //     references, duplicates, tier values, quota and cluster capacity.
 //  3. The repo's own *.cue rules, unified with the documents as written.
 //
+// The cluster file (kind: Cluster) is read here too, once, by
+// ParseCluster: drivers/sim builds its simulated cluster from what it
+// returns, and stage 2 checks capacity against it.
+//
 // Diagnostics carry a sentence a person can act on; the schema's @hint
 // attributes supply the second half of it. docs/reference.md is generated
 // from the schema's comments (Reference) and a test keeps it current.
 //
-// The package must never import another berth package, talk to a cluster,
+// The package must never import another berth package (but the leaf
+// internal/text, which writes its quantities), talk to a cluster,
 // read a clock, or panic on any input (FuzzLoad checks the last).
 package schema

@@ -114,26 +114,3 @@ func ParseDuration(s string) (time.Duration, error) {
 	}
 	return d, nil
 }
-
-// CPUText writes millicores as resources.cpu is written: cores where
-// whole ("8"), else millicores ("500m").
-func CPUText(m int64) string {
-	if m%1000 == 0 {
-		return fmt.Sprint(m / 1000)
-	}
-	return fmt.Sprintf("%dm", m)
-}
-
-// BytesText writes bytes as a quantity is written: in the largest binary
-// unit that keeps it whole ("64Gi", "300Mi"), else in bytes.
-func BytesText(b int64) string {
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"Pi", 1 << 50}, {"Ti", 1 << 40}, {"Gi", 1 << 30}, {"Mi", 1 << 20}, {"Ki", 1 << 10}} {
-		if b != 0 && b%u.mult == 0 {
-			return fmt.Sprintf("%d%s", b/u.mult, u.suffix)
-		}
-	}
-	return fmt.Sprint(b)
-}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/nomad"
+	"github.com/berth-dev/berth/internal/text"
 	"github.com/spf13/cobra"
 )
 
@@ -88,7 +89,7 @@ is wrong.`,
 			case len(problems) > 0:
 				return &exitError{Code: exitFailure}
 			case len(warnings) > 0:
-				fmt.Fprintf(out, "ok: nothing stands in berth's way (%s; --strict fails on them)\n", plural(len(warnings), "warning"))
+				fmt.Fprintf(out, "ok: nothing stands in berth's way (%s; --strict fails on them)\n", text.Plural(len(warnings), "warning"))
 			default:
 				fmt.Fprintln(out, "ok: nothing stands in berth's way")
 			}

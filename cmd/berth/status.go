@@ -14,7 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/berth-dev/berth/policies"
+	"github.com/berth-dev/berth/internal/text"
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -251,12 +251,12 @@ func printCPUMemQuotas(w io.Writer, ps []reconcile.ProjectStatus) {
 	for _, p := range ps {
 		var parts []string
 		if p.QuotaCPUMHz > 0 {
-			parts = append(parts, fmt.Sprintf("CPU %s of %s (%s borrowed; may borrow %s)", policies.CPUText(p.UsedCPUMHz), policies.CPUText(p.QuotaCPUMHz),
-				policies.CPUText(p.BorrowedCPUMHz), limit(p.BorrowLimitCPUMHz, policies.CPUText)))
+			parts = append(parts, fmt.Sprintf("CPU %s of %s (%s borrowed; may borrow %s)", text.CPU(p.UsedCPUMHz), text.CPU(p.QuotaCPUMHz),
+				text.CPU(p.BorrowedCPUMHz), limit(p.BorrowLimitCPUMHz, text.CPU)))
 		}
 		if p.QuotaMemoryBytes > 0 {
-			parts = append(parts, fmt.Sprintf("memory %s of %s (%s borrowed; may borrow %s)", policies.Bytes(p.UsedMemoryBytes), policies.Bytes(p.QuotaMemoryBytes),
-				policies.Bytes(p.BorrowedMemoryBytes), limit(p.BorrowLimitMemoryBytes, policies.Bytes)))
+			parts = append(parts, fmt.Sprintf("memory %s of %s (%s borrowed; may borrow %s)", text.Bytes(p.UsedMemoryBytes), text.Bytes(p.QuotaMemoryBytes),
+				text.Bytes(p.BorrowedMemoryBytes), limit(p.BorrowLimitMemoryBytes, text.Bytes)))
 		}
 		if len(parts) > 0 {
 			fmt.Fprintf(w, "%s uses %s\n", p.Name, strings.Join(parts, ", "))
@@ -339,8 +339,8 @@ func runTimeShort(r *reconcile.RunTimeStatus) string {
 	if r == nil {
 		return "-"
 	}
-	med := policies.FormatDuration(r.Median.D())
-	switch lo, hi := policies.FormatDuration(r.Low.D()), policies.FormatDuration(r.High.D()); {
+	med := text.RoughDuration(r.Median.D())
+	switch lo, hi := text.RoughDuration(r.Low.D()), text.RoughDuration(r.High.D()); {
 	case r.PastRuns == 0:
 		return med + " (stated)"
 	case lo != hi:

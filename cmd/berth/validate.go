@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-dev/berth/internal/text"
 	"github.com/berth-dev/berth/schema"
 	"github.com/spf13/cobra"
 )
@@ -135,7 +136,7 @@ func noSpecs(paths []string, r *schema.Report) (schema.Diagnostic, bool) {
 	}
 	what := holds + " no *.yaml or *.yml file"
 	if s.Files > 0 {
-		what = has + " " + plural(s.Files, "YAML file") + " but no document of kind PriorityTier, Project or Workspace"
+		what = has + " " + text.Plural(s.Files, "YAML file") + " but no document of kind PriorityTier, Project or Workspace"
 	}
 	where := strings.Join(abs, ", ")
 	return schema.Diagnostic{
@@ -153,25 +154,18 @@ func absPath(p string) string {
 	return p
 }
 
-func plural(n int, one string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, one)
-	}
-	return fmt.Sprintf("%d %ss", n, one)
-}
-
 // summaryLine is "3 tiers, 4 projects, 12 workspaces: 2 errors, 1 warning".
 func summaryLine(r *schema.Report) string {
 	s := r.Summary
-	counts := fmt.Sprintf("%s, %s, %s", plural(s.Tiers, "tier"), plural(s.Projects, "project"), plural(s.Workspaces, "workspace"))
+	counts := fmt.Sprintf("%s, %s, %s", text.Plural(s.Tiers, "tier"), text.Plural(s.Projects, "project"), text.Plural(s.Workspaces, "workspace"))
 	errs, warns := r.Diagnostics.Errors(), r.Diagnostics.Warnings()
 	switch {
 	case errs == 0 && warns == 0:
 		return counts + ": valid"
 	case errs == 0:
-		return counts + ": valid, " + plural(warns, "warning")
+		return counts + ": valid, " + text.Plural(warns, "warning")
 	}
-	return counts + ": " + plural(errs, "error") + ", " + plural(warns, "warning")
+	return counts + ": " + text.Plural(errs, "error") + ", " + text.Plural(warns, "warning")
 }
 
 func writeText(w io.Writer, r *schema.Report) {

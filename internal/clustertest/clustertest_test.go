@@ -1,0 +1,54 @@
+package clustertest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/schema"
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParse(t *testing.T) {
+	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	const text = `
+# two nodes, one allocation
+node b gpus=2 domains=2 mem=64Gi dc=eu
+node a gpus=1 model=A100
+alloc ml/train node=b gpus=1,0 started=-2h checkpoint=-5m
+`
+	gpu := func(id string, i, dom int, model string) drivers.GPU {
+		return drivers.GPU{ID: id, Index: i, Model: model, Domain: dom, NUMA: 0, Healthy: true}
+	}
+	tests := map[string]struct {
+		opt      Options
+		ids      [3]string // a's GPU 0, b's GPU 0 and 1
+		allocIDs []string
+	}{
+		"policies' names": {Options{}, [3]string{"g0", "g0", "g1"}, []string{"g0", "g1"}},
+		"plan's names":    {Options{NodeGPUIDs: true}, [3]string{"a-g0", "b-g0", "b-g1"}, []string{"b-g0", "b-g1"}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := Parse(text, now, tt.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := &drivers.Snapshot{ObservedAt: now,
+				Nodes: []drivers.Node{
+					{Name: "a", ID: "a", Ready: true, Eligible: true, GPUs: []drivers.GPU{gpu(tt.ids[0], 0, 0, "A100")}},
+					{Name: "b", ID: "b", Ready: true, Eligible: true, Datacenter: "eu", MemoryBytes: 64 << 30,
+						GPUs: []drivers.GPU{gpu(tt.ids[1], 0, 0, "H100"), gpu(tt.ids[2], 1, 1, "H100")}},
+				},
+				Allocs: []drivers.Alloc{{Workspace: schema.Ref{Project: "ml", Name: "train"}, Node: "b", Phase: drivers.AllocRunning,
+					GPUs: tt.allocIDs, StartedAt: now.Add(-2 * time.Hour), LastCheckpoint: now.Add(-5 * time.Minute)}},
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+	if _, err := Parse("vm x", now, Options{}); err == nil {
+		t.Errorf("an unknown line parsed")
+	}
+}

@@ -1,0 +1,23 @@
+// Package clustertest reads the compact cluster text of berth's scenario
+// tests (policies' testdata and plan's) into the snapshot a driver would
+// observe: nodes, allocations and ends, one a line.
+//
+//	node NAME [gpus=N] [domains=D] [numa=U] [model=M] [notready] [ineligible]
+//	     [status=down|disconnected|initializing] [draining] [deadline=+5s]
+//	     [unhealthy=I,J] [cpu=CORES|500m] [mem=SIZE] [disk=SIZE] [cores=N]
+//	     [dc=DC] [pool=P] [class=C] [meta=k:v,k2:v2] [drivers=a,b] [volumes=a,b]
+//	alloc PROJECT/NAME node=N gpus=I,J [replica=R] [phase=running|starting|stopping]
+//	      [started=-1h] [checkpoint=-5m] [cpu=CORES] [mem=SIZE] [disk=SIZE] [cores=N]
+//	exit PROJECT/NAME class=completed|task-failed|node-fault [node=N]
+//
+// A node has 8 H100 GPUs unless it says otherwise, split evenly into its
+// NVLink domains and NUMA nodes; an allocation started an hour before
+// now unless it says when. Times are relative to now. Lines starting
+// with # are comments.
+//
+// The GPUs of a node are named g0…gN-1 (policies' scenarios), or, with
+// Options.NodeGPUIDs, NODE-g0…NODE-gN-1 (plan's, whose reports show the
+// IDs); allocations name their GPUs by index either way.
+//
+// It is a test helper: only tests import it.
+package clustertest
