@@ -74,12 +74,23 @@ func Parse(text string, now time.Time, opt Options) (*drivers.Snapshot, error) {
 					bad[i] = true
 				}
 			}
+			heldBy := map[int]string{}
+			if h, ok := f.kv["held"]; ok {
+				for _, s := range strings.Split(h, ",") {
+					idx, job, _ := strings.Cut(s, ":")
+					i, err := strconv.Atoi(idx)
+					if err != nil || job == "" {
+						return nil, fmt.Errorf("held=%s: want GPU:JOB,…", h)
+					}
+					heldBy[i] = job
+				}
+			}
 			model := f.kv["model"]
 			if model == "" {
 				model = "H100"
 			}
 			for i := range count {
-				n.GPUs = append(n.GPUs, drivers.GPU{ID: opt.gpuID(n.Name, strconv.Itoa(i)), Index: i, Model: model, Domain: i * doms / count, NUMA: i * numas / count, Healthy: !bad[i]})
+				n.GPUs = append(n.GPUs, drivers.GPU{ID: opt.gpuID(n.Name, strconv.Itoa(i)), Index: i, Model: model, Domain: i * doms / count, NUMA: i * numas / count, Healthy: !bad[i] && heldBy[i] == "", HeldBy: heldBy[i]})
 			}
 			snap.Nodes = append(snap.Nodes, n)
 		case "alloc":

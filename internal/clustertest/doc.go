@@ -4,13 +4,14 @@
 //
 //	node NAME [gpus=N] [domains=D] [numa=U] [model=M] [notready] [ineligible]
 //	     [status=down|disconnected|initializing] [draining] [deadline=+5s]
-//	     [unhealthy=I,J] [cpu=CORES|500m] [mem=SIZE] [disk=SIZE] [cores=N]
+//	     [unhealthy=I,J] [held=I:JOB,…] [cpu=CORES|500m] [mem=SIZE] [disk=SIZE] [cores=N]
 //	     [dc=DC] [pool=P] [class=C] [meta=k:v,k2:v2] [drivers=a,b] [volumes=a,b]
 //	alloc PROJECT/NAME node=N gpus=I,J [replica=R] [phase=running|starting|stopping]
 //	      [started=-1h] [checkpoint=-5m] [cpu=CORES] [mem=SIZE] [disk=SIZE] [cores=N]
 //	exit PROJECT/NAME class=completed|task-failed|node-fault [node=N]
 //
-// A node has 8 H100 GPUs unless it says otherwise, split evenly into its
+// held=I:JOB: GPU I is held by JOB, a job berth does not own (not
+// healthy to berth). A node has 8 H100 GPUs unless it says otherwise, split evenly into its
 // NVLink domains and NUMA nodes; an allocation started an hour before
 // now unless it says when. Times are relative to now. Lines starting
 // with # are comments.
