@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-dev/berth/load"
 	"github.com/berth-dev/berth/schema"
 	"github.com/spf13/cobra"
 )
@@ -78,15 +79,15 @@ Formats:
 			if err != nil {
 				return err
 			}
-			opts := schema.Options{Limits: limits}
+			opts := load.Options{Limits: limits}
 			tuneGC()
 			stderr := cmd.ErrOrStderr()
 			if isTerminal(stderr) {
-				opts.Progress = &schema.Progress{}
+				opts.Progress = &load.Progress{}
 				stop := showProgress(stderr, opts.Progress, time.Second)
 				defer stop()
 			}
-			r, err := schema.CheckWith(opts, args...)
+			r, err := load.CheckWith(opts, args...)
 			if err != nil {
 				return &exitError{Code: exitFailure, Err: err}
 			}
@@ -122,10 +123,10 @@ Formats:
 
 // noSpecs is the error of a check that found nothing to check: no
 // error, and not one tier, project or workspace under any of paths.
-func noSpecs(paths []string, r *schema.Report) (schema.Diagnostic, bool) {
+func noSpecs(paths []string, r *load.Report) (load.Diagnostic, bool) {
 	s := r.Summary
 	if r.Diagnostics.HasErrors() || s.Tiers+s.Projects+s.Workspaces > 0 {
-		return schema.Diagnostic{}, false
+		return load.Diagnostic{}, false
 	}
 	abs := make([]string, len(paths))
 	for i, p := range paths {
@@ -140,9 +141,9 @@ func noSpecs(paths []string, r *schema.Report) (schema.Diagnostic, bool) {
 		what = has + " " + plural(s.Files, "YAML file") + " but no document of kind PriorityTier, Project or Workspace"
 	}
 	where := strings.Join(abs, ", ")
-	return schema.Diagnostic{
+	return load.Diagnostic{
 		Pos:      schema.Pos{File: strings.Join(paths, ", ")},
-		Severity: schema.SeverityError,
+		Severity: load.SeverityError,
 		Message:  fmt.Sprintf("no berth specs found: %s %s; give the directory that holds the specs", where, what),
 	}, true
 }
@@ -163,7 +164,7 @@ func plural(n int, one string) string {
 }
 
 // summaryLine is "3 tiers, 4 projects, 12 workspaces: 2 errors, 1 warning".
-func summaryLine(r *schema.Report) string {
+func summaryLine(r *load.Report) string {
 	s := r.Summary
 	counts := fmt.Sprintf("%s, %s, %s", plural(s.Tiers, "tier"), plural(s.Projects, "project"), plural(s.Workspaces, "workspace"))
 	errs, warns := r.Diagnostics.Errors(), r.Diagnostics.Warnings()
@@ -176,7 +177,7 @@ func summaryLine(r *schema.Report) string {
 	return counts + ": " + plural(errs, "error") + ", " + plural(warns, "warning")
 }
 
-func writeText(w io.Writer, r *schema.Report) {
+func writeText(w io.Writer, r *load.Report) {
 	for _, d := range r.Diagnostics {
 		fmt.Fprintln(w, d.String())
 	}
@@ -194,13 +195,13 @@ type jsonDiagnostic struct {
 type jsonReport struct {
 	Version     int              `json:"version"`
 	Valid       bool             `json:"valid"`
-	Summary     schema.Summary   `json:"summary"`
+	Summary     load.Summary     `json:"summary"`
 	Errors      int              `json:"errors"`
 	Warnings    int              `json:"warnings"`
 	Diagnostics []jsonDiagnostic `json:"diagnostics"`
 }
 
-func writeJSON(w io.Writer, r *schema.Report) error {
+func writeJSON(w io.Writer, r *load.Report) error {
 	out := jsonReport{
 		Version:     validateJSONVersion,
 		Valid:       !r.Diagnostics.HasErrors(),
@@ -227,7 +228,7 @@ var (
 	ghProperty = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C")
 )
 
-func writeGitHub(w io.Writer, r *schema.Report) {
+func writeGitHub(w io.Writer, r *load.Report) {
 	for _, d := range r.Diagnostics {
 		props := []string{"file=" + ghProperty.Replace(d.Pos.File)}
 		if d.Pos.Line > 0 {
@@ -242,7 +243,7 @@ func writeGitHub(w io.Writer, r *schema.Report) {
 	fmt.Fprintln(w, summaryLine(r))
 }
 
-func appendStepSummary(path string, r *schema.Report) error {
+func appendStepSummary(path string, r *load.Report) error {
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
@@ -257,7 +258,7 @@ func appendStepSummary(path string, r *schema.Report) error {
 		b.WriteString("\n| | Where | Problem |\n|---|---|---|\n")
 		for _, d := range r.Diagnostics {
 			mark := "error"
-			if d.Severity == schema.SeverityWarning {
+			if d.Severity == load.SeverityWarning {
 				mark = "warning"
 			}
 			fmt.Fprintf(&b, "| %s | `%s` | %s |\n", mark, d.Pos, mdCell(d.Message))
@@ -277,7 +278,7 @@ func mdCell(s string) string {
 
 // showProgress writes progressLine(p) to w every interval, over itself,
 // until the returned stop is called, which clears the line.
-func showProgress(w io.Writer, p *schema.Progress, every time.Duration) (stop func()) {
+func showProgress(w io.Writer, p *load.Progress, every time.Duration) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -303,7 +304,7 @@ func showProgress(w io.Writer, p *schema.Progress, every time.Duration) (stop fu
 
 // progressLine is "reading specs: 1,204 of 199,012 files, 3,118
 // documents".
-func progressLine(p *schema.Progress) string {
+func progressLine(p *load.Progress) string {
 	files, read, docs := p.Files.Load(), p.Read.Load(), p.Documents.Load()
 	if files == 0 {
 		return "reading specs: looking for files"

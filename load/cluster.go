@@ -1,9 +1,12 @@
-package schema
+package load
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/berth-dev/berth/schema"
 )
 
 // Cluster files (kind: Cluster) describe a simulated cluster; drivers/sim
@@ -65,11 +68,11 @@ func readCluster(d *doc) (clusterShape, bool) {
 		var gpus []gpuShape
 		cpuText, memText := quantityText(node["cpu"]), quantityText(node["memory"])
 		if p, ok := node["preset"].(string); ok {
-			preset, known := LookupClusterPreset(p)
+			preset, known := schema.LookupClusterPreset(p)
 			if !known {
 				return c, false
 			}
-			cpuText, memText = cmpOr(cpuText, preset.CPU), cmpOr(memText, preset.Memory)
+			cpuText, memText = cmp.Or(cpuText, preset.CPU), cmp.Or(memText, preset.Memory)
 			for _, g := range preset.GPUs {
 				for range g.Count {
 					gpus = append(gpus, gpuShape{model: g.Model, domain: g.Domain, numa: g.NUMA})
@@ -110,12 +113,12 @@ func readCluster(d *doc) (clusterShape, bool) {
 		for range count {
 			c.nodes = append(c.nodes, ns)
 		}
-		if cpu, err := ParseCPU(cpuText); err == nil && cpuText != "" && c.cpu >= 0 {
+		if cpu, err := schema.ParseCPU(cpuText); err == nil && cpuText != "" && c.cpu >= 0 {
 			c.cpu += cpu * count
 		} else {
 			c.cpu = -1
 		}
-		if mem, err := ParseBytes(memText); err == nil && memText != "" && c.mem >= 0 {
+		if mem, err := schema.ParseBytes(memText); err == nil && memText != "" && c.mem >= 0 {
 			c.mem += mem * count
 		} else {
 			c.mem = -1
@@ -144,16 +147,16 @@ func quantityText(v any) string {
 // work may wait, and tiers then rank projects' in-quota work as when GPU
 // quotas overcommit the cluster. The warning is at the project whose
 // quota passes the cluster's total, in name order.
-func checkQuotaCapacity(projects []Project, clusters []clusterShape) []Diagnostic {
+func checkQuotaCapacity(projects []schema.Project, clusters []clusterShape) []Diagnostic {
 	var out []Diagnostic
 	for _, dm := range []struct {
 		name, field string
-		quota       func(*Project) int64
+		quota       func(*schema.Project) int64
 		have        func(clusterShape) int64
 		text        func(int64) string
 	}{
-		{"CPU", "spec.quota.cpu", func(p *Project) int64 { return p.Spec.Quota.CPUMHz }, func(c clusterShape) int64 { return c.cpu }, func(m int64) string { return CPUText(m) + " CPUs" }},
-		{"memory", "spec.quota.memory", func(p *Project) int64 { return p.Spec.Quota.MemoryBytes }, func(c clusterShape) int64 { return c.mem }, func(b int64) string { return BytesText(b) + " of memory" }},
+		{"CPU", "spec.quota.cpu", func(p *schema.Project) int64 { return p.Spec.Quota.CPUMHz }, func(c clusterShape) int64 { return c.cpu }, func(m int64) string { return schema.CPUText(m) + " CPUs" }},
+		{"memory", "spec.quota.memory", func(p *schema.Project) int64 { return p.Spec.Quota.MemoryBytes }, func(c clusterShape) int64 { return c.mem }, func(b int64) string { return schema.BytesText(b) + " of memory" }},
 	} {
 		best := clusterShape{}
 		have := int64(-1)
@@ -166,8 +169,8 @@ func checkQuotaCapacity(projects []Project, clusters []clusterShape) []Diagnosti
 			continue
 		}
 		var sum int64
-		var first *Project
-		byName := make([]*Project, len(projects))
+		var first *schema.Project
+		byName := make([]*schema.Project, len(projects))
 		for i := range projects {
 			byName[i] = &projects[i]
 		}
@@ -191,7 +194,7 @@ func checkQuotaCapacity(projects []Project, clusters []clusterShape) []Diagnosti
 }
 
 // slots counts how many replicas of w fit on one node, all at once.
-func slots(node []gpuShape, w *Workspace) int {
+func slots(node []gpuShape, w *schema.Workspace) int {
 	g := w.Spec.Resources.GPUs
 	groups := map[[2]int]int{}
 	for _, gpu := range node {
@@ -199,10 +202,10 @@ func slots(node []gpuShape, w *Workspace) int {
 			continue
 		}
 		key := [2]int{-1, -1}
-		if w.Spec.Topology.NVLink == ConstraintRequired {
+		if w.Spec.Topology.NVLink == schema.ConstraintRequired {
 			key[0] = gpu.domain
 		}
-		if w.Spec.Topology.NUMA == ConstraintRequired {
+		if w.Spec.Topology.NUMA == schema.ConstraintRequired {
 			key[1] = gpu.numa
 		}
 		groups[key]++
@@ -216,7 +219,7 @@ func slots(node []gpuShape, w *Workspace) int {
 
 // fits reports a workspace whose gang no set of the cluster's nodes can
 // hold, even when the cluster is empty.
-func (c clusterShape) fits(w *Workspace, d *doc) (Diagnostic, bool) {
+func (c clusterShape) fits(w *schema.Workspace, d *doc) (Diagnostic, bool) {
 	pl := w.Spec.Placement
 	allowed := 0
 	for _, node := range c.nodes {
@@ -251,10 +254,10 @@ func (c clusterShape) fits(w *Workspace, d *doc) (Diagnostic, bool) {
 		shape = fmt.Sprintf("1 %sGPU", model)
 	}
 	var in []string
-	if w.Spec.Topology.NVLink == ConstraintRequired {
+	if w.Spec.Topology.NVLink == schema.ConstraintRequired {
 		in = append(in, "one NVLink domain")
 	}
-	if w.Spec.Topology.NUMA == ConstraintRequired {
+	if w.Spec.Topology.NUMA == schema.ConstraintRequired {
 		in = append(in, "one NUMA node")
 	}
 	if len(in) > 0 {
