@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/berth-dev/berth/internal/readfile"
 	"github.com/berth-dev/berth/schema"
@@ -279,7 +280,7 @@ func linkProblem(fsys fs.FS, p string, err error) string {
 	switch {
 	case path.IsAbs(target) || filepath.IsAbs(target) || dest == ".." || strings.HasPrefix(dest, "../") || errors.Is(err, errOutside):
 		return fmt.Sprintf("it is a symbolic link to %s, outside the spec tree; berth reads only files inside the tree: copy the file in, or link to a file inside the tree", target)
-	case strings.Contains(err.Error(), "too many levels of symbolic links") || strings.Contains(err.Error(), "too many links"):
+	case errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EMLINK): // EMLINK: FreeBSD's and OpenBSD's word for it
 		return fmt.Sprintf("it is a symbolic link to %s, which is a loop of links; point it at a file", target)
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Sprintf("it is a symbolic link to %s, which does not exist; fix or remove the link", target)
