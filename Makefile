@@ -33,7 +33,7 @@ e2e-v2: ## The driver's conformance suite and the walk-through (TestRealConforma
 		E2E_PKGS='./drivers/nomad ./internal/e2e' E2E_RUN='^(TestRealConformance|TestRealWalkthrough)$$' ./scripts/e2e.sh
 
 fuzz: ## Fuzz the spec loader for FUZZTIME (default 3m; the first run also builds an instrumented CUE, minutes)
-	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./schema
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./load
 
 bench: ## The benchmarks the issues name, with their figures (about 30 min on 2 cores; the fleet benchmark 15–25 of them)
 	@./scripts/bench.sh

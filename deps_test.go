@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -30,7 +31,14 @@ var allowed = []struct {
 	// The compact cluster text of the scenario tests, read into a
 	// snapshot.
 	{"internal/clustertest", []string{"schema", "=drivers"}},
-	{"schema", []string{"internal/text"}},
+	// The spec types: no CUE, no parser, no I/O.
+	{"schema", nil},
+	// Files read as the loader reads them, shared by the loader and the
+	// sim's cluster file: a leaf.
+	{"internal/readfile", nil},
+	// The loader: YAML and CUE in, a validated schema.Set out, with the
+	// spec tree's files and the cache of what it learned.
+	{"load", []string{"schema", "internal/readfile", "internal/text"}},
 	// The ground floor beside schema: the observed world, the Cluster
 	// contract and how drivers fail.
 	{"=drivers", []string{"schema"}},
@@ -40,12 +48,13 @@ var allowed = []struct {
 	{"plan", []string{"schema", "internal/text", "=drivers", "policies"}},
 	// Where specs come from: the contract and the directory source (and
 	// its cache file, written whole by internal/atomicfile, a leaf), with
-	// the git source and the directory watch beside it.
+	// the git source and the directory watch beside it; each revision is
+	// loaded by load.
 	{"internal/atomicfile", nil},
 	// The clocks: the machine's, and one that moves when told.
 	{"internal/clock", nil},
-	{"=source", []string{"schema", "internal/atomicfile"}},
-	{"source", []string{"schema", "=source"}},
+	{"=source", []string{"schema", "load", "internal/atomicfile"}},
+	{"source", []string{"schema", "load", "=source"}},
 	// Who may write, among replicas.
 	{"leader", []string{"schema", "=drivers"}},
 	// The replay is a second loop beside reconcile: it runs the decision
@@ -54,11 +63,12 @@ var allowed = []struct {
 	{"replay/baseline", []string{"schema", "=drivers", "policies"}},
 	{"replay", []string{"schema", "internal/text", "=drivers", "drivers/sim", "policies", "replay"}},
 	// The drivers reach clusters; none imports policies or reconcile.
-	// The simulator's manual clock is internal/clock's.
-	{"drivers", []string{"schema", "drivers", "internal/clock"}},
+	// The simulator's manual clock is internal/clock's; the sim reads its
+	// cluster file as the loader reads a file.
+	{"drivers", []string{"schema", "drivers", "internal/readfile", "internal/clock"}},
 	// The loop: it sees sources, clusters and the election through their
 	// contracts.
-	{"reconcile", []string{"schema", "internal/text", "=drivers", "policies", "plan", "=source", "leader", "internal/clock", "reconcile"}},
+	{"reconcile", []string{"schema", "load", "internal/text", "=drivers", "policies", "plan", "=source", "leader", "internal/clock", "reconcile"}},
 	// The HTTP surface serves what the loop exposes.
 	{"api", []string{"schema", "reconcile", "api"}},
 }
@@ -86,11 +96,6 @@ var clockFuncs = []string{"Now", "Since", "Until", "After", "AfterFunc", "NewTim
 // forbiddenInPure are standard packages a pure package must not import.
 var forbiddenInPure = []string{"net", "net/http", "os/exec", "math/rand", "math/rand/v2", "syscall"}
 
-// pureAllowed are the exceptions, with their reason: schema's loader opens
-// spec files with syscall.O_NONBLOCK, so a FIFO in a spec tree never
-// blocks it, and tells a symlink loop (syscall.ELOOP) from other errors.
-var pureAllowed = map[string][]string{"schema": {"syscall"}}
-
 // TestDeps fails when a package imports what DESIGN.md's layout says it
 // must not: the arrows of the flow point one way.
 func TestDeps(t *testing.T) {
@@ -105,7 +110,7 @@ func TestDeps(t *testing.T) {
 		rule := ruleFor(name)
 		for _, imp := range p.imports {
 			if !strings.HasPrefix(imp, module+"/") {
-				if isPure(name) && slices.Contains(forbiddenInPure, imp) && !slices.Contains(pureAllowed[name], imp) {
+				if isPure(name) && slices.Contains(forbiddenInPure, imp) {
 					t.Errorf("%s imports %s: it must do no I/O and use no global randomness", name, imp)
 				}
 				continue
@@ -157,6 +162,77 @@ func TestLoopReachesNoTransport(t *testing.T) {
 		}
 	}
 	visit("reconcile", "reconcile")
+}
+
+// unreachable lists, for packages as go list names them, the packages
+// none of them may reach, directly or through any other package (a
+// name holds the packages below it too): the spec types, the
+// decision and the drivers see no CUE (only load does), and what is pure
+// neither the network nor other processes.
+var unreachable = []struct {
+	pkgs, not []string
+}{
+	{[]string{"./schema/...", "./drivers", "./policies/...", "./plan/..."}, []string{"cuelang.org/", "net/http", "os/exec"}},
+	{[]string{"./drivers/..."}, []string{"cuelang.org/"}},
+}
+
+// TestTypesReachNoLoader: the packages that decide, and the types they
+// decide over, reach none of unreachable's packages through any import,
+// berth's or another module's, as go list -deps sees them.
+func TestTypesReachNoLoader(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command to list the imports with: %v", err)
+	}
+	for _, u := range unreachable {
+		// Each package with its direct imports, then the same for all
+		// it reaches.
+		args := append([]string{"list", "-deps", "-f", "{{.ImportPath}} {{.DepOnly}}{{range .Imports}} {{.}}{{end}}"}, u.pkgs...)
+		out, err := exec.Command(goTool, args...).Output()
+		if err != nil {
+			t.Fatalf("go %s: %v", strings.Join(args, " "), err)
+		}
+		imports := map[string][]string{}
+		var roots []string
+		for line := range strings.Lines(string(out)) {
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue
+			}
+			imports[f[0]] = f[2:]
+			if f[1] == "false" {
+				roots = append(roots, f[0])
+			}
+		}
+		if len(roots) == 0 {
+			t.Fatalf("go list %v named no package", u.pkgs)
+		}
+		for _, root := range roots {
+			// Breadth first, so the chain reported is a shortest one.
+			via := map[string]string{root: ""}
+			queue := []string{root}
+			for len(queue) > 0 {
+				p := queue[0]
+				queue = queue[1:]
+				for _, imp := range imports[p] {
+					if _, ok := via[imp]; ok {
+						continue
+					}
+					via[imp] = p
+					if !hasPrefix(u.not, imp) {
+						queue = append(queue, imp)
+						continue
+					}
+					chain := []string{imp}
+					for q := p; q != ""; q = via[q] {
+						chain = append(chain, q)
+					}
+					slices.Reverse(chain)
+					t.Errorf("%s reaches %s: %s", strings.TrimPrefix(root, module+"/"), imp, strings.Join(chain, " → "))
+				}
+			}
+		}
+	}
 }
 
 type pkgInfo struct {

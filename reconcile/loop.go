@@ -13,6 +13,7 @@ import (
 
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/internal/clock"
+	"github.com/berth-dev/berth/load"
 	"github.com/berth-dev/berth/plan"
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/schema"
@@ -44,9 +45,9 @@ type Config struct {
 	Load    source.LoadFunc
 	Decide  DecideFunc
 	// Limits bound the spec files the default Load reads (zero fields:
-	// schema's defaults); a file or tree over them makes the revision
+	// load's defaults); a file or tree over them makes the revision
 	// invalid, so it is refused and the last good one stays in force.
-	Limits schema.Limits
+	Limits load.Limits
 	// Advance advances decayed usage (default: policies.AdvanceUsage with
 	// the revision's half-life).
 	Advance AdvanceFunc

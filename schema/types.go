@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -26,6 +27,19 @@ type Pos struct {
 	File string `json:"file"`
 	Line int    `json:"line"`
 	Col  int    `json:"col"`
+}
+
+// String writes "file:line:col", leaving out what is unknown.
+func (p Pos) String() string {
+	var b strings.Builder
+	b.WriteString(p.File)
+	if p.Line > 0 {
+		b.WriteString(":" + strconv.Itoa(p.Line))
+		if p.Col > 0 {
+			b.WriteString(":" + strconv.Itoa(p.Col))
+		}
+	}
+	return b.String()
 }
 
 // Meta is the metadata every document carries. Source is where the
@@ -159,7 +173,7 @@ const (
 // class class and with metadata meta, satisfies p. An empty dc or pool is
 // Nomad's default (DefaultDatacenter, DefaultNodePool).
 func (p Placement) Allows(dc, pool, class string, meta map[string]string) bool {
-	if len(p.Datacenters) > 0 && !contains(p.Datacenters, cmpOr(dc, DefaultDatacenter)) {
+	if len(p.Datacenters) > 0 && !slices.Contains(p.Datacenters, cmpOr(dc, DefaultDatacenter)) {
 		return false
 	}
 	if p.NodePool != "" && p.NodePool != cmpOr(pool, DefaultNodePool) {

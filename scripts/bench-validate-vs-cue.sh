@@ -14,7 +14,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 go build -o "$tmp/berth" ./cmd/berth
 go build -o "$tmp/cue" cuelang.org/go/cmd/cue
-cp schema/schema.cue "$tmp/schema.cue"
+cp load/schema.cue "$tmp/schema.cue"
 cat > "$tmp/doc.cue" <<'CUE'
 package schema
 
@@ -32,7 +32,7 @@ measure() {
 printf '%-6s  %-42s  %-42s\n' files "berth validate" "cue vet -d '#Doc'"
 for n in "${sizes[@]}"; do
   dir="$tmp/repo-$n"
-  BERTH_GEN_DIR="$dir" BERTH_GEN_FILES="$n" go test -count=1 -run '^TestGeneratedRepo$' ./schema >/dev/null
+  BERTH_GEN_DIR="$dir" BERTH_GEN_FILES="$n" go test -count=1 -run '^TestGeneratedRepo$' ./load >/dev/null
   (cd "$dir" && find . -name '*.yaml' | sort > "$tmp/files-$n")
   "$tmp/berth" validate "$dir" >/dev/null   # warm the page cache
   b=$(measure "$tmp/berth" validate "$dir")

@@ -14,11 +14,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${BENCH:-}" = quick ]; then
 	go test -run '^$' -bench 'BenchmarkValidate|BenchmarkDecide|BenchmarkFIFO|BenchmarkNomad|BenchmarkQuota|BenchmarkOnce$' -benchtime 1x -benchmem \
-		./schema/... ./policies/... ./replay/baseline/ ./reconcile/
+		./load/... ./policies/... ./replay/baseline/ ./reconcile/
 	exit 0
 fi
 go test -run '^$' -bench 'BenchmarkValidate|BenchmarkLargeDocument|BenchmarkDecide|BenchmarkFIFO|BenchmarkNomad|BenchmarkQuota|BenchmarkOnce|BenchmarkObserve|BenchmarkSaveHistory|BenchmarkWebhookApply|BenchmarkPredictAll|BenchmarkDirSourceRead|BenchmarkReadLoadOneFileChanged|BenchmarkFileCacheOneFileChanged|BenchmarkPrintWorkspaces' -benchmem -timeout 60m \
-	./schema/... ./policies/... ./replay/baseline/ ./reconcile/... ./drivers/nomad/ ./source/ ./cmd/berth/
+	./load/... ./policies/... ./replay/baseline/ ./reconcile/... ./drivers/nomad/ ./source/ ./cmd/berth/
 # The decision's growth between sizes (must stay within n log n).
 BERTH_GROWTH=1 go test -count=1 -run '^TestDecideGrowth$' -v ./policies | grep -v '^=== RUN'
 # berth validate against cue vet over the same generated repos (wall, peak memory).

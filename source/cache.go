@@ -13,17 +13,17 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/internal/atomicfile"
-	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/load"
 )
 
 // FileCache is what one process learned of a spec directory, kept in a
 // file for the next process that reads the same directory (berth apply
 // runs once and exits): each file's content hash with the listing it was
 // read under (DirSource), and the loader's documents and diagnostics by
-// content (schema.Cache). The next process reads no file whose size and
+// content (load.Cache). The next process reads no file whose size and
 // modification time are unchanged, and validates none whose content is:
 // a one-file change is read and validated alone. What it loads is the
-// load a process without the file gives (schema.Cache).
+// load a process without the file gives (load.Cache).
 //
 // The file is written whole or not at all (atomicfile), so a reader sees
 // one run's file or the one before. A file written by another build
@@ -31,7 +31,7 @@ import (
 type FileCache struct {
 	path, key, dir string
 	sums           *dirSums
-	specs          *schema.Cache
+	specs          *load.Cache
 	// revision is the revision the file holds; Save writes only when
 	// the last read (read) named another.
 	revision string
@@ -59,7 +59,7 @@ type cachedListing struct {
 // another directory, a file that does not parse), why: the cache is then
 // empty and works.
 func OpenFileCache(path, key, dir string) (*FileCache, error) {
-	c := &FileCache{path: path, key: key, dir: dir, sums: &dirSums{}, specs: &schema.Cache{}}
+	c := &FileCache{path: path, key: key, dir: dir, sums: &dirSums{}, specs: &load.Cache{}}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return c, nil
@@ -107,7 +107,7 @@ func (c *FileCache) Read(ctx context.Context) (Revision, error) {
 }
 
 // Loader is SpecLoader(limits) through the file's documents.
-func (c *FileCache) Loader(limits schema.Limits) LoadFunc { return specLoader(limits, c.specs) }
+func (c *FileCache) Loader(limits load.Limits) LoadFunc { return specLoader(limits, c.specs) }
 
 // Save writes what this process learned for the next one, when the
 // revision it read is not the one the file holds.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-dev/berth/load"
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -22,14 +23,14 @@ func TestFileCacheCarriesALoadToTheNextProcess(t *testing.T) {
 	ws := writeFleet(t, dir, 50)
 	path := filepath.Join(cacheDir, "specs")
 	// run is one process: open the file, read and load, save.
-	run := func(key string) (*schema.Set, schema.CacheStats, error) {
+	run := func(key string) (*schema.Set, load.CacheStats, error) {
 		t.Helper()
 		c, openErr := OpenFileCache(path, key, dir)
 		rev, err := c.Read(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
-		set, problems, err := c.Loader(schema.Limits{})(rev.FS, rev.Root)
+		set, problems, err := c.Loader(load.Limits{})(rev.FS, rev.Root)
 		if err != nil || set == nil {
 			t.Fatal(problems, err)
 		}
@@ -114,7 +115,7 @@ func BenchmarkFileCacheOneFileChanged(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if set, problems, err := c.Loader(schema.Limits{})(rev.FS, rev.Root); set == nil || err != nil {
+		if set, problems, err := c.Loader(load.Limits{})(rev.FS, rev.Root); set == nil || err != nil {
 			b.Fatal(problems, err)
 		}
 		if err := c.Save(); err != nil {

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/load"
 )
 
 // DirSource reads specs from a local directory. Its revision ID is a
@@ -22,7 +22,7 @@ import (
 // symbolic link counts by its target and, when it leads to a regular file
 // inside the directory, by that file's content too, so a spec reached
 // through a link is watched like any other. The revision's FS never leads
-// outside Dir and never blocks on a FIFO (schema.OpenDir).
+// outside Dir and never blocks on a FIFO (load.OpenDir).
 //
 // A DirSource made by NewDirSource remembers each file's content hash with
 // the size and modification time it was read under, and does not read a
@@ -30,7 +30,7 @@ import (
 // read that hashed it is read again: it may change within the clock's
 // resolution, keeping its size). A loop names each revision without
 // reading 10,000 unchanged files. The revision's tree gives the loader
-// each file's hash (schema.WithSums), so the loader's cache does not read
+// each file's hash (load.WithSums), so the loader's cache does not read
 // them either.
 type DirSource struct {
 	Dir  string
@@ -60,7 +60,7 @@ const racyWindow = 2 * time.Second
 
 // Read returns the directory's current revision.
 func (s DirSource) Read(ctx context.Context) (Revision, error) {
-	fsys, err := schema.OpenDir(s.Dir)
+	fsys, err := load.OpenDir(s.Dir)
 	if err != nil {
 		return Revision{}, fmt.Errorf("read %s: %w", s.Dir, err)
 	}
@@ -135,7 +135,7 @@ func (s DirSource) Read(ctx context.Context) (Revision, error) {
 	}
 	// The loader takes each file's hash from the tree: a file its cache
 	// holds under that hash is not read again.
-	return Revision{ID: hex.EncodeToString(h.Sum(nil))[:12], FS: schema.WithSums(fsys, sums), Root: "."}, nil
+	return Revision{ID: hex.EncodeToString(h.Sum(nil))[:12], FS: load.WithSums(fsys, sums), Root: "."}, nil
 }
 
 // hashFile returns the hash of the content of the regular file at p; a

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/load"
 )
 
 func TestDirSourceRevisionFollowsContent(t *testing.T) {
@@ -198,12 +198,12 @@ func BenchmarkDirSourceRead(b *testing.B) {
 // BenchmarkReadLoadOneFileChanged: what a loop's cycle does with the
 // specs when one of 10,000 files changed: the source names the revision,
 // and the loader loads it from its cache. The loader walks the tree the
-// source listed (schema.OpenDir lists a directory once): 151 ms on 2
+// source listed (load.OpenDir lists a directory once): 151 ms on 2
 // cores, 214 ms when it listed the 10,000 files again.
 func BenchmarkReadLoadOneFileChanged(b *testing.B) {
 	dir := b.TempDir()
 	ws := writeFleet(b, dir, 10000)
-	s, load := NewDirSource(dir), SpecLoader(schema.Limits{})
+	s, load := NewDirSource(dir), SpecLoader(load.Limits{})
 	rev, err := s.Read(b.Context())
 	if err != nil {
 		b.Fatal(err)

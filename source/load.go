@@ -3,6 +3,7 @@ package source
 import (
 	"io/fs"
 
+	"github.com/berth-dev/berth/load"
 	"github.com/berth-dev/berth/schema"
 )
 
@@ -15,26 +16,26 @@ type LoadFunc func(fsys fs.FS, root string) (*schema.Set, []string, error)
 // limits: the problems are the error diagnostics, "file:line:col:
 // message"; warnings are left out.
 func LoadSpecs(fsys fs.FS, root string) (*schema.Set, []string, error) {
-	return SpecLoader(schema.Limits{})(fsys, root)
+	return SpecLoader(load.Limits{})(fsys, root)
 }
 
 // SpecLoader is LoadSpecs within limits: a file or tree over them is a
-// problem that names it (schema.Limits). The LoadFunc it returns loads
-// incrementally: it keeps a schema.Cache, so a revision that changes a few
+// problem that names it (load.Limits). The LoadFunc it returns loads
+// incrementally: it keeps a load.Cache, so a revision that changes a few
 // files parses and validates only those (and checks again what spans
 // documents), with the result a full load gives. Its loads run one at a
 // time.
-func SpecLoader(limits schema.Limits) LoadFunc { return specLoader(limits, &schema.Cache{}) }
+func SpecLoader(limits load.Limits) LoadFunc { return specLoader(limits, &load.Cache{}) }
 
-func specLoader(limits schema.Limits, cache *schema.Cache) LoadFunc {
+func specLoader(limits load.Limits, cache *load.Cache) LoadFunc {
 	return func(fsys fs.FS, root string) (*schema.Set, []string, error) {
-		r, err := schema.CheckFSWith(fsys, root, schema.Options{Limits: limits, Cache: cache})
+		r, err := load.CheckFSWith(fsys, root, load.Options{Limits: limits, Cache: cache})
 		if err != nil {
 			return nil, nil, err
 		}
 		var problems []string
 		for _, d := range r.Diagnostics {
-			if d.Severity == schema.SeverityError {
+			if d.Severity == load.SeverityError {
 				problems = append(problems, d.String())
 			}
 		}

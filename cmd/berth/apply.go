@@ -16,8 +16,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/berth-dev/berth/internal/atomicfile"
+	"github.com/berth-dev/berth/load"
 	"github.com/berth-dev/berth/reconcile"
-	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
 	"github.com/spf13/cobra"
 )
@@ -263,7 +263,7 @@ type specCache struct {
 // which keeps what the run learned for the next one. A cache that cannot
 // be used costs its speed only: why is logged, and the specs are read and
 // validated whole.
-func openSpecCache(cacheDir, dir string, limits schema.Limits, log *slog.Logger) (specCache, func()) {
+func openSpecCache(cacheDir, dir string, limits load.Limits, log *slog.Logger) (specCache, func()) {
 	plain := specCache{Source: source.DirSource{Dir: dir}, Load: source.SpecLoader(limits)}
 	if cacheDir == "" {
 		return plain, func() {}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/api"
+	"github.com/berth-dev/berth/load"
 	"github.com/berth-dev/berth/plan"
-	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
 	"github.com/berth-dev/berth/source/git"
 	"github.com/spf13/pflag"
@@ -66,7 +66,7 @@ type openedSource struct {
 
 // open returns the source --source names: a git URL is cloned; anything
 // else is a local directory (a git working tree too), watched.
-func (f *sourceFlags) open(from string, interval time.Duration, limits schema.Limits, log *slog.Logger) (*openedSource, error) {
+func (f *sourceFlags) open(from string, interval time.Duration, limits load.Limits, log *slog.Logger) (*openedSource, error) {
 	if !git.IsURL(from) {
 		dir := from
 		if f.path != "" {

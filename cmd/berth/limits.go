@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/berth-dev/berth/load"
 	"github.com/berth-dev/berth/schema"
 	"github.com/spf13/pflag"
 )
@@ -27,15 +28,15 @@ func (f *limitFlags) add(fl *pflag.FlagSet) {
 }
 
 // limits parses the flags; a bad size is a usage error.
-func (f *limitFlags) limits() (schema.Limits, error) {
-	var l schema.Limits
+func (f *limitFlags) limits() (load.Limits, error) {
+	var l load.Limits
 	for _, v := range []struct {
 		flag, value string
 		to          *int64
 	}{{"--max-file-size", f.file, &l.FileBytes}, {"--max-tree-size", f.tree, &l.TreeBytes}} {
 		n, err := schema.ParseBytes(v.value)
 		if err != nil || n <= 0 {
-			return schema.Limits{}, usagef("%s %q: want a size such as 16Mi or 1Gi", v.flag, v.value)
+			return load.Limits{}, usagef("%s %q: want a size such as 16Mi or 1Gi", v.flag, v.value)
 		}
 		*v.to = n
 	}

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"time"
 
+	"github.com/berth-dev/berth/load"
 	"github.com/berth-dev/berth/plan"
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
@@ -98,7 +99,7 @@ type planOptions struct {
 	baseSet, allowMass    bool
 	pruneDelay            time.Duration
 	percent, minimum      int
-	limits                schema.Limits
+	limits                load.Limits
 }
 
 // errChanges says the plan has changes (for --detailed-exitcode).

@@ -17,8 +17,8 @@ import (
 	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/leader"
+	"github.com/berth-dev/berth/load"
 	"github.com/berth-dev/berth/reconcile"
-	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source/git"
 	"github.com/berth-dev/berth/source/watch"
 	"github.com/prometheus/client_golang/prometheus"
@@ -252,7 +252,7 @@ func (o *reconcileOptions) check() error {
 // loopConfig is the loop's configuration from the flags, the cluster and
 // the source; it starts watching the cluster's changes when the cluster
 // can.
-func (o *reconcileOptions) loopConfig(ctx context.Context, c *openedCluster, src *openedSource, hook *api.Webhook, limits schema.Limits, log *slog.Logger) reconcile.Config {
+func (o *reconcileOptions) loopConfig(ctx context.Context, c *openedCluster, src *openedSource, hook *api.Webhook, limits load.Limits, log *slog.Logger) reconcile.Config {
 	cfg := reconcile.Config{
 		Source: src.Source, Cluster: c.Cluster, Store: c.Store,
 		Logger: log, LogTransitionFields: o.logFormat == "json",

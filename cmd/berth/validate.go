@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/internal/text"
+	"github.com/berth-dev/berth/load"
 	"github.com/berth-dev/berth/schema"
 	"github.com/spf13/cobra"
 )
@@ -77,15 +78,15 @@ Formats:
 			if err != nil {
 				return err
 			}
-			opts := schema.Options{Limits: limits}
+			opts := load.Options{Limits: limits}
 			tuneGC()
 			stderr := cmd.ErrOrStderr()
 			if isTerminal(stderr) {
-				opts.Progress = &schema.Progress{}
+				opts.Progress = &load.Progress{}
 				stop := showProgress(stderr, opts.Progress, time.Second)
 				defer stop()
 			}
-			r, err := schema.CheckWith(opts, args...)
+			r, err := load.CheckWith(opts, args...)
 			if err != nil {
 				return &exitError{Code: exitFailure, Err: err}
 			}
@@ -121,10 +122,10 @@ Formats:
 
 // noSpecs is the error of a check that found nothing to check: no
 // error, and not one tier, project or workspace under any of paths.
-func noSpecs(paths []string, r *schema.Report) (schema.Diagnostic, bool) {
+func noSpecs(paths []string, r *load.Report) (load.Diagnostic, bool) {
 	s := r.Summary
 	if r.Diagnostics.HasErrors() || s.Tiers+s.Projects+s.Workspaces > 0 {
-		return schema.Diagnostic{}, false
+		return load.Diagnostic{}, false
 	}
 	abs := make([]string, len(paths))
 	for i, p := range paths {
@@ -139,9 +140,9 @@ func noSpecs(paths []string, r *schema.Report) (schema.Diagnostic, bool) {
 		what = has + " " + text.Plural(s.Files, "YAML file") + " but no document of kind PriorityTier, Project or Workspace"
 	}
 	where := strings.Join(abs, ", ")
-	return schema.Diagnostic{
+	return load.Diagnostic{
 		Pos:      schema.Pos{File: strings.Join(paths, ", ")},
-		Severity: schema.SeverityError,
+		Severity: load.SeverityError,
 		Message:  fmt.Sprintf("no berth specs found: %s %s; give the directory that holds the specs", where, what),
 	}, true
 }
@@ -155,7 +156,7 @@ func absPath(p string) string {
 }
 
 // summaryLine is "3 tiers, 4 projects, 12 workspaces: 2 errors, 1 warning".
-func summaryLine(r *schema.Report) string {
+func summaryLine(r *load.Report) string {
 	s := r.Summary
 	counts := fmt.Sprintf("%s, %s, %s", text.Plural(s.Tiers, "tier"), text.Plural(s.Projects, "project"), text.Plural(s.Workspaces, "workspace"))
 	errs, warns := r.Diagnostics.Errors(), r.Diagnostics.Warnings()
@@ -168,7 +169,7 @@ func summaryLine(r *schema.Report) string {
 	return counts + ": " + text.Plural(errs, "error") + ", " + text.Plural(warns, "warning")
 }
 
-func writeText(w io.Writer, r *schema.Report) {
+func writeText(w io.Writer, r *load.Report) {
 	for _, d := range r.Diagnostics {
 		fmt.Fprintln(w, d.String())
 	}
@@ -186,13 +187,13 @@ type jsonDiagnostic struct {
 type jsonReport struct {
 	Version     int              `json:"version"`
 	Valid       bool             `json:"valid"`
-	Summary     schema.Summary   `json:"summary"`
+	Summary     load.Summary     `json:"summary"`
 	Errors      int              `json:"errors"`
 	Warnings    int              `json:"warnings"`
 	Diagnostics []jsonDiagnostic `json:"diagnostics"`
 }
 
-func writeJSON(w io.Writer, r *schema.Report) error {
+func writeJSON(w io.Writer, r *load.Report) error {
 	out := jsonReport{
 		Version:     validateJSONVersion,
 		Valid:       !r.Diagnostics.HasErrors(),
@@ -219,7 +220,7 @@ var (
 	ghProperty = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C")
 )
 
-func writeGitHub(w io.Writer, r *schema.Report) {
+func writeGitHub(w io.Writer, r *load.Report) {
 	for _, d := range r.Diagnostics {
 		props := []string{"file=" + ghProperty.Replace(d.Pos.File)}
 		if d.Pos.Line > 0 {
@@ -234,7 +235,7 @@ func writeGitHub(w io.Writer, r *schema.Report) {
 	fmt.Fprintln(w, summaryLine(r))
 }
 
-func appendStepSummary(path string, r *schema.Report) error {
+func appendStepSummary(path string, r *load.Report) error {
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
@@ -249,7 +250,7 @@ func appendStepSummary(path string, r *schema.Report) error {
 		b.WriteString("\n| | Where | Problem |\n|---|---|---|\n")
 		for _, d := range r.Diagnostics {
 			mark := "error"
-			if d.Severity == schema.SeverityWarning {
+			if d.Severity == load.SeverityWarning {
 				mark = "warning"
 			}
 			fmt.Fprintf(&b, "| %s | `%s` | %s |\n", mark, d.Pos, mdCell(d.Message))
@@ -269,7 +270,7 @@ func mdCell(s string) string {
 
 // showProgress writes progressLine(p) to w every interval, over itself,
 // until the returned stop is called, which clears the line.
-func showProgress(w io.Writer, p *schema.Progress, every time.Duration) (stop func()) {
+func showProgress(w io.Writer, p *load.Progress, every time.Duration) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -295,7 +296,7 @@ func showProgress(w io.Writer, p *schema.Progress, every time.Duration) (stop fu
 
 // progressLine is "reading specs: 1,204 of 199,012 files, 3,118
 // documents".
-func progressLine(p *schema.Progress) string {
+func progressLine(p *load.Progress) string {
 	files, read, docs := p.Files.Load(), p.Read.Load(), p.Documents.Load()
 	if files == 0 {
 		return "reading specs: looking for files"

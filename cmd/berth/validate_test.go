@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/load"
 )
 
 // TestProgressLine: what a terminal shows while a large tree loads.
 func TestProgressLine(t *testing.T) {
-	var p schema.Progress
+	var p load.Progress
 	if got, want := progressLine(&p), "reading specs: looking for files"; got != want {
 		t.Errorf("before the walk: %q, want %q", got, want)
 	}
@@ -49,7 +49,7 @@ func (l *lockedBuffer) String() string {
 // TestShowProgress: the line is rewritten in place, and cleared at the
 // end so the report starts on a clean line.
 func TestShowProgress(t *testing.T) {
-	var p schema.Progress
+	var p load.Progress
 	p.Files.Store(3)
 	p.Read.Store(2)
 	var out lockedBuffer

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/internal/readfile"
 	"github.com/berth-dev/berth/schema"
 	"sigs.k8s.io/yaml"
 )
@@ -36,10 +37,10 @@ const (
 func Presets() []string { return schema.ClusterPresetNames() }
 
 // ReadFile reads a cluster file: a regular file of at most
-// schema.DefaultMaxFileBytes, as a spec file (a FIFO or /dev/zero named
+// readfile.DefaultLimit, as a spec file (a FIFO or /dev/zero named
 // as one is refused at once). Errors name the file and the field.
 func ReadFile(path string) (*Spec, error) {
-	b, err := schema.ReadFile(path, schema.DefaultMaxFileBytes)
+	b, err := readfile.Read(path, readfile.DefaultLimit)
 	if err != nil {
 		return nil, fmt.Errorf("sim: read cluster file: %w", err)
 	}

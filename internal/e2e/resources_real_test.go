@@ -12,9 +12,9 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/internal/realnomad"
+	"github.com/berth-dev/berth/load"
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/reconcile"
-	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
 	"github.com/hashicorp/nomad/api"
 )
@@ -78,7 +78,7 @@ func resLoop(t *testing.T, dir string) (*reconcile.Loop, *nomad.Driver) {
 // predict is berth's decision over the agent as it is now.
 func predict(t *testing.T, d *nomad.Driver, dir string) policies.Decision {
 	t.Helper()
-	set, diags, err := schema.LoadFS(os.DirFS(dir), ".")
+	set, diags, err := load.FS(os.DirFS(dir), ".")
 	if err != nil || set == nil {
 		t.Fatalf("load specs: %v %v", err, diags)
 	}

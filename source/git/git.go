@@ -41,7 +41,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/filesystem"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/load"
 	"github.com/berth-dev/berth/source"
 )
 
@@ -102,10 +102,10 @@ type Source struct {
 	// in force).
 	Timeout time.Duration
 	// Limits bound the spec files read from a commit, as the loader's
-	// (zero fields: schema's defaults): a file over the per-file limit,
+	// (zero fields: load's defaults): a file over the per-file limit,
 	// or the files past the per-tree limit, are never read and make the
 	// revision invalid, named in its problems.
-	Limits schema.Limits
+	Limits load.Limits
 	// Dir is the directory the clone is kept in; empty: a new private
 	// directory under os.TempDir. Close removes it.
 	Dir string
@@ -652,7 +652,7 @@ func (e noDirError) Error() string { return string(e) }
 // its header first: a file over the per-file limit, and the files past
 // the per-tree limit, are left out unread and named in the returned
 // problems, in the loader's words.
-func treeFS(objects storer.EncodedObjectStorer, c *object.Commit, dir string, limits schema.Limits) (fstest.MapFS, []string, error) {
+func treeFS(objects storer.EncodedObjectStorer, c *object.Commit, dir string, limits load.Limits) (fstest.MapFS, []string, error) {
 	limits = limits.WithDefaults()
 	tree, err := c.Tree()
 	if err != nil {
@@ -679,7 +679,7 @@ func treeFS(objects storer.EncodedObjectStorer, c *object.Commit, dir string, li
 		if err != nil {
 			return nil, nil, fmt.Errorf("commit %s: read files: %w", short(c.Hash), err)
 		}
-		if !e.Mode.IsFile() || hiddenPath(name) && path.Base(name) != schema.IgnoreFile {
+		if !e.Mode.IsFile() || hiddenPath(name) && path.Base(name) != load.IgnoreFile {
 			continue
 		}
 		link := e.Mode == filemode.Symlink
@@ -692,7 +692,7 @@ func treeFS(objects storer.EncodedObjectStorer, c *object.Commit, dir string, li
 		}
 		where := path.Join(dir, name)
 		if size > limits.FileBytes {
-			problems = append(problems, where+": not read: "+schema.FileTooLarge(size, limits.FileBytes))
+			problems = append(problems, where+": not read: "+load.FileTooLarge(size, limits.FileBytes))
 			continue
 		}
 		if full {
@@ -700,7 +700,7 @@ func treeFS(objects storer.EncodedObjectStorer, c *object.Commit, dir string, li
 		}
 		if total += size; total > limits.TreeBytes {
 			full = true
-			problems = append(problems, where+": not read, nor any file after it: "+schema.TreeTooLarge(limits.TreeBytes))
+			problems = append(problems, where+": not read, nor any file after it: "+load.TreeTooLarge(limits.TreeBytes))
 			continue
 		}
 		b, err := readBlob(objects, e.Hash, limits.FileBytes)
@@ -747,7 +747,7 @@ func readBlob(objects storer.EncodedObjectStorer, h plumbing.Hash, limit int64) 
 		return nil, err
 	}
 	if int64(len(b)) > limit {
-		return nil, errors.New(schema.FileTooLarge(int64(len(b)), limit))
+		return nil, errors.New(load.FileTooLarge(int64(len(b)), limit))
 	}
 	return b, nil
 }
@@ -758,7 +758,7 @@ func loaderReads(name string) bool {
 	case ".yaml", ".yml", ".cue":
 		return true
 	}
-	return path.Base(name) == schema.IgnoreFile
+	return path.Base(name) == load.IgnoreFile
 }
 
 // hiddenPath reports whether a slash path is or is in a hidden entry
@@ -779,7 +779,7 @@ func short(h plumbing.Hash) string { return h.String()[:12] }
 // expression such as origin/main or HEAD~1), and the commit's short hash.
 // Hidden entries are left out, as DirSource leaves them out, and so are
 // files over limits (unread).
-func RevisionFS(dir, ref string, limits schema.Limits) (fs.FS, string, error) {
+func RevisionFS(dir, ref string, limits load.Limits) (fs.FS, string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, "", err

@@ -30,8 +30,8 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/berth-dev/berth/api"
 	"github.com/berth-dev/berth/drivers/sim"
+	"github.com/berth-dev/berth/load"
 	"github.com/berth-dev/berth/reconcile"
-	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/schema/schematest"
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -491,7 +491,7 @@ func TestGitSourceShallowAndSpecFilesOnly(t *testing.T) {
 	if err := os.Symlink("/etc/passwd", filepath.Join(r.dir, "passwd.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	r.commit("huge", map[string]string{"huge.yaml": "# " + strings.Repeat("y", schema.DefaultMaxFileBytes) + "\n"}, nil)
+	r.commit("huge", map[string]string{"huge.yaml": "# " + strings.Repeat("y", load.DefaultMaxFileBytes) + "\n"}, nil)
 	wt, _ := r.repo.Worktree()
 	for _, n := range []string{"alias.yaml", "passwd.yaml"} {
 		if _, err := wt.Add(n); err != nil {
@@ -523,7 +523,7 @@ func TestGitSourceShallowAndSpecFilesOnly(t *testing.T) {
 	if len(rev.Problems) != 1 || !strings.Contains(rev.Problems[0], "huge.yaml: not read") {
 		t.Errorf("problems %q, want huge.yaml over the limit", rev.Problems)
 	}
-	rep, err := schema.CheckFS(rev.FS, rev.Root)
+	rep, err := load.CheckFS(rev.FS, rev.Root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -621,7 +621,7 @@ func TestGitSourceLargeBlobsStayOutOfMemory(t *testing.T) {
 	if havePeak {
 		t.Logf("peak RSS of the test process while reading: %d MiB (blobs of %d MiB)", peak()>>20, mb)
 	}
-	want := []string{"specs/dump.yaml: not read: " + schema.FileTooLarge(mb<<20, schema.DefaultMaxFileBytes)}
+	want := []string{"specs/dump.yaml: not read: " + load.FileTooLarge(mb<<20, load.DefaultMaxFileBytes)}
 	if diff := cmp.Diff(want, rev.Problems); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)
 	}
@@ -643,7 +643,7 @@ func TestGitSourceLimits(t *testing.T) {
 	r := newTestRepo(t)
 	pad := func(n int) string { return gitTiers + "# " + strings.Repeat("x", n-len(gitTiers)-3) + "\n" }
 	r.commit("specs", map[string]string{"specs/a.yaml": pad(1536), "specs/b.yaml": pad(900), "specs/c.yaml": pad(900), "specs/d.yaml": pad(900), "specs/e.yaml": pad(900)}, nil)
-	src := &Source{URL: r.url(), Path: "specs", Limits: schema.Limits{FileBytes: 1 << 10, TreeBytes: 2 << 10}}
+	src := &Source{URL: r.url(), Path: "specs", Limits: load.Limits{FileBytes: 1 << 10, TreeBytes: 2 << 10}}
 	t.Cleanup(func() { src.Close() })
 	rev, err := src.Read(t.Context())
 	if err != nil {

@@ -1,4 +1,4 @@
-package schema
+package load
 
 import (
 	"bytes"
@@ -36,9 +36,9 @@ func TestReferenceCurrent(t *testing.T) {
 	}
 	got, err := os.ReadFile(referencePath)
 	if err != nil {
-		t.Fatalf("%v; run BERTH_UPDATE=1 go test ./schema", err)
+		t.Fatalf("%v; run BERTH_UPDATE=1 go test ./load", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s is stale; run BERTH_UPDATE=1 go test ./schema", referencePath)
+		t.Errorf("%s is stale; run BERTH_UPDATE=1 go test ./load", referencePath)
 	}
 }

@@ -1,10 +1,12 @@
-package schema
+package load
 
 import (
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/berth-dev/berth/schema"
 )
 
 // Conversions from the documents as written to the spec types, filling
@@ -26,17 +28,17 @@ func intOr(p *int, def int) int {
 	return *p
 }
 
-func meta(d *doc, r rawMeta) Meta {
+func meta(d *doc, r rawMeta) schema.Meta {
 	m := d.meta()
 	m.Labels, m.Annotations = nilIfEmpty(r.Labels), nilIfEmpty(r.Annotations)
 	return m
 }
 
-func convertTier(d *doc) PriorityTier {
+func convertTier(d *doc) schema.PriorityTier {
 	r := d.raw.(*rawTier)
-	return PriorityTier{
+	return schema.PriorityTier{
 		Meta: meta(d, r.Metadata),
-		Spec: TierSpec{
+		Spec: schema.TierSpec{
 			Value:       r.Spec.Value,
 			Description: r.Spec.Description,
 			Preemptible: boolOr(r.Spec.Preemptible, true),
@@ -47,23 +49,23 @@ func convertTier(d *doc) PriorityTier {
 	}
 }
 
-func convertProject(d *doc) (Project, []Diagnostic) {
+func convertProject(d *doc) (schema.Project, []Diagnostic) {
 	r := d.raw.(*rawProject)
 	fe := &fieldErrs{d: d}
-	p := Project{
+	p := schema.Project{
 		Meta: meta(d, r.Metadata),
-		Spec: ProjectSpec{
+		Spec: schema.ProjectSpec{
 			Tier:        r.Spec.Tier,
 			MaxTier:     r.Spec.MaxTier,
 			Description: r.Spec.Description,
 			Members:     r.Spec.Members,
-			BorrowLimit: BorrowLimit{GPUs: Unlimited, CPUMHz: Unlimited, MemoryBytes: Unlimited},
+			BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited, CPUMHz: schema.Unlimited, MemoryBytes: schema.Unlimited},
 			Namespace:   r.Spec.Namespace,
 			Placement:   placement(r.Spec.Placement),
 		},
 	}
 	if q := r.Spec.Quota; q != nil {
-		p.Spec.Quota = Resources{
+		p.Spec.Quota = schema.Resources{
 			GPUs:        q.GPUs,
 			CPUMHz:      fe.cpu("spec.quota.cpu", q.CPU),
 			MemoryBytes: fe.bytes("spec.quota.memory", q.Memory),
@@ -86,12 +88,12 @@ func convertProject(d *doc) (Project, []Diagnostic) {
 	return p, fe.diag
 }
 
-func convertVolume(d *doc) (Volume, []Diagnostic) {
+func convertVolume(d *doc) (schema.Volume, []Diagnostic) {
 	r := d.raw.(*rawVolume)
 	fe := &fieldErrs{d: d}
-	v := Volume{
+	v := schema.Volume{
 		Meta: meta(d, r.Metadata),
-		Spec: VolumeSpec{
+		Spec: schema.VolumeSpec{
 			SizeBytes:  fe.bytes("spec.size", r.Spec.Size),
 			Type:       r.Spec.Type,
 			Source:     r.Spec.Source,
@@ -108,7 +110,7 @@ func convertVolume(d *doc) (Volume, []Diagnostic) {
 	return v, fe.diag
 }
 
-func topology(r *rawTopology, def Topology) Topology {
+func topology(r *rawTopology, def schema.Topology) schema.Topology {
 	if r == nil {
 		return def
 	}
@@ -122,7 +124,7 @@ func topology(r *rawTopology, def Topology) Topology {
 	return t
 }
 
-func checkpoint(fe *fieldErrs, prefix string, r *rawCheckpoint, def Checkpoint) Checkpoint {
+func checkpoint(fe *fieldErrs, prefix string, r *rawCheckpoint, def schema.Checkpoint) schema.Checkpoint {
 	if r == nil {
 		return def
 	}
@@ -137,20 +139,20 @@ func checkpoint(fe *fieldErrs, prefix string, r *rawCheckpoint, def Checkpoint) 
 
 // restart reads spec.restart, or its shorthand restartOnFailure: true
 // (LegacyRestart); writing both is an error.
-func restart(fe *fieldErrs, d *doc, legacy bool, r *rawRestart) Restart {
+func restart(fe *fieldErrs, d *doc, legacy bool, r *rawRestart) schema.Restart {
 	if r == nil {
 		if legacy {
-			return LegacyRestart
+			return schema.LegacyRestart
 		}
-		return Restart{}
+		return schema.Restart{}
 	}
 	if legacy {
 		fe.diag = append(fe.diag, errorf(d.pos("spec.restartOnFailure"),
 			"spec.restartOnFailure and spec.restart are both set: restartOnFailure: true is the shorthand for restart: {attempts: 3, delay: 15s}; keep restart alone"))
 	}
-	out := Restart{Attempts: intOr(r.Attempts, 0)}
-	out.Delay = fe.duration("spec.restart.delay", r.Delay, DefaultRestartDelay)
-	if q := r.Delay; q != nil && q.set && out.Delay < MinRestartDelay && len(fe.diag) == 0 {
+	out := schema.Restart{Attempts: intOr(r.Attempts, 0)}
+	out.Delay = fe.duration("spec.restart.delay", r.Delay, schema.DefaultRestartDelay)
+	if q := r.Delay; q != nil && q.set && out.Delay < schema.MinRestartDelay && len(fe.diag) == 0 {
 		fe.diag = append(fe.diag, errorf(d.pos("spec.restart.delay"),
 			"spec.restart.delay is %s; a task that fails is restarted no faster than once a second: write 1s or more, such as 15s", q.text))
 	}
@@ -160,14 +162,14 @@ func restart(fe *fieldErrs, d *doc, legacy bool, r *rawRestart) Restart {
 	return out
 }
 
-func convertWorkspace(d0 *doc, policy SchedulingPolicy) (Workspace, []Diagnostic) {
+func convertWorkspace(d0 *doc, policy schema.SchedulingPolicy) (schema.Workspace, []Diagnostic) {
 	d := d0
 	r := d.raw.(*rawWorkspace)
 	fe := &fieldErrs{d: d}
 	s := r.Spec
-	w := Workspace{
+	w := schema.Workspace{
 		Meta: meta(d, r.Metadata),
-		Spec: WorkspaceSpec{
+		Spec: schema.WorkspaceSpec{
 			Owner:        s.Owner,
 			Tier:         s.Tier,
 			State:        s.State,
@@ -192,7 +194,7 @@ func convertWorkspace(d0 *doc, policy SchedulingPolicy) (Workspace, []Diagnostic
 	w.Spec.Service = service(fe, w, s.Service)
 	w.Spec.Task.Env = nilIfEmpty(w.Spec.Task.Env)
 	if w.Spec.State == "" {
-		w.Spec.State = DesiredRunning
+		w.Spec.State = schema.DesiredRunning
 	}
 	if w.Spec.Task.Driver == "" {
 		w.Spec.Task.Driver = "docker"
@@ -207,8 +209,8 @@ func convertWorkspace(d0 *doc, policy SchedulingPolicy) (Workspace, []Diagnostic
 // replica will really reserve on Nomad (see WorkResources): the default
 // CPU, memory and disk where none is written, memory and disk rounded up
 // to whole MiB.
-func workResources(fe *fieldErrs, d *doc, r rawResources) WorkResources {
-	out := WorkResources{
+func workResources(fe *fieldErrs, d *doc, r rawResources) schema.WorkResources {
+	out := schema.WorkResources{
 		GPUs:           r.GPUs,
 		GPUModel:       r.GPUModel,
 		CPUMHz:         fe.cpu("spec.resources.cpu", r.CPU),
@@ -222,14 +224,14 @@ func workResources(fe *fieldErrs, d *doc, r rawResources) WorkResources {
 			"spec.resources: cpu and exclusiveCores are both set; Nomad reserves either a CPU share (cpu) or whole cores (exclusiveCores): keep one"))
 	case r.CPU.set && out.CPUMHz == 0 && len(fe.diag) == 0:
 		fe.diag = append(fe.diag, errorf(d.pos("spec.resources.cpu"),
-			"spec.resources.cpu is 0; Nomad reserves at least 1 MHz: write at least 1m, or leave cpu out for the default %dm", DefaultCPUMHz))
+			"spec.resources.cpu is 0; Nomad reserves at least 1 MHz: write at least 1m, or leave cpu out for the default %dm", schema.DefaultCPUMHz))
 	case !r.CPU.set && out.ExclusiveCores == 0:
-		out.CPUMHz = DefaultCPUMHz
+		out.CPUMHz = schema.DefaultCPUMHz
 	}
 	const minMem = 10 << 20 // Nomad's smallest memory reservation (10 MB)
 	switch {
 	case !r.Memory.set:
-		out.MemoryBytes = DefaultMemoryBytes
+		out.MemoryBytes = schema.DefaultMemoryBytes
 	case out.MemoryBytes < minMem && len(fe.diag) == 0:
 		fe.diag = append(fe.diag, errorf(d.pos("spec.resources.memory"),
 			"spec.resources.memory is below 10Mi, the least Nomad reserves for a task: write at least 10Mi, or leave it out for the default 300Mi"))
@@ -239,7 +241,7 @@ func workResources(fe *fieldErrs, d *doc, r rawResources) WorkResources {
 	const minDisk = 101 << 20
 	switch {
 	case !r.Disk.set:
-		out.DiskBytes = DefaultDiskBytes
+		out.DiskBytes = schema.DefaultDiskBytes
 	case out.DiskBytes < minDisk && len(fe.diag) == 0:
 		fe.diag = append(fe.diag, errorf(d.pos("spec.resources.disk"),
 			"spec.resources.disk is 100Mi or less; Nomad keeps the task's logs (100 MB) on it and needs more: write at least 101Mi, or leave it out for the default 300Mi"))
@@ -256,10 +258,10 @@ func roundMiB(b int64) int64 {
 	return (b + mib - 1) / mib * mib
 }
 
-func convertPolicy(d *doc) (SchedulingPolicy, []Diagnostic) {
+func convertPolicy(d *doc) (schema.SchedulingPolicy, []Diagnostic) {
 	r := d.raw.(*rawPolicy)
 	fe := &fieldErrs{d: d}
-	p := DefaultPolicy()
+	p := schema.DefaultPolicy()
 	p.Meta = meta(d, r.Metadata)
 	s := r.Spec
 	if f := s.FairShare; f != nil {
@@ -286,7 +288,7 @@ func convertPolicy(d *doc) (SchedulingPolicy, []Diagnostic) {
 // service reads a workspace's service registration, filling its name
 // and check defaults, and checks that it points at one of the ports;
 // ports' labels and static ports must be unique.
-func service(fe *fieldErrs, w Workspace, r *rawService) *Service {
+func service(fe *fieldErrs, w schema.Workspace, r *rawService) *schema.Service {
 	labels := map[string]int{}
 	static := map[int]int{}
 	for i, p := range w.Spec.Ports {
@@ -305,7 +307,7 @@ func service(fe *fieldErrs, w Workspace, r *rawService) *Service {
 	if r == nil {
 		return nil
 	}
-	s := &Service{Name: r.Name, Port: r.Port, Tags: r.Tags}
+	s := &schema.Service{Name: r.Name, Port: r.Port, Tags: r.Tags}
 	if s.Name == "" {
 		s.Name = w.Meta.Project + "-" + w.Meta.Name
 		if len(s.Name) > 63 {
@@ -324,7 +326,7 @@ func service(fe *fieldErrs, w Workspace, r *rawService) *Service {
 		fe.diag = append(fe.diag, errorf(fe.d.pos("spec.service.port"), "spec.service.port %q is not a port of the workspace; %s", s.Port, have))
 	}
 	if c := r.Check; c != nil {
-		s.Check = &ServiceCheck{Type: c.Type, Path: c.Path}
+		s.Check = &schema.ServiceCheck{Type: c.Type, Path: c.Path}
 		if c.Type == "http" && s.Check.Path == "" {
 			s.Check.Path = "/"
 		}
@@ -339,9 +341,9 @@ func service(fe *fieldErrs, w Workspace, r *rawService) *Service {
 
 // placement copies a placement as written, its datacenters sorted and
 // without duplicates; nil is the zero Placement.
-func placement(r *Placement) Placement {
+func placement(r *schema.Placement) schema.Placement {
 	if r == nil {
-		return Placement{}
+		return schema.Placement{}
 	}
 	p := *r
 	p.Datacenters = slices.Compact(slices.Sorted(slices.Values(p.Datacenters)))

@@ -1,10 +1,12 @@
-package schema
+package load
 
 import (
 	"bytes"
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/berth-dev/berth/schema"
 )
 
 // A YAML file is checked document by document as far as its syntax
@@ -97,7 +99,7 @@ func badBytes(name string, data []byte) ([]byte, []Diagnostic) {
 			starts = docStarts(data)
 		}
 		line, col := lineCol(data, off)
-		diags = append(diags, errorf(Pos{File: name, Line: line, Col: col}, "invalid YAML: %s", msg))
+		diags = append(diags, errorf(schema.Pos{File: name, Line: line, Col: col}, "invalid YAML: %s", msg))
 		from, to := docRange(starts, off, len(data))
 		data = blank(data, from, to) // the next "---", at to, stays
 		off = to
@@ -123,7 +125,7 @@ func yamlSyntax(name string, data []byte, err error) Diagnostic {
 	text := strings.TrimSuffix(lines[line-1], "\r")
 	col := 1 + len(text) - len(strings.TrimLeft(text, " "))
 	at := func(l, c int, format string, args ...any) Diagnostic {
-		return errorf(Pos{File: name, Line: l, Col: c}, "invalid YAML: "+format, args...)
+		return errorf(schema.Pos{File: name, Line: l, Col: c}, "invalid YAML: "+format, args...)
 	}
 	switch {
 	case strings.Contains(msg, "tab character") || msg == "found character that cannot start any token":

@@ -1,4 +1,4 @@
-package schema
+package load
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 
 	"cuelang.org/go/encoding/yaml"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/berth-dev/berth/schema"
 )
 
 // TestDecodeAST: the fast decoder fills every kind of raw field: nested
@@ -36,19 +38,19 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decodeRaw(KindWorkspace, expr)
+	got, err := decodeRaw(schema.KindWorkspace, expr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := &rawWorkspace{Metadata: rawMeta{Name: "w", Project: "p", Labels: map[string]string{"team": "ml"}}}
-	three, no, required := 3, false, ConstraintRequired
+	three, no, required := 3, false, schema.ConstraintRequired
 	s := &want.Spec
 	s.Owner = "alice"
-	s.Task = Task{Image: "x", Args: []string{"a", "2"}, Env: map[string]string{"A": "1", "B": "b"}}
+	s.Task = schema.Task{Image: "x", Args: []string{"a", "2"}, Env: map[string]string{"A": "1", "B": "b"}}
 	s.Resources = rawResources{GPUs: 2, CPU: quantity{"0.5", true}, Memory: quantity{"16Gi", true}}
 	s.Topology = &rawTopology{NUMA: &required}
 	s.Replicas = &three
-	s.Volumes = []VolumeMount{{Name: "v", MountPath: "/d", ReadOnly: true}}
+	s.Volumes = []schema.VolumeMount{{Name: "v", MountPath: "/d", ReadOnly: true}}
 	s.Checkpoint = &rawCheckpoint{GracePeriod: &quantity{"30s", true}}
 	s.Preemptible = &no
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(quantity{})); diff != "" {

@@ -1,4 +1,4 @@
-package schema
+package load
 
 import (
 	"os"
@@ -14,7 +14,7 @@ import (
 func TestExamples(t *testing.T) {
 	for _, dir := range []string{"walkthrough", "multi-team"} {
 		t.Run(dir, func(t *testing.T) {
-			set, diags, err := Load(filepath.Join("..", "examples", dir))
+			set, diags, err := Paths(filepath.Join("..", "examples", dir))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -22,7 +22,7 @@ func TestExamples(t *testing.T) {
 				t.Error(d)
 			}
 			if set == nil || len(set.Workspaces) == 0 {
-				t.Fatal("Load returned no Set, or one without workspaces")
+				t.Fatal("Paths returned no Set, or one without workspaces")
 			}
 		})
 	}

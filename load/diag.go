@@ -1,11 +1,12 @@
-package schema
+package load
 
 import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
+
+	"github.com/berth-dev/berth/schema"
 )
 
 // Severity says whether a Diagnostic makes a revision invalid.
@@ -44,25 +45,12 @@ func (s *Severity) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// String writes "file:line:col", leaving out what is unknown.
-func (p Pos) String() string {
-	var b strings.Builder
-	b.WriteString(p.File)
-	if p.Line > 0 {
-		b.WriteString(":" + strconv.Itoa(p.Line))
-		if p.Col > 0 {
-			b.WriteString(":" + strconv.Itoa(p.Col))
-		}
-	}
-	return b.String()
-}
-
 // Diagnostic is one problem found in the specs: where, how bad, and a
 // sentence a person can act on.
 type Diagnostic struct {
-	Pos      Pos      `json:"pos"`
-	Severity Severity `json:"severity"`
-	Message  string   `json:"message"`
+	Pos      schema.Pos `json:"pos"`
+	Severity Severity   `json:"severity"`
+	Message  string     `json:"message"`
 }
 
 // String writes "file:line:col: message" for an error and
@@ -79,7 +67,7 @@ func (d Diagnostic) String() string {
 }
 
 // Diagnostics is a list of problems, sorted by file, line, column, then
-// message once Sort has run (Load returns it sorted).
+// message once Sort has run (Paths returns it sorted).
 type Diagnostics []Diagnostic
 
 // HasErrors reports whether any diagnostic is an error.
@@ -149,10 +137,10 @@ func (d Diagnostic) less(o Diagnostic) bool {
 	return d.Message < o.Message
 }
 
-func errorf(p Pos, format string, args ...any) Diagnostic {
+func errorf(p schema.Pos, format string, args ...any) Diagnostic {
 	return Diagnostic{Pos: p, Severity: SeverityError, Message: fmt.Sprintf(format, args...)}
 }
 
-func warnf(p Pos, format string, args ...any) Diagnostic {
+func warnf(p schema.Pos, format string, args ...any) Diagnostic {
 	return Diagnostic{Pos: p, Severity: SeverityWarning, Message: fmt.Sprintf(format, args...)}
 }

@@ -1,4 +1,4 @@
-package schema
+package load
 
 import (
 	"bufio"
@@ -14,6 +14,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
+
+	"github.com/berth-dev/berth/internal/readfile"
+	"github.com/berth-dev/berth/schema"
 )
 
 // IgnoreFile names the file, in any directory of a spec tree, whose lines
@@ -26,7 +30,7 @@ const IgnoreFile = ".berthignore"
 // Default limits on what the loader reads.
 const (
 	// DefaultMaxFileBytes bounds one spec or rule file.
-	DefaultMaxFileBytes = 16 << 20
+	DefaultMaxFileBytes = readfile.DefaultLimit
 	// DefaultMaxTreeBytes bounds all of a tree's spec and rule files
 	// together.
 	DefaultMaxTreeBytes = 512 << 20
@@ -104,7 +108,7 @@ func readLimited(fsys fs.FS, p string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, refused("%s; berth reads only regular files", notRegular(st.Mode()))
+		return nil, refused("%s; berth reads only regular files", readfile.NotRegular(st.Mode()))
 	}
 	if st.Size() > limit {
 		return nil, tooBig(st.Size(), limit)
@@ -127,49 +131,15 @@ func FileTooLarge(size, limit int64) string { return tooBig(size, limit).Error()
 // TreeTooLarge is the loader's message for the file at which a tree went
 // over the per-tree limit.
 func TreeTooLarge(limit int64) string {
-	return fmt.Sprintf("the spec tree holds more than the limit of %s of *.yaml, *.yml and *.cue files; split the tree, leave files out with %s, or raise the limit with --max-tree-size", byteSize(limit), IgnoreFile)
+	return fmt.Sprintf("the spec tree holds more than the limit of %s of *.yaml, *.yml and *.cue files; split the tree, leave files out with %s, or raise the limit with --max-tree-size", readfile.Size(limit), IgnoreFile)
 }
 
 func tooBig(size, limit int64) error {
 	more := ""
 	if size > limit {
-		more = fmt.Sprintf("%s, ", byteSize(size))
+		more = fmt.Sprintf("%s, ", readfile.Size(size))
 	}
-	return refused("the file is too large (%smore than the limit of %s per file); split it into smaller files, or raise the limit with --max-file-size", more, byteSize(limit))
-}
-
-// byteSize writes n in the largest binary unit that keeps it at least 1.
-func byteSize(n int64) string {
-	units := []string{"bytes", "KiB", "MiB", "GiB", "TiB"}
-	f, i := float64(n), 0
-	for f >= 1024 && i < len(units)-1 {
-		f /= 1024
-		i++
-	}
-	if i == 0 {
-		return fmt.Sprintf("%d bytes", n)
-	}
-	if f == float64(int64(f)) {
-		return fmt.Sprintf("%d %s", int64(f), units[i])
-	}
-	return fmt.Sprintf("%.1f %s", f, units[i])
-}
-
-// notRegular names what kind of file mode is, for a message.
-func notRegular(mode fs.FileMode) string {
-	switch t := mode.Type(); {
-	case mode.IsDir():
-		return "it is a directory"
-	case t&fs.ModeNamedPipe != 0:
-		return "it is a named pipe (FIFO), not a regular file"
-	case t&fs.ModeSocket != 0:
-		return "it is a socket, not a regular file"
-	case t&fs.ModeCharDevice != 0, t&fs.ModeDevice != 0:
-		return "it is a device, not a regular file"
-	case t&fs.ModeSymlink != 0:
-		return "it is a symbolic link"
-	}
-	return "it is not a regular file"
+	return refused("the file is too large (%smore than the limit of %s per file); split it into smaller files, or raise the limit with --max-file-size", more, readfile.Size(limit))
 }
 
 // isSpecFile reports whether name is a YAML spec file.
@@ -278,7 +248,7 @@ func (t osTree) Open(name string) (fs.File, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
-	return t.root.OpenFile(name, os.O_RDONLY|oNonblock, 0)
+	return t.root.OpenFile(name, readfile.OpenFlags, 0)
 }
 
 func (t osTree) ReadDir(name string) ([]fs.DirEntry, error) {
@@ -310,7 +280,7 @@ func linkProblem(fsys fs.FS, p string, err error) string {
 	switch {
 	case path.IsAbs(target) || filepath.IsAbs(target) || dest == ".." || strings.HasPrefix(dest, "../") || errors.Is(err, errOutside):
 		return fmt.Sprintf("it is a symbolic link to %s, outside the spec tree; berth reads only files inside the tree: copy the file in, or link to a file inside the tree", target)
-	case strings.Contains(err.Error(), "too many levels of symbolic links") || strings.Contains(err.Error(), "too many links"):
+	case errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EMLINK): // EMLINK: FreeBSD's and OpenBSD's word for it
 		return fmt.Sprintf("it is a symbolic link to %s, which is a loop of links; point it at a file", target)
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Sprintf("it is a symbolic link to %s, which does not exist; fix or remove the link", target)
@@ -351,7 +321,7 @@ func (w *walk) inside(p string) bool {
 var errOutside = errors.New("outside the tree")
 
 func (w *walk) refuse(p, format string, args ...any) {
-	w.diags = append(w.diags, errorf(Pos{File: w.name(p)}, format, args...))
+	w.diags = append(w.diags, errorf(schema.Pos{File: w.name(p)}, format, args...))
 }
 
 // walkFS collects the spec and rule files under root in fsys, in lexical
@@ -424,7 +394,7 @@ func (w *walk) visit(p string, d fs.DirEntry, err error) error {
 			// say so when the name looks like a directory's.
 			if path.Ext(p) == "" {
 				target, _ := fs.ReadLink(w.fsys, p)
-				w.diags = append(w.diags, warnf(Pos{File: w.name(p)}, "not followed: it is a symbolic link to %s, which berth cannot follow inside the spec tree; if it is a directory of specs, move them into the tree", target))
+				w.diags = append(w.diags, warnf(schema.Pos{File: w.name(p)}, "not followed: it is a symbolic link to %s, which berth cannot follow inside the spec tree; if it is a directory of specs, move them into the tree", target))
 			}
 			return nil
 		case st.IsDir():
@@ -438,7 +408,7 @@ func (w *walk) visit(p string, d fs.DirEntry, err error) error {
 		return nil
 	}
 	if !mode.IsRegular() {
-		w.refuse(p, "not read: %s; berth reads only regular files", notRegular(mode))
+		w.refuse(p, "not read: %s; berth reads only regular files", readfile.NotRegular(mode))
 		return nil
 	}
 	if size < 0 {
@@ -481,11 +451,11 @@ func readPaths(paths []string, limits Limits) ([]sourceFile, []Diagnostic, error
 		}
 		if !st.IsDir() {
 			name := filepath.Clean(p)
-			b, err := readLimited(osFile{}, p, limits.FileBytes)
+			b, err := readLimited(readfile.OS{}, p, limits.FileBytes)
 			var r *refusedError
 			switch {
 			case errors.As(err, &r):
-				diags = append(diags, errorf(Pos{File: name}, "not read: %s", r.msg))
+				diags = append(diags, errorf(schema.Pos{File: name}, "not read: %s", r.msg))
 			case err != nil:
 				return nil, nil, fmt.Errorf("read specs: %w", err)
 			default:
@@ -508,45 +478,4 @@ func readPaths(paths []string, limits Limits) ([]sourceFile, []Diagnostic, error
 		diags = append(diags, fsDiags...)
 	}
 	return files, diags, nil
-}
-
-// ReadFile reads the file at name, an OS path such as a cluster file
-// named on a command line, as the loader reads a spec file: only a
-// regular file (a FIFO or a device is refused at once, never waited on)
-// of at most limit bytes (0 or less: DefaultMaxFileBytes).
-func ReadFile(name string, limit int64) ([]byte, error) {
-	if limit <= 0 {
-		limit = DefaultMaxFileBytes
-	}
-	f, err := osFile{}.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not read: %s; berth reads only regular files", name, notRegular(st.Mode()))
-	}
-	size := st.Size()
-	var b []byte
-	if size <= limit {
-		if b, err = io.ReadAll(io.LimitReader(f, limit+1)); err != nil {
-			return nil, err
-		}
-		size = int64(len(b))
-	}
-	if size > limit {
-		return nil, fmt.Errorf("%s: not read: the file is too large (%s, more than the limit of %s)", name, byteSize(size), byteSize(limit))
-	}
-	return b, nil
-}
-
-// osFile opens OS paths, as named on a command line, without waiting.
-type osFile struct{}
-
-func (osFile) Open(name string) (fs.File, error) {
-	return os.OpenFile(name, os.O_RDONLY|oNonblock, 0)
 }

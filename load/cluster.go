@@ -1,4 +1,4 @@
-package schema
+package load
 
 import (
 	"encoding/json"
@@ -7,12 +7,13 @@ import (
 	"strings"
 
 	"github.com/berth-dev/berth/internal/text"
+	"github.com/berth-dev/berth/schema"
 )
 
 // The loader checks the specs against the cluster files in the tree
-// (kind: Cluster), read with ParseCluster as drivers/sim reads them: a
+// (kind: Cluster), read with schema.ParseCluster as drivers/sim reads them: a
 // workspace whose gang cannot fit any set of its nodes is an error, and
-// quotas past its CPU or memory a warning. A file ParseCluster rejects
+// quotas past its CPU or memory a warning. A file schema.ParseCluster rejects
 // is not checked against here; berth simulate reports its errors.
 
 type gpuShape struct {
@@ -50,7 +51,7 @@ func readCluster(d *doc) (clusterShape, bool) {
 	if err != nil {
 		return clusterShape{}, false
 	}
-	f, err := ParseCluster(doc)
+	f, err := schema.ParseCluster(doc)
 	if err != nil {
 		return clusterShape{}, false
 	}
@@ -81,16 +82,16 @@ func readCluster(d *doc) (clusterShape, bool) {
 // work may wait, and tiers then rank projects' in-quota work as when GPU
 // quotas overcommit the cluster. The warning is at the project whose
 // quota passes the cluster's total, in name order.
-func checkQuotaCapacity(projects []Project, clusters []clusterShape) []Diagnostic {
+func checkQuotaCapacity(projects []schema.Project, clusters []clusterShape) []Diagnostic {
 	var out []Diagnostic
 	for _, dm := range []struct {
 		name, field string
-		quota       func(*Project) int64
+		quota       func(*schema.Project) int64
 		have        func(clusterShape) int64
 		text        func(int64) string
 	}{
-		{"CPU", "spec.quota.cpu", func(p *Project) int64 { return p.Spec.Quota.CPUMHz }, func(c clusterShape) int64 { return c.cpu }, func(m int64) string { return text.CPUQuantity(m) + " CPUs" }},
-		{"memory", "spec.quota.memory", func(p *Project) int64 { return p.Spec.Quota.MemoryBytes }, func(c clusterShape) int64 { return c.mem }, func(b int64) string { return text.BytesQuantity(b) + " of memory" }},
+		{"CPU", "spec.quota.cpu", func(p *schema.Project) int64 { return p.Spec.Quota.CPUMHz }, func(c clusterShape) int64 { return c.cpu }, func(m int64) string { return text.CPUQuantity(m) + " CPUs" }},
+		{"memory", "spec.quota.memory", func(p *schema.Project) int64 { return p.Spec.Quota.MemoryBytes }, func(c clusterShape) int64 { return c.mem }, func(b int64) string { return text.BytesQuantity(b) + " of memory" }},
 	} {
 		best := clusterShape{}
 		have := int64(-1)
@@ -103,8 +104,8 @@ func checkQuotaCapacity(projects []Project, clusters []clusterShape) []Diagnosti
 			continue
 		}
 		var sum int64
-		var first *Project
-		byName := make([]*Project, len(projects))
+		var first *schema.Project
+		byName := make([]*schema.Project, len(projects))
 		for i := range projects {
 			byName[i] = &projects[i]
 		}
@@ -128,7 +129,7 @@ func checkQuotaCapacity(projects []Project, clusters []clusterShape) []Diagnosti
 }
 
 // slots counts how many replicas of w fit on one node, all at once.
-func slots(node []gpuShape, w *Workspace) int {
+func slots(node []gpuShape, w *schema.Workspace) int {
 	g := w.Spec.Resources.GPUs
 	groups := map[[2]int]int{}
 	for _, gpu := range node {
@@ -136,10 +137,10 @@ func slots(node []gpuShape, w *Workspace) int {
 			continue
 		}
 		key := [2]int{-1, -1}
-		if w.Spec.Topology.NVLink == ConstraintRequired {
+		if w.Spec.Topology.NVLink == schema.ConstraintRequired {
 			key[0] = gpu.domain
 		}
-		if w.Spec.Topology.NUMA == ConstraintRequired {
+		if w.Spec.Topology.NUMA == schema.ConstraintRequired {
 			key[1] = gpu.numa
 		}
 		groups[key]++
@@ -153,7 +154,7 @@ func slots(node []gpuShape, w *Workspace) int {
 
 // fits reports a workspace whose gang no set of the cluster's nodes can
 // hold, even when the cluster is empty.
-func (c clusterShape) fits(w *Workspace, d *doc) (Diagnostic, bool) {
+func (c clusterShape) fits(w *schema.Workspace, d *doc) (Diagnostic, bool) {
 	pl := w.Spec.Placement
 	allowed := 0
 	for _, node := range c.nodes {
@@ -188,10 +189,10 @@ func (c clusterShape) fits(w *Workspace, d *doc) (Diagnostic, bool) {
 		shape = fmt.Sprintf("1 %sGPU", model)
 	}
 	var in []string
-	if w.Spec.Topology.NVLink == ConstraintRequired {
+	if w.Spec.Topology.NVLink == schema.ConstraintRequired {
 		in = append(in, "one NVLink domain")
 	}
-	if w.Spec.Topology.NUMA == ConstraintRequired {
+	if w.Spec.Topology.NUMA == schema.ConstraintRequired {
 		in = append(in, "one NUMA node")
 	}
 	if len(in) > 0 {

@@ -1,4 +1,4 @@
-package schema
+package load
 
 import (
 	"fmt"
@@ -84,7 +84,7 @@ func BenchmarkValidate(b *testing.B) {
 			var ru0, ru1 syscall.Rusage
 			syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 			for b.Loop() {
-				set, diags, err := Load(dir)
+				set, diags, err := Paths(dir)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -1,4 +1,4 @@
-package schema
+package load
 
 import (
 	"strconv"
@@ -7,22 +7,24 @@ import (
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/literal"
 	"cuelang.org/go/cue/token"
+
+	"github.com/berth-dev/berth/schema"
 )
 
 // toPos converts a CUE position to a Pos.
-func toPos(p token.Pos) Pos {
+func toPos(p token.Pos) schema.Pos {
 	if !p.IsValid() {
-		return Pos{}
+		return schema.Pos{}
 	}
 	pp := p.Position()
-	return Pos{File: pp.Filename, Line: pp.Line, Col: pp.Column}
+	return schema.Pos{File: pp.Filename, Line: pp.Line, Col: pp.Column}
 }
 
 // fieldPositions records where each field of a document is written,
 // keyed by dotted path ("spec.resources.gpus", "spec.volumes.0.name").
 // A key written twice in one mapping is returned in dups.
-func fieldPositions(expr ast.Expr) (m map[string]Pos, dups []Diagnostic) {
-	m = make(map[string]Pos, 32)
+func fieldPositions(expr ast.Expr) (m map[string]schema.Pos, dups []Diagnostic) {
+	m = make(map[string]schema.Pos, 32)
 	var walk func(prefix string, e ast.Expr)
 	walk = func(prefix string, e ast.Expr) {
 		switch x := e.(type) {

@@ -1,4 +1,4 @@
-package schema
+package load
 
 import (
 	_ "embed"
@@ -15,6 +15,8 @@ import (
 	"cuelang.org/go/cue/cuecontext"
 	cueerrors "cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/token"
+
+	"github.com/berth-dev/berth/schema"
 )
 
 // Source is the CUE schema of the specs, embedded in the binary.
@@ -23,7 +25,7 @@ import (
 var Source []byte
 
 // Kinds lists the kinds of documents berth reads, in order.
-var Kinds = []string{KindPriorityTier, KindProject, KindWorkspace, KindVolume, KindSchedulingPolicy}
+var Kinds = []string{schema.KindPriorityTier, schema.KindProject, schema.KindWorkspace, schema.KindVolume, schema.KindSchedulingPolicy}
 
 // checker validates documents against the schema. A checker owns its
 // cue.Context, which keeps every value it builds until it is dropped: the
@@ -86,7 +88,7 @@ func newChecker() *checker {
 // check validates one document of kind against its definition and returns
 // the data as a CUE value with the problems found, each at the position of
 // the field it is about.
-func (c *checker) check(kind string, expr ast.Expr, fields map[string]Pos, start Pos) []Diagnostic {
+func (c *checker) check(kind string, expr ast.Expr, fields map[string]schema.Pos, start schema.Pos) []Diagnostic {
 	c.docs++
 	def := c.defs[kind]
 	// CUE stops looking for unknown fields in a struct that has another
@@ -267,7 +269,7 @@ func (c *checker) shapeAt(key string, v cue.Value) *shape {
 
 // unknownFields reports every field of the document that the schema does
 // not allow, with the closest allowed name when there is one.
-func (c *checker) unknownFields(kind string, def cue.Value, expr ast.Expr, fields map[string]Pos, start Pos) []Diagnostic {
+func (c *checker) unknownFields(kind string, def cue.Value, expr ast.Expr, fields map[string]schema.Pos, start schema.Pos) []Diagnostic {
 	var out []Diagnostic
 	var walk func(key string, path []string, v cue.Value, e ast.Expr)
 	walk = func(key string, path []string, v cue.Value, e ast.Expr) {
@@ -342,7 +344,7 @@ func (c *checker) unknownFields(kind string, def cue.Value, expr ast.Expr, field
 // one per field, at the field's position in the YAML.
 // shift, when not nil, maps an error's path to the document's (a piece
 // of a list starts at an offset).
-func cueDiagnostics(err error, def cue.Value, data ast.Expr, fields map[string]Pos, start Pos, kind string, shift func([]string) []string) []Diagnostic {
+func cueDiagnostics(err error, def cue.Value, data ast.Expr, fields map[string]schema.Pos, start schema.Pos, kind string, shift func([]string) []string) []Diagnostic {
 	var out []Diagnostic
 	seen := map[string]bool{}
 	for _, e := range cueerrors.Errors(err) {
@@ -369,7 +371,7 @@ func cueDiagnostics(err error, def cue.Value, data ast.Expr, fields map[string]P
 
 // posOf returns where the field at path (or its nearest written parent)
 // is written.
-func posOf(fields map[string]Pos, path []string, start Pos) Pos {
+func posOf(fields map[string]schema.Pos, path []string, start schema.Pos) schema.Pos {
 	for i := len(path); i > 0; i-- {
 		if p, ok := fields[strings.Join(path[:i], ".")]; ok {
 			return p

@@ -1,4 +1,4 @@
-package schema
+package load
 
 import (
 	"bytes"
@@ -19,6 +19,8 @@ import (
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/token"
 	"cuelang.org/go/encoding/yaml"
+
+	"github.com/berth-dev/berth/schema"
 )
 
 // Summary counts what a load found, valid or not.
@@ -35,12 +37,12 @@ type Summary struct {
 // Report is everything a load found: the Set (nil when any diagnostic is
 // an error), the diagnostics sorted by file, line and column, and counts.
 type Report struct {
-	Set         *Set
+	Set         *schema.Set
 	Diagnostics Diagnostics
 	Summary     Summary
 }
 
-// Load reads every *.yaml and *.yml file under paths (directories are
+// Paths reads every *.yaml and *.yml file under paths (directories are
 // walked recursively; hidden directories and files and what .berthignore
 // names are skipped; a path naming a file is read as it is), validates the
 // documents against the schema, the cross-document rules and any *.cue
@@ -48,7 +50,7 @@ type Report struct {
 //
 // The error is for I/O trouble only. Problems in the specs are
 // Diagnostics; the Set is nil when any of them is an error.
-func Load(paths ...string) (*Set, Diagnostics, error) {
+func Paths(paths ...string) (*schema.Set, Diagnostics, error) {
 	r, err := Check(paths...)
 	if err != nil {
 		return nil, nil, err
@@ -56,9 +58,9 @@ func Load(paths ...string) (*Set, Diagnostics, error) {
 	return r.Set, r.Diagnostics, nil
 }
 
-// LoadFS is Load over the tree under root in fsys (for example a git
+// FS is Paths over the tree under root in fsys (for example a git
 // commit's tree). Diagnostics name files by their path in fsys.
-func LoadFS(fsys fs.FS, root string) (*Set, Diagnostics, error) {
+func FS(fsys fs.FS, root string) (*schema.Set, Diagnostics, error) {
 	r, err := CheckFS(fsys, root)
 	if err != nil {
 		return nil, nil, err
@@ -86,7 +88,7 @@ type Progress struct {
 	Files, Read, Documents atomic.Int64
 }
 
-// Check is Load returning the whole Report.
+// Check is Paths returning the whole Report.
 func Check(paths ...string) (*Report, error) { return CheckWith(Options{}, paths...) }
 
 // CheckWith is Check with options.
@@ -101,7 +103,7 @@ func CheckWith(opts Options, paths ...string) (*Report, error) {
 	return check(files, diags, opts)
 }
 
-// CheckFS is LoadFS returning the whole Report.
+// CheckFS is FS returning the whole Report.
 func CheckFS(fsys fs.FS, root string) (*Report, error) { return CheckFSWith(fsys, root, Options{}) }
 
 // CheckFSWith is CheckFS with options.
@@ -123,22 +125,22 @@ type doc struct {
 	project string
 	tier    string // spec.tier as written (projects), for references of invalid documents
 	owner   string // spec.owner as written (workspaces), likewise
-	start   Pos
-	fields  map[string]Pos
+	start   schema.Pos
+	fields  map[string]schema.Pos
 	json    []byte // the document as JSON, kept only when there are rules
 	valid   bool   // passed the schema
 	raw     any    // *rawTier, *rawProject, ... when valid
 }
 
-func (d *doc) pos(field string) Pos {
+func (d *doc) pos(field string) schema.Pos {
 	if p, ok := d.fields[field]; ok {
 		return p
 	}
 	return d.start
 }
 
-func (d *doc) meta() Meta {
-	return Meta{Name: d.name, Project: d.project, Source: d.start, Fields: d.fields}
+func (d *doc) meta() schema.Meta {
+	return schema.Meta{Name: d.name, Project: d.project, Source: d.start, Fields: d.fields}
 }
 
 // docsPerContext bounds how many documents one cue.Context validates
@@ -167,7 +169,7 @@ func check(files []sourceFile, walked []Diagnostic, opts Options) (*Report, erro
 			progress.Read.Add(1)
 			var refused *refusedError
 			if errors.As(err, &refused) {
-				walked = append(walked, errorf(Pos{File: f.name}, "not read: %s", refused.msg))
+				walked = append(walked, errorf(schema.Pos{File: f.name}, "not read: %s", refused.msg))
 				continue
 			}
 			if err != nil {
@@ -210,7 +212,7 @@ func check(files []sourceFile, walked []Diagnostic, opts Options) (*Report, erro
 				progress.Read.Add(1)
 				var refused *refusedError
 				if errors.As(err, &refused) {
-					results[i].diags = []Diagnostic{errorf(Pos{File: specs[i].name}, "not read: %s", refused.msg)}
+					results[i].diags = []Diagnostic{errorf(schema.Pos{File: specs[i].name}, "not read: %s", refused.msg)}
 					continue
 				}
 				if err != nil {
@@ -243,15 +245,15 @@ func check(files []sourceFile, walked []Diagnostic, opts Options) (*Report, erro
 	r.Diagnostics = append(r.Diagnostics, diags...)
 	for _, d := range docs {
 		switch d.kind {
-		case KindPriorityTier:
+		case schema.KindPriorityTier:
 			r.Summary.Tiers++
-		case KindProject:
+		case schema.KindProject:
 			r.Summary.Projects++
-		case KindWorkspace:
+		case schema.KindWorkspace:
 			r.Summary.Workspaces++
-		case KindVolume:
+		case schema.KindVolume:
 			r.Summary.Volumes++
-		case KindSchedulingPolicy:
+		case schema.KindSchedulingPolicy:
 			r.Summary.Policies++
 		}
 	}
@@ -287,7 +289,7 @@ func dedupe(files []sourceFile) []sourceFile {
 func parseFile(c *checker, name string, data []byte, keepExpr bool) (fr fileResult) {
 	defer func() {
 		if p := recover(); p != nil {
-			fr.diags = append(fr.diags, errorf(Pos{File: name}, "internal error reading this file (please report it): %v", p))
+			fr.diags = append(fr.diags, errorf(schema.Pos{File: name}, "internal error reading this file (please report it): %v", p))
 		}
 	}()
 	if !bytes.ContainsFunc(data, func(r rune) bool { return r != ' ' && r != '\n' && r != '\t' && r != '\r' }) {
@@ -337,7 +339,7 @@ func parseFile(c *checker, name string, data []byte, keepExpr bool) (fr fileResu
 var yamlLine = regexp.MustCompile(`^(?:.*?:(\d+):(?:(\d+):)? )?(?:yaml: )?(?:line (\d+): )?(.*)$`)
 
 func yamlError(file string, err error) Diagnostic {
-	p := Pos{File: file}
+	p := schema.Pos{File: file}
 	msg := strings.TrimPrefix(err.Error(), file+": ")
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, col := m[1], m[2]
@@ -380,7 +382,7 @@ func parseDoc(c *checker, file string, expr ast.Expr, keepExpr bool) (*doc, []Di
 	d.tier, _ = stringField(expr, "spec.tier")
 	d.owner, _ = stringField(expr, "spec.owner")
 	switch {
-	case d.kind == KindCluster:
+	case d.kind == schema.KindCluster:
 		d.raw = plain(expr)
 		return d, nil
 	case lookupField(expr, "kind") == nil:
@@ -407,7 +409,7 @@ func parseDoc(c *checker, file string, expr ast.Expr, keepExpr bool) (*doc, []Di
 	if len(dups) > 0 {
 		// CUE sees a key written twice as two values for one field; say
 		// what happened instead.
-		skip := map[Pos]bool{}
+		skip := map[schema.Pos]bool{}
 		for _, dg := range dups {
 			skip[dg.Pos] = true
 			skip[fields[strings.SplitN(dg.Message, " ", 2)[0]]] = true
@@ -454,15 +456,15 @@ func decodeRaw(kind string, expr ast.Expr) (any, error) {
 // rawOf returns a new value of kind's raw type (nil for a Cluster).
 func rawOf(kind string) any {
 	switch kind {
-	case KindPriorityTier:
+	case schema.KindPriorityTier:
 		return &rawTier{}
-	case KindProject:
+	case schema.KindProject:
 		return &rawProject{}
-	case KindWorkspace:
+	case schema.KindWorkspace:
 		return &rawWorkspace{}
-	case KindVolume:
+	case schema.KindVolume:
 		return &rawVolume{}
-	case KindSchedulingPolicy:
+	case schema.KindSchedulingPolicy:
 		return &rawPolicy{}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package schema
+package load
 
 import (
 	"bytes"
@@ -120,7 +120,7 @@ func Reference() []byte {
 
 const referenceIntro = `# berth spec reference
 
-<!-- Generated from schema/schema.cue by ` + "`BERTH_UPDATE=1 go test ./schema`" + `; do not edit.
+<!-- Generated from load/schema.cue by ` + "`BERTH_UPDATE=1 go test ./load`" + `; do not edit.
      A test fails when this page is stale or a field has no comment. -->
 
 A spec repo is a tree of YAML files (` + "`*.yaml`, `*.yml`" + `; several documents per file,

@@ -1,4 +1,4 @@
-package schema
+package load
 
 import (
 	"encoding/json"
@@ -11,6 +11,8 @@ import (
 	"cuelang.org/go/cue/cuecontext"
 	cueerrors "cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/token"
+
+	"github.com/berth-dev/berth/schema"
 )
 
 // Rule files: every *.cue file in a spec tree is a set of the repo's own
@@ -34,15 +36,15 @@ import (
 // ruleRoot maps a document to its place in the rules' data.
 func ruleRoot(d *doc) []string {
 	switch d.kind {
-	case KindPriorityTier:
+	case schema.KindPriorityTier:
 		return []string{"tiers", d.name}
-	case KindProject:
+	case schema.KindProject:
 		return []string{"projects", d.name}
-	case KindWorkspace:
+	case schema.KindWorkspace:
 		return []string{"workspaces", d.project, d.name}
-	case KindVolume:
+	case schema.KindVolume:
 		return []string{"volumes", d.name}
-	case KindSchedulingPolicy:
+	case schema.KindSchedulingPolicy:
 		return []string{"policy"}
 	}
 	return nil
@@ -51,7 +53,7 @@ func ruleRoot(d *doc) []string {
 func checkRules(rules []sourceFile, docs []*doc, cache *loadState) (diags []Diagnostic) {
 	defer func() {
 		if p := recover(); p != nil {
-			diags = append(diags, errorf(Pos{File: rules[0].name}, "internal error checking the CUE rules (please report it): %v", p))
+			diags = append(diags, errorf(schema.Pos{File: rules[0].name}, "internal error checking the CUE rules (please report it): %v", p))
 		}
 	}()
 	// The data is prepared once, and only when some rule file is not in
@@ -103,11 +105,11 @@ func rulesData(ctx *cue.Context, first string, docs []*doc) (cue.Value, map[stri
 	}
 	src, err := json.Marshal(root)
 	if err != nil {
-		return cue.Value{}, nil, []Diagnostic{errorf(Pos{File: first}, "cannot prepare the documents for the CUE rules: %v", err)}
+		return cue.Value{}, nil, []Diagnostic{errorf(schema.Pos{File: first}, "cannot prepare the documents for the CUE rules: %v", err)}
 	}
 	data := ctx.CompileBytes(src, cue.Filename("documents.json"))
 	if err := data.Err(); err != nil {
-		return cue.Value{}, nil, []Diagnostic{errorf(Pos{File: first}, "cannot prepare the documents for the CUE rules: %v", err)}
+		return cue.Value{}, nil, []Diagnostic{errorf(schema.Pos{File: first}, "cannot prepare the documents for the CUE rules: %v", err)}
 	}
 	return data, byPath, nil
 }
@@ -169,13 +171,13 @@ func insert(m map[string]any, path []string, value any) {
 }
 
 // rulePos is the position of e in the rule file, or the file itself.
-func rulePos(e cueerrors.Error, file string) Pos {
+func rulePos(e cueerrors.Error, file string) schema.Pos {
 	for _, p := range append([]token.Pos{e.Position()}, e.InputPositions()...) {
 		if pp := toPos(p); pp.File == file {
 			return pp
 		}
 	}
-	return Pos{File: file}
+	return schema.Pos{File: file}
 }
 
 func ruleDiagnostic(e cueerrors.Error, path []string, u cue.Value, file string, byPath map[string]*doc) Diagnostic {
@@ -201,7 +203,7 @@ func ruleDiagnostic(e cueerrors.Error, path []string, u cue.Value, file string, 
 	}
 	field := strings.Join(rest, ".")
 	what := fmt.Sprintf("%s %q", d.kind, d.name)
-	if d.kind == KindWorkspace {
+	if d.kind == schema.KindWorkspace {
 		what = fmt.Sprintf("Workspace %q in project %q", d.name, d.project)
 	}
 	where := posOf(d.fields, rest, d.start)

@@ -1,4 +1,4 @@
-package schema
+package load
 
 import (
 	"fmt"
@@ -10,6 +10,8 @@ import (
 	"cuelang.org/go/cue"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/berth-dev/berth/schema"
 )
 
 const minimal = `apiVersion: berth.dev/v1
@@ -35,26 +37,26 @@ spec:
   resources: {gpus: 1}
 `
 
-var ignorePositions = cmpopts.IgnoreFields(Meta{}, "Source", "Fields")
+var ignorePositions = cmpopts.IgnoreFields(schema.Meta{}, "Source", "Fields")
 
 // TestDefaults: every field a document leaves out gets its documented
 // default.
 func TestDefaults(t *testing.T) {
-	set, diags, err := LoadFS(fstest.MapFS{"specs.yaml": {Data: []byte(minimal)}}, ".")
+	set, diags, err := FS(fstest.MapFS{"specs.yaml": {Data: []byte(minimal)}}, ".")
 	if err != nil || set == nil {
-		t.Fatalf("LoadFS: %v %v", err, diags)
+		t.Fatalf("FS: %v %v", err, diags)
 	}
-	def := DefaultPolicy()
-	want := &Set{
-		Tiers: []PriorityTier{{Meta: Meta{Name: "low"}, Spec: TierSpec{Value: 20, Preemptible: true, CanPreempt: true}}},
-		Projects: []Project{{Meta: Meta{Name: "ml"}, Spec: ProjectSpec{
-			Tier: "low", BorrowLimit: BorrowLimit{GPUs: Unlimited, CPUMHz: Unlimited, MemoryBytes: Unlimited},
+	def := schema.DefaultPolicy()
+	want := &schema.Set{
+		Tiers: []schema.PriorityTier{{Meta: schema.Meta{Name: "low"}, Spec: schema.TierSpec{Value: 20, Preemptible: true, CanPreempt: true}}},
+		Projects: []schema.Project{{Meta: schema.Meta{Name: "ml"}, Spec: schema.ProjectSpec{
+			Tier: "low", BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited, CPUMHz: schema.Unlimited, MemoryBytes: schema.Unlimited},
 		}}},
-		Volumes: []Volume{{Meta: Meta{Name: "data"}, Spec: VolumeSpec{Type: "host", Source: "data", Projects: []string{"ml"}}}},
-		Workspaces: []Workspace{{Meta: Meta{Name: "train", Project: "ml"}, Spec: WorkspaceSpec{
-			State:       DesiredRunning,
-			Task:        Task{Driver: "docker", Image: "x"},
-			Resources:   WorkResources{GPUs: 1, CPUMHz: DefaultCPUMHz, MemoryBytes: DefaultMemoryBytes, DiskBytes: DefaultDiskBytes},
+		Volumes: []schema.Volume{{Meta: schema.Meta{Name: "data"}, Spec: schema.VolumeSpec{Type: "host", Source: "data", Projects: []string{"ml"}}}},
+		Workspaces: []schema.Workspace{{Meta: schema.Meta{Name: "train", Project: "ml"}, Spec: schema.WorkspaceSpec{
+			State:       schema.DesiredRunning,
+			Task:        schema.Task{Driver: "docker", Image: "x"},
+			Resources:   schema.WorkResources{GPUs: 1, CPUMHz: schema.DefaultCPUMHz, MemoryBytes: schema.DefaultMemoryBytes, DiskBytes: schema.DefaultDiskBytes},
 			Topology:    def.Spec.Defaults.Topology,
 			Replicas:    1,
 			Checkpoint:  def.Spec.Defaults.Checkpoint,
@@ -92,32 +94,32 @@ spec:
   preemptible: false
   state: Stopped
 `
-	set, diags, err := LoadFS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
+	set, diags, err := FS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
 	if err != nil || set == nil {
-		t.Fatalf("LoadFS: %v %v", err, diags)
+		t.Fatalf("FS: %v %v", err, diags)
 	}
-	wantPolicy := DefaultPolicy().Spec
+	wantPolicy := schema.DefaultPolicy().Spec
 	wantPolicy.Preemption.MinRuntime = 15 * time.Minute
-	wantPolicy.Defaults.Topology.NUMA = ConstraintRequired
+	wantPolicy.Defaults.Topology.NUMA = schema.ConstraintRequired
 	wantPolicy.Defaults.Checkpoint.GracePeriod = 2 * time.Minute
 	if diff := cmp.Diff(wantPolicy, set.Policy.Spec); diff != "" {
 		t.Errorf("policy (-want +got):\n%s", diff)
 	}
-	if got := set.Workspace(Ref{Project: "ml", Name: "train"}); got == nil ||
-		got.Spec.Topology != (Topology{NVLink: ConstraintPreferred, NUMA: ConstraintRequired}) ||
-		got.Spec.Checkpoint != (Checkpoint{Signal: "SIGTERM", GracePeriod: 2 * time.Minute}) {
+	if got := set.Workspace(schema.Ref{Project: "ml", Name: "train"}); got == nil ||
+		got.Spec.Topology != (schema.Topology{NVLink: schema.ConstraintPreferred, NUMA: schema.ConstraintRequired}) ||
+		got.Spec.Checkpoint != (schema.Checkpoint{Signal: "SIGTERM", GracePeriod: 2 * time.Minute}) {
 		t.Errorf("train did not take the policy's defaults: %+v", got)
 	}
-	want := WorkspaceSpec{
-		State:       DesiredStopped,
-		Task:        Task{Driver: "docker", Image: "x"},
-		Resources:   WorkResources{GPUs: 2, CPUMHz: 500, MemoryBytes: 3 << 29, DiskBytes: DefaultDiskBytes},
-		Topology:    Topology{NVLink: ConstraintNone, NUMA: ConstraintRequired},
+	want := schema.WorkspaceSpec{
+		State:       schema.DesiredStopped,
+		Task:        schema.Task{Driver: "docker", Image: "x"},
+		Resources:   schema.WorkResources{GPUs: 2, CPUMHz: 500, MemoryBytes: 3 << 29, DiskBytes: schema.DefaultDiskBytes},
+		Topology:    schema.Topology{NVLink: schema.ConstraintNone, NUMA: schema.ConstraintRequired},
 		Replicas:    3,
-		Checkpoint:  Checkpoint{Signal: "SIGUSR1", GracePeriod: 2 * time.Minute, Interval: time.Hour},
+		Checkpoint:  schema.Checkpoint{Signal: "SIGUSR1", GracePeriod: 2 * time.Minute, Interval: time.Hour},
 		Preemptible: false,
 	}
-	if diff := cmp.Diff(want, set.Workspace(Ref{Project: "ml", Name: "tuned"}).Spec); diff != "" {
+	if diff := cmp.Diff(want, set.Workspace(schema.Ref{Project: "ml", Name: "tuned"}).Spec); diff != "" {
 		t.Errorf("tuned (-want +got):\n%s", diff)
 	}
 }
@@ -136,9 +138,9 @@ func TestWaitBoundDefault(t *testing.T) {
 		{"aging: {maxWait: 24h}", 24 * time.Hour},
 	} {
 		src := minimal + "---\napiVersion: berth.dev/v1\nkind: SchedulingPolicy\nmetadata: {name: p}\nspec: {" + tc.aging + "}\n"
-		set, diags, err := LoadFS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
+		set, diags, err := FS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
 		if err != nil || set == nil {
-			t.Fatalf("%q: LoadFS: %v %v", tc.aging, err, diags)
+			t.Fatalf("%q: FS: %v %v", tc.aging, err, diags)
 		}
 		if got := set.Policy.Spec.Aging.MaxWait; got != tc.want {
 			t.Errorf("%q: aging.maxWait %s, want %s", tc.aging, got, tc.want)
@@ -160,7 +162,7 @@ func TestInvalidHasNoSet(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			set, diags, err := LoadFS(fstest.MapFS{"s.yaml": {Data: []byte(tt.src)}}, ".")
+			set, diags, err := FS(fstest.MapFS{"s.yaml": {Data: []byte(tt.src)}}, ".")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -182,7 +184,7 @@ func TestDiagnosticsSorted(t *testing.T) {
 		"a.yaml":   {Data: []byte("apiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: X}\nspec: {value: 0, extra: 1}\n")},
 		"c/d.yaml": {Data: []byte("kind: Nope\n")},
 	}
-	_, diags, err := LoadFS(fsys, ".")
+	_, diags, err := FS(fsys, ".")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,8 +203,8 @@ func TestDiagnosticString(t *testing.T) {
 		d    Diagnostic
 		want string
 	}{
-		"error":   {Diagnostic{Pos: Pos{File: "a.yaml", Line: 3, Col: 5}, Message: "bad"}, "a.yaml:3:5: bad"},
-		"warning": {Diagnostic{Pos: Pos{File: "a.yaml", Line: 3}, Severity: SeverityWarning, Message: "hmm"}, "a.yaml:3: warning: hmm"},
+		"error":   {Diagnostic{Pos: schema.Pos{File: "a.yaml", Line: 3, Col: 5}, Message: "bad"}, "a.yaml:3:5: bad"},
+		"warning": {Diagnostic{Pos: schema.Pos{File: "a.yaml", Line: 3}, Severity: SeverityWarning, Message: "hmm"}, "a.yaml:3: warning: hmm"},
 		"no pos":  {Diagnostic{Message: "bad"}, "bad"},
 	}
 	for name, tt := range tests {
@@ -212,7 +214,7 @@ func TestDiagnosticString(t *testing.T) {
 	}
 }
 
-// TestLoadFSRoot: LoadFS reads only under root and names files by their
+// TestLoadFSRoot: FS reads only under root and names files by their
 // path in the file system; hidden and ignored paths are skipped.
 func TestLoadFSRoot(t *testing.T) {
 	fsys := fstest.MapFS{
@@ -224,9 +226,9 @@ func TestLoadFSRoot(t *testing.T) {
 		"repo/sub/more.yml":     {Data: []byte("apiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: high}\nspec: {value: 80}\n")},
 		"repo/sub/notes.txt":    {Data: []byte("ignored")},
 	}
-	set, diags, err := LoadFS(fsys, "repo")
+	set, diags, err := FS(fsys, "repo")
 	if err != nil || set == nil {
-		t.Fatalf("LoadFS: %v %v", err, diags)
+		t.Fatalf("FS: %v %v", err, diags)
 	}
 	if len(set.Tiers) != 2 || set.Tiers[0].Meta.Name != "high" || set.Tiers[1].Meta.Source.File != "repo/specs.yaml" {
 		t.Errorf("tiers = %+v", set.Tiers)
@@ -235,12 +237,12 @@ func TestLoadFSRoot(t *testing.T) {
 
 // TestFieldPositions: cross-document errors point at the field.
 func TestFieldPositions(t *testing.T) {
-	set, _, err := LoadFS(fstest.MapFS{"s.yaml": {Data: []byte(minimal)}}, ".")
+	set, _, err := FS(fstest.MapFS{"s.yaml": {Data: []byte(minimal)}}, ".")
 	if err != nil || set == nil {
 		t.Fatal(err)
 	}
 	w := set.Workspaces[0]
-	if got := w.Meta.FieldPos("spec.resources.gpus"); got != (Pos{File: "s.yaml", Line: 21, Col: 15}) {
+	if got := w.Meta.FieldPos("spec.resources.gpus"); got != (schema.Pos{File: "s.yaml", Line: 21, Col: 15}) {
 		t.Errorf("spec.resources.gpus at %v", got)
 	}
 	if got := w.Meta.FieldPos("no.such.field"); got != w.Meta.Source || got.Line != 16 {
@@ -249,8 +251,8 @@ func TestFieldPositions(t *testing.T) {
 }
 
 func TestLoadIOError(t *testing.T) {
-	if _, _, err := Load("does/not/exist"); err == nil || !strings.Contains(err.Error(), "does/not/exist") {
-		t.Errorf("Load of a missing path: err = %v", err)
+	if _, _, err := Paths("does/not/exist"); err == nil || !strings.Contains(err.Error(), "does/not/exist") {
+		t.Errorf("Paths of a missing path: err = %v", err)
 	}
 }
 
@@ -272,24 +274,24 @@ func TestNameMatchesSchema(t *testing.T) {
 func TestWorkResources(t *testing.T) {
 	tests := map[string]struct {
 		res  string
-		want WorkResources
+		want schema.WorkResources
 		err  string // part of the one error, if any
 	}{
-		"defaults":  {`{gpus: 0}`, WorkResources{CPUMHz: 100, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, ""},
-		"share":     {`{gpus: 1, cpu: 500m, memory: 1Gi, disk: 2Gi}`, WorkResources{GPUs: 1, CPUMHz: 500, MemoryBytes: 1 << 30, DiskBytes: 2 << 30}, ""},
-		"MHz":       {`{gpus: 0, cpu: 2400MHz}`, WorkResources{CPUMHz: 2400, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, ""},
-		"cores":     {`{gpus: 0, exclusiveCores: 2}`, WorkResources{ExclusiveCores: 2, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, ""},
-		"rounded":   {`{gpus: 0, memory: 1G, disk: 200000001}`, WorkResources{CPUMHz: 100, MemoryBytes: 954 << 20, DiskBytes: 191 << 20}, ""},
-		"tiny disk": {`{gpus: 0, disk: 100Mi}`, WorkResources{}, "Nomad keeps the task's logs"},
-		"both":      {`{gpus: 0, cpu: 1, exclusiveCores: 1}`, WorkResources{}, "cpu and exclusiveCores are both set"},
-		"zero cpu":  {`{gpus: 0, cpu: 0}`, WorkResources{}, "Nomad reserves at least 1 MHz"},
-		"tiny mem":  {`{gpus: 0, memory: 1Mi}`, WorkResources{}, "below 10Mi"},
-		"cores 0":   {`{gpus: 0, exclusiveCores: 0}`, WorkResources{}, "exclusiveCores is a whole number"},
+		"defaults":  {`{gpus: 0}`, schema.WorkResources{CPUMHz: 100, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, ""},
+		"share":     {`{gpus: 1, cpu: 500m, memory: 1Gi, disk: 2Gi}`, schema.WorkResources{GPUs: 1, CPUMHz: 500, MemoryBytes: 1 << 30, DiskBytes: 2 << 30}, ""},
+		"MHz":       {`{gpus: 0, cpu: 2400MHz}`, schema.WorkResources{CPUMHz: 2400, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, ""},
+		"cores":     {`{gpus: 0, exclusiveCores: 2}`, schema.WorkResources{ExclusiveCores: 2, MemoryBytes: 300 << 20, DiskBytes: 300 << 20}, ""},
+		"rounded":   {`{gpus: 0, memory: 1G, disk: 200000001}`, schema.WorkResources{CPUMHz: 100, MemoryBytes: 954 << 20, DiskBytes: 191 << 20}, ""},
+		"tiny disk": {`{gpus: 0, disk: 100Mi}`, schema.WorkResources{}, "Nomad keeps the task's logs"},
+		"both":      {`{gpus: 0, cpu: 1, exclusiveCores: 1}`, schema.WorkResources{}, "cpu and exclusiveCores are both set"},
+		"zero cpu":  {`{gpus: 0, cpu: 0}`, schema.WorkResources{}, "Nomad reserves at least 1 MHz"},
+		"tiny mem":  {`{gpus: 0, memory: 1Mi}`, schema.WorkResources{}, "below 10Mi"},
+		"cores 0":   {`{gpus: 0, exclusiveCores: 0}`, schema.WorkResources{}, "exclusiveCores is a whole number"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			src := strings.Replace(minimal, "resources: {gpus: 1}", "resources: "+tt.res, 1)
-			set, diags, err := LoadFS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
+			set, diags, err := FS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -316,9 +318,9 @@ func TestMountSource(t *testing.T) {
 	for source, want := range map[string]string{"": "data", "source: nfs-data, ": "nfs-data"} {
 		src := strings.Replace(minimal, "spec: {projects: [ml]}", "spec: {"+source+"projects: [ml]}", 1)
 		src = strings.Replace(src, "resources: {gpus: 1}", "resources: {gpus: 1}\n  volumes: [{name: data, mountPath: /data}]", 1)
-		set, diags, err := LoadFS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
+		set, diags, err := FS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
 		if err != nil || set == nil {
-			t.Fatalf("LoadFS: %v %v", err, diags)
+			t.Fatalf("FS: %v %v", err, diags)
 		}
 		if got := set.Workspaces[0].Spec.Volumes[0].Source; got != want {
 			t.Errorf("source %q: mount source %q, want %q", source, got, want)
@@ -357,7 +359,7 @@ func TestLargeCollectionsInPieces(t *testing.T) {
 	}
 	src := strings.Replace(minimal, "  task: {image: x}\n  resources: {gpus: 1}\n", "", 1)
 	src = src[:strings.LastIndex(src, "---")] + "---\n" + b.String()
-	_, diags, err := LoadFS(fstest.MapFS{"a.yaml": {Data: []byte(src)}}, ".")
+	_, diags, err := FS(fstest.MapFS{"a.yaml": {Data: []byte(src)}}, ".")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +384,7 @@ func TestYAMLBadBytes(t *testing.T) {
 	src := "apiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: l\x07ow}\nspec: {value: 20}\n" +
 		"---\napiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: ok}\nspec: {value: 30, bogus: 1}\n" +
 		"---\n# caf\xe9\napiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: x}\nspec: {value: 40}\n"
-	_, diags, err := LoadFS(fstest.MapFS{"a.yaml": {Data: []byte(src)}}, ".")
+	_, diags, err := FS(fstest.MapFS{"a.yaml": {Data: []byte(src)}}, ".")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,21 +440,21 @@ func TestBorrowWithinCohort(t *testing.T) {
 	tier := func(spec string) string {
 		return minimal + "---\napiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: top}\nspec: {" + spec + "}\n"
 	}
-	set, diags, err := LoadFS(fstest.MapFS{"s.yaml": {Data: []byte(tier("value: 80"))}}, ".")
+	set, diags, err := FS(fstest.MapFS{"s.yaml": {Data: []byte(tier("value: 80"))}}, ".")
 	if err != nil || set == nil {
 		t.Fatalf("off: %v %v", err, diags)
 	}
 	if b := set.Tier("top").Spec.BorrowWithinCohort; b != nil {
 		t.Errorf("off by default: got %+v", b)
 	}
-	set, diags, err = LoadFS(fstest.MapFS{"s.yaml": {Data: []byte(tier("value: 80, borrowWithinCohort: {below: top}"))}}, ".")
+	set, diags, err = FS(fstest.MapFS{"s.yaml": {Data: []byte(tier("value: 80, borrowWithinCohort: {below: top}"))}}, ".")
 	if err != nil || set == nil {
 		t.Fatalf("on: %v %v", err, diags)
 	}
 	if b := set.Tier("top").Spec.BorrowWithinCohort; b == nil || b.Below != "top" {
 		t.Errorf("on: got %+v, want below top", b)
 	}
-	_, diags, err = LoadFS(fstest.MapFS{"s.yaml": {Data: []byte(tier("value: 80, borrowWithinCohort: {below: hihg}"))}}, ".")
+	_, diags, err = FS(fstest.MapFS{"s.yaml": {Data: []byte(tier("value: 80, borrowWithinCohort: {below: hihg}"))}}, ".")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,20 +472,20 @@ func TestBorrowWithinCohort(t *testing.T) {
 func TestRestartAndUnhealthyGPU(t *testing.T) {
 	tests := map[string]struct {
 		fields    string
-		want      Restart
+		want      schema.Restart
 		unhealthy string
 		err       string // part of the one error, if any
 	}{
-		"absent":          {"", Restart{}, "", ""},
-		"attempts":        {"restart: {attempts: 2}", Restart{Attempts: 2, Delay: DefaultRestartDelay}, "", ""},
-		"attempts, delay": {"restart: {attempts: 1, delay: 1m}", Restart{Attempts: 1, Delay: time.Minute}, "", ""},
-		"zero attempts":   {"restart: {attempts: 0, delay: 1m}", Restart{}, "", ""},
-		"shorthand":       {"restartOnFailure: true", LegacyRestart, "", ""},
-		"stay":            {"unhealthyGPU: stay", Restart{}, GPUStay, ""},
-		"both":            {"restartOnFailure: true\n  restart: {attempts: 1}", Restart{}, "", "spec.restartOnFailure and spec.restart are both set"},
-		"fast":            {"restart: {attempts: 1, delay: 100ms}", Restart{}, "", "spec.restart.delay is 100ms; a task that fails is restarted no faster than once a second"},
-		"many":            {"restart: {attempts: 1000}", Restart{}, "", "attempts is a whole number from 0 to 100"},
-		"unknown":         {"unhealthyGPU: ignore", Restart{}, "", `spec.unhealthyGPU: "ignore" is not allowed; use one of "move", "stay"`},
+		"absent":          {"", schema.Restart{}, "", ""},
+		"attempts":        {"restart: {attempts: 2}", schema.Restart{Attempts: 2, Delay: schema.DefaultRestartDelay}, "", ""},
+		"attempts, delay": {"restart: {attempts: 1, delay: 1m}", schema.Restart{Attempts: 1, Delay: time.Minute}, "", ""},
+		"zero attempts":   {"restart: {attempts: 0, delay: 1m}", schema.Restart{}, "", ""},
+		"shorthand":       {"restartOnFailure: true", schema.LegacyRestart, "", ""},
+		"stay":            {"unhealthyGPU: stay", schema.Restart{}, schema.GPUStay, ""},
+		"both":            {"restartOnFailure: true\n  restart: {attempts: 1}", schema.Restart{}, "", "spec.restartOnFailure and spec.restart are both set"},
+		"fast":            {"restart: {attempts: 1, delay: 100ms}", schema.Restart{}, "", "spec.restart.delay is 100ms; a task that fails is restarted no faster than once a second"},
+		"many":            {"restart: {attempts: 1000}", schema.Restart{}, "", "attempts is a whole number from 0 to 100"},
+		"unknown":         {"unhealthyGPU: ignore", schema.Restart{}, "", `spec.unhealthyGPU: "ignore" is not allowed; use one of "move", "stay"`},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -501,13 +503,13 @@ func TestRestartAndUnhealthyGPU(t *testing.T) {
 // loadWithSpecLines loads minimal with lines added to its workspace's
 // spec. With wantErr it checks that the load gives one diagnostic
 // containing it and returns nil; without, it returns the set.
-func loadWithSpecLines(t *testing.T, lines, wantErr string) *Set {
+func loadWithSpecLines(t *testing.T, lines, wantErr string) *schema.Set {
 	t.Helper()
 	src := minimal
 	if lines != "" {
 		src += "  " + lines + "\n"
 	}
-	set, diags, err := LoadFS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
+	set, diags, err := FS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package schema
+package load
 
 import (
 	"fmt"
@@ -7,24 +7,25 @@ import (
 	"strings"
 
 	"github.com/berth-dev/berth/internal/text"
+	"github.com/berth-dev/berth/schema"
 )
 
 // build converts the documents that passed the schema into a Set with
 // defaults filled, and checks the rules that span documents. Documents
 // that failed the schema still count as existing, so a reference to them
 // is not reported a second time.
-func build(docs []*doc) (*Set, []Diagnostic) {
+func build(docs []*doc) (*schema.Set, []Diagnostic) {
 	var diags []Diagnostic
 	add := func(d ...Diagnostic) { diags = append(diags, d...) }
 	byKind := map[string][]*doc{}
 	for _, d := range docs {
 		byKind[d.kind] = append(byKind[d.kind], d)
 	}
-	set := &Set{Policy: DefaultPolicy()}
+	set := &schema.Set{Policy: schema.DefaultPolicy()}
 
 	// 1. The policy first: workspace defaults come from it.
 	var policyDoc *doc
-	for _, d := range byKind[KindSchedulingPolicy] {
+	for _, d := range byKind[schema.KindSchedulingPolicy] {
 		if policyDoc != nil {
 			add(errorf(d.start, "a second SchedulingPolicy %q: a repo has at most one (the first is %q at %s); merge them", d.name, policyDoc.name, policyDoc.start))
 			continue
@@ -39,18 +40,18 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 
 	// 2. Names: duplicates per kind (per project for workspaces).
 	firsts := map[string]*doc{}
-	for _, kind := range []string{KindPriorityTier, KindProject, KindVolume, KindWorkspace} {
+	for _, kind := range []string{schema.KindPriorityTier, schema.KindProject, schema.KindVolume, schema.KindWorkspace} {
 		for _, d := range byKind[kind] {
 			if d.name == "" {
 				continue
 			}
 			key := kind + "/" + d.name
-			if kind == KindWorkspace {
+			if kind == schema.KindWorkspace {
 				key = kind + "/" + d.project + "/" + d.name
 			}
 			if first, dup := firsts[key]; dup {
 				what := fmt.Sprintf("%s %q", kind, d.name)
-				if kind == KindWorkspace {
+				if kind == schema.KindWorkspace {
 					what = fmt.Sprintf("Workspace %q in project %q", d.name, d.project)
 				}
 				add(errorf(d.pos("metadata.name"), "duplicate %s: it is already defined at %s; rename or remove one", what, first.start))
@@ -84,39 +85,39 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 	}
 
 	// 3. Tiers: values unique, and far enough apart for Nomad.
-	for _, d := range byKind[KindPriorityTier] {
+	for _, d := range byKind[schema.KindPriorityTier] {
 		if d.valid {
 			set.Tiers = append(set.Tiers, convertTier(d))
 		}
 	}
 	diags = append(diags, checkTierValues(set.Tiers)...)
-	for _, d := range byKind[KindPriorityTier] {
+	for _, d := range byKind[schema.KindPriorityTier] {
 		if !d.valid {
 			continue
 		}
-		if b := convertTier(d).Spec.BorrowWithinCohort; b != nil && !exists(KindPriorityTier, b.Below) {
-			add(errorf(d.pos("spec.borrowWithinCohort.below"), "tier %q: borrowWithinCohort.below: %s; it names the tier below whose value other teams' in-quota work may be taken", d.name, missing(KindPriorityTier, b.Below)))
+		if b := convertTier(d).Spec.BorrowWithinCohort; b != nil && !exists(schema.KindPriorityTier, b.Below) {
+			add(errorf(d.pos("spec.borrowWithinCohort.below"), "tier %q: borrowWithinCohort.below: %s; it names the tier below whose value other teams' in-quota work may be taken", d.name, missing(schema.KindPriorityTier, b.Below)))
 		}
 	}
 
 	// 4. Projects: their tier exists; namespaces unique.
-	nsOwner := map[string]*Project{}
-	for _, d := range byKind[KindProject] {
+	nsOwner := map[string]*schema.Project{}
+	for _, d := range byKind[schema.KindProject] {
 		if !d.valid {
 			// Still check the reference, so one run shows every problem.
-			if isName(d.tier) && !exists(KindPriorityTier, d.tier) {
-				add(errorf(d.pos("spec.tier"), "project %q: %s", d.name, missing(KindPriorityTier, d.tier)))
+			if isName(d.tier) && !exists(schema.KindPriorityTier, d.tier) {
+				add(errorf(d.pos("spec.tier"), "project %q: %s", d.name, missing(schema.KindPriorityTier, d.tier)))
 			}
 			continue
 		}
 		p, ds := convertProject(d)
 		add(ds...)
-		if !exists(KindPriorityTier, p.Spec.Tier) {
-			add(errorf(d.pos("spec.tier"), "project %q: %s", p.Meta.Name, missing(KindPriorityTier, p.Spec.Tier)))
+		if !exists(schema.KindPriorityTier, p.Spec.Tier) {
+			add(errorf(d.pos("spec.tier"), "project %q: %s", p.Meta.Name, missing(schema.KindPriorityTier, p.Spec.Tier)))
 		}
 		if mt := p.Spec.MaxTier; mt != "" {
-			if !exists(KindPriorityTier, mt) {
-				add(errorf(d.pos("spec.maxTier"), "project %q: maxTier: %s", p.Meta.Name, missing(KindPriorityTier, mt)))
+			if !exists(schema.KindPriorityTier, mt) {
+				add(errorf(d.pos("spec.maxTier"), "project %q: maxTier: %s", p.Meta.Name, missing(schema.KindPriorityTier, mt)))
 			} else if t, m := tierValue(set.Tiers, p.Spec.Tier), tierValue(set.Tiers, mt); t > m && m > 0 {
 				add(errorf(d.pos("spec.tier"), "project %q: tier %q (value %d) is above its own maxTier %q (value %d); lower the tier or raise maxTier", p.Meta.Name, p.Spec.Tier, t, mt, m))
 			}
@@ -134,18 +135,18 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 	}
 
 	// 4b. CPU and memory quotas against the cluster files' nodes.
-	add(checkQuotaCapacity(set.Projects, clusterShapes(byKind[KindCluster]))...)
+	add(checkQuotaCapacity(set.Projects, clusterShapes(byKind[schema.KindCluster]))...)
 
 	// 5. Volumes: the projects they list exist.
-	for _, d := range byKind[KindVolume] {
+	for _, d := range byKind[schema.KindVolume] {
 		if !d.valid {
 			continue
 		}
 		v, ds := convertVolume(d)
 		add(ds...)
 		for i, p := range v.Spec.Projects {
-			if !exists(KindProject, p) {
-				add(errorf(d.pos(fmt.Sprintf("spec.projects.%d", i)), "volume %q: %s", v.Meta.Name, missing(KindProject, p)))
+			if !exists(schema.KindProject, p) {
+				add(errorf(d.pos(fmt.Sprintf("spec.projects.%d", i)), "volume %q: %s", v.Meta.Name, missing(schema.KindProject, p)))
 			}
 		}
 		set.Volumes = append(set.Volumes, v)
@@ -154,15 +155,15 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 
 	// 6. Workspaces: project, owner and volumes resolve; the workspace can
 	// fit its project's quota plus borrow limit, and some set of nodes.
-	clusters := clusterShapes(byKind[KindCluster])
-	if n := len(byKind[KindWorkspace]); n > 0 {
-		set.Workspaces = make([]Workspace, 0, n) // one allocation, not a doubling of large values
+	clusters := clusterShapes(byKind[schema.KindCluster])
+	if n := len(byKind[schema.KindWorkspace]); n > 0 {
+		set.Workspaces = make([]schema.Workspace, 0, n) // one allocation, not a doubling of large values
 	}
-	for _, d := range byKind[KindWorkspace] {
+	for _, d := range byKind[schema.KindWorkspace] {
 		if !d.valid {
 			// Still check the references, so one run shows every problem.
-			if isName(d.project) && !exists(KindProject, d.project) {
-				add(errorf(d.pos("metadata.project"), "workspace %q: %s", d.name, missing(KindProject, d.project)))
+			if isName(d.project) && !exists(schema.KindProject, d.project) {
+				add(errorf(d.pos("metadata.project"), "workspace %q: %s", d.name, missing(schema.KindProject, d.project)))
 			}
 			if p := set.Project(d.project); p != nil && d.owner != "" {
 				if dg, ok := checkOwner(d, d.name, d.owner, p); !ok {
@@ -174,8 +175,8 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 		w, ds := convertWorkspace(d, set.Policy)
 		add(ds...)
 		set.Workspaces = append(set.Workspaces, w)
-		if !exists(KindProject, w.Meta.Project) {
-			add(errorf(d.pos("metadata.project"), "workspace %q: %s", w.Meta.Name, missing(KindProject, w.Meta.Project)))
+		if !exists(schema.KindProject, w.Meta.Project) {
+			add(errorf(d.pos("metadata.project"), "workspace %q: %s", w.Meta.Name, missing(schema.KindProject, w.Meta.Project)))
 			continue
 		}
 		p := set.Project(w.Meta.Project)
@@ -185,8 +186,8 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 		w.Spec.Placement = w.Spec.Placement.Or(p.Spec.Placement)
 		set.Workspaces[len(set.Workspaces)-1].Spec.Placement = w.Spec.Placement
 		if wt := w.Spec.Tier; wt != "" {
-			if !exists(KindPriorityTier, wt) {
-				add(errorf(d.pos("spec.tier"), "workspace %q: %s", w.Meta.Name, missing(KindPriorityTier, wt)))
+			if !exists(schema.KindPriorityTier, wt) {
+				add(errorf(d.pos("spec.tier"), "workspace %q: %s", w.Meta.Name, missing(schema.KindPriorityTier, wt)))
 			} else if mt := p.Spec.MaxTier; mt != "" {
 				if v, m := tierValue(set.Tiers, wt), tierValue(set.Tiers, mt); v > m && m > 0 {
 					add(errorf(d.pos("spec.tier"), "workspace %q: tier %q (value %d) is above project %q's maxTier %q (value %d); use a tier of value %d or less, or raise the project's spec.maxTier (%s)", w.Meta.Name, wt, v, p.Meta.Name, mt, m, m, p.Meta.FieldPos("spec.maxTier")))
@@ -203,8 +204,8 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 				add(errorf(d.pos(field+".mountPath"), "workspace %q mounts two volumes at %s (spec.volumes.%d and spec.volumes.%d); give each its own mountPath", w.Meta.Name, m.MountPath, j, i))
 			}
 			seenMount[m.MountPath] = i
-			if !exists(KindVolume, m.Name) {
-				add(errorf(d.pos(field+".name"), "workspace %q: %s", w.Meta.Name, missing(KindVolume, m.Name)))
+			if !exists(schema.KindVolume, m.Name) {
+				add(errorf(d.pos(field+".name"), "workspace %q: %s", w.Meta.Name, missing(schema.KindVolume, m.Name)))
 				continue
 			}
 			if v := set.Volume(m.Name); v != nil {
@@ -238,7 +239,7 @@ func build(docs []*doc) (*Set, []Diagnostic) {
 
 // checkOwner reports a workspace whose owner is not a member of its
 // project (a project without members admits anyone).
-func checkOwner(d *doc, name, owner string, p *Project) (Diagnostic, bool) {
+func checkOwner(d *doc, name, owner string, p *schema.Project) (Diagnostic, bool) {
 	if owner == "" || len(p.Spec.Members) == 0 || contains(p.Spec.Members, owner) {
 		return Diagnostic{}, true
 	}
@@ -257,14 +258,14 @@ func contains(list []string, s string) bool {
 // checkTierValues reports tier values used twice and, as warnings,
 // neighbours less than 10 apart where the higher may preempt the lower:
 // Nomad only preempts across a priority gap of at least 10.
-func checkTierValues(tiers []PriorityTier) []Diagnostic {
+func checkTierValues(tiers []schema.PriorityTier) []Diagnostic {
 	var diags []Diagnostic
-	sorted := append([]PriorityTier(nil), tiers...)
+	sorted := append([]schema.PriorityTier(nil), tiers...)
 	sort.SliceStable(sorted, func(i, j int) bool {
 		if sorted[i].Spec.Value != sorted[j].Spec.Value {
 			return sorted[i].Spec.Value < sorted[j].Spec.Value
 		}
-		return sorted[i].Meta.Source.less(sorted[j].Meta.Source)
+		return posLess(sorted[i].Meta.Source, sorted[j].Meta.Source)
 	})
 	for i := 1; i < len(sorted); i++ {
 		lo, hi := sorted[i-1], sorted[i]
@@ -279,13 +280,15 @@ func checkTierValues(tiers []PriorityTier) []Diagnostic {
 	return diags
 }
 
-func (p Pos) less(o Pos) bool {
+// posLess orders positions as diagnostics are sorted: by file, line
+// and column.
+func posLess(p, o schema.Pos) bool {
 	return Diagnostic{Pos: p}.less(Diagnostic{Pos: o})
 }
 
 // checkQuotaFit reports a workspace whose gang can never fit its
 // project's quota plus borrow limit.
-func checkQuotaFit(w *Workspace, p *Project, d *doc) (Diagnostic, bool) {
+func checkQuotaFit(w *schema.Workspace, p *schema.Project, d *doc) (Diagnostic, bool) {
 	if p.Spec.BorrowLimit.GPUs < 0 {
 		return Diagnostic{}, true
 	}
@@ -306,7 +309,7 @@ func checkQuotaFit(w *Workspace, p *Project, d *doc) (Diagnostic, bool) {
 // project's CPU or memory quota plus borrow limit, where the quota names
 // them and the limit is not unlimited. CPU counts resources.cpu, an
 // exclusive core as 1 (1000m), as the decision counts it.
-func checkQuotaFitCPUMem(w *Workspace, p *Project, d *doc) []Diagnostic {
+func checkQuotaFitCPUMem(w *schema.Workspace, p *schema.Project, d *doc) []Diagnostic {
 	var out []Diagnostic
 	r, n := w.Spec.Resources, int64(max(w.Spec.Replicas, 1))
 	for _, dm := range []struct {
@@ -340,7 +343,7 @@ var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 func isName(s string) bool { return nameRE.MatchString(s) }
 
 // tierValue returns the value of the tier named name among tiers, or 0.
-func tierValue(tiers []PriorityTier, name string) int {
+func tierValue(tiers []schema.PriorityTier, name string) int {
 	for _, t := range tiers {
 		if t.Meta.Name == name {
 			return t.Spec.Value

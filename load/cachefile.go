@@ -1,4 +1,4 @@
-package schema
+package load
 
 import (
 	"bufio"
@@ -13,6 +13,8 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+
+	"github.com/berth-dev/berth/schema"
 )
 
 // cacheFormat is the version of the file Save writes; a file of
@@ -258,14 +260,14 @@ func encodeDoc(file string, d *doc) (cachedDoc, error) {
 
 func decodeDoc(file string, cd cachedDoc) (*doc, error) {
 	d := &doc{kind: cd.Kind, name: cd.Name, project: cd.Project, tier: cd.Tier, owner: cd.Owner,
-		start: Pos{File: file, Line: cd.Start[0], Col: cd.Start[1]}, json: cd.JSON, valid: cd.Valid}
+		start: schema.Pos{File: file, Line: cd.Start[0], Col: cd.Start[1]}, json: cd.JSON, valid: cd.Valid}
 	if len(cd.At) != 2*len(cd.Fields) {
 		return nil, fmt.Errorf("%d positions for %d fields", len(cd.At), len(cd.Fields))
 	}
 	if cd.Fields != nil {
-		d.fields = make(map[string]Pos, len(cd.Fields))
+		d.fields = make(map[string]schema.Pos, len(cd.Fields))
 		for i, name := range cd.Fields {
-			d.fields[name] = Pos{File: file, Line: cd.At[2*i], Col: cd.At[2*i+1]}
+			d.fields[name] = schema.Pos{File: file, Line: cd.At[2*i], Col: cd.At[2*i+1]}
 		}
 	}
 	switch r := cd.Raw; {

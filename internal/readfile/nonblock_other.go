@@ -1,6 +1,6 @@
-//go:build !linux && !darwin
+//go:build !unix
 
-package schema
+package readfile
 
 // oNonblock is 0 where berth does not know O_NONBLOCK: the walk still
 // refuses FIFOs by their type before opening them.

@@ -1,6 +1,10 @@
-package schema
+package load
 
-import "time"
+import (
+	"time"
+
+	"github.com/berth-dev/berth/schema"
+)
 
 // The raw* types mirror the YAML as written: optional fields are pointers
 // so defaults can be told apart from values, and quantities stay text
@@ -19,11 +23,11 @@ type rawMeta struct {
 type rawTier struct {
 	Metadata rawMeta `json:"metadata,omitzero"`
 	Spec     struct {
-		Value              int                 `json:"value,omitzero"`
-		Description        string              `json:"description,omitzero"`
-		Preemptible        *bool               `json:"preemptible,omitzero"`
-		CanPreempt         *bool               `json:"canPreempt,omitzero"`
-		BorrowWithinCohort *BorrowWithinCohort `json:"borrowWithinCohort,omitzero"`
+		Value              int                        `json:"value,omitzero"`
+		Description        string                     `json:"description,omitzero"`
+		Preemptible        *bool                      `json:"preemptible,omitzero"`
+		CanPreempt         *bool                      `json:"canPreempt,omitzero"`
+		BorrowWithinCohort *schema.BorrowWithinCohort `json:"borrowWithinCohort,omitzero"`
 	} `json:"spec,omitzero"`
 }
 
@@ -53,14 +57,14 @@ type rawProject struct {
 		FairShare *struct {
 			Weight *float64 `json:"weight,omitzero"`
 		} `json:"fairShare,omitzero"`
-		Namespace string     `json:"namespace,omitzero"`
-		Placement *Placement `json:"placement,omitzero"`
+		Namespace string            `json:"namespace,omitzero"`
+		Placement *schema.Placement `json:"placement,omitzero"`
 	} `json:"spec,omitzero"`
 }
 
 type rawTopology struct {
-	NVLink *Constraint `json:"nvlink,omitzero"`
-	NUMA   *Constraint `json:"numa,omitzero"`
+	NVLink *schema.Constraint `json:"nvlink,omitzero"`
+	NUMA   *schema.Constraint `json:"numa,omitzero"`
 }
 
 type rawCheckpoint struct {
@@ -72,23 +76,23 @@ type rawCheckpoint struct {
 type rawWorkspace struct {
 	Metadata rawMeta `json:"metadata,omitzero"`
 	Spec     struct {
-		Owner            string         `json:"owner,omitzero"`
-		Tier             string         `json:"tier,omitzero"`
-		State            DesiredState   `json:"state,omitzero"`
-		Task             Task           `json:"task,omitzero"`
-		Resources        rawResources   `json:"resources,omitzero"`
-		Topology         *rawTopology   `json:"topology,omitzero"`
-		Replicas         *int           `json:"replicas,omitzero"`
-		Placement        *Placement     `json:"placement,omitzero"`
-		Ports            []Port         `json:"ports,omitzero"`
-		Service          *rawService    `json:"service,omitzero"`
-		Volumes          []VolumeMount  `json:"volumes,omitzero"`
-		Checkpoint       *rawCheckpoint `json:"checkpoint,omitzero"`
-		Preemptible      *bool          `json:"preemptible,omitzero"`
-		RestartOnFailure bool           `json:"restartOnFailure,omitzero"`
-		Restart          *rawRestart    `json:"restart,omitzero"`
-		UnhealthyGPU     string         `json:"unhealthyGPU,omitzero"`
-		ExpectedDuration *quantity      `json:"expectedDuration,omitzero"`
+		Owner            string               `json:"owner,omitzero"`
+		Tier             string               `json:"tier,omitzero"`
+		State            schema.DesiredState  `json:"state,omitzero"`
+		Task             schema.Task          `json:"task,omitzero"`
+		Resources        rawResources         `json:"resources,omitzero"`
+		Topology         *rawTopology         `json:"topology,omitzero"`
+		Replicas         *int                 `json:"replicas,omitzero"`
+		Placement        *schema.Placement    `json:"placement,omitzero"`
+		Ports            []schema.Port        `json:"ports,omitzero"`
+		Service          *rawService          `json:"service,omitzero"`
+		Volumes          []schema.VolumeMount `json:"volumes,omitzero"`
+		Checkpoint       *rawCheckpoint       `json:"checkpoint,omitzero"`
+		Preemptible      *bool                `json:"preemptible,omitzero"`
+		RestartOnFailure bool                 `json:"restartOnFailure,omitzero"`
+		Restart          *rawRestart          `json:"restart,omitzero"`
+		UnhealthyGPU     string               `json:"unhealthyGPU,omitzero"`
+		ExpectedDuration *quantity            `json:"expectedDuration,omitzero"`
 	} `json:"spec,omitzero"`
 }
 
@@ -160,7 +164,7 @@ func (f *fieldErrs) cpu(field string, q quantity) int64 {
 	if !q.set {
 		return 0
 	}
-	n, err := ParseCPU(q.text)
+	n, err := schema.ParseCPU(q.text)
 	if err != nil {
 		f.diag = append(f.diag, errorf(f.d.pos(field), "%s: %v", field, err))
 	}
@@ -171,7 +175,7 @@ func (f *fieldErrs) bytes(field string, q quantity) int64 {
 	if !q.set {
 		return 0
 	}
-	n, err := ParseBytes(q.text)
+	n, err := schema.ParseBytes(q.text)
 	if err != nil {
 		f.diag = append(f.diag, errorf(f.d.pos(field), "%s: %v", field, err))
 	}
@@ -182,7 +186,7 @@ func (f *fieldErrs) duration(field string, q *quantity, def time.Duration) time.
 	if q == nil || !q.set {
 		return def
 	}
-	d, err := ParseDuration(q.text)
+	d, err := schema.ParseDuration(q.text)
 	if err != nil {
 		f.diag = append(f.diag, errorf(f.d.pos(field), "%s: %v", field, err))
 		return def

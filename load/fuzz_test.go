@@ -1,4 +1,4 @@
-package schema
+package load
 
 import (
 	"fmt"
@@ -55,14 +55,14 @@ func FuzzLoad(f *testing.F) {
 	f.Fuzz(func(t *testing.T, spec, rule []byte) {
 		// A hang is a bug too: crash, so the fuzzer keeps the input.
 		watchdog := time.AfterFunc(20*time.Second, func() {
-			panic(fmt.Sprintf("LoadFS hangs on spec %q, rule %q", spec, rule))
+			panic(fmt.Sprintf("FS hangs on spec %q, rule %q", spec, rule))
 		})
 		defer watchdog.Stop()
 		fsys := fstest.MapFS{"a.yaml": {Data: spec}}
 		if len(rule) > 0 {
 			fsys["rules.cue"] = &fstest.MapFile{Data: rule}
 		}
-		set, diags, err := LoadFS(fsys, ".")
+		set, diags, err := FS(fsys, ".")
 		if err != nil {
 			t.Fatalf("I/O error from a map file system: %v", err)
 		}

@@ -1,4 +1,4 @@
-package schema
+package load
 
 import (
 	"crypto/sha256"
@@ -9,6 +9,8 @@ import (
 	"cuelang.org/go/cue/literal"
 	"cuelang.org/go/cue/parser"
 	"cuelang.org/go/cue/token"
+
+	"github.com/berth-dev/berth/schema"
 )
 
 // Cache keeps what loads learned, so that the next load of a tree that
@@ -260,7 +262,7 @@ func governed(f sourceFile) map[string]bool {
 // has one (checkRules leaves out the others).
 func ruleKeyOf(d *doc) (string, bool) {
 	path := ruleRoot(d)
-	if path == nil || d.json == nil || d.name == "" || (d.kind == KindWorkspace && d.project == "") {
+	if path == nil || d.json == nil || d.name == "" || (d.kind == schema.KindWorkspace && d.project == "") {
 		return "", false
 	}
 	k := path[0]

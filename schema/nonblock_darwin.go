@@ -1,4 +1,0 @@
-package schema
-
-// oNonblock is O_NONBLOCK (see nonblock_linux.go).
-const oNonblock = 0x4
