@@ -13,6 +13,7 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/plan"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/view"
 )
 
 // DefaultParallelism is how many actions of a plan the loop applies at
@@ -357,7 +358,7 @@ func (r *retries) observe(snap *drivers.Snapshot, now time.Time) {
 // action and still Pending, why and until when: in its status and in the
 // transition into Pending this cycle recorded (at now), if any. It
 // returns ts with those transitions' reasons filled in.
-func (l *Loop) noteFailures(ts []WorkspaceTransition, now time.Time) []WorkspaceTransition {
+func (l *Loop) noteFailures(ts []view.WorkspaceTransition, now time.Time) []view.WorkspaceTransition {
 	if len(l.retry.byRef) == 0 {
 		return ts
 	}
@@ -378,18 +379,18 @@ func (l *Loop) noteFailures(ts []WorkspaceTransition, now time.Time) []Workspace
 	})
 	for _, ref := range refs {
 		f, rec := l.retry.byRef[ref], l.records[ref]
-		if rec == nil || rec.status.State != StatePending {
+		if rec == nil || rec.status.State != view.StatePending {
 			continue
 		}
 		rec.status.Reason, rec.status.ReasonKind = f.reason(), ReasonKindApplyFailed
 		if f.class == "unplaceable" {
 			rec.status.ReasonKind = ReasonKindUnplaceable
 		}
-		if n := len(rec.history); n > 0 && rec.history[n-1].To == StatePending && rec.history[n-1].At.Equal(now) {
+		if n := len(rec.history); n > 0 && rec.history[n-1].To == view.StatePending && rec.history[n-1].At.Equal(now) {
 			rec.history[n-1].Reason = rec.status.Reason
 		}
 		for i := range ts {
-			if ts[i].Workspace == ref && ts[i].To == StatePending && ts[i].At.Equal(now) {
+			if ts[i].Workspace == ref && ts[i].To == view.StatePending && ts[i].At.Equal(now) {
 				ts[i].Reason = rec.status.Reason
 			}
 		}

@@ -159,7 +159,7 @@ func (c *cycle) decide() {
 	c.ends = c.l.settleEnds(c.set, &c.snap, c.now)
 	c.d = c.l.cfg.Decide(policies.Input{Specs: plan.StopFinished(c.set, c.ends.finished), Snapshot: &c.snap, History: &c.hist, Now: c.now})
 	c.hist = policies.RecordDecision(c.hist, c.d)
-	c.l.cfg.Metrics.observeDecision(c.d)
+	c.l.cfg.Metrics.ObserveDecision(c.d)
 }
 
 // plan turns the decision into the plan's actions (NewPlan, pure).
@@ -179,7 +179,7 @@ func (c *cycle) apply() {
 	c.res.Applied, c.res.Deferred, c.res.Failed, c.res.RetryAt = c.out.applied, c.out.deferred, c.out.failed, c.out.retryAt
 	for _, a := range c.out.applied {
 		if a.Kind == drivers.ActionPreempt {
-			c.l.cfg.Metrics.preempted(c.set, a.Workspace)
+			c.l.cfg.Metrics.Preempted(c.set, a.Workspace)
 		}
 	}
 }
