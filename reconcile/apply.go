@@ -96,9 +96,7 @@ func (l *Loop) apply(ctx context.Context, p plan.Plan, snap *drivers.Snapshot, r
 			continue // its node's fault's backoff (ends.go)
 		}
 		starts := a.Kind == drivers.ActionStart || a.Kind == drivers.ActionUpdate
-		l.mu.Lock()
 		rej, refused := l.rejected[a.Workspace]
-		l.mu.Unlock()
 		if refused && rej.revision == p.Revision && starts {
 			continue
 		}
@@ -151,9 +149,7 @@ func (l *Loop) apply(ctx context.Context, p plan.Plan, snap *drivers.Snapshot, r
 		}
 		class := cls.String()
 		if cls == drivers.ClassInvalid {
-			l.mu.Lock()
 			l.rejected[a.Workspace] = rejection{revision: p.Revision, reason: err.Error()}
-			l.mu.Unlock()
 			l.log.Error("the cluster refused "+a.Kind.String()+" of "+a.Workspace.String()+"; not retried until the specs change", "err", err.Error())
 			out.failed = append(out.failed, ActionFailure{Action: a, Class: class, Err: err})
 			continue
@@ -362,8 +358,6 @@ func (l *Loop) noteFailures(ts []view.WorkspaceTransition, now time.Time) []view
 	if len(l.retry.byRef) == 0 {
 		return ts
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	refs := make([]schema.Ref, 0, len(l.retry.byRef))
 	for ref := range l.retry.byRef {
 		refs = append(refs, ref)
@@ -387,6 +381,9 @@ func (l *Loop) noteFailures(ts []view.WorkspaceTransition, now time.Time) []view
 			rec.status.ReasonKind = ReasonKindUnplaceable
 		}
 		if n := len(rec.history); n > 0 && rec.history[n-1].To == view.StatePending && rec.history[n-1].At.Equal(now) {
+			// A published model may hold this transition (a cycle before
+			// at the same cluster time): replace the history, never edit it.
+			rec.history = slices.Clone(rec.history)
 			rec.history[n-1].Reason = rec.status.Reason
 		}
 		for i := range ts {

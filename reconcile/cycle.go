@@ -76,9 +76,7 @@ func (c *cycle) read() error {
 // cycle stalls (*StalledError).
 func (c *cycle) load() error {
 	l := c.l
-	l.mu.Lock()
 	c.prev = l.good
-	l.mu.Unlock()
 	set, err := l.load(c.rev)
 	if err != nil {
 		return err
@@ -95,9 +93,7 @@ func (c *cycle) observe() error {
 	}
 	c.snap, c.now = snap, snap.ObservedAt
 	c.res.ObservedAt = c.now
-	c.l.mu.Lock()
 	c.l.observedAt = c.now
-	c.l.mu.Unlock()
 	return nil
 }
 
@@ -198,9 +194,7 @@ func (c *cycle) record() {
 func (c *cycle) predict() {
 	l := c.l
 	c.hist = policies.RecordRuns(c.hist, l.takeRuns())
-	l.mu.Lock()
 	l.predictAll(c.set, &c.snap, c.d, &c.hist, c.now)
-	l.mu.Unlock()
 	l.keepView(c.set, &c.snap, &c.d, &c.hist)
 }
 

@@ -7,31 +7,27 @@ import (
 	"github.com/berth-dev/berth/view"
 )
 
-// keepView remembers the cycle's inputs and outcome for the dashboard.
-// The loop replaces them whole each cycle and never mutates them.
+// keepView remembers the cycle's inputs and outcome for the dashboard
+// (published with the model). The loop replaces them whole each cycle
+// and never mutates them: hist is copied, as the cycle goes on to save
+// it.
 func (l *Loop) keepView(set *schema.Set, snap *drivers.Snapshot, d *policies.Decision, hist *drivers.History) {
-	l.mu.Lock()
-	l.view = view.Inputs{Set: set, Snapshot: snap, Decision: d, History: hist}
-	l.mu.Unlock()
+	h := *hist
+	l.view = view.Inputs{Set: set, Snapshot: snap, Decision: d, History: &h}
 }
 
-// events turns a cycle's transitions into timeline events (without Seq).
+// events turns a cycle's transitions into timeline events (without
+// Seq), with the inputs of the cycle that made them. The cycle's only.
 func (l *Loop) events(ts []view.WorkspaceTransition) []view.Event {
 	if len(ts) == 0 {
 		return nil
 	}
-	l.mu.Lock()
-	v := l.view
-	l.mu.Unlock()
-	return view.Events(ts, v)
+	return view.Events(ts, l.view)
 }
 
-// dashboard returns the dashboard document as of the last cycle, with
-// events (oldest first) as given. The caller owns it.
+// dashboard returns the dashboard document of the model the last cycle
+// published, with events (oldest first) as given. The caller owns it.
 func (l *Loop) dashboard(events []view.Event) view.Dashboard {
-	st := l.Status()
-	l.mu.Lock()
-	v := l.view
-	l.mu.Unlock()
-	return view.NewDashboard(st, v, events)
+	m := l.model.Load()
+	return view.NewDashboard(m.Page(schema.Ref{}, 0), m.Inputs, events)
 }

@@ -52,8 +52,6 @@ type retry struct {
 // caller holds no lock.
 func (l *Loop) settleEnds(set *schema.Set, snap *drivers.Snapshot, now time.Time) endsOutcome {
 	out := endsOutcome{finished: plan.Ended(set, snap)}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	for _, a := range snap.Allocs {
 		if rec := l.records[a.Workspace]; rec != nil {
 			rec.endSeen = false

@@ -7,11 +7,9 @@ import (
 )
 
 // Health reports the age of the last successful cycle against
-// Config.HealthMaxAge.
+// Config.HealthMaxAge, from the model the last cycle published.
 func (l *Loop) Health() view.Health {
-	l.mu.Lock()
-	last, since := l.lastOK, l.lastOK
-	l.mu.Unlock()
+	last, since := l.model.Load().LastOK, l.model.Load().LastOK
 	if since.IsZero() {
 		since = l.started
 	}

@@ -69,8 +69,6 @@ type journalSig struct {
 // journal encodes the loop's memory for the Store at now. The caller
 // holds no lock.
 func (l *Loop) journal(now time.Time) map[schema.Ref]json.RawMessage {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	out := make(map[schema.Ref]json.RawMessage, len(l.records))
 	for ref, rec := range l.records {
 		e := journalEntry{WorkLost: rec.status.WorkLost.D(), Held: rec.held, Gone: rec.gone, LastProgress: rec.lastProgress, Resumed: rec.resumed,
@@ -135,9 +133,7 @@ func (l *Loop) restore(j map[schema.Ref]json.RawMessage) {
 			all = append(all, view.WorkspaceTransition{Workspace: ref, Transition: t})
 		}
 	}
-	l.mu.Lock()
 	l.records, l.absent = records, absent
-	l.mu.Unlock()
 
 	l.feed.mu.Lock()
 	empty := len(l.feed.events) == 0

@@ -23,16 +23,13 @@ func completedRun(spec *schema.Workspace, rec *record, end time.Time) policies.R
 
 // takeRuns returns the runs completed since the last call.
 func (l *Loop) takeRuns() []policies.Run {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	r := l.runs
 	l.runs = nil
 	return r
 }
 
 // predictAll sets each record's RunTime and, for those waiting in d's
-// queue, LikelyStart (view.Predict). Called with l.mu held, records up
-// to date.
+// queue, LikelyStart (view.Predict). The cycle's, records up to date.
 func (l *Loop) predictAll(set *schema.Set, snap *drivers.Snapshot, d policies.Decision, hist *drivers.History, now time.Time) {
 	for _, rec := range l.records {
 		rec.status.RunTime, rec.status.LikelyStart = nil, nil
@@ -46,7 +43,7 @@ func (l *Loop) predictAll(set *schema.Set, snap *drivers.Snapshot, d policies.De
 	}
 }
 
-// known is view.Known over the loop's records (l.mu held).
+// known is view.Known over the loop's records.
 func (l *Loop) known(ref schema.Ref) (view.State, []view.Transition, bool) {
 	rec := l.records[ref]
 	if rec == nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
@@ -152,9 +153,12 @@ type Loop struct {
 	cfg Config
 	log *slog.Logger
 
-	cycle sync.Mutex // one Once at a time
+	// cycle is the one lock: one Once (or Run's last save) at a time.
+	// Every field below is the cycle's own; readers see none of them, only
+	// the model the cycle publishes at its end (publishModel).
+	cycle sync.Mutex
+	model atomic.Pointer[view.Model]
 
-	mu      sync.Mutex
 	good    *schema.Set
 	goodRev *view.RevisionStatus
 	// observedAt is the cluster's time at the last observation.
@@ -191,7 +195,7 @@ type Loop struct {
 	// transitions are logged at debug: the leader logs them). Once's only.
 	restored, following bool
 	// runs are the runs that completed in this cycle's record, for
-	// History.RunTimes (likely.go); guarded by mu.
+	// History.RunTimes (likely.go).
 	runs []policies.Run
 }
 
@@ -250,8 +254,10 @@ func New(cfg Config) (*Loop, error) {
 		cfg.Store = fencedStore{Store: cfg.Store, lead: cfg.Leader, clock: cfg.Clock}
 		cfg.Metrics.Leader(cfg.Leader.Leading)
 	}
-	return &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}, rejected: map[schema.Ref]rejection{}, feed: newFeed(cfg.FeedBuffer),
-		started: cfg.Clock.Now()}, nil
+	l := &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}, rejected: map[schema.Ref]rejection{}, feed: newFeed(cfg.FeedBuffer),
+		started: cfg.Clock.Now()}
+	l.publishModel() // readers never find none
+	return l, nil
 }
 
 // Metrics returns the loop's metrics.
@@ -346,6 +352,7 @@ func (l *Loop) Once(ctx context.Context) (Result, error) {
 		err = fmt.Errorf("the cycle ran for %s, its limit, and was cut (what it applied is kept; the next cycle observes again): %w", l.cfg.CycleTimeout, err)
 	}
 	l.report(res, err, started) // 14
+	l.publishModel()            // 14
 	l.publish(res.Transitions)  // 15
 	return res, err
 }
@@ -393,8 +400,6 @@ func (l *Loop) once(ctx, outer context.Context) (*cycle, error) {
 func (l *Loop) report(res Result, err error, started time.Time) {
 	end := l.cfg.Clock.Now()
 	l.cfg.Metrics.ObserveCycle(end.Sub(started), err)
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.last = &view.CycleStatus{At: res.ObservedAt, Duration: view.Seconds(end.Sub(started)), Actions: len(res.Applied)}
 	if err != nil {
 		l.last.Error = err.Error()
@@ -448,9 +453,7 @@ func sameHistory(a, b drivers.History) bool {
 // force: adoptRevision decides), else the last good one (nil when there is none).
 // Only I/O failures are errors.
 func (l *Loop) load(rev source.Revision) (*schema.Set, error) {
-	l.mu.Lock()
 	good, attempted := l.good, l.attempted
-	l.mu.Unlock()
 	if good != nil && good.Revision == rev.ID {
 		l.setAttempted(nil)
 		return good, nil
@@ -473,9 +476,7 @@ func (l *Loop) load(rev source.Revision) (*schema.Set, error) {
 		// Refused before this cycle observes: at the cluster's time of the
 		// last observation (the status's one clock), or this machine's
 		// before the first.
-		l.mu.Lock()
 		now := l.observedAt
-		l.mu.Unlock()
 		if now.IsZero() {
 			now = l.cfg.Clock.Now()
 		}
@@ -496,9 +497,7 @@ func (l *Loop) load(rev source.Revision) (*schema.Set, error) {
 }
 
 func (l *Loop) setAttempted(a *view.RevisionStatus) {
-	l.mu.Lock()
 	l.attempted = a
-	l.mu.Unlock()
 }
 
 // record derives each workspace's state from the decision, the snapshot,
@@ -529,8 +528,6 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 	}
 	finished, retrying := ends.finished, ends.retrying
 
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	refs := map[schema.Ref]bool{}
 	for _, w := range set.Workspaces {
 		refs[w.Ref()] = true
@@ -766,108 +763,56 @@ func (l *Loop) Status() view.Status { return l.StatusPage(schema.Ref{}, 0) }
 // StatusPage is Status listing only the workspaces after after (in
 // project, then name order; the zero Ref: from the first), at most limit
 // of them (0 or less: all). Next names the last one listed when more
-// follow; Summary always counts every workspace.
+// follow; Summary always counts every workspace. It reads the model the
+// last cycle published (view.Model.Page) and takes no lock of the loop's;
+// the source's and the election's status are asked now.
 func (l *Loop) StatusPage(after schema.Ref, limit int) view.Status {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := view.Status{Version: view.APIVersion, Clock: "cluster", Berth: l.cfg.BerthVersion, Cluster: l.cfg.ClusterName,
-		Projects: slices.Clone(l.projects), Workspaces: []view.WorkspaceStatus{}}
-	if s.Projects == nil {
-		s.Projects = []view.ProjectStatus{}
-	}
-	if l.goodRev != nil {
-		r := *l.goodRev
-		s.Revision = &r
-	}
-	s.Attempted = l.refusedLocked()
-	if l.last != nil {
-		c := *l.last
-		s.LastReconcile = &c
-	}
-	s.Source = l.sourceStatus()
+	m := l.model.Load()
+	s := m.Page(after, limit)
+	s.Source = l.sourceStatus(m)
 	if l.cfg.Leader != nil {
 		ls := l.cfg.Leader.LeaderStatus()
 		s.Leader = &ls
 	}
-	refs := slices.SortedFunc(maps.Keys(l.records), func(a, b schema.Ref) int {
-		if a.Less(b) {
-			return -1
-		}
-		if b.Less(a) {
-			return 1
-		}
-		return 0
-	})
-	s.Summary = summarize(refs, l.records)
-	from := 0
-	if after != (schema.Ref{}) {
-		from, _ = slices.BinarySearchFunc(refs, after, func(r, target schema.Ref) int {
-			if r.Less(target) || r == target {
-				return -1
-			}
-			return 1
-		})
-	}
-	to := len(refs)
-	if limit > 0 && from+limit < to {
-		to = from + limit
-		s.Next = refs[to-1].String()
-	}
-	for _, ref := range refs[from:to] {
-		w := l.records[ref].status
-		w.GPUs = slices.Clone(w.GPUs)
-		s.Workspaces = append(s.Workspaces, w)
-	}
 	return s
 }
 
-// summarize counts the workspaces of records, whose keys refs holds
-// sorted.
-func summarize(refs []schema.Ref, records map[schema.Ref]*record) *view.StatusSummary {
-	sum := &view.StatusSummary{Workspaces: len(refs), States: map[view.State]int{}, Projects: []view.ProjectCount{}}
-	for _, ref := range refs {
-		st := records[ref].status.State
-		sum.States[st]++
-		if n := len(sum.Projects); n == 0 || sum.Projects[n-1].Name != ref.Project {
-			sum.Projects = append(sum.Projects, view.ProjectCount{Name: ref.Project, States: map[view.State]int{}})
-		}
-		p := &sum.Projects[len(sum.Projects)-1]
-		p.Workspaces++
-		p.States[st]++
-	}
-	return sum
-}
-
-// Workspace returns one workspace's status, history and explanation;
-// false when berth knows no such workspace.
+// Workspace returns one workspace's status, history and explanation, as
+// the last cycle published them; false when berth knows no such
+// workspace.
 func (l *Loop) Workspace(ref schema.Ref) (view.WorkspaceDetail, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	rec, ok := l.records[ref]
-	if !ok {
-		return view.WorkspaceDetail{}, false
-	}
-	r := rec.clone()
-	d := view.WorkspaceDetail{Version: view.APIVersion, Workspace: r.status, History: r.history, Explanation: view.Explain(r.status, r.history, l.observedAt)}
-	if d.History == nil {
-		d.History = []view.Transition{}
-	}
-	if d.Explanation == nil {
-		d.Explanation = []string{}
-	}
-	return d, true
+	return l.model.Load().Workspace(ref)
 }
 
-// refused returns a copy of the newest refused revision, or nil.
+// Model returns the read model the last cycle published. It is never
+// mutated: the caller must not change it either (its methods return
+// copies).
+func (l *Loop) Model() *view.Model { return l.model.Load() }
+
+// publishModel builds the read model of what the loop knows now and
+// publishes it: Once's last step before the dashboards' delta. The
+// model shares with the records only what the loop never writes again
+// (it replaces a workspace's GPUs, pointers and history slices; it only
+// appends to a history past the end the model holds).
+func (l *Loop) publishModel() {
+	refs := make([]schema.Ref, 0, len(l.records))
+	for ref := range l.records {
+		refs = append(refs, ref)
+	}
+	slices.SortFunc(refs, schema.Ref.Compare)
+	m := &view.Model{Berth: l.cfg.BerthVersion, Cluster: l.cfg.ClusterName, Revision: l.goodRev, Attempted: l.attempted,
+		LastReconcile: l.last, LastOK: l.lastOK, ObservedAt: l.observedAt, Projects: l.projects, Inputs: l.view,
+		Workspaces: make([]view.WorkspaceStatus, len(refs)), Histories: make([][]view.Transition, len(refs))}
+	for i, ref := range refs {
+		rec := l.records[ref]
+		m.Workspaces[i], m.Histories[i] = rec.status, slices.Clip(rec.history)
+	}
+	l.model.Store(m)
+}
+
+// refused returns a copy of the newest refused revision, or nil. The
+// copy shares nothing with the loop, so callers may keep it.
 func (l *Loop) refused() *view.RevisionStatus {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.refusedLocked()
-}
-
-// refusedLocked is refused with l.mu held. The copy shares nothing with
-// the loop, so callers may keep it.
-func (l *Loop) refusedLocked() *view.RevisionStatus {
 	if l.attempted == nil {
 		return nil
 	}

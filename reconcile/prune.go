@@ -22,16 +22,12 @@ func (l *Loop) adoptRevision(prev, set *schema.Set, snap *drivers.Snapshot) *sch
 		if m.Mass() {
 			l.log.Warn("revision "+set.Revision+" stops or removes many workspaces; allowed", "affected", len(m.Affected), "managed", m.Managed)
 		}
-		l.mu.Lock()
 		l.good, l.goodRev, l.attempted = set, &view.RevisionStatus{ID: set.Revision, LoadedAt: snap.ObservedAt}, nil
-		l.mu.Unlock()
 		l.cfg.Metrics.Revision(set.Revision, true)
 		l.log.Info("revision "+set.Revision+" in force", "workspaces", len(set.Workspaces), "projects", len(set.Projects))
 		return set
 	}
-	l.mu.Lock()
 	l.attempted = &view.RevisionStatus{ID: set.Revision, LoadedAt: snap.ObservedAt, Errors: []string{m.Problem()}}
-	l.mu.Unlock()
 	l.cfg.Metrics.Revision(set.Revision, false)
 	kept := "nothing is in force"
 	if prev != nil {
@@ -60,7 +56,6 @@ func (l *Loop) prune(ctx context.Context, set *schema.Set, snap *drivers.Snapsho
 	for _, a := range snap.Allocs {
 		holding[a.Workspace] = true
 	}
-	l.mu.Lock()
 	if l.absent == nil {
 		l.absent = map[schema.Ref]*absence{}
 	}
@@ -95,7 +90,6 @@ func (l *Loop) prune(ctx context.Context, set *schema.Set, snap *drivers.Snapsho
 			delete(l.absent, ref)
 		}
 	}
-	l.mu.Unlock()
 	sort.Slice(due, func(i, j int) bool { return due[i].Less(due[j]) })
 	var firstErr error
 	for _, ref := range due {
@@ -108,13 +102,11 @@ func (l *Loop) prune(ctx context.Context, set *schema.Set, snap *drivers.Snapsho
 			}
 			continue
 		}
-		l.mu.Lock()
 		l.absent[ref].purged = true
 		if rec := l.records[ref]; rec != nil {
 			rec.status.Reason = "no longer in the specs; purged"
 			rec.history = append(rec.history, view.Transition{At: now, From: rec.status.State, To: view.StateStopped, Reason: "purged after " + l.cfg.PruneDelay.String() + " out of the specs"})
 		}
-		l.mu.Unlock()
 		l.log.Info(ref.String()+": purged", "reason", a.Reason)
 	}
 	return firstErr

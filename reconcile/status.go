@@ -33,38 +33,19 @@ type record struct {
 	journalSig journalSig
 }
 
-func (r *record) clone() *record {
-	c := *r
-	c.status.GPUs = slices.Clone(r.status.GPUs)
-	if r.status.RunTime != nil {
-		rt := *r.status.RunTime
-		c.status.RunTime = &rt
-	}
-	if r.status.LikelyStart != nil {
-		ls := *r.status.LikelyStart
-		c.status.LikelyStart = &ls
-	}
-	if r.status.LastEnd != nil {
-		e := *r.status.LastEnd
-		c.status.LastEnd = &e
-	}
-	c.history = slices.Clone(r.history)
-	return &c
-}
-
 // sourceStatus asks the source for its status, when it has one, and
-// fills in the revisions the loop applied and refused. Callers hold l.mu.
-func (l *Loop) sourceStatus() *source.Status {
+// fills in the revisions the loop applied and refused, as m has them.
+func (l *Loop) sourceStatus(m *view.Model) *source.Status {
 	gs, ok := l.cfg.Source.(source.Reporter)
 	if !ok {
 		return nil
 	}
 	st := gs.SourceStatus()
-	if l.goodRev != nil {
-		st.LastAppliedRevision = gs.FullRevision(l.goodRev.ID)
+	if m.Revision != nil {
+		st.LastAppliedRevision = gs.FullRevision(m.Revision.ID)
 	}
-	if l.attempted != nil && gs.FullRevision(l.attempted.ID) == st.LastAttemptedRevision {
-		st.LastAttemptErrors = slices.Clone(l.attempted.Errors)
+	if m.Attempted != nil && gs.FullRevision(m.Attempted.ID) == st.LastAttemptedRevision {
+		st.LastAttemptErrors = slices.Clone(m.Attempted.Errors)
 	}
 	if st.FetchError != "" {
 		st.LastAttemptErrors = append(st.LastAttemptErrors, st.FetchError)

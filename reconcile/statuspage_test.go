@@ -39,6 +39,7 @@ func loopWith(t *testing.T, n int) *Loop {
 		}
 		h.loop.records[ref] = &record{status: view.WorkspaceStatus{Project: ref.Project, Name: ref.Name, State: st}}
 	}
+	h.loop.publishModel() // as a cycle ends
 	return h.loop
 }
 
