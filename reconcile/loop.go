@@ -324,7 +324,9 @@ type Result struct {
 //     a follower's cycle ends here: it never prunes or saves;
 //  12. prune the workspaces out of the specs;
 //  13. save the history;
-//  14. report the cycle (status, metrics);
+//  14. report the cycle (status, metrics) and publish the read model
+//     (view.Model: what StatusPage, Workspace, Health and the dashboard
+//     read);
 //  15. publish its transitions to the dashboards.
 //
 // An action that fails for its own workspace (invalid, unplaceable, a
