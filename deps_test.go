@@ -66,11 +66,15 @@ var allowed = []struct {
 	// The simulator's manual clock is internal/clock's; the sim reads its
 	// cluster file as the loader reads a file.
 	{"drivers", []string{"schema", "drivers", "internal/readfile", "internal/clock"}},
+	// The read models: what the loop publishes of a cycle (the status,
+	// the explanations, the likely starts, the dashboard, the metrics),
+	// built from its values and never from the loop itself.
+	{"view", []string{"schema", "internal/text", "=drivers", "policies", "plan", "=source", "leader"}},
 	// The loop: it sees sources, clusters and the election through their
 	// contracts.
-	{"reconcile", []string{"schema", "load", "internal/text", "=drivers", "policies", "plan", "=source", "leader", "internal/clock", "reconcile"}},
+	{"reconcile", []string{"schema", "load", "=drivers", "policies", "plan", "=source", "leader", "internal/clock", "reconcile", "view"}},
 	// The HTTP surface serves what the loop exposes.
-	{"api", []string{"schema", "reconcile", "api"}},
+	{"api", []string{"schema", "reconcile", "view", "api"}},
 }
 
 // transports are the modules that reach the outside (git, the file
@@ -83,7 +87,7 @@ var transports = []string{
 
 // pure packages do no I/O and read no clock ("=" names one package, not
 // its subtree).
-var pure = []string{"schema/", "internal/text", "=drivers", "policies", "plan", "replay/baseline"}
+var pure = []string{"schema/", "internal/text", "=drivers", "policies", "plan", "replay/baseline", "view"}
 
 // clockless packages do I/O but read the time only through a clock they
 // are given (Config.Clock), so a test or the simulator can move it.

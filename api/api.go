@@ -11,6 +11,7 @@ import (
 	"github.com/berth-dev/berth/api/ui"
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/view"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -55,7 +56,7 @@ func Handler(l *reconcile.Loop, routes func(mux *http.ServeMux)) http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		h := l.Health()
 		code := http.StatusOK
-		if h.Status != reconcile.HealthOK {
+		if h.Status != view.HealthOK {
 			code = http.StatusServiceUnavailable
 		}
 		writeJSON(w, code, h)
@@ -68,7 +69,7 @@ func Handler(l *reconcile.Loop, routes func(mux *http.ServeMux)) http.Handler {
 
 // writeError answers code with an error document: {"version", "error"}.
 func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, map[string]string{"version": reconcile.APIVersion, "error": msg})
+	writeJSON(w, code, map[string]string{"version": view.APIVersion, "error": msg})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -80,14 +81,14 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // statusQuery reads the paging parameters of GET /api/v1/status: limit
-// (1 to reconcile.MaxStatusLimit; default reconcile.DefaultStatusLimit) and after (a cursor,
+// (1 to view.MaxStatusLimit; default view.DefaultStatusLimit) and after (a cursor,
 // PROJECT/NAME, as the last page's next gives it).
 func statusQuery(q url.Values) (schema.Ref, int, error) {
-	limit := reconcile.DefaultStatusLimit
+	limit := view.DefaultStatusLimit
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > reconcile.MaxStatusLimit {
-			return schema.Ref{}, 0, fmt.Errorf("limit %q: want a number of workspaces from 1 to %d", v, reconcile.MaxStatusLimit)
+		if err != nil || n < 1 || n > view.MaxStatusLimit {
+			return schema.Ref{}, 0, fmt.Errorf("limit %q: want a number of workspaces from 1 to %d", v, view.MaxStatusLimit)
 		}
 		limit = n
 	}

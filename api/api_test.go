@@ -11,6 +11,7 @@ import (
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema/schematest"
 	"github.com/berth-dev/berth/source"
+	"github.com/berth-dev/berth/view"
 )
 
 // emptyLoop is a loop over an empty spec directory on a simulated
@@ -48,7 +49,7 @@ func TestStatusQuery(t *testing.T) {
 		}
 		var e struct{ Version, Error string }
 		json.Unmarshal(body, &e)
-		if e.Error != msg || e.Version != reconcile.APIVersion {
+		if e.Error != msg || e.Version != view.APIVersion {
 			t.Errorf("GET %s: %s, want the error %q", path, body, msg)
 		}
 	}
@@ -62,7 +63,7 @@ func TestHealthz(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		rec := httptest.NewRecorder()
 		Handler(l, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
-		var body reconcile.Health
+		var body view.Health
 		if err := json.Unmarshal(rec.Body.Bytes(), &body); rec.Code != want || err != nil || body.Status != l.Health().Status {
 			t.Errorf("max age %s: %d %s (%v), want %d and the loop's health", maxAge, rec.Code, rec.Body, err, want)
 		}

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/view"
 )
 
 // RequireToken wraps h so that every request needs "Authorization: Bearer
@@ -46,7 +46,7 @@ func RequireToken(h http.Handler, token string, public ...string) http.Handler {
 			}
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="berth"`)
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"version": reconcile.APIVersion,
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"version": view.APIVersion,
 			"error": "this berth needs a bearer token (the contents of its --ui-token-file): Authorization: Bearer TOKEN"})
 	})
 }
@@ -103,7 +103,7 @@ func RequireLocalHost(h http.Handler, listen string, public ...string) http.Hand
 				return
 			}
 		}
-		writeJSON(w, http.StatusForbidden, map[string]string{"version": reconcile.APIVersion,
+		writeJSON(w, http.StatusForbidden, map[string]string{"version": view.APIVersion,
 			"error": "this berth answers only to localhost, 127.0.0.1 or [::1] (a guard against DNS rebinding, as it needs no token); to reach it by another name, give it --ui-token-file"})
 	})
 }

@@ -6,7 +6,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/view"
 )
 
 func TestRequireToken(t *testing.T) {
@@ -14,7 +14,7 @@ func TestRequireToken(t *testing.T) {
 	h := RequireToken(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) }), token, "/api/v1/webhook")
 	bearer := func(s string) http.Header { return http.Header{"Authorization": {"Bearer " + s}} }
 	proto := func(s string) http.Header {
-		return http.Header{"Sec-Websocket-Protocol": {reconcile.Subprotocol + ", bearer." + base64.RawURLEncoding.EncodeToString([]byte(s))}}
+		return http.Header{"Sec-Websocket-Protocol": {view.Subprotocol + ", bearer." + base64.RawURLEncoding.EncodeToString([]byte(s))}}
 	}
 	tests := map[string]struct {
 		path   string

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/view"
 	"github.com/coder/websocket"
 )
 
@@ -16,7 +17,7 @@ func events(l *reconcile.Loop) http.HandlerFunc {
 		// Compressed: the first state of a 512-node cluster is 0.5-1.4 MB of
 		// JSON (about 4.5x smaller deflated); the browser's writer goroutine
 		// pays for it, not the loop.
-		conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{reconcile.Subprotocol},
+		conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{view.Subprotocol},
 			CompressionMode: websocket.CompressionNoContextTakeover})
 		if err != nil {
 			return // Accept wrote the response

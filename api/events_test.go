@@ -17,6 +17,7 @@ import (
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/source"
+	"github.com/berth-dev/berth/view"
 	"github.com/coder/websocket"
 	"github.com/google/go-cmp/cmp"
 )
@@ -99,7 +100,7 @@ func (d *dash) dial(opts *websocket.DialOptions) *websocket.Conn {
 	if opts == nil {
 		opts = &websocket.DialOptions{}
 	}
-	opts.Subprotocols = []string{reconcile.Subprotocol}
+	opts.Subprotocols = []string{view.Subprotocol}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(d.srv.URL, "http")+"/api/v1/events", opts)
@@ -111,7 +112,7 @@ func (d *dash) dial(opts *websocket.DialOptions) *websocket.Conn {
 	return c
 }
 
-func read(t *testing.T, c *websocket.Conn) reconcile.Message {
+func read(t *testing.T, c *websocket.Conn) view.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -119,7 +120,7 @@ func read(t *testing.T, c *websocket.Conn) reconcile.Message {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m reconcile.Message
+	var m view.Message
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatalf("%v: %s", err, b)
 	}
@@ -127,27 +128,27 @@ func read(t *testing.T, c *websocket.Conn) reconcile.Message {
 }
 
 // apply is what the browser does with a delta (app.js applyDelta).
-func apply(s *reconcile.Dashboard, d *reconcile.Delta) {
+func apply(s *view.Dashboard, d *view.Delta) {
 	s.At, s.Revision, s.Attempted, s.LastReconcile = d.At, d.Revision, d.Attempted, d.LastReconcile
 	for _, n := range d.Nodes {
-		i := slices.IndexFunc(s.Nodes, func(o reconcile.NodeView) bool { return o.Name == n.Name })
+		i := slices.IndexFunc(s.Nodes, func(o view.NodeView) bool { return o.Name == n.Name })
 		if i < 0 {
 			s.Nodes = append(s.Nodes, n)
 		} else {
 			s.Nodes[i] = n
 		}
 	}
-	s.Nodes = slices.DeleteFunc(s.Nodes, func(n reconcile.NodeView) bool { return slices.Contains(d.RemovedNodes, n.Name) })
+	s.Nodes = slices.DeleteFunc(s.Nodes, func(n view.NodeView) bool { return slices.Contains(d.RemovedNodes, n.Name) })
 	for _, w := range d.Workspaces {
-		i := slices.IndexFunc(s.Workspaces, func(o reconcile.WorkspaceStatus) bool { return o.Ref() == w.Ref() })
+		i := slices.IndexFunc(s.Workspaces, func(o view.WorkspaceStatus) bool { return o.Ref() == w.Ref() })
 		if i < 0 {
 			s.Workspaces = append(s.Workspaces, w)
 		} else {
 			s.Workspaces[i] = w
 		}
 	}
-	s.Workspaces = slices.DeleteFunc(s.Workspaces, func(w reconcile.WorkspaceStatus) bool { return slices.Contains(d.RemovedWorkspaces, w.Ref().String()) })
-	slices.SortFunc(s.Workspaces, func(a, b reconcile.WorkspaceStatus) int { return strings.Compare(a.Ref().String(), b.Ref().String()) })
+	s.Workspaces = slices.DeleteFunc(s.Workspaces, func(w view.WorkspaceStatus) bool { return slices.Contains(d.RemovedWorkspaces, w.Ref().String()) })
+	slices.SortFunc(s.Workspaces, func(a, b view.WorkspaceStatus) int { return strings.Compare(a.Ref().String(), b.Ref().String()) })
 	if d.Projects != nil {
 		s.Projects = *d.Projects
 	}
@@ -190,7 +191,7 @@ func TestEventsStateThenDeltasInOrder(t *testing.T) {
 	step(15 * time.Minute) // past its checkpoint at 10m
 	d.write("high.yaml", d.highDoc)
 	step(time.Second) // medium preempted, high waits for it
-	if i := slices.IndexFunc(s.Queue, func(q reconcile.QueueEntry) bool { return q.Workspace == highRef }); i < 0 || s.Queue[i].EstimatedStart == nil {
+	if i := slices.IndexFunc(s.Queue, func(q view.QueueEntry) bool { return q.Workspace == highRef }); i < 0 || s.Queue[i].EstimatedStart == nil {
 		t.Errorf("queue %+v: want %s with an estimated start (medium's grace ends)", s.Queue, highRef)
 	} else if want := s.At.Add(30 * time.Second); !s.Queue[i].EstimatedStart.Equal(want) {
 		t.Errorf("estimated start %s, want %s (the preemption plus medium's 30s grace)", s.Queue[i].EstimatedStart, want)
@@ -211,7 +212,7 @@ func TestEventsStateThenDeltasInOrder(t *testing.T) {
 			t.Fatalf("event %d has seq %d: want 1, 2, 3, … with none missing", i, e.Seq)
 		}
 	}
-	pre := s.Events[slices.IndexFunc(s.Events, func(e reconcile.Event) bool { return e.Workspace == mediumRef && e.Kind == "preempted" })]
+	pre := s.Events[slices.IndexFunc(s.Events, func(e view.Event) bool { return e.Workspace == mediumRef && e.Kind == "preempted" })]
 	if pre.PreemptedBy == nil || pre.PreemptedBy.String() != highRef || pre.AtRisk.D() != 5*time.Minute+time.Second || pre.Grace.D() != 30*time.Second {
 		t.Errorf("preemption event %+v: want by %s, 5m1s at risk (since the 10m checkpoint), 30s grace", pre, highRef)
 	}
@@ -225,7 +226,7 @@ func TestEventsStateThenDeltasInOrder(t *testing.T) {
 	}
 }
 
-func eventPath(evs []reconcile.Event, ref string) []string {
+func eventPath(evs []view.Event, ref string) []string {
 	var out []string
 	for _, e := range evs {
 		if e.Workspace == ref {
@@ -258,8 +259,8 @@ func TestEventsReconnectGetsWhatItMissed(t *testing.T) {
 	if len(again.State.Events) <= len(first.State.Events) {
 		t.Errorf("%d events after reconnecting, %d before", len(again.State.Events), len(first.State.Events))
 	}
-	i := slices.IndexFunc(again.State.Workspaces, func(w reconcile.WorkspaceStatus) bool { return w.Ref().String() == mediumRef })
-	if st := again.State.Workspaces[i].State; st != reconcile.StatePreempted && st != reconcile.StatePreempting {
+	i := slices.IndexFunc(again.State.Workspaces, func(w view.WorkspaceStatus) bool { return w.Ref().String() == mediumRef })
+	if st := again.State.Workspaces[i].State; st != view.StatePreempted && st != view.StatePreempting {
 		t.Errorf("medium %s after reconnecting, want preempted", st)
 	}
 }

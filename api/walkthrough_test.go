@@ -17,6 +17,7 @@ import (
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/source"
 	"github.com/berth-dev/berth/source/watch"
+	"github.com/berth-dev/berth/view"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -68,16 +69,16 @@ func (w *walkthrough) get(path string, v any) {
 	}
 }
 
-func (w *walkthrough) status() reconcile.Status {
-	var st reconcile.Status
+func (w *walkthrough) status() view.Status {
+	var st view.Status
 	w.get("/api/v1/status", &st)
-	if st.Version != reconcile.APIVersion {
-		w.t.Fatalf("status version %q, want %q", st.Version, reconcile.APIVersion)
+	if st.Version != view.APIVersion {
+		w.t.Fatalf("status version %q, want %q", st.Version, view.APIVersion)
 	}
 	return st
 }
 
-func find(st reconcile.Status, project, name string) *reconcile.WorkspaceStatus {
+func find(st view.Status, project, name string) *view.WorkspaceStatus {
 	for i := range st.Workspaces {
 		if st.Workspaces[i].Project == project && st.Workspaces[i].Name == name {
 			return &st.Workspaces[i]
@@ -88,7 +89,7 @@ func find(st reconcile.Status, project, name string) *reconcile.WorkspaceStatus 
 
 // until advances the simulated clock in steps of step and polls the
 // status until cond holds.
-func (w *walkthrough) until(what string, step time.Duration, cond func(reconcile.Status) bool) reconcile.Status {
+func (w *walkthrough) until(what string, step time.Duration, cond func(view.Status) bool) view.Status {
 	w.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -105,7 +106,7 @@ func (w *walkthrough) until(what string, step time.Duration, cond func(reconcile
 	}
 }
 
-func state(st reconcile.Status, ref string) reconcile.State {
+func state(st view.Status, ref string) view.State {
 	p, n, _ := strings.Cut(ref, "/")
 	if ws := find(st, p, n); ws != nil {
 		return ws.State
@@ -162,48 +163,48 @@ func TestWalkthrough(t *testing.T) {
 	}()
 
 	// 1. The medium workspace starts and runs past a few checkpoints (every 10m).
-	w.until("medium Running", 5*time.Second, func(st reconcile.Status) bool { return state(st, medium) == reconcile.StateRunning })
-	w.until("medium to run 25m", time.Minute, func(st reconcile.Status) bool {
+	w.until("medium Running", 5*time.Second, func(st view.Status) bool { return state(st, medium) == view.StateRunning })
+	w.until("medium to run 25m", time.Minute, func(st view.Status) bool {
 		return find(st, "medium-priority-project", "medium-training").Progress.D() >= 25*time.Minute
 	})
 
 	// 2. The high workspace arrives and preempts it.
 	w.write("high.yaml", highDoc)
-	st := w.until("medium preempted", 0, func(st reconcile.Status) bool {
+	st := w.until("medium preempted", 0, func(st view.Status) bool {
 		s := state(st, medium)
-		return s == reconcile.StatePreempting || s == reconcile.StatePreempted
+		return s == view.StatePreempting || s == view.StatePreempted
 	})
 	m := find(st, "medium-priority-project", "medium-training")
 	if m.PreemptedBy == nil || m.PreemptedBy.String() != high || !strings.Contains(m.Reason, "tier high (80)") {
 		t.Errorf("medium preempted by %v because %q; want by %s, naming the tiers", m.PreemptedBy, m.Reason, high)
 	}
-	st = w.until("high Running", 2*time.Second, func(st reconcile.Status) bool { return state(st, high) == reconcile.StateRunning })
-	if got := state(st, medium); got != reconcile.StatePreempted {
+	st = w.until("high Running", 2*time.Second, func(st view.Status) bool { return state(st, high) == view.StateRunning })
+	if got := state(st, medium); got != view.StatePreempted {
 		t.Errorf("medium %s while high runs, want Preempted", got)
 	}
-	w.until("high to run 20m", time.Minute, func(st reconcile.Status) bool {
+	w.until("high to run 20m", time.Minute, func(st view.Status) bool {
 		return find(st, "high-priority-project", "high-training").Progress.D() >= 20*time.Minute
 	})
 
 	// 3. The high workspace is stopped; medium resumes with no edit of its own.
 	w.write("high.yaml", strings.Replace(highDoc, "state: Running", "state: Stopped", 1))
-	st = w.until("high Stopped, medium Running", 2*time.Second, func(st reconcile.Status) bool {
-		return state(st, high) == reconcile.StateStopped && state(st, medium) == reconcile.StateRunning
+	st = w.until("high Stopped, medium Running", 2*time.Second, func(st view.Status) bool {
+		return state(st, high) == view.StateStopped && state(st, medium) == view.StateRunning
 	})
 	if st.Revision == nil || st.Attempted != nil {
 		t.Errorf("revision %+v attempted %+v", st.Revision, st.Attempted)
 	}
 
-	var d reconcile.WorkspaceDetail
+	var d view.WorkspaceDetail
 	w.get("/api/v1/workspaces/medium-priority-project/medium-training", &d)
 	var path []string
 	var atPreempt, atResume time.Duration
 	for _, tr := range d.History {
 		path = append(path, string(tr.From)+"→"+string(tr.To))
-		if tr.To == reconcile.StatePreempting {
+		if tr.To == view.StatePreempting {
 			atPreempt = tr.Progress.D()
 		}
-		if tr.From == reconcile.StateStarting && tr.To == reconcile.StateRunning {
+		if tr.From == view.StateStarting && tr.To == view.StateRunning {
 			atResume = tr.Progress.D()
 		}
 	}
@@ -232,11 +233,11 @@ func TestWalkthrough(t *testing.T) {
 	// 4. An invalid revision is refused with file:line; the last good one stays.
 	good := st.Revision.ID
 	w.write("broken.yaml", "apiVersion: berth.dev/v1\nkind: Project\nmetadata:\n  name: broken\nspec:\n  tier: hgih\n")
-	bad := w.until("the broken revision refused", time.Second, func(st reconcile.Status) bool { return st.Attempted != nil })
+	bad := w.until("the broken revision refused", time.Second, func(st view.Status) bool { return st.Attempted != nil })
 	if bad.Revision.ID != good || len(bad.Attempted.Errors) == 0 || !strings.HasPrefix(bad.Attempted.Errors[0], "broken.yaml:6:") {
 		t.Errorf("in force %s (want %s), refused %+v: want errors at broken.yaml:6", bad.Revision.ID, good, bad.Attempted)
 	}
-	if state(bad, medium) != reconcile.StateRunning {
+	if state(bad, medium) != view.StateRunning {
 		t.Errorf("medium %s under the last good revision", state(bad, medium))
 	}
 

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/view"
 )
 
 // WebhookPath is where the git webhook is served (POST).
@@ -129,14 +129,14 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if ev := webhookEvent(r.Header); !isPush(ev) {
 		log.Debug("git webhook: not a push, ignored", "event", ev)
-		writeJSON(w, http.StatusOK, map[string]string{"version": reconcile.APIVersion, "status": "ignored: not a push event"})
+		writeJSON(w, http.StatusOK, map[string]string{"version": view.APIVersion, "status": "ignored: not a push event"})
 		return
 	}
 	if h.Trigger != nil {
 		h.Trigger()
 	}
 	log.Debug("git webhook: fetching now", "event", webhookEvent(r.Header))
-	writeJSON(w, http.StatusAccepted, map[string]string{"version": reconcile.APIVersion, "status": "fetch scheduled"})
+	writeJSON(w, http.StatusAccepted, map[string]string{"version": view.APIVersion, "status": "fetch scheduled"})
 }
 
 // webhookEvent is the event a forge names in its headers ("" for none).

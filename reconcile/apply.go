@@ -13,6 +13,7 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/plan"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/view"
 )
 
 // DefaultParallelism is how many actions of a plan the loop applies at
@@ -95,9 +96,7 @@ func (l *Loop) apply(ctx context.Context, p plan.Plan, snap *drivers.Snapshot, r
 			continue // its node's fault's backoff (ends.go)
 		}
 		starts := a.Kind == drivers.ActionStart || a.Kind == drivers.ActionUpdate
-		l.mu.Lock()
 		rej, refused := l.rejected[a.Workspace]
-		l.mu.Unlock()
 		if refused && rej.revision == p.Revision && starts {
 			continue
 		}
@@ -150,9 +149,7 @@ func (l *Loop) apply(ctx context.Context, p plan.Plan, snap *drivers.Snapshot, r
 		}
 		class := cls.String()
 		if cls == drivers.ClassInvalid {
-			l.mu.Lock()
 			l.rejected[a.Workspace] = rejection{revision: p.Revision, reason: err.Error()}
-			l.mu.Unlock()
 			l.log.Error("the cluster refused "+a.Kind.String()+" of "+a.Workspace.String()+"; not retried until the specs change", "err", err.Error())
 			out.failed = append(out.failed, ActionFailure{Action: a, Class: class, Err: err})
 			continue
@@ -357,12 +354,10 @@ func (r *retries) observe(snap *drivers.Snapshot, now time.Time) {
 // action and still Pending, why and until when: in its status and in the
 // transition into Pending this cycle recorded (at now), if any. It
 // returns ts with those transitions' reasons filled in.
-func (l *Loop) noteFailures(ts []WorkspaceTransition, now time.Time) []WorkspaceTransition {
+func (l *Loop) noteFailures(ts []view.WorkspaceTransition, now time.Time) []view.WorkspaceTransition {
 	if len(l.retry.byRef) == 0 {
 		return ts
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	refs := make([]schema.Ref, 0, len(l.retry.byRef))
 	for ref := range l.retry.byRef {
 		refs = append(refs, ref)
@@ -378,18 +373,21 @@ func (l *Loop) noteFailures(ts []WorkspaceTransition, now time.Time) []Workspace
 	})
 	for _, ref := range refs {
 		f, rec := l.retry.byRef[ref], l.records[ref]
-		if rec == nil || rec.status.State != StatePending {
+		if rec == nil || rec.status.State != view.StatePending {
 			continue
 		}
 		rec.status.Reason, rec.status.ReasonKind = f.reason(), ReasonKindApplyFailed
 		if f.class == "unplaceable" {
 			rec.status.ReasonKind = ReasonKindUnplaceable
 		}
-		if n := len(rec.history); n > 0 && rec.history[n-1].To == StatePending && rec.history[n-1].At.Equal(now) {
+		if n := len(rec.history); n > 0 && rec.history[n-1].To == view.StatePending && rec.history[n-1].At.Equal(now) {
+			// A published model may hold this transition (a cycle before
+			// at the same cluster time): replace the history, never edit it.
+			rec.history = slices.Clone(rec.history)
 			rec.history[n-1].Reason = rec.status.Reason
 		}
 		for i := range ts {
-			if ts[i].Workspace == ref && ts[i].To == StatePending && ts[i].At.Equal(now) {
+			if ts[i].Workspace == ref && ts[i].To == view.StatePending && ts[i].At.Equal(now) {
 				ts[i].Reason = rec.status.Reason
 			}
 		}

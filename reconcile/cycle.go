@@ -76,9 +76,7 @@ func (c *cycle) read() error {
 // cycle stalls (*StalledError).
 func (c *cycle) load() error {
 	l := c.l
-	l.mu.Lock()
 	c.prev = l.good
-	l.mu.Unlock()
 	set, err := l.load(c.rev)
 	if err != nil {
 		return err
@@ -95,9 +93,7 @@ func (c *cycle) observe() error {
 	}
 	c.snap, c.now = snap, snap.ObservedAt
 	c.res.ObservedAt = c.now
-	c.l.mu.Lock()
 	c.l.observedAt = c.now
-	c.l.mu.Unlock()
 	return nil
 }
 
@@ -159,7 +155,7 @@ func (c *cycle) decide() {
 	c.ends = c.l.settleEnds(c.set, &c.snap, c.now)
 	c.d = c.l.cfg.Decide(policies.Input{Specs: plan.StopFinished(c.set, c.ends.finished), Snapshot: &c.snap, History: &c.hist, Now: c.now})
 	c.hist = policies.RecordDecision(c.hist, c.d)
-	c.l.cfg.Metrics.observeDecision(c.d)
+	c.l.cfg.Metrics.ObserveDecision(c.d)
 }
 
 // plan turns the decision into the plan's actions (plan.New, pure).
@@ -179,7 +175,7 @@ func (c *cycle) apply() {
 	c.res.Applied, c.res.Deferred, c.res.Failed, c.res.RetryAt = c.out.applied, c.out.deferred, c.out.failed, c.out.retryAt
 	for _, a := range c.out.applied {
 		if a.Kind == drivers.ActionPreempt {
-			c.l.cfg.Metrics.preempted(c.set, a.Workspace)
+			c.l.cfg.Metrics.Preempted(c.set, a.Workspace)
 		}
 	}
 }
@@ -198,9 +194,7 @@ func (c *cycle) record() {
 func (c *cycle) predict() {
 	l := c.l
 	c.hist = policies.RecordRuns(c.hist, l.takeRuns())
-	l.mu.Lock()
 	l.predictAll(c.set, &c.snap, c.d, &c.hist, c.now)
-	l.mu.Unlock()
 	l.keepView(c.set, &c.snap, &c.d, &c.hist)
 }
 

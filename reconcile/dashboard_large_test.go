@@ -11,14 +11,15 @@ import (
 
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/source"
+	"github.com/berth-dev/berth/view"
 )
 
 // The dashboard's first message stays small for a large tree: past
-// dashboardAll workspaces it holds per project the ones the page shows and
-// those holding GPUs, and the first dashboardQueue of the queue; the counts
+// view.DashboardAll workspaces it holds per project the ones the page shows and
+// those holding GPUs, and the first view.DashboardQueue of the queue; the counts
 // stay whole.
 func TestDashboardLargeTreeBounded(t *testing.T) {
-	const n = dashboardAll + 600
+	const n = view.DashboardAll + 600
 	dir := t.TempDir()
 	var b strings.Builder
 	b.WriteString("apiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: medium}\nspec: {value: 50}\n")
@@ -50,7 +51,7 @@ func TestDashboardLargeTreeBounded(t *testing.T) {
 	defer l.Unsubscribe(sub)
 	raw := <-sub.ch
 	t.Logf("first message for %d workspaces: %d bytes", n, len(raw))
-	var m Message
+	var m view.Message
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatal(err)
 	}
@@ -63,17 +64,17 @@ func TestDashboardLargeTreeBounded(t *testing.T) {
 	}
 	// Per project: the page's first chips are Pending (they need
 	// attention first), and the one Starting holds a GPU.
-	if d.WorkspacesTotal != n || holders != 2 || len(d.Workspaces) != 2*(dashboardChips+1) {
+	if d.WorkspacesTotal != n || holders != 2 || len(d.Workspaces) != 2*(view.DashboardChips+1) {
 		t.Errorf("workspaces: %d sent (%d holding GPUs) of %d; want %d (the page's %d per project and its holder), of %d",
-			len(d.Workspaces), holders, d.WorkspacesTotal, 2*(dashboardChips+1), dashboardChips, n)
+			len(d.Workspaces), holders, d.WorkspacesTotal, 2*(view.DashboardChips+1), view.DashboardChips, n)
 	}
-	if len(d.Queue) != dashboardQueue || d.QueueTotal != n-2 {
-		t.Errorf("queue: %d sent of %d; want %d of %d", len(d.Queue), d.QueueTotal, dashboardQueue, n-2)
+	if len(d.Queue) != view.DashboardQueue || d.QueueTotal != n-2 {
+		t.Errorf("queue: %d sent of %d; want %d of %d", len(d.Queue), d.QueueTotal, view.DashboardQueue, n-2)
 	}
 	for _, p := range d.Projects {
-		if len(p.Waiting) != dashboardWaiting || p.WaitingTotal != n/2-1 || p.States[StatePending] != n/2-1 || p.States[StateStarting] != 1 {
+		if len(p.Waiting) != view.DashboardWaiting || p.WaitingTotal != n/2-1 || p.States[view.StatePending] != n/2-1 || p.States[view.StateStarting] != 1 {
 			t.Errorf("project %s: %d waiting named of %d, states %v; want %d of %d, %d Pending and 1 Starting",
-				p.Name, len(p.Waiting), p.WaitingTotal, p.States, dashboardWaiting, n/2-1, n/2-1)
+				p.Name, len(p.Waiting), p.WaitingTotal, p.States, view.DashboardWaiting, n/2-1, n/2-1)
 		}
 	}
 	if len(raw) > 512<<10 {

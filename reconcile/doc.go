@@ -7,7 +7,12 @@
 //
 // What the loop knows it exposes as methods — StatusPage, Workspace,
 // Health, Metrics, and Subscribe for the dashboard's event feed — and
-// package api serves them over HTTP; the loop owns no mux. With several
+// package api serves them over HTTP; the loop owns no mux. Their types,
+// and how they are built (the explanations, the likely starts, the
+// dashboard's document, the metrics), are package view's: at the end of
+// each cycle the loop publishes a view.Model, an immutable value, and
+// those methods read only it. One lock, the cycle's, guards everything
+// else the loop holds. With several
 // replicas, only the one that leads (Config.Leader, package leader)
 // writes: every write goes through a fence (fence.go).
 //

@@ -8,6 +8,7 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/plan"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/view"
 )
 
 // Runs that ended without berth stopping them (Snapshot.Exits), by class
@@ -51,8 +52,6 @@ type retry struct {
 // caller holds no lock.
 func (l *Loop) settleEnds(set *schema.Set, snap *drivers.Snapshot, now time.Time) endsOutcome {
 	out := endsOutcome{finished: plan.Ended(set, snap)}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	for _, a := range snap.Allocs {
 		if rec := l.records[a.Workspace]; rec != nil {
 			rec.endSeen = false
@@ -64,7 +63,7 @@ func (l *Loop) settleEnds(set *schema.Set, snap *drivers.Snapshot, now time.Time
 	for ref, e := range out.finished {
 		rec := l.records[ref]
 		if rec == nil {
-			rec = &record{status: WorkspaceStatus{Project: ref.Project, Name: ref.Name}}
+			rec = &record{status: view.WorkspaceStatus{Project: ref.Project, Name: ref.Name}}
 			l.records[ref] = rec
 		}
 		if last := rec.status.LastEnd; !rec.endSeen || last == nil || (!e.At.IsZero() && !e.At.Equal(last.At)) {
@@ -72,18 +71,18 @@ func (l *Loop) settleEnds(set *schema.Set, snap *drivers.Snapshot, now time.Time
 			if e.Class == drivers.EndNodeFault {
 				rec.faults++
 			}
-			rec.status.LastEnd = &EndStatus{Class: e.Class.String(), At: e.At, Node: e.Node, ExitCode: e.ExitCode,
+			rec.status.LastEnd = &view.EndStatus{Class: e.Class.String(), At: e.At, Node: e.Node, ExitCode: e.ExitCode,
 				Message: e.Message, Stderr: e.Stderr, Restarts: e.Restarts, Attempts: rec.faults}
-			if rec.status.State == StateRunning {
+			if rec.status.State == view.StateRunning {
 				ran := max(0, cmp.Or(e.At, now).Sub(rec.status.Since))
-				rec.status.LastEnd.RanFor = Seconds(ran)
+				rec.status.LastEnd.RanFor = view.Seconds(ran)
 				if e.Class == drivers.EndNodeFault && rec.lastProgress == 0 { // a driver that reports progress counts it on resume
 					lost := lostSinceCheckpoint(set.Workspace(ref), ran)
-					rec.status.WorkLost += Seconds(lost)
-					l.cfg.Metrics.lost(set, ref, lost)
+					rec.status.WorkLost += view.Seconds(lost)
+					l.cfg.Metrics.Lost(set, ref, lost)
 				}
 			}
-			l.cfg.Metrics.ended(e.Class)
+			l.cfg.Metrics.Ended(e.Class)
 		}
 		if e.Class != drivers.EndNodeFault || rec.faults > drivers.NodeFaultAttempts {
 			continue

@@ -11,7 +11,7 @@ import (
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/schema"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/berth-dev/berth/view"
 )
 
 // twoNodes is a simulated cluster of two nodes of two GPUs each.
@@ -61,13 +61,13 @@ func newFaultHarness(t *testing.T) (*harness, schema.Ref, string) {
 	h.sleep(sim.DefaultStartDelay + time.Second)
 	h.loop.Once(t.Context())
 	st := h.status(t, ref)
-	if st.State != StateRunning {
+	if st.State != view.StateRunning {
 		t.Fatalf("%s is %s (%s), want Running", ref, st.State, st.Reason)
 	}
 	return h, ref, st.Node
 }
 
-func (h *harness) status(t *testing.T, ref schema.Ref) WorkspaceStatus {
+func (h *harness) status(t *testing.T, ref schema.Ref) view.WorkspaceStatus {
 	t.Helper()
 	for _, w := range h.loop.Status().Workspaces {
 		if w.Ref() == ref {
@@ -75,23 +75,23 @@ func (h *harness) status(t *testing.T, ref schema.Ref) WorkspaceStatus {
 		}
 	}
 	t.Fatalf("no status for %s", ref)
-	return WorkspaceStatus{}
+	return view.WorkspaceStatus{}
 }
 
 // runUntil runs cycles a second apart until ref is Running on another
 // node than from, and returns the states it went through (each once, in
 // order) and how long it took.
-func (h *harness) runUntil(t *testing.T, ref schema.Ref, from string) ([]State, time.Duration) {
+func (h *harness) runUntil(t *testing.T, ref schema.Ref, from string) ([]view.State, time.Duration) {
 	t.Helper()
 	start := h.clock.Now()
-	var seen []State
+	var seen []view.State
 	for range 300 {
 		h.loop.Once(t.Context())
 		st := h.status(t, ref)
 		if len(seen) == 0 || seen[len(seen)-1] != st.State {
 			seen = append(seen, st.State)
 		}
-		if st.State == StateRunning && st.Node != from {
+		if st.State == view.StateRunning && st.Node != from {
 			return seen, h.clock.Now().Sub(start)
 		}
 		h.sleep(time.Second)
@@ -119,7 +119,7 @@ func TestDrainMovesWithItsGrace(t *testing.T) {
 		}
 		h.loop.Once(t.Context())
 		st := h.status(t, ref)
-		if st.State != StateMoving || st.ReasonKind != "moving" || st.Reason != "moving: node "+from+" is draining" {
+		if st.State != view.StateMoving || st.ReasonKind != "moving" || st.Reason != "moving: node "+from+" is draining" {
 			t.Fatalf("after the drain began: %s (%s) %q; want Moving, saying the node drains", st.State, st.ReasonKind, st.Reason)
 		}
 		applied := h.cluster.Applied()
@@ -128,7 +128,7 @@ func TestDrainMovesWithItsGrace(t *testing.T) {
 		}
 		states, took := h.runUntil(t, ref, from)
 		for _, s := range states {
-			if s == StateFailed {
+			if s == view.StateFailed {
 				t.Fatalf("states %v: a drain is no failure", states)
 			}
 		}
@@ -139,7 +139,7 @@ func TestDrainMovesWithItsGrace(t *testing.T) {
 		detail, _ := h.loop.Workspace(ref)
 		said := false
 		for _, tr := range detail.History {
-			said = said || (tr.To == StateStarting && tr.Reason == "moved: node "+from+" is draining")
+			said = said || (tr.To == view.StateStarting && tr.Reason == "moved: node "+from+" is draining")
 		}
 		if !said {
 			t.Errorf("no Starting transition said it moved off the draining node: %+v", detail.History)
@@ -161,7 +161,7 @@ func TestUnhealthyGPUMoves(t *testing.T) {
 		}
 		h.loop.Once(t.Context())
 		st := h.status(t, ref)
-		if want := "moving: GPU " + gpu + " on node " + from + " is unhealthy"; st.State != StateMoving || st.Reason != want {
+		if want := "moving: GPU " + gpu + " on node " + from + " is unhealthy"; st.State != view.StateMoving || st.Reason != want {
 			t.Fatalf("%s %q; want Moving %q", st.State, st.Reason, want)
 		}
 		h.runUntil(t, ref, from)
@@ -179,7 +179,7 @@ func TestNodeLossIsRetriedNotFailed(t *testing.T) {
 		}
 		h.loop.Once(t.Context())
 		st := h.status(t, ref)
-		if st.State != StateStarting || st.Node != other(from) || !strings.Contains(st.Reason, "node "+from) ||
+		if st.State != view.StateStarting || st.Node != other(from) || !strings.Contains(st.Reason, "node "+from) ||
 			!strings.Contains(st.Reason, "attempt 1 of 5") {
 			t.Fatalf("after the node went down: %s on %s, %q; want Starting on %s, naming the node and the attempt", st.State, st.Node, st.Reason, other(from))
 		}
@@ -188,7 +188,7 @@ func TestNodeLossIsRetriedNotFailed(t *testing.T) {
 		}
 		detail, _ := h.loop.Workspace(ref)
 		for _, tr := range detail.History {
-			if tr.To == StateFailed {
+			if tr.To == view.StateFailed {
 				t.Fatalf("transition %+v: a lost node is no failure of the workspace", tr)
 			}
 		}
@@ -260,9 +260,20 @@ func TestNodeFaultsBackOffThenFail(t *testing.T) {
 
 // failures reads berth_workspace_failures_total{class}.
 func failures(l *Loop, class string) float64 {
-	var m dto.Metric
-	_ = l.cfg.Metrics.failures.WithLabelValues(class).Write(&m)
-	return m.GetCounter().GetValue()
+	mfs, _ := l.cfg.Metrics.Registry.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() != "berth_workspace_failures_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "class" && lp.GetValue() == class {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // TestNodeFaultCountsWorkSinceCheckpoint: where the driver reports no
@@ -281,7 +292,7 @@ func TestNodeFaultCountsWorkSinceCheckpoint(t *testing.T) {
 		w.Spec.Checkpoint.Interval = tt.interval
 		set := withWorkspaces(w)
 		at := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
-		l.records[w.Ref()] = &record{status: WorkspaceStatus{Project: "med", Name: "train", State: StateRunning, Since: at}, held: true}
+		l.records[w.Ref()] = &record{status: view.WorkspaceStatus{Project: "med", Name: "train", State: view.StateRunning, Since: at}, held: true}
 		snap := &drivers.Snapshot{
 			Nodes: []drivers.Node{{Name: "n", Status: "down"}},
 			Exits: []drivers.Exit{{Workspace: w.Ref(), Failed: true, Class: drivers.EndNodeFault, Node: "n",

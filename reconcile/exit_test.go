@@ -9,6 +9,7 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/view"
 )
 
 // TestEndedRunsAreNotStartedAgain: a task that exits 0 is Completed and a
@@ -44,7 +45,7 @@ func TestEndedRunsAreNotStartedAgain(t *testing.T) {
 			}
 			return res
 		}
-		want := func(st State, reason string) {
+		want := func(st view.State, reason string) {
 			t.Helper()
 			d, _ := h.loop.Workspace(ref)
 			if d.Workspace.State != st || !strings.Contains(d.Workspace.Reason, reason) {
@@ -54,7 +55,7 @@ func TestEndedRunsAreNotStartedAgain(t *testing.T) {
 		cycle()
 		h.sleep(sim.DefaultStartDelay + time.Second)
 		cycle()
-		want(StateRunning, "")
+		want(view.StateRunning, "")
 
 		// 1. Exit 0: Completed, and it stays so (a new revision that
 		// leaves its task alone changes nothing).
@@ -62,7 +63,7 @@ func TestEndedRunsAreNotStartedAgain(t *testing.T) {
 		if n := starts(cycle()); n != 0 {
 			t.Errorf("started again at once after exit 0")
 		}
-		want(StateCompleted, "exited 0")
+		want(view.StateCompleted, "exited 0")
 		h.source.set("r1-comment")
 		for range 3 {
 			h.sleep(time.Second)
@@ -70,7 +71,7 @@ func TestEndedRunsAreNotStartedAgain(t *testing.T) {
 				t.Fatalf("a completed workspace was started again")
 			}
 		}
-		want(StateCompleted, "exited 0")
+		want(view.StateCompleted, "exited 0")
 
 		// 2. Its task changes: it runs again; then it exits 3: Failed.
 		h.source.set("r2")
@@ -79,10 +80,10 @@ func TestEndedRunsAreNotStartedAgain(t *testing.T) {
 		}
 		h.sleep(sim.DefaultStartDelay + time.Second)
 		cycle()
-		want(StateRunning, "")
+		want(view.StateRunning, "")
 		h.cluster.Exit(ref, 3)
 		cycle()
-		want(StateFailed, "code 3")
+		want(view.StateFailed, "code 3")
 		for range 3 {
 			h.sleep(time.Second)
 			if n := starts(cycle()); n != 0 {
@@ -90,7 +91,7 @@ func TestEndedRunsAreNotStartedAgain(t *testing.T) {
 			}
 		}
 		d, _ := h.loop.Workspace(ref)
-		if got := Explain(d.Workspace, d.History, time.Time{}); !strings.Contains(strings.Join(got, " "), "code 3") {
+		if got := view.Explain(d.Workspace, d.History, time.Time{}); !strings.Contains(strings.Join(got, " "), "code 3") {
 			t.Errorf("explain: %q", got)
 		}
 
@@ -100,7 +101,7 @@ func TestEndedRunsAreNotStartedAgain(t *testing.T) {
 		if len(res.Applied) != 1 || res.Applied[0].Kind != drivers.ActionStop {
 			t.Errorf("Stopped after a failure applied %v, want one stop that clears the ended run", res.Applied)
 		}
-		want(StateStopped, "")
+		want(view.StateStopped, "")
 		h.source.set("r4")
 		if n := starts(cycle()); n != 1 {
 			t.Fatalf("Stopped → Running did not start it again")

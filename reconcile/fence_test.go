@@ -12,6 +12,7 @@ import (
 	"github.com/berth-dev/berth/internal/clock"
 	"github.com/berth-dev/berth/leader"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/view"
 )
 
 // A follower's loop observes and decides but writes nothing, shows the
@@ -50,7 +51,7 @@ func TestFollowerWritesNothing(t *testing.T) {
 			t.Errorf("the follower's status names %+v, want other", st.Leader)
 		}
 		d, ok := follower.Workspace(schema.Ref{Project: "med", Name: "a"})
-		if !ok || len(d.History) != 2 || d.Workspace.State != StateRunning {
+		if !ok || len(d.History) != 2 || d.Workspace.State != view.StateRunning {
 			t.Errorf("the follower shows %+v, want the leader's two transitions", d)
 		}
 		// other is gone; me takes over and writes.

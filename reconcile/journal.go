@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/view"
 )
 
 // The journal is the loop's memory of each workspace kept in the Store
@@ -31,7 +32,7 @@ const journalTransitions = 32
 type journalEntry struct {
 	// History holds its last transitions, oldest first; the last gives
 	// its state and since when.
-	History []Transition `json:"history,omitempty"`
+	History []view.Transition `json:"history,omitempty"`
 	// WorkLost is the work it lost over all its runs.
 	WorkLost time.Duration `json:"workLost,omitempty"`
 	// Held, Gone, LastProgress and Resumed are record's fields of the same
@@ -48,9 +49,9 @@ type journalEntry struct {
 	// Faults and EndSeen are record's fields of the same names, and
 	// LastEnd its status's: a restarted berth counts the node's faults
 	// in a row on from where it was.
-	Faults  int        `json:"faults,omitempty"`
-	EndSeen bool       `json:"endSeen,omitempty"`
-	LastEnd *EndStatus `json:"lastEnd,omitempty"`
+	Faults  int             `json:"faults,omitempty"`
+	EndSeen bool            `json:"endSeen,omitempty"`
+	LastEnd *view.EndStatus `json:"lastEnd,omitempty"`
 }
 
 // journalSig is what a record's journal encoding was made from.
@@ -62,14 +63,12 @@ type journalSig struct {
 	absentSince            time.Time
 	faults                 int
 	endSeen                bool
-	lastEnd                *EndStatus
+	lastEnd                *view.EndStatus
 }
 
 // journal encodes the loop's memory for the Store at now. The caller
 // holds no lock.
 func (l *Loop) journal(now time.Time) map[schema.Ref]json.RawMessage {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	out := make(map[schema.Ref]json.RawMessage, len(l.records))
 	for ref, rec := range l.records {
 		e := journalEntry{WorkLost: rec.status.WorkLost.D(), Held: rec.held, Gone: rec.gone, LastProgress: rec.lastProgress, Resumed: rec.resumed,
@@ -110,7 +109,7 @@ func (l *Loop) journal(now time.Time) map[schema.Ref]json.RawMessage {
 func (l *Loop) restore(j map[schema.Ref]json.RawMessage) {
 	records := make(map[schema.Ref]*record, len(j))
 	absent := map[schema.Ref]*absence{}
-	var all []WorkspaceTransition
+	var all []view.WorkspaceTransition
 	for ref, raw := range j {
 		var e journalEntry
 		if err := json.Unmarshal(raw, &e); err != nil {
@@ -119,7 +118,7 @@ func (l *Loop) restore(j map[schema.Ref]json.RawMessage) {
 		}
 		rec := &record{history: e.History, held: e.Held, gone: e.Gone, lastProgress: e.LastProgress, resumed: e.Resumed,
 			faults: e.Faults, endSeen: e.EndSeen,
-			status: WorkspaceStatus{Project: ref.Project, Name: ref.Name, WorkLost: Seconds(e.WorkLost), LastEnd: e.LastEnd}}
+			status: view.WorkspaceStatus{Project: ref.Project, Name: ref.Name, WorkLost: view.Seconds(e.WorkLost), LastEnd: e.LastEnd}}
 		if n := len(e.History); n > 0 {
 			last := e.History[n-1]
 			rec.status.State, rec.status.Since, rec.status.Reason = last.To, last.At, last.Reason
@@ -131,12 +130,10 @@ func (l *Loop) restore(j map[schema.Ref]json.RawMessage) {
 			absent[ref] = &absence{since: e.AbsentSince, purged: e.Purged}
 		}
 		for _, t := range e.History {
-			all = append(all, WorkspaceTransition{Workspace: ref, Transition: t})
+			all = append(all, view.WorkspaceTransition{Workspace: ref, Transition: t})
 		}
 	}
-	l.mu.Lock()
 	l.records, l.absent = records, absent
-	l.mu.Unlock()
 
 	l.feed.mu.Lock()
 	empty := len(l.feed.events) == 0

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/berth-dev/berth/view"
 )
 
 // TestSameJournalEntryFastPath: entries that differ in LastProgress alone
@@ -18,7 +20,7 @@ func TestSameJournalEntryFastPath(t *testing.T) {
 		return b
 	}
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	base := journalEntry{History: []Transition{{At: at, To: StateRunning, Reason: `said "lastProgress":5`}}, Held: true, LastProgress: time.Minute}
+	base := journalEntry{History: []view.Transition{{At: at, To: view.StateRunning, Reason: `said "lastProgress":5`}}, Held: true, LastProgress: time.Minute}
 	for name, tc := range map[string]struct {
 		b    journalEntry
 		want bool
@@ -26,7 +28,7 @@ func TestSameJournalEntryFastPath(t *testing.T) {
 		"progress only":       {journalEntry{History: base.History, Held: true, LastProgress: time.Hour}, true},
 		"progress gone":       {journalEntry{History: base.History, Held: true}, true},
 		"held differs":        {journalEntry{History: base.History, LastProgress: time.Minute}, false},
-		"reason differs":      {journalEntry{History: []Transition{{At: at, To: StateRunning, Reason: `said "lastProgress":6`}}, Held: true, LastProgress: time.Minute}, false},
+		"reason differs":      {journalEntry{History: []view.Transition{{At: at, To: view.StateRunning, Reason: `said "lastProgress":6`}}, Held: true, LastProgress: time.Minute}, false},
 		"progress and resume": {journalEntry{History: base.History, Held: true, LastProgress: time.Hour, Resumed: "x"}, false},
 	} {
 		if got := sameJournalEntry(enc(base), enc(tc.b)); got != tc.want {

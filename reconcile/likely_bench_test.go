@@ -9,6 +9,7 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/view"
 )
 
 // BenchmarkPredictAll measures what run times and likely starts add to
@@ -50,9 +51,9 @@ func BenchmarkPredictAll(b *testing.B) {
 		}
 		set.Workspaces = append(set.Workspaces, w)
 		wd := policies.WorkspaceDecision{Ref: w.Ref(), Verdict: policies.VerdictWait, Queue: i + 1}
-		st := StatePending
+		st := view.StatePending
 		if i < running {
-			wd.Verdict, wd.Queue, st = policies.VerdictRun, 0, StateRunning
+			wd.Verdict, wd.Queue, st = policies.VerdictRun, 0, view.StateRunning
 			gpus := []string{}
 			for range w.Spec.Resources.GPUs {
 				gpus = append(gpus, fmt.Sprintf("n%04d-g%d", slot/8, slot%8))
@@ -62,7 +63,7 @@ func BenchmarkPredictAll(b *testing.B) {
 				Phase: drivers.AllocRunning, StartedAt: now.Add(-time.Hour)})
 		}
 		d.Workspaces = append(d.Workspaces, wd)
-		l.records[w.Ref()] = &record{status: WorkspaceStatus{Project: w.Meta.Project, Name: w.Meta.Name, State: st}}
+		l.records[w.Ref()] = &record{status: view.WorkspaceStatus{Project: w.Meta.Project, Name: w.Meta.Name, State: st}}
 	}
 	set.Sort()
 	slices.SortFunc(d.Workspaces, func(a, b policies.WorkspaceDecision) int { return a.Ref.Compare(b.Ref) }) // as Decide returns them

@@ -9,6 +9,7 @@ import (
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/view"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -41,7 +42,7 @@ func TestLikelyStart(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		ws := func(name string) WorkspaceDetail {
+		ws := func(name string) view.WorkspaceDetail {
 			t.Helper()
 			d, ok := h.loop.Workspace(schema.Ref{Project: "med", Name: name})
 			if !ok {
@@ -101,7 +102,7 @@ func TestLikelyStart(t *testing.T) {
 		}
 		h.sleep(sim.DefaultStartDelay + time.Second)
 		cycle()
-		if st := ws("b").Workspace.State; st != StateRunning {
+		if st := ws("b").Workspace.State; st != view.StateRunning {
 			t.Fatalf("b is %s, want Running", st)
 		}
 		if rt := ws("b").Workspace.RunTime; rt == nil || rt.PastRuns != 1 || rt.Basis != "its project's runs" {
@@ -177,31 +178,5 @@ func TestLikelyStartQuotaBound(t *testing.T) {
 	got := d.Workspace.LikelyStart.Text(h.loop.Status().LastReconcile.At)
 	if want := "unknown: its project's quota holds it back, not free GPUs; no run time known for 1 running workspace; overdue in 72h"; got != want {
 		t.Errorf("med/b: %q, want %q", got, want)
-	}
-}
-
-// TestOverdueText: the wait bound's clause and sentence, before and
-// after a workspace is overdue, and none with the bound off.
-func TestOverdueText(t *testing.T) {
-	at := time.Date(2026, 3, 5, 9, 0, 0, 0, time.UTC)
-	l := &LikelyStart{Known: true, Earliest: at.Add(-2 * time.Hour), Likely: at.Add(-2 * time.Hour), Latest: at.Add(-2 * time.Hour), Stated: 1, OverdueAt: at}
-	for _, tc := range []struct {
-		now           time.Time
-		text, explain string
-	}{
-		{at.Add(-51 * time.Hour), "in 49h (from 1 stated duration); overdue in 51h", "The wait bound (aging.maxWait) makes it overdue at 2026-03-05 09:00:00, in 51h: from then the starvation guard holds GPUs"},
-		{at.Add(time.Hour), "now: the GPUs it needs are free; overdue", "It is overdue since 2026-03-05 09:00:00 (past aging.maxWait): the starvation guard holds GPUs"},
-	} {
-		if got := l.Text(tc.now); got != tc.text {
-			t.Errorf("at %v: %q, want %q", tc.now, got, tc.text)
-		}
-		if got := overdueSentence(l, tc.now); !strings.HasPrefix(got, tc.explain) {
-			t.Errorf("at %v: explain %q, want it to start %q", tc.now, got, tc.explain)
-		}
-	}
-	off := *l
-	off.OverdueAt = time.Time{}
-	if got := off.Text(at); strings.Contains(got, "overdue") || overdueSentence(&off, at) != "" {
-		t.Errorf("bound off: %q, %q", got, overdueSentence(&off, at))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
@@ -18,6 +19,7 @@ import (
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
+	"github.com/berth-dev/berth/view"
 )
 
 // DecideFunc is the decision engine (policies.Decide).
@@ -56,7 +58,7 @@ type Config struct {
 	// transition's log record (for JSON logs); the message has them anyway.
 	LogTransitionFields bool
 	// Metrics receives the loop's figures; nil makes a private set.
-	Metrics *Metrics
+	Metrics *view.Metrics
 	// Clock times the loop (default clock.Real): its cycles, the waits
 	// between them, the backoffs, and the age /healthz reports. The
 	// decisions' now is the cluster's clock (a snapshot's ObservedAt).
@@ -153,20 +155,23 @@ type Loop struct {
 	cfg Config
 	log *slog.Logger
 
-	cycle sync.Mutex // one Once at a time
+	// cycle is the one lock: one Once (or Run's last save) at a time.
+	// Every field below is the cycle's own; readers see none of them, only
+	// the model the cycle publishes at its end (publishModel).
+	cycle sync.Mutex
+	model atomic.Pointer[view.Model]
 
-	mu      sync.Mutex
 	good    *schema.Set
-	goodRev *RevisionStatus
+	goodRev *view.RevisionStatus
 	// observedAt is the cluster's time at the last observation.
 	observedAt time.Time
-	attempted  *RevisionStatus
+	attempted  *view.RevisionStatus
 	absent     map[schema.Ref]*absence // workspaces out of the specs (prune.go)
 	records    map[schema.Ref]*record
 	rejected   map[schema.Ref]rejection
-	projects   []ProjectStatus
-	last       *CycleStatus
-	view       view // the last cycle's inputs, for the dashboard
+	projects   []view.ProjectStatus
+	last       *view.CycleStatus
+	view       view.Inputs // the last cycle's inputs, for the dashboard
 
 	feed *feed // the dashboard's event feed (events.go)
 
@@ -194,7 +199,7 @@ type Loop struct {
 	// dry: the cycle is berth plan's (DryRun); it saves no history.
 	dry bool
 	// runs are the runs that completed in this cycle's record, for
-	// History.RunTimes (likely.go); guarded by mu.
+	// History.RunTimes (likely.go).
 	runs []policies.Run
 }
 
@@ -245,20 +250,22 @@ func New(cfg Config) (*Loop, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Metrics == nil {
-		cfg.Metrics = NewMetrics()
+		cfg.Metrics = view.NewMetrics()
 	}
 	if cfg.Leader != nil {
 		// The lease can lapse mid-cycle: every write checks it.
 		cfg.Cluster = fencedCluster{Cluster: cfg.Cluster, lead: cfg.Leader, clock: cfg.Clock}
 		cfg.Store = fencedStore{Store: cfg.Store, lead: cfg.Leader, clock: cfg.Clock}
-		cfg.Metrics.leader(cfg.Leader)
+		cfg.Metrics.Leader(cfg.Leader.Leading)
 	}
-	return &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}, rejected: map[schema.Ref]rejection{}, feed: newFeed(cfg.FeedBuffer),
-		started: cfg.Clock.Now()}, nil
+	l := &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}, rejected: map[schema.Ref]rejection{}, feed: newFeed(cfg.FeedBuffer),
+		started: cfg.Clock.Now()}
+	l.publishModel() // readers never find none
+	return l, nil
 }
 
 // Metrics returns the loop's metrics.
-func (l *Loop) Metrics() *Metrics { return l.cfg.Metrics }
+func (l *Loop) Metrics() *view.Metrics { return l.cfg.Metrics }
 
 // StalledError says the loop cannot go on until the specs change: there
 // is no valid revision to apply.
@@ -276,7 +283,7 @@ type Result struct {
 	// Revision is the revision in force.
 	Revision string
 	// Refused is the newest revision when it was invalid (and not applied).
-	Refused *RevisionStatus
+	Refused *view.RevisionStatus
 	Plan    plan.Plan
 	// Applied are the actions the cluster accepted, in order.
 	Applied []drivers.Action
@@ -291,19 +298,13 @@ type Result struct {
 	// none waits); Run runs a cycle by then.
 	RetryAt time.Time
 	// Transitions are the state changes this cycle recorded.
-	Transitions []WorkspaceTransition
+	Transitions []view.WorkspaceTransition
 	// ObservedAt is the cluster's time of the cycle's snapshot (zero when
 	// it did not get that far).
 	ObservedAt time.Time
 	// Settling: something is on its way (starting, stopping, waiting); the
 	// next cycle should come soon.
 	Settling bool
-}
-
-// WorkspaceTransition is a Transition of a named workspace.
-type WorkspaceTransition struct {
-	Workspace schema.Ref `json:"workspace"`
-	Transition
 }
 
 // Once runs one cycle. Its steps, as once and Once call them (cycle.go):
@@ -327,7 +328,9 @@ type WorkspaceTransition struct {
 //     a follower's cycle ends here: it never prunes or saves;
 //  12. prune the workspaces out of the specs;
 //  13. save the history;
-//  14. report the cycle (status, metrics);
+//  14. report the cycle (status, metrics) and publish the read model
+//     (view.Model: what StatusPage, Workspace, Health and the dashboard
+//     read);
 //  15. publish its transitions to the dashboards.
 //
 // An action that fails for its own workspace (invalid, unplaceable, a
@@ -355,6 +358,7 @@ func (l *Loop) Once(ctx context.Context) (Result, error) {
 		err = fmt.Errorf("the cycle ran for %s, its limit, and was cut (what it applied is kept; the next cycle observes again): %w", l.cfg.CycleTimeout, err)
 	}
 	l.report(res, err, started) // 14
+	l.publishModel()            // 14
 	l.publish(res.Transitions)  // 15
 	return res, err
 }
@@ -401,10 +405,8 @@ func (l *Loop) once(ctx, outer context.Context) (*cycle, error) {
 // succeeded).
 func (l *Loop) report(res Result, err error, started time.Time) {
 	end := l.cfg.Clock.Now()
-	l.cfg.Metrics.observeCycle(end.Sub(started), err)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.last = &CycleStatus{At: res.ObservedAt, Duration: Seconds(end.Sub(started)), Actions: len(res.Applied)}
+	l.cfg.Metrics.ObserveCycle(end.Sub(started), err)
+	l.last = &view.CycleStatus{At: res.ObservedAt, Duration: view.Seconds(end.Sub(started)), Actions: len(res.Applied)}
 	if err != nil {
 		l.last.Error = err.Error()
 	} else {
@@ -457,9 +459,7 @@ func sameHistory(a, b drivers.History) bool {
 // force: adoptRevision decides), else the last good one (nil when there is none).
 // Only I/O failures are errors.
 func (l *Loop) load(rev source.Revision) (*schema.Set, error) {
-	l.mu.Lock()
 	good, attempted := l.good, l.attempted
-	l.mu.Unlock()
 	if good != nil && good.Revision == rev.ID {
 		l.setAttempted(nil)
 		return good, nil
@@ -482,17 +482,15 @@ func (l *Loop) load(rev source.Revision) (*schema.Set, error) {
 		// Refused before this cycle observes: at the cluster's time of the
 		// last observation (the status's one clock), or this machine's
 		// before the first.
-		l.mu.Lock()
 		now := l.observedAt
-		l.mu.Unlock()
 		if now.IsZero() {
 			now = l.cfg.Clock.Now()
 		}
 		if len(problems) == 0 {
 			problems = []string{"the specs are invalid"}
 		}
-		l.setAttempted(&RevisionStatus{ID: rev.ID, LoadedAt: now, Errors: slices.Clone(problems)})
-		l.cfg.Metrics.revision(rev.ID, false)
+		l.setAttempted(&view.RevisionStatus{ID: rev.ID, LoadedAt: now, Errors: slices.Clone(problems)})
+		l.cfg.Metrics.Revision(rev.ID, false)
 		kept := "no earlier revision is in force"
 		if good != nil {
 			kept = good.Revision + " stays in force"
@@ -504,10 +502,8 @@ func (l *Loop) load(rev source.Revision) (*schema.Set, error) {
 	return set, nil       // in force once adopted (prune.go)
 }
 
-func (l *Loop) setAttempted(a *RevisionStatus) {
-	l.mu.Lock()
+func (l *Loop) setAttempted(a *view.RevisionStatus) {
 	l.attempted = a
-	l.mu.Unlock()
 }
 
 // record derives each workspace's state from the decision, the snapshot,
@@ -517,7 +513,7 @@ func (l *Loop) setAttempted(a *RevisionStatus) {
 // resume, the transitions and their log, the completed runs, the
 // projects' status and the metrics.
 func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decision, hist *drivers.History,
-	ends endsOutcome, applied []drivers.Action, deferred []schema.Ref, now time.Time) []WorkspaceTransition {
+	ends endsOutcome, applied []drivers.Action, deferred []schema.Ref, now time.Time) []view.WorkspaceTransition {
 	decisions := map[schema.Ref]*policies.WorkspaceDecision{}
 	for i := range d.Workspaces {
 		decisions[d.Workspaces[i].Ref] = &d.Workspaces[i]
@@ -538,8 +534,6 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 	}
 	finished, retrying := ends.finished, ends.retrying
 
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	refs := map[schema.Ref]bool{}
 	for _, w := range set.Workspaces {
 		refs[w.Ref()] = true
@@ -550,12 +544,12 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 	for r := range l.records {
 		refs[r] = true
 	}
-	var out []WorkspaceTransition
+	var out []view.WorkspaceTransition
 	for _, ref := range schema.SortedRefs(refs) {
 		rec := l.records[ref]
 		known := rec != nil
 		if !known {
-			rec = &record{status: WorkspaceStatus{Project: ref.Project, Name: ref.Name}}
+			rec = &record{status: view.WorkspaceStatus{Project: ref.Project, Name: ref.Name}}
 		}
 		prev := rec.status.State
 		st := rec.status
@@ -563,13 +557,13 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 		own := allocs[ref]
 		pre, wasPreempted := hist.Preempted[ref]
 		if len(own) > 0 {
-			st.Progress = Seconds(own[0].Progress)
+			st.Progress = view.Seconds(own[0].Progress)
 			st.Revision = own[0].Revision
 			if !drivers.AllStopping(own) && rec.gone {
 				kept := own[0].ResumedFrom
 				lost := max(0, rec.lastProgress-kept)
-				st.WorkLost += Seconds(lost)
-				l.cfg.Metrics.lost(set, ref, lost)
+				st.WorkLost += view.Seconds(lost)
+				l.cfg.Metrics.Lost(set, ref, lost)
 				rec.gone = false
 				rec.resumed = resumedText(wasPreempted, kept, lost, rec.lastProgress > 0 || own[0].Progress > 0)
 			}
@@ -594,22 +588,22 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 		if !known && spec == nil && len(own) == 0 {
 			continue // gone from the specs before berth saw it
 		}
-		if failed && st.State != StateFailed {
-			t := Transition{At: now, From: prev, To: StateFailed, Reason: reasonFailed,
+		if failed && st.State != view.StateFailed {
+			t := view.Transition{At: now, From: prev, To: view.StateFailed, Reason: reasonFailed,
 				Progress: st.Progress, WorkLost: st.WorkLost}
 			rec.history = append(rec.history, t)
-			out = append(out, WorkspaceTransition{Workspace: ref, Transition: t})
+			out = append(out, view.WorkspaceTransition{Workspace: ref, Transition: t})
 			l.logTransition(ref, t)
-			prev = StateFailed
+			prev = view.StateFailed
 		}
 		if st.State != prev {
 			st.Since = now
-			t := Transition{At: now, From: prev, To: st.State, Reason: st.Reason, Node: st.Node,
+			t := view.Transition{At: now, From: prev, To: st.State, Reason: st.Reason, Node: st.Node,
 				GPUs: slices.Clone(st.GPUs), PreemptedBy: st.PreemptedBy, Progress: st.Progress, WorkLost: st.WorkLost}
 			rec.history = append(rec.history, t)
-			out = append(out, WorkspaceTransition{Workspace: ref, Transition: t})
+			out = append(out, view.WorkspaceTransition{Workspace: ref, Transition: t})
 			l.logTransition(ref, t)
-			if st.State == StateCompleted && spec != nil {
+			if st.State == view.StateCompleted && spec != nil {
 				end := ended.At
 				if end.IsZero() || end.After(now) {
 					end = now
@@ -622,25 +616,27 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 		l.records[ref] = rec
 	}
 	l.projects = projectStatus(set, snap, hist)
-	l.cfg.Metrics.observeStatus(l.records, l.projects, now)
+	l.cfg.Metrics.ObserveStatus(func(yield func(*view.WorkspaceStatus) bool) {
+		for _, rec := range l.records {
+			if !yield(&rec.status) {
+				return
+			}
+		}
+	}, l.projects, now)
 	return out
 }
-
-// ReasonExited is the ReasonKind of a workspace whose task ended on its
-// own (Completed, or Failed with its exit code): it does not wait to run.
-const ReasonExited = "exited"
 
 // endedState is the state and reason of a workspace whose run ended for
 // good (settleEnds): Completed when every task exited 0, else Failed with
 // the exit code and the cluster's message, or, after the node's faults
 // in a row, with the last one.
-func endedState(e drivers.Exit) (State, string) {
+func endedState(e drivers.Exit) (view.State, string) {
 	again := "; berth does not run it again until its spec changes (or it is set Stopped, then Running)"
 	if !e.Failed {
-		return StateCompleted, "its task exited 0" + again
+		return view.StateCompleted, "its task exited 0" + again
 	}
 	if e.Class == drivers.EndNodeFault {
-		return StateFailed, fmt.Sprintf("its runs ended by the node's fault %d times in a row, the last: %s", drivers.NodeFaultAttempts+1, faultWhere(e)) + again
+		return view.StateFailed, fmt.Sprintf("its runs ended by the node's fault %d times in a row, the last: %s", drivers.NodeFaultAttempts+1, faultWhere(e)) + again
 	}
 	r := "its task failed"
 	if e.ExitCode != 0 {
@@ -652,7 +648,7 @@ func endedState(e drivers.Exit) (State, string) {
 	if e.Restarts > 0 {
 		r += fmt.Sprintf(" after %d restart(s)", e.Restarts)
 	}
-	return StateFailed, r + again
+	return view.StateFailed, r + again
 }
 
 // resumedText says how a workspace came back after its allocations were
@@ -668,6 +664,8 @@ func resumedText(preempted bool, kept, lost time.Duration, known bool) string {
 	return "started again (the driver does not report progress)"
 }
 
+func round(d time.Duration) string { return d.Round(time.Second).String() }
+
 func preemptReason(a drivers.Action) string {
 	if a.Reason != "" {
 		return a.Reason
@@ -675,7 +673,7 @@ func preemptReason(a drivers.Action) string {
 	return "preempted by " + a.By.String()
 }
 
-func (l *Loop) logTransition(ref schema.Ref, t Transition) {
+func (l *Loop) logTransition(ref schema.Ref, t view.Transition) {
 	from := string(t.From)
 	if from == "" {
 		from = "new"
@@ -707,7 +705,7 @@ func (l *Loop) logTransition(ref schema.Ref, t Transition) {
 }
 
 // projectStatus reports each project's quota, usage and share.
-func projectStatus(set *schema.Set, snap *drivers.Snapshot, hist *drivers.History) []ProjectStatus {
+func projectStatus(set *schema.Set, snap *drivers.Snapshot, hist *drivers.History) []view.ProjectStatus {
 	used := map[string]int{}
 	usedCPU, usedMem := map[string]int64{}, map[string]int64{}
 	for _, a := range snap.Allocs {
@@ -726,9 +724,9 @@ func projectStatus(set *schema.Set, snap *drivers.Snapshot, hist *drivers.Histor
 		weights += policies.Weight(p)
 		usage += hist.Usage[p.Meta.Name]
 	}
-	out := make([]ProjectStatus, 0, len(set.Projects))
+	out := make([]view.ProjectStatus, 0, len(set.Projects))
 	for _, p := range set.Projects {
-		ps := ProjectStatus{
+		ps := view.ProjectStatus{
 			Name: p.Meta.Name, Tier: p.Spec.Tier, QuotaGPUs: p.Spec.Quota.GPUs,
 			UsedGPUs: used[p.Meta.Name], DecayedUsage: hist.Usage[p.Meta.Name],
 		}
@@ -766,113 +764,61 @@ func projectStatus(set *schema.Set, snap *drivers.Snapshot, hist *drivers.Histor
 
 // Status returns the current status with every workspace; the caller
 // owns the copy.
-func (l *Loop) Status() Status { return l.StatusPage(schema.Ref{}, 0) }
+func (l *Loop) Status() view.Status { return l.StatusPage(schema.Ref{}, 0) }
 
 // StatusPage is Status listing only the workspaces after after (in
 // project, then name order; the zero Ref: from the first), at most limit
 // of them (0 or less: all). Next names the last one listed when more
-// follow; Summary always counts every workspace.
-func (l *Loop) StatusPage(after schema.Ref, limit int) Status {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := Status{Version: APIVersion, Clock: "cluster", Berth: l.cfg.BerthVersion, Cluster: l.cfg.ClusterName,
-		Projects: slices.Clone(l.projects), Workspaces: []WorkspaceStatus{}}
-	if s.Projects == nil {
-		s.Projects = []ProjectStatus{}
-	}
-	if l.goodRev != nil {
-		r := *l.goodRev
-		s.Revision = &r
-	}
-	s.Attempted = l.refusedLocked()
-	if l.last != nil {
-		c := *l.last
-		s.LastReconcile = &c
-	}
-	s.Source = l.sourceStatus()
+// follow; Summary always counts every workspace. It reads the model the
+// last cycle published (view.Model.Page) and takes no lock of the loop's;
+// the source's and the election's status are asked now.
+func (l *Loop) StatusPage(after schema.Ref, limit int) view.Status {
+	m := l.model.Load()
+	s := m.Page(after, limit)
+	s.Source = l.sourceStatus(m)
 	if l.cfg.Leader != nil {
 		ls := l.cfg.Leader.LeaderStatus()
 		s.Leader = &ls
 	}
-	refs := slices.SortedFunc(maps.Keys(l.records), func(a, b schema.Ref) int {
-		if a.Less(b) {
-			return -1
-		}
-		if b.Less(a) {
-			return 1
-		}
-		return 0
-	})
-	s.Summary = summarize(refs, l.records)
-	from := 0
-	if after != (schema.Ref{}) {
-		from, _ = slices.BinarySearchFunc(refs, after, func(r, target schema.Ref) int {
-			if r.Less(target) || r == target {
-				return -1
-			}
-			return 1
-		})
-	}
-	to := len(refs)
-	if limit > 0 && from+limit < to {
-		to = from + limit
-		s.Next = refs[to-1].String()
-	}
-	for _, ref := range refs[from:to] {
-		w := l.records[ref].status
-		w.GPUs = slices.Clone(w.GPUs)
-		s.Workspaces = append(s.Workspaces, w)
-	}
 	return s
 }
 
-// summarize counts the workspaces of records, whose keys refs holds
-// sorted.
-func summarize(refs []schema.Ref, records map[schema.Ref]*record) *StatusSummary {
-	sum := &StatusSummary{Workspaces: len(refs), States: map[State]int{}, Projects: []ProjectCount{}}
-	for _, ref := range refs {
-		st := records[ref].status.State
-		sum.States[st]++
-		if n := len(sum.Projects); n == 0 || sum.Projects[n-1].Name != ref.Project {
-			sum.Projects = append(sum.Projects, ProjectCount{Name: ref.Project, States: map[State]int{}})
-		}
-		p := &sum.Projects[len(sum.Projects)-1]
-		p.Workspaces++
-		p.States[st]++
-	}
-	return sum
+// Workspace returns one workspace's status, history and explanation, as
+// the last cycle published them; false when berth knows no such
+// workspace.
+func (l *Loop) Workspace(ref schema.Ref) (view.WorkspaceDetail, bool) {
+	return l.model.Load().Workspace(ref)
 }
 
-// Workspace returns one workspace's status, history and explanation;
-// false when berth knows no such workspace.
-func (l *Loop) Workspace(ref schema.Ref) (WorkspaceDetail, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	rec, ok := l.records[ref]
-	if !ok {
-		return WorkspaceDetail{}, false
+// Model returns the read model the last cycle published. It is never
+// mutated: the caller must not change it either (its methods return
+// copies).
+func (l *Loop) Model() *view.Model { return l.model.Load() }
+
+// publishModel builds the read model of what the loop knows now and
+// publishes it: Once's last step before the dashboards' delta. The
+// model shares with the records only what the loop never writes again
+// (it replaces a workspace's GPUs, pointers and history slices; it only
+// appends to a history past the end the model holds).
+func (l *Loop) publishModel() {
+	refs := make([]schema.Ref, 0, len(l.records))
+	for ref := range l.records {
+		refs = append(refs, ref)
 	}
-	r := rec.clone()
-	d := WorkspaceDetail{Version: APIVersion, Workspace: r.status, History: r.history, Explanation: Explain(r.status, r.history, l.observedAt)}
-	if d.History == nil {
-		d.History = []Transition{}
+	slices.SortFunc(refs, schema.Ref.Compare)
+	m := &view.Model{Berth: l.cfg.BerthVersion, Cluster: l.cfg.ClusterName, Revision: l.goodRev, Attempted: l.attempted,
+		LastReconcile: l.last, LastOK: l.lastOK, ObservedAt: l.observedAt, Projects: l.projects, Inputs: l.view,
+		Workspaces: make([]view.WorkspaceStatus, len(refs)), Histories: make([][]view.Transition, len(refs))}
+	for i, ref := range refs {
+		rec := l.records[ref]
+		m.Workspaces[i], m.Histories[i] = rec.status, slices.Clip(rec.history)
 	}
-	if d.Explanation == nil {
-		d.Explanation = []string{}
-	}
-	return d, true
+	l.model.Store(m)
 }
 
-// refused returns a copy of the newest refused revision, or nil.
-func (l *Loop) refused() *RevisionStatus {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.refusedLocked()
-}
-
-// refusedLocked is refused with l.mu held. The copy shares nothing with
-// the loop, so callers may keep it.
-func (l *Loop) refusedLocked() *RevisionStatus {
+// refused returns a copy of the newest refused revision, or nil. The
+// copy shares nothing with the loop, so callers may keep it.
+func (l *Loop) refused() *view.RevisionStatus {
 	if l.attempted == nil {
 		return nil
 	}

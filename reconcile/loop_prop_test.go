@@ -9,6 +9,7 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/view"
 	"pgregory.net/rapid"
 )
 
@@ -78,11 +79,11 @@ func TestLoopConvergesProperty(t *testing.T) {
 			}
 		}
 		for _, w := range l.Status().Workspaces {
-			want := StateRunning
+			want := view.StateRunning
 			if d := set.Workspace(w.Ref()); d != nil && d.Spec.State == schema.DesiredStopped {
-				want = StateStopped
+				want = view.StateStopped
 			}
-			if w.State != want && w.State != StatePending && w.State != StatePreempted {
+			if w.State != want && w.State != view.StatePending && w.State != view.StatePreempted {
 				t.Fatalf("%s settled in %s", w.Ref(), w.State)
 			}
 		}

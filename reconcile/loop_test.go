@@ -19,6 +19,7 @@ import (
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/schema/schematest"
 	"github.com/berth-dev/berth/source"
+	"github.com/berth-dev/berth/view"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -178,8 +179,8 @@ func sleep(clk *sim.ManualClock, d time.Duration) {
 	synctest.Wait()
 }
 
-func (h *harness) states() map[string]State {
-	out := map[string]State{}
+func (h *harness) states() map[string]view.State {
+	out := map[string]view.State{}
 	for _, w := range h.loop.Status().Workspaces {
 		out[w.Project+"/"+w.Name] = w.State
 	}
@@ -355,7 +356,7 @@ func TestInvalidRevisionKeepsLastGood(t *testing.T) {
 		if st.Attempted == nil || !cmp.Equal(st.Attempted.Errors, wantErr) {
 			t.Fatalf("attempted %+v, want the errors with file:line", st.Attempted)
 		}
-		if got := h.states()["med/train"]; got != StateRunning {
+		if got := h.states()["med/train"]; got != view.StateRunning {
 			t.Errorf("med/train %s under the last good revision, want Running", got)
 		}
 		// Fixing the specs brings the new revision in force.
@@ -376,7 +377,7 @@ func TestInvalidRevisionKeepsLastGood(t *testing.T) {
 		if hist.AppliedRevision != "r3" || hist.AppliedAt.IsZero() {
 			t.Errorf("history applied %q at %v, want r3 at the cycle's time", hist.AppliedRevision, hist.AppliedAt)
 		}
-		if got := h.states()["med/train"]; got != StateStopped {
+		if got := h.states()["med/train"]; got != view.StateStopped {
 			t.Errorf("med/train %s, want Stopped", got)
 		}
 	})
@@ -448,7 +449,7 @@ func TestApplyFailureMidwayRetriedWithoutDuplicates(t *testing.T) {
 		}
 		h.sleep(10 * time.Second)
 		synctest.Wait()
-		if diff := cmp.Diff(map[string]State{"hi/a": StateRunning, "med/b": StateRunning}, h.states()); diff != "" {
+		if diff := cmp.Diff(map[string]view.State{"hi/a": view.StateRunning, "med/b": view.StateRunning}, h.states()); diff != "" {
 			t.Errorf("states (-want +got):\n%s", diff)
 		}
 		if n := len(h.cluster.Applied()); n != 2 {
@@ -470,14 +471,14 @@ func TestStoppedAndRemovedWorkspacesStop(t *testing.T) {
 		h.loop.Once(ctx)
 		h.sleep(10 * time.Second)
 		h.loop.Once(ctx)
-		if diff := cmp.Diff(map[string]State{"hi/a": StateRunning, "med/b": StateRunning}, h.states()); diff != "" {
+		if diff := cmp.Diff(map[string]view.State{"hi/a": view.StateRunning, "med/b": view.StateRunning}, h.states()); diff != "" {
 			t.Fatalf("states (-want +got):\n%s", diff)
 		}
 		h.source.set("r2")
 		h.loop.Once(ctx)
 		h.sleep(time.Minute)
 		h.loop.Once(ctx)
-		if diff := cmp.Diff(map[string]State{"hi/a": StateStopped, "med/b": StateStopped}, h.states()); diff != "" {
+		if diff := cmp.Diff(map[string]view.State{"hi/a": view.StateStopped, "med/b": view.StateStopped}, h.states()); diff != "" {
 			t.Errorf("states (-want +got):\n%s", diff)
 		}
 		snap, _ := h.cluster.Observe(ctx)
@@ -535,15 +536,15 @@ func TestInvalidActionNotRetriedUntilTheSpecsChange(t *testing.T) {
 			t.Errorf("the refused start was tried %d times under the same revision, want 1", tries)
 		}
 		d, _ := h.loop.Workspace(schema.Ref{Project: "med", Name: "b"})
-		if d.Workspace.State != StateFailed || !strings.Contains(d.Workspace.Reason, "the cluster refused it") {
+		if d.Workspace.State != view.StateFailed || !strings.Contains(d.Workspace.Reason, "the cluster refused it") {
 			t.Errorf("med/b %s %q, want Failed with the refusal", d.Workspace.State, d.Workspace.Reason)
 		}
-		if got := h.states()["hi/a"]; got != StateRunning {
+		if got := h.states()["hi/a"]; got != view.StateRunning {
 			t.Errorf("hi/a %s: the rest of the plan must go on", got)
 		}
 		h.source.set("r2")
 		h.loop.Once(ctx)
-		if tries != 2 || h.states()["med/b"] != StateStarting {
+		if tries != 2 || h.states()["med/b"] != view.StateStarting {
 			t.Errorf("after a new revision: %d tries, med/b %s", tries, h.states()["med/b"])
 		}
 	})
@@ -652,14 +653,14 @@ func TestPlanGoesOnPastFailedStarts(t *testing.T) {
 			t.Errorf("retry at %v, want %v (BackoffMin after the failure)", res.RetryAt, want)
 		}
 		d, _ := h.loop.Workspace(schema.Ref{Project: "hi", Name: "a-big"})
-		if d.Workspace.State != StatePending || d.Workspace.ReasonKind != ReasonKindUnplaceable ||
+		if d.Workspace.State != view.StatePending || d.Workspace.ReasonKind != ReasonKindUnplaceable ||
 			!strings.Contains(d.Workspace.Reason, `Dimension "memory" exhausted`) {
 			t.Errorf("hi/a-big: %s %s %q; want Pending, unplaceable, with the cluster's reason", d.Workspace.State, d.Workspace.ReasonKind, d.Workspace.Reason)
 		}
 		if n := len(d.History); n == 0 || !strings.Contains(d.History[n-1].Reason, "exhausted") {
 			t.Errorf("hi/a-big's transition into Pending does not say why: %+v", d.History)
 		}
-		if got := h.states()["hi/b-bad"]; got != StateFailed {
+		if got := h.states()["hi/b-bad"]; got != view.StateFailed {
 			t.Errorf("hi/b-bad %s, want Failed (refused until the specs change)", got)
 		}
 	})
@@ -812,7 +813,7 @@ func TestFailedStartBacksOffPerWorkspace(t *testing.T) {
 		if diff := cmp.Diff(want, gaps); diff != "" {
 			t.Errorf("waits between tries of the unplaceable start (-want +got):\n%s", diff)
 		}
-		if got := h.states()["med/small"]; got != StateRunning {
+		if got := h.states()["med/small"]; got != view.StateRunning {
 			t.Errorf("med/small %s: the unplaceable start must not hold it back", got)
 		}
 	})

@@ -2,12 +2,14 @@ package reconcile
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/view"
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -63,8 +65,8 @@ func TestProjectMetrics(t *testing.T) {
 // memory has series for them (CPU in cores, memory in bytes); one whose
 // quota names only GPUs has none.
 func TestProjectMetricsCPUMemory(t *testing.T) {
-	m := NewMetrics()
-	m.observeStatus(nil, []ProjectStatus{
+	m := view.NewMetrics()
+	m.ObserveStatus(slices.Values([]*view.WorkspaceStatus(nil)), []view.ProjectStatus{
 		{Name: "gpu-only", Tier: "low", QuotaGPUs: 2, UsedGPUs: 1},
 		{Name: "ml", Tier: "high", QuotaGPUs: 4, UsedGPUs: 3, QuotaCPUMHz: 8000, UsedCPUMHz: 16500, BorrowedCPUMHz: 8500,
 			QuotaMemoryBytes: 64 << 30, UsedMemoryBytes: 32 << 30},
@@ -113,11 +115,11 @@ func projectGauge(t *testing.T, reg *prometheus.Registry, name, project, tier st
 
 // TestWorkLostByTier: lost work adds up per the workspace's tier.
 func TestWorkLostByTier(t *testing.T) {
-	m := NewMetrics()
+	m := view.NewMetrics()
 	set := withWorkspaces()
-	m.lost(set, schema.Ref{Project: "med", Name: "a"}, 90*time.Second)
-	m.lost(set, schema.Ref{Project: "med", Name: "b"}, 30*time.Second)
-	m.lost(set, schema.Ref{Project: "gone", Name: "c"}, 0)
+	m.Lost(set, schema.Ref{Project: "med", Name: "a"}, 90*time.Second)
+	m.Lost(set, schema.Ref{Project: "med", Name: "b"}, 30*time.Second)
+	m.Lost(set, schema.Ref{Project: "gone", Name: "c"}, 0)
 	mfs, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +140,7 @@ func TestWorkLostByTier(t *testing.T) {
 // A run of refused revisions keeps one series for the last refused one,
 // beside the one in force.
 func TestRevisionSeriesBounded(t *testing.T) {
-	m := NewMetrics()
+	m := view.NewMetrics()
 	series := func() map[string]string {
 		mfs, err := m.Registry.Gather()
 		if err != nil {
@@ -159,14 +161,14 @@ func TestRevisionSeriesBounded(t *testing.T) {
 		}
 		return out
 	}
-	m.revision("good0000", true)
+	m.Revision("good0000", true)
 	for i := range 100 {
-		m.revision(fmt.Sprintf("bad%05d", i), false)
+		m.Revision(fmt.Sprintf("bad%05d", i), false)
 	}
 	if diff := cmp.Diff(map[string]string{"in_force good0000": "1", "refused bad00099": "1"}, series()); diff != "" {
 		t.Errorf("after 100 refused revisions (-want +got):\n%s", diff)
 	}
-	m.revision("good0001", true)
+	m.Revision("good0001", true)
 	if diff := cmp.Diff(map[string]string{"in_force good0001": "1"}, series()); diff != "" {
 		t.Errorf("after a good one (-want +got):\n%s", diff)
 	}

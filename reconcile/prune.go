@@ -9,6 +9,7 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/plan"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/view"
 )
 
 // adoptRevision puts a newly loaded, valid revision in force, unless it would
@@ -21,17 +22,13 @@ func (l *Loop) adoptRevision(prev, set *schema.Set, snap *drivers.Snapshot) *sch
 		if m.Mass() {
 			l.log.Warn("revision "+set.Revision+" stops or removes many workspaces; allowed", "affected", len(m.Affected), "managed", m.Managed)
 		}
-		l.mu.Lock()
-		l.good, l.goodRev, l.attempted = set, &RevisionStatus{ID: set.Revision, LoadedAt: snap.ObservedAt}, nil
-		l.mu.Unlock()
-		l.cfg.Metrics.revision(set.Revision, true)
+		l.good, l.goodRev, l.attempted = set, &view.RevisionStatus{ID: set.Revision, LoadedAt: snap.ObservedAt}, nil
+		l.cfg.Metrics.Revision(set.Revision, true)
 		l.log.Info("revision "+set.Revision+" in force", "workspaces", len(set.Workspaces), "projects", len(set.Projects))
 		return set
 	}
-	l.mu.Lock()
-	l.attempted = &RevisionStatus{ID: set.Revision, LoadedAt: snap.ObservedAt, Errors: []string{m.Problem()}}
-	l.mu.Unlock()
-	l.cfg.Metrics.revision(set.Revision, false)
+	l.attempted = &view.RevisionStatus{ID: set.Revision, LoadedAt: snap.ObservedAt, Errors: []string{m.Problem()}}
+	l.cfg.Metrics.Revision(set.Revision, false)
 	kept := "nothing is in force"
 	if prev != nil {
 		kept = prev.Revision + " stays in force"
@@ -59,7 +56,6 @@ func (l *Loop) prune(ctx context.Context, set *schema.Set, snap *drivers.Snapsho
 	for _, a := range snap.Allocs {
 		holding[a.Workspace] = true
 	}
-	l.mu.Lock()
 	if l.absent == nil {
 		l.absent = map[schema.Ref]*absence{}
 	}
@@ -75,7 +71,7 @@ func (l *Loop) prune(ctx context.Context, set *schema.Set, snap *drivers.Snapsho
 			l.absent[ref] = ab
 		}
 		if ab.purged {
-			if rec.status.State == StateStopped {
+			if rec.status.State == view.StateStopped {
 				rec.status.Reason = "no longer in the specs; purged"
 			}
 			continue
@@ -85,7 +81,7 @@ func (l *Loop) prune(ctx context.Context, set *schema.Set, snap *drivers.Snapsho
 			due = append(due, ref)
 			continue
 		}
-		if rec.status.State == StateStopped {
+		if rec.status.State == view.StateStopped {
 			rec.status.Reason = "no longer in the specs; its job is purged at " + at.UTC().Format(time.RFC3339) + " unless it comes back"
 		}
 	}
@@ -94,7 +90,6 @@ func (l *Loop) prune(ctx context.Context, set *schema.Set, snap *drivers.Snapsho
 			delete(l.absent, ref)
 		}
 	}
-	l.mu.Unlock()
 	sort.Slice(due, func(i, j int) bool { return due[i].Less(due[j]) })
 	var firstErr error
 	for _, ref := range due {
@@ -107,13 +102,11 @@ func (l *Loop) prune(ctx context.Context, set *schema.Set, snap *drivers.Snapsho
 			}
 			continue
 		}
-		l.mu.Lock()
 		l.absent[ref].purged = true
 		if rec := l.records[ref]; rec != nil {
 			rec.status.Reason = "no longer in the specs; purged"
-			rec.history = append(rec.history, Transition{At: now, From: rec.status.State, To: StateStopped, Reason: "purged after " + l.cfg.PruneDelay.String() + " out of the specs"})
+			rec.history = append(rec.history, view.Transition{At: now, From: rec.status.State, To: view.StateStopped, Reason: "purged after " + l.cfg.PruneDelay.String() + " out of the specs"})
 		}
-		l.mu.Unlock()
 		l.log.Info(ref.String()+": purged", "reason", a.Reason)
 	}
 	return firstErr

@@ -12,6 +12,7 @@ import (
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/schema/schematest"
 	"github.com/berth-dev/berth/source"
+	"github.com/berth-dev/berth/view"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -86,7 +87,7 @@ func TestEmptyRevisionRefused(t *testing.T) {
 		if res.Revision != "r1" || res.Refused == nil || !strings.Contains(res.Refused.Errors[0], "no specs at all") {
 			t.Fatalf("revision %q refused %+v", res.Revision, res.Refused)
 		}
-		if got := h.states()["med/a"]; got != StateRunning {
+		if got := h.states()["med/a"]; got != view.StateRunning {
 			t.Errorf("med/a is %s, want Running", got)
 		}
 	})
@@ -112,7 +113,7 @@ func TestPruneDelayAndRevert(t *testing.T) {
 		h.loop.Once(ctx)
 		h.sleep(time.Minute)
 		h.loop.Once(ctx)
-		if got := h.states()["med/a"]; got != StateStopped {
+		if got := h.states()["med/a"]; got != view.StateStopped {
 			t.Fatalf("med/a is %s, want Stopped", got)
 		}
 		d, _ := h.loop.Workspace(a)

@@ -5,26 +5,16 @@ import (
 	"net"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/view"
 )
-
-// Endpoint is where one port of one replica of a workspace is
-// reachable, taken from the allocation the cluster placed (so it follows
-// the workspace to another node after a preemption and a resume).
-// Address is "host:port", or a URL when the port has a scheme.
-type Endpoint struct {
-	Replica int    `json:"replica"`
-	Label   string `json:"label"`
-	Address string `json:"address"`
-}
 
 // endpoints lists the addresses of a workspace's allocations that are
 // not stopping, sorted by replica, then in the spec's port order (then
 // label, for ports the spec no longer lists). spec may be nil.
-func endpoints(spec *schema.Workspace, own []drivers.Alloc) []Endpoint {
+func endpoints(spec *schema.Workspace, own []drivers.Alloc) []view.Endpoint {
 	scheme := map[string]string{}
 	order := map[string]int{}
 	if spec != nil {
@@ -32,7 +22,7 @@ func endpoints(spec *schema.Workspace, own []drivers.Alloc) []Endpoint {
 			scheme[p.Label], order[p.Label] = p.Scheme, i
 		}
 	}
-	var out []Endpoint
+	var out []view.Endpoint
 	for _, a := range own {
 		if a.Phase == drivers.AllocStopping {
 			continue
@@ -42,7 +32,7 @@ func endpoints(spec *schema.Workspace, own []drivers.Alloc) []Endpoint {
 			if s := scheme[ad.Label]; s != "" {
 				addr = fmt.Sprintf("%s://%s/", s, addr)
 			}
-			out = append(out, Endpoint{Replica: a.Replica, Label: ad.Label, Address: addr})
+			out = append(out, view.Endpoint{Replica: a.Replica, Label: ad.Label, Address: addr})
 		}
 	}
 	rank := func(l string) int {
@@ -62,23 +52,4 @@ func endpoints(spec *schema.Workspace, own []drivers.Alloc) []Endpoint {
 		return a.Label < b.Label
 	})
 	return out
-}
-
-// connectText writes endpoints for a person: "http at
-// http://10.0.0.5:24301/" or, for a gang, "replica 0 http at …; replica
-// 1 http at …"; "" when there are none.
-func connectText(eps []Endpoint) string {
-	gang := false
-	for _, e := range eps {
-		gang = gang || e.Replica != eps[0].Replica
-	}
-	var parts []string
-	for _, e := range eps {
-		s := e.Label + " at " + e.Address
-		if gang {
-			s = "replica " + strconv.Itoa(e.Replica) + " " + s
-		}
-		parts = append(parts, s)
-	}
-	return strings.Join(parts, "; ")
 }

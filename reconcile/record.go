@@ -6,6 +6,7 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/view"
 )
 
 // stateInput is what one cycle knows of one workspace: all that
@@ -14,7 +15,7 @@ import (
 type stateInput struct {
 	// Prev is its state before this cycle ("" when berth did not know
 	// it), and PrevReason and PrevReasonKind the reason it had then.
-	Prev                       State
+	Prev                       view.State
 	PrevReason, PrevReasonKind string
 	// Held: the last observation (before this cycle's) showed it holding
 	// GPUs.
@@ -55,7 +56,7 @@ type stateInput struct {
 
 // stateOutput is what nextState decides of one workspace.
 type stateOutput struct {
-	State              State
+	State              view.State
 	Reason, ReasonKind string
 	PreemptedBy        *schema.Ref
 	// Node and GPUs are where it runs: its placement when it was started
@@ -99,9 +100,9 @@ const startsElsewhere = "; it starts again elsewhere"
 // which says so itself); "" otherwise.
 func movedFrom(in stateInput) string {
 	switch {
-	case in.Prev == StateMoving:
+	case in.Prev == view.StateMoving:
 		return in.PrevReason
-	case in.Prev == StatePending && in.PrevReasonKind == reasonKindMoving && strings.Contains(in.PrevReason, startsElsewhere):
+	case in.Prev == view.StatePending && in.PrevReasonKind == reasonKindMoving && strings.Contains(in.PrevReason, startsElsewhere):
 		return in.PrevReason[:strings.Index(in.PrevReason, startsElsewhere)]
 	}
 	return ""
@@ -124,20 +125,20 @@ func nextState(in stateInput) stateOutput {
 	}
 	wantsRun := in.Spec != nil && in.Spec.Spec.State != schema.DesiredStopped
 	out.Failed = len(own) == 0 && in.Held && wantsRun && !in.WasPreempted && !in.HasEnded && !in.Retrying &&
-		(in.Prev == StateRunning || in.Prev == StateStarting)
+		(in.Prev == view.StateRunning || in.Prev == view.StateStarting)
 	out.Resumed = in.Resumed
 	a, pre := &in.Acted, &in.Preempted
 	switch {
 	case in.DidAct && a.Kind == drivers.ActionPreempt && a.By == (schema.Ref{}):
-		out.State, out.ReasonKind, out.Reason = StateMoving, reasonKindMoving, a.Reason
+		out.State, out.ReasonKind, out.Reason = view.StateMoving, reasonKindMoving, a.Reason
 	case in.DidAct && a.Kind == drivers.ActionPreempt:
 		by := a.By
-		out.State, out.PreemptedBy, out.ReasonKind = StatePreempting, &by, policies.ReasonPreempted.String()
+		out.State, out.PreemptedBy, out.ReasonKind = view.StatePreempting, &by, policies.ReasonPreempted.String()
 		out.Reason = preemptReason(*a)
 	case in.DidAct && a.Kind == drivers.ActionStop:
-		out.State, out.ReasonKind, out.Reason = StateStopped, policies.ReasonStopped.String(), a.Reason
+		out.State, out.ReasonKind, out.Reason = view.StateStopped, policies.ReasonStopped.String(), a.Reason
 	case in.DidAct && a.Kind == drivers.ActionStart:
-		out.State = StateStarting
+		out.State = view.StateStarting
 		out.Node, out.GPUs = drivers.WherePlaced(a.Placements)
 		out.Reason = reasonPlaced
 		switch {
@@ -151,55 +152,55 @@ func nextState(in stateInput) stateOutput {
 	case len(own) > 0 && drivers.AllStopping(own):
 		if in.WasPreempted {
 			by := pre.By
-			out.State, out.PreemptedBy, out.ReasonKind, out.Reason = StatePreempting, &by, policies.ReasonPreempted.String(), pre.Reason
+			out.State, out.PreemptedBy, out.ReasonKind, out.Reason = view.StatePreempting, &by, policies.ReasonPreempted.String(), pre.Reason
 		} else if wd := in.Decision; wd != nil && wd.Reason.Kind == policies.ReasonMoving {
-			out.State, out.ReasonKind, out.Reason = StateMoving, reasonKindMoving, wd.Reason.Message
-		} else if in.Prev == StateMoving {
-			out.State, out.ReasonKind, out.Reason = StateMoving, reasonKindMoving, in.PrevReason
+			out.State, out.ReasonKind, out.Reason = view.StateMoving, reasonKindMoving, wd.Reason.Message
+		} else if in.Prev == view.StateMoving {
+			out.State, out.ReasonKind, out.Reason = view.StateMoving, reasonKindMoving, in.PrevReason
 		} else {
-			out.State, out.ReasonKind, out.Reason = StateStopped, policies.ReasonStopped.String(), reasonStopping
+			out.State, out.ReasonKind, out.Reason = view.StateStopped, policies.ReasonStopped.String(), reasonStopping
 		}
 	case len(own) > 0:
-		out.State = StateRunning
+		out.State = view.StateRunning
 		for _, al := range own {
 			if al.Phase == drivers.AllocStarting {
-				out.State = StateStarting
+				out.State = view.StateStarting
 			}
 		}
-		if out.State == StateStarting && in.Prev == StateStarting {
+		if out.State == view.StateStarting && in.Prev == view.StateStarting {
 			out.Reason, out.ReasonKind = in.PrevReason, in.PrevReasonKind
 		}
-		if out.State == StateRunning && in.Resumed != "" {
-			if in.Prev != StateRunning {
+		if out.State == view.StateRunning && in.Resumed != "" {
+			if in.Prev != view.StateRunning {
 				out.Reason = in.Resumed
 			}
 			out.Resumed = ""
 		}
 	case in.Spec == nil:
-		out.State, out.ReasonKind, out.Reason = StateStopped, policies.ReasonStopped.String(), reasonNotInSpecs
+		out.State, out.ReasonKind, out.Reason = view.StateStopped, policies.ReasonStopped.String(), reasonNotInSpecs
 	case in.HasEnded:
 		out.State, out.Reason = endedState(in.Ended)
-		out.ReasonKind = ReasonExited
+		out.ReasonKind = view.ReasonExited
 	case in.Spec.Spec.State == schema.DesiredRunning && in.Rejected:
-		out.State, out.Reason = StateFailed, "the cluster refused it: "+in.RejectedReason+"; fix the spec"
+		out.State, out.Reason = view.StateFailed, "the cluster refused it: "+in.RejectedReason+"; fix the spec"
 	case in.Spec.Spec.State == schema.DesiredStopped:
-		out.State, out.ReasonKind, out.Reason = StateStopped, policies.ReasonStopped.String(), reasonWantStopped
+		out.State, out.ReasonKind, out.Reason = view.StateStopped, policies.ReasonStopped.String(), reasonWantStopped
 	case in.WasPreempted:
 		by := pre.By
-		out.State, out.PreemptedBy, out.ReasonKind, out.Reason = StatePreempted, &by, policies.ReasonPreempted.String(), pre.Reason
+		out.State, out.PreemptedBy, out.ReasonKind, out.Reason = view.StatePreempted, &by, policies.ReasonPreempted.String(), pre.Reason
 	case out.Failed:
-		out.State, out.Reason = StateFailed, reasonFailed
+		out.State, out.Reason = view.StateFailed, reasonFailed
 	case in.Retrying:
-		out.State, out.ReasonKind, out.Reason = StatePending, reasonKindMoving, retryReason(in.Retry)
+		out.State, out.ReasonKind, out.Reason = view.StatePending, reasonKindMoving, retryReason(in.Retry)
 	case movedFrom(in) != "":
 		// Gone from where it failed: it queues to start elsewhere, and
 		// says so until it does.
-		out.State, out.ReasonKind, out.Reason = StatePending, reasonKindMoving, movedFrom(in)+startsElsewhere
+		out.State, out.ReasonKind, out.Reason = view.StatePending, reasonKindMoving, movedFrom(in)+startsElsewhere
 		if wd := in.Decision; wd != nil && wd.Reason.Message != "" {
 			out.Reason += " (" + wd.Reason.Message + ")"
 		}
 	default:
-		out.State = StatePending
+		out.State = view.StatePending
 		if wd := in.Decision; wd != nil {
 			out.ReasonKind, out.Reason = wd.Reason.Kind.String(), wd.Reason.Message
 		}

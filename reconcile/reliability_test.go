@@ -15,6 +15,7 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/view"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -100,7 +101,7 @@ func TestHungCycleIsCut(t *testing.T) {
 		}
 		h.sleep(time.Second) // the backoff after a failed cycle
 		synctest.Wait()
-		if diff := cmp.Diff(map[string]State{"hi/a": StateStarting, "med/b": StateStarting}, h.states()); diff != "" {
+		if diff := cmp.Diff(map[string]view.State{"hi/a": view.StateStarting, "med/b": view.StateStarting}, h.states()); diff != "" {
 			t.Errorf("after the cut, the spec change made meanwhile (-want +got):\n%s", diff)
 		}
 		if st := h.loop.Status(); st.Revision == nil || st.Revision.ID != "r2" {
@@ -117,7 +118,7 @@ func healthz(t *testing.T, l *Loop) (int, map[string]any) {
 	t.Helper()
 	h := l.Health()
 	code := http.StatusOK
-	if h.Status != HealthOK {
+	if h.Status != view.HealthOK {
 		code = http.StatusServiceUnavailable
 	}
 	b, err := json.Marshal(h)

@@ -10,6 +10,7 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/leader"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/view"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -21,33 +22,33 @@ func TestStatusJSON(t *testing.T) {
 	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 	four := 4
 	memLimit := int64(64 << 30)
-	s := Status{
-		Version: APIVersion, Berth: "v1.0.0", Cluster: "sim four", Clock: "cluster",
-		Revision:      &RevisionStatus{ID: "20304850e2ce", LoadedAt: t0},
-		Attempted:     &RevisionStatus{ID: "d5c4cedd60f5", LoadedAt: t0.Add(time.Minute), Errors: []string{"projects.yaml:7:3: there is no PriorityTier \"meduim\""}},
+	s := view.Status{
+		Version: view.APIVersion, Berth: "v1.0.0", Cluster: "sim four", Clock: "cluster",
+		Revision:      &view.RevisionStatus{ID: "20304850e2ce", LoadedAt: t0},
+		Attempted:     &view.RevisionStatus{ID: "d5c4cedd60f5", LoadedAt: t0.Add(time.Minute), Errors: []string{"projects.yaml:7:3: there is no PriorityTier \"meduim\""}},
 		Leader:        &leader.Status{Self: "berth-1", Leader: "berth-1", Leading: true, Term: 3},
-		LastReconcile: &CycleStatus{At: t0.Add(2 * time.Minute), Duration: Seconds(1500 * time.Millisecond), Actions: 2},
-		Projects: []ProjectStatus{
+		LastReconcile: &view.CycleStatus{At: t0.Add(2 * time.Minute), Duration: view.Seconds(1500 * time.Millisecond), Actions: 2},
+		Projects: []view.ProjectStatus{
 			{Name: "research", Tier: "low", TierValue: 20, QuotaGPUs: 4, UsedGPUs: 6, BorrowedGPUs: 2, DecayedUsage: 1200, Share: 0.5, UsageShare: 0.75},
 			{Name: "vision", Tier: "medium", TierValue: 50, QuotaGPUs: 4, BorrowLimitGPUs: &four, UsedGPUs: 2, DecayedUsage: 400, Share: 0.5, UsageShare: 0.25,
 				QuotaCPUMHz: 32000, UsedCPUMHz: 40000, BorrowedCPUMHz: 8000,
 				QuotaMemoryBytes: 256 << 30, BorrowLimitMemoryBytes: &memLimit, UsedMemoryBytes: 200 << 30},
 		},
-		Workspaces: []WorkspaceStatus{
-			{Project: "research", Name: "train", State: StateRunning, Node: "gpu-node", GPUs: []string{"GPU-0", "GPU-1"},
-				Since: t0, Progress: Seconds(19*time.Minute + 500*time.Millisecond), WorkLost: Seconds(30 * time.Second), Revision: "20304850e2ce", Decision: "run",
-				RunTime: &RunTimeStatus{Median: Seconds(3 * time.Hour), Low: Seconds(time.Hour), High: Seconds(5 * time.Hour), PastRuns: 14, Basis: "its owner's runs"}},
-			{Project: "vision", Name: "sweep", State: StatePreempted, ReasonKind: "preempted", Reason: "preempted by research/train",
+		Workspaces: []view.WorkspaceStatus{
+			{Project: "research", Name: "train", State: view.StateRunning, Node: "gpu-node", GPUs: []string{"GPU-0", "GPU-1"},
+				Since: t0, Progress: view.Seconds(19*time.Minute + 500*time.Millisecond), WorkLost: view.Seconds(30 * time.Second), Revision: "20304850e2ce", Decision: "run",
+				RunTime: &view.RunTimeStatus{Median: view.Seconds(3 * time.Hour), Low: view.Seconds(time.Hour), High: view.Seconds(5 * time.Hour), PastRuns: 14, Basis: "its owner's runs"}},
+			{Project: "vision", Name: "sweep", State: view.StatePreempted, ReasonKind: "preempted", Reason: "preempted by research/train",
 				PreemptedBy: &schema.Ref{Project: "research", Name: "train"}, Since: t0,
-				RunTime:     &RunTimeStatus{Median: Seconds(6 * time.Hour), Low: Seconds(6 * time.Hour), High: Seconds(6 * time.Hour), Stated: Seconds(6 * time.Hour)},
-				LikelyStart: &LikelyStart{Known: true, Earliest: t0.Add(time.Hour), Likely: t0.Add(3 * time.Hour), Latest: t0.Add(5 * time.Hour), PastRuns: 14}},
-			{Project: "vision", Name: "tune", State: StatePending, ReasonKind: "capacity", Reason: "capacity: no node has 8 free GPUs", Since: t0,
-				LikelyStart: &LikelyStart{UnknownRunning: 3}},
+				RunTime:     &view.RunTimeStatus{Median: view.Seconds(6 * time.Hour), Low: view.Seconds(6 * time.Hour), High: view.Seconds(6 * time.Hour), Stated: view.Seconds(6 * time.Hour)},
+				LikelyStart: &view.LikelyStart{Known: true, Earliest: t0.Add(time.Hour), Likely: t0.Add(3 * time.Hour), Latest: t0.Add(5 * time.Hour), PastRuns: 14}},
+			{Project: "vision", Name: "tune", State: view.StatePending, ReasonKind: "capacity", Reason: "capacity: no node has 8 free GPUs", Since: t0,
+				LikelyStart: &view.LikelyStart{UnknownRunning: 3}},
 		},
 		Next: "vision/sweep",
-		Summary: &StatusSummary{Workspaces: 3, States: map[State]int{StateRunning: 1, StatePreempted: 1, StatePending: 1}, Projects: []ProjectCount{
-			{Name: "research", Workspaces: 1, States: map[State]int{StateRunning: 1}},
-			{Name: "vision", Workspaces: 2, States: map[State]int{StatePreempted: 1, StatePending: 1}},
+		Summary: &view.StatusSummary{Workspaces: 3, States: map[view.State]int{view.StateRunning: 1, view.StatePreempted: 1, view.StatePending: 1}, Projects: []view.ProjectCount{
+			{Name: "research", Workspaces: 1, States: map[view.State]int{view.StateRunning: 1}},
+			{Name: "vision", Workspaces: 2, States: map[view.State]int{view.StatePreempted: 1, view.StatePending: 1}},
 		}},
 	}
 	got, err := json.MarshalIndent(s, "", "  ")
@@ -71,7 +72,7 @@ func TestStatusJSON(t *testing.T) {
 	if diff := cmp.Diff(string(want), string(got)); diff != "" {
 		t.Errorf("the status JSON changed (-%s +now); a change needs a new APIVersion\n%s", golden, diff)
 	}
-	var back Status
+	var back view.Status
 	if err := json.Unmarshal(got, &back); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestProjectStatusCPUMemory(t *testing.T) {
 	}}
 	got := projectStatus(set, snap, &drivers.History{})
 	limit := int64(16 << 30)
-	want := []ProjectStatus{
+	want := []view.ProjectStatus{
 		{Name: "gpu-only", QuotaGPUs: 2, UsedGPUs: 1, Share: 1.0 / 3}, // weighed by quota: 2 of 6
 		{Name: "ml", QuotaGPUs: 4, UsedGPUs: 3, Share: 2.0 / 3,
 			QuotaCPUMHz: 8000, UsedCPUMHz: 16000, BorrowedCPUMHz: 8000,

@@ -7,16 +7,17 @@ import (
 	"testing"
 
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/view"
 	"github.com/google/go-cmp/cmp"
 )
 
 // page is l's status page after after, of at most limit workspaces
 // (DefaultStatusLimit when 0, as GET /api/v1/status lists it), and its
 // JSON.
-func page(t *testing.T, l *Loop, after schema.Ref, limit int) (Status, []byte) {
+func page(t *testing.T, l *Loop, after schema.Ref, limit int) (view.Status, []byte) {
 	t.Helper()
 	if limit == 0 {
-		limit = DefaultStatusLimit
+		limit = view.DefaultStatusLimit
 	}
 	st := l.StatusPage(after, limit)
 	b, err := json.Marshal(st)
@@ -32,12 +33,13 @@ func loopWith(t *testing.T, n int) *Loop {
 	h := newHarness(t, testSets{"r1": withWorkspaces()}, "r1")
 	for i := range n {
 		ref := schema.Ref{Project: fmt.Sprintf("p%d", i%3), Name: fmt.Sprintf("w%05d", i)}
-		st := StatePending
+		st := view.StatePending
 		if i%4 == 0 {
-			st = StateRunning
+			st = view.StateRunning
 		}
-		h.loop.records[ref] = &record{status: WorkspaceStatus{Project: ref.Project, Name: ref.Name, State: st}}
+		h.loop.records[ref] = &record{status: view.WorkspaceStatus{Project: ref.Project, Name: ref.Name, State: st}}
 	}
+	h.loop.publishModel() // as a cycle ends
 	return h.loop
 }
 
@@ -50,17 +52,17 @@ func TestStatusPages(t *testing.T) {
 		t.Errorf("a tree of 7: %d workspaces listed, next %q; want all 7, no next", len(st.Workspaces), st.Next)
 	}
 
-	const n = 2*DefaultStatusLimit + 500
+	const n = 2*view.DefaultStatusLimit + 500
 	l := loopWith(t, n)
 	st, body := page(t, l, schema.Ref{}, 0)
-	if len(st.Workspaces) != DefaultStatusLimit || st.Next == "" {
-		t.Fatalf("a tree of %d: %d listed, next %q; want %d and a next", n, len(st.Workspaces), st.Next, DefaultStatusLimit)
+	if len(st.Workspaces) != view.DefaultStatusLimit || st.Next == "" {
+		t.Fatalf("a tree of %d: %d listed, next %q; want %d and a next", n, len(st.Workspaces), st.Next, view.DefaultStatusLimit)
 	}
 	t.Logf("first page of %d workspaces: %d bytes", n, len(body))
-	want := &StatusSummary{Workspaces: n, States: map[State]int{StateRunning: 625, StatePending: 1875}, Projects: []ProjectCount{
-		{Name: "p0", Workspaces: 834, States: map[State]int{StateRunning: 209, StatePending: 625}},
-		{Name: "p1", Workspaces: 833, States: map[State]int{StateRunning: 208, StatePending: 625}},
-		{Name: "p2", Workspaces: 833, States: map[State]int{StateRunning: 208, StatePending: 625}},
+	want := &view.StatusSummary{Workspaces: n, States: map[view.State]int{view.StateRunning: 625, view.StatePending: 1875}, Projects: []view.ProjectCount{
+		{Name: "p0", Workspaces: 834, States: map[view.State]int{view.StateRunning: 209, view.StatePending: 625}},
+		{Name: "p1", Workspaces: 833, States: map[view.State]int{view.StateRunning: 208, view.StatePending: 625}},
+		{Name: "p2", Workspaces: 833, States: map[view.State]int{view.StateRunning: 208, view.StatePending: 625}},
 	}}
 	if diff := cmp.Diff(want, st.Summary); diff != "" {
 		t.Errorf("summary (-want +got):\n%s", diff)

@@ -19,6 +19,7 @@ import (
 	"github.com/berth-dev/berth/load"
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/source"
+	"github.com/berth-dev/berth/view"
 	"github.com/spf13/cobra"
 )
 
@@ -182,7 +183,7 @@ func startCPUProfile(file string) (stop func(), err error) {
 	return func() { pprof.StopCPUProfile(); fh.Close() }, nil
 }
 
-func printApply(w io.Writer, cluster string, res reconcile.Result, st reconcile.Status) {
+func printApply(w io.Writer, cluster string, res reconcile.Result, st view.Status) {
 	fmt.Fprintf(w, "revision %s on %s\n", res.Revision, cluster)
 	if res.Refused != nil {
 		fmt.Fprintf(w, "revision %s refused; %s stays in force:\n", res.Refused.ID, res.Revision)
@@ -207,7 +208,7 @@ func printApply(w io.Writer, cluster string, res reconcile.Result, st reconcile.
 }
 
 // printWorkspaces writes the workspaces table; times only when withTimes.
-func printWorkspaces(w io.Writer, ws []reconcile.WorkspaceStatus, withTimes bool) {
+func printWorkspaces(w io.Writer, ws []view.WorkspaceStatus, withTimes bool) {
 	// Buffered: tabwriter writes each cell on its own, and stdout is not
 	// buffered (60,000 writes for a fleet of 10,000: 0.2 s).
 	bw := bufio.NewWriterSize(w, 64<<10)

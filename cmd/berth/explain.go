@@ -6,8 +6,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/view"
 	"github.com/spf13/cobra"
 )
 
@@ -27,7 +27,7 @@ its history of transitions.
 			if err := ref.UnmarshalText([]byte(args[0])); err != nil {
 				return usagef("%v", err)
 			}
-			var d reconcile.WorkspaceDetail
+			var d view.WorkspaceDetail
 			path := "/api/v1/workspaces/" + url.PathEscape(ref.Project) + "/" + url.PathEscape(ref.Name)
 			if _, err := sf.get(cmd.Context(), path, &d); err != nil {
 				return err

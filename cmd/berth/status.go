@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/internal/text"
-	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/view"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -99,7 +99,7 @@ func newStatusCmd() *cobra.Command {
 http://127.0.0.1:4680) for the revision in force, the last refused one and
 why, every project's quota, usage and share, and every workspace's state.
 
-A loop that knows more than ` + thousands(reconcile.DefaultStatusLimit) + ` workspaces serves them a page at a
+A loop that knows more than ` + thousands(view.DefaultStatusLimit) + ` workspaces serves them a page at a
 time: status then shows the first page, the count of every workspace per
 state and project, and how many more there are; --all fetches every page
 (with --output json, one document with every workspace).
@@ -110,7 +110,7 @@ state and project, and how many more there are; --all fetches every page
 			if output != "table" && output != "json" {
 				return usagef("--output %q: want table or json", output)
 			}
-			var st reconcile.Status
+			var st view.Status
 			raw, err := sf.get(cmd.Context(), "/api/v1/status", &st)
 			if err != nil {
 				return err
@@ -118,8 +118,8 @@ state and project, and how many more there are; --all fetches every page
 			if all {
 				// Follow the pages; the last one's header is the freshest.
 				for st.Next != "" {
-					var page reconcile.Status
-					if _, err := sf.get(cmd.Context(), "/api/v1/status?limit="+strconv.Itoa(reconcile.MaxStatusLimit)+"&after="+url.QueryEscape(st.Next), &page); err != nil {
+					var page view.Status
+					if _, err := sf.get(cmd.Context(), "/api/v1/status?limit="+strconv.Itoa(view.MaxStatusLimit)+"&after="+url.QueryEscape(st.Next), &page); err != nil {
 						return err
 					}
 					page.Workspaces = append(st.Workspaces, page.Workspaces...)
@@ -140,7 +140,7 @@ state and project, and how many more there are; --all fetches every page
 	}
 	sf.add(cmd.Flags())
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
-	cmd.Flags().BoolVar(&all, "all", false, "list every workspace of a loop that serves them in pages (more than "+thousands(reconcile.DefaultStatusLimit)+")")
+	cmd.Flags().BoolVar(&all, "all", false, "list every workspace of a loop that serves them in pages (more than "+thousands(view.DefaultStatusLimit)+")")
 	return cmd
 }
 
@@ -187,7 +187,7 @@ func getJSON(ctx context.Context, server, token, path string, v any) ([]byte, er
 	return body, nil
 }
 
-func printStatus(w io.Writer, st reconcile.Status) {
+func printStatus(w io.Writer, st view.Status) {
 	if st.Revision != nil {
 		fmt.Fprintf(w, "Revision:  %s\n", st.Revision.ID)
 	} else {
@@ -241,7 +241,7 @@ func printStatus(w io.Writer, st reconcile.Status) {
 // memory, their use of it against quota and borrow limit: "ml-research
 // uses memory 70 GiB of 64 GiB (6 GiB borrowed; may borrow 16 GiB)".
 // Nothing when no quota names either.
-func printCPUMemQuotas(w io.Writer, ps []reconcile.ProjectStatus) {
+func printCPUMemQuotas(w io.Writer, ps []view.ProjectStatus) {
 	limit := func(p *int64, text func(int64) string) string {
 		if p == nil {
 			return "unlimited"
@@ -266,7 +266,7 @@ func printCPUMemQuotas(w io.Writer, ps []reconcile.ProjectStatus) {
 
 // printSummary says how many workspaces a page leaves out, and counts
 // all of them per state and project.
-func printSummary(w io.Writer, st reconcile.Status) {
+func printSummary(w io.Writer, st view.Status) {
 	sum := st.Summary
 	fmt.Fprintf(w, "… and %s more: %s workspaces in all (berth status --all lists them; --output json --all as one document)\n",
 		thousands(int64(sum.Workspaces-len(st.Workspaces))), thousands(int64(sum.Workspaces)))
@@ -285,8 +285,8 @@ const queueRows = 20
 // start (counted from the last observation), soonest first, those it
 // cannot tell last: the first queueRows, and how many more wait (the
 // workspace table and -o json have every one); nothing when none waits.
-func printQueue(w io.Writer, st reconcile.Status) {
-	var waiting []reconcile.WorkspaceStatus
+func printQueue(w io.Writer, st view.Status) {
+	var waiting []view.WorkspaceStatus
 	for _, s := range st.Workspaces {
 		if s.LikelyStart != nil {
 			waiting = append(waiting, s)
@@ -295,7 +295,7 @@ func printQueue(w io.Writer, st reconcile.Status) {
 	if len(waiting) == 0 {
 		return
 	}
-	slices.SortStableFunc(waiting, func(a, b reconcile.WorkspaceStatus) int {
+	slices.SortStableFunc(waiting, func(a, b view.WorkspaceStatus) int {
 		la, lb := a.LikelyStart, b.LikelyStart
 		if la.Known != lb.Known {
 			if la.Known {
@@ -322,10 +322,10 @@ func printQueue(w io.Writer, st reconcile.Status) {
 }
 
 // stateCounts is "2 Running, 7 Pending", in the order of a workspace's life.
-func stateCounts(m map[reconcile.State]int) string {
+func stateCounts(m map[view.State]int) string {
 	var parts []string
-	for _, s := range []reconcile.State{reconcile.StateRunning, reconcile.StateStarting, reconcile.StatePreempting, reconcile.StateMoving, reconcile.StatePending,
-		reconcile.StatePreempted, reconcile.StateFailed, reconcile.StateCompleted, reconcile.StateStopped} {
+	for _, s := range []view.State{view.StateRunning, view.StateStarting, view.StatePreempting, view.StateMoving, view.StatePending,
+		view.StatePreempted, view.StateFailed, view.StateCompleted, view.StateStopped} {
 		if n := m[s]; n > 0 {
 			parts = append(parts, thousands(int64(n))+" "+string(s))
 		}
@@ -335,7 +335,7 @@ func stateCounts(m map[reconcile.State]int) string {
 
 // runTimeShort is a predicted run time in a table cell: "3h (1h–5h)",
 // "6h (stated)", or "-".
-func runTimeShort(r *reconcile.RunTimeStatus) string {
+func runTimeShort(r *view.RunTimeStatus) string {
 	if r == nil {
 		return "-"
 	}
@@ -351,7 +351,7 @@ func runTimeShort(r *reconcile.RunTimeStatus) string {
 
 // printEndpoints lists where workspaces with ports are reachable, when
 // any is: one line per port of each replica.
-func printEndpoints(w io.Writer, ws []reconcile.WorkspaceStatus) {
+func printEndpoints(w io.Writer, ws []view.WorkspaceStatus) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	header := false
 	for _, s := range ws {

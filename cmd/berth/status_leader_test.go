@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/berth-dev/berth/leader"
-	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/view"
 )
 
 // berth status names the leader, and says when the replica asked follows.
@@ -21,14 +21,14 @@ func TestPrintStatusLeader(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			var b strings.Builder
-			printStatus(&b, reconcile.Status{Leader: &tt.leader})
+			printStatus(&b, view.Status{Leader: &tt.leader})
 			if !strings.Contains(b.String(), tt.want) {
 				t.Errorf("got:\n%s\nwant a line %q", b.String(), tt.want)
 			}
 		})
 	}
 	var b strings.Builder
-	printStatus(&b, reconcile.Status{})
+	printStatus(&b, view.Status{})
 	if strings.Contains(b.String(), "Leader:") {
 		t.Errorf("a berth without replicas names a leader:\n%s", b.String())
 	}

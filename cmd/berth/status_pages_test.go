@@ -14,12 +14,13 @@ import (
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/source"
+	"github.com/berth-dev/berth/view"
 )
 
 // berth status against a loop that serves its workspaces in pages: the
 // first page, the counts of all and a hint; --all lists every one.
 func TestStatusPages(t *testing.T) {
-	const n = reconcile.DefaultStatusLimit + 200
+	const n = view.DefaultStatusLimit + 200
 	dir := t.TempDir()
 	var b strings.Builder
 	b.WriteString("apiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: medium}\nspec: {value: 50}\n")
@@ -51,8 +52,8 @@ func TestStatusPages(t *testing.T) {
 	}
 	got := out.String()
 	table, _, _ := strings.Cut(got, "\nWAITING")
-	if rows := strings.Count(table, "\nresearch/w"); rows != reconcile.DefaultStatusLimit {
-		t.Errorf("berth status listed %d workspaces; want the first page, %d", rows, reconcile.DefaultStatusLimit)
+	if rows := strings.Count(table, "\nresearch/w"); rows != view.DefaultStatusLimit {
+		t.Errorf("berth status listed %d workspaces; want the first page, %d", rows, view.DefaultStatusLimit)
 	}
 	for _, want := range []string{
 		"… and 200 more: 1,200 workspaces in all (berth status --all lists them; --output json --all as one document)\n",
@@ -77,7 +78,7 @@ func TestStatusPages(t *testing.T) {
 	if code := run([]string{"status", "--server", srv.URL, "--all", "-o", "json"}, &out, &errs); code != 0 {
 		t.Fatalf("berth status --all -o json: exit %d: %s", code, errs.String())
 	}
-	var st reconcile.Status
+	var st view.Status
 	if err := json.Unmarshal([]byte(out.String()), &st); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/internal/realnomad"
-	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/view"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -46,36 +46,36 @@ func (r *realLoop) checkpointed() {
 // away from the fault, checking on the way that it is never Failed; then
 // that one of its transitions gave the reason want. It returns how long
 // that took from since.
-func (r *realLoop) movedWithin(within time.Duration, away func(reconcile.WorkspaceStatus) bool, want string, since time.Time) time.Duration {
+func (r *realLoop) movedWithin(within time.Duration, away func(view.WorkspaceStatus) bool, want string, since time.Time) time.Duration {
 	r.t.Helper()
 	r.until(within, "train runs away from the fault", func() bool {
 		st := r.state("train")
-		if st.State == reconcile.StateFailed {
+		if st.State == view.StateFailed {
 			r.t.Fatalf("train is Failed (%s): a bad day of the cluster is no failure of the workspace", st.Reason)
 		}
-		return st.State == reconcile.StateRunning && away(st)
+		return st.State == view.StateRunning && away(st)
 	})
 	took := time.Since(since)
 	d, _ := r.loop.Workspace(r.ref("train"))
 	for _, t := range d.History {
-		if t.To == reconcile.StateFailed {
+		if t.To == view.StateFailed {
 			r.t.Errorf("transition to Failed: %+v", t)
 		}
 	}
-	if !slices.ContainsFunc(d.History, func(t reconcile.Transition) bool { return strings.Contains(t.Reason, want) }) {
+	if !slices.ContainsFunc(d.History, func(t view.Transition) bool { return strings.Contains(t.Reason, want) }) {
 		r.t.Errorf("no transition said %q; history %+v", want, d.History)
 	}
 	return took
 }
 
 // offNode: running on another node than from.
-func offNode(from string) func(reconcile.WorkspaceStatus) bool {
-	return func(st reconcile.WorkspaceStatus) bool { return st.Node != from }
+func offNode(from string) func(view.WorkspaceStatus) bool {
+	return func(st view.WorkspaceStatus) bool { return st.Node != from }
 }
 
 // offGPU: running without GPU id (on its node or another).
-func offGPU(id string) func(reconcile.WorkspaceStatus) bool {
-	return func(st reconcile.WorkspaceStatus) bool { return !slices.Contains(st.GPUs, id) }
+func offGPU(id string) func(view.WorkspaceStatus) bool {
+	return func(st view.WorkspaceStatus) bool { return !slices.Contains(st.GPUs, id) }
 }
 
 // TestRealDrainMovesWithCheckpointGrace: an operator drains train's node
@@ -95,7 +95,7 @@ func TestRealDrainMovesWithCheckpointGrace(t *testing.T) {
 	if _, err := r.c.Nodes().UpdateDrain(id, &api.DrainSpec{Deadline: 5 * time.Second}, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	r.until(10*time.Second, "train moving", func() bool { return r.state("train").State == reconcile.StateMoving })
+	r.until(10*time.Second, "train moving", func() bool { return r.state("train").State == view.StateMoving })
 	st := r.state("train")
 	if !strings.HasPrefix(st.Reason, "moving: node "+from+" is draining") || !strings.Contains(st.Reason, "at risk") {
 		t.Errorf("reason %q; want the drain named, and its deadline shorter than the grace", st.Reason)
@@ -207,7 +207,7 @@ func TestRealRestartAttemptsThenFailed(t *testing.T) {
 	once := fmt.Sprintf("echo once >> %s.once; exit 3", runs)
 	r.write("once.yaml", realWorkspace("once", 1, once))
 	r.until(60*time.Second, "flaky and once failed", func() bool {
-		return r.state("flaky").State == reconcile.StateFailed && r.state("once").State == reconcile.StateFailed
+		return r.state("flaky").State == view.StateFailed && r.state("once").State == view.StateFailed
 	})
 	b, _ := os.ReadFile(runs)
 	if n := strings.Count(string(b), "run"); n != 3 {

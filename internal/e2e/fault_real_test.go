@@ -20,6 +20,7 @@ import (
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
+	"github.com/berth-dev/berth/view"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -127,7 +128,7 @@ func (f *faultLoop) waitRunning(within time.Duration, after string, names ...str
 		ok := true
 		for _, n := range names {
 			w, _ := f.loop.Workspace(schema.Ref{Project: "berth-real", Name: n})
-			if w.Workspace.State != reconcile.StateRunning {
+			if w.Workspace.State != view.StateRunning {
 				ok = false
 			}
 		}
@@ -160,7 +161,7 @@ func (f *faultLoop) quiet(method, prefix string, d time.Duration) {
 }
 
 // waitState waits until the loop reports name in state st.
-func (f *faultLoop) waitState(within time.Duration, name string, st reconcile.State) {
+func (f *faultLoop) waitState(within time.Duration, name string, st view.State) {
 	f.t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -267,7 +268,7 @@ func TestReal500EOFStartIsRetried(t *testing.T) {
 	}
 	w, _ := f.loop.Workspace(schema.Ref{Project: "berth-real", Name: "a"})
 	for _, tr := range w.History {
-		if tr.To == reconcile.StateFailed {
+		if tr.To == view.StateFailed {
 			t.Errorf("a went Failed after a transient 500: %+v", tr)
 		}
 	}
@@ -372,8 +373,8 @@ func TestRealFaultsLeaveNothingDuplicatedOrLost(t *testing.T) {
 	inject(faultproxy.Rule{Method: "GET", Path: "/v1/job/", Fault: faultproxy.Reset, Times: 2})
 	f.write("b.yaml", strings.Replace(realWorkspace("b", 1, "sleep 3600"), "state: Running", "state: Stopped", 1))
 	f.waitRunning(within, "a lost stop answer and reset reads", "a", "c")
-	f.waitState(within, "b", reconcile.StateStopped)
-	if w, _ := f.loop.Workspace(schema.Ref{Project: "berth-real", Name: "b"}); slices.ContainsFunc(w.History, func(tr reconcile.Transition) bool { return tr.To == reconcile.StateFailed }) {
+	f.waitState(within, "b", view.StateStopped)
+	if w, _ := f.loop.Workspace(schema.Ref{Project: "berth-real", Name: "b"}); slices.ContainsFunc(w.History, func(tr view.Transition) bool { return tr.To == view.StateFailed }) {
 		t.Errorf("b went Failed when berth stopped it and the answer was lost: %+v", w.History)
 	}
 
@@ -417,7 +418,7 @@ func TestRealLongPartition(t *testing.T) {
 	f.proxy.Partition(partition)
 	start := time.Now()
 	f.write("b.yaml", realWorkspace("b", 1, "sleep 3600"))
-	for f.loop.Health().Status != reconcile.HealthStale {
+	for f.loop.Health().Status != view.HealthStale {
 		if time.Since(start) > partition {
 			t.Fatalf("/healthz still ok after %s of partition", partition)
 		}
@@ -426,7 +427,7 @@ func TestRealLongPartition(t *testing.T) {
 	stale := time.Since(start)
 	time.Sleep(time.Until(start.Add(partition)))
 	f.waitRunning(faultBackoffMax+30*time.Second, "a "+partition.String()+" partition", "a", "b")
-	if h := f.loop.Health(); h.Status != reconcile.HealthOK {
+	if h := f.loop.Health(); h.Status != view.HealthOK {
 		t.Errorf("/healthz after the partition: %+v", h)
 	}
 	cut := strings.Count(f.log.String(), "cut (request timeout)")

@@ -12,6 +12,7 @@ import (
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
+	"github.com/berth-dev/berth/view"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -49,7 +50,7 @@ func TestRealPruneDelaySurvivesRestart(t *testing.T) {
 			time.Sleep(300 * time.Millisecond)
 		}
 	}
-	state := func(l *reconcile.Loop, ref schema.Ref) reconcile.WorkspaceStatus {
+	state := func(l *reconcile.Loop, ref schema.Ref) view.WorkspaceStatus {
 		w, _ := l.Workspace(ref)
 		return w.Workspace
 	}
@@ -60,7 +61,7 @@ func TestRealPruneDelaySurvivesRestart(t *testing.T) {
 
 	l1, d1 := open()
 	cycle(l1, 30*time.Second, "a and b running", func() bool {
-		return state(l1, a).State == reconcile.StateRunning && state(l1, schema.Ref{Project: "berth-real", Name: "b"}).State == reconcile.StateRunning
+		return state(l1, a).State == view.StateRunning && state(l1, schema.Ref{Project: "berth-real", Name: "b"}).State == view.StateRunning
 	})
 	if err := os.Remove(filepath.Join(dir, "a.yaml")); err != nil {
 		t.Fatal(err)

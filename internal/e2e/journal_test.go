@@ -14,6 +14,7 @@ import (
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
+	"github.com/berth-dev/berth/view"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -78,7 +79,7 @@ func TestPruneDelaySurvivesRestartOnFakeNomad(t *testing.T) {
 
 	l := open()
 	minutes(l, 3)
-	if w, _ := l.Workspace(a); w.Workspace.State != reconcile.StateRunning {
+	if w, _ := l.Workspace(a); w.Workspace.State != view.StateRunning {
 		t.Fatalf("a is %s, want Running", w.Workspace.State)
 	}
 	if err := os.Remove(filepath.Join(dir, "a.yaml")); err != nil {

@@ -28,6 +28,7 @@ import (
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
+	"github.com/berth-dev/berth/view"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -309,14 +310,14 @@ func TestRealLeaderElection(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	states := func(r *leaderReplica) map[string]reconcile.WorkspaceStatus {
-		out := map[string]reconcile.WorkspaceStatus{}
+	states := func(r *leaderReplica) map[string]view.WorkspaceStatus {
+		out := map[string]view.WorkspaceStatus{}
 		for _, w := range r.loop.Status().Workspaces {
 			out[w.Name] = w
 		}
 		return out
 	}
-	count := func(r *leaderReplica, st reconcile.State) (n int) {
+	count := func(r *leaderReplica, st view.State) (n int) {
 		for _, w := range states(r) {
 			if w.State == st {
 				n++
@@ -330,7 +331,7 @@ func TestRealLeaderElection(t *testing.T) {
 	}
 	waitFor(60*time.Second, "one leader and the four low workspaces running", func() bool {
 		l := leader()
-		return l != nil && count(l, reconcile.StateRunning) == 4
+		return l != nil && count(l, view.StateRunning) == 4
 	})
 
 	// 1. Kill the leader at random moments while hi comes and goes.
@@ -374,7 +375,7 @@ func TestRealLeaderElection(t *testing.T) {
 	setSpecs(true)
 	waitFor(60*time.Second, "hi running, two low workspaces preempted", func() bool {
 		l := leader()
-		return l != nil && states(l)["hi"].State == reconcile.StateRunning && count(l, reconcile.StatePreempted) == 2
+		return l != nil && states(l)["hi"].State == view.StateRunning && count(l, view.StatePreempted) == 2
 	})
 	old := leader()
 	killedAt := time.Now()
@@ -385,18 +386,18 @@ func TestRealLeaderElection(t *testing.T) {
 	next := leader()
 	time.Sleep(3 * time.Second) // a few cycles of the new leader
 	for name, w := range states(next) {
-		if !strings.HasPrefix(name, "low-") || w.State == reconcile.StateRunning {
+		if !strings.HasPrefix(name, "low-") || w.State == view.StateRunning {
 			continue
 		}
-		if w.State != reconcile.StatePreempted || w.PreemptedBy == nil || w.PreemptedBy.Name != "hi" {
+		if w.State != view.StatePreempted || w.PreemptedBy == nil || w.PreemptedBy.Name != "hi" {
 			t.Errorf("after the hand-over %s is %s (by %v), want Preempted by hi", name, w.State, w.PreemptedBy)
 		}
 		d, _ := next.loop.Workspace(schema.Ref{Project: "berth-leader", Name: name})
-		if !slices.ContainsFunc(d.History, func(tr reconcile.Transition) bool { return tr.To == reconcile.StatePreempting }) {
+		if !slices.ContainsFunc(d.History, func(tr view.Transition) bool { return tr.To == view.StatePreempting }) {
 			t.Errorf("%s's history after the hand-over has no preemption: %+v", name, d.History)
 		}
 	}
-	if n := count(next, reconcile.StatePreempted); n != 2 {
+	if n := count(next, view.StatePreempted); n != 2 {
 		t.Errorf("after the hand-over %d workspaces are Preempted, want 2: %+v", n, next.loop.Status().Workspaces)
 	}
 	// No GPU held twice.

@@ -15,6 +15,7 @@ import (
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
+	"github.com/berth-dev/berth/view"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -97,7 +98,7 @@ func (r *realLoop) until(within time.Duration, what string, ok func() bool) []re
 	}
 }
 
-func (r *realLoop) state(name string) reconcile.WorkspaceStatus {
+func (r *realLoop) state(name string) view.WorkspaceStatus {
 	w, _ := r.loop.Workspace(r.ref(name))
 	return w.Workspace
 }
@@ -107,7 +108,7 @@ func (r *realLoop) ref(name string) schema.Ref { return schema.Ref{Project: "ber
 func (r *realLoop) running(names ...string) func() bool {
 	return func() bool {
 		for _, n := range names {
-			if r.state(n).State != reconcile.StateRunning {
+			if r.state(n).State != view.StateRunning {
 				return false
 			}
 		}
@@ -217,7 +218,7 @@ func TestRealExitIsNotLooped(t *testing.T) {
 	r.write("ok.yaml", realWorkspace("ok", 0, "sleep 1; exit 0"))
 	r.write("bad.yaml", realWorkspace("bad", 1, "sleep 1; exit 3"))
 	r.until(30*time.Second, "both ended", func() bool {
-		return r.state("ok").State == reconcile.StateCompleted && r.state("bad").State == reconcile.StateFailed
+		return r.state("ok").State == view.StateCompleted && r.state("bad").State == view.StateFailed
 	})
 	if why := r.state("bad").Reason; !strings.Contains(why, "code 3") {
 		t.Errorf("Failed without its exit code: %q", why)
@@ -238,7 +239,7 @@ func TestRealExitIsNotLooped(t *testing.T) {
 	if starts != 0 || vOK != vOK2 || vBad != vBad2 {
 		t.Errorf("over 10s: %d starts; job versions ok %d → %d, bad %d → %d", starts, vOK, vOK2, vBad, vBad2)
 	}
-	if st := r.state("ok").State; st != reconcile.StateCompleted {
+	if st := r.state("ok").State; st != view.StateCompleted {
 		t.Errorf("ok is %s", st)
 	}
 	// A changed spec runs it again, as a new allocation.
@@ -392,7 +393,7 @@ func TestRealRestartOnFailureIsBounded(t *testing.T) {
 	r := &realLoop{t: t, c: c, d: d, loop: l, dir: dir}
 	r.write("tiers.yaml", realTiers)
 	r.write("flaky.yaml", strings.Replace(realWorkspace("flaky", 1, "sleep 0.5; exit 5"), "  state: Running\n", "  state: Running\n  restartOnFailure: true\n", 1))
-	r.until(25*time.Second, "failed after its restarts", func() bool { return r.state("flaky").State == reconcile.StateFailed })
+	r.until(25*time.Second, "failed after its restarts", func() bool { return r.state("flaky").State == view.StateFailed })
 	st := r.state("flaky")
 	if !strings.Contains(st.Reason, "code 5") || !strings.Contains(st.Reason, fmt.Sprintf("after %d restart(s)", schema.LegacyRestart.Attempts)) {
 		t.Errorf("reason %q, want exit code 5 after %d restarts", st.Reason, schema.LegacyRestart.Attempts)

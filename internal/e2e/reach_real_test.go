@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/internal/realnomad"
-	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/view"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -47,14 +47,14 @@ spec:
 	ref := schema.Ref{Project: "realloop", Name: "web"}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	var st reconcile.WorkspaceStatus
+	var st view.WorkspaceStatus
 	for {
 		if _, err := l.Once(ctx); err != nil && ctx.Err() == nil {
 			t.Logf("cycle: %v", err)
 		}
 		d, _ := l.Workspace(ref)
 		st = d.Workspace
-		if st.State == reconcile.StateRunning && len(st.Endpoints) > 0 {
+		if st.State == view.StateRunning && len(st.Endpoints) > 0 {
 			break
 		}
 		if ctx.Err() != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
+	"github.com/berth-dev/berth/view"
 )
 
 // TestStartFailedByTheNodeIsRetriedOnFakeNomad: a start that fails for
@@ -37,7 +38,7 @@ func TestStartFailedByTheNodeIsRetriedOnFakeNomad(t *testing.T) {
 	}
 	a := schema.Ref{Project: "berth-real", Name: "a"}
 	const msg = "failed to reserve device nvidia/gpu/H100-fake: unknown device GPU-8a1f6c2e-0000-4000-8000-000000000000"
-	status := func() reconcile.WorkspaceStatus {
+	status := func() view.WorkspaceStatus {
 		w, _ := l.Workspace(a)
 		return w.Workspace
 	}
@@ -61,7 +62,7 @@ func TestStartFailedByTheNodeIsRetriedOnFakeNomad(t *testing.T) {
 		if wait > 0 {
 			res, _ := l.Once(ctx)
 			st := status()
-			if n := starts(res); n != 0 || st.State != reconcile.StatePending || !strings.Contains(st.Reason, msg) ||
+			if n := starts(res); n != 0 || st.State != view.StatePending || !strings.Contains(st.Reason, msg) ||
 				!strings.Contains(st.Reason, fmt.Sprintf("attempt %d of 5", attempt+1)) {
 				t.Fatalf("attempt %d: %d starts, %s %q; want none yet, Pending saying why and the attempt", attempt+1, n, st.State, st.Reason)
 			}
@@ -75,7 +76,7 @@ func TestStartFailedByTheNodeIsRetriedOnFakeNomad(t *testing.T) {
 		if starts(res) != 1 {
 			t.Fatalf("attempt %d: applied %v after its %s backoff; want it started again", attempt+1, res.Applied, wait)
 		}
-		if st := status(); st.State == reconcile.StateFailed {
+		if st := status(); st.State == view.StateFailed {
 			t.Fatalf("attempt %d: Failed (%s); the node's fault is not the workspace's", attempt+1, st.Reason)
 		}
 	}
@@ -84,7 +85,7 @@ func TestStartFailedByTheNodeIsRetriedOnFakeNomad(t *testing.T) {
 	clk.add(10 * time.Minute)
 	l.Once(ctx)
 	st := status()
-	if st.State != reconcile.StateFailed || !strings.Contains(st.Reason, "by the node's fault 6 times in a row") || !strings.Contains(st.Reason, msg) {
+	if st.State != view.StateFailed || !strings.Contains(st.Reason, "by the node's fault 6 times in a row") || !strings.Contains(st.Reason, msg) {
 		t.Fatalf("after 6: %s %q; want Failed, naming the node's fault and Nomad's message", st.State, st.Reason)
 	}
 	if st.LastEnd == nil || st.LastEnd.Class != "node-fault" || st.LastEnd.Attempts != 6 {

@@ -18,6 +18,7 @@ import (
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
+	"github.com/berth-dev/berth/view"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -104,7 +105,7 @@ func TestRealUnplaceableDoesNotBlock(t *testing.T) {
 			t.Logf("cycle: %v", err)
 		}
 		d, _ := l.Workspace(small)
-		if d.Workspace.State == reconcile.StateRunning {
+		if d.Workspace.State == view.StateRunning {
 			break
 		}
 		if ctx.Err() != nil {
@@ -113,7 +114,7 @@ func TestRealUnplaceableDoesNotBlock(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	d, _ := l.Workspace(huge)
-	if d.Workspace.State != reconcile.StatePending || d.Workspace.ReasonKind != "unplaceable" || !strings.Contains(d.Workspace.Reason, "memory exhausted") {
+	if d.Workspace.State != view.StatePending || d.Workspace.ReasonKind != "unplaceable" || !strings.Contains(d.Workspace.Reason, "memory exhausted") {
 		t.Errorf("a-huge: %s (%s) %q; want Pending, unplaceable, with Nomad's reason (memory exhausted)", d.Workspace.State, d.Workspace.ReasonKind, d.Workspace.Reason)
 	}
 	t.Logf("a-huge: %s (%s): %s", d.Workspace.State, d.Workspace.ReasonKind, d.Workspace.Reason)
@@ -158,7 +159,7 @@ func TestRealNoConnectionPileUp(t *testing.T) {
 	st := l.Status()
 	for _, w := range st.Workspaces {
 		t.Logf("%s: %s %s", w.Ref(), w.State, w.Reason)
-		if w.Name != "a-huge" && w.State != reconcile.StateRunning {
+		if w.Name != "a-huge" && w.State != view.StateRunning {
 			t.Errorf("%s: %s, want Running beside the unplaceable one", w.Ref(), w.State)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
+	"github.com/berth-dev/berth/view"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -141,7 +142,7 @@ func TestRealWalkthrough(t *testing.T) {
 	if hiStart := hi.TaskStates[nomad.TaskName].StartedAt; hiStart.Before(ts.FinishedAt) {
 		t.Errorf("high started at %v, before medium released the GPU at %v", hiStart, ts.FinishedAt)
 	}
-	if w := wtStatusOf(loop.Status(), medium); w.State != reconcile.StatePreempted || w.PreemptedBy == nil || *w.PreemptedBy != high {
+	if w := wtStatusOf(loop.Status(), medium); w.State != view.StatePreempted || w.PreemptedBy == nil || *w.PreemptedBy != high {
 		t.Errorf("medium is %s (%q, by %v) while high runs, want Preempted by %s", w.State, w.Reason, w.PreemptedBy, high)
 	}
 
@@ -151,7 +152,7 @@ func TestRealWalkthrough(t *testing.T) {
 	var med2 *api.Allocation
 	until("medium resumes", func() bool {
 		med2 = wtRunningAlloc(t, c, medium)
-		return med2 != nil && med2.ID != med1.ID && wtStatusOf(loop.Status(), medium).State == reconcile.StateRunning
+		return med2 != nil && med2.ID != med1.ID && wtStatusOf(loop.Status(), medium).State == view.StateRunning
 	})
 	if got := wtDeviceIDs(med2); !slices.Equal(got, gpu) {
 		t.Errorf("medium resumed on GPUs %v, want %v", got, gpu)
@@ -307,13 +308,13 @@ func wtEvents(ts *api.TaskState) string {
 	return strings.Join(out, "; ")
 }
 
-func wtStatusOf(st reconcile.Status, ref schema.Ref) reconcile.WorkspaceStatus {
+func wtStatusOf(st view.Status, ref schema.Ref) view.WorkspaceStatus {
 	for _, w := range st.Workspaces {
 		if w.Project == ref.Project && w.Name == ref.Name {
 			return w
 		}
 	}
-	return reconcile.WorkspaceStatus{}
+	return view.WorkspaceStatus{}
 }
 
 func wtPtr[T any](v T) *T { return &v }

@@ -13,6 +13,7 @@ import (
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
+	"github.com/berth-dev/berth/view"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -125,7 +126,7 @@ func TestWalkthroughOnFakeNomad(t *testing.T) {
 	fake.Settle()
 	once("high running")
 	st := loop.Status()
-	if s := wsState(st, medium); s != reconcile.StatePreempted {
+	if s := wsState(st, medium); s != view.StatePreempted {
 		t.Errorf("medium is %s while high runs, want Preempted", s)
 	}
 
@@ -138,7 +139,7 @@ func TestWalkthroughOnFakeNomad(t *testing.T) {
 	once("medium resumes")
 	fake.Settle()
 	once("medium running again")
-	if s := wsState(loop.Status(), medium); s != reconcile.StateRunning {
+	if s := wsState(loop.Status(), medium); s != view.StateRunning {
 		t.Errorf("medium is %s, want Running", s)
 	}
 	if *job(medium).Stop {
@@ -160,7 +161,7 @@ func write(t *testing.T, dir, name, content string) {
 	}
 }
 
-func wsState(st reconcile.Status, ref schema.Ref) reconcile.State {
+func wsState(st view.Status, ref schema.Ref) view.State {
 	for _, w := range st.Workspaces {
 		if w.Project == ref.Project && w.Name == ref.Name {
 			return w.State

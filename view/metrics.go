@@ -1,6 +1,7 @@
-package reconcile
+package view
 
 import (
+	"iter"
 	"sync"
 	"time"
 
@@ -113,12 +114,13 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-// leader exports whether this replica leads (berth_leader, 1 or 0).
-func (m *Metrics) leader(l Leadership) {
+// Leader exports whether this replica leads (berth_leader, 1 or 0), as
+// leading says when scraped.
+func (m *Metrics) Leader(leading func() bool) {
 	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "berth_leader", Help: "1 while this replica holds the leader lease and writes, 0 while it follows.",
 	}, func() float64 {
-		if l.Leading() {
+		if leading() {
 			return 1
 		}
 		return 0
@@ -126,7 +128,9 @@ func (m *Metrics) leader(l Leadership) {
 	_ = m.Registry.Register(g) // a second loop on the same metrics keeps the first's
 }
 
-func (m *Metrics) observeCycle(d time.Duration, err error) {
+// ObserveCycle counts a cycle that took d and failed with err (nil: it
+// succeeded).
+func (m *Metrics) ObserveCycle(d time.Duration, err error) {
 	m.duration.Observe(d.Seconds())
 	if err != nil {
 		m.cycles.WithLabelValues("error").Inc()
@@ -135,26 +139,28 @@ func (m *Metrics) observeCycle(d time.Duration, err error) {
 	m.cycles.WithLabelValues("ok").Inc()
 }
 
-func (m *Metrics) observeDecision(d policies.Decision) {
+// ObserveDecision counts the verdicts of d.
+func (m *Metrics) ObserveDecision(d policies.Decision) {
 	for _, w := range d.Workspaces {
 		m.decisions.WithLabelValues(w.Verdict.String()).Inc()
 	}
 }
 
-// ended counts a run that ended on its own, when it failed.
-func (m *Metrics) ended(c drivers.EndClass) {
+// Ended counts a run that ended on its own, when it failed.
+func (m *Metrics) Ended(c drivers.EndClass) {
 	if c == drivers.EndTaskFailed || c == drivers.EndNodeFault {
 		m.failures.WithLabelValues(c.String()).Inc()
 	}
 }
 
-func (m *Metrics) preempted(set *schema.Set, victim schema.Ref) {
+// Preempted counts a preemption of victim, by its tier in set.
+func (m *Metrics) Preempted(set *schema.Set, victim schema.Ref) {
 	m.preemptions.WithLabelValues(tierName(set, victim)).Inc()
 }
 
-// lost counts work a workspace lost (its progress since the last
+// Lost counts work a workspace lost (its progress since the last
 // checkpoint, when it resumed after a preemption or a failure).
-func (m *Metrics) lost(set *schema.Set, ref schema.Ref, d time.Duration) {
+func (m *Metrics) Lost(set *schema.Set, ref schema.Ref, d time.Duration) {
 	if d > 0 {
 		m.workLost.WithLabelValues(tierName(set, ref)).Add(d.Seconds())
 	}
@@ -173,10 +179,10 @@ func tierName(set *schema.Set, ref schema.Ref) string {
 	return "unknown"
 }
 
-// revision records the revision in force or the last refused one: at
+// Revision records the revision in force or the last refused one: at
 // most one series of each, so that a run of refused revisions (one per
 // commit of a broken branch) does not grow the metric without bound.
-func (m *Metrics) revision(id string, valid bool) {
+func (m *Metrics) Revision(id string, valid bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if valid {
@@ -192,10 +198,10 @@ func (m *Metrics) revision(id string, valid bool) {
 	m.revisions.WithLabelValues(id, "refused").Set(1)
 }
 
-// observeStatus sets the gauges from the loop's records and project
-// statuses at now (l.mu held). Projects the specs no longer list leave
-// the per-project series.
-func (m *Metrics) observeStatus(records map[schema.Ref]*record, projects []ProjectStatus, now time.Time) {
+// ObserveStatus sets the gauges from the workspaces berth knows (each
+// once, in any order) and the projects' statuses at now. Projects the
+// specs no longer list leave the per-project series.
+func (m *Metrics) ObserveStatus(workspaces iter.Seq[*WorkspaceStatus], projects []ProjectStatus, now time.Time) {
 	m.pending.Reset()
 	m.states.Reset()
 	for _, g := range []*prometheus.GaugeVec{m.quota, m.used, m.borrowed, m.waiting, m.oldestWait, m.quotaCPU, m.usedCPU, m.borrowedCPU, m.quotaMem, m.usedMem, m.borrowedMem} {
@@ -221,23 +227,23 @@ func (m *Metrics) observeStatus(records map[schema.Ref]*record, projects []Proje
 		m.oldestWait.WithLabelValues(p.Name, p.Tier).Set(0)
 	}
 	oldest := map[string]time.Duration{}
-	for _, r := range records {
-		m.states.WithLabelValues(string(r.status.State)).Inc()
-		if r.status.State == StatePending {
-			reason := r.status.ReasonKind
+	for w := range workspaces {
+		m.states.WithLabelValues(string(w.State)).Inc()
+		if w.State == StatePending {
+			reason := w.ReasonKind
 			if reason == "" {
 				reason = "none"
 			}
 			m.pending.WithLabelValues(reason).Inc()
 		}
-		tier, ok := tiers[r.status.Project]
-		if !ok || (r.status.State != StatePending && r.status.State != StatePreempted) {
+		tier, ok := tiers[w.Project]
+		if !ok || (w.State != StatePending && w.State != StatePreempted) {
 			continue
 		}
-		m.waiting.WithLabelValues(r.status.Project, tier).Inc()
-		if w := now.Sub(r.status.Since); w > oldest[r.status.Project] {
-			oldest[r.status.Project] = w
-			m.oldestWait.WithLabelValues(r.status.Project, tier).Set(w.Seconds())
+		m.waiting.WithLabelValues(w.Project, tier).Inc()
+		if d := now.Sub(w.Since); d > oldest[w.Project] {
+			oldest[w.Project] = d
+			m.oldestWait.WithLabelValues(w.Project, tier).Set(d.Seconds())
 		}
 	}
 }

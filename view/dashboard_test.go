@@ -1,4 +1,4 @@
-package reconcile
+package view
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/schema"
+	"github.com/berth-dev/berth/schema/schematest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -59,8 +60,8 @@ func TestEventKind(t *testing.T) {
 // TestQueueOrder: the queue follows the decision's order; workspaces the
 // decision did not number come last, by name.
 func TestQueueOrder(t *testing.T) {
-	set := withWorkspaces(workspace("med", "a", schema.DesiredRunning), workspace("med", "b", schema.DesiredRunning),
-		workspace("hi", "c", schema.DesiredRunning), workspace("hi", "d", schema.DesiredRunning), workspace("hi", "off", schema.DesiredStopped))
+	set := schematest.WithWorkspaces(schematest.Workspace("med", "a", schema.DesiredRunning), schematest.Workspace("med", "b", schema.DesiredRunning),
+		schematest.Workspace("hi", "c", schema.DesiredRunning), schematest.Workspace("hi", "d", schema.DesiredRunning), schematest.Workspace("hi", "off", schema.DesiredStopped))
 	set.Sort()
 	at := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	d := &policies.Decision{Workspaces: []policies.WorkspaceDecision{
@@ -80,7 +81,7 @@ func TestQueueOrder(t *testing.T) {
 		ws = append(ws, WorkspaceStatus{Project: p, Name: n, State: st})
 	}
 	var got []string
-	for _, q := range queue(ws, view{set: set, decision: d, hist: hist}) {
+	for _, q := range queue(ws, Inputs{Set: set, Decision: d, History: hist}) {
 		got = append(got, fmt.Sprintf("%d %s %s", q.Position, q.Workspace, q.Tier))
 	}
 	want := []string{"1 med/b medium", "2 hi/c high", "3 med/a medium", "0 hi/d high"}

@@ -1,7 +1,8 @@
-package reconcile
+package view
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -214,4 +215,33 @@ func runTimeText(r *RunTimeStatus) string {
 		return sentence(fmt.Sprintf("Expected run time: %s%s, from %s (%s)", med, rng, r.Basis, text.Plural(r.PastRuns, "past run")))
 	}
 	return sentence(fmt.Sprintf("Expected run time: %s, its expectedDuration (no completed run to compare)", med))
+}
+
+// Endpoint is where one port of one replica of a workspace is
+// reachable, taken from the allocation the cluster placed (so it follows
+// the workspace to another node after a preemption and a resume).
+// Address is "host:port", or a URL when the port has a scheme.
+type Endpoint struct {
+	Replica int    `json:"replica"`
+	Label   string `json:"label"`
+	Address string `json:"address"`
+}
+
+// connectText writes endpoints for a person: "http at
+// http://10.0.0.5:24301/" or, for a gang, "replica 0 http at …; replica
+// 1 http at …"; "" when there are none.
+func connectText(eps []Endpoint) string {
+	gang := false
+	for _, e := range eps {
+		gang = gang || e.Replica != eps[0].Replica
+	}
+	var parts []string
+	for _, e := range eps {
+		s := e.Label + " at " + e.Address
+		if gang {
+			s = "replica " + strconv.Itoa(e.Replica) + " " + s
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
 }
