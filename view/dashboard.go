@@ -75,6 +75,9 @@ type GPUView struct {
 	Domain  int    `json:"domain"`
 	NUMA    int    `json:"numa"`
 	Healthy bool   `json:"healthy"`
+	// HeldBy names the job berth does not own that holds it (then not
+	// Healthy, though the device may be).
+	HeldBy string `json:"heldBy,omitempty"`
 	// Workspace holds it ("project/name"); empty when idle. Phase is the
 	// holding allocation's phase: starting, running or stopping.
 	Workspace string `json:"workspace,omitempty"`
@@ -316,7 +319,7 @@ func nodeViews(snap *drivers.Snapshot) []NodeView {
 		nv := NodeView{Name: n.Name, Pool: n.Pool, Ready: n.Ready, Eligible: n.Eligible, TopologyGuessed: n.TopologyGuessed,
 			GPUs: make([]GPUView, 0, len(n.GPUs))}
 		for _, g := range n.GPUs {
-			gv := GPUView{ID: g.ID, Index: g.Index, Model: g.Model, Domain: g.Domain, NUMA: g.NUMA, Healthy: g.Healthy}
+			gv := GPUView{ID: g.ID, Index: g.Index, Model: g.Model, Domain: g.Domain, NUMA: g.NUMA, Healthy: g.Healthy, HeldBy: g.HeldBy}
 			if h, ok := held[n.Name+"\x00"+g.ID]; ok {
 				gv.Workspace, gv.Project, gv.Phase = h.ref.String(), h.ref.Project, h.phase.String()
 			}

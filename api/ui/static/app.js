@@ -168,14 +168,14 @@ function drawRevision() {
 
 function drawCluster() {
   const nodes = S.nodes;
-  let gpus = 0, used = 0, bad = 0, draining = 0;
+  let gpus = 0, used = 0, bad = 0, other = 0, draining = 0;
   for (const n of nodes) {
     gpus += n.gpus.length;
-    for (const g of n.gpus) { if (g.workspace) used++; if (!g.healthy) bad++; }
+    for (const g of n.gpus) { if (g.workspace) used++; if (g.heldBy) other++; else if (!g.healthy) bad++; }
     if (n.ready && !n.eligible) draining++;
   }
   $("cluster-sum").textContent = `${nodes.length} node${nodes.length === 1 ? "" : "s"} · ${used}/${gpus} GPUs in use` +
-    (bad ? ` · ${bad} unhealthy` : "") + (draining ? ` · ${draining} draining` : "");
+    (other ? ` · ${other} held by other jobs` : "") + (bad ? ` · ${bad} unhealthy` : "") + (draining ? ` · ${draining} draining` : "");
   const legend = $("legend");
   legend.replaceChildren(...S.projects.map((p) => el("span", {}, el("i", { class: "sw", style: "background:" + colorOf(p.name) }), p.name)),
     el("span", {}, el("i", { class: "sw", style: "background:var(--idle)" }), "idle"),
@@ -266,7 +266,8 @@ function gpuTile(n, g, large) {
   const w = g.workspace ? S.workspaces.find((x) => x.project + "/" + x.name === g.workspace) : null;
   const state = w ? w.state : "";
   const title = `${n.name} GPU ${g.index} (${g.model}) · NVLink ${g.domain} · NUMA ${g.numa}` +
-    (g.healthy ? "" : " · UNHEALTHY") + (g.workspace ? `\n${g.workspace} — ${state || g.phase}` : "\nidle");
+    (g.heldBy ? ` · held by another job (${g.heldBy})` : g.healthy ? "" : " · UNHEALTHY") +
+    (g.workspace ? `\n${g.workspace} — ${state || g.phase}` : g.heldBy ? "" : "\nidle");
   const t = el("span", { class: "gpu" + (g.workspace ? " " + g.phase : " idle") + (g.healthy ? "" : " unhealthy"), title,
     "data-gpu": g.id, "data-workspace": g.workspace || null, "data-state": state || null });
   if (g.workspace) {
@@ -275,7 +276,7 @@ function gpuTile(n, g, large) {
   }
   if (large) {
     if (g.workspace) t.append(el("b", { text: shortName(g.workspace) }), el("br"), (state || g.phase) + " · GPU " + g.index);
-    else t.append((g.healthy ? "idle" : "unhealthy") + " · GPU " + g.index, el("br"), g.model);
+    else t.append((g.heldBy ? "held by " + g.heldBy : g.healthy ? "idle" : "unhealthy") + " · GPU " + g.index, el("br"), g.model);
   }
   return t;
 }
