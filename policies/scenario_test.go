@@ -151,236 +151,100 @@ func parseScenario(ar *txtar.Archive) (Input, error) {
 	return Input{Specs: set, Snapshot: snap, History: hist, Now: now}, nil
 }
 
-type fields struct {
-	words []string
-	kv    map[string]string
-	flags map[string]bool
-}
-
-func lineFields(line string) fields {
-	f := fields{kv: map[string]string{}, flags: map[string]bool{}}
-	for _, w := range strings.Fields(line) {
-		if k, v, ok := strings.Cut(w, "="); ok {
-			f.kv[k] = v
-		} else {
-			f.words = append(f.words, w)
-			f.flags[w] = true
-		}
-	}
-	return f
-}
-
-func lines(s string) []string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		l = strings.TrimSpace(l)
-		if l == "" || strings.HasPrefix(l, "#") {
-			continue
-		}
-		out = append(out, l)
-	}
-	return out
-}
-
-func atoi(f fields, key string, def int) (int, error) {
-	v, ok := f.kv[key]
-	if !ok {
-		return def, nil
-	}
-	if v == "unlimited" {
-		return schema.Unlimited, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return 0, fmt.Errorf("%s=%q: %w", key, v, err)
-	}
-	return n, nil
-}
-
-// cpuMem reads cpu=CORES (millicores: 500m) and mem=SIZE (Gi/Mi) fields.
-func cpuMem(f fields) (cpu, mem int64, err error) {
-	if v, ok := f.kv["cpu"]; ok {
-		if m, ok := strings.CutSuffix(v, "m"); ok {
-			cpu, err = strconv.ParseInt(m, 10, 64)
-		} else {
-			var c int64
-			c, err = strconv.ParseInt(v, 10, 64)
-			cpu = c * 1000
-		}
-		if err != nil {
-			return 0, 0, fmt.Errorf("cpu=%q: %w", v, err)
-		}
-	}
-	return cpu, mem, nil
-}
-
-// size reads SIZE (Gi/Mi) field key: mem=, disk=.
-func size(f fields, key string) (int64, error) {
-	var mem int64
-	var err error
-	if v, ok := f.kv[key]; ok {
-		mult := int64(1)
-		switch {
-		case strings.HasSuffix(v, "Gi"):
-			v, mult = strings.TrimSuffix(v, "Gi"), 1<<30
-		case strings.HasSuffix(v, "Mi"):
-			v, mult = strings.TrimSuffix(v, "Mi"), 1<<20
-		}
-		var n int64
-		if n, err = strconv.ParseInt(v, 10, 64); err != nil {
-			return 0, fmt.Errorf("%s=%q: %w", key, v, err)
-		}
-		mem = n * mult
-	}
-	return mem, nil
-}
-
-// resFields reads a line's cpu=, mem=, disk= and cores= fields.
-func resFields(f fields) (cpu, mem, disk int64, cores int, err error) {
-	if cpu, _, err = cpuMem(f); err != nil {
-		return
-	}
-	if mem, err = size(f, "mem"); err != nil {
-		return
-	}
-	if disk, err = size(f, "disk"); err != nil {
-		return
-	}
-	cores, err = atoi(f, "cores", 0)
-	return
-}
-
-// list reads a comma-separated field, sorted; nil when absent.
-func list(f fields, key string) []string {
-	v, ok := f.kv[key]
-	if !ok {
-		return nil
-	}
-	out := []string{}
-	if v != "" {
-		out = strings.Split(v, ",")
-	}
-	sort.Strings(out)
-	return out
-}
-
-func rel(now time.Time, s string) (time.Time, error) {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return time.Time{}, err
-	}
-	return now.Add(d), nil
-}
-
-func parseRef(s string) (schema.Ref, error) {
-	var r schema.Ref
-	err := r.UnmarshalText([]byte(s))
-	return r, err
-}
-
 func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 	set := &schema.Set{Revision: "test", Policy: schema.DefaultPolicy()}
-	for _, l := range lines(text) {
-		f := lineFields(l)
-		switch f.words[0] {
+	for _, l := range clustertest.Lines(text) {
+		f := clustertest.Fields(l)
+		switch f.Words[0] {
 		case "tier":
-			v, err := strconv.Atoi(f.words[2])
+			v, err := strconv.Atoi(f.Words[2])
 			if err != nil {
 				return nil, fmt.Errorf("%q: %w", l, err)
 			}
-			t := schema.PriorityTier{Meta: schema.Meta{Name: f.words[1]}, Spec: schema.TierSpec{Value: v, Preemptible: !f.flags["noevict"], CanPreempt: !f.flags["nopreempt"]}}
-			if b, ok := f.kv["cohortBelow"]; ok {
+			t := schema.PriorityTier{Meta: schema.Meta{Name: f.Words[1]}, Spec: schema.TierSpec{Value: v, Preemptible: !f.Flags["noevict"], CanPreempt: !f.Flags["nopreempt"]}}
+			if b, ok := f.KV["cohortBelow"]; ok {
 				t.Spec.BorrowWithinCohort = &schema.BorrowWithinCohort{Below: b}
 			}
 			set.Tiers = append(set.Tiers, t)
 		case "project":
-			p := schema.Project{Meta: schema.Meta{Name: f.words[1]}, Spec: schema.ProjectSpec{Tier: f.kv["tier"], BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited, CPUMHz: schema.Unlimited, MemoryBytes: schema.Unlimited}, FairShare: schema.FairShare{Weight: 1}}}
+			p := schema.Project{Meta: schema.Meta{Name: f.Words[1]}, Spec: schema.ProjectSpec{Tier: f.KV["tier"], BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited, CPUMHz: schema.Unlimited, MemoryBytes: schema.Unlimited}, FairShare: schema.FairShare{Weight: 1}}}
 			var err error
 			// CPU and memory quota and borrow limit: the workspace syntax
-			// under other names.
-			for _, qb := range []struct {
-				cpu, mem string
-				res      *[2]*int64
+			// under other names; absent, each keeps its default.
+			for _, r := range []struct {
+				key  string
+				read func(key string) (int64, error)
+				dst  *int64
 			}{
-				{"quotaCPU", "quotaMem", &[2]*int64{&p.Spec.Quota.CPUMHz, &p.Spec.Quota.MemoryBytes}},
-				{"borrowCPU", "borrowMem", &[2]*int64{&p.Spec.BorrowLimit.CPUMHz, &p.Spec.BorrowLimit.MemoryBytes}},
+				{"quotaCPU", f.CPU, &p.Spec.Quota.CPUMHz},
+				{"quotaMem", f.Size, &p.Spec.Quota.MemoryBytes},
+				{"borrowCPU", f.CPU, &p.Spec.BorrowLimit.CPUMHz},
+				{"borrowMem", f.Size, &p.Spec.BorrowLimit.MemoryBytes},
 			} {
-				sub := fields{kv: map[string]string{}}
-				if v, ok := f.kv[qb.cpu]; ok {
-					sub.kv["cpu"] = v
-				}
-				if v, ok := f.kv[qb.mem]; ok {
-					sub.kv["mem"] = v
-				}
-				c, m, _, _, err := resFields(sub)
-				if err != nil {
-					return nil, err
-				}
-				if _, ok := sub.kv["cpu"]; ok {
-					*qb.res[0] = c
-				}
-				if _, ok := sub.kv["mem"]; ok {
-					*qb.res[1] = m
+				if _, ok := f.KV[r.key]; ok {
+					if *r.dst, err = r.read(r.key); err != nil {
+						return nil, err
+					}
 				}
 			}
-			if p.Spec.Quota.GPUs, err = atoi(f, "quota", 0); err != nil {
+			if p.Spec.Quota.GPUs, err = f.Int("quota", 0); err != nil {
 				return nil, err
 			}
-			if p.Spec.BorrowLimit.GPUs, err = atoi(f, "borrow", schema.Unlimited); err != nil {
+			if p.Spec.BorrowLimit.GPUs, err = f.Int("borrow", schema.Unlimited); err != nil {
 				return nil, err
 			}
-			if w, ok := f.kv["weight"]; ok && w == "quota" {
+			if w, ok := f.KV["weight"]; ok && w == "quota" {
 				p.Spec.FairShare.Weight = 0 // none set: the default, by quota
 			} else if ok {
 				if p.Spec.FairShare.Weight, err = strconv.ParseFloat(w, 64); err != nil {
 					return nil, err
 				}
 			}
-			p.Spec.Placement = placementFields(f)
+			p.Spec.Placement = f.Placement()
 			set.Projects = append(set.Projects, p)
 		case "workspace":
-			ref, err := parseRef(f.words[1])
+			ref, err := clustertest.ParseRef(f.Words[1])
 			if err != nil {
 				return nil, err
 			}
-			w := schema.Workspace{Meta: schema.Meta{Name: ref.Name, Project: ref.Project}, Spec: schema.WorkspaceSpec{State: schema.DesiredRunning, Preemptible: f.kv["preemptible"] != "false", Checkpoint: set.Policy.Spec.Defaults.Checkpoint}}
-			if w.Spec.Resources.GPUs, err = atoi(f, "gpus", 1); err != nil {
+			w := schema.Workspace{Meta: schema.Meta{Name: ref.Name, Project: ref.Project}, Spec: schema.WorkspaceSpec{State: schema.DesiredRunning, Preemptible: f.KV["preemptible"] != "false", Checkpoint: set.Policy.Spec.Defaults.Checkpoint}}
+			if w.Spec.Resources.GPUs, err = f.Int("gpus", 1); err != nil {
 				return nil, err
 			}
-			if w.Spec.Replicas, err = atoi(f, "replicas", 1); err != nil {
+			if w.Spec.Replicas, err = f.Int("replicas", 1); err != nil {
 				return nil, err
 			}
-			w.Spec.Resources.GPUModel = f.kv["model"]
-			w.Spec.Tier = f.kv["tier"]
+			w.Spec.Resources.GPUModel = f.KV["model"]
+			w.Spec.Tier = f.KV["tier"]
 			w.Spec.Topology = set.Policy.Spec.Defaults.Topology
-			if c, ok := f.kv["nvlink"]; ok {
+			if c, ok := f.KV["nvlink"]; ok {
 				w.Spec.Topology.NVLink = schema.Constraint(c)
 			}
-			if c, ok := f.kv["numa"]; ok {
+			if c, ok := f.KV["numa"]; ok {
 				w.Spec.Topology.NUMA = schema.Constraint(c)
 			}
-			if s, ok := f.kv["state"]; ok {
+			if s, ok := f.KV["state"]; ok {
 				w.Spec.State = schema.DesiredState(s)
 			}
 			r := &w.Spec.Resources
-			if r.CPUMHz, r.MemoryBytes, r.DiskBytes, r.ExclusiveCores, err = resFields(f); err != nil {
+			if r.CPUMHz, r.MemoryBytes, r.DiskBytes, r.ExclusiveCores, err = f.Resources(); err != nil {
 				return nil, err
 			}
-			w.Spec.Task.Driver = f.kv["driver"]
-			w.Spec.UnhealthyGPU = f.kv["unhealthyGPU"]
-			if g, ok := f.kv["grace"]; ok {
+			w.Spec.Task.Driver = f.KV["driver"]
+			w.Spec.UnhealthyGPU = f.KV["unhealthyGPU"]
+			if g, ok := f.KV["grace"]; ok {
 				if w.Spec.Checkpoint.GracePeriod, err = time.ParseDuration(g); err != nil {
 					return nil, err
 				}
 			}
-			w.Spec.Placement = placementFields(f)
-			for _, v := range list(f, "volumes") {
+			w.Spec.Placement = f.Placement()
+			for _, v := range f.List("volumes") {
 				w.Spec.Volumes = append(w.Spec.Volumes, schema.VolumeMount{Name: v, MountPath: "/" + v})
 			}
 			set.Workspaces = append(set.Workspaces, w)
 		case "policy":
 			ps := &set.Policy.Spec
-			for k, v := range f.kv {
+			for k, v := range f.KV {
 				var err error
 				switch k {
 				case "minRuntime":
@@ -432,49 +296,34 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 	return set, nil
 }
 
-// placementFields reads dc=a,b pool=P class=C meta=k:v,k2:v2 (a
-// workspace's or project's placement; a node's datacenter, pool, class
-// and metadata).
-func placementFields(f fields) schema.Placement {
-	p := schema.Placement{Datacenters: list(f, "dc"), NodePool: f.kv["pool"], NodeClass: f.kv["class"]}
-	for _, kv := range list(f, "meta") {
-		k, v, _ := strings.Cut(kv, ":")
-		if p.NodeMeta == nil {
-			p.NodeMeta = map[string]string{}
-		}
-		p.NodeMeta[k] = v
-	}
-	return p
-}
-
 func parseHistory(text string, now time.Time) (*drivers.History, error) {
 	h := &drivers.History{}
-	for _, l := range lines(text) {
-		f := lineFields(l)
+	for _, l := range clustertest.Lines(text) {
+		f := clustertest.Fields(l)
 		var err error
-		switch f.words[0] {
+		switch f.Words[0] {
 		case "usageAt":
-			h.UsageAt, err = rel(now, f.words[1])
+			h.UsageAt, err = clustertest.Rel(now, f.Words[1])
 		case "usage":
 			if h.Usage == nil {
 				h.Usage = map[string]float64{}
 			}
-			h.Usage[f.words[1]], err = strconv.ParseFloat(f.words[2], 64)
+			h.Usage[f.Words[1]], err = strconv.ParseFloat(f.Words[2], 64)
 		case "queued":
 			var ref schema.Ref
-			if ref, err = parseRef(f.words[1]); err == nil {
+			if ref, err = clustertest.ParseRef(f.Words[1]); err == nil {
 				if h.QueuedSince == nil {
 					h.QueuedSince = map[schema.Ref]time.Time{}
 				}
-				h.QueuedSince[ref], err = rel(now, f.words[2])
+				h.QueuedSince[ref], err = clustertest.Rel(now, f.Words[2])
 			}
 		case "admitted":
 			var ref schema.Ref
-			if ref, err = parseRef(f.words[1]); err == nil {
+			if ref, err = clustertest.ParseRef(f.Words[1]); err == nil {
 				if h.Borrowing == nil {
 					h.Borrowing = map[schema.Ref]bool{}
 				}
-				switch label := f.words[2]; label {
+				switch label := f.Words[2]; label {
 				case "in-quota", "borrowing":
 					h.Borrowing[ref] = label == "borrowing"
 				default:
@@ -483,9 +332,9 @@ func parseHistory(text string, now time.Time) (*drivers.History, error) {
 			}
 		case "preempted":
 			var p drivers.Preemption
-			if p.Victim, err = parseRef(f.words[1]); err == nil {
-				if p.By, err = parseRef(f.kv["by"]); err == nil {
-					p.At, err = rel(now, f.kv["at"])
+			if p.Victim, err = clustertest.ParseRef(f.Words[1]); err == nil {
+				if p.By, err = clustertest.ParseRef(f.KV["by"]); err == nil {
+					p.At, err = clustertest.Rel(now, f.KV["at"])
 				}
 			}
 			if h.Preempted == nil {

@@ -52,3 +52,54 @@ alloc ml/train node=b gpus=1,0 started=-2h checkpoint=-5m
 		t.Errorf("an unknown line parsed")
 	}
 }
+
+func TestLine(t *testing.T) {
+	f := Fields("node a cpu=500m mem=2Gi disk=3Mi cores=4 quota=unlimited gpus=2,0,1 none= draining")
+	if diff := cmp.Diff([]string{"node", "a", "draining"}, f.Words); diff != "" {
+		t.Errorf("Words (-want +got):\n%s", diff)
+	}
+	if !f.Flags["draining"] || f.Flags["cpu"] {
+		t.Errorf("Flags = %v, want the words only", f.Flags)
+	}
+	cpu, mem, disk, cores, err := f.Resources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := [4]int64{cpu, mem, disk, int64(cores)}, [4]int64{500, 2 << 30, 3 << 20, 4}; got != want {
+		t.Errorf("Resources() = %v, want %v", got, want)
+	}
+	ints := map[string]struct {
+		key       string
+		def, want int
+	}{
+		"given":     {"cores", 9, 4},
+		"absent":    {"replicas", 9, 9},
+		"unlimited": {"quota", 0, schema.Unlimited},
+	}
+	for name, tt := range ints {
+		if got, err := f.Int(tt.key, tt.def); err != nil || got != tt.want {
+			t.Errorf("%s: Int(%q, %d) = %d, %v; want %d", name, tt.key, tt.def, got, err, tt.want)
+		}
+	}
+	lists := map[string]struct {
+		key  string
+		want []string
+	}{
+		"sorted": {"gpus", []string{"0", "1", "2"}},
+		"empty":  {"none", []string{}},
+		"absent": {"volumes", nil},
+	}
+	for name, tt := range lists {
+		if diff := cmp.Diff(tt.want, f.List(tt.key)); diff != "" {
+			t.Errorf("%s: List(%q) (-want +got):\n%s", name, tt.key, diff)
+		}
+	}
+	for _, bad := range []string{"cpu=x", "mem=1Ti", "cores=two"} {
+		if _, _, _, _, err := Fields("node a " + bad).Resources(); err == nil {
+			t.Errorf("%s: Resources() read it", bad)
+		}
+	}
+	if diff := cmp.Diff([]string{"node a", "alloc b"}, Lines("\n  node a  \n# a comment\n\nalloc b\n")); diff != "" {
+		t.Errorf("Lines (-want +got):\n%s", diff)
+	}
+}

@@ -20,5 +20,13 @@
 // Options.NodeGPUIDs, NODE-g0…NODE-gN-1 (plan's, whose reports show the
 // IDs); allocations name their GPUs by index either way.
 //
+// The same compact line format serves the other sections of the
+// scenarios (policies' specs and history), so the pieces Parse is made of
+// are exported for their parsers: Lines splits a section into lines,
+// leaving out blanks and comments; Fields splits a line into a Line, its
+// Words (kind, name, flags), KV (key=value) and Flags; a Line's Int,
+// CPU, Size, List, Resources and Placement read its values; Rel reads a
+// time relative to now and ParseRef a PROJECT/NAME.
+//
 // It is a test helper: only tests import it.
 package clustertest
