@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/berth-dev/berth/schema"
 )
 
 // Where names the nodes allocs run on (comma-separated, in order of
@@ -78,6 +80,27 @@ func ShortGPUs(ids []string) []string {
 				break
 			}
 		}
+	}
+	return out
+}
+
+// ByWorkspace groups allocs by workspace. Sorted by workspace, as a
+// Snapshot's are, they are grouped without copying: each group is a
+// subslice of allocs, read-only, clipped so that an append copies it.
+func ByWorkspace(allocs []Alloc) map[schema.Ref][]Alloc {
+	out := make(map[schema.Ref][]Alloc, len(allocs))
+	for i := 0; i < len(allocs); {
+		ref := allocs[i].Workspace
+		j := i + 1
+		for j < len(allocs) && allocs[j].Workspace == ref {
+			j++
+		}
+		if g, ok := out[ref]; ok {
+			out[ref] = append(g, allocs[i:j]...) // unsorted input: g is clipped, so this copies
+		} else {
+			out[ref] = allocs[i:j:j]
+		}
+		i = j
 	}
 	return out
 }

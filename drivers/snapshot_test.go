@@ -2,8 +2,11 @@ package drivers
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/berth-dev/berth/schema"
 )
 
 // A snapshot file written before CPUMHz had its name says cpuMilli; it
@@ -27,5 +30,27 @@ func TestSnapshotCPUUnderEitherName(t *testing.T) {
 		if !strings.Contains(string(b), `"cpuMHz":8000`) || !strings.Contains(string(b), `"cpuMHz":500`) || strings.Contains(string(b), "cpuMilli") {
 			t.Errorf("%s: written as %s", name, b)
 		}
+	}
+}
+
+func TestByWorkspace(t *testing.T) {
+	a, b := schema.Ref{Project: "p", Name: "a"}, schema.Ref{Project: "p", Name: "b"}
+	sorted := []Alloc{{Workspace: a, Replica: 0}, {Workspace: a, Replica: 1}, {Workspace: b}}
+	got := ByWorkspace(sorted)
+	if len(got) != 2 || len(got[a]) != 2 || len(got[b]) != 1 {
+		t.Fatalf("groups %v", got)
+	}
+	if &got[a][0] != &sorted[0] || cap(got[a]) != 2 {
+		t.Errorf("a sorted input is not grouped in place, clipped")
+	}
+	// Unsorted: a's second run is appended to a copy; the input is untouched.
+	unsorted := []Alloc{{Workspace: a, Replica: 0}, {Workspace: b}, {Workspace: a, Replica: 1}}
+	before := slices.Clone(unsorted)
+	got = ByWorkspace(unsorted)
+	if len(got[a]) != 2 || got[a][1].Replica != 1 || len(got[b]) != 1 {
+		t.Fatalf("groups %v", got)
+	}
+	if !slices.EqualFunc(unsorted, before, func(x, y Alloc) bool { return x.Workspace == y.Workspace && x.Replica == y.Replica }) {
+		t.Errorf("the input changed: %v", unsorted)
 	}
 }

@@ -56,19 +56,19 @@ var planOrder = map[drivers.ActionKind]int{
 // (the loop's ends), so a finished workspace is not started again.
 func New(set *schema.Set, snap *drivers.Snapshot, d policies.Decision) Plan {
 	plan := Plan{Revision: set.Revision}
-	allocs := map[schema.Ref][]drivers.Alloc{}
-	holder := map[string]schema.Ref{} // node/gpu -> workspace
+	allocs := drivers.ByWorkspace(snap.Allocs)
+	type gpu struct{ node, id string }
+	holder := map[gpu]schema.Ref{}
 	for _, a := range snap.Allocs {
-		allocs[a.Workspace] = append(allocs[a.Workspace], a)
 		for _, g := range a.GPUs {
-			holder[a.Node+"/"+g] = a.Workspace
+			holder[gpu{a.Node, g}] = a.Workspace
 		}
 	}
 	exited := map[schema.Ref]bool{}
 	for _, e := range snap.Exits {
 		exited[e.Workspace] = true
 	}
-	decided := map[schema.Ref]bool{}
+	decided := make(map[schema.Ref]bool, len(d.Workspaces))
 	for _, wd := range d.Workspaces {
 		decided[wd.Ref] = true
 		own := allocs[wd.Ref]
@@ -105,7 +105,7 @@ func New(set *schema.Set, snap *drivers.Snapshot, d policies.Decision) Plan {
 			}
 			for _, p := range wd.Placements {
 				for _, g := range p.GPUs {
-					if h, ok := holder[p.Node+"/"+g]; ok {
+					if h, ok := holder[gpu{p.Node, g}]; ok {
 						victims[h] = true
 					}
 				}
@@ -124,11 +124,9 @@ func New(set *schema.Set, snap *drivers.Snapshot, d policies.Decision) Plan {
 			}
 			// What runs now: an allocation that is stopping (replaced by a
 			// job update) is on its way out.
-			var running []drivers.Alloc
-			for _, al := range own {
-				if al.Phase != drivers.AllocStopping {
-					running = append(running, al)
-				}
+			running := own
+			if slices.ContainsFunc(own, func(al drivers.Alloc) bool { return al.Phase == drivers.AllocStopping }) {
+				running = slices.DeleteFunc(slices.Clone(own), func(al drivers.Alloc) bool { return al.Phase == drivers.AllocStopping })
 			}
 			a := describe(set, wd.Ref, drivers.ActionUpdate)
 			reason, restarts, ok := updateOf(running, &a)

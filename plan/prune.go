@@ -85,11 +85,7 @@ func CheckMassPrune(prev, next *schema.Set, snap *drivers.Snapshot, guard PruneG
 	guard = guard.withDefaults()
 	managed := map[schema.Ref]bool{}
 	if snap != nil {
-		held := map[schema.Ref][]drivers.Alloc{}
-		for _, a := range snap.Allocs {
-			held[a.Workspace] = append(held[a.Workspace], a)
-		}
-		for ref, own := range held {
+		for ref, own := range drivers.ByWorkspace(snap.Allocs) {
 			if !drivers.AllStopping(own) {
 				managed[ref] = true
 			}

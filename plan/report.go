@@ -159,10 +159,7 @@ func NewReport(in PlanInput) Report {
 	// 2. Consequences: what the loop's cycle does on the new specs
 	// against the snapshot.
 	d, plan := in.Decision, in.Plan
-	allocs := map[schema.Ref][]drivers.Alloc{}
-	for _, a := range snap.Allocs {
-		allocs[a.Workspace] = append(allocs[a.Workspace], a)
-	}
+	allocs := drivers.ByWorkspace(snap.Allocs)
 	waits := map[schema.Ref][]schema.Ref{}
 	for _, a := range plan.Actions {
 		if a.Kind == drivers.ActionWait {

@@ -518,10 +518,7 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 	for i := range d.Workspaces {
 		decisions[d.Workspaces[i].Ref] = &d.Workspaces[i]
 	}
-	allocs := map[schema.Ref][]drivers.Alloc{}
-	for _, a := range snap.Allocs {
-		allocs[a.Workspace] = append(allocs[a.Workspace], a)
-	}
+	allocs := drivers.ByWorkspace(snap.Allocs)
 	acted := map[schema.Ref]drivers.Action{}
 	for _, a := range applied {
 		if a.Kind != drivers.ActionUpdate {
