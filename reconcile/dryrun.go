@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"sync"
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
@@ -39,15 +38,13 @@ type DryRunOutcome struct {
 	Result Result
 	// Decision is the decision the plan was made from.
 	Decision policies.Decision
-	// Purged are the workspaces the prune step would purge now.
-	Purged []schema.Ref
 }
 
 // DryRun runs one cycle (Once) on in as `berth reconcile` would run it,
 // the leader of a berth that has just started: the same steps, the same
 // code, but the last (saving the history). The cluster it applies to
-// records what it is asked instead of acting, and the clock stands at
-// the snapshot's time. It is `berth plan`'s cycle: what
+// accepts every action and does nothing (Result.Applied lists them), and
+// the clock stands at the snapshot's time. It is `berth plan`'s cycle: what
 // the plan says is what the loop does, by construction.
 //
 // The mass-prune guard does not refuse the revision here: the plan
@@ -57,13 +54,12 @@ func DryRun(ctx context.Context, in DryRunInput) (DryRunOutcome, error) {
 	if in.Set == nil {
 		return DryRunOutcome{}, fmt.Errorf("dry run: no specs")
 	}
-	rec := &recordingCluster{snap: in.Snapshot}
 	set := in.Set
 	l, err := New(Config{
 		Source:         fixedSource{id: set.Revision},
 		Clock:          clock.NewManual(in.Snapshot.ObservedAt), // the snapshot's time stands still
 		Load:           func(fs.FS, string) (*schema.Set, []string, error) { return set, nil, nil },
-		Cluster:        rec,
+		Cluster:        dryCluster{snap: in.Snapshot},
 		Store:          discardStore{hist: in.History},
 		Decide:         in.Decide,
 		PruneDelay:     in.PruneDelay,
@@ -77,13 +73,7 @@ func DryRun(ctx context.Context, in DryRunInput) (DryRunOutcome, error) {
 	if err != nil {
 		return DryRunOutcome{}, err
 	}
-	out := DryRunOutcome{Result: c.res, Decision: c.d}
-	for _, a := range rec.applied {
-		if a.Kind == drivers.ActionPurge {
-			out.Purged = append(out.Purged, a.Workspace)
-		}
-	}
-	return out, nil
+	return DryRunOutcome{Result: c.res, Decision: c.d}, nil
 }
 
 // fixedSource is a source whose one revision never changes.
@@ -93,22 +83,12 @@ func (s fixedSource) Read(context.Context) (source.Revision, error) {
 	return source.Revision{ID: s.id}, nil
 }
 
-// recordingCluster is observed as snap and accepts every action,
-// recording it, doing nothing.
-type recordingCluster struct {
-	snap    drivers.Snapshot
-	mu      sync.Mutex
-	applied []drivers.Action
-}
+// dryCluster is observed as snap and accepts every action, doing
+// nothing.
+type dryCluster struct{ snap drivers.Snapshot }
 
-func (c *recordingCluster) Observe(context.Context) (drivers.Snapshot, error) { return c.snap, nil }
-
-func (c *recordingCluster) Apply(_ context.Context, a drivers.Action) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.applied = append(c.applied, a)
-	return nil
-}
+func (c dryCluster) Observe(context.Context) (drivers.Snapshot, error) { return c.snap, nil }
+func (dryCluster) Apply(context.Context, drivers.Action) error         { return nil }
 
 // discardStore holds hist and saves nothing (a dry cycle does not ask).
 type discardStore struct{ hist drivers.History }
