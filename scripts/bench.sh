@@ -17,7 +17,7 @@ if [ "${BENCH:-}" = quick ]; then
 		./load/... ./policies/... ./replay/baseline/ ./reconcile/
 	exit 0
 fi
-go test -run '^$' -bench 'BenchmarkValidate|BenchmarkLargeDocument|BenchmarkDecide|BenchmarkFIFO|BenchmarkNomad|BenchmarkQuota|BenchmarkOnce|BenchmarkObserve|BenchmarkSaveHistory|BenchmarkWebhookApply|BenchmarkPredictAll|BenchmarkDirSourceRead|BenchmarkReadLoadOneFileChanged|BenchmarkFileCacheOneFileChanged|BenchmarkPrintWorkspaces' -benchmem -timeout 60m \
+go test -run '^$' -bench 'BenchmarkValidate|BenchmarkLargeDocument|BenchmarkDecide|BenchmarkFIFO|BenchmarkNomad|BenchmarkQuota|BenchmarkOnce|BenchmarkDryRunFleet|BenchmarkObserve|BenchmarkSaveHistory|BenchmarkWebhookApply|BenchmarkPredictAll|BenchmarkDirSourceRead|BenchmarkReadLoadOneFileChanged|BenchmarkFileCacheOneFileChanged|BenchmarkPrintWorkspaces' -benchmem -timeout 60m \
 	./load/... ./policies/... ./replay/baseline/ ./reconcile/... ./drivers/nomad/ ./source/ ./cmd/berth/
 # The decision's growth between sizes (must stay within n log n).
 BERTH_GROWTH=1 go test -count=1 -run '^TestDecideGrowth$' -v ./policies | grep -v '^=== RUN'
