@@ -142,12 +142,26 @@ func planInput(t *testing.T, ar *txtar.Archive) plan.PlanInput {
 	}
 	// What the loop's cycle does on the head: run dry, as berth plan
 	// runs it.
+	// It changes neither the specs nor the snapshot it is given.
+	before := mustJSON(t, in.Head, in.Snapshot)
 	dry, err := reconcile.DryRun(context.Background(), reconcile.DryRunInput{Set: in.Head, Snapshot: *in.Snapshot})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if after := mustJSON(t, in.Head, in.Snapshot); after != before {
+		t.Errorf("the dry run changed its input")
+	}
 	in.Decision, in.Plan = dry.Decision, dry.Result.Plan
 	return in
+}
+
+func mustJSON(t *testing.T, v ...any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // TestPlanSaysWhatTheLoopDoes runs every scenario through berth
