@@ -1,7 +1,6 @@
 package nomad_test
 
 import (
-	"context"
 	"fmt"
 	"net/http/httptest"
 	"strings"
@@ -16,35 +15,6 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/hashicorp/nomad/api"
 )
-
-// following starts d's Watch and observes until an Observe is answered
-// from the cache the event stream keeps.
-func following(t *testing.T, d *nomad.Driver) {
-	t.Helper()
-	wctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	d.Watch(wctx)
-	awaitCache(t, d)
-}
-
-// awaitCache observes until an Observe is answered from the cache.
-func awaitCache(t *testing.T, d *nomad.Driver) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		before := d.FollowStats().CachedReads
-		if _, err := d.Observe(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if d.FollowStats().CachedReads > before {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Observe never answered from the followed cache: %+v", d.FollowStats())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // requestsOf counts the requests in reqs other than the event stream.
 func requestsOf(reqs []string) []string {
@@ -84,7 +54,7 @@ func TestIdleObserveRequestsDoNotGrowWithNodes(t *testing.T) {
 			}
 		}
 		fake.Settle()
-		following(t, d)
+		realnomad.Follow(t, d)
 		snap, err := d.Observe(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -128,7 +98,7 @@ func TestFollowedObserveHashesOnlyNewJobs(t *testing.T) {
 		}
 	}
 	fake.Settle()
-	following(t, d)
+	realnomad.Follow(t, d)
 	if _, err := d.Observe(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +161,7 @@ func TestFollowedSnapshotEqualsFullRead(t *testing.T) {
 	h, d, nodes := newHooked(t)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	following(t, d)
+	realnomad.Follow(t, d)
 	other := realnomad.NewDriver(t, nomad.Config{Address: srv.URL, PlacementTimeout: time.Second})
 	if _, err := other.Observe(ctx); err != nil {
 		t.Fatal(err)
@@ -228,7 +198,7 @@ func TestFollowedSnapshotEqualsFullRead(t *testing.T) {
 	// start's) opens another stream, which the cache follows once read.
 	waitStream := func() {
 		time.Sleep(300 * time.Millisecond)
-		awaitCache(t, d)
+		realnomad.AwaitCache(t, d)
 	}
 	waitStream()
 	compare("started")
@@ -269,7 +239,7 @@ func TestDroppedStreamReadsWhole(t *testing.T) {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	d := realnomad.NewDriver(t, nomad.Config{Address: srv.URL})
-	following(t, d)
+	realnomad.Follow(t, d)
 	srv.CloseClientConnections() // the stream drops
 	h.SetNodeStatus(fakeNodeID(0), "ready", false)
 	deadline := time.Now().Add(5 * time.Second)
@@ -290,7 +260,7 @@ func TestDroppedStreamReadsWhole(t *testing.T) {
 	if after := d.FollowStats(); after.FullReads == before.FullReads {
 		t.Errorf("the change was seen without a full read after the stream dropped (%+v, then %+v)", before, after)
 	}
-	awaitCache(t, d) // and it follows again, from the same Watch
+	realnomad.AwaitCache(t, d) // and it follows again, from the same Watch
 }
 
 // TestForgottenVersionIsNotReadEachCycle: an allocation whose job version
@@ -313,7 +283,7 @@ func TestForgottenVersionIsNotReadEachCycle(t *testing.T) {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	d := realnomad.NewDriver(t, nomad.Config{Address: srv.URL})
-	following(t, d)
+	realnomad.Follow(t, d)
 	before := len(requestsOf(h.Requests()))
 	for range 3 {
 		if _, err := d.Observe(ctx); err != nil {
@@ -334,11 +304,11 @@ func TestForgottenVersionIsNotReadEachCycle(t *testing.T) {
 // stream opened, by this berth or by another, is still seen running from
 // the followed cache.
 func TestNewNamespaceIsFollowed(t *testing.T) {
-	h, d, nodes := newHooked(t)
+	h, _, nodes := newHooked(t)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	d = realnomad.NewDriver(t, nomad.Config{Address: srv.URL, PlacementTimeout: time.Second})
-	following(t, d)
+	d := realnomad.NewDriver(t, nomad.Config{Address: srv.URL, PlacementTimeout: time.Second})
+	realnomad.Follow(t, d)
 	other := realnomad.NewDriver(t, nomad.Config{Address: srv.URL, PlacementTimeout: time.Second})
 	inProject := func(a drivers.Action, name string) drivers.Action {
 		p := *a.Project

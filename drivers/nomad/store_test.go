@@ -3,7 +3,6 @@ package nomad_test
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -24,46 +23,6 @@ import (
 )
 
 const historyPath = "berth/state/history"
-
-// bigHistory returns the history of n workspaces over n/50+1 projects as
-// a loop leaves it: every workspace queued or running (half of the
-// running ones borrowing), one in ten preempted, times to the nanosecond.
-func bigHistory(n int, seed uint64) drivers.History {
-	r := rand.New(rand.NewPCG(seed, 1))
-	at := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
-	h := drivers.History{
-		AppliedRevision: "3f2a9c1e0b7d4a5f8e6c2b1a0d9e8f7c6b5a4d3e", AppliedAt: at, UsageAt: at,
-		Usage:       map[string]float64{},
-		QueuedSince: map[schema.Ref]time.Time{},
-		Preempted:   map[schema.Ref]drivers.Preemption{},
-		Borrowing:   map[schema.Ref]bool{},
-		RunTimes:    map[string][]time.Duration{},
-	}
-	for i := range n {
-		project := fmt.Sprintf("team-%03d", i/50)
-		if i%50 == 0 { // each project's run times: all, and one owner's of one size
-			for _, k := range []string{project, project + "/ada/8"} {
-				for range 32 {
-					h.RunTimes[k] = append(h.RunTimes[k], time.Duration(r.Int64N(int64(72*time.Hour))))
-				}
-			}
-		}
-		ref := schema.Ref{Project: project, Name: fmt.Sprintf("train-%05d", i)}
-		h.Usage[project] += r.Float64() * 3600
-		since := at.Add(-time.Duration(r.Int64N(int64(48 * time.Hour))))
-		switch {
-		case i%10 == 0:
-			by := schema.Ref{Project: "team-000", Name: fmt.Sprintf("train-%05d", r.IntN(n))}
-			h.QueuedSince[ref] = since
-			h.Preempted[ref] = drivers.Preemption{Victim: ref, By: by, At: since, Reason: "tier high (80) preempts tier medium (50) on node-7 GPUs 0-3"}
-		case i%2 == 0:
-			h.QueuedSince[ref] = since
-		default:
-			h.Borrowing[ref] = i%4 == 1
-		}
-	}
-	return h
-}
 
 // varsUnder lists the fake's Variables under the state path and their
 // sizes as Nomad counts them.
@@ -160,7 +119,7 @@ func TestHistoryInVariables(t *testing.T) {
 func TestHistoryFiftyThousandWorkspaces(t *testing.T) {
 	fake := nomadfake.New()
 	url := fake.Start(t).URL
-	h := bigHistory(50000, 1)
+	h := realnomad.SampleHistory(50000, 1)
 	a := historyStore(t, url)
 	if _, err := a.LoadHistory(ctx); err != nil {
 		t.Fatal(err)
@@ -200,7 +159,7 @@ func TestHistoryFiftyThousandWorkspaces(t *testing.T) {
 func TestHistoryWritesOnlyWhatChanged(t *testing.T) {
 	fake := nomadfake.New()
 	url := fake.Start(t).URL
-	h := bigHistory(8000, 2)
+	h := realnomad.SampleHistory(8000, 2)
 	a := historyStore(t, url)
 	if err := a.SaveHistory(ctx, h); err != nil {
 		t.Fatal(err)
@@ -309,11 +268,11 @@ func TestHistoryShrinkDeletesShards(t *testing.T) {
 	fake := nomadfake.New()
 	url := fake.Start(t).URL
 	a := historyStore(t, url)
-	if err := a.SaveHistory(ctx, bigHistory(8000, 3)); err != nil {
+	if err := a.SaveHistory(ctx, realnomad.SampleHistory(8000, 3)); err != nil {
 		t.Fatal(err)
 	}
 	big := len(varsUnder(t, url))
-	small := bigHistory(10, 3)
+	small := realnomad.SampleHistory(10, 3)
 	if err := a.SaveHistory(ctx, small); err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +322,7 @@ func TestHistoryCrashBetweenShardWrites(t *testing.T) {
 		t.Run(fmt.Sprint(written), func(t *testing.T) {
 			fake := nomadfake.New()
 			url := fake.Start(t).URL
-			old := bigHistory(8000, 4)
+			old := realnomad.SampleHistory(8000, 4)
 			if err := historyStore(t, url).SaveHistory(ctx, old); err != nil {
 				t.Fatal(err)
 			}
@@ -376,7 +335,7 @@ func TestHistoryCrashBetweenShardWrites(t *testing.T) {
 			if _, err := d.LoadHistory(ctx); err != nil {
 				t.Fatal(err)
 			}
-			next := bigHistory(8000, 5) // every shard changes
+			next := realnomad.SampleHistory(8000, 5) // every shard changes
 			if err := d.SaveHistory(ctx, next); err == nil {
 				t.Fatal("the dying save succeeded")
 			}
@@ -431,10 +390,10 @@ func TestHistoryLoadDuringSave(t *testing.T) {
 	fake := nomadfake.New()
 	url := fake.Start(t).URL
 	w := historyStore(t, url)
-	if err := w.SaveHistory(ctx, bigHistory(5000, 6)); err != nil {
+	if err := w.SaveHistory(ctx, realnomad.SampleHistory(5000, 6)); err != nil {
 		t.Fatal(err)
 	}
-	next := bigHistory(5000, 7)
+	next := realnomad.SampleHistory(5000, 7)
 	hook := &saveDuringRead{next: fake, save: func() {
 		if err := w.SaveHistory(ctx, next); err != nil {
 			t.Error(err)
@@ -502,7 +461,7 @@ func TestHistoryConcurrentSaves(t *testing.T) {
 	fake := nomadfake.New()
 	url := fake.Start(t).URL
 	a, b := historyStore(t, url), historyStore(t, url)
-	if err := a.SaveHistory(ctx, bigHistory(8000, 8)); err != nil {
+	if err := a.SaveHistory(ctx, realnomad.SampleHistory(8000, 8)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.LoadHistory(ctx); err != nil {
@@ -511,7 +470,7 @@ func TestHistoryConcurrentSaves(t *testing.T) {
 	if _, err := b.LoadHistory(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ha, hb := bigHistory(8000, 9), bigHistory(8000, 10)
+	ha, hb := realnomad.SampleHistory(8000, 9), realnomad.SampleHistory(8000, 10)
 	if err := a.SaveHistory(ctx, ha); err != nil {
 		t.Fatal(err)
 	}
@@ -539,7 +498,7 @@ func TestHistoryStoreProperty(t *testing.T) {
 		var last drivers.History
 		for step := range rapid.IntRange(1, 3).Draw(rt, "saves") {
 			n := rapid.SampledFrom([]int{0, 1, 50, 4000}).Draw(rt, fmt.Sprint("workspaces", step))
-			last = bigHistory(n, rapid.Uint64().Draw(rt, fmt.Sprint("seed", step)))
+			last = realnomad.SampleHistory(n, rapid.Uint64().Draw(rt, fmt.Sprint("seed", step)))
 			if n == 0 {
 				last = drivers.History{}
 			}
@@ -580,7 +539,7 @@ func TestHistoryStoreProperty(t *testing.T) {
 // head), for 1,000 and 50,000 workspaces, against the fake.
 func BenchmarkSaveHistory(b *testing.B) {
 	for _, n := range []int{1000, 50000} {
-		h := bigHistory(n, 11)
+		h := realnomad.SampleHistory(n, 11)
 		b.Run(fmt.Sprintf("workspaces=%d/first", n), func(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
@@ -632,11 +591,11 @@ func TestHistoryStatePathTooLong(t *testing.T) {
 	fake := nomadfake.New()
 	url := fake.Start(t).URL
 	ok := realnomad.NewDriver(t, nomad.Config{Address: url, StatePath: strings.Repeat("p", 85)})
-	if err := ok.SaveHistory(ctx, bigHistory(10, 1)); err != nil {
+	if err := ok.SaveHistory(ctx, realnomad.SampleHistory(10, 1)); err != nil {
 		t.Errorf("85 characters: %v", err)
 	}
 	long := realnomad.NewDriver(t, nomad.Config{Address: url, StatePath: strings.Repeat("p", 86)})
-	err := long.SaveHistory(ctx, bigHistory(10, 1))
+	err := long.SaveHistory(ctx, realnomad.SampleHistory(10, 1))
 	if drivers.ClassOf(err) != drivers.ClassInvalid || !strings.Contains(err.Error(), "at most 85") {
 		t.Errorf("86 characters: %v", err)
 	}
@@ -650,7 +609,7 @@ func TestHistoryJournalSize(t *testing.T) {
 	fake := nomadfake.New()
 	url := fake.Start(t).URL
 	d := historyStore(t, url)
-	h := bigHistory(1000, 14)
+	h := realnomad.SampleHistory(1000, 14)
 	h.Journal = map[schema.Ref]json.RawMessage{}
 	at := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
 	states := []string{"Pending", "Starting", "Running", "Preempting", "Preempted"}

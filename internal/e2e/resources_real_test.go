@@ -127,9 +127,9 @@ func occupy(t *testing.T, c *api.Client, id, nodeID string, cpu int) {
 	job.Datacenters = []string{"*"}
 	task := api.NewTask("hold", "raw_exec").
 		SetConfig("command", "/bin/sh").SetConfig("args", []string{"-c", "sleep 3600"}).
-		Require(&api.Resources{CPU: &cpu, MemoryMB: ptrInt(64)})
+		Require(&api.Resources{CPU: &cpu, MemoryMB: ptr(64)})
 	tg := api.NewTaskGroup("hold", 1).AddTask(task).Constrain(api.NewConstraint("${node.unique.id}", "=", nodeID))
-	tg.EphemeralDisk = &api.EphemeralDisk{SizeMB: ptrInt(110)} // above its 100 MB of logs
+	tg.EphemeralDisk = &api.EphemeralDisk{SizeMB: ptr(110)} // above its 100 MB of logs
 	job.AddTaskGroup(tg)
 	if _, _, err := c.Jobs().Register(job, nil); err != nil {
 		t.Fatalf("register %s: %v", id, err)
@@ -155,8 +155,6 @@ func occupy(t *testing.T, c *api.Client, id, nodeID string, cpu int) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
-
-func ptrInt(v int) *int { return &v }
 
 // nomadWouldPlace asks Nomad's own scheduler (a dry-run plan) whether a
 // task reserving cpu MHz, memMB and diskMB fits on any node.

@@ -179,7 +179,7 @@ func wtHoldAllGPUsButOne(t *testing.T, c *api.Client) {
 		t.Fatal(err)
 	}
 	nodes := slices.SortedFunc(slices.Values(stubs), func(a, b *api.NodeListStub) int { return strings.Compare(a.Name, b.Name) })
-	job := &api.Job{ID: wtPtr("walkthrough-gpu-holder"), Name: wtPtr("walkthrough-gpu-holder"), Type: wtPtr("service"), Priority: wtPtr(100), Datacenters: []string{"*"}}
+	job := &api.Job{ID: ptr("walkthrough-gpu-holder"), Name: ptr("walkthrough-gpu-holder"), Type: ptr("service"), Priority: ptr(100), Datacenters: []string{"*"}}
 	spare := 1
 	for _, s := range nodes {
 		n, _, err := c.Nodes().Info(s.ID, nil)
@@ -198,14 +198,14 @@ func wtHoldAllGPUsButOne(t *testing.T, c *api.Client) {
 			continue
 		}
 		job.TaskGroups = append(job.TaskGroups, &api.TaskGroup{
-			Name:        wtPtr("hold-" + n.Name),
-			Count:       wtPtr(1),
+			Name:        ptr("hold-" + n.Name),
+			Count:       ptr(1),
 			Constraints: []*api.Constraint{{LTarget: "${node.unique.name}", Operand: "=", RTarget: n.Name}},
 			Tasks: []*api.Task{{
 				Name: "hold", Driver: "raw_exec",
 				Config: map[string]any{"command": "/bin/sh", "args": []string{"-c", "sleep 3600"}},
-				Resources: &api.Resources{CPU: wtPtr(50), MemoryMB: wtPtr(32),
-					Devices: []*api.RequestedDevice{{Name: "nvidia/gpu", Count: wtPtr(uint64(take))}}},
+				Resources: &api.Resources{CPU: ptr(50), MemoryMB: ptr(32),
+					Devices: []*api.RequestedDevice{{Name: "nvidia/gpu", Count: ptr(uint64(take))}}},
 			}},
 		})
 	}
@@ -316,5 +316,3 @@ func wtStatusOf(st view.Status, ref schema.Ref) view.WorkspaceStatus {
 	}
 	return view.WorkspaceStatus{}
 }
-
-func wtPtr[T any](v T) *T { return &v }

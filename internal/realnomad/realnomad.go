@@ -1,10 +1,3 @@
-// Package realnomad is what tests against a real Nomad agent share: the
-// agent's address (NOMAD_ADDR, set by `make e2e` from
-// ../shared/nomad-dev/up), a raw API client, and a clean slate before and
-// after each test. Tests that use it are named TestReal…, so `make e2e`
-// selects them with -run '^TestReal' and `make test` skips them.
-//
-// It is test support: no berth binary imports it.
 package realnomad
 
 import (

@@ -1,4 +1,4 @@
-package nomad_test
+package e2e
 
 import (
 	"fmt"
@@ -30,7 +30,7 @@ func TestRealFollowedSnapshotEqualsFullRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	following(t, d)
+	realnomad.Follow(t, d)
 	nodes := snap.Nodes
 	if len(nodes) < 2 {
 		t.Skipf("needs 2 nodes, the cluster has %d", len(nodes))

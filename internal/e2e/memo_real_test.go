@@ -1,4 +1,4 @@
-package nomad_test
+package e2e
 
 import (
 	"bytes"

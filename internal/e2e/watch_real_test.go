@@ -1,4 +1,4 @@
-package nomad_test
+package e2e
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func TestRealWatch(t *testing.T) {
 		tg := api.NewTaskGroup("main", 1)
 		task := api.NewTask("main", "raw_exec")
 		task.Config = map[string]any{"command": "/bin/sh", "args": []string{"-c", "sleep 3600"}}
-		task.Resources = &api.Resources{CPU: watchIntPtr(100), MemoryMB: watchIntPtr(32)}
+		task.Resources = &api.Resources{CPU: ptr(100), MemoryMB: ptr(32)}
 		tg.AddTask(task)
 		job.AddTaskGroup(tg)
 		if _, _, err := c.Jobs().Register(job, nil); err != nil {
@@ -60,5 +60,3 @@ func TestRealWatch(t *testing.T) {
 		t.Errorf("WaitForChange returned %s after the change", el)
 	}
 }
-
-func watchIntPtr(v int) *int { return &v }

@@ -1,4 +1,4 @@
-package nomad_test
+package e2e
 
 import (
 	"fmt"
@@ -14,24 +14,6 @@ import (
 	"github.com/berth-dev/berth/schema"
 	"github.com/hashicorp/nomad/api"
 )
-
-// realSmallStart is a 0-GPU start of workspace name in project
-// berth-real on node.
-func realSmallStart(name, node string) drivers.Action {
-	ws := &schema.Workspace{
-		Meta: schema.Meta{Name: name, Project: "berth-real"},
-		Spec: schema.WorkspaceSpec{
-			Task:      schema.Task{Driver: "raw_exec", Command: "/bin/sh", Args: []string{"-c", "sleep 3600"}},
-			Resources: schema.WorkResources{CPUMHz: 100, MemoryBytes: 32 << 20},
-		},
-	}
-	return drivers.Action{
-		Kind: drivers.ActionStart, Workspace: ws.Ref(), Spec: ws, Revision: "r1",
-		Project:    &schema.Project{Meta: schema.Meta{Name: "berth-real"}, Spec: schema.ProjectSpec{Tier: "medium"}},
-		Tier:       &schema.PriorityTier{Meta: schema.Meta{Name: "medium"}, Spec: schema.TierSpec{Value: 50}},
-		Placements: []drivers.Placement{{Node: node}},
-	}
-}
 
 // TestRealStartShortcuts (issue 12, item 7): the requests a start saves
 // keep their guarantees on a real Nomad. A namespace deleted after the
@@ -117,9 +99,9 @@ func TestRealStartShortcuts(t *testing.T) {
 	// 3. Someone else's job under the workspace's job ID.
 	t.Cleanup(func() { _, _, _ = c.Jobs().Deregister("f", true, w) })
 	foreign := &api.Job{
-		ID: strPtr("f"), Name: strPtr("f"), Namespace: strPtr("berth-real"), Type: strPtr("batch"), Datacenters: []string{"*"},
+		ID: ptr("f"), Name: ptr("f"), Namespace: ptr("berth-real"), Type: ptr("batch"), Datacenters: []string{"*"},
 		TaskGroups: []*api.TaskGroup{{
-			Name:  strPtr("web"),
+			Name:  ptr("web"),
 			Tasks: []*api.Task{{Name: "main", Driver: "raw_exec", Config: map[string]any{"command": "/bin/sh", "args": []string{"-c", "sleep 3600"}}}},
 		}},
 	}
@@ -134,8 +116,6 @@ func TestRealStartShortcuts(t *testing.T) {
 		t.Fatalf("someone else's job was changed: %+v, %v", j, err)
 	}
 }
-
-func strPtr(s string) *string { return &s }
 
 // countingTransport counts requests by method and path, the path's IDs
 // cut off after its second segment (/v1/job, /v1/evaluation, ...).
@@ -212,7 +192,7 @@ func TestRealStartRequests(t *testing.T) {
 // TestRealUnplaceableStartCarriesNomadsReason: a start Nomad cannot place
 // is ClassUnplaceable with Nomad's reason (memory exhausted, for a 0-GPU
 // job), and the job is withdrawn. How often it is tried again is the
-// loop's per-workspace backoff (internal/e2e's TestRealNoConnectionPileUp).
+// loop's per-workspace backoff (TestRealNoConnectionPileUp).
 func TestRealUnplaceableStartCarriesNomadsReason(t *testing.T) {
 	c := realnomad.Client(t)
 	d := realnomad.NewDriver(t, nomad.ConfigFromEnv(""))
