@@ -4,8 +4,9 @@
 #   Starts ../shared/nomad-dev/up (2 client nodes, 4 fake GPUs each) under
 #   .nomad-dev/, runs every TestReal… test of the module against it (one
 #   package at a time: they share the agent), and stops it, also on failure:
-#   the driver's own (drivers/nomad), berth's loop over it and the binary's
-#   (internal/e2e).
+#   the driver's conformance suite (TestRealConformance, drivers/nomad) and
+#   every other, in internal/e2e's *_real_test.go files (the driver alone,
+#   berth's loop over it, the binary).
 #   E2E_RUN narrows the tests (a go test -run pattern), E2E_PKGS the
 #   packages (default ./...); E2E_PORT moves the agent (default 4646),
 #   E2E_DIR its directory (default .nomad-dev): make e2e-v2 runs the
