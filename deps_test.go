@@ -72,7 +72,7 @@ var allowed = []struct {
 	{"view", []string{"schema", "internal/text", "=drivers", "policies", "plan", "=source", "leader"}},
 	// The loop: it sees sources, clusters and the election through their
 	// contracts.
-	{"reconcile", []string{"schema", "load", "=drivers", "policies", "plan", "=source", "leader", "internal/clock", "reconcile", "view"}},
+	{"reconcile", []string{"schema", "load", "internal/text", "=drivers", "policies", "plan", "=source", "leader", "internal/clock", "reconcile", "view"}},
 	// The HTTP surface serves what the loop exposes.
 	{"api", []string{"schema", "reconcile", "view", "api"}},
 }

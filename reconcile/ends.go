@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/internal/text"
 	"github.com/berth-dev/berth/plan"
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/view"
@@ -145,7 +146,7 @@ func retryReason(r retry) string {
 		}
 	}
 	if r.ranFor > 0 {
-		s += fmt.Sprintf("; it had run %s, and what it did since its last checkpoint is lost", round(r.ranFor))
+		s += fmt.Sprintf("; it had run %s, and what it did since its last checkpoint is lost", text.Seconds(r.ranFor))
 	}
 	s += "; the node's fault, not the task's: berth starts it again elsewhere"
 	if !r.until.IsZero() {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/internal/clock"
+	"github.com/berth-dev/berth/internal/text"
 	"github.com/berth-dev/berth/load"
 	"github.com/berth-dev/berth/plan"
 	"github.com/berth-dev/berth/policies"
@@ -654,14 +655,12 @@ func endedState(e drivers.Exit) (view.State, string) {
 func resumedText(preempted bool, kept, lost time.Duration, known bool) string {
 	switch {
 	case known:
-		return fmt.Sprintf("resumed from its checkpoint at %s of progress; %s of work lost", round(kept), round(lost))
+		return fmt.Sprintf("resumed from its checkpoint at %s of progress; %s of work lost", text.Seconds(kept), text.Seconds(lost))
 	case preempted:
 		return "resumed after its preemption, from what it saved at its checkpoint signal (the driver does not report progress)"
 	}
 	return "started again (the driver does not report progress)"
 }
-
-func round(d time.Duration) string { return d.Round(time.Second).String() }
 
 func preemptReason(a drivers.Action) string {
 	if a.Reason != "" {

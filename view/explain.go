@@ -65,7 +65,7 @@ func Explain(ws WorkspaceStatus, history []Transition, now time.Time) []string {
 		s := fmt.Sprintf("It was preempted by %s at %s (%s)", refName(t), at(t.At), t.Reason)
 		for _, r := range history[i+1:] {
 			if r.To == StateStarting || r.To == StateRunning {
-				s += fmt.Sprintf(" and resumed at %s from %s of progress", at(r.At), round(r.Progress.D()))
+				s += fmt.Sprintf(" and resumed at %s from %s of progress", at(r.At), text.Seconds(r.Progress.D()))
 				break
 			}
 		}
@@ -73,9 +73,9 @@ func Explain(ws WorkspaceStatus, history []Transition, now time.Time) []string {
 		break
 	}
 	if ws.Progress > 0 {
-		s := "Progress so far: " + round(ws.Progress.D())
+		s := "Progress so far: " + text.Seconds(ws.Progress.D())
 		if ws.WorkLost > 0 {
-			s += "; work lost to preemptions and failures: " + round(ws.WorkLost.D())
+			s += "; work lost to preemptions and failures: " + text.Seconds(ws.WorkLost.D())
 		} else {
 			s += "; no work lost"
 		}
@@ -160,8 +160,6 @@ func refName(t Transition) string {
 	}
 	return t.PreemptedBy.String()
 }
-
-func round(d time.Duration) string { return d.Round(time.Second).String() }
 
 func sentence(s string) string {
 	s = strings.TrimSpace(s)

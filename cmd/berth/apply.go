@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/berth-dev/berth/internal/atomicfile"
+	"github.com/berth-dev/berth/internal/text"
 	"github.com/berth-dev/berth/load"
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/source"
@@ -226,7 +227,7 @@ func printWorkspaces(w io.Writer, ws []view.WorkspaceStatus, withTimes bool) {
 		}
 		if withTimes {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.Ref(), s.State, dash(s.Node), len(s.GPUs),
-				s.Since.UTC().Format("15:04:05"), roundDur(s.Progress.D()), roundDur(s.WorkLost.D()), dash(reason))
+				s.Since.UTC().Format("15:04:05"), text.Seconds(s.Progress.D()), text.Seconds(s.WorkLost.D()), dash(reason))
 		} else {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", s.Ref(), s.State, dash(s.Node), len(s.GPUs), dash(reason))
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/berth-dev/berth/internal/text"
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/view"
 	"github.com/spf13/cobra"
@@ -50,7 +51,7 @@ its history of transitions.
 				if t.Node != "" {
 					detail = strings.TrimSpace(fmt.Sprintf("on %s %s", t.Node, detail))
 				}
-				fmt.Fprintf(tw, "  %s\t%s → %s\tprogress %s\t%s\n", t.At.UTC().Format("15:04:05"), from, t.To, roundDur(t.Progress.D()), detail)
+				fmt.Fprintf(tw, "  %s\t%s → %s\tprogress %s\t%s\n", t.At.UTC().Format("15:04:05"), from, t.To, text.Seconds(t.Progress.D()), detail)
 			}
 			tw.Flush()
 			return nil

@@ -366,10 +366,3 @@ func printEndpoints(w io.Writer, ws []view.WorkspaceStatus) {
 	}
 	tw.Flush()
 }
-
-func roundDur(d time.Duration) string {
-	if d == 0 {
-		return "0s"
-	}
-	return d.Round(time.Second).String()
-}

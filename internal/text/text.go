@@ -92,6 +92,10 @@ func Duration(d time.Duration) string {
 	return s
 }
 
+// Seconds writes d rounded to the second as Go writes a duration
+// ("1h0m5s", "0s"): the exact figure a log line or an explanation gives.
+func Seconds(d time.Duration) string { return d.Round(time.Second).String() }
+
 // RoughDuration writes an estimated duration for people, rounded as
 // much as an estimate deserves: minutes under ten hours ("1h30m"), hours
 // under ten days ("30h"), days beyond ("12d"); "0m" for nothing, "1m"

@@ -74,3 +74,13 @@ func TestRoughDuration(t *testing.T) {
 		}
 	}
 }
+
+func TestSeconds(t *testing.T) {
+	for in, want := range map[time.Duration]string{
+		0: "0s", 1499 * time.Millisecond: "1s", time.Hour + 5*time.Second: "1h0m5s", 90 * time.Minute: "1h30m0s",
+	} {
+		if got := Seconds(in); got != want {
+			t.Errorf("Seconds(%v) = %q, want %q", in, got, want)
+		}
+	}
+}
