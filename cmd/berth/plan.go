@@ -39,8 +39,11 @@ risk, which keep waiting and why, which are stopped and scheduled for
 purge. Warnings say what a reviewer must know: a mass prune berth would
 refuse, Nomad's native preemption left on, tiers closer than 10 apart.
 
-plan never writes to the cluster. --cluster snapshot:FILE plans against a
-file written by berth snapshot, for CI without cluster credentials.
+What berth would do is what berth reconcile does: plan runs one cycle of
+the reconcile loop itself, dry, on the cluster as observed and the
+history berth keeps there, applying nothing. plan never writes to the
+cluster. --cluster snapshot:FILE plans against a file written by berth
+snapshot, for CI without cluster credentials.
 
 --output markdown is a pull-request comment (a one-line summary, a table,
 details in collapsible blocks); a plan longer than GitHub's 65,535
