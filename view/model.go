@@ -78,10 +78,33 @@ func (m *Model) Page(after schema.Ref, limit int) Status {
 		s.Next = m.Workspaces[to-1].Ref().String()
 	}
 	for _, w := range m.Workspaces[from:to] {
-		w.GPUs = slices.Clone(w.GPUs)
-		s.Workspaces = append(s.Workspaces, w)
+		s.Workspaces = append(s.Workspaces, w.clone())
 	}
 	return s
+}
+
+// clone is w with nothing shared: its GPUs and what its pointers point
+// to are copies.
+func (w WorkspaceStatus) clone() WorkspaceStatus {
+	w.GPUs = slices.Clone(w.GPUs)
+	w.Endpoints = slices.Clone(w.Endpoints)
+	if w.PreemptedBy != nil {
+		by := *w.PreemptedBy
+		w.PreemptedBy = &by
+	}
+	if w.RunTime != nil {
+		rt := *w.RunTime
+		w.RunTime = &rt
+	}
+	if w.LikelyStart != nil {
+		ls := *w.LikelyStart
+		w.LikelyStart = &ls
+	}
+	if w.LastEnd != nil {
+		e := *w.LastEnd
+		w.LastEnd = &e
+	}
+	return w
 }
 
 // summarize counts the workspaces.
@@ -107,20 +130,7 @@ func (m *Model) Workspace(ref schema.Ref) (WorkspaceDetail, bool) {
 	if !ok {
 		return WorkspaceDetail{}, false
 	}
-	w := m.Workspaces[i]
-	w.GPUs = slices.Clone(w.GPUs)
-	if w.RunTime != nil {
-		rt := *w.RunTime
-		w.RunTime = &rt
-	}
-	if w.LikelyStart != nil {
-		ls := *w.LikelyStart
-		w.LikelyStart = &ls
-	}
-	if w.LastEnd != nil {
-		e := *w.LastEnd
-		w.LastEnd = &e
-	}
+	w := m.Workspaces[i].clone()
 	h := slices.Clone(m.Histories[i])
 	d := WorkspaceDetail{Version: APIVersion, Workspace: w, History: h, Explanation: Explain(w, h, m.ObservedAt)}
 	if d.History == nil {
