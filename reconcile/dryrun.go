@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"time"
 
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/internal/clock"
@@ -23,11 +22,6 @@ type DryRunInput struct {
 	// of each workspace (the node's faults in a row, when it left the
 	// specs), as a restarted berth reads it.
 	History drivers.History
-	// PruneDelay is berth reconcile's --prune-delay (default
-	// plan.DefaultPruneDelay).
-	PruneDelay time.Duration
-	// Decide defaults to policies.Decide.
-	Decide DecideFunc
 }
 
 // DryRunOutcome is what the cycle would do.
@@ -61,8 +55,6 @@ func DryRun(ctx context.Context, in DryRunInput) (DryRunOutcome, error) {
 		Load:           func(fs.FS, string) (*schema.Set, []string, error) { return set, nil, nil },
 		Cluster:        dryCluster{snap: in.Snapshot},
 		Store:          discardStore{hist: in.History},
-		Decide:         in.Decide,
-		PruneDelay:     in.PruneDelay,
 		AllowMassPrune: true,
 	})
 	if err != nil {

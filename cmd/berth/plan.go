@@ -180,7 +180,7 @@ func runPlan(cmd *cobra.Command, args []string, o planOptions) error {
 
 	// 4. What the loop's cycle does on the head, run dry: the report
 	// says what berth reconcile would do because it runs the same cycle.
-	dry, err := reconcile.DryRun(cmd.Context(), reconcile.DryRunInput{Set: head, Snapshot: doc.Snapshot, History: doc.History, PruneDelay: o.pruneDelay})
+	dry, err := reconcile.DryRun(cmd.Context(), reconcile.DryRunInput{Set: head, Snapshot: doc.Snapshot, History: doc.History})
 	if err != nil {
 		return &exitError{Code: exitFailure, Err: err}
 	}
