@@ -134,7 +134,13 @@ func TestRealWalkthrough(t *testing.T) {
 	case killing.KillTimeout != 10*time.Second:
 		t.Errorf("medium was killed with %v of grace, want 10s: %s", killing.KillTimeout, wtEvents(ts))
 	case terminated.ExitCode != 0 || terminated.Signal != 0:
-		t.Errorf("medium did not exit by itself within its grace (exit %d, signal %d): %s", terminated.ExitCode, terminated.Signal, wtEvents(ts))
+		if !lostExecutor(killing, terminated) {
+			t.Errorf("medium did not exit by itself within its grace (exit %d, signal %d): %s", terminated.ExitCode, terminated.Signal, wtEvents(ts))
+			break
+		}
+		// Its own log, below, says whether it exited by itself.
+		t.Logf("Nomad lost medium's executor as medium exited (hashicorp/nomad#24220), %v after the interrupt: %s",
+			time.Unix(0, terminated.Time).Sub(time.Unix(0, killing.Time)).Round(time.Millisecond), terminated.DisplayMessage)
 	}
 	if !strings.Contains(logOf(medium), "got SIGTERM") || !strings.Contains(logOf(medium), "checkpoint written") {
 		t.Errorf("medium's log does not show its checkpoint on SIGTERM:\n%s", logOf(medium))
@@ -298,6 +304,17 @@ func wtAllocSummary(t *testing.T, c *api.Client, ref schema.Ref) string {
 		out = append(out, fmt.Sprintf("%s %s/%s %s", s.ID[:8], s.DesiredStatus, s.ClientStatus, s.DesiredDescription))
 	}
 	return "[" + strings.Join(out, "; ") + "]"
+}
+
+// lostExecutor reports whether a task's Terminated event is Nomad losing
+// the executor that waited on the task (exit -1 and an RPC error in place
+// of the exit status: hashicorp/nomad#24220, seen on Nomad 2.0.5 under
+// load) before the task's kill timeout ran out, so no force kill was
+// sent. The task's own exit is then known only from its log.
+func lostExecutor(killing, terminated *api.TaskEvent) bool {
+	return terminated.ExitCode == -1 && terminated.Signal == 0 &&
+		strings.Contains(terminated.DisplayMessage, "executor: error waiting on process") &&
+		terminated.Time-killing.Time < int64(killing.KillTimeout)
 }
 
 func wtEvents(ts *api.TaskState) string {
