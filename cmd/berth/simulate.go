@@ -112,13 +112,14 @@ at its first start.`,
 	f.DurationVar(&o.window, "window", 0, "replay only the jobs submitted within this long of the first (e.g. 168h)")
 	f.DurationVar(&o.tick, "tick", 0, "let policies decide at most every TICK of simulated time, as a reconciler loop would (faster; 0: at every event)")
 	f.IntVar(&o.verify, "verify", 0, "decide on the whole queue as well every Nth decision taken on a narrowed one, and count differences (0: never)")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the replay to this file (go tool pprof)")
 	return cmd
 }
 
 // simulateOptions are berth simulate's flags.
 type simulateOptions struct {
 	tracePath, format, clusterPath, policyList, output, htmlPath string
-	cohortBelow                                                  string
+	cohortBelow, cpuProfile                                      string
 	seed                                                         uint64
 	limit, verify                                                int
 	window, tick, maxWait                                        time.Duration
@@ -163,6 +164,13 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 	// near 2 GiB of RSS whatever it kept.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(512 << 20))
+	if o.cpuProfile != "" {
+		stop, err := startCPUProfile(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	rep, err := o.replay(cmd.ErrOrStderr(), wl, spec, m, pols)
 	if err != nil {
 		return err
