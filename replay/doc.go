@@ -33,5 +33,6 @@
 // change results.
 //
 // It must never talk to a real cluster or read the wall clock except to
-// time decisions; it reads only the trace and cluster files it is given.
+// time decisions and simulated months (Timing); it reads only the trace
+// and cluster files it is given.
 package replay

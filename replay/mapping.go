@@ -92,7 +92,24 @@ type MappedJob struct {
 	TierValue int
 	Replicas  int
 	PerGPUs   int
-	Spec      schema.Workspace
+	// Grace is the preemption grace of the mapping.
+	Grace time.Duration
+}
+
+// Workspace is the job's workspace spec, built when asked: a spec held
+// for every job of a long trace was most of the replay's live heap (765
+// bytes a job), and the garbage collector scanned all of it in every
+// cycle, for every job already finished.
+func (j *MappedJob) Workspace() schema.Workspace {
+	ws := schema.Workspace{Meta: schema.Meta{Name: j.ID, Project: j.Ref.Project}}
+	ws.Spec.State = schema.DesiredRunning
+	ws.Spec.Tier = j.Tier
+	ws.Spec.Task = schema.Task{Driver: "sim"}
+	ws.Spec.Resources.GPUs = j.PerGPUs
+	ws.Spec.Replicas = j.Replicas
+	ws.Spec.Preemptible = true
+	ws.Spec.Checkpoint = schema.Checkpoint{GracePeriod: j.Grace, Interval: j.Checkpoint}
+	return ws
 }
 
 // ProjectInfo is one trace project: its quota over all its tiers and its
@@ -120,7 +137,7 @@ func Map(jobs []Job, capacity, nodeGPUs int, m Mapping) (*Workload, error) {
 	for _, t := range m.Tiers {
 		tierValue[t.Name] = t.Value
 	}
-	wl := &Workload{Capacity: capacity}
+	wl := &Workload{Capacity: capacity, Jobs: make([]MappedJob, 0, len(jobs))}
 	// 1. Tiers: per trace project, a seeded draw of exactly the shares.
 	byTenant := map[string][]int{}
 	var tenants []string
@@ -191,17 +208,8 @@ func Map(jobs []Job, capacity, nodeGPUs int, m Mapping) (*Workload, error) {
 			wl.ProjectsGiven = true
 		}
 		j.Tier, j.Checkpoint, j.Project = tiers[i], cp, name[j.Project]
-		mj := MappedJob{Job: j, Tenant: j.Project, Ref: schema.Ref{Project: j.Project, Name: j.ID}, TierValue: tierValue[tiers[i]], Replicas: reps, PerGPUs: per}
-		ws := schema.Workspace{Meta: schema.Meta{Name: j.ID, Project: mj.Ref.Project}}
-		ws.Spec.State = schema.DesiredRunning
-		ws.Spec.Tier = tiers[i]
-		ws.Spec.Task = schema.Task{Driver: "sim"}
-		ws.Spec.Resources.GPUs = per
-		ws.Spec.Replicas = reps
-		ws.Spec.Preemptible = true
-		ws.Spec.Checkpoint = schema.Checkpoint{GracePeriod: m.Grace, Interval: cp}
-		mj.Spec = ws
-		wl.Jobs = append(wl.Jobs, mj)
+		wl.Jobs = append(wl.Jobs, MappedJob{Job: j, Tenant: j.Project, Ref: schema.Ref{Project: j.Project, Name: j.ID},
+			TierValue: tierValue[tiers[i]], Replicas: reps, PerGPUs: per, Grace: m.Grace})
 		tenantTime[j.Project] += j.Duration.Seconds() * float64(per*reps)
 	}
 	// 3. Projects: one per trace project (a team), its quota proportional

@@ -45,6 +45,8 @@ type meter struct {
 	bucket       time.Duration
 	util         []float64 // working GPU-seconds per bucket
 	decisions    []time.Duration
+	// months: the replay's time per simulated month (month.go).
+	months monthClock
 	// whole, narrowed, verified, differed count the cycles decided on the
 	// whole queue and on a narrowed one, the narrowed ones checked against
 	// the whole queue, and those that differed.
@@ -75,7 +77,7 @@ func newMeter(wl *Workload, spec sim.Spec, start time.Time) *meter {
 	m.entSum, m.entSec = make([]float64, len(wl.Projects)), make([]float64, len(wl.Projects))
 	m.debt, m.debtSince = make([]float64, len(wl.Projects)), make([]time.Time, len(wl.Projects))
 	for _, j := range wl.Jobs {
-		m.grace = max(m.grace, j.Spec.Spec.Checkpoint.GracePeriod)
+		m.grace = max(m.grace, j.Grace)
 	}
 	span := wl.Jobs[len(wl.Jobs)-1].Submit.Sub(start)
 	m.bucket = max(time.Minute, (span / buckets).Round(time.Minute))
@@ -113,7 +115,10 @@ func (m *meter) entitled(ti, h int) int {
 	return min(e, m.quota[ti])
 }
 
-func (m *meter) decided(d time.Duration) { m.decisions = append(m.decisions, d) }
+func (m *meter) decided(d time.Duration) {
+	m.decisions = append(m.decisions, d)
+	m.months.decided(d)
+}
 
 // interval accounts for [m.last, now): the allocations of prev held their
 // GPUs all of it, and worked from when they were running unless stopping.
@@ -318,7 +323,7 @@ func (m *meter) result(pol Policy, jobs []jobState, st sim.Stats, end time.Time)
 	}
 	s := summarize(ds)
 	res.Timing = Timing{Decisions: m.whole, P50Millis: s.P50, P99Millis: s.P99, TotalSeconds: s.Mean * float64(len(ds)) / 1000,
-		Narrowed: m.narrowed, Verified: m.verified, Differed: m.differed}
+		Narrowed: m.narrowed, Verified: m.verified, Differed: m.differed, Months: m.months.done()}
 	return res
 }
 

@@ -101,7 +101,7 @@ type class struct {
 
 func (r *replayer) classOf(ji int) *class {
 	j := &r.wl.Jobs[ji]
-	k := classKey{j.Ref.Project, j.TierValue, j.PerGPUs, j.Replicas, j.Spec.Spec.Checkpoint.Interval}
+	k := classKey{j.Ref.Project, j.TierValue, j.PerGPUs, j.Replicas, j.Checkpoint}
 	c := r.classes[k]
 	if c == nil {
 		c = &class{}
@@ -252,7 +252,7 @@ func (r *replayer) windowDecides(d policies.Decision, running []int) (ok, widen 
 				return false, false
 			}
 		case policies.VerdictStart:
-			if ji, ok := r.byRef[wd.Ref]; ok && r.jobs[ji].status == jobQueued {
+			if ji, ok := r.job(wd.Ref); ok && r.jobs[ji].status == jobQueued {
 				started[r.classOf(ji)]++
 				lastStart[wd.Ref.Project] = max(lastStart[wd.Ref.Project], wd.Queue)
 			}
@@ -264,7 +264,7 @@ func (r *replayer) windowDecides(d policies.Decision, running []int) (ok, widen 
 	starved, starvedTier := -1, 0
 	if r.pol.Reserves && d.Starved != nil && !inert {
 		starved = queuePos(d, *d.Starved)
-		if ji, ok := r.byRef[*d.Starved]; ok {
+		if ji, ok := r.job(*d.Starved); ok {
 			starvedTier = r.wl.Jobs[ji].TierValue
 		}
 	}
@@ -366,10 +366,12 @@ func (r *replayer) decideWhole(in policies.Input, t0 time.Time) policies.Decisio
 }
 
 // fifoWindow returns the first n waiting jobs in FIFO order, and every
-// other job submitted at the same instant as the last of them.
+// other job submitted at the same instant as the last of them. It stops
+// at the first job not yet arrived (jobs arrive in order), not at the end
+// of the trace.
 func (r *replayer) fifoWindow(n int) []int {
 	var out []int
-	for k := r.head; k < len(r.jobs); k++ {
+	for k := r.head; k < len(r.jobs) && r.jobs[k].status != jobFuture; k++ {
 		if len(out) >= n && !r.wl.Jobs[k].Submit.Equal(r.wl.Jobs[out[len(out)-1]].Submit) {
 			break
 		}
@@ -486,7 +488,7 @@ func (b *specsBuf) update(jobs, rank []int, all []MappedJob) []schema.Workspace 
 	}
 	for k, s := range src {
 		if s < 0 {
-			ws[k] = all[jobs[k]].Spec
+			ws[k] = all[jobs[k]].Workspace()
 		}
 	}
 	return ws[:n]

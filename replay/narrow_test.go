@@ -16,7 +16,8 @@ func TestSpecsBufUpdate(t *testing.T) {
 	all := make([]MappedJob, n)
 	rank := make([]int, n)
 	for i := range all {
-		all[i].Spec = schema.Workspace{Meta: schema.Meta{Project: "p", Name: fmt.Sprintf("j%02d", i)}}
+		all[i].ID = fmt.Sprintf("j%02d", i)
+		all[i].Ref = schema.Ref{Project: "p", Name: all[i].ID}
 		rank[i] = i
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -40,8 +41,8 @@ func TestSpecsBufUpdate(t *testing.T) {
 			t.Fatalf("round %d: %d specs, want %d", round, len(got), len(jobs))
 		}
 		for k, ji := range jobs {
-			if got[k].Meta.Name != all[ji].Spec.Meta.Name {
-				t.Fatalf("round %d: place %d holds %s, want %s", round, k, got[k].Meta.Name, all[ji].Spec.Meta.Name)
+			if got[k].Meta.Name != all[ji].ID {
+				t.Fatalf("round %d: place %d holds %s, want %s", round, k, got[k].Meta.Name, all[ji].ID)
 			}
 		}
 		scratch = b.swap(jobs)

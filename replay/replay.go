@@ -4,9 +4,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -161,7 +161,6 @@ type replayer struct {
 	quota       map[string]int // each berth project's guaranteed GPUs
 	hist        drivers.History
 	jobs        []jobState
-	byRef       map[schema.Ref]int
 	tenant      map[string]int // berth project → index into wl.Projects
 	freeBuf     []int
 	// head: the first job (in submit order) that may still be waiting.
@@ -196,7 +195,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 	}
 	start := wl.Jobs[0].Submit
 	r := &replayer{wl: wl, pol: pol, spec: spec, clock: sim.NewManualClock(start), now: start,
-		jobs: make([]jobState, len(wl.Jobs)), byRef: make(map[schema.Ref]int, len(wl.Jobs)), tenant: map[string]int{}, waitingBySize: map[int]int{},
+		jobs: make([]jobState, len(wl.Jobs)), tenant: map[string]int{}, waitingBySize: map[int]int{},
 		classes: map[classKey]*class{}, verify: opt.Verify}
 	r.refRank, r.byRank = refRanks(wl)
 	r.cl = sim.New(spec, r.clock)
@@ -204,9 +203,6 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 	r.set = *wl.Base
 	r.set.Workspaces = nil
 	r.hist = drivers.History{UsageAt: start, Usage: map[string]float64{}, QueuedSince: map[schema.Ref]time.Time{}, Preempted: map[schema.Ref]drivers.Preemption{}}
-	for i, j := range wl.Jobs {
-		r.byRef[j.Ref] = i
-	}
 	r.quota = map[string]int{}
 	for _, p := range wl.Base.Projects {
 		r.quota[p.Meta.Name] = p.Spec.Quota.GPUs
@@ -226,6 +222,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 	cycles, same := 0, 0
 	for {
 		// 1. Account for [prev cycle, now) and advance usage.
+		r.m.months.at(r.now)
 		r.m.interval(&prev, r.now, r.queuedGPUs())
 		r.advanceUsage(&prev, halfLife)
 		// 2. Jobs whose work is done finish; victims whose grace ended are gone.
@@ -342,7 +339,7 @@ func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]in
 		if wd.Verdict != policies.VerdictPreempt && wd.Verdict != policies.VerdictStart {
 			continue // most of a long queue waits: skip the lookup
 		}
-		ji, ok := r.byRef[wd.Ref]
+		ji, ok := r.job(wd.Ref)
 		if !ok {
 			continue
 		}
@@ -363,7 +360,7 @@ func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]in
 			}
 			j := r.wl.Jobs[ji]
 			js.status = jobStopping
-			js.doneAt = r.now.Add(j.Spec.Spec.Checkpoint.GracePeriod)
+			js.doneAt = r.now.Add(j.Grace)
 			if r.now.Before(js.runStart.Add(r.spec.StartDelay)) || !js.doneAt.After(r.now) {
 				// It never started working (or has no grace): the
 				// simulator drops it at once, so its preemptor may start
@@ -383,7 +380,7 @@ func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]in
 	for _, wd := range starts {
 		blocked := false
 		for _, v := range wd.Preempts {
-			if vi, ok := r.byRef[v]; ok && r.jobs[vi].status == jobStopping {
+			if vi, ok := r.job(v); ok && r.jobs[vi].status == jobStopping {
 				blocked = true
 				break
 			}
@@ -391,9 +388,10 @@ func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]in
 		if blocked {
 			continue
 		}
-		ji := r.byRef[wd.Ref]
+		ji, _ := r.job(wd.Ref)
 		j := &r.wl.Jobs[ji]
-		err := r.cl.Apply(ctx, drivers.Action{Kind: drivers.ActionStart, Workspace: wd.Ref, Spec: &j.Spec, Placements: wd.Placements, Revision: "trace"})
+		ws := j.Workspace()
+		err := r.cl.Apply(ctx, drivers.Action{Kind: drivers.ActionStart, Workspace: wd.Ref, Spec: &ws, Placements: wd.Placements, Revision: "trace"})
 		if err != nil {
 			continue // its GPUs are not free yet: decided again when they are
 		}
@@ -445,6 +443,17 @@ func (r *replayer) remove(ji int) {
 // cmpJobs orders jobs by their workspaces' Refs, as specs are.
 func (r *replayer) cmpJobs(a, b int) int { return cmp.Compare(r.refRank[a], r.refRank[b]) }
 
+// job returns the job whose workspace is ref, by a binary search in Ref
+// order: a map from Ref held for every job of a long trace was scanned
+// by the garbage collector in every cycle.
+func (r *replayer) job(ref schema.Ref) (int, bool) {
+	k, ok := slices.BinarySearchFunc(r.byRank, ref, func(ji int, ref schema.Ref) int { return r.wl.Jobs[ji].Ref.Compare(ref) })
+	if !ok {
+		return -1, false
+	}
+	return r.byRank[k], true
+}
+
 // refRanks returns each job's place among all jobs in Ref order, and
 // the job at each place.
 func refRanks(wl *Workload) (rank, byRef []int) {
@@ -452,13 +461,7 @@ func refRanks(wl *Workload) (rank, byRef []int) {
 	for i := range byRef {
 		byRef[i] = i
 	}
-	slices.SortFunc(byRef, func(a, b int) int {
-		ra, rb := &wl.Jobs[a].Ref, &wl.Jobs[b].Ref
-		if c := strings.Compare(ra.Project, rb.Project); c != 0 {
-			return c
-		}
-		return strings.Compare(ra.Name, rb.Name)
-	})
+	slices.SortFunc(byRef, func(a, b int) int { return wl.Jobs[a].Ref.Compare(wl.Jobs[b].Ref) })
 	rank = make([]int, len(wl.Jobs))
 	for k, ji := range byRef {
 		rank[ji] = k
@@ -472,7 +475,7 @@ func (r *replayer) wholeSet() *schema.Set {
 	if r.liveChanged {
 		r.set.Workspaces = r.set.Workspaces[:0]
 		for _, ji := range r.live {
-			r.set.Workspaces = append(r.set.Workspaces, r.wl.Jobs[ji].Spec)
+			r.set.Workspaces = append(r.set.Workspaces, r.wl.Jobs[ji].Workspace())
 		}
 		r.liveChanged = false
 	}
@@ -575,4 +578,22 @@ func (r *replayer) waiting() bool {
 		}
 	}
 	return false
+}
+
+// LimitGC sets the garbage collector for a replay, and returns what puts
+// it back. A replay allocates a snapshot and a decision per event and
+// keeps little: a few hundred bytes a job of the trace, and what runs
+// and waits (berth over the first 40,000 Philly jobs: 41–53 MiB live
+// after each collection; the Philly trace three times over, four
+// policies: about 150 MiB). So it collects garbage only as the heap
+// nears 512 MiB, not every time the heap doubles. Before, the limit was
+// 2 GiB, and every trace long enough to allocate that much (the garbage
+// grows with the events) peaked near 2 GiB of RSS whatever it kept.
+func LimitGC() (restore func()) {
+	percent := debug.SetGCPercent(-1)
+	limit := debug.SetMemoryLimit(512 << 20)
+	return func() {
+		debug.SetGCPercent(percent)
+		debug.SetMemoryLimit(limit)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -440,5 +441,36 @@ func TestCohortMapping(t *testing.T) {
 	m.CohortBelow = "urgent"
 	if _, err := Map(jobs, 8, 8, m); err == nil || !strings.Contains(err.Error(), `below tier "urgent": the replay's tiers are high, medium, low`) {
 		t.Errorf("unknown tier: %v", err)
+	}
+}
+
+// The timing is split by simulated month: each month a cycle fell in, in
+// order, with its decisions; together they are all the replay's.
+func TestTimingByMonth(t *testing.T) {
+	// Two 8-GPU jobs of January take the node in turn: the first starts
+	// at once and runs into February, where the second starts. A third
+	// starts at once in March.
+	const trace = `submit,duration,gpus,project,tier
+2017-01-10T00:00:00Z,600h,8,a,low
+2017-01-10T01:00:00Z,1h,8,a,low
+2017-03-05T00:00:00Z,1h,8,a,low
+`
+	fifo, _ := PolicyByName("fifo")
+	rep := replayText(t, trace, oneNode, DefaultMapping(), fifo)
+	tm := rep.Policies[0].Timing
+	var months []string
+	cycles := 0
+	for _, mo := range tm.Months {
+		months = append(months, mo.Month)
+		cycles += mo.Cycles
+		if mo.Cycles > 0 && (mo.LoopMillis <= 0 || mo.DecideMillis < 0) {
+			t.Errorf("%s: %d cycles, %v ms a decision, %v ms of replay a decision", mo.Month, mo.Cycles, mo.DecideMillis, mo.LoopMillis)
+		}
+	}
+	if want := []string{"2017-01", "2017-02", "2017-03"}; fmt.Sprint(months) != fmt.Sprint(want) {
+		t.Errorf("months %v, want %v", months, want)
+	}
+	if cycles != tm.Cycles() || slices.ContainsFunc(tm.Months, func(mo MonthTiming) bool { return mo.Cycles == 0 }) {
+		t.Errorf("months %+v: %d cycles, want %d, some in each month", tm.Months, cycles, tm.Cycles())
 	}
 }

@@ -186,6 +186,22 @@ type Timing struct {
 	P50Millis    float64 `json:"p50Millis"`
 	P99Millis    float64 `json:"p99Millis"`
 	TotalSeconds float64 `json:"totalSeconds"`
+	// Months splits the replay's cost by simulated month, so a cost that
+	// grows with the simulated time (with the history) shows.
+	Months []MonthTiming `json:"months,omitempty"`
+}
+
+// MonthTiming is one simulated month of a policy's replay: Cycles decided
+// in it (on the whole queue or a narrowed one), the mean time of their
+// decisions (DecideMillis), and the replay's whole time in the month (its
+// wall time: deciding, the simulator, the accounting, the garbage
+// collector, and whatever the policies replayed beside it took from it)
+// per decision (LoopMillis).
+type MonthTiming struct {
+	Month        string  `json:"month"` // 2017-10
+	Cycles       int     `json:"cycles"`
+	DecideMillis float64 `json:"decideMillis"`
+	LoopMillis   float64 `json:"loopMillis"`
 }
 
 // Cycles counts the cycles that decided, on the whole queue or not.

@@ -110,15 +110,15 @@ func TestMap(t *testing.T) {
 	}
 	count := map[string]int{}
 	for _, j := range wl.Jobs {
-		count[j.Ref.Project+"/"+j.Spec.Spec.Tier]++
+		count[j.Ref.Project+"/"+j.Workspace().Spec.Tier]++
 		if j.Ref.Project != j.Tenant {
 			t.Errorf("%s: project %s; want one berth project per trace project, %s", j.ID, j.Ref.Project, j.Tenant)
 		}
-		if j.Tenant == "b" && (j.Replicas != 2 || j.PerGPUs != 8 || j.Spec.Spec.Checkpoint.Interval != 30*time.Minute) {
-			t.Errorf("%s: %d×%d GPUs, checkpoint %s; want a gang of 2×8 saving every 30m", j.ID, j.Replicas, j.PerGPUs, j.Spec.Spec.Checkpoint.Interval)
+		if j.Tenant == "b" && (j.Replicas != 2 || j.PerGPUs != 8 || j.Checkpoint != 30*time.Minute) {
+			t.Errorf("%s: %d×%d GPUs, checkpoint %s; want a gang of 2×8 saving every 30m", j.ID, j.Replicas, j.PerGPUs, j.Checkpoint)
 		}
-		if j.Tenant == "a" && j.Spec.Spec.Checkpoint.Interval != 0 {
-			t.Errorf("%s: a job of at most an hour checkpoints every %s", j.ID, j.Spec.Spec.Checkpoint.Interval)
+		if j.Tenant == "a" && j.Checkpoint != 0 {
+			t.Errorf("%s: a job of at most an hour checkpoints every %s", j.ID, j.Checkpoint)
 		}
 	}
 	want := map[string]int{"a/high": 10, "a/medium": 30, "a/low": 60, "b/high": 2, "b/medium": 6, "b/low": 12}

@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -155,15 +154,8 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 		return &exitError{Code: exitFailure, Err: err}
 	}
 
-	// 3. The replay. It allocates a snapshot and a decision per event
-	// and keeps little (berth over the first 40,000 Philly jobs: 41–53
-	// MiB live after each collection): collect garbage only as the heap
-	// nears 512 MiB, not every time it doubles. Before, the limit was 2
-	// GiB, and every trace long enough to allocate that much (the
-	// garbage grows with the events, so with the simulated time) peaked
-	// near 2 GiB of RSS whatever it kept.
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	defer debug.SetMemoryLimit(debug.SetMemoryLimit(512 << 20))
+	// 3. The replay, with the garbage collector set for it.
+	defer replay.LimitGC()()
 	if o.cpuProfile != "" {
 		stop, err := startCPUProfile(o.cpuProfile)
 		if err != nil {
