@@ -161,6 +161,19 @@ func TestReadFiles(t *testing.T) {
 	}
 }
 
+// TestMapDuplicateIDs: two jobs of one ID (their workspace's name) are
+// refused: the replay would take them for one workspace, and never end.
+func TestMapDuplicateIDs(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	jobs := []Job{
+		{ID: "j000001", Submit: at, Duration: time.Hour, GPUs: 1, Project: "a", Checkpoint: -1},
+		{ID: "j000001", Submit: at, Duration: time.Hour, GPUs: 1, Project: "b", Checkpoint: -1},
+	}
+	if _, err := Map(jobs, 8, 8, DefaultMapping()); err == nil || !strings.Contains(err.Error(), "job j000001: the ID of an earlier job") {
+		t.Errorf("two jobs j000001: error %v, want the duplicate named", err)
+	}
+}
+
 func TestMap(t *testing.T) {
 	var jobs []Job
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
