@@ -145,7 +145,14 @@ func Map(jobs []Job, capacity, nodeGPUs int, m Mapping) (*Workload, error) {
 	// string per line, and comparing two names that share their bytes
 	// costs a pointer comparison, on every lookup of a replay.
 	name := map[string]string{}
+	// Each job's ID names its workspace: two jobs of one ID would be one
+	// workspace to the replay, which never ends.
+	ids := make(map[string]struct{}, len(jobs))
 	for i, j := range jobs {
+		if _, dup := ids[j.ID]; dup {
+			return nil, fmt.Errorf("job %s: the ID of an earlier job; want IDs unique in the trace", j.ID)
+		}
+		ids[j.ID] = struct{}{}
 		if _, ok := byTenant[j.Project]; !ok {
 			tenants = append(tenants, j.Project)
 			name[j.Project] = j.Project

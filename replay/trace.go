@@ -96,11 +96,46 @@ func Read(r io.Reader, f Format) ([]Job, error) {
 		return nil, err
 	}
 	sort.SliceStable(jobs, func(i, j int) bool { return jobs[i].Submit.Before(jobs[j].Submit) })
+	number(jobs)
+	return jobs, nil
+}
+
+// ReadFiles reads several trace files as one trace, a longer history
+// kept in several exports (a file a month): each file in format f (""
+// detects each file's format from its own header), their jobs merged
+// and sorted by submit time (ties: the files' order, then line order)
+// and numbered j000001… in that order, so that IDs stay unique across
+// the files. One file reads as ReadFile reads it. Errors name the file
+// at fault.
+func ReadFiles(paths []string, f Format) ([]Job, error) {
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("replay: read trace: no files")
+	}
+	if len(paths) == 1 {
+		return ReadFile(paths[0], f)
+	}
+	var all []Job
+	for _, path := range paths {
+		jobs, err := ReadFile(path, f)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, jobs...)
+	}
+	// Each file's jobs are sorted already, the files in the order given:
+	// a stable sort keeps ties in file order, then in line order.
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Submit.Before(all[j].Submit) })
+	number(all)
+	return all, nil
+}
+
+// number gives jobs, in their order, the IDs j000001… (six digits at
+// least, as many as the count needs).
+func number(jobs []Job) {
 	width := max(6, len(strconv.Itoa(len(jobs))))
 	for i := range jobs {
 		jobs[i].ID = fmt.Sprintf("j%0*d", width, i+1)
 	}
-	return jobs, nil
 }
 
 // records reads CSV records with a header, skipping blank lines and lines

@@ -2,6 +2,9 @@ package replay
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +78,99 @@ func TestReadErrors(t *testing.T) {
 				t.Errorf("error %v, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestReadFiles: several files read as one trace, merged by submit time
+// (ties: file order, then line order), each file's format detected from
+// its own header, the IDs numbered over the whole; one file reads as
+// ReadFile reads it; a mistake is reported with its file's name.
+func TestReadFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	philly := write("philly.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n"+
+		"2017-10-09 07:00:00,60,1,60,p1\n"+
+		"2017-10-09 06:00:00,60,2,120,p2\n")
+	generic := write("generic.csv", "submit,duration,gpus,project\n"+
+		"2017-10-09T07:00:00Z,60,3,g1\n"+
+		"2017-10-09T06:30:00Z,60,4,g2\n"+
+		"2017-10-09T07:00:00Z,60,5,g3\n")
+	jobs, err := ReadFiles([]string{philly, generic}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, j := range jobs {
+		got = append(got, fmt.Sprintf("%s %s %s %d %s", j.ID, j.Submit.Format("15:04"), j.Project, j.GPUs, j.Source))
+	}
+	want := []string{
+		"j000001 06:00 vc-p2 2 philly",
+		"j000002 06:30 g2 4 csv",
+		"j000003 07:00 vc-p1 1 philly", // a tie: the first file first,
+		"j000004 07:00 g1 3 csv",       // then the second's in line order
+		"j000005 07:00 g3 5 csv",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("merged by submit, ties in file then line order, numbered over the whole (-want +got)\n%s", diff)
+	}
+
+	// The halves of a trace read as the whole does.
+	whole, err := ReadFile("testdata/philly-sample.csv", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("testdata/philly-sample.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(string(b), "\n"), "\n")
+	half := 1 + (len(lines)-1)/2
+	first := write("first.csv", strings.Join(lines[:half], ""))
+	second := write("second.csv", lines[0]+strings.Join(lines[half:], ""))
+	halves, err := ReadFiles([]string{first, second}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(whole, halves); diff != "" {
+		t.Errorf("the halves of philly-sample.csv read otherwise than the whole (-whole +halves)\n%s", diff)
+	}
+	one, err := ReadFiles([]string{"testdata/philly-sample.csv"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(whole, one); diff != "" {
+		t.Errorf("one file (-ReadFile +ReadFiles)\n%s", diff)
+	}
+
+	// Errors name the file at fault; --format applies to every file.
+	bad := write("bad.csv", "submit,duration,gpus,project\n0,1h,two,a\n")
+	if _, err := ReadFiles([]string{philly, bad}, ""); err == nil || !strings.Contains(err.Error(), bad+": line 2: gpus \"two\"") {
+		t.Errorf("a bad second file: error %v, want it to name %s and its line", err, bad)
+	}
+	if _, err := ReadFiles([]string{generic, philly}, FormatCSV); err == nil || !strings.HasPrefix(err.Error(), philly+": ") {
+		t.Errorf("a Philly file read as CSV: error %v, want it to name %s", err, philly)
+	}
+	if _, err := ReadFiles([]string{philly, filepath.Join(dir, "missing.csv")}, ""); err == nil || !strings.Contains(err.Error(), "missing.csv") {
+		t.Errorf("a missing file: error %v, want it to name the file", err)
+	}
+}
+
+// TestMapDuplicateIDs: two jobs of one ID (their workspace's name) are
+// refused: the replay would take them for one workspace, and never end.
+func TestMapDuplicateIDs(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	jobs := []Job{
+		{ID: "j000001", Submit: at, Duration: time.Hour, GPUs: 1, Project: "a", Checkpoint: -1},
+		{ID: "j000001", Submit: at, Duration: time.Hour, GPUs: 1, Project: "b", Checkpoint: -1},
+	}
+	if _, err := Map(jobs, 8, 8, DefaultMapping()); err == nil || !strings.Contains(err.Error(), "job j000001: the ID of an earlier job") {
+		t.Errorf("two jobs j000001: error %v, want the duplicate named", err)
 	}
 }
 

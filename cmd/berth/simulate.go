@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,7 +19,7 @@ import (
 func newSimulateCmd() *cobra.Command {
 	var o simulateOptions
 	cmd := &cobra.Command{
-		Use:   "simulate --trace FILE",
+		Use:   "simulate --trace FILE [--trace FILE...]",
 		Short: "Replay a job trace under FIFO, Nomad, a Kueue-like quota scheduler and berth, side by side",
 		Long: `simulate replays a GPU job trace through the simulated cluster under several
 scheduling policies, each on a fresh copy of the same cluster, and reports how
@@ -34,7 +35,7 @@ Policies (--policies, in this order by default):
           priority within a project; no fair share, no aging
   berth   berth's decision engine
 
-Traces (--format, detected from the header when not given):
+Traces (--format, detected from each file's header when not given):
   philly  the Pollux extract of the Microsoft Philly trace
           (timestamp,duration,num_gpus,gpu_time,cluster)
   csv     berth's generic format, one job a line after a header:
@@ -42,6 +43,16 @@ Traces (--format, detected from the header when not given):
           submit: RFC 3339 time or seconds from the start; duration and
           checkpoint: seconds or a Go duration (90m); tier and checkpoint
           may be empty for the mapping to fill
+
+A longer history kept in several files (a month an export) replays as one
+trace: give --trace for each file, in any order (--trace jan.csv --trace
+feb.csv; in bash, --trace=2024-{01..12}.csv repeats the flag for you, but
+a glob does not: --trace *.csv leaves all but the first file as stray
+arguments, which simulate refuses). The files' jobs are merged by submit
+time (ties: the files' order, then line order) and numbered over the
+whole; each file's format is detected from its own header unless
+--format is given. A CSV submit in seconds counts from the same start in
+every file: files that follow each other want RFC 3339 times.
 
 Mapping from trace to specs (stated again in every report):
   - each trace project (a Philly virtual cluster, or the CSV's project
@@ -72,7 +83,11 @@ needed. --verify N checks every Nth narrowed decision against the whole
 queue and reports how many differed (0 is the only right answer).
 --tick makes policies decide at most once per tick, as a reconciler loop
 would: faster on long traces, at the cost of up to a tick of extra wait
-per start. A progress bar goes to stderr when it is a terminal.
+per start. --policies berth replays berth alone, and --policies quota,berth
+berth beside the quota baseline, when the other baselines are not needed:
+quicker on a long history. A progress bar goes to stderr when it is a terminal;
+when it is not (a CI job's log), a line every minute says how far each
+policy is, and a replay done within the first minute writes none.
 
 --teams adds a table of who paid for each policy's figures: per team, its
 mean completion time and its share, its GPUs held over what its quota (or
@@ -90,15 +105,16 @@ at its first start.`,
 		Example: `  berth simulate --trace traces/philly-pollux/philly.csv.gz
   berth simulate --trace philly.csv --window 168h --output html --html report.html
   berth simulate --trace traces/philly-pollux/philly.csv.gz --limit 20000 --policies quota,berth --teams
+  berth simulate --trace 2024-01.csv --trace 2024-02.csv --trace 2024-03.csv --policies berth
   berth simulate --trace mine.csv --cluster cluster.yaml --policies fifo,berth --output json`,
-		Args: cobra.NoArgs,
+		Args: noStrayTraces,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runSimulate(cmd, o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.tracePath, "trace", "", "the job trace to replay (required)")
-	f.StringVar(&o.format, "format", "", "trace format: philly or csv (default: detected from the header)")
+	f.StringArrayVar(&o.traces, "trace", nil, "a job trace `FILE` to replay (required); repeat the flag for several files, replayed as one trace (--trace jan.csv --trace feb.csv)")
+	f.StringVar(&o.format, "format", "", "trace format of every file: philly or csv (default: detected from each file's header)")
 	f.StringVar(&o.clusterPath, "cluster", "", "simulated cluster file (default: 64 nodes × 8 GPUs, 2 NVLink domains each)")
 	f.StringVar(&o.policyList, "policies", "fifo,nomad,quota,berth", "policies to compare, comma-separated, in report order")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the tier draw")
@@ -117,12 +133,27 @@ at its first start.`,
 
 // simulateOptions are berth simulate's flags.
 type simulateOptions struct {
-	tracePath, format, clusterPath, policyList, output, htmlPath string
-	cohortBelow, cpuProfile                                      string
-	seed                                                         uint64
-	limit, verify                                                int
-	window, tick, maxWait                                        time.Duration
-	teams                                                        bool
+	// traces are the trace files, one per --trace, replayed as one.
+	traces                                            []string
+	format, clusterPath, policyList, output, htmlPath string
+	cohortBelow, cpuProfile                           string
+	seed                                              uint64
+	limit, verify                                     int
+	window, tick, maxWait                             time.Duration
+	teams                                             bool
+	// progressEvery is how often a line of progress goes to a stderr
+	// that is no terminal (0: every minute); tests set it short.
+	progressEvery time.Duration
+}
+
+// noStrayTraces refuses arguments, as cobra.NoArgs does, but says how
+// to give several trace files: a shell glob after --trace (--trace
+// *.csv) leaves every file but the first as an argument.
+func noStrayTraces(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("unexpected argument %q: simulate takes none; give each trace file its own --trace (--trace a.csv --trace b.csv)", args[0])
+	}
+	return nil
 }
 
 // runSimulate is berth simulate's body: check the command line, read the
@@ -167,7 +198,7 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 	if err != nil {
 		return err
 	}
-	rep.Trace.Name = o.tracePath
+	rep.Trace.Name = o.traceName()
 
 	// 4. The report.
 	return o.writeReport(cmd.OutOrStdout(), rep)
@@ -176,8 +207,11 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 // check reports a wrong command line as a usage error; it returns the
 // policies --policies names, in its order.
 func (o *simulateOptions) check() ([]replay.Policy, error) {
-	if o.tracePath == "" {
+	if len(o.traces) == 0 {
 		return nil, usagef("--trace is required")
+	}
+	if slices.Contains(o.traces, "") {
+		return nil, usagef("--trace: an empty file name")
 	}
 	switch o.output {
 	case "table", "json", "html":
@@ -216,10 +250,16 @@ func (o *simulateOptions) readCluster() (sim.Spec, error) {
 	return spec, nil
 }
 
-// readJobs reads the trace's jobs, cut to --window and --limit; none left
-// is an error.
+// traceName names the replayed trace in the report: its file, or its
+// files joined with ", " in the order given.
+func (o *simulateOptions) traceName() string {
+	return strings.Join(o.traces, ", ")
+}
+
+// readJobs reads the trace's jobs, its files' merged, cut to --window and
+// --limit; none left is an error.
 func (o *simulateOptions) readJobs() ([]replay.Job, error) {
-	jobs, err := replay.ReadFile(o.tracePath, replay.Format(o.format))
+	jobs, err := replay.ReadFiles(o.traces, replay.Format(o.format))
 	if err != nil {
 		return nil, &exitError{Code: exitFailure, Err: err}
 	}
@@ -235,19 +275,30 @@ func (o *simulateOptions) readJobs() ([]replay.Job, error) {
 		jobs = jobs[:o.limit]
 	}
 	if len(jobs) == 0 {
-		return nil, &exitError{Code: exitFailure, Err: fmt.Errorf("%s: no jobs to replay", o.tracePath)}
+		return nil, &exitError{Code: exitFailure, Err: fmt.Errorf("%s: no jobs to replay", o.traceName())}
 	}
 	return jobs, nil
 }
 
 // replay runs the workload under each policy, with a progress bar on
-// stderr when it is a terminal.
+// stderr when it is a terminal, else a line of progress every
+// progressEvery (a minute).
 func (o *simulateOptions) replay(stderr io.Writer, wl *replay.Workload, spec sim.Spec, m replay.Mapping, pols []replay.Policy) (*replay.Report, error) {
 	opt := replay.Options{Parallel: runtime.GOMAXPROCS(0), Tick: o.tick, Verify: o.verify}
 	var bar *progressBar
 	if isTerminal(stderr) {
 		bar = newProgressBar(stderr, pols, wl)
 		opt.Progress = bar.update
+	} else {
+		every := o.progressEvery
+		if every <= 0 {
+			every = time.Minute
+		}
+		pl := newProgressLog(stderr, pols, time.Now())
+		opt.Progress = pl.update
+		t := time.NewTicker(every)
+		stop := pl.start(t.C)
+		defer func() { t.Stop(); stop() }()
 	}
 	rep, err := replay.Run(wl, spec, m, pols, opt)
 	if bar != nil {
@@ -357,4 +408,92 @@ func (b *progressBar) finish() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.draw()
+}
+
+// progressLog writes a line of progress to a stderr that is no terminal
+// (a CI job's log) at each tick: the wall time since the replay began,
+// then each policy's share of its jobs done, with the simulated day and
+// the jobs done of all:
+//
+//	simulate: 3m00s: fifo 41% (2017-11-20, 101,234/246,741 jobs), nomad done, quota 0%, berth 12% (…)
+type progressLog struct {
+	mu    sync.Mutex
+	w     io.Writer
+	names []string
+	state map[string]policyProgress
+	began time.Time
+}
+
+// policyProgress is a policy's last report of progress.
+type policyProgress struct {
+	now         time.Time
+	done, total int
+}
+
+// newProgressLog returns a progressLog for pols, replayed from began
+// (wall clock).
+func newProgressLog(w io.Writer, pols []replay.Policy, began time.Time) *progressLog {
+	l := &progressLog{w: w, state: map[string]policyProgress{}, began: began}
+	for _, p := range pols {
+		l.names = append(l.names, p.Name)
+	}
+	return l
+}
+
+// update is the replay's Progress: it keeps the policy's last report
+// for the next line.
+func (l *progressLog) update(policy string, now time.Time, done, total int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.state[policy] = policyProgress{now: now, done: done, total: total}
+}
+
+// line is the line of progress at the wall time at.
+func (l *progressLog) line(at time.Time) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	parts := make([]string, len(l.names))
+	for i, name := range l.names {
+		p, ok := l.state[name]
+		switch {
+		case !ok: // not started, or not far enough to report
+			parts[i] = name + " 0%"
+		case p.done >= p.total:
+			parts[i] = name + " done"
+		default:
+			parts[i] = fmt.Sprintf("%s %d%% (%s, %s/%s jobs)", name, p.done*100/max(p.total, 1), p.now.UTC().Format("2006-01-02"), thousands(int64(p.done)), thousands(int64(p.total)))
+		}
+	}
+	return fmt.Sprintf("simulate: %s: %s", elapsed(at.Sub(l.began)), strings.Join(parts, ", "))
+}
+
+// start writes a line at each tick until the returned stop is called,
+// which waits for a line being written. The ticks are a time.Ticker's,
+// whose first comes an interval in: a replay done sooner writes none.
+func (l *progressLog) start(ticks <-chan time.Time) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case <-done:
+				return
+			case at := <-ticks:
+				fmt.Fprintln(l.w, l.line(at))
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// elapsed writes a wall-clock duration to the second, minutes and
+// seconds always: 3m00s, 1h02m05s.
+func elapsed(d time.Duration) string {
+	d = max(d.Round(time.Second), 0)
+	h, m, s := d/time.Hour, d%time.Hour/time.Minute, d%time.Minute/time.Second
+	if h > 0 {
+		return fmt.Sprintf("%dh%02dm%02ds", h, m, s)
+	}
+	return fmt.Sprintf("%dm%02ds", m, s)
 }
