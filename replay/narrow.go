@@ -389,27 +389,32 @@ func (r *replayer) fifoWindow(n int) []int {
 // first ones of consecutive decisions differ from each other.
 func (r *replayer) subset(try int, running, waiting []int) schema.Set {
 	// A bit per place in Ref order, set for each job given: reading the
-	// set bits in order merges and sorts them at once, for a word per 64
-	// jobs of the trace, a fraction of what sorting the window costs.
+	// set bits in order merges and sorts them at once, a fraction of what
+	// sorting the window costs. A second level, a bit per word of the
+	// first, says which words to read: reading every word, a word per 64
+	// jobs of the trace, made a decision cost more the longer the trace.
 	if r.subsetBits == nil {
 		r.subsetBits = make([]uint64, (len(r.byRank)+63)/64)
+		r.subsetWords = make([]uint64, (len(r.subsetBits)+63)/64)
 	}
-	bits := r.subsetBits
-	for _, ji := range running {
-		bits[r.refRank[ji]/64] |= 1 << (r.refRank[ji] % 64)
-	}
-	for _, ji := range waiting {
-		bits[r.refRank[ji]/64] |= 1 << (r.refRank[ji] % 64)
+	bits, words := r.subsetBits, r.subsetWords
+	for _, list := range [2][]int{running, waiting} {
+		for _, ji := range list {
+			k := r.refRank[ji]
+			bits[k/64] |= 1 << (k % 64)
+			words[k/4096] |= 1 << (k / 64 % 64)
+		}
 	}
 	idx := r.subsetIdx[:0]
-	for w, word := range bits {
-		if word == 0 {
-			continue
+	for s, sword := range words {
+		for ; sword != 0; sword &= sword - 1 {
+			w := s*64 + mathbits.TrailingZeros64(sword)
+			for word := bits[w]; word != 0; word &= word - 1 {
+				idx = append(idx, r.byRank[w*64+mathbits.TrailingZeros64(word)])
+			}
+			bits[w] = 0
 		}
-		for ; word != 0; word &= word - 1 {
-			idx = append(idx, r.byRank[w*64+mathbits.TrailingZeros64(word)])
-		}
-		bits[w] = 0
+		words[s] = 0
 	}
 	b := &r.subsets[try]
 	ws := b.update(idx, r.refRank, r.wl.Jobs)

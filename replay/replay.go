@@ -67,8 +67,15 @@ func PolicyByName(name string) (Policy, bool) {
 	return Policy{}, false
 }
 
-// Progress is told, now and then, how far one policy's replay is.
-type Progress func(policy string, now time.Time, done, total int)
+// Progress is how far one policy's replay is: at its start, every few
+// thousand cycles, and at its end (Finished, with the jobs that could
+// never run still not Done).
+type Progress struct {
+	Policy      string
+	Now         time.Time // the simulated time
+	Done, Total int       // jobs completed, of all
+	Finished    bool
+}
 
 // Options tune a replay.
 type Options struct {
@@ -83,8 +90,10 @@ type Options struct {
 	// (narrow.go) is checked against a decision on the whole queue, which
 	// is then applied; the report counts the checks and differences. Zero:
 	// no checks.
-	Verify   int
-	Progress Progress
+	Verify int
+	// Progress, when set, is told each policy's Progress now and then,
+	// from the goroutine replaying it.
+	Progress func(Progress)
 }
 
 // Run replays wl on cluster under each policy (each on a fresh cluster)
@@ -171,11 +180,13 @@ type replayer struct {
 	classes   map[classKey]*class
 	classList []*class
 	// subsets: the narrowed specs of each window try (subset), kept from
-	// one decision to the next; subsetIdx and subsetBits are scratch.
-	subsets    [maxWindowTries]specsBuf
-	subsetIdx  []int
-	subsetBits []uint64 // subset's scratch: a bit per job, in Ref order
-	windowBuf  []int
+	// one decision to the next; subsetIdx, subsetBits and subsetWords
+	// are scratch.
+	subsets     [maxWindowTries]specsBuf
+	subsetIdx   []int
+	subsetBits  []uint64 // a bit per job, in Ref order
+	subsetWords []uint64 // a bit per word of subsetBits
+	windowBuf   []int
 	// starved: the job the last decision's starvation guard chose (zero:
 	// none); classes refused under its guard start wide (classWindow).
 	starved schema.Ref
@@ -220,6 +231,9 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 	done := 0
 	var running []int // jobs holding GPUs (running or stopping), in Ref order (subset merges it)
 	cycles, same := 0, 0
+	if progress != nil {
+		progress(Progress{Policy: pol.Name, Now: start, Total: len(wl.Jobs)})
+	}
 	for {
 		// 1. Account for [prev cycle, now) and advance usage.
 		r.m.months.at(r.now)
@@ -307,7 +321,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 		}
 		cycles++
 		if progress != nil && cycles%2048 == 0 {
-			progress(pol.Name, r.now, done, len(wl.Jobs))
+			progress(Progress{Policy: pol.Name, Now: r.now, Done: done, Total: len(wl.Jobs)})
 		}
 		if at.IsZero() {
 			break // nothing runs, nothing arrives: what still waits can never run
@@ -323,7 +337,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 		r.now = at
 	}
 	if progress != nil {
-		progress(pol.Name, r.now, done, len(wl.Jobs))
+		progress(Progress{Policy: pol.Name, Now: r.now, Done: done, Total: len(wl.Jobs), Finished: true})
 	}
 	stats := r.cl.Stats()
 	return r.m.result(pol, r.jobs, stats, r.now), nil
