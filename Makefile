@@ -35,7 +35,7 @@ e2e-v2: ## The driver's conformance suite and the walk-through (TestRealConforma
 fuzz: ## Fuzz the spec loader for FUZZTIME (default 3m; the first run also builds an instrumented CUE, minutes)
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./load
 
-bench: ## The benchmarks the issues name, with their figures (about 30 min on 2 cores; the fleet benchmark 15–25 of them)
+bench: ## The benchmarks the issues name, with their figures (about 40 min on 2 cores; the fleet benchmark 15–25 of them)
 	@./scripts/bench.sh
 
 bench-quick: ## The Go benchmarks only, once each (about 2 minutes)

@@ -4,10 +4,14 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -54,6 +58,146 @@ func BenchmarkSimulate(b *testing.B) {
 		}
 		b.Logf("wall %s", time.Since(start))
 	}
+}
+
+// BenchmarkSimulateYear replays the Philly trace as shipped, then the
+// same trace three times end to end (each copy 110 days after the one
+// before: a year of history), under the four policies as berth simulate
+// does, and prints the wall time of each, their ratio and the peak RSS
+// (issue 40: at most 3.3 times the single trace, at most 6 minutes on 2
+// cores, at most 1 GiB), then, per policy, the replay's wall time over
+// each copy's 110 days, which is the same work a copy later, and its
+// time per decision by simulated month (which follows the load: the
+// single trace's months differ as much). BERTH_SIM_POLICY replays one
+// policy only.
+func BenchmarkSimulateYear(b *testing.B) {
+	if _, err := os.Stat(fullTrace); err != nil {
+		b.Skip("no Philly trace at " + fullTrace)
+	}
+	jobs, err := ReadFile(fullTrace, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const every = 110 * 24 * time.Hour
+	year := tile(jobs, 3, every)
+	pols := Policies()
+	if p := os.Getenv("BERTH_SIM_POLICY"); p != "" {
+		pp, ok := PolicyByName(p)
+		if !ok {
+			b.Fatalf("BERTH_SIM_POLICY=%s: no such policy", p)
+		}
+		pols = []Policy{pp}
+	}
+	defer LimitGC()()
+	for b.Loop() {
+		single, _ := replayTimed(b, jobs, pols, nil)
+		spans := newSpanClock(year[0].Submit, every, 3)
+		tiled, rep := replayTimed(b, year, pols, spans.progress)
+		fmt.Printf("the Philly trace, %d jobs: %.1fs wall\n", len(jobs), single.Seconds())
+		fmt.Printf("three times over, %d jobs over %.0f days: %.1fs wall, %.2f× the single trace, peak RSS %s\n",
+			len(year), rep.Trace.Last.Sub(rep.Trace.First).Hours()/24, tiled.Seconds(), tiled.Seconds()/single.Seconds(), peakRSS())
+		for _, p := range rep.Policies {
+			fmt.Printf("  %-5s replay seconds by copy:%s\n", p.Name, spread(spans.walls[p.Name], "%.1f"))
+			var months []float64
+			for _, mo := range p.Timing.Months {
+				if mo.Cycles >= 1000 { // fewer are too few to time
+					months = append(months, mo.LoopMillis)
+				}
+			}
+			fmt.Printf("        ms of replay a decision by month:%s\n", spread(months, "%.2f"))
+		}
+	}
+}
+
+// spanClock times each policy's replay over n spans of simulated time,
+// every long from first (the last to the end), through Options.Progress
+// (wall time, the other policy replayed beside it included).
+type spanClock struct {
+	mu    sync.Mutex
+	first time.Time
+	every time.Duration
+	n     int
+	span  map[string]int       // each policy's current span
+	began map[string]time.Time // when it began (wall)
+	walls map[string][]float64 // the seconds of each span done
+}
+
+func newSpanClock(first time.Time, every time.Duration, n int) *spanClock {
+	return &spanClock{first: first, every: every, n: n, span: map[string]int{}, began: map[string]time.Time{}, walls: map[string][]float64{}}
+}
+
+func (c *spanClock) progress(p Progress) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	k := min(int(p.Now.Sub(c.first)/c.every), c.n-1)
+	if _, ok := c.began[p.Policy]; !ok {
+		c.span[p.Policy], c.began[p.Policy] = k, now
+		return
+	}
+	if k > c.span[p.Policy] || p.Finished {
+		c.walls[p.Policy] = append(c.walls[p.Policy], now.Sub(c.began[p.Policy]).Seconds())
+		c.span[p.Policy], c.began[p.Policy] = k, now
+	}
+}
+
+// spread writes xs in format f, then the largest over the smallest.
+func spread(xs []float64, f string) string {
+	var out strings.Builder
+	for _, x := range xs {
+		fmt.Fprintf(&out, " "+f, x)
+	}
+	if len(xs) > 0 {
+		fmt.Fprintf(&out, " (max/min %.2f)", slices.Max(xs)/slices.Min(xs))
+	}
+	return out.String()
+}
+
+// tile is n copies of jobs end to end, each shifted by every after the
+// one before, numbered in submit order as Read numbers a trace.
+func tile(jobs []Job, n int, every time.Duration) []Job {
+	out := make([]Job, 0, n*len(jobs))
+	for k := range n {
+		for _, j := range jobs {
+			j.Submit = j.Submit.Add(time.Duration(k) * every)
+			out = append(out, j)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Job) int { return a.Submit.Compare(b.Submit) })
+	number(out)
+	return out
+}
+
+// replayTimed maps jobs onto the default cluster and replays them under
+// pols, two at a time, as berth simulate does on 2 cores.
+func replayTimed(b *testing.B, jobs []Job, pols []Policy, progress func(Progress)) (time.Duration, *Report) {
+	start := time.Now()
+	spec := DefaultCluster()
+	gpus, per := Shape(spec)
+	m := DefaultMapping()
+	wl, err := Map(jobs, gpus, per, m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rep, err := Run(wl, spec, m, pols, Options{Parallel: 2, Progress: progress})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start), rep
+}
+
+// peakRSS is this process's peak resident memory (VmHWM), or "?".
+func peakRSS() string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
 }
 
 // TestShippedTrace: the trace in traces/ is the file its PROVENANCE.md

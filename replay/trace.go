@@ -130,11 +130,18 @@ func ReadFiles(paths []string, f Format) ([]Job, error) {
 }
 
 // number gives jobs, in their order, the IDs j000001… (six digits at
-// least, as many as the count needs).
+// least, as many as the count needs). The IDs are slices of one string:
+// a string of its own a job would be an object a job for the garbage
+// collector to mark, all through the replay.
 func number(jobs []Job) {
-	width := max(6, len(strconv.Itoa(len(jobs))))
+	width := max(6, len(strconv.Itoa(len(jobs)))) + 1
+	buf := make([]byte, 0, width*len(jobs))
 	for i := range jobs {
-		jobs[i].ID = fmt.Sprintf("j%0*d", width, i+1)
+		buf = fmt.Appendf(buf, "j%0*d", width-1, i+1)
+	}
+	ids := string(buf)
+	for i := range jobs {
+		jobs[i].ID = ids[i*width : (i+1)*width]
 	}
 }
 

@@ -87,7 +87,12 @@ per start. --policies berth replays berth alone, and --policies quota,berth
 berth beside the quota baseline, when the other baselines are not needed:
 quicker on a long history. A progress bar goes to stderr when it is a terminal;
 when it is not (a CI job's log), a line every minute says how far each
-policy is, and a replay done within the first minute writes none.
+policy is, and a replay done within the first minute writes none. A
+replay's cost grows with its jobs, not with its history: a year of the
+Philly trace (the trace three times end to end) takes about three times
+the single trace. The JSON report's timing has each policy's cost per
+decision by simulated month (timing.months), so a slowdown over the
+simulated time shows.
 
 --teams adds a table of who paid for each policy's figures: per team, its
 mean completion time and its share, its GPUs held over what its quota (or
@@ -380,14 +385,17 @@ func newProgressBar(w io.Writer, pols []replay.Policy, wl *replay.Workload) *pro
 	return b
 }
 
-func (b *progressBar) update(policy string, now time.Time, done, total int) {
+func (b *progressBar) update(p replay.Progress) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	frac := float64(done) / float64(max(total, 1))
+	frac := float64(p.Done) / float64(max(p.Total, 1))
 	const width = 24
 	n := int(frac * width)
-	b.state[policy] = fmt.Sprintf("[%s%s] %3.0f%%  %s  %d/%d jobs", strings.Repeat("#", n), strings.Repeat(".", width-n), frac*100, now.UTC().Format("2006-01-02 15:04"), done, total)
-	if time.Since(b.lastAt) < 100*time.Millisecond && done < total {
+	b.state[p.Policy] = fmt.Sprintf("[%s%s] %3.0f%%  %s  %d/%d jobs", strings.Repeat("#", n), strings.Repeat(".", width-n), frac*100, p.Now.UTC().Format("2006-01-02 15:04"), p.Done, p.Total)
+	if p.Finished {
+		b.state[p.Policy] += "  done"
+	}
+	if time.Since(b.lastAt) < 100*time.Millisecond && !p.Finished {
 		return
 	}
 	b.lastAt = time.Now()
@@ -415,25 +423,19 @@ func (b *progressBar) finish() {
 // then each policy's share of its jobs done, with the simulated day and
 // the jobs done of all:
 //
-//	simulate: 3m00s: fifo 41% (2017-11-20, 101,234/246,741 jobs), nomad done, quota 0%, berth 12% (…)
+//	simulate: 3m00s: fifo 41% (2017-11-20, 101,234/246,741 jobs), nomad done, quota waiting, berth 12% (…)
 type progressLog struct {
 	mu    sync.Mutex
 	w     io.Writer
 	names []string
-	state map[string]policyProgress
+	state map[string]replay.Progress // each policy's last report
 	began time.Time
-}
-
-// policyProgress is a policy's last report of progress.
-type policyProgress struct {
-	now         time.Time
-	done, total int
 }
 
 // newProgressLog returns a progressLog for pols, replayed from began
 // (wall clock).
 func newProgressLog(w io.Writer, pols []replay.Policy, began time.Time) *progressLog {
-	l := &progressLog{w: w, state: map[string]policyProgress{}, began: began}
+	l := &progressLog{w: w, state: map[string]replay.Progress{}, began: began}
 	for _, p := range pols {
 		l.names = append(l.names, p.Name)
 	}
@@ -442,10 +444,10 @@ func newProgressLog(w io.Writer, pols []replay.Policy, began time.Time) *progres
 
 // update is the replay's Progress: it keeps the policy's last report
 // for the next line.
-func (l *progressLog) update(policy string, now time.Time, done, total int) {
+func (l *progressLog) update(p replay.Progress) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.state[policy] = policyProgress{now: now, done: done, total: total}
+	l.state[p.Policy] = p
 }
 
 // line is the line of progress at the wall time at.
@@ -456,12 +458,12 @@ func (l *progressLog) line(at time.Time) string {
 	for i, name := range l.names {
 		p, ok := l.state[name]
 		switch {
-		case !ok: // not started, or not far enough to report
-			parts[i] = name + " 0%"
-		case p.done >= p.total:
+		case !ok: // not started: the policies replay a few at a time
+			parts[i] = name + " waiting"
+		case p.Finished:
 			parts[i] = name + " done"
 		default:
-			parts[i] = fmt.Sprintf("%s %d%% (%s, %s/%s jobs)", name, p.done*100/max(p.total, 1), p.now.UTC().Format("2006-01-02"), thousands(int64(p.done)), thousands(int64(p.total)))
+			parts[i] = fmt.Sprintf("%s %d%% (%s, %s/%s jobs)", name, p.Done*100/max(p.Total, 1), p.Now.UTC().Format("2006-01-02"), thousands(int64(p.Done)), thousands(int64(p.Total)))
 		}
 	}
 	return fmt.Sprintf("simulate: %s: %s", elapsed(at.Sub(l.began)), strings.Join(parts, ", "))

@@ -64,6 +64,9 @@ func TestSimulateTraceFiles(t *testing.T) {
 		for i := range rep.Policies {
 			tm := &rep.Policies[i].Timing
 			tm.P50Millis, tm.P99Millis, tm.TotalSeconds = 0, 0, 0
+			for k := range tm.Months {
+				tm.Months[k].DecideMillis, tm.Months[k].LoopMillis = 0, 0
+			}
 		}
 		return rep
 	}
@@ -105,15 +108,17 @@ func TestProgressLog(t *testing.T) {
 	l := newProgressLog(&out, pols, began)
 	ticks := make(chan time.Time)
 	stop := l.start(ticks)
-	l.update("fifo", time.Date(2017, 11, 20, 9, 30, 0, 0, time.UTC), 101234, 246741)
-	l.update("quota", time.Date(2017, 12, 14, 0, 0, 0, 0, time.UTC), 246741, 246741)
-	l.update("berth", time.Date(2017, 10, 3, 0, 0, 0, 0, time.UTC), 999, 246741)
+	l.update(replay.Progress{Policy: "fifo", Now: time.Date(2017, 11, 20, 9, 30, 0, 0, time.UTC), Done: 101234, Total: 246741})
+	// quota ends with jobs that could never run.
+	l.update(replay.Progress{Policy: "quota", Now: time.Date(2017, 12, 14, 0, 0, 0, 0, time.UTC), Done: 246700, Total: 246741, Finished: true})
+	l.update(replay.Progress{Policy: "berth", Now: time.Date(2017, 10, 3, 0, 0, 0, 0, time.UTC), Done: 999, Total: 246741})
 	ticks <- began.Add(3*time.Minute + 20*time.Millisecond)
-	l.update("berth", time.Date(2017, 10, 4, 0, 0, 0, 0, time.UTC), 24675, 246741)
+	l.update(replay.Progress{Policy: "berth", Now: time.Date(2017, 10, 4, 0, 0, 0, 0, time.UTC), Done: 24675, Total: 246741})
+	l.update(replay.Progress{Policy: "nomad", Now: time.Date(2017, 10, 1, 0, 0, 0, 0, time.UTC), Total: 246741})
 	ticks <- began.Add(time.Hour + 4*time.Minute)
 	stop()
-	want := "simulate: 3m00s: fifo 41% (2017-11-20, 101,234/246,741 jobs), nomad 0%, quota done, berth 0% (2017-10-03, 999/246,741 jobs)\n" +
-		"simulate: 1h04m00s: fifo 41% (2017-11-20, 101,234/246,741 jobs), nomad 0%, quota done, berth 10% (2017-10-04, 24,675/246,741 jobs)\n"
+	want := "simulate: 3m00s: fifo 41% (2017-11-20, 101,234/246,741 jobs), nomad waiting, quota done, berth 0% (2017-10-03, 999/246,741 jobs)\n" +
+		"simulate: 1h04m00s: fifo 41% (2017-11-20, 101,234/246,741 jobs), nomad 0% (2017-10-01, 0/246,741 jobs), quota done, berth 10% (2017-10-04, 24,675/246,741 jobs)\n"
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("progress lines (-want +got)\n%s", diff)
 	}
@@ -164,7 +169,7 @@ func TestSimulateProgress(t *testing.T) {
 	if _, err := o.replay(&out, wl, *spec, m, pols); err != nil {
 		t.Fatal(err)
 	}
-	line := regexp.MustCompile(`^simulate: \d+m\d\ds: fifo (0%|done|\d+% \(2017-\d\d-\d\d, \d+/300 jobs\)), berth (0%|done|\d+% \(2017-\d\d-\d\d, \d+/300 jobs\))$`)
+	line := regexp.MustCompile(`^simulate: \d+m\d\ds: fifo (waiting|done|\d+% \(2017-\d\d-\d\d, \d+/300 jobs\)), berth (waiting|done|\d+% \(2017-\d\d-\d\d, \d+/300 jobs\))$`)
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	if out.Len() == 0 {
 		t.Fatal("a replay longer than the interval wrote no progress")
