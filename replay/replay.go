@@ -251,7 +251,13 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 			r.hold(ji, -1)
 			switch js.status {
 			case jobRunning:
+				// Done, it never starts again: the simulator forgets
+				// the work it kept (its totals keep it), or it would
+				// hold an entry for every job done.
 				r.cl.Finish(wl.Jobs[ji].Ref)
+				if err := r.cl.Apply(ctx, drivers.Action{Kind: drivers.ActionPurge, Workspace: wl.Jobs[ji].Ref}); err != nil {
+					return PolicyResult{}, err
+				}
 				js.status, js.completed = jobDone, js.doneAt
 				r.remove(ji)
 				done++
