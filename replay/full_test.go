@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -90,12 +91,16 @@ func BenchmarkSimulateYear(b *testing.B) {
 	}
 	defer LimitGC()()
 	for b.Loop() {
+		cpu0 := cpuTime()
 		single, _ := replayTimed(b, jobs, pols, nil)
+		cpu1 := cpuTime()
 		spans := newSpanClock(year[0].Submit, every, 3)
 		tiled, rep := replayTimed(b, year, pols, spans.progress)
-		fmt.Printf("the Philly trace, %d jobs: %.1fs wall\n", len(jobs), single.Seconds())
-		fmt.Printf("three times over, %d jobs over %.0f days: %.1fs wall, %.2f× the single trace, peak RSS %s\n",
-			len(year), rep.Trace.Last.Sub(rep.Trace.First).Hours()/24, tiled.Seconds(), tiled.Seconds()/single.Seconds(), peakRSS())
+		cpu2 := cpuTime()
+		fmt.Printf("the Philly trace, %d jobs: %.1fs wall, %.1f CPU-s\n", len(jobs), single.Seconds(), (cpu1 - cpu0).Seconds())
+		fmt.Printf("three times over, %d jobs over %.0f days: %.1fs wall, %.1f CPU-s, %.2f× the single trace's wall (%.2f× its CPU), peak RSS %s\n",
+			len(year), rep.Trace.Last.Sub(rep.Trace.First).Hours()/24, tiled.Seconds(), (cpu2 - cpu1).Seconds(),
+			tiled.Seconds()/single.Seconds(), (cpu2-cpu1).Seconds()/(cpu1-cpu0).Seconds(), peakRSS())
 		for _, p := range rep.Policies {
 			fmt.Printf("  %-5s replay seconds by copy:%s\n", p.Name, spread(spans.walls[p.Name], "%.1f"))
 			var months []float64
@@ -184,6 +189,15 @@ func replayTimed(b *testing.B, jobs []Job, pols []Policy, progress func(Progress
 		b.Fatal(err)
 	}
 	return time.Since(start), rep
+}
+
+// cpuTime is the CPU time this process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // peakRSS is this process's peak resident memory (VmHWM), or "?".
