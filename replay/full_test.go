@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,12 +19,15 @@ import (
 const fullTrace = "../traces/philly-pollux/philly.csv.gz"
 
 // BenchmarkSimulate replays the whole Philly trace under the four
-// policies, and prints the table.
+// policies, and prints the table. BERTH_SIM_LIMIT replays the first jobs
+// only, BERTH_SIM_POLICY one policy, BERTH_SIM_VERIFY checks every Nth
+// narrowed decision (Options.Verify).
 func BenchmarkSimulate(b *testing.B) {
 	if _, err := os.Stat(fullTrace); err != nil {
 		b.Skip("no Philly trace at " + fullTrace)
 	}
-	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	pols := benchPolicies(b)
+	defer LimitGC()()
 	for b.Loop() {
 		start := time.Now()
 		jobs, err := ReadFile(fullTrace, "")
@@ -35,30 +37,28 @@ func BenchmarkSimulate(b *testing.B) {
 		if n, err := strconv.Atoi(os.Getenv("BERTH_SIM_LIMIT")); err == nil && n > 0 {
 			jobs = jobs[:min(n, len(jobs))]
 		}
-		spec := DefaultCluster()
-		gpus, per := Shape(spec)
-		m := DefaultMapping()
-		wl, err := Map(jobs, gpus, per, m)
-		if err != nil {
-			b.Fatal(err)
-		}
-		pols := Policies()
-		if p := os.Getenv("BERTH_SIM_POLICY"); p != "" {
-			pp, _ := PolicyByName(p)
-			pols = []Policy{pp}
-		}
 		opt := Options{Parallel: 2}
 		opt.Verify, _ = strconv.Atoi(os.Getenv("BERTH_SIM_VERIFY"))
-		rep, err := Run(wl, spec, m, pols, opt)
-		if err != nil {
-			b.Fatal(err)
-		}
+		_, rep := replayTimed(b, jobs, pols, opt)
 		rep.WriteTable(os.Stdout)
 		for _, p := range rep.Policies {
 			b.Logf("%s: %+v", p.Name, p.Timing)
 		}
 		b.Logf("wall %s", time.Since(start))
 	}
+}
+
+// benchPolicies is the four policies, or the one BERTH_SIM_POLICY names.
+func benchPolicies(b *testing.B) []Policy {
+	name := os.Getenv("BERTH_SIM_POLICY")
+	if name == "" {
+		return Policies()
+	}
+	p, ok := PolicyByName(name)
+	if !ok {
+		b.Fatalf("BERTH_SIM_POLICY=%s: no such policy", name)
+	}
+	return []Policy{p}
 }
 
 // BenchmarkSimulateYear replays the Philly trace as shipped, then the
@@ -81,21 +81,14 @@ func BenchmarkSimulateYear(b *testing.B) {
 	}
 	const every = 110 * 24 * time.Hour
 	year := tile(jobs, 3, every)
-	pols := Policies()
-	if p := os.Getenv("BERTH_SIM_POLICY"); p != "" {
-		pp, ok := PolicyByName(p)
-		if !ok {
-			b.Fatalf("BERTH_SIM_POLICY=%s: no such policy", p)
-		}
-		pols = []Policy{pp}
-	}
+	pols := benchPolicies(b)
 	defer LimitGC()()
 	for b.Loop() {
 		cpu0 := cpuTime()
-		single, _ := replayTimed(b, jobs, pols, nil)
+		single, _ := replayTimed(b, jobs, pols, Options{Parallel: 2})
 		cpu1 := cpuTime()
 		spans := newSpanClock(year[0].Submit, every, 3)
-		tiled, rep := replayTimed(b, year, pols, spans.progress)
+		tiled, rep := replayTimed(b, year, pols, Options{Parallel: 2, Progress: spans.progress})
 		cpu2 := cpuTime()
 		fmt.Printf("the Philly trace, %d jobs: %.1fs wall, %.1f CPU-s\n", len(jobs), single.Seconds(), (cpu1 - cpu0).Seconds())
 		fmt.Printf("three times over, %d jobs over %.0f days: %.1fs wall, %.1f CPU-s, %.2f× the single trace's wall (%.2f× its CPU), peak RSS %s\n",
@@ -174,8 +167,8 @@ func tile(jobs []Job, n int, every time.Duration) []Job {
 }
 
 // replayTimed maps jobs onto the default cluster and replays them under
-// pols, two at a time, as berth simulate does on 2 cores.
-func replayTimed(b *testing.B, jobs []Job, pols []Policy, progress func(Progress)) (time.Duration, *Report) {
+// pols (two at a time, as berth simulate does on 2 cores, is Parallel 2).
+func replayTimed(b *testing.B, jobs []Job, pols []Policy, opt Options) (time.Duration, *Report) {
 	start := time.Now()
 	spec := DefaultCluster()
 	gpus, per := Shape(spec)
@@ -184,7 +177,7 @@ func replayTimed(b *testing.B, jobs []Job, pols []Policy, progress func(Progress
 	if err != nil {
 		b.Fatal(err)
 	}
-	rep, err := Run(wl, spec, m, pols, Options{Parallel: 2, Progress: progress})
+	rep, err := Run(wl, spec, m, pols, opt)
 	if err != nil {
 		b.Fatal(err)
 	}
