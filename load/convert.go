@@ -193,6 +193,12 @@ func convertWorkspace(d0 *doc, policy schema.SchedulingPolicy) (schema.Workspace
 	}
 	w.Spec.Service = service(fe, w, s.Service)
 	w.Spec.Task.Env = nilIfEmpty(w.Spec.Task.Env)
+	for name, value := range w.Spec.Task.Env {
+		if what, ok := credentialLike(name, value); ok {
+			fe.diag = append(fe.diag, warnf(d0.pos("spec.task.env."+name),
+				"spec.task.env.%s looks like %s: an env value is plain text in git, in its history and in the Nomad job, for anyone who can read them; take it out of the spec (a file on a volume the workspace mounts), and rotate it (berth validate --strict makes this an error)", name, what))
+		}
+	}
 	if w.Spec.State == "" {
 		w.Spec.State = schema.DesiredRunning
 	}

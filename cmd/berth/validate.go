@@ -26,6 +26,7 @@ const validateJSONVersion = 1
 func newValidateCmd() *cobra.Command {
 	var (
 		format string
+		strict bool
 		lf     limitFlags
 	)
 	cmd := &cobra.Command{
@@ -48,9 +49,16 @@ so far are shown on stderr every second.
 
 ` + limitsHelp + `
 
-Exit status: 0 when the specs are valid (warnings allowed), 1 when they are
-not or when there are none, 2 when the command line is wrong (a PATH that
-does not exist).
+A warning does not make the specs invalid, but says that something is
+likely wrong: among them, an env value that looks like a credential (a
+Hugging Face, GitHub, GitLab, Slack or API token, an AWS access key, a long
+random string, or a value under a name such as WANDB_API_KEY), which git
+keeps for anyone who can read it. The value itself is never printed.
+--strict makes every warning an error.
+
+Exit status: 0 when the specs are valid (warnings allowed, unless
+--strict), 1 when they are not or when there are none, 2 when the command
+line is wrong (a PATH that does not exist).
 
 Formats:
   text     one problem per line, then a summary line
@@ -93,6 +101,11 @@ Formats:
 			if d, ok := noSpecs(args, r); ok {
 				r.Diagnostics = append(r.Diagnostics, d)
 			}
+			if strict {
+				for i := range r.Diagnostics {
+					r.Diagnostics[i].Severity = load.SeverityError
+				}
+			}
 			out := cmd.OutOrStdout()
 			switch format {
 			case "text":
@@ -116,6 +129,7 @@ Formats:
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text, json or github")
+	cmd.Flags().BoolVar(&strict, "strict", false, "warnings are errors: an env value that looks like a credential, tiers closer than 10, quotas past the cluster all fail the check")
 	lf.add(cmd.Flags())
 	return cmd
 }
