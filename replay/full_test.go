@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,9 +67,9 @@ func benchPolicies(b *testing.B) []Policy {
 // before: a year of history), under the four policies as berth simulate
 // does, and prints the wall time of each, their ratio and the peak RSS
 // (issue 40: at most 3.3 times the single trace, at most 6 minutes on 2
-// cores, at most 1 GiB), then, per policy, the replay's wall time over
-// each copy's 110 days, which is the same work a copy later, and its
-// time per decision by simulated month (which follows the load: the
+// cores, at most 1 GiB), then, per policy, the replay's wall and CPU time
+// over each copy's 110 days, which is the same work a copy later, and
+// its time per decision by simulated month (which follows the load: the
 // single trace's months differ as much). BERTH_SIM_POLICY replays one
 // policy only.
 func BenchmarkSimulateYear(b *testing.B) {
@@ -95,7 +96,7 @@ func BenchmarkSimulateYear(b *testing.B) {
 			len(year), rep.Trace.Last.Sub(rep.Trace.First).Hours()/24, tiled.Seconds(), (cpu2 - cpu1).Seconds(),
 			tiled.Seconds()/single.Seconds(), (cpu2-cpu1).Seconds()/(cpu1-cpu0).Seconds(), peakRSS())
 		for _, p := range rep.Policies {
-			fmt.Printf("  %-5s replay seconds by copy:%s\n", p.Name, spread(spans.walls[p.Name], "%.1f"))
+			fmt.Printf("  %-5s replay seconds by copy, wall:%s; its own CPU:%s\n", p.Name, spread(spans.walls[p.Name], "%.1f"), spread(spans.cpus[p.Name], "%.1f"))
 			var months []float64
 			for _, mo := range p.Timing.Months {
 				if mo.Cycles >= 1000 { // fewer are too few to time
@@ -108,35 +109,56 @@ func BenchmarkSimulateYear(b *testing.B) {
 }
 
 // spanClock times each policy's replay over n spans of simulated time,
-// every long from first (the last to the end), through Options.Progress
-// (wall time, the other policy replayed beside it included).
+// every long from first (the last to the end), through Options.Progress:
+// its wall time (the policy replayed beside it included), and its CPU
+// time, its own alone: at its first report, the goroutine replaying the
+// policy is locked to its thread, whose CPU time is then the policy's
+// (with the collection work it assists; not the collector's own).
 type spanClock struct {
 	mu    sync.Mutex
 	first time.Time
 	every time.Duration
 	n     int
-	span  map[string]int       // each policy's current span
-	began map[string]time.Time // when it began (wall)
-	walls map[string][]float64 // the seconds of each span done
+	span  map[string]int        // each policy's current span
+	began map[string][2]float64 // when it began: wall and CPU seconds
+	walls map[string][]float64  // the wall seconds of each span done
+	cpus  map[string][]float64  // the CPU seconds of each span done
 }
 
 func newSpanClock(first time.Time, every time.Duration, n int) *spanClock {
-	return &spanClock{first: first, every: every, n: n, span: map[string]int{}, began: map[string]time.Time{}, walls: map[string][]float64{}}
+	return &spanClock{first: first, every: every, n: n, span: map[string]int{}, began: map[string][2]float64{},
+		walls: map[string][]float64{}, cpus: map[string][]float64{}}
 }
 
 func (c *spanClock) progress(p Progress) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := time.Now()
 	k := min(int(p.Now.Sub(c.first)/c.every), c.n-1)
 	if _, ok := c.began[p.Policy]; !ok {
-		c.span[p.Policy], c.began[p.Policy] = k, now
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		c.span[p.Policy], c.began[p.Policy] = k, [2]float64{wallSeconds(), threadCPU()}
 		return
 	}
 	if k > c.span[p.Policy] || p.Finished {
-		c.walls[p.Policy] = append(c.walls[p.Policy], now.Sub(c.began[p.Policy]).Seconds())
+		now, b := [2]float64{wallSeconds(), threadCPU()}, c.began[p.Policy]
+		c.walls[p.Policy] = append(c.walls[p.Policy], now[0]-b[0])
+		c.cpus[p.Policy] = append(c.cpus[p.Policy], now[1]-b[1])
 		c.span[p.Policy], c.began[p.Policy] = k, now
 	}
+}
+
+// wallSeconds is the wall clock in seconds.
+func wallSeconds() float64 { return float64(time.Now().UnixNano()) / 1e9 }
+
+// threadCPU is the CPU seconds the calling thread has used (Linux's
+// RUSAGE_THREAD), or 0.
+func threadCPU() float64 {
+	const rusageThread = 1
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
 // spread writes xs in format f, then the largest over the smallest.
