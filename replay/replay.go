@@ -604,8 +604,8 @@ func (r *replayer) waiting() bool {
 // it back. A replay allocates a snapshot and a decision per event and
 // keeps little: a few hundred bytes a job of the trace, and what runs
 // and waits (berth over the first 40,000 Philly jobs: 41–53 MiB live
-// after each collection; the Philly trace three times over, four
-// policies: about 150 MiB). So it collects garbage only as the heap
+// after each collection; fifo over the Philly trace three times over:
+// 94–103 MB). So it collects garbage only as the heap
 // nears 512 MiB, not every time the heap doubles. Before, the limit was
 // 2 GiB, and every trace long enough to allocate that much (the garbage
 // grows with the events) peaked near 2 GiB of RSS whatever it kept.
