@@ -56,29 +56,28 @@ var planOrder = map[drivers.ActionKind]int{
 // (the loop's ends), so a finished workspace is not started again.
 func New(set *schema.Set, snap *drivers.Snapshot, d policies.Decision) Plan {
 	plan := Plan{Revision: set.Revision}
-	allocs := drivers.ByWorkspace(snap.Allocs)
-	type gpu struct{ node, id string }
-	holder := map[gpu]schema.Ref{}
-	for _, a := range snap.Allocs {
-		for _, g := range a.GPUs {
-			holder[gpu{a.Node, g}] = a.Workspace
-		}
-	}
-	exited := map[schema.Ref]bool{}
-	for _, e := range snap.Exits {
-		exited[e.Workspace] = true
-	}
-	decided := make(map[schema.Ref]bool, len(d.Workspaces))
+	groups := newAllocGroups(snap.Allocs, d)
+	var exited map[schema.Ref]bool // built when first needed
 	for _, wd := range d.Workspaces {
-		decided[wd.Ref] = true
-		own := allocs[wd.Ref]
+		own := groups.of(wd.Ref)
 		live := len(own) > 0 && !drivers.AllStopping(own)
 		switch wd.Verdict {
 		case policies.VerdictStop:
 			if live {
 				plan.Actions = append(plan.Actions, drivers.Action{Kind: drivers.ActionStop, Workspace: wd.Ref,
 					Reason: orDefault(wd.Reason.Message, "the specs want it stopped"), Revision: set.Revision})
-			} else if len(own) == 0 && exited[wd.Ref] && !wantsRunning(set, wd.Ref) {
+				continue
+			}
+			if len(own) > 0 || wantsRunning(set, wd.Ref) {
+				continue
+			}
+			if exited == nil {
+				exited = make(map[schema.Ref]bool, len(snap.Exits))
+				for _, e := range snap.Exits {
+					exited[e.Workspace] = true
+				}
+			}
+			if exited[wd.Ref] {
 				plan.Actions = append(plan.Actions, drivers.Action{Kind: drivers.ActionStop, Workspace: wd.Ref,
 					Reason: "its run has ended; cleared so that it runs again when the specs want it running", Revision: set.Revision})
 			}
@@ -96,7 +95,7 @@ func New(set *schema.Set, snap *drivers.Snapshot, d policies.Decision) Plan {
 			}
 			victims := map[schema.Ref]bool{}
 			for _, v := range wd.Preempts {
-				if len(allocs[v]) > 0 {
+				if groups.holds(v) {
 					victims[v] = true
 				}
 			}
@@ -104,11 +103,7 @@ func New(set *schema.Set, snap *drivers.Snapshot, d policies.Decision) Plan {
 				victims[wd.Ref] = true // itself, still stopping
 			}
 			for _, p := range wd.Placements {
-				for _, g := range p.GPUs {
-					if h, ok := holder[gpu{p.Node, g}]; ok {
-						victims[h] = true
-					}
-				}
+				holders(snap.Allocs, p, victims)
 			}
 			if len(victims) > 0 {
 				plan.Actions = append(plan.Actions, drivers.Action{Kind: drivers.ActionWait, Workspace: wd.Ref,
@@ -119,7 +114,11 @@ func New(set *schema.Set, snap *drivers.Snapshot, d policies.Decision) Plan {
 			a.Reason = wd.Reason.Message
 			plan.Actions = append(plan.Actions, a)
 		case policies.VerdictRun:
-			if !live || set.Workspace(wd.Ref) == nil {
+			if !live {
+				continue
+			}
+			spec := specOf(set, wd.Ref)
+			if spec.w == nil {
 				continue
 			}
 			// What runs now: an allocation that is stopping (replaced by a
@@ -128,11 +127,11 @@ func New(set *schema.Set, snap *drivers.Snapshot, d policies.Decision) Plan {
 			if slices.ContainsFunc(own, func(al drivers.Alloc) bool { return al.Phase == drivers.AllocStopping }) {
 				running = slices.DeleteFunc(slices.Clone(own), func(al drivers.Alloc) bool { return al.Phase == drivers.AllocStopping })
 			}
-			a := describe(set, wd.Ref, drivers.ActionUpdate)
-			reason, restarts, ok := updateOf(running, &a)
+			reason, restarts, ok := updateOf(running, spec.fp, spec.prio)
 			if !ok {
 				continue
 			}
+			a := describe(set, wd.Ref, drivers.ActionUpdate)
 			for _, al := range running {
 				a.Placements = append(a.Placements, drivers.Placement{Replica: al.Replica, Node: al.Node, GPUs: slices.Clone(al.GPUs)})
 			}
@@ -141,13 +140,7 @@ func New(set *schema.Set, snap *drivers.Snapshot, d policies.Decision) Plan {
 		}
 	}
 	// 4. Anything running that the decision forgot is stopped.
-	var orphans []schema.Ref
-	for ref, own := range allocs {
-		if !decided[ref] && !drivers.AllStopping(own) {
-			orphans = append(orphans, ref)
-		}
-	}
-	for _, ref := range orphans {
+	for _, ref := range groups.orphans() {
 		plan.Actions = append(plan.Actions, drivers.Action{Kind: drivers.ActionStop, Workspace: ref,
 			Reason: "no longer in the specs", Revision: set.Revision})
 	}
@@ -161,6 +154,145 @@ func New(set *schema.Set, snap *drivers.Snapshot, d policies.Decision) Plan {
 	return plan
 }
 
+// seenSpec is what the update check needs of a workspace: where the set
+// has it (nil: nowhere), its fingerprint and its tier's priority.
+type seenSpec struct {
+	w    *schema.Workspace
+	fp   string
+	prio int
+}
+
+// specOf returns the workspace ref of set, its fingerprint and its
+// tier's priority.
+func specOf(set *schema.Set, ref schema.Ref) seenSpec {
+	w := set.Workspace(ref)
+	if w == nil {
+		return seenSpec{}
+	}
+	s := seenSpec{w: w, fp: drivers.Fingerprint(&w.Spec)}
+	if t := set.TierFor(w); t != nil {
+		s.prio = t.Spec.Value
+	}
+	return s
+}
+
+// allocGroups finds each decided workspace's allocations and the
+// workspaces with allocations that the decision does not mention. When
+// the snapshot's allocations and the decision are both sorted by
+// workspace (as drivers and policies.Decide give them), it walks the two
+// together; otherwise it indexes the allocations in a map.
+type allocGroups struct {
+	allocs []drivers.Alloc
+	// The walk: next is where the groups not yet reached begin; own is
+	// the group of last, the workspace decided last (walked: any).
+	next   int
+	walked bool
+	last   schema.Ref
+	own    []drivers.Alloc
+	forgot []schema.Ref
+	// The map, where the input is not sorted.
+	byRef   map[schema.Ref][]drivers.Alloc
+	decided map[schema.Ref]bool
+}
+
+func newAllocGroups(allocs []drivers.Alloc, d policies.Decision) *allocGroups {
+	g := &allocGroups{allocs: allocs}
+	sorted := slices.IsSortedFunc(allocs, func(a, b drivers.Alloc) int { return a.Workspace.Compare(b.Workspace) }) &&
+		slices.IsSortedFunc(d.Workspaces, func(a, b policies.WorkspaceDecision) int { return a.Ref.Compare(b.Ref) })
+	if !sorted {
+		g.byRef = drivers.ByWorkspace(allocs)
+		g.decided = make(map[schema.Ref]bool, len(d.Workspaces))
+		for _, wd := range d.Workspaces {
+			g.decided[wd.Ref] = true
+		}
+	}
+	return g
+}
+
+// of returns the allocations of ref, a workspace of the decision; calls
+// come in the decision's order.
+func (g *allocGroups) of(ref schema.Ref) []drivers.Alloc {
+	if g.byRef != nil {
+		return g.byRef[ref]
+	}
+	if g.walked && ref == g.last {
+		return g.own
+	}
+	g.skipTo(func(r schema.Ref) bool { return r.Less(ref) })
+	i := g.next
+	for g.next < len(g.allocs) && g.allocs[g.next].Workspace == ref {
+		g.next++
+	}
+	g.walked, g.last, g.own = true, ref, g.allocs[i:g.next:g.next]
+	return g.own
+}
+
+// skipTo moves the walk past the groups whose workspace before reports
+// true for, noting those not all stopping as forgotten.
+func (g *allocGroups) skipTo(before func(schema.Ref) bool) {
+	for g.next < len(g.allocs) && before(g.allocs[g.next].Workspace) {
+		i := g.next
+		for g.next < len(g.allocs) && g.allocs[g.next].Workspace == g.allocs[i].Workspace {
+			g.next++
+		}
+		if !drivers.AllStopping(g.allocs[i:g.next]) {
+			g.forgot = append(g.forgot, g.allocs[i].Workspace)
+		}
+	}
+}
+
+// holds reports whether ref holds any allocation; any order of calls.
+func (g *allocGroups) holds(ref schema.Ref) bool {
+	if g.byRef != nil {
+		return len(g.byRef[ref]) > 0
+	}
+	_, found := slices.BinarySearchFunc(g.allocs, ref, func(a drivers.Alloc, r schema.Ref) int { return a.Workspace.Compare(r) })
+	return found
+}
+
+// orphans returns the workspaces holding allocations, not all stopping,
+// that the decision does not mention. It ends the walk.
+func (g *allocGroups) orphans() []schema.Ref {
+	if g.byRef == nil {
+		g.skipTo(func(schema.Ref) bool { return true })
+		return g.forgot
+	}
+	var out []schema.Ref
+	for ref, own := range g.byRef {
+		if !g.decided[ref] && !drivers.AllStopping(own) {
+			out = append(out, ref)
+		}
+	}
+	return out
+}
+
+// holders adds to victims the workspace holding each GPU of placement p:
+// of the allocations on its node that list the GPU, the last in allocs.
+func holders(allocs []drivers.Alloc, p drivers.Placement, victims map[schema.Ref]bool) {
+	found := 0
+	var seen []bool
+	for k := len(allocs) - 1; k >= 0 && found < len(p.GPUs); k-- {
+		a := &allocs[k]
+		if a.Node != p.Node {
+			continue
+		}
+		for _, g := range a.GPUs {
+			i := slices.Index(p.GPUs, g)
+			if i < 0 {
+				continue
+			}
+			if seen == nil {
+				seen = make([]bool, len(p.GPUs))
+			}
+			if !seen[i] {
+				seen[i] = true
+				found++
+				victims[a.Workspace] = true
+			}
+		}
+	}
+}
+
 // describe fills the spec pointers drivers render jobs from.
 func describe(set *schema.Set, ref schema.Ref, kind drivers.ActionKind) drivers.Action {
 	a := drivers.Action{Kind: kind, Workspace: ref, Revision: set.Revision, Spec: set.Workspace(ref), Project: set.Project(ref.Project)}
@@ -172,16 +304,11 @@ func describe(set *schema.Set, ref schema.Ref, kind drivers.ActionKind) drivers.
 	return a
 }
 
-// updateOf says whether a running workspace needs an Update to match a
-// (describe's action): its task restarts when any allocation runs another
-// fingerprint or drifted; its priority changes in place. ok is false when
-// nothing changes.
-func updateOf(own []drivers.Alloc, a *drivers.Action) (reason string, restarts, ok bool) {
-	fp := drivers.Fingerprint(&a.Spec.Spec)
-	prio := 0
-	if a.Tier != nil {
-		prio = a.Tier.Spec.Value
-	}
+// updateOf says whether a running workspace needs an Update to match
+// its spec's fingerprint fp and its tier's priority prio: its task
+// restarts when any allocation runs another fingerprint or drifted; its
+// priority changes in place. ok is false when nothing changes.
+func updateOf(own []drivers.Alloc, fp string, prio int) (reason string, restarts, ok bool) {
 	var drift string
 	task, priority, from := false, false, 0
 	for _, al := range own {
