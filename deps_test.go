@@ -59,9 +59,11 @@ var allowed = []struct {
 	{"leader", []string{"schema", "=drivers"}},
 	// The replay is a second loop beside reconcile: it runs the decision
 	// functions it compares over the sim. Its baselines are pure decision
-	// functions like policies'.
+	// functions like policies'. It turns decisions into actions with the
+	// loop's own plan step (plan.New, pure), so it cannot read a decision
+	// another way.
 	{"replay/baseline", []string{"schema", "=drivers", "policies"}},
-	{"replay", []string{"schema", "internal/text", "=drivers", "drivers/sim", "policies", "replay"}},
+	{"replay", []string{"schema", "internal/text", "=drivers", "drivers/sim", "policies", "plan", "replay"}},
 	// The drivers reach clusters; none imports policies or reconcile.
 	// The simulator's manual clock is internal/clock's; the sim reads its
 	// cluster file as the loader reads a file.

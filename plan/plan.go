@@ -55,11 +55,52 @@ var planOrder = map[drivers.ActionKind]int{
 // set is the revision as written; d may come from StopFinished(set, …)
 // (the loop's ends), so a finished workspace is not started again.
 func New(set *schema.Set, snap *drivers.Snapshot, d policies.Decision) Plan {
+	return NewWith(set, snap, d, Options{})
+}
+
+// Options tune New for a caller that knows more than a snapshot says.
+// The zero Options is New's.
+type Options struct {
+	// Settled: every workspace holding allocations is in the decision
+	// and runs set's spec of it at its tier's priority, and snap's
+	// allocations are sorted as Snapshot says. New then checks no running
+	// workspace for an Update (step 3) and stops no forgotten allocation
+	// (step 4), and finds by binary search the allocations only of the
+	// workspaces the decision stops, preempts or starts: a cycle costs
+	// what it acts on, not what runs. The replay knows it (its specs and
+	// priorities never change, and it decides every job that holds GPUs);
+	// the loop does not (a new revision, drift, a workspace dropped from
+	// the specs).
+	Settled bool
+}
+
+// NewWith is New tuned by opt: the same plan wherever what opt says of
+// the input is true.
+func NewWith(set *schema.Set, snap *drivers.Snapshot, d policies.Decision, opt Options) Plan {
+	// Drivers sort allocations by workspace and policies.Decide sorts its
+	// decision: the plan walks the two together, and is made again from a
+	// map of the allocations when the walk finds either out of order.
+	if p, ok := newPlan(set, snap, d, opt, &allocGroups{allocs: snap.Allocs, decided: d.Workspaces, search: opt.Settled}); ok {
+		return p
+	}
+	p, _ := newPlan(set, snap, d, opt, indexAllocs(snap.Allocs, d))
+	return p
+}
+
+// newPlan is NewWith with groups finding the allocations; ok is false
+// when the groups found the input out of order (the plan is then wrong).
+func newPlan(set *schema.Set, snap *drivers.Snapshot, d policies.Decision, opt Options, groups *allocGroups) (_ Plan, ok bool) {
 	plan := Plan{Revision: set.Revision}
-	groups := newAllocGroups(snap.Allocs, d)
 	var exited map[schema.Ref]bool // built when first needed
-	for _, wd := range d.Workspaces {
-		own := groups.of(wd.Ref)
+	for i := range d.Workspaces {
+		wd := &d.Workspaces[i] // not copied: most of a long queue is skipped
+		if groups.search && (wd.Verdict == policies.VerdictRun || wd.Verdict == policies.VerdictWait) {
+			continue // settled: nothing to update, nothing to find
+		}
+		own := groups.of(i)
+		if wd.Verdict == policies.VerdictWait {
+			continue // most of a long queue
+		}
 		live := len(own) > 0 && !drivers.AllStopping(own)
 		switch wd.Verdict {
 		case policies.VerdictStop:
@@ -144,6 +185,9 @@ func New(set *schema.Set, snap *drivers.Snapshot, d policies.Decision) Plan {
 		plan.Actions = append(plan.Actions, drivers.Action{Kind: drivers.ActionStop, Workspace: ref,
 			Reason: "no longer in the specs", Revision: set.Revision})
 	}
+	if groups.unsorted {
+		return Plan{}, false
+	}
 	sort.SliceStable(plan.Actions, func(i, j int) bool {
 		a, b := plan.Actions[i], plan.Actions[j]
 		if planOrder[a.Kind] != planOrder[b.Kind] {
@@ -151,7 +195,7 @@ func New(set *schema.Set, snap *drivers.Snapshot, d policies.Decision) Plan {
 		}
 		return a.Workspace.Less(b.Workspace)
 	})
-	return plan
+	return plan, true
 }
 
 // seenSpec is what the update check needs of a workspace: where the set
@@ -177,67 +221,97 @@ func specOf(set *schema.Set, ref schema.Ref) seenSpec {
 }
 
 // allocGroups finds each decided workspace's allocations and the
-// workspaces with allocations that the decision does not mention. When
-// the snapshot's allocations and the decision are both sorted by
-// workspace (as drivers and policies.Decide give them), it walks the two
-// together; otherwise it indexes the allocations in a map.
+// workspaces with allocations that the decision does not mention: by
+// walking the allocations along the decision, both sorted by workspace,
+// or (byRef set) from a map, for input in any order.
 type allocGroups struct {
-	allocs []drivers.Alloc
-	// The walk: next is where the groups not yet reached begin; own is
-	// the group of last, the workspace decided last (walked: any).
-	next   int
-	walked bool
-	last   schema.Ref
-	own    []drivers.Alloc
-	forgot []schema.Ref
-	// The map, where the input is not sorted.
-	byRef   map[schema.Ref][]drivers.Alloc
-	decided map[schema.Ref]bool
+	allocs  []drivers.Alloc
+	decided []policies.WorkspaceDecision
+	// The walk: next is where the groups not yet reached begin; own
+	// (allocs[lo:hi]) is the group of the workspace decided last.
+	// unsorted: the walk found the allocations or the decision out of
+	// order, and its answers are wrong.
+	next, lo, hi int
+	forgot       []schema.Ref
+	unsorted     bool
+	// search: find each group by binary search, in any order of calls,
+	// and no orphans (Options.Settled).
+	search bool
+	// The map, and the workspaces decided.
+	byRef map[schema.Ref][]drivers.Alloc
+	refs  map[schema.Ref]bool
 }
 
-func newAllocGroups(allocs []drivers.Alloc, d policies.Decision) *allocGroups {
-	g := &allocGroups{allocs: allocs}
-	sorted := slices.IsSortedFunc(allocs, func(a, b drivers.Alloc) int { return a.Workspace.Compare(b.Workspace) }) &&
-		slices.IsSortedFunc(d.Workspaces, func(a, b policies.WorkspaceDecision) int { return a.Ref.Compare(b.Ref) })
-	if !sorted {
-		g.byRef = drivers.ByWorkspace(allocs)
-		g.decided = make(map[schema.Ref]bool, len(d.Workspaces))
-		for _, wd := range d.Workspaces {
-			g.decided[wd.Ref] = true
-		}
+// indexAllocs returns the groups of allocs found from a map.
+func indexAllocs(allocs []drivers.Alloc, d policies.Decision) *allocGroups {
+	g := &allocGroups{allocs: allocs, decided: d.Workspaces, byRef: drivers.ByWorkspace(allocs), refs: make(map[schema.Ref]bool, len(d.Workspaces))}
+	for _, wd := range d.Workspaces {
+		g.refs[wd.Ref] = true
 	}
 	return g
 }
 
-// of returns the allocations of ref, a workspace of the decision; calls
-// come in the decision's order.
-func (g *allocGroups) of(ref schema.Ref) []drivers.Alloc {
+// of returns the allocations of the i-th workspace of the decision;
+// calls come in the decision's order.
+func (g *allocGroups) of(i int) []drivers.Alloc {
+	ref := g.decided[i].Ref
 	if g.byRef != nil {
 		return g.byRef[ref]
 	}
-	if g.walked && ref == g.last {
-		return g.own
+	if g.search {
+		lo, _ := slices.BinarySearchFunc(g.allocs, ref, func(a drivers.Alloc, r schema.Ref) int { return a.Workspace.Compare(r) })
+		hi := lo
+		for hi < len(g.allocs) && g.allocs[hi].Workspace == ref {
+			hi++
+		}
+		return g.allocs[lo:hi:hi]
 	}
-	g.skipTo(func(r schema.Ref) bool { return r.Less(ref) })
-	i := g.next
-	for g.next < len(g.allocs) && g.allocs[g.next].Workspace == ref {
-		g.next++
+	if i > 0 {
+		switch ref.Compare(g.decided[i-1].Ref) {
+		case 0:
+			return g.allocs[g.lo:g.hi:g.hi]
+		case -1:
+			g.unsorted = true
+			return nil
+		}
 	}
-	g.walked, g.last, g.own = true, ref, g.allocs[i:g.next:g.next]
-	return g.own
+	g.lo, g.hi = 0, 0
+	for g.next < len(g.allocs) {
+		switch g.allocs[g.next].Workspace.Compare(ref) {
+		case 1:
+			return nil
+		case 0:
+			// In order: the groups before it come before a workspace
+			// decided before ref, or the one decided last.
+			g.lo = g.next
+			g.group()
+			g.hi = g.next
+			return g.allocs[g.lo:g.hi:g.hi]
+		}
+		g.pass()
+	}
+	return nil
 }
 
-// skipTo moves the walk past the groups whose workspace before reports
-// true for, noting those not all stopping as forgotten.
-func (g *allocGroups) skipTo(before func(schema.Ref) bool) {
-	for g.next < len(g.allocs) && before(g.allocs[g.next].Workspace) {
-		i := g.next
-		for g.next < len(g.allocs) && g.allocs[g.next].Workspace == g.allocs[i].Workspace {
-			g.next++
-		}
-		if !drivers.AllStopping(g.allocs[i:g.next]) {
-			g.forgot = append(g.forgot, g.allocs[i].Workspace)
-		}
+// group moves the walk past the group of allocations at next (those of
+// one workspace).
+func (g *allocGroups) group() {
+	ref := g.allocs[g.next].Workspace
+	for g.next++; g.next < len(g.allocs) && g.allocs[g.next].Workspace == ref; g.next++ {
+	}
+}
+
+// pass moves the walk past the group at next, which the decision does
+// not mention, noting when it comes out of order: forgotten unless all
+// stopping.
+func (g *allocGroups) pass() {
+	i := g.next
+	if i > 0 && !g.allocs[i-1].Workspace.Less(g.allocs[i].Workspace) {
+		g.unsorted = true
+	}
+	g.group()
+	if !drivers.AllStopping(g.allocs[i:g.next]) {
+		g.forgot = append(g.forgot, g.allocs[i].Workspace)
 	}
 }
 
@@ -253,13 +327,18 @@ func (g *allocGroups) holds(ref schema.Ref) bool {
 // orphans returns the workspaces holding allocations, not all stopping,
 // that the decision does not mention. It ends the walk.
 func (g *allocGroups) orphans() []schema.Ref {
+	if g.search {
+		return nil
+	}
 	if g.byRef == nil {
-		g.skipTo(func(schema.Ref) bool { return true })
+		for g.next < len(g.allocs) {
+			g.pass()
+		}
 		return g.forgot
 	}
 	var out []schema.Ref
 	for ref, own := range g.byRef {
-		if !g.decided[ref] && !drivers.AllStopping(own) {
+		if !g.refs[ref] && !drivers.AllStopping(own) {
 			out = append(out, ref)
 		}
 	}
@@ -291,6 +370,33 @@ func holders(allocs []drivers.Alloc, p drivers.Placement, victims map[schema.Ref
 			}
 		}
 	}
+}
+
+// Waves splits p's actions into what one cycle sends, by index into
+// p.Actions in plan order: first the stops and preemptions, then the
+// starts and updates. A Wait is never sent (drivers never see it), and
+// neither is the Start it guards: that start is held back (held, in plan
+// order) until a later plan, made from a fresh snapshot, has no Wait for
+// it. The loop's apply and the replay send plans by this one rule.
+func (p Plan) Waves() (waves [2][]int, held []schema.Ref) {
+	k := 0 // the Waits and the Starts each come in workspace order (New)
+	for i, a := range p.Actions {
+		if a.Kind == drivers.ActionStart {
+			for k < len(held) && held[k].Less(a.Workspace) {
+				k++
+			}
+		}
+		switch {
+		case a.Kind == drivers.ActionWait:
+			held = append(held, a.Workspace)
+		case a.Kind == drivers.ActionStart && k < len(held) && held[k] == a.Workspace:
+		case a.Kind == drivers.ActionStop || a.Kind == drivers.ActionPreempt:
+			waves[0] = append(waves[0], i)
+		default:
+			waves[1] = append(waves[1], i)
+		}
+	}
+	return waves, held
 }
 
 // describe fills the spec pointers drivers render jobs from.

@@ -140,3 +140,108 @@ func cloneSnap(s *drivers.Snapshot) *drivers.Snapshot {
 	}
 	return &c
 }
+
+func TestWaves(t *testing.T) {
+	ref := func(name string) schema.Ref { return schema.Ref{Project: "p", Name: name} }
+	act := func(k drivers.ActionKind, name string) drivers.Action {
+		return drivers.Action{Kind: k, Workspace: ref(name)}
+	}
+	type waves struct {
+		Waves [2][]int
+		Held  []schema.Ref
+	}
+	tests := map[string]struct {
+		actions []drivers.Action
+		want    waves
+	}{
+		"empty": {},
+		"stops and preemptions first, then starts and updates": {
+			actions: []drivers.Action{act(drivers.ActionStop, "a"), act(drivers.ActionPreempt, "b"), act(drivers.ActionStart, "c"), act(drivers.ActionUpdate, "d")},
+			want:    waves{Waves: [2][]int{{0, 1}, {2, 3}}},
+		},
+		"a wait holds back its start, not the others": {
+			actions: []drivers.Action{act(drivers.ActionPreempt, "v"), act(drivers.ActionWait, "b"), act(drivers.ActionWait, "d"), act(drivers.ActionStart, "a"), act(drivers.ActionStart, "b"), act(drivers.ActionStart, "c"), act(drivers.ActionStart, "d"), act(drivers.ActionUpdate, "b")},
+			want:    waves{Waves: [2][]int{{0}, {3, 5, 7}}, Held: []schema.Ref{ref("b"), ref("d")}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var got waves
+			got.Waves, got.Held = Plan{Actions: tc.actions}.Waves()
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Waves (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestNewAnyOrder: the plan of allocations and a decision out of order
+// (New walks them together when both are sorted) is the plan of the
+// same sorted.
+func TestNewAnyOrder(t *testing.T) {
+	ref := func(p, n string) schema.Ref { return schema.Ref{Project: p, Name: n} }
+	a, b, c, gone := ref("hi", "eval"), ref("med", "a"), ref("med", "train"), ref("old", "x")
+	set := withWorkspaces(workspace("hi", "eval", schema.DesiredRunning), workspace("med", "a", schema.DesiredRunning), workspace("med", "train", schema.DesiredRunning))
+	set.Revision = "r2"
+	alloc := func(r schema.Ref, replica int, gpu string) drivers.Alloc {
+		return drivers.Alloc{Workspace: r, Replica: replica, Node: "n", GPUs: []string{gpu}, Phase: drivers.AllocRunning, Revision: "r1", SpecHash: "older"}
+	}
+	sorted := []drivers.Alloc{alloc(b, 0, "g0"), alloc(b, 1, "g1"), alloc(c, 0, "g2"), alloc(gone, 0, "g3")}
+	decided := []policies.WorkspaceDecision{
+		{Ref: a, Verdict: policies.VerdictStart, Placements: []drivers.Placement{{Node: "n", GPUs: []string{"g2"}}}, Preempts: []schema.Ref{c}},
+		{Ref: b, Verdict: policies.VerdictRun},
+		{Ref: c, Verdict: policies.VerdictPreempt, PreemptedBy: &a},
+	}
+	want := New(set, &drivers.Snapshot{Allocs: sorted}, policies.Decision{Workspaces: decided})
+	if len(want.Actions) != 5 {
+		t.Fatalf("sorted: %d actions, want 5 (preempt, stop, wait, start, update):\n%s", len(want.Actions), want.Text())
+	}
+	tests := map[string]struct {
+		allocs    []drivers.Alloc
+		decisions []policies.WorkspaceDecision
+	}{
+		"allocations out of order":                {allocs: []drivers.Alloc{sorted[2], sorted[0], sorted[3], sorted[1]}, decisions: decided},
+		"allocations of a workspace apart":        {allocs: []drivers.Alloc{sorted[0], sorted[2], sorted[1], sorted[3]}, decisions: decided},
+		"decision out of order":                   {allocs: sorted, decisions: []policies.WorkspaceDecision{decided[2], decided[0], decided[1]}},
+		"both out of order":                       {allocs: []drivers.Alloc{sorted[3], sorted[0], sorted[2], sorted[1]}, decisions: []policies.WorkspaceDecision{decided[1], decided[2], decided[0]}},
+		"decision out of order, forgetting first": {allocs: sorted, decisions: []policies.WorkspaceDecision{decided[2], decided[1]}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			w := want
+			if len(tt.decisions) < len(decided) {
+				w = New(set, &drivers.Snapshot{Allocs: sorted}, policies.Decision{Workspaces: []policies.WorkspaceDecision{decided[1], decided[2]}})
+			}
+			got := New(set, &drivers.Snapshot{Allocs: tt.allocs}, policies.Decision{Workspaces: tt.decisions})
+			if diff := cmp.Diff(w.Text(), got.Text()); diff != "" {
+				t.Errorf("plan (-sorted +out of order):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSettled: Options.Settled plans what New does for the workspaces
+// the decision stops, preempts or starts, and checks nothing else.
+func TestSettled(t *testing.T) {
+	ref := func(p, n string) schema.Ref { return schema.Ref{Project: p, Name: n} }
+	a, b, c, gone := ref("hi", "eval"), ref("med", "a"), ref("med", "train"), ref("old", "x")
+	set := withWorkspaces(workspace("hi", "eval", schema.DesiredRunning), workspace("med", "a", schema.DesiredRunning), workspace("med", "train", schema.DesiredRunning))
+	set.Revision = "r2"
+	alloc := func(r schema.Ref, replica int, gpu string) drivers.Alloc {
+		return drivers.Alloc{Workspace: r, Replica: replica, Node: "n", GPUs: []string{gpu}, Phase: drivers.AllocRunning, Revision: "r1", SpecHash: "older"}
+	}
+	snap := &drivers.Snapshot{Allocs: []drivers.Alloc{alloc(b, 0, "g0"), alloc(b, 1, "g1"), alloc(c, 0, "g2"), alloc(gone, 0, "g3")}}
+	d := policies.Decision{Workspaces: []policies.WorkspaceDecision{
+		{Ref: a, Verdict: policies.VerdictStart, Placements: []drivers.Placement{{Node: "n", GPUs: []string{"g2"}}}, Preempts: []schema.Ref{c}},
+		{Ref: b, Verdict: policies.VerdictRun},
+		{Ref: c, Verdict: policies.VerdictPreempt, PreemptedBy: &a},
+	}}
+	want := "preempt  med/train for hi/eval\nwait     hi/eval until med/train gone\nstart    hi/eval on n [g2]\n"
+	if got := NewWith(set, snap, d, Options{Settled: true}).Text(); got != want {
+		t.Errorf("settled: got\n%s\nwant\n%s", got, want)
+	}
+	// New plans the update of med/a and the stop of old/x besides.
+	if got := New(set, snap, d); len(got.Actions) != 5 {
+		t.Errorf("New: %d actions, want 5:\n%s", len(got.Actions), got.Text())
+	}
+}

@@ -76,40 +76,36 @@ func (l *Loop) apply(ctx context.Context, p plan.Plan, snap *drivers.Snapshot, r
 	now := l.cfg.Clock.Now()
 	l.retry.observe(snap, now)
 
-	// 1. What is sent, in two waves.
-	held := map[schema.Ref]bool{}
+	// 1. What is sent, in two waves (plan.Plan.Waves: a Wait holds back
+	// its Start).
+	waves, held := p.Waves()
+	out.deferred = held
 	inPlan := map[schema.Ref]bool{}
-	var waves [2][]int
-	for i, a := range p.Actions {
+	for _, a := range p.Actions {
 		inPlan[a.Workspace] = true
-		if a.Kind == drivers.ActionWait {
-			held[a.Workspace] = true
-			out.deferred = append(out.deferred, a.Workspace)
-			continue
+	}
+	for w, wave := range waves {
+		send := wave[:0]
+		for _, i := range wave {
+			a := p.Actions[i]
+			if r := retrying[a.Workspace]; a.Kind == drivers.ActionStart && !r.until.IsZero() {
+				out.deferred = append(out.deferred, a.Workspace)
+				out.retryAt = earliest(out.retryAt, r.until)
+				continue // its node's fault's backoff (ends.go)
+			}
+			starts := a.Kind == drivers.ActionStart || a.Kind == drivers.ActionUpdate
+			rej, refused := l.rejected[a.Workspace]
+			if refused && rej.revision == p.Revision && starts {
+				continue
+			}
+			if f := l.retry.byRef[a.Workspace]; f != nil && !l.retry.due(f, a, now, l.cfg.BackoffMin) {
+				out.retryAt = earliest(out.retryAt, f.retryAt)
+				l.log.Debug("not yet: "+plan.ActionLine(a)+" backs off after its last failure", "until", f.retryAt.Format(time.TimeOnly))
+				continue
+			}
+			send = append(send, i)
 		}
-		if a.Kind == drivers.ActionStart && held[a.Workspace] {
-			continue
-		}
-		if r := retrying[a.Workspace]; a.Kind == drivers.ActionStart && !r.until.IsZero() {
-			out.deferred = append(out.deferred, a.Workspace)
-			out.retryAt = earliest(out.retryAt, r.until)
-			continue // its node's fault's backoff (ends.go)
-		}
-		starts := a.Kind == drivers.ActionStart || a.Kind == drivers.ActionUpdate
-		rej, refused := l.rejected[a.Workspace]
-		if refused && rej.revision == p.Revision && starts {
-			continue
-		}
-		if f := l.retry.byRef[a.Workspace]; f != nil && !l.retry.due(f, a, now, l.cfg.BackoffMin) {
-			out.retryAt = earliest(out.retryAt, f.retryAt)
-			l.log.Debug("not yet: "+plan.ActionLine(a)+" backs off after its last failure", "until", f.retryAt.Format(time.TimeOnly))
-			continue
-		}
-		wave := 1
-		if a.Kind == drivers.ActionStop || a.Kind == drivers.ActionPreempt {
-			wave = 0
-		}
-		waves[wave] = append(waves[wave], i)
+		waves[w] = send
 	}
 	l.retry.forget(inPlan)
 

@@ -14,23 +14,24 @@
 // for the decision timings (Timing), which measure this machine.
 //
 // It shares the loop's decide step (the policies themselves, decided on a
-// narrowed queue where that is exact: narrow.go) but not its plan and
-// history steps: replayer.apply reads a decision's Start and Preempt
-// verdicts itself, and records its preemptions by hand. Turning each
-// decision into actions with plan.New instead, sent by the loop's rule (a
-// Wait holds back its Start), with the cluster observed and the decision
-// planned again after preemptions (a victim that never started working
-// is gone at once), was tried (issue 35): the same reports byte for byte,
-// but twice the CPU (the first 20,000 Philly jobs, the four policies:
-// 103 and 117 user seconds against 48 and 52; 81 with plan.New's maps
-// sized and no plan for decisions that start and preempt nothing), as
-// plan.New fingerprints every running workspace for an update and indexes
-// every allocation and GPU, in every cycle that starts or preempts
-// anything. policies.RecordDecision does not fit the narrowed decisions
-// (it forgets the queue places of the jobs a window leaves out), and it
-// would give berth the admission labels the loop remembers
-// (History.Borrowing), which the replay derives from start order: both
-// change results.
+// narrowed queue where that is exact: narrow.go) and its plan step:
+// replayer.apply turns each decision into actions with plan.NewWith and
+// sends them by the loop's rule (plan.Plan.Waves: stops and preemptions
+// first, a Wait holds back its Start). When a victim that never started
+// working is gone at once, the cluster is observed and the decision
+// planned again, as the loop's next cycle would at the same instant, so
+// its preemptor starts in the same pass. The replay's specs and
+// priorities never change and it decides every job that holds GPUs, so
+// it tells the plan step there is nothing to update and nothing
+// forgotten (plan.Options.Settled): a plan then costs what the decision
+// starts and preempts. Checking every running job for an update and
+// walking every allocation in each cycle that acts made a replay up to
+// twice as costly (issue 35). It keeps its own history step: it records
+// its preemptions by hand, as policies.RecordDecision does not fit the
+// narrowed decisions (it forgets the queue places of the jobs a window
+// leaves out), and it would give berth the admission labels the loop
+// remembers (History.Borrowing), which the replay derives from start
+// order: both change results.
 //
 // It must never talk to a real cluster or read the wall clock except to
 // time decisions and simulated months (Timing); it reads only the trace

@@ -141,10 +141,12 @@ func (r *replayer) classLeave(ji int) {
 }
 
 // decide runs the policy for this cycle, on a narrowed queue where that is
-// exact (see above), and returns its decision. The meter gets the time the
+// exact (see above), and returns its decision and the specs it decided
+// on, which hold every job the decision names (until the next decide,
+// which reuses them). The meter gets the time the
 // cycle's deciding took (the window and, where the window could not
 // decide, the whole queue), checks against the whole queue aside.
-func (r *replayer) decide(snap *drivers.Snapshot, running []int) (out policies.Decision) {
+func (r *replayer) decide(snap *drivers.Snapshot, running []int) (out policies.Decision, specs *schema.Set) {
 	defer func() { r.starved = starvedOf(out) }()
 	t0 := time.Now()
 	free := 0
@@ -168,7 +170,7 @@ func (r *replayer) decide(snap *drivers.Snapshot, running []int) (out policies.D
 			break
 		}
 		if !widen || try == maxWindowTries {
-			return r.decideWhole(in, t0)
+			return r.decideWhole(&in, t0), in.Specs
 		}
 		// The classes refused have all their jobs in the window this time.
 		set = r.subset(try, running, r.windowJobs())
@@ -184,9 +186,9 @@ func (r *replayer) decide(snap *drivers.Snapshot, running []int) (out policies.D
 		if !sameOutcome(d, whole) {
 			r.m.differed++
 		}
-		return whole
+		return whole, in.Specs
 	}
-	return d
+	return d, in.Specs
 }
 
 // classWindow sets each class's window to its first jobs, one more than
@@ -356,10 +358,11 @@ func decisionOf(d policies.Decision, ref schema.Ref) *policies.WorkspaceDecision
 	return &d.Workspaces[i]
 }
 
-// decideWhole decides on every job; the cycle began at t0.
-func (r *replayer) decideWhole(in policies.Input, t0 time.Time) policies.Decision {
+// decideWhole decides on every job, setting in.Specs to them; the cycle
+// began at t0.
+func (r *replayer) decideWhole(in *policies.Input, t0 time.Time) policies.Decision {
 	in.Specs = r.wholeSet()
-	d := r.pol.Decide(in)
+	d := r.pol.Decide(*in)
 	r.m.decided(time.Since(t0))
 	r.m.whole++
 	return d

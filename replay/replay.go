@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/sim"
+	"github.com/berth-dev/berth/plan"
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/replay/baseline"
 	"github.com/berth-dev/berth/schema"
@@ -287,15 +288,10 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 			owed = tick > 0 && r.now.Sub(start)%tick != 0
 		}
 		if r.waiting() && !owed && (!pol.NeverPreempts || r.startable(&snap)) {
-			d := r.decide(&snap, running)
-			started, changed, err := r.apply(ctx, d, &running)
+			d, specs := r.decide(&snap, running)
+			started, err := r.apply(ctx, specs, &snap, d, &running)
 			if err != nil {
 				return PolicyResult{}, err
-			}
-			if changed {
-				if snap, err = r.cl.Observe(ctx); err != nil {
-					return PolicyResult{}, err
-				}
 			}
 			if len(started) > 0 {
 				resumed := map[schema.Ref]time.Duration{}
@@ -349,86 +345,130 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 	return r.m.result(pol, r.jobs, stats, r.now), nil
 }
 
-// apply carries out decision d: preemptions first, then the starts whose
-// GPUs are free. started lists the jobs started; changed is true when the
-// cluster changed at all.
-func (r *replayer) apply(ctx context.Context, d policies.Decision, running *[]int) (started []int, changed bool, err error) {
-	var starts []*policies.WorkspaceDecision
-	for i := range d.Workspaces {
-		wd := &d.Workspaces[i]
-		if wd.Verdict != policies.VerdictPreempt && wd.Verdict != policies.VerdictStart {
-			continue // most of a long queue waits: skip the lookup
-		}
-		ji, ok := r.job(wd.Ref)
-		if !ok {
-			continue
-		}
-		js := &r.jobs[ji]
-		switch wd.Verdict {
-		case policies.VerdictPreempt:
-			if js.status != jobRunning {
-				continue
-			}
-			if err := r.cl.Apply(ctx, drivers.Action{Kind: drivers.ActionPreempt, Workspace: wd.Ref}); err != nil {
-				return nil, false, err
-			}
-			changed = true
-			js.preempted++
-			r.m.preemptions++
-			if wd.PreemptedBy != nil {
-				r.hist.Preempted[wd.Ref] = drivers.Preemption{Victim: wd.Ref, By: *wd.PreemptedBy, At: r.now}
-			}
-			j := r.wl.Jobs[ji]
-			js.status = jobStopping
-			js.doneAt = r.now.Add(j.Grace)
-			if r.now.Before(js.runStart.Add(r.spec.StartDelay)) || !js.doneAt.After(r.now) {
-				// It never started working (or has no grace): the
-				// simulator drops it at once, so its preemptor may start
-				// in this same pass.
-				js.held += r.now.Sub(js.runStart)
-				r.hold(ji, -1)
-				js.status = jobQueued
-				r.queue(ji, +1)
-				*running = slices.DeleteFunc(*running, func(k int) bool { return k == ji })
-			}
-		case policies.VerdictStart:
-			if js.status == jobQueued {
-				starts = append(starts, wd)
-			}
-		}
+// apply carries out decision d, made on specs, as the loop's cycle does:
+// plan.New (plan.NewWith) turns it into actions, sent by
+// the loop's rule (plan.Plan.Waves): preemptions first, then the starts
+// no Wait holds back. A victim that never started working (or has no
+// grace) is gone at once, which snap, from before the preemptions, does
+// not show: then the cluster is observed and d planned again, as the
+// loop's next cycle would at the same instant (it decides again too),
+// so its preemptor may start in this same pass. snap is left the
+// cluster as it is after the actions. started lists the jobs started.
+func (r *replayer) apply(ctx context.Context, specs *schema.Set, snap *drivers.Snapshot, d policies.Decision, running *[]int) (started []int, err error) {
+	if !acts(d) {
+		// Nothing to plan: the replay's specs never change and every job
+		// holding GPUs is decided, so plan.New would update and stop
+		// nothing (checked wherever it plans).
+		return nil, nil
 	}
-	for _, wd := range starts {
-		blocked := false
-		for _, v := range wd.Preempts {
-			if vi, ok := r.job(v); ok && r.jobs[vi].status == jobStopping {
-				blocked = true
-				break
-			}
+	p := plan.NewWith(specs, snap, d, planOptions)
+	waves, _ := p.Waves()
+	gone := false // a victim is gone at once
+	for _, i := range waves[0] {
+		a := &p.Actions[i]
+		if a.Kind != drivers.ActionPreempt {
+			return nil, fmt.Errorf("%s %s: the replay's specs want every job running, and it decides on every one that holds GPUs", a.Kind, a.Workspace)
 		}
-		if blocked {
-			continue
-		}
-		ji, _ := r.job(wd.Ref)
-		j := &r.wl.Jobs[ji]
-		ws := j.Workspace()
-		err := r.cl.Apply(ctx, drivers.Action{Kind: drivers.ActionStart, Workspace: wd.Ref, Spec: &ws, Placements: wd.Placements, Revision: "trace"})
+		g, err := r.preempted(ctx, a, running)
 		if err != nil {
-			continue // its GPUs are not free yet: decided again when they are
+			return nil, err
 		}
-		changed = true
-		js := &r.jobs[ji]
-		if js.firstRun.IsZero() {
-			js.firstRun = r.now
-			js.inQuota = r.teamHeld[r.m.tenantOf[j.Ref.Project]]+j.PerGPUs*j.Replicas <= r.m.quota[r.m.tenantOf[j.Ref.Project]]
-		}
-		r.hold(ji, +1)
-		js.status, js.runStart = jobRunning, r.now
-		delete(r.hist.Preempted, wd.Ref)
-		r.queue(ji, -1)
-		started = append(started, ji)
-		*running = r.inRefOrder(*running, ji)
+		gone = gone || g
 	}
-	return started, changed, nil
+	if gone {
+		if *snap, err = r.cl.Observe(ctx); err != nil {
+			return nil, err
+		}
+		p = plan.NewWith(specs, snap, d, planOptions)
+		waves, _ = p.Waves()
+	}
+	for _, i := range waves[1] {
+		a := &p.Actions[i]
+		if a.Kind != drivers.ActionStart {
+			return nil, fmt.Errorf("%s %s: the replay never changes a job's spec or tier", a.Kind, a.Workspace)
+		}
+		if ji, ok := r.start(ctx, a, running); ok {
+			started = append(started, ji)
+		}
+	}
+	if len(started) > 0 || len(waves[0]) > 0 && !gone {
+		if *snap, err = r.cl.Observe(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return started, nil
+}
+
+// planOptions: the replay's specs and priorities never change, and it
+// decides every job that holds GPUs (plan.Options.Settled), so a plan
+// costs what the decision starts and preempts, as reading the verdicts
+// did.
+var planOptions = plan.Options{Settled: true}
+
+// acts reports whether d starts or preempts anything.
+func acts(d policies.Decision) bool {
+	for i := range d.Workspaces {
+		if v := d.Workspaces[i].Verdict; v == policies.VerdictStart || v == policies.VerdictPreempt {
+			return true
+		}
+	}
+	return false
+}
+
+// preempted applies Preempt a and records it: the job stops, at once
+// (gone) when it never started working or has no grace.
+func (r *replayer) preempted(ctx context.Context, a *drivers.Action, running *[]int) (gone bool, err error) {
+	ji, ok := r.job(a.Workspace)
+	if !ok || r.jobs[ji].status != jobRunning {
+		return false, fmt.Errorf("preempt %s: the plan preempts a job the replay does not see running", a.Workspace)
+	}
+	if err := r.cl.Apply(ctx, *a); err != nil {
+		return false, err
+	}
+	js := &r.jobs[ji]
+	js.preempted++
+	r.m.preemptions++
+	if a.By != (schema.Ref{}) {
+		r.hist.Preempted[a.Workspace] = drivers.Preemption{Victim: a.Workspace, By: a.By, At: r.now}
+	}
+	j := r.wl.Jobs[ji]
+	js.status = jobStopping
+	js.doneAt = r.now.Add(j.Grace)
+	if r.now.Before(js.runStart.Add(r.spec.StartDelay)) || !js.doneAt.After(r.now) {
+		// It never started working (or has no grace): the simulator
+		// drops it at once.
+		js.held += r.now.Sub(js.runStart)
+		r.hold(ji, -1)
+		js.status = jobQueued
+		r.queue(ji, +1)
+		*running = slices.DeleteFunc(*running, func(k int) bool { return k == ji })
+		return true, nil
+	}
+	return false, nil
+}
+
+// start applies Start a and records it; ok is false when the cluster
+// refused it (its GPUs are not free yet: decided again when they are).
+func (r *replayer) start(ctx context.Context, a *drivers.Action, running *[]int) (ji int, ok bool) {
+	ji, ok = r.job(a.Workspace)
+	if !ok || r.jobs[ji].status != jobQueued {
+		return 0, false
+	}
+	if err := r.cl.Apply(ctx, *a); err != nil {
+		return 0, false
+	}
+	j := &r.wl.Jobs[ji]
+	js := &r.jobs[ji]
+	if js.firstRun.IsZero() {
+		js.firstRun = r.now
+		js.inQuota = r.teamHeld[r.m.tenantOf[j.Ref.Project]]+j.PerGPUs*j.Replicas <= r.m.quota[r.m.tenantOf[j.Ref.Project]]
+	}
+	r.hold(ji, +1)
+	js.status, js.runStart = jobRunning, r.now
+	delete(r.hist.Preempted, a.Workspace)
+	r.queue(ji, -1)
+	*running = r.inRefOrder(*running, ji)
+	return ji, true
 }
 
 // hold counts job ji's GPUs taken (+1) or given back (-1) by its team.
