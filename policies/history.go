@@ -43,7 +43,8 @@ func decayedUsage(h drivers.History, snap *drivers.Snapshot, now time.Time, half
 	// workspace): its sum is kept in cur through each run of them and
 	// stored at the run's end, the same additions in the same order.
 	proj, cur, inRun := "", 0.0, false
-	for _, a := range snap.Allocs {
+	for i := range snap.Allocs {
+		a := &snap.Allocs[i] // not copied: an allocation is large
 		from := a.StartedAt
 		if h.UsageAt.After(from) {
 			from = h.UsageAt

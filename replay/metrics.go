@@ -128,7 +128,8 @@ func (m *meter) interval(prev *drivers.Snapshot, now time.Time, queued []int) {
 		return
 	}
 	clear(m.held)
-	for _, a := range prev.Allocs {
+	for i := range prev.Allocs {
+		a := &prev.Allocs[i] // not copied: an allocation is large
 		g := float64(len(a.GPUs))
 		m.heldSec += g * dt
 		m.held[m.tenantOf[a.Workspace.Project]] += len(a.GPUs)

@@ -283,25 +283,17 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 		if err != nil {
 			return PolicyResult{}, err
 		}
-		owed := false // a decision waits for the next tick
-		if r.waiting() && (!pol.NeverPreempts || r.startable(&snap)) {
-			owed = tick > 0 && r.now.Sub(start)%tick != 0
-		}
-		if r.waiting() && !owed && (!pol.NeverPreempts || r.startable(&snap)) {
+		due := r.waiting() && (!pol.NeverPreempts || r.startable(&snap))
+		owed := due && tick > 0 && r.now.Sub(start)%tick != 0 // a decision waits for the next tick
+		if due && !owed {
 			d, specs := r.decide(&snap, running)
 			started, err := r.apply(ctx, specs, &snap, d, &running)
 			if err != nil {
 				return PolicyResult{}, err
 			}
-			if len(started) > 0 {
-				resumed := map[schema.Ref]time.Duration{}
-				for _, a := range snap.Allocs {
-					resumed[a.Workspace] = a.ResumedFrom
-				}
-				for _, ji := range started {
-					j := wl.Jobs[ji]
-					r.jobs[ji].doneAt = r.now.Add(spec.StartDelay + j.Duration - resumed[j.Ref])
-				}
+			for _, ji := range started {
+				j := &wl.Jobs[ji]
+				r.jobs[ji].doneAt = r.now.Add(spec.StartDelay + j.Duration - resumedFrom(&snap, j.Ref))
 			}
 		}
 		prev = snap
@@ -471,6 +463,17 @@ func (r *replayer) start(ctx context.Context, a *drivers.Action, running *[]int)
 	return ji, true
 }
 
+// resumedFrom returns the work that ref's run in snap resumed from (its
+// allocations are found by binary search: snap's are sorted by
+// workspace).
+func resumedFrom(snap *drivers.Snapshot, ref schema.Ref) time.Duration {
+	i := sort.Search(len(snap.Allocs), func(i int) bool { return !snap.Allocs[i].Workspace.Less(ref) })
+	if i == len(snap.Allocs) || snap.Allocs[i].Workspace != ref {
+		return 0
+	}
+	return snap.Allocs[i].ResumedFrom
+}
+
 // hold counts job ji's GPUs taken (+1) or given back (-1) by its team.
 func (r *replayer) hold(ji, delta int) {
 	j := &r.wl.Jobs[ji]
@@ -611,11 +614,17 @@ func (r *replayer) freeByNode(snap *drivers.Snapshot) []int {
 	for i := range snap.Nodes {
 		free = append(free, snap.Nodes[i].UsableGPUs())
 	}
-	for _, a := range snap.Allocs {
-		i := sort.Search(len(snap.Nodes), func(i int) bool { return snap.Nodes[i].Name >= a.Node })
-		if i < len(snap.Nodes) && snap.Nodes[i].Name == a.Node {
-			free[i] -= len(a.GPUs)
+	i := -1 // the node of the allocation before: a job's replicas often share one
+	for k := range snap.Allocs {
+		a := &snap.Allocs[k] // not copied: an allocation is large
+		if i < 0 || snap.Nodes[i].Name != a.Node {
+			i = sort.Search(len(snap.Nodes), func(i int) bool { return snap.Nodes[i].Name >= a.Node })
+			if i == len(snap.Nodes) || snap.Nodes[i].Name != a.Node {
+				i = -1
+				continue
+			}
 		}
+		free[i] -= len(a.GPUs)
 	}
 	r.freeBuf = free
 	return free
