@@ -96,6 +96,22 @@ func copyHistory(h drivers.History) drivers.History {
 	return out
 }
 
+// RecordAdmission keeps w's quota label in borrowing (History.Borrowing),
+// as RecordDecision does for each workspace of its decision: one that
+// starts or runs keeps the label its decision gave it
+// (WorkspaceDecision.Borrowed), any other loses its own. The replay,
+// which decides on a narrowed queue, records its labels with it.
+func RecordAdmission(borrowing map[schema.Ref]bool, w *WorkspaceDecision) {
+	switch w.Verdict {
+	case VerdictRun, VerdictStart:
+		if b, ok := borrowing[w.Ref]; !ok || b != w.Borrowed {
+			borrowing[w.Ref] = w.Borrowed
+		}
+	default:
+		delete(borrowing, w.Ref)
+	}
+}
+
 // RecordDecision returns h with the queue bookkeeping of decision d:
 // a workspace that waits or starts keeps its first QueuedSince (set to
 // d.Now when it had none), so a preempted workspace keeps its place in
@@ -116,14 +132,10 @@ func RecordDecision(h drivers.History, d Decision) drivers.History {
 		out.Borrowing = map[schema.Ref]bool{}
 	}
 	seen := make(map[schema.Ref]bool, len(d.Workspaces))
-	for _, w := range d.Workspaces {
+	for i := range d.Workspaces {
+		w := &d.Workspaces[i]
 		seen[w.Ref] = true
-		switch w.Verdict {
-		case VerdictRun, VerdictStart:
-			out.Borrowing[w.Ref] = w.Borrowed
-		default:
-			delete(out.Borrowing, w.Ref)
-		}
+		RecordAdmission(out.Borrowing, w)
 		switch w.Verdict {
 		case VerdictStop:
 			delete(out.QueuedSince, w.Ref)

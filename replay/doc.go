@@ -26,12 +26,15 @@
 // forgotten (plan.Options.Settled): a plan then costs what the decision
 // starts and preempts. Checking every running job for an update and
 // walking every allocation in each cycle that acts made a replay up to
-// twice as costly (issue 35). It keeps its own history step: it records
-// its preemptions by hand, as policies.RecordDecision does not fit the
-// narrowed decisions (it forgets the queue places of the jobs a window
-// leaves out), and it would give berth the admission labels the loop
-// remembers (History.Borrowing), which the replay derives from start
-// order: both change results.
+// twice as costly (issue 35). Its history step (replayer.record) keeps
+// each job's quota label as the loop's does, with the loop's own
+// function (policies.RecordAdmission): a job admitted inside its quota
+// stays inside it while it runs (History.Borrowing), where the replay
+// once derived the labels again from start order at every decision
+// (TestReplayKeepsTheLoopsLabels). It keeps the queue places and
+// preemption records as jobs arrive, start and are preempted, not with
+// policies.RecordDecision, which would forget the places of the jobs a
+// narrowed queue leaves out and copies the whole history each cycle.
 //
 // It must never talk to a real cluster or read the wall clock except to
 // time decisions and simulated months (Timing); it reads only the trace

@@ -214,7 +214,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 	r.cl.KeepApplied(false) // the record would grow with every start and preemption
 	r.set = *wl.Base
 	r.set.Workspaces = nil
-	r.hist = drivers.History{UsageAt: start, Usage: map[string]float64{}, QueuedSince: map[schema.Ref]time.Time{}, Preempted: map[schema.Ref]drivers.Preemption{}}
+	r.hist = drivers.History{UsageAt: start, Usage: map[string]float64{}, QueuedSince: map[schema.Ref]time.Time{}, Preempted: map[schema.Ref]drivers.Preemption{}, Borrowing: map[schema.Ref]bool{}}
 	r.quota = map[string]int{}
 	for _, p := range wl.Base.Projects {
 		r.quota[p.Meta.Name] = p.Spec.Quota.GPUs
@@ -291,6 +291,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 			if err != nil {
 				return PolicyResult{}, err
 			}
+			r.record(d)
 			for _, ji := range started {
 				j := &wl.Jobs[ji]
 				r.jobs[ji].doneAt = r.now.Add(spec.StartDelay + j.Duration - resumedFrom(&snap, j.Ref))
@@ -389,6 +390,20 @@ func (r *replayer) apply(ctx context.Context, specs *schema.Set, snap *drivers.S
 		}
 	}
 	return started, nil
+}
+
+// record is the replay's history step: each workspace of d keeps the
+// quota label d gave it, as the loop's RecordDecision keeps it
+// (policies.RecordAdmission), so a running job stays admitted inside its
+// quota or borrowing as it was admitted. d holds every job that holds
+// GPUs (subset), so no running job's label is left behind. The queue
+// places and preemption records are kept as the jobs arrive, start and
+// are preempted (RecordDecision would forget the places of the jobs a
+// narrowed queue leaves out).
+func (r *replayer) record(d policies.Decision) {
+	for i := range d.Workspaces {
+		policies.RecordAdmission(r.hist.Borrowing, &d.Workspaces[i])
+	}
 }
 
 // planOptions: the replay's specs and priorities never change, and it
@@ -501,6 +516,7 @@ func (r *replayer) remove(ji int) {
 	ref := r.wl.Jobs[ji].Ref
 	delete(r.hist.QueuedSince, ref)
 	delete(r.hist.Preempted, ref)
+	delete(r.hist.Borrowing, ref)
 }
 
 // cmpJobs orders jobs by their workspaces' Refs, as specs are.
