@@ -45,6 +45,11 @@ type Policy struct {
 	// project's running work reclaimable by a job inside its own quota
 	// (narrow.go).
 	ReclaimsLive bool
+	// Labels: the policy reads the quota labels the history keeps
+	// (History.Borrowing, berth's), so the replay's history step keeps
+	// them as the loop's does; the baselines read none, and the replay
+	// spends nothing on them.
+	Labels bool
 }
 
 // Policies are the four policies `berth simulate` compares, in report
@@ -54,7 +59,7 @@ func Policies() []Policy {
 		{Name: "fifo", Rule: "one queue in submit order, first-fit, no priorities, no preemption; the head blocks", Decide: baseline.FIFO, NeverPreempts: true, HeadBlocks: true},
 		{Name: "nomad", Rule: "priority order, bin-packing, preempts whole allocations ≥10 priority points lower; no quotas, no checkpoint awareness", Decide: baseline.Nomad, Turns: true},
 		{Name: "quota", Rule: "Kueue-like: guaranteed quotas, borrowing, reclaim from borrowers, priority within a project; no fair share, no aging", Decide: baseline.Quota, Turns: true, ReclaimsLive: true},
-		{Name: "berth", Rule: "berth's engine: tiers, quotas with borrowing and reclaim, decayed fair share, aging, checkpoint-aware victims, NVLink-aware packing", Decide: policies.Decide, Reserves: true, Turns: true, ReclaimsLive: true},
+		{Name: "berth", Rule: "berth's engine: tiers, quotas with borrowing and reclaim, decayed fair share, aging, checkpoint-aware victims, NVLink-aware packing", Decide: policies.Decide, Reserves: true, Turns: true, ReclaimsLive: true, Labels: true},
 	}
 }
 
@@ -401,6 +406,9 @@ func (r *replayer) apply(ctx context.Context, specs *schema.Set, snap *drivers.S
 // are preempted (RecordDecision would forget the places of the jobs a
 // narrowed queue leaves out).
 func (r *replayer) record(d policies.Decision) {
+	if !r.pol.Labels {
+		return
+	}
 	for i := range d.Workspaces {
 		policies.RecordAdmission(r.hist.Borrowing, &d.Workspaces[i])
 	}
