@@ -440,7 +440,7 @@ func (d *decider) fitsWithoutReservation(w *wsState, mi int) bool {
 	slots:
 		for _, si := range d.reserved {
 			s := &d.c.slots[si]
-			if mi > 0 && s.mi != int32(mi) {
+			if !s.in(mi) {
 				continue
 			}
 			gi := s.groups[k][l]

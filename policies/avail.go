@@ -45,6 +45,9 @@ func (d *decider) changeSlot(si, owner int32, releasing, record bool) {
 	// The slot's models of which a search built some avail index.
 	var built [2]bool
 	for gk, m := range [2]int32{0, s.mi} {
+		if gk == 0 && !s.whole {
+			continue // not in model index 0
+		}
 		for l := range numLevels {
 			built[gk] = built[gk] || d.avail[m][l] != nil
 		}

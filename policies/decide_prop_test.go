@@ -23,12 +23,14 @@ func verifying(t *testing.T) {
 }
 
 // genInput draws a small cluster and workload: nodes with NVLink domains,
-// NUMA nodes, two GPU models, some unhealthy GPUs and unusable nodes;
+// NUMA nodes, two GPU models and a MIG instance's, some unhealthy GPUs and unusable nodes;
 // tiers, projects with quotas, borrow limits and weights; workspaces of
 // every shape, some running (validly placed), some stopping, some
 // orphaned; history with usage, queue times and preemptions.
 func genInput(t *rapid.T) Input {
-	models := []string{"H100", "A100"}
+	// A MIG instance's model, as the NVIDIA device plugin names its group:
+	// a node of it has slices of GPUs (the parents hidden), never whole ones.
+	models := []string{"H100", "A100", "A100 MIG 1g.10gb"}
 	var snap drivers.Snapshot
 	snap.ObservedAt = propNow
 	nNodes := rapid.IntRange(1, 5).Draw(t, "nodes")
@@ -348,6 +350,11 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 					}
 					if m := spec.Spec.Resources.GPUModel; m != "" && gpu.Model != m {
 						t.Fatalf("%s wants %s, got %s", w.Ref, m, gpu.Model)
+					}
+					// A MIG instance is a slice of a GPU: only an ask that
+					// names its model gets one.
+					if spec.Spec.Resources.GPUModel == "" && gpu.IsMIG() {
+						t.Fatalf("%s names no model, placed on MIG instance %s/%s (%s)", w.Ref, p.Node, id, gpu.Model)
 					}
 					doms[gpu.Domain], numas[gpu.Domain*0+gpu.NUMA] = true, true
 					// A held GPU is taken only from a workspace it waits for.

@@ -28,7 +28,8 @@
 // Invariants (the property tests check them, checkDecision first):
 // every workspace waiting has a reason; no GPU goes to two workspaces,
 // and a start takes a held GPU only once its holder is listed in
-// Preempts; a start uses ready, healthy GPUs of its model on nodes with
+// Preempts; a start uses ready, healthy GPUs of its model (with none named,
+// whole GPUs, never MIG instances: drivers.ParseMIG) on nodes with
 // its driver and host volumes, keeps its required topology and fits its
 // node in every dimension the node tracks; a gang places every replica
 // or none; no project goes beyond its quota plus borrow limit; a victim

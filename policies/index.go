@@ -36,13 +36,18 @@ type gpuSlot struct {
 	id    string
 	model string
 	mi    int32 // model index of model
+	// whole: a whole GPU, not a MIG instance (drivers.ParseMIG). Only
+	// whole GPUs are in model index 0, so a workspace that names no model
+	// never lands on a slice of a GPU; one that names a MIG instance's
+	// model gets only those.
+	whole bool
 	// owner is ownerFree, ownerReserved or the workspace holding it.
 	owner int32
 	// releasing: its owner is leaving (stopping, stopped by the specs or a
 	// victim of this decision); a start may use it after the owner is gone.
 	releasing bool
 	// groups[m][l] is the group of this GPU at level l in model index m
-	// (m 0: any model; m 1: its own model).
+	// (m 0: any whole GPU, -1 for a MIG instance; m 1: its own model).
 	groups [2][numLevels]int32
 }
 
@@ -296,10 +301,13 @@ var clusterPool sync.Pool // of *cluster
 // buildCluster indexes the usable GPUs of snap's nodes, all free.
 func buildCluster(snap *drivers.Snapshot) *cluster {
 	c := &cluster{nodes: snap.Nodes}
-	modelSet := map[string]bool{}
+	modelSet := map[string]bool{} // model → a whole GPU's
 	for _, n := range snap.Nodes {
-		for _, g := range n.GPUs {
-			modelSet[g.Model] = true
+		for gi := range n.GPUs {
+			if m := n.GPUs[gi].Model; !modelSet[m] {
+				_, mig := drivers.ParseMIG(m)
+				modelSet[m] = !mig
+			}
 		}
 	}
 	for m := range modelSet {
@@ -338,9 +346,15 @@ func buildCluster(snap *drivers.Snapshot) *cluster {
 				continue
 			}
 			mi := int32(sort.SearchStrings(c.models, g.Model) + 1)
-			s := gpuSlot{node: int32(ni), dom: int32(g.Domain), numa: int32(g.NUMA), index: g.Index, id: g.ID, model: g.Model, mi: mi, owner: ownerFree}
+			s := gpuSlot{node: int32(ni), dom: int32(g.Domain), numa: int32(g.NUMA), index: g.Index, id: g.ID, model: g.Model, mi: mi, whole: modelSet[g.Model], owner: ownerFree}
 			si := int32(len(c.slots))
 			for k, m := range [2]int32{0, mi} {
+				if k == 0 && !s.whole {
+					for l := range s.groups[0] {
+						s.groups[0][l] = -1
+					}
+					continue
+				}
 				for l := range int32(numLevels) {
 					key := gkey{m, l, -1, -1}
 					if l == levelCell || l == levelDomain {
@@ -369,7 +383,9 @@ func buildCluster(snap *drivers.Snapshot) *cluster {
 			}
 			c.slots = append(c.slots, s)
 			c.first[ni+1] = int32(len(c.slots))
-			c.totalFree[0]++
+			if s.whole {
+				c.totalFree[0]++
+			}
 			c.totalFree[mi]++
 		}
 	}
@@ -409,12 +425,25 @@ func (c *cluster) setOwner(si int32, owner int32) {
 	}
 	mi := s.mi
 	for k, m := range [2]int32{0, mi} {
+		if k == 0 && !s.whole {
+			continue
+		}
 		for l := range numLevels {
 			c.index[m][l].add(int(s.groups[k][l]), delta)
 		}
 	}
-	c.totalFree[0] += delta
+	if s.whole {
+		c.totalFree[0] += delta
+	}
 	c.totalFree[mi] += delta
+}
+
+// in reports whether slot s is in model index mi (0: any whole GPU).
+func (s *gpuSlot) in(mi int) bool {
+	if mi == 0 {
+		return s.whole
+	}
+	return s.mi == int32(mi)
 }
 
 // hold sets the state a decision starts from: each slot slots[i] held
@@ -433,7 +462,9 @@ func (c *cluster) hold(slots, owners []int32) {
 		s := &c.slots[si]
 		if c.free[si] {
 			c.free[si] = false
-			c.totalFree[0]--
+			if s.whole {
+				c.totalFree[0]--
+			}
 			c.totalFree[s.mi]--
 		}
 		s.owner = owners[i]
@@ -454,6 +485,9 @@ func (c *cluster) hold(slots, owners []int32) {
 		}
 		s := &c.slots[si]
 		for k, m := range [2]int32{0, s.mi} {
+			if k == 0 && !s.whole {
+				continue
+			}
 			for l := range numLevels {
 				c.index[m][l].groups[s.groups[k][l]].free++
 			}

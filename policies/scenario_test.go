@@ -214,7 +214,8 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 			if w.Spec.Replicas, err = f.Int("replicas", 1); err != nil {
 				return nil, err
 			}
-			w.Spec.Resources.GPUModel = f.KV["model"]
+			// A model name's spaces are written as _ (A100_MIG_1g.10gb).
+			w.Spec.Resources.GPUModel = strings.ReplaceAll(f.KV["model"], "_", " ")
 			w.Spec.Tier = f.KV["tier"]
 			w.Spec.Topology = set.Policy.Spec.Defaults.Topology
 			if c, ok := f.KV["nvlink"]; ok {

@@ -128,8 +128,19 @@ func printNodes(w io.Writer, snap drivers.Snapshot) (warnings []string) {
 			continue
 		}
 		domains := map[int]bool{}
-		for _, g := range n.GPUs {
+		var models []string // in the order the node lists them
+		count := map[string]int{}
+		whole := 0
+		for i := range n.GPUs {
+			g := &n.GPUs[i]
+			if count[g.Model] == 0 {
+				models = append(models, g.Model)
+			}
+			count[g.Model]++
 			domains[g.Domain] = true
+			if !g.IsMIG() {
+				whole++
+			}
 		}
 		src := "from berth agent"
 		if n.TopologyGuessed {
@@ -142,7 +153,26 @@ func printNodes(w io.Writer, snap drivers.Snapshot) (warnings []string) {
 		} else if !n.Eligible {
 			status = "ineligible"
 		}
-		fmt.Fprintf(w, "node %s: %s, %d GPUs in %d NVLink domain(s), topology %s\n", n.Name, status, len(n.GPUs), len(domains), src)
+		what := text.Plural(whole, "GPU")
+		switch mig := len(n.GPUs) - whole; {
+		case mig > 0 && whole == 0:
+			what = text.Plural(mig, "MIG instance")
+		case mig > 0:
+			what += " and " + text.Plural(mig, "MIG instance")
+		}
+		fmt.Fprintf(w, "node %s: %s, %s in %d NVLink domain(s), topology %s\n", n.Name, status, what, len(domains), src)
+		if len(models) == 1 && whole == len(n.GPUs) {
+			continue // one model of whole GPUs: said above
+		}
+		// Device groups of several models, or MIG instances: each a kind
+		// of its own, which a workspace names with gpuModel.
+		for _, m := range models {
+			if mig, ok := drivers.ParseMIG(m); ok {
+				fmt.Fprintf(w, "  %s: %s, %s slices of %s (only a workspace whose gpuModel is %q runs on them)\n", m, text.Plural(count[m], "MIG instance"), mig.Profile, mig.Parent, m)
+			} else {
+				fmt.Fprintf(w, "  %s: %s\n", m, text.Plural(count[m], "GPU"))
+			}
+		}
 	}
 	return warnings
 }

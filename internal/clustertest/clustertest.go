@@ -91,6 +91,17 @@ func Parse(text string, now time.Time, opt Options) (*drivers.Snapshot, error) {
 			for i := range count {
 				n.GPUs = append(n.GPUs, drivers.GPU{ID: opt.gpuID(n.Name, strconv.Itoa(i)), Index: i, Model: model, Domain: i * doms / count, NUMA: i * numas / count, Healthy: !bad[i] && heldBy[i] == "", HeldBy: heldBy[i]})
 			}
+			if m, ok := f.KV["mig"]; ok {
+				profile, k, _ := strings.Cut(m, ":")
+				migs, err := strconv.Atoi(k)
+				if err != nil || profile == "" {
+					return nil, fmt.Errorf("mig=%s: want PROFILE:COUNT", m)
+				}
+				for j := range migs {
+					i := count + j
+					n.GPUs = append(n.GPUs, drivers.GPU{ID: opt.gpuID(n.Name, strconv.Itoa(i)), Index: i, Model: model + " MIG " + profile, Healthy: !bad[i] && heldBy[i] == "", HeldBy: heldBy[i]})
+				}
+			}
 			snap.Nodes = append(snap.Nodes, n)
 		case "alloc":
 			ref, err := ParseRef(f.Words[1])
