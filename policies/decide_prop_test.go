@@ -62,6 +62,13 @@ func genInput(t *rapid.T) Input {
 		for g := range count {
 			n.GPUs = append(n.GPUs, drivers.GPU{ID: fmt.Sprintf("g%d", g), Index: g, Model: model, Domain: g * doms / count, NUMA: g * numas / count, Healthy: rapid.IntRange(0, 19).Draw(t, "healthy") > 0})
 		}
+		// Now and then a second device group of whole GPUs: another model.
+		if also := rapid.IntRange(0, 3).Draw(t, "alsoGPUs"); also > 0 && rapid.IntRange(0, 2).Draw(t, "also") == 0 {
+			other := "L40S"
+			for g := count; g < count+also; g++ {
+				n.GPUs = append(n.GPUs, drivers.GPU{ID: fmt.Sprintf("g%d", g), Index: g, Model: other, Healthy: rapid.IntRange(0, 19).Draw(t, "healthy") > 0})
+			}
+		}
 		snap.Nodes = append(snap.Nodes, n)
 	}
 	set := &schema.Set{Revision: "r", Policy: schema.DefaultPolicy()}
@@ -337,6 +344,7 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 					t.Fatalf("%s: replica has %d GPUs, wants %d", w.Ref, len(p.GPUs), spec.Spec.Resources.GPUs)
 				}
 				doms, numas := map[int]bool{}, map[int]bool{}
+				models := map[string]bool{}
 				for _, id := range p.GPUs {
 					var gpu *drivers.GPU
 					for i := range n.GPUs {
@@ -355,6 +363,10 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 					// names its model gets one.
 					if spec.Spec.Resources.GPUModel == "" && gpu.IsMIG() {
 						t.Fatalf("%s names no model, placed on MIG instance %s/%s (%s)", w.Ref, p.Node, id, gpu.Model)
+					}
+					// Nomad takes a request's devices from one group.
+					if models[gpu.Model] = true; len(models) > 1 {
+						t.Fatalf("%s: a replica on GPUs of two models %v (%s)", w.Ref, models, p.Node)
 					}
 					doms[gpu.Domain], numas[gpu.Domain*0+gpu.NUMA] = true, true
 					// A held GPU is taken only from a workspace it waits for.

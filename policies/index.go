@@ -48,6 +48,8 @@ type gpuSlot struct {
 	releasing bool
 	// groups[m][l] is the group of this GPU at level l in model index m
 	// (m 0: any whole GPU, -1 for a MIG instance; m 1: its own model).
+	// Every group holds GPUs of one model: a replica's GPUs are one
+	// Nomad device group's.
 	groups [2][numLevels]int32
 }
 
@@ -326,8 +328,11 @@ func buildCluster(snap *drivers.Snapshot) *cluster {
 	for _, n := range snap.Nodes {
 		c.byName[n.Name] = nodeIndex(snap.Nodes, n.Name)
 	}
+	// of is the model of the group's GPUs: in model index 0 too, a node's
+	// groups are split by model, as Nomad takes the devices of one request
+	// from one device group (a model), never from two.
 	type gkey struct {
-		m, l, dom, numa int32
+		m, l, dom, numa, of int32
 	}
 	for ni, n := range snap.Nodes {
 		c.first[ni] = int32(len(c.slots))
@@ -356,7 +361,7 @@ func buildCluster(snap *drivers.Snapshot) *cluster {
 					continue
 				}
 				for l := range int32(numLevels) {
-					key := gkey{m, l, -1, -1}
+					key := gkey{m, l, -1, -1, mi}
 					if l == levelCell || l == levelDomain {
 						key.dom = s.dom
 					}

@@ -91,15 +91,21 @@ func Parse(text string, now time.Time, opt Options) (*drivers.Snapshot, error) {
 			for i := range count {
 				n.GPUs = append(n.GPUs, drivers.GPU{ID: opt.gpuID(n.Name, strconv.Itoa(i)), Index: i, Model: model, Domain: i * doms / count, NUMA: i * numas / count, Healthy: !bad[i] && heldBy[i] == "", HeldBy: heldBy[i]})
 			}
-			if m, ok := f.KV["mig"]; ok {
-				profile, k, _ := strings.Cut(m, ":")
-				migs, err := strconv.Atoi(k)
-				if err != nil || profile == "" {
-					return nil, fmt.Errorf("mig=%s: want PROFILE:COUNT", m)
+			// More device groups after the first: another model's whole
+			// GPUs (also=MODEL:K), then MIG instances (mig=PROFILE:K).
+			for _, g := range [...]struct{ key, model string }{{"also", ""}, {"mig", model + " MIG "}} {
+				v, ok := f.KV[g.key]
+				if !ok {
+					continue
 				}
-				for j := range migs {
-					i := count + j
-					n.GPUs = append(n.GPUs, drivers.GPU{ID: opt.gpuID(n.Name, strconv.Itoa(i)), Index: i, Model: model + " MIG " + profile, Healthy: !bad[i] && heldBy[i] == "", HeldBy: heldBy[i]})
+				name, k, _ := strings.Cut(v, ":")
+				more, err := strconv.Atoi(k)
+				if err != nil || name == "" {
+					return nil, fmt.Errorf("%s=%s: want NAME:COUNT", g.key, v)
+				}
+				for range more {
+					i := len(n.GPUs)
+					n.GPUs = append(n.GPUs, drivers.GPU{ID: opt.gpuID(n.Name, strconv.Itoa(i)), Index: i, Model: g.model + name, Healthy: !bad[i] && heldBy[i] == "", HeldBy: heldBy[i]})
 				}
 			}
 			snap.Nodes = append(snap.Nodes, n)
