@@ -175,10 +175,11 @@ func TestWaves(t *testing.T) {
 	}
 }
 
-// TestNewAnyOrder: the plan of allocations and a decision out of order
-// (New walks them together when both are sorted) is the plan of the
-// same sorted.
-func TestNewAnyOrder(t *testing.T) {
+// startPreemptUpdateStop is a revision (r2) and a cluster, its
+// allocations sorted, where the sorted decision starts hi/eval after
+// preempting med/train, keeps med/a running (its allocations, of r1, get
+// an update) and does not mention old/x (stopped as forgotten).
+func startPreemptUpdateStop() (*schema.Set, []drivers.Alloc, []policies.WorkspaceDecision) {
 	ref := func(p, n string) schema.Ref { return schema.Ref{Project: p, Name: n} }
 	a, b, c, gone := ref("hi", "eval"), ref("med", "a"), ref("med", "train"), ref("old", "x")
 	set := withWorkspaces(workspace("hi", "eval", schema.DesiredRunning), workspace("med", "a", schema.DesiredRunning), workspace("med", "train", schema.DesiredRunning))
@@ -186,12 +187,20 @@ func TestNewAnyOrder(t *testing.T) {
 	alloc := func(r schema.Ref, replica int, gpu string) drivers.Alloc {
 		return drivers.Alloc{Workspace: r, Replica: replica, Node: "n", GPUs: []string{gpu}, Phase: drivers.AllocRunning, Revision: "r1", SpecHash: "older"}
 	}
-	sorted := []drivers.Alloc{alloc(b, 0, "g0"), alloc(b, 1, "g1"), alloc(c, 0, "g2"), alloc(gone, 0, "g3")}
+	allocs := []drivers.Alloc{alloc(b, 0, "g0"), alloc(b, 1, "g1"), alloc(c, 0, "g2"), alloc(gone, 0, "g3")}
 	decided := []policies.WorkspaceDecision{
 		{Ref: a, Verdict: policies.VerdictStart, Placements: []drivers.Placement{{Node: "n", GPUs: []string{"g2"}}}, Preempts: []schema.Ref{c}},
 		{Ref: b, Verdict: policies.VerdictRun},
 		{Ref: c, Verdict: policies.VerdictPreempt, PreemptedBy: &a},
 	}
+	return set, allocs, decided
+}
+
+// TestNewAnyOrder: the plan of allocations and a decision out of order
+// (New walks them together when both are sorted) is the plan of the
+// same sorted.
+func TestNewAnyOrder(t *testing.T) {
+	set, sorted, decided := startPreemptUpdateStop()
 	want := New(set, &drivers.Snapshot{Allocs: sorted}, policies.Decision{Workspaces: decided})
 	if len(want.Actions) != 5 {
 		t.Fatalf("sorted: %d actions, want 5 (preempt, stop, wait, start, update):\n%s", len(want.Actions), want.Text())
@@ -223,19 +232,9 @@ func TestNewAnyOrder(t *testing.T) {
 // TestSettled: Options.Settled plans what New does for the workspaces
 // the decision stops, preempts or starts, and checks nothing else.
 func TestSettled(t *testing.T) {
-	ref := func(p, n string) schema.Ref { return schema.Ref{Project: p, Name: n} }
-	a, b, c, gone := ref("hi", "eval"), ref("med", "a"), ref("med", "train"), ref("old", "x")
-	set := withWorkspaces(workspace("hi", "eval", schema.DesiredRunning), workspace("med", "a", schema.DesiredRunning), workspace("med", "train", schema.DesiredRunning))
-	set.Revision = "r2"
-	alloc := func(r schema.Ref, replica int, gpu string) drivers.Alloc {
-		return drivers.Alloc{Workspace: r, Replica: replica, Node: "n", GPUs: []string{gpu}, Phase: drivers.AllocRunning, Revision: "r1", SpecHash: "older"}
-	}
-	snap := &drivers.Snapshot{Allocs: []drivers.Alloc{alloc(b, 0, "g0"), alloc(b, 1, "g1"), alloc(c, 0, "g2"), alloc(gone, 0, "g3")}}
-	d := policies.Decision{Workspaces: []policies.WorkspaceDecision{
-		{Ref: a, Verdict: policies.VerdictStart, Placements: []drivers.Placement{{Node: "n", GPUs: []string{"g2"}}}, Preempts: []schema.Ref{c}},
-		{Ref: b, Verdict: policies.VerdictRun},
-		{Ref: c, Verdict: policies.VerdictPreempt, PreemptedBy: &a},
-	}}
+	set, allocs, decided := startPreemptUpdateStop()
+	snap := &drivers.Snapshot{Allocs: allocs}
+	d := policies.Decision{Workspaces: decided}
 	want := "preempt  med/train for hi/eval\nwait     hi/eval until med/train gone\nstart    hi/eval on n [g2]\n"
 	if got := NewWith(set, snap, d, Options{Settled: true}).Text(); got != want {
 		t.Errorf("settled: got\n%s\nwant\n%s", got, want)
