@@ -253,12 +253,14 @@ func New(cfg Config) (*Loop, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = view.NewMetrics()
 	}
+	leading := func() bool { return true } // alone, it writes
 	if cfg.Leader != nil {
 		// The lease can lapse mid-cycle: every write checks it.
 		cfg.Cluster = fencedCluster{Cluster: cfg.Cluster, lead: cfg.Leader, clock: cfg.Clock}
 		cfg.Store = fencedStore{Store: cfg.Store, lead: cfg.Leader, clock: cfg.Clock}
-		cfg.Metrics.Leader(cfg.Leader.Leading)
+		leading = cfg.Leader.Leading
 	}
+	cfg.Metrics.Leader(leading)
 	l := &Loop{cfg: cfg, log: cfg.Logger, records: map[schema.Ref]*record{}, rejected: map[schema.Ref]rejection{}, feed: newFeed(cfg.FeedBuffer),
 		started: cfg.Clock.Now()}
 	l.publishModel() // readers never find none
@@ -601,6 +603,7 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 			rec.history = append(rec.history, t)
 			out = append(out, view.WorkspaceTransition{Workspace: ref, Transition: t})
 			l.logTransition(ref, t)
+			l.cfg.Metrics.Transition(set, ref, &t, rec.status.Since) // rec.status: as it was since prev
 			if st.State == view.StateCompleted && spec != nil {
 				end := ended.At
 				if end.IsZero() || end.After(now) {

@@ -29,13 +29,19 @@ type Metrics struct {
 	quota, used, borrowed *prometheus.GaugeVec
 	waiting, oldestWait   *prometheus.GaugeVec
 	workLost              *prometheus.CounterVec
+	// waits: how long each start waited, by tier (a histogram, so a
+	// board graphs its p50 and p99); moves: workspaces moved off a
+	// draining or lost node or a failing GPU, by tier.
+	waits *prometheus.HistogramVec
+	moves *prometheus.CounterVec
 	// CPU (cores) and memory (bytes) against a quota that names them;
 	// a project whose quota does not name one has no series for it.
 	quotaCPU, usedCPU, borrowedCPU *prometheus.GaugeVec
 	quotaMem, usedMem, borrowedMem *prometheus.GaugeVec
 
-	mu      sync.Mutex // guards the revision series
+	mu      sync.Mutex // guards the revision series and the leader gauge
 	refused string     // the revision of the refused series
+	leader  prometheus.Collector
 }
 
 // NewMetrics makes the loop's metrics in a new registry (with the Go and
@@ -104,18 +110,26 @@ func NewMetrics() *Metrics {
 		workLost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_work_lost_seconds_total", Help: "Progress lost by workspaces since their last checkpoint when preempted or failed, by the workspace's tier.",
 		}, []string{"tier"}),
+		waits: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "berth_wait_seconds", Help: "How long a workspace waited (Pending or Preempted) before it started, observed at each start, by the workspace's tier.",
+			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 2 * 3600, 6 * 3600, 12 * 3600, 24 * 3600, 72 * 3600, 7 * 24 * 3600},
+		}, []string{"tier"}),
+		moves: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_moves_total", Help: "Workspaces moved off a draining or lost node or a failing GPU (Running to Moving), by the workspace's tier.",
+		}, []string{"tier"}),
 	}
 	for _, c := range []drivers.EndClass{drivers.EndTaskFailed, drivers.EndNodeFault} {
 		m.failures.WithLabelValues(c.String()) // both series from the start, at 0
 	}
 	m.Registry.MustRegister(m.decisions, m.preemptions, m.failures, m.pending, m.states, m.duration, m.cycles, m.revisions,
-		m.quota, m.used, m.borrowed, m.waiting, m.oldestWait, m.workLost,
+		m.quota, m.used, m.borrowed, m.waiting, m.oldestWait, m.workLost, m.waits, m.moves,
 		m.quotaCPU, m.usedCPU, m.borrowedCPU, m.quotaMem, m.usedMem, m.borrowedMem)
 	return m
 }
 
 // Leader exports whether this replica leads (berth_leader, 1 or 0), as
-// leading says when scraped.
+// leading says when scraped; a loop without an election leads always.
+// The last loop made on these metrics is the one they say.
 func (m *Metrics) Leader(leading func() bool) {
 	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "berth_leader", Help: "1 while this replica holds the leader lease and writes, 0 while it follows.",
@@ -125,7 +139,13 @@ func (m *Metrics) Leader(leading func() bool) {
 		}
 		return 0
 	})
-	_ = m.Registry.Register(g) // a second loop on the same metrics keeps the first's
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.leader != nil {
+		m.Registry.Unregister(m.leader)
+	}
+	m.leader = g
+	m.Registry.MustRegister(g)
 }
 
 // ObserveCycle counts a cycle that took d and failed with err (nil: it
@@ -156,6 +176,18 @@ func (m *Metrics) Ended(c drivers.EndClass) {
 // Preempted counts a preemption of victim, by its tier in set.
 func (m *Metrics) Preempted(set *schema.Set, victim schema.Ref) {
 	m.preemptions.WithLabelValues(tierName(set, victim)).Inc()
+}
+
+// Transition counts what transition t of ref says: a start after a wait
+// (from Pending or Preempted, entered at waitedSince) observes the wait;
+// a move counts one.
+func (m *Metrics) Transition(set *schema.Set, ref schema.Ref, t *Transition, waitedSince time.Time) {
+	switch {
+	case t.To == StateStarting && (t.From == StatePending || t.From == StatePreempted) && !waitedSince.IsZero():
+		m.waits.WithLabelValues(tierName(set, ref)).Observe(max(0, t.At.Sub(waitedSince).Seconds()))
+	case t.To == StateMoving:
+		m.moves.WithLabelValues(tierName(set, ref)).Inc()
+	}
 }
 
 // Lost counts work a workspace lost (its progress since the last
@@ -225,6 +257,13 @@ func (m *Metrics) ObserveStatus(workspaces iter.Seq[*WorkspaceStatus], projects 
 		}
 		m.waiting.WithLabelValues(p.Name, p.Tier).Set(0)
 		m.oldestWait.WithLabelValues(p.Name, p.Tier).Set(0)
+		// Each project's tier has its per-tier series from the start, at
+		// 0, so a board's rate() and an alert see them before the first
+		// event.
+		m.preemptions.WithLabelValues(p.Tier)
+		m.moves.WithLabelValues(p.Tier)
+		m.workLost.WithLabelValues(p.Tier)
+		m.waits.WithLabelValues(p.Tier)
 	}
 	oldest := map[string]time.Duration{}
 	for w := range workspaces {
