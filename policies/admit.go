@@ -401,7 +401,13 @@ func (d *decider) waitReason(w *wsState, mi int) Reason {
 		if gi < 0 {
 			return "no usable GPU"
 		}
-		return fmt.Sprintf("best: %s has %d", d.c.nodes[li.groups[gi].node].Name, li.groups[gi].free)
+		g := &li.groups[gi]
+		if mi == 0 && len(d.c.models) > 1 {
+			// Any whole GPU, on a cluster of several models: a group is
+			// one model's (a replica's GPUs are one device group's).
+			return fmt.Sprintf("best: %s has %d %s", d.c.nodes[g.node].Name, g.free, d.c.slots[g.gpus[0]].model)
+		}
+		return fmt.Sprintf("best: %s has %d", d.c.nodes[g.node].Name, g.free)
 	}
 	var r Reason
 	switch {
