@@ -1,22 +1,30 @@
 # berth's container image: the reconciler (berth reconcile, status, plan,
-# doctor) as a static binary on a distroless base with CA certificates.
+# doctor) as a static binary on an empty base.
 #
 #   make image IMAGE=registry.example.com/berth:v1   # docker build -t IMAGE .
 #
-# The binary is built by `make static`, the same step make e2e runs and
-# the deploy test (TestRealDeployReconcilerJob) registers on a real Nomad.
-# It has no cgo, so `berth agent`, which reads GPUs through NVML, is not in
-# it: the agent runs on the GPU nodes' hosts (berth-agent.nomad.hcl).
+# make dist builds the same image without docker (internal/dist, as an
+# image tarball): the same files, internal/dist/rootfs (the nonroot user,
+# 65532) and berth at /usr/local/bin/berth, the same user, port and
+# entrypoint. berth carries its own CA roots for where the system has
+# none (golang.org/x/crypto/x509roots/fallback), so no certificate
+# bundle is needed. It has no cgo, so `berth agent`, which reads GPUs
+# through NVML, is not in it: the agent runs on the GPU nodes' hosts
+# (berth-agent.nomad.hcl).
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN make static STATIC=/out/berth
+RUN make static STATIC=/out/berth && mkdir -p /out/tmp && chmod 1777 /out/tmp
 
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM scratch
+COPY internal/dist/rootfs/ /
+COPY --from=build /out/tmp /tmp
 COPY --from=build /out/berth /usr/local/bin/berth
-USER nonroot
+USER 65532:65532
+WORKDIR /
+ENV PATH=/usr/local/bin:/usr/bin:/bin
 EXPOSE 4680
 ENTRYPOINT ["/usr/local/bin/berth"]
 CMD ["--help"]

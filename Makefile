@@ -54,8 +54,9 @@ build: ## Build bin/berth
 static: ## Build bin/berth-static (STATIC=…): no cgo, no NVML (not for berth agent); what the container image runs
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(STATIC) ./cmd/berth
 
-dist: build ## Pack bin/berth (cgo, for berth agent's NVML) as bin/berth_linux_amd64.tar.gz, the agent job's artifact
+dist: build ## Release artifacts in dist/ without docker: static binaries (linux amd64/arm64, darwin arm64), image tarballs, SHA256SUMS; and bin/berth (cgo, for berth agent's NVML) as bin/berth_linux_amd64.tar.gz, the agent job's artifact
 	tar -czf bin/berth_$$($(GO) env GOOS)_$$($(GO) env GOARCH).tar.gz -C bin berth
+	$(GO) run ./internal/dist/cmd/dist -out dist
 
 image: ## Build the container image berth:dev (IMAGE=…) from the Dockerfile (needs a docker daemon)
 	@docker info >/dev/null 2>&1 || { echo "make image needs a running docker daemon (docker info fails here); make static builds the binary the image runs"; exit 1; }
