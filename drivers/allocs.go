@@ -84,6 +84,18 @@ func ShortGPUs(ids []string) []string {
 	return out
 }
 
+// AllocsOf returns ref's allocations in allocs, which are sorted by
+// workspace as a Snapshot's are: found by binary search, a subslice of
+// allocs, read-only, clipped so that an append copies it.
+func AllocsOf(allocs []Alloc, ref schema.Ref) []Alloc {
+	lo := sort.Search(len(allocs), func(i int) bool { return !allocs[i].Workspace.Less(ref) })
+	hi := lo
+	for hi < len(allocs) && allocs[hi].Workspace == ref {
+		hi++
+	}
+	return allocs[lo:hi:hi]
+}
+
 // ByWorkspace groups allocs by workspace. Sorted by workspace, as a
 // Snapshot's are, they are grouped without copying: each group is a
 // subslice of allocs, read-only, clipped so that an append copies it.

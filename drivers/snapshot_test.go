@@ -54,3 +54,22 @@ func TestByWorkspace(t *testing.T) {
 		t.Errorf("the input changed: %v", unsorted)
 	}
 }
+
+func TestAllocsOf(t *testing.T) {
+	a, b, c, z := schema.Ref{Project: "p", Name: "a"}, schema.Ref{Project: "p", Name: "b"}, schema.Ref{Project: "p", Name: "c"}, schema.Ref{Project: "p", Name: "z"}
+	sorted := []Alloc{{Workspace: a, Replica: 0}, {Workspace: a, Replica: 1}, {Workspace: c}}
+	if got := AllocsOf(sorted, a); len(got) != 2 || &got[0] != &sorted[0] || cap(got) != 2 {
+		t.Errorf("a: %v (cap %d), want its two, in place, clipped", got, cap(got))
+	}
+	if got := AllocsOf(sorted, c); len(got) != 1 || got[0].Workspace != c {
+		t.Errorf("c: %v", got)
+	}
+	for _, r := range []schema.Ref{b, z} {
+		if got := AllocsOf(sorted, r); len(got) != 0 {
+			t.Errorf("%s holds nothing, got %v", r, got)
+		}
+	}
+	if got := AllocsOf(nil, a); len(got) != 0 {
+		t.Errorf("no allocations: %v", got)
+	}
+}

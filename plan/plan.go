@@ -80,16 +80,16 @@ func NewWith(set *schema.Set, snap *drivers.Snapshot, d policies.Decision, opt O
 	// Drivers sort allocations by workspace and policies.Decide sorts its
 	// decision: the plan walks the two together, and is made again from a
 	// map of the allocations when the walk finds either out of order.
-	if p, ok := newPlan(set, snap, d, opt, &allocGroups{allocs: snap.Allocs, decided: d.Workspaces, search: opt.Settled}); ok {
+	if p, ok := newPlan(set, snap, d, &allocGroups{allocs: snap.Allocs, decided: d.Workspaces, search: opt.Settled}); ok {
 		return p
 	}
-	p, _ := newPlan(set, snap, d, opt, indexAllocs(snap.Allocs, d))
+	p, _ := newPlan(set, snap, d, indexAllocs(snap.Allocs, d))
 	return p
 }
 
 // newPlan is NewWith with groups finding the allocations; ok is false
 // when the groups found the input out of order (the plan is then wrong).
-func newPlan(set *schema.Set, snap *drivers.Snapshot, d policies.Decision, opt Options, groups *allocGroups) (_ Plan, ok bool) {
+func newPlan(set *schema.Set, snap *drivers.Snapshot, d policies.Decision, groups *allocGroups) (_ Plan, ok bool) {
 	plan := Plan{Revision: set.Revision}
 	var exited map[schema.Ref]bool // built when first needed
 	for i := range d.Workspaces {
@@ -259,12 +259,7 @@ func (g *allocGroups) of(i int) []drivers.Alloc {
 		return g.byRef[ref]
 	}
 	if g.search {
-		lo, _ := slices.BinarySearchFunc(g.allocs, ref, func(a drivers.Alloc, r schema.Ref) int { return a.Workspace.Compare(r) })
-		hi := lo
-		for hi < len(g.allocs) && g.allocs[hi].Workspace == ref {
-			hi++
-		}
-		return g.allocs[lo:hi:hi]
+		return drivers.AllocsOf(g.allocs, ref)
 	}
 	if i > 0 {
 		switch ref.Compare(g.decided[i-1].Ref) {
@@ -320,8 +315,7 @@ func (g *allocGroups) holds(ref schema.Ref) bool {
 	if g.byRef != nil {
 		return len(g.byRef[ref]) > 0
 	}
-	_, found := slices.BinarySearchFunc(g.allocs, ref, func(a drivers.Alloc, r schema.Ref) int { return a.Workspace.Compare(r) })
-	return found
+	return len(drivers.AllocsOf(g.allocs, ref)) > 0
 }
 
 // orphans returns the workspaces holding allocations, not all stopping,

@@ -490,11 +490,10 @@ func (r *replayer) start(ctx context.Context, a *drivers.Action, running *[]int)
 // allocations are found by binary search: snap's are sorted by
 // workspace).
 func resumedFrom(snap *drivers.Snapshot, ref schema.Ref) time.Duration {
-	i := sort.Search(len(snap.Allocs), func(i int) bool { return !snap.Allocs[i].Workspace.Less(ref) })
-	if i == len(snap.Allocs) || snap.Allocs[i].Workspace != ref {
-		return 0
+	if own := drivers.AllocsOf(snap.Allocs, ref); len(own) > 0 {
+		return own[0].ResumedFrom
 	}
-	return snap.Allocs[i].ResumedFrom
+	return 0
 }
 
 // hold counts job ji's GPUs taken (+1) or given back (-1) by its team.
