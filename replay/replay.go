@@ -446,9 +446,8 @@ func (r *replayer) preempted(ctx context.Context, a *drivers.Action, running *[]
 	if a.By != (schema.Ref{}) {
 		r.hist.Preempted[a.Workspace] = drivers.Preemption{Victim: a.Workspace, By: a.By, At: r.now}
 	}
-	j := r.wl.Jobs[ji]
 	js.status = jobStopping
-	js.doneAt = r.now.Add(j.Grace)
+	js.doneAt = r.now.Add(r.wl.Jobs[ji].Grace)
 	if r.now.Before(js.runStart.Add(r.spec.StartDelay)) || !js.doneAt.After(r.now) {
 		// It never started working (or has no grace): the simulator
 		// drops it at once.
