@@ -1,6 +1,8 @@
 package drivers
 
 import (
+	"github.com/berth-dev/berth/schema"
+
 	"strconv"
 	"strings"
 )
@@ -64,4 +66,18 @@ func countSuffix(s, unit string) bool {
 func (g *GPU) IsMIG() bool {
 	_, ok := ParseMIG(g.Model)
 	return ok
+}
+
+// Weight is what one device of the group named model counts in
+// GPU-equivalents, for reporting: the weight of its declared kind where
+// the kind gives one (kind may be nil), else 1 for a whole GPU and a MIG
+// instance's compute slices of the seven a GPU has (1g.10gb: 1/7).
+func Weight(kind *schema.GPUKind, model string) float64 {
+	if kind != nil && kind.Spec.Weight > 0 {
+		return kind.Spec.Weight
+	}
+	if m, ok := ParseMIG(model); ok {
+		return float64(m.Slices) / 7
+	}
+	return 1
 }

@@ -239,6 +239,21 @@ type Resources struct {
 	CPUMHz int64 `json:"cpuMilli,omitempty"`
 	// MemoryBytes is memory in bytes (YAML "memory: 16Gi").
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	// Kinds are quotas in GPUs of declared kinds (GPUKind), by kind
+	// name: a workspace asking for a kind named here counts against it,
+	// every other workspace against GPUs, which so counts the GPUs of
+	// the kinds not named. Nil: GPUs counts every GPU.
+	Kinds map[string]int `json:"kinds,omitempty"`
+}
+
+// KindQuota returns the account a workspace asking for kind (empty:
+// none) counts against in quota r: the kind's name when r names it, else
+// "" (GPUs).
+func (r Resources) KindQuota(kind string) string {
+	if _, ok := r.Kinds[kind]; ok && kind != "" {
+		return kind
+	}
+	return ""
 }
 
 // BorrowLimit bounds borrowing beyond a project's Quota, per dimension;
@@ -253,6 +268,10 @@ type BorrowLimit struct {
 	CPUMHz int64 `json:"cpuMilli,omitempty"`
 	// MemoryBytes is memory in bytes (YAML "memory: 64Gi").
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	// Kinds bound borrowing in the kinds the quota names (Resources.Kinds),
+	// by kind name; a kind the quota names and this leaves out is not
+	// limited.
+	Kinds map[string]int `json:"kinds,omitempty"`
 }
 
 // Unlimited is the BorrowLimit value meaning "no limit".
@@ -448,8 +467,12 @@ type Task struct {
 // leave them zero: the decision then counts nothing, and the Nomad
 // driver renders Nomad's own defaults (which are these).
 type WorkResources struct {
-	GPUs           int    `json:"gpus"`
-	GPUModel       string `json:"gpuModel,omitempty"`
+	GPUs     int    `json:"gpus"`
+	GPUModel string `json:"gpuModel,omitempty"`
+	// GPUKind names the declared kind (GPUKind) its GPUs are of; empty:
+	// any whole GPU (or the model GPUModel names). At most one of the two
+	// is set.
+	GPUKind        string `json:"gpuKind,omitempty"`
 	CPUMHz         int64  `json:"cpuMilli,omitempty"`
 	ExclusiveCores int    `json:"exclusiveCores,omitempty"`
 	MemoryBytes    int64  `json:"memoryBytes,omitempty"`
@@ -594,7 +617,10 @@ type Set struct {
 	Projects   []Project
 	Workspaces []Workspace
 	Volumes    []Volume
-	Policy     SchedulingPolicy
+	// Kinds are the declared GPU kinds; none: every GPU is of one kind
+	// for quotas, as they always were.
+	Kinds  []GPUKind
+	Policy SchedulingPolicy
 }
 
 // Tier returns the tier named name, or nil.
@@ -658,6 +684,7 @@ func (s *Set) Sort() {
 	sort.Slice(s.Projects, func(i, j int) bool { return s.Projects[i].Meta.Name < s.Projects[j].Meta.Name })
 	sort.Slice(s.Workspaces, func(i, j int) bool { return s.Workspaces[i].Ref().Less(s.Workspaces[j].Ref()) })
 	sort.Slice(s.Volumes, func(i, j int) bool { return s.Volumes[i].Meta.Name < s.Volumes[j].Meta.Name })
+	sort.Slice(s.Kinds, func(i, j int) bool { return s.Kinds[i].Meta.Name < s.Kinds[j].Meta.Name })
 }
 
 // SortedRefs returns the keys of m in Ref order.
