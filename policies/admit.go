@@ -66,9 +66,16 @@ func (d *decider) admit(w *wsState) {
 		}
 		return
 	}
-	mi := d.c.modelIndex(w.model)
-	if mi < 0 {
+	mi := d.modelIndexOf(w)
+	switch {
+	case mi < 0 && w.kind != "":
+		d.wait(w, Reason{ReasonCapacity, fmt.Sprintf("capacity: no GPU kind %s is declared", w.kind)})
+		return
+	case mi < 0:
 		d.wait(w, Reason{ReasonCapacity, fmt.Sprintf("capacity: no usable GPU of model %s in the cluster", w.model)})
+		return
+	case w.kind != "" && d.c.tmpl.totalFree[mi] == 0:
+		d.wait(w, Reason{ReasonCapacity, fmt.Sprintf("capacity: no usable GPU of kind %s in the cluster%s", w.kind, d.kindsText(mi, d.c.tmpl.totalFree, "has"))})
 		return
 	}
 	inQuota := d.inQuota(p, w)
@@ -334,10 +341,7 @@ func (d *decider) orderFree(mi int, gpus []int32) []int32 {
 			out = append(out, si)
 		}
 	}
-	k := 0
-	if mi > 0 {
-		k = 1
-	}
+	k := d.c.setOf(mi)
 	dom := d.c.index[mi][levelDomain]
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := &d.c.slots[out[i]], &d.c.slots[out[j]]
@@ -363,8 +367,17 @@ func (d *decider) placement(r int, slots []int32) drivers.Placement {
 }
 
 // waitReason explains why w cannot start; the cluster is as it was
-// before w was tried.
+// before w was tried. For a workspace that asks for a kind, it adds
+// what the other kinds have free.
 func (d *decider) waitReason(w *wsState, mi int) Reason {
+	r := d.whyNoStart(w, mi)
+	if w.kind != "" {
+		r.Message += d.kindsText(mi, d.c.totalFree, "free")
+	}
+	return r
+}
+
+func (d *decider) whyNoStart(w *wsState, mi int) Reason {
 	defer func() { d.couldPreempt = false }()
 	// Reserved for the head of the queue?
 	if d.reservedBy >= 0 && d.fitsWithoutReservation(w, mi) {
@@ -393,7 +406,10 @@ func (d *decider) waitReason(w *wsState, mi int) Reason {
 		}
 	}
 	of := ""
-	if w.model != "" {
+	switch {
+	case w.kind != "":
+		of = " of kind " + w.kind
+	case w.model != "":
 		of = " of model " + w.model
 	}
 	best := func(li *levelIndex) string {
@@ -428,14 +444,31 @@ func (d *decider) waitReason(w *wsState, mi int) Reason {
 	return r
 }
 
+// kindsText writes what the declared kinds other than model index mi
+// have by count (the cluster's totals, or its free GPUs): "; the
+// cluster has 8 h100 and 14 a100-1g", "; free: 3 h100"; "" when no
+// other kind has any.
+func (d *decider) kindsText(mi int, count []int, what string) string {
+	var parts []string
+	for k := range d.c.kinds {
+		if m := d.c.kindBase + k; m != mi && count[m] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", count[m], d.c.kinds[k].Meta.Name))
+		}
+	}
+	switch {
+	case len(parts) == 0:
+		return ""
+	case what == "free":
+		return "; free: " + joinAnd(parts)
+	}
+	return "; the cluster " + what + " " + joinAnd(parts)
+}
+
 // fitsWithoutReservation reports whether one replica of w would fit in
 // free GPUs if the reserved ones were free too: some group at one of its
 // levels holding reserved GPUs has enough free and reserved together.
 func (d *decider) fitsWithoutReservation(w *wsState, mi int) bool {
-	k := 0
-	if mi > 0 {
-		k = 1
-	}
+	k := d.c.setOf(mi)
 	// The reserved GPUs per group, as (group, count) pairs: a
 	// reservation holds a few groups' GPUs.
 	type held struct{ gi, n int32 }

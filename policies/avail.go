@@ -43,17 +43,19 @@ func (d *decider) changeSlot(si, owner int32, releasing, record bool) {
 		d.journal = append(d.journal, undo{slot: si, owner: s.owner, releasing: s.releasing})
 	}
 	// The slot's models of which a search built some avail index.
-	var built [2]bool
-	for gk, m := range [2]int32{0, s.mi} {
-		if gk == 0 && !s.whole {
-			continue // not in model index 0
+	var built [numSets]bool
+	anyBuilt := false
+	for gk, m := range s.sets {
+		if m < 0 {
+			continue // in no model index of this set
 		}
 		for l := range numLevels {
 			built[gk] = built[gk] || d.avail[m][l] != nil
 		}
+		anyBuilt = anyBuilt || built[gk]
 	}
 	var before uint64
-	if built[0] || built[1] {
+	if anyBuilt {
 		before = d.contrib(si)
 	}
 	if s.owner >= 0 && s.releasing {
@@ -64,7 +66,7 @@ func (d *decider) changeSlot(si, owner int32, releasing, record bool) {
 	if owner >= 0 && releasing {
 		d.nReleasing++
 	}
-	if !built[0] && !built[1] {
+	if !anyBuilt {
 		return
 	}
 	after := d.contrib(si)
@@ -81,7 +83,7 @@ func (d *decider) changeSlot(si, owner int32, releasing, record bool) {
 		default:
 			continue
 		}
-		for gk, m := range [2]int32{0, s.mi} {
+		for gk, m := range s.sets {
 			if !built[gk] {
 				continue
 			}

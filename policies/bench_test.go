@@ -308,3 +308,57 @@ func TestCPUQuotaBenchDecides(t *testing.T) {
 		t.Errorf("%d starts borrow, %d wait for a CPU or memory quota; want some of each", borrowed, quotaWaits)
 	}
 }
+
+// kindsInput is benchInput(s) on a fleet of three declared kinds: a
+// third of the nodes hold H100s (kind h100), a third L40S (l40s) and a
+// third 1g.10gb MIG instances (slice); each project's quota is split
+// among the three kinds, each running workspace asks for the kind it
+// runs on, each pending one for a kind at random.
+func kindsInput(s benchSize) Input {
+	in := benchInput(s)
+	r := rand.New(rand.NewPCG(uint64(s.pending)+1, uint64(s.gpus)))
+	set := in.Specs
+	set.Kinds = []schema.GPUKind{
+		{Meta: schema.Meta{Name: "h100"}, Spec: schema.GPUKindSpec{Match: "H100"}},
+		{Meta: schema.Meta{Name: "l40s"}, Spec: schema.GPUKindSpec{Match: "L40S"}},
+		{Meta: schema.Meta{Name: "slice"}, Spec: schema.GPUKindSpec{Match: "* MIG 1g.10gb"}},
+	}
+	models := []string{"H100", "L40S", "H100 MIG 1g.10gb"}
+	kindOn := map[string]string{} // node → kind
+	for i := range in.Snapshot.Nodes {
+		n := &in.Snapshot.Nodes[i]
+		for g := range n.GPUs {
+			n.GPUs[g].Model = models[i%3]
+		}
+		kindOn[n.Name] = set.Kinds[i%3].Meta.Name
+	}
+	for i := range set.Projects {
+		q := &set.Projects[i].Spec.Quota
+		q.Kinds = map[string]int{"h100": q.GPUs / 3, "l40s": q.GPUs / 3, "slice": q.GPUs / 3}
+		q.GPUs = 0
+	}
+	running := map[schema.Ref]string{}
+	for _, a := range in.Snapshot.Allocs {
+		running[a.Workspace] = kindOn[a.Node]
+	}
+	for i := range set.Workspaces {
+		w := &set.Workspaces[i]
+		k, ok := running[w.Ref()]
+		if !ok {
+			k = set.Kinds[r.IntN(3)].Meta.Name
+		}
+		w.Spec.Resources.GPUKind = k
+	}
+	return in
+}
+
+// BenchmarkDecideKinds measures one decision over three kinds with
+// quotas per kind, 10,000 pending on 4,096 GPUs: the target is
+// ≤ 100 ms on the 2-core machine, as for one kind.
+func BenchmarkDecideKinds(b *testing.B) {
+	in := kindsInput(benchSizes[1])
+	b.ReportAllocs()
+	for b.Loop() {
+		Decide(in)
+	}
+}

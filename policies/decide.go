@@ -21,7 +21,9 @@ type wsState struct {
 	idx  int32 // index in decider.ws
 	ref  schema.Ref
 	spec *schema.Workspace // nil: not in the specs
-	proj int               // index into decider.projs; -1: unknown project
+	// proj indexes decider.projs: its project's quota account for its
+	// kind (decider.account); -1: unknown project.
+	proj int
 
 	tier        int
 	tierName    string
@@ -40,8 +42,11 @@ type wsState struct {
 	cores          int
 	// feat is its index in decider.feats: the driver and host volumes it
 	// needs of a node (-1: nothing a node could lack).
-	feat   int32
-	model  string
+	feat  int32
+	model string
+	// kind is the declared kind (GPUKind) its GPUs must be of; empty:
+	// any whole GPU, or model's.
+	kind   string
 	levels []int // placement levels, preferred first
 	// topo numbers the workspace's NVLink and NUMA constraints (defaults
 	// filled in): equal constraints, equal numbers.
@@ -95,7 +100,13 @@ type wsState struct {
 type projState struct {
 	spec *schema.Project
 	name string
-	tier int // the tier of its workspaces that name none
+	// kind names the kind of the quota account this record is (its
+	// quota: the project's quota.kinds[kind]); empty: the project's own
+	// record, counting quota.gpus, with the indexes of its kind accounts
+	// in accounts (nil: its quota names no kind).
+	kind     string
+	accounts map[string]int
+	tier     int // the tier of its workspaces that name none
 	// canPreempt, preemptible: its tier's flags (false: no such tier);
 	// cohortBelow its tier's borrowWithinCohort threshold (0: off).
 	canPreempt, preemptible bool
@@ -269,7 +280,7 @@ func Decide(in Input) Decision {
 		w.out.Queue = n
 		if guard >= 0 && d.boundBy(w, d.ws[guard]) {
 			if g := d.ws[guard]; !d.decided(guard) {
-				d.guardMsg = d.reserve(guard, g, d.c.modelIndex(g.model), d.guardAs())
+				d.guardMsg = d.reserve(guard, g, d.modelIndexOf(g), d.guardAs())
 				if d.guardMsg != "" {
 					d.guardIdx = guard
 				}

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,6 +73,21 @@ func genInput(t *rapid.T) Input {
 		snap.Nodes = append(snap.Nodes, n)
 	}
 	set := &schema.Set{Revision: "r", Policy: schema.DefaultPolicy()}
+	// Now and then declared kinds (their patterns never overlap), a
+	// kind matching no GPU among them.
+	if rapid.Bool().Draw(t, "kinds") {
+		for _, k := range []schema.GPUKind{
+			{Meta: schema.Meta{Name: "h100"}, Spec: schema.GPUKindSpec{Match: "H100"}},
+			{Meta: schema.Meta{Name: "a100"}, Spec: schema.GPUKindSpec{Match: "a100"}},
+			{Meta: schema.Meta{Name: "slice"}, Spec: schema.GPUKindSpec{Match: "* MIG 1g.10gb"}},
+			{Meta: schema.Meta{Name: "l40s"}, Spec: schema.GPUKindSpec{Match: "L40*"}},
+			{Meta: schema.Meta{Name: "b200"}, Spec: schema.GPUKindSpec{Match: "B200"}},
+		} {
+			if rapid.IntRange(0, 3).Draw(t, "declare") > 0 {
+				set.Kinds = append(set.Kinds, k)
+			}
+		}
+	}
 	ps := &set.Policy.Spec
 	ps.Preemption.MinRuntime = rapid.SampledFrom([]time.Duration{0, 0, 10 * time.Minute}).Draw(t, "minRuntime")
 	ps.Preemption.MaxVictims = rapid.IntRange(1, 8).Draw(t, "maxVictims")
@@ -101,6 +117,21 @@ func genInput(t *rapid.T) Input {
 		p.Quota.MemoryBytes = rapid.SampledFrom([]int64{0, 0, 32 << 30, 128 << 30}).Draw(t, "quotaMem")
 		p.BorrowLimit.CPUMHz = rapid.SampledFrom([]int64{schema.Unlimited, 0, 8000}).Draw(t, "borrowCPU")
 		p.BorrowLimit.MemoryBytes = rapid.SampledFrom([]int64{schema.Unlimited, 0, 64 << 30}).Draw(t, "borrowMem")
+		// Quotas per kind, each with a borrow limit or none; the loader
+		// takes no CPU or memory quota beside them.
+		for _, k := range set.Kinds {
+			if rapid.IntRange(0, 2).Draw(t, "kindQuota") > 0 {
+				continue
+			}
+			if p.Quota.Kinds == nil {
+				p.Quota.Kinds, p.BorrowLimit.Kinds = map[string]int{}, map[string]int{}
+				p.Quota.CPUMHz, p.Quota.MemoryBytes = 0, 0
+			}
+			p.Quota.Kinds[k.Meta.Name] = rapid.IntRange(0, 6).Draw(t, "quotaKind")
+			if b := rapid.IntRange(-1, 4).Draw(t, "borrowKind"); b >= 0 {
+				p.BorrowLimit.Kinds[k.Meta.Name] = b
+			}
+		}
 	}
 	constraints := []schema.Constraint{schema.ConstraintNone, schema.ConstraintPreferred, schema.ConstraintRequired}
 	// owner of each GPU while placing running workspaces
@@ -130,6 +161,8 @@ func genInput(t *rapid.T) Input {
 		}
 		if rapid.IntRange(0, 4).Draw(t, "hasModel") == 0 {
 			w.Spec.Resources.GPUModel = rapid.SampledFrom(models).Draw(t, "wsModel")
+		} else if len(set.Kinds) > 0 && rapid.Bool().Draw(t, "hasKind") {
+			w.Spec.Resources.GPUKind = rapid.SampledFrom(set.Kinds).Draw(t, "wsKind").Meta.Name
 		}
 		if rapid.IntRange(0, 2).Draw(t, "hasTier") == 0 {
 			w.Spec.Tier = rapid.SampledFrom(tierNames).Draw(t, "wsTier") // its own tier
@@ -269,16 +302,16 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 		return set.TierOf(r.Project)
 	}
 	assigned := map[[2]string]schema.Ref{}
-	held := map[string]int{}
+	held := map[string]int{} // by quota account
 	for _, a := range snap.Allocs {
 		if w := byRef[a.Workspace]; w.Verdict == VerdictRun || w.Verdict == VerdictPreempt {
-			held[a.Workspace.Project] += len(a.GPUs)
+			held[account(set, a.Workspace)] += len(a.GPUs)
 		}
 	}
 	for _, w := range d.Workspaces {
 		if w.Verdict == VerdictStart {
 			for _, p := range w.Placements {
-				held[w.Ref.Project] += len(p.GPUs)
+				held[account(set, w.Ref)] += len(p.GPUs)
 			}
 		}
 	}
@@ -361,7 +394,10 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 					}
 					// A MIG instance is a slice of a GPU: only an ask that
 					// names its model gets one.
-					if spec.Spec.Resources.GPUModel == "" && gpu.IsMIG() {
+					if k := spec.Spec.Resources.GPUKind; k != "" && !set.Kind(k).Matches(gpu.Model) {
+						t.Fatalf("%s wants kind %s, got %s", w.Ref, k, gpu.Model)
+					}
+					if spec.Spec.Resources.GPUModel == "" && spec.Spec.Resources.GPUKind == "" && gpu.IsMIG() {
 						t.Fatalf("%s names no model, placed on MIG instance %s/%s (%s)", w.Ref, p.Node, id, gpu.Model)
 					}
 					// Nomad takes a request's devices from one group.
@@ -410,8 +446,10 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 					t.Fatalf("%s (tier %d) preempted by %s (tier %d) for priority", w.Ref, vt.Spec.Value, *w.PreemptedBy, pt.Spec.Value)
 				}
 			case RightReclaim:
-				if w.Ref.Project == w.PreemptedBy.Project {
-					t.Fatalf("%s reclaimed by its own project", w.Ref)
+				// Across quota accounts: another project's, or another
+				// kind's of its own project.
+				if account(set, w.Ref) == account(set, *w.PreemptedBy) {
+					t.Fatalf("%s reclaimed by its own quota account", w.Ref)
 				}
 			}
 		}
@@ -475,16 +513,27 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 			t.Fatalf("node %s: %s now\n%s", name, o, Render(d))
 		}
 	}
-	// Across projects, preemption (reclaim, or priority over another
-	// project while the quotas fit the cluster) only takes borrowed
-	// capacity: per project, what it takes leaves it at or above its
-	// quota.
+	// Across projects (quota accounts: a project's own, and one per kind
+	// its quota names), preemption (reclaim, or priority over another
+	// account while the quotas fit the cluster, in all and per kind)
+	// only takes borrowed capacity: per account, what it takes leaves it
+	// at or above its quota. That is the promise, per kind.
 	usable, quotas := 0, 0
+	usableKind, quotasKind := map[string]int{}, map[string]int{}
 	for _, n := range snap.Nodes {
 		for _, g := range n.GPUs {
 			if n.Ready && n.Eligible && g.Healthy {
 				usable++
+				if k := set.KindOf(g.Model); k != nil {
+					usableKind[k.Meta.Name]++
+				}
 			}
+		}
+	}
+	for _, p := range set.Projects {
+		for k, q := range p.Spec.Quota.Kinds {
+			quotasKind[k] += q
+			quotas += q
 		}
 	}
 	// A quota that names CPU or memory counts them too: what is taken
@@ -505,6 +554,9 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 		tracked[1] = tracked[1] && n.MemoryBytes > 0
 	}
 	quotasFit := quotas <= usable && (!tracked[0] || quotaR[0] <= nodeR[0]) && (!tracked[1] || quotaR[1] <= nodeR[1])
+	for k, q := range quotasKind {
+		quotasFit = quotasFit && q <= usableKind[k]
+	}
 	perReplica := func(r schema.Ref) [2]int64 {
 		if w := set.Workspace(r); w != nil {
 			res := w.Spec.Resources
@@ -515,8 +567,9 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 	heldR := map[string][2]int64{}
 	for _, a := range snap.Allocs {
 		if w := byRef[a.Workspace]; w.Verdict == VerdictRun || w.Verdict == VerdictPreempt {
-			h, r := heldR[a.Workspace.Project], perReplica(a.Workspace)
-			heldR[a.Workspace.Project] = [2]int64{h[0] + r[0], h[1] + r[1]}
+			acct := account(set, a.Workspace)
+			h, r := heldR[acct], perReplica(a.Workspace)
+			heldR[acct] = [2]int64{h[0] + r[0], h[1] + r[1]}
 		}
 	}
 	taken := map[string]int{}
@@ -531,26 +584,56 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 				cohort = tierOf(w.Ref).Spec.Value < set.Tier(b.Below).Spec.Value
 			}
 		}
-		if w.Verdict == VerdictPreempt && w.PreemptedBy != nil && w.PreemptedBy.Project != w.Ref.Project && !cohort && (w.Right == RightReclaim || (w.Right == RightPriority && quotasFit)) {
+		acct := account(set, w.Ref)
+		if w.Verdict == VerdictPreempt && w.PreemptedBy != nil && account(set, *w.PreemptedBy) != acct && !cohort && (w.Right == RightReclaim || (w.Right == RightPriority && quotasFit)) {
 			for _, p := range w.Placements {
-				taken[w.Ref.Project] += len(p.GPUs)
-				tr, r := takenR[w.Ref.Project], perReplica(w.Ref)
-				takenR[w.Ref.Project] = [2]int64{tr[0] + r[0], tr[1] + r[1]}
+				taken[acct] += len(p.GPUs)
+				tr, r := takenR[acct], perReplica(w.Ref)
+				takenR[acct] = [2]int64{tr[0] + r[0], tr[1] + r[1]}
 			}
 		}
 	}
-	for proj, n := range taken {
-		pq := set.Project(proj).Spec.Quota
-		q := pq.GPUs
-		qr := [2]int64{pq.CPUMHz, pq.MemoryBytes}
+	for acct, n := range taken {
+		q, _ := accountQuota(set, acct)
+		var qr [2]int64
+		if proj, kind, _ := strings.Cut(acct, "/"); kind == "" {
+			pq := set.Project(proj).Spec.Quota
+			qr = [2]int64{pq.CPUMHz, pq.MemoryBytes}
+		}
 		atQuotaR := false
 		for i := range 2 {
-			atQuotaR = atQuotaR || (qr[i] > 0 && takenR[proj][i] > 0 && heldR[proj][i]-takenR[proj][i] >= qr[i])
+			atQuotaR = atQuotaR || (qr[i] > 0 && takenR[acct][i] > 0 && heldR[acct][i]-takenR[acct][i] >= qr[i])
 		}
-		if held[proj]-n < q && !atQuotaR {
-			t.Fatalf("other projects took %d GPUs from %s, which held %d with quota %d\n%s", n, proj, held[proj], q, Render(d))
+		if held[acct]-n < q && !atQuotaR {
+			t.Fatalf("other accounts took %d GPUs from %s, which held %d with quota %d\n%s", n, acct, held[acct], q, Render(d))
 		}
 	}
+}
+
+// account is the quota account a workspace counts against, as the
+// decision keeps them: "PROJECT/" (its quota.gpus), or "PROJECT/KIND"
+// where the project's quota names the kind it asks for.
+func account(set *schema.Set, r schema.Ref) string {
+	kind := ""
+	if w, p := set.Workspace(r), set.Project(r.Project); w != nil && p != nil {
+		kind = p.Spec.Quota.KindQuota(w.Spec.Resources.GPUKind)
+	}
+	return r.Project + "/" + kind
+}
+
+// accountQuota returns account acct's GPU quota and borrow limit (< 0:
+// none).
+func accountQuota(set *schema.Set, acct string) (quota, borrow int) {
+	proj, kind, _ := strings.Cut(acct, "/")
+	p := set.Project(proj)
+	if kind == "" {
+		return p.Spec.Quota.GPUs, p.Spec.BorrowLimit.GPUs
+	}
+	borrow, ok := p.Spec.BorrowLimit.Kinds[kind]
+	if !ok {
+		borrow = schema.Unlimited
+	}
+	return p.Spec.Quota.Kinds[kind], borrow
 }
 
 // checkQuotaLimits checks that no project goes beyond its quota plus
@@ -581,25 +664,31 @@ func checkQuotaLimits(t *rapid.T, in Input, d Decision) {
 		if verdict[a.Workspace] != VerdictRun {
 			continue
 		}
-		t, r := total[a.Workspace.Project], perReplica(a.Workspace)
-		total[a.Workspace.Project] = dims{t[0] + int64(len(a.GPUs)), t[1] + r[1], t[2] + r[2]}
+		acct := account(set, a.Workspace)
+		t, r := total[acct], perReplica(a.Workspace)
+		total[acct] = dims{t[0] + int64(len(a.GPUs)), t[1] + r[1], t[2] + r[2]}
 	}
 	for _, w := range d.Workspaces {
 		if w.Verdict != VerdictStart {
 			continue
 		}
+		acct := account(set, w.Ref)
 		for _, p := range w.Placements {
-			t, s, r := total[w.Ref.Project], started[w.Ref.Project], perReplica(w.Ref)
-			total[w.Ref.Project] = dims{t[0] + int64(len(p.GPUs)), t[1] + r[1], t[2] + r[2]}
-			started[w.Ref.Project] = dims{s[0] + int64(len(p.GPUs)), s[1] + r[1], s[2] + r[2]}
+			t, s, r := total[acct], started[acct], perReplica(w.Ref)
+			total[acct] = dims{t[0] + int64(len(p.GPUs)), t[1] + r[1], t[2] + r[2]}
+			started[acct] = dims{s[0] + int64(len(p.GPUs)), s[1] + r[1], s[2] + r[2]}
 		}
 	}
 	names := [3]string{"GPUs", "CPU", "memory"}
+	// By quota account: a kind's counts GPUs only (the loader takes no
+	// CPU or memory quota beside kinds).
 	for proj, s := range started {
-		p := set.Project(proj)
-		q, b := p.Spec.Quota, p.Spec.BorrowLimit
-		quota := dims{int64(q.GPUs), q.CPUMHz, q.MemoryBytes}
-		borrow := dims{int64(b.GPUs), b.CPUMHz, b.MemoryBytes}
+		gq, gb := accountQuota(set, proj)
+		quota, borrow := dims{int64(gq)}, dims{int64(gb)}
+		if name, kind, _ := strings.Cut(proj, "/"); kind == "" {
+			q, b := set.Project(name).Spec.Quota, set.Project(name).Spec.BorrowLimit
+			quota[1], quota[2], borrow[1], borrow[2] = q.CPUMHz, q.MemoryBytes, b.CPUMHz, b.MemoryBytes
+		}
 		for i := range 3 {
 			named := i == 0 || quota[i] > 0
 			if !named || borrow[i] < 0 || s[i] == 0 {

@@ -177,7 +177,7 @@ func (d *decider) starved() int32 {
 			if d.preemptorWaits(w) >= 0 {
 				continue // it resumes after its preemptor: GPUs held for it would idle
 			}
-			mi := d.c.modelIndex(w.model)
+			mi := d.modelIndexOf(w)
 			if mi < 0 || d.c.index[mi][w.levels[len(w.levels)-1]].maxK < w.gpus {
 				continue
 			}

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/schema"
 )
 
 // Levels of GPU grouping inside a node, from the tightest to the loosest.
@@ -46,11 +47,30 @@ type gpuSlot struct {
 	// releasing: its owner is leaving (stopping, stopped by the specs or a
 	// victim of this decision); a start may use it after the owner is gone.
 	releasing bool
-	// groups[m][l] is the group of this GPU at level l in model index m
-	// (m 0: any whole GPU, -1 for a MIG instance; m 1: its own model).
-	// Every group holds GPUs of one model: a replica's GPUs are one
-	// Nomad device group's.
-	groups [2][numLevels]int32
+	// sets[k] is the model index of this GPU in set k (-1: in none): set
+	// 0 is model index 0, any whole GPU (never a MIG instance); set 1 its
+	// own model; set 2 its declared kind (GPUKind), when one matches.
+	sets [numSets]int32
+	// groups[k][l] is the group of this GPU at level l in set k. Every
+	// group holds GPUs of one model: a replica's GPUs are one Nomad
+	// device group's.
+	groups [numSets][numLevels]int32
+}
+
+// numSets is how many model indexes a GPU is in at most: any whole GPU,
+// its model, its kind.
+const numSets = 3
+
+// setOf returns the set (gpuSlot.sets) model index mi is in: 0, 1 for a
+// model, 2 for a kind.
+func (c *cluster) setOf(mi int) int {
+	switch {
+	case mi == 0:
+		return 0
+	case mi < c.kindBase:
+		return 1
+	}
+	return 2
 }
 
 // group is a set of usable GPUs that can host one replica at a level.
@@ -198,7 +218,11 @@ type cluster struct {
 	nodes  []drivers.Node
 	slots  []gpuSlot
 	models []string // sorted distinct models; model index m ≥ 1 is models[m-1]
-	// index[m][l]: m 0 is "any model", m ≥ 1 is models[m-1].
+	// kinds are the declared kinds (GPUKind) by name; model index
+	// kindBase+k is kinds[k], whose GPUs are those its pattern matches.
+	kinds    []schema.GPUKind
+	kindBase int
+	// index[m][l]: m 0 is "any model", then the models, then the kinds.
 	index [][numLevels]*levelIndex
 	// first[ni] is node ni's first slot; its slots run to first[ni+1]
 	// (a node's slots are contiguous, by GPU order).
@@ -214,11 +238,11 @@ type cluster struct {
 	free []bool
 }
 
-func newCluster(snap *drivers.Snapshot) *cluster {
+func newCluster(snap *drivers.Snapshot, kinds []schema.GPUKind) *cluster {
 	clusterCache.Lock()
 	t := clusterCache.tmpl
-	if t == nil || !sameLayout(clusterCache.key, snap.Nodes) {
-		t = buildCluster(snap)
+	if t == nil || !sameLayout(clusterCache.key, snap.Nodes) || !sameKinds(t.kinds, kinds) {
+		t = buildCluster(snap, kinds)
 		t.nodes = nil // each clone gets its caller's
 		clusterCache.key = layoutOf(snap.Nodes)
 		clusterCache.tmpl = t
@@ -245,6 +269,14 @@ func layoutOf(nodes []drivers.Node) []drivers.Node {
 		out[i] = drivers.Node{Name: n.Name, Ready: n.Ready, Eligible: n.Eligible, GPUs: slices.Clone(n.GPUs)}
 	}
 	return out
+}
+
+// sameKinds reports whether two lists of kinds have the same names and
+// patterns, in order: what buildCluster reads of them.
+func sameKinds(a, b []schema.GPUKind) bool {
+	return slices.EqualFunc(a, b, func(x, y schema.GPUKind) bool {
+		return x.Meta.Name == y.Meta.Name && x.Spec.Match == y.Spec.Match
+	})
 }
 
 // sameLayout reports whether nodes match the layout key in everything
@@ -278,7 +310,7 @@ func (t *cluster) clone(nodes []drivers.Node) *cluster {
 		c.nodes = nodes
 		return c
 	}
-	c := &cluster{nodes: nodes, models: t.models, first: t.first, byName: t.byName, slots: slices.Clone(t.slots), totalFree: slices.Clone(t.totalFree), tmpl: t}
+	c := &cluster{nodes: nodes, models: t.models, kinds: t.kinds, kindBase: t.kindBase, first: t.first, byName: t.byName, slots: slices.Clone(t.slots), totalFree: slices.Clone(t.totalFree), tmpl: t}
 	c.index = make([][numLevels]*levelIndex, len(t.index))
 	for m := range t.index {
 		for l := range numLevels {
@@ -300,9 +332,10 @@ func (c *cluster) release() {
 // clusterPool recycles clones (of whichever template: clone checks).
 var clusterPool sync.Pool // of *cluster
 
-// buildCluster indexes the usable GPUs of snap's nodes, all free.
-func buildCluster(snap *drivers.Snapshot) *cluster {
-	c := &cluster{nodes: snap.Nodes}
+// buildCluster indexes the usable GPUs of snap's nodes, all free, by
+// model and by the kinds declared.
+func buildCluster(snap *drivers.Snapshot, kinds []schema.GPUKind) *cluster {
+	c := &cluster{nodes: snap.Nodes, kinds: kinds}
 	modelSet := map[string]bool{} // model → a whole GPU's
 	for _, n := range snap.Nodes {
 		for gi := range n.GPUs {
@@ -316,13 +349,25 @@ func buildCluster(snap *drivers.Snapshot) *cluster {
 		c.models = append(c.models, m)
 	}
 	sort.Strings(c.models)
-	c.index = make([][numLevels]*levelIndex, len(c.models)+1)
+	c.kindBase = len(c.models) + 1
+	// kindOf[m-1] is the model index of models[m-1]'s kind (-1: none).
+	kindOf := make([]int32, len(c.models))
+	for m, model := range c.models {
+		kindOf[m] = -1
+		for k := range kinds {
+			if kinds[k].Matches(model) {
+				kindOf[m] = int32(c.kindBase + k)
+				break
+			}
+		}
+	}
+	c.index = make([][numLevels]*levelIndex, c.kindBase+len(kinds))
 	for m := range c.index {
 		for l := range numLevels {
 			c.index[m][l] = &levelIndex{}
 		}
 	}
-	c.totalFree = make([]int, len(c.models)+1)
+	c.totalFree = make([]int, len(c.index))
 	c.first = make([]int32, len(snap.Nodes)+1)
 	c.byName = make(map[string]int, len(snap.Nodes))
 	for _, n := range snap.Nodes {
@@ -352,11 +397,15 @@ func buildCluster(snap *drivers.Snapshot) *cluster {
 			}
 			mi := int32(sort.SearchStrings(c.models, g.Model) + 1)
 			s := gpuSlot{node: int32(ni), dom: int32(g.Domain), numa: int32(g.NUMA), index: g.Index, id: g.ID, model: g.Model, mi: mi, whole: modelSet[g.Model], owner: ownerFree}
+			s.sets = [numSets]int32{0, mi, kindOf[mi-1]}
+			if !s.whole {
+				s.sets[0] = -1
+			}
 			si := int32(len(c.slots))
-			for k, m := range [2]int32{0, mi} {
-				if k == 0 && !s.whole {
-					for l := range s.groups[0] {
-						s.groups[0][l] = -1
+			for k, m := range s.sets {
+				if m < 0 {
+					for l := range s.groups[k] {
+						s.groups[k][l] = -1
 					}
 					continue
 				}
@@ -388,10 +437,11 @@ func buildCluster(snap *drivers.Snapshot) *cluster {
 			}
 			c.slots = append(c.slots, s)
 			c.first[ni+1] = int32(len(c.slots))
-			if s.whole {
-				c.totalFree[0]++
+			for _, m := range s.sets {
+				if m >= 0 {
+					c.totalFree[m]++
+				}
 			}
-			c.totalFree[mi]++
 		}
 	}
 	for m := range c.index {
@@ -415,6 +465,17 @@ func (c *cluster) modelIndex(model string) int {
 	return -1
 }
 
+// kindIndex returns the model index of the declared kind named name, or
+// -1 when no kind has that name. A kind no GPU matches has an index,
+// with no groups.
+func (c *cluster) kindIndex(name string) int {
+	i := sort.Search(len(c.kinds), func(i int) bool { return c.kinds[i].Meta.Name >= name })
+	if i < len(c.kinds) && c.kinds[i].Meta.Name == name {
+		return c.kindBase + i
+	}
+	return -1
+}
+
 // setOwner changes who holds slot si, keeping the free indexes current.
 func (c *cluster) setOwner(si int32, owner int32) {
 	s := &c.slots[si]
@@ -428,27 +489,20 @@ func (c *cluster) setOwner(si int32, owner int32) {
 	if wasFree {
 		delta = -1
 	}
-	mi := s.mi
-	for k, m := range [2]int32{0, mi} {
-		if k == 0 && !s.whole {
+	for k, m := range s.sets {
+		if m < 0 {
 			continue
 		}
 		for l := range numLevels {
 			c.index[m][l].add(int(s.groups[k][l]), delta)
 		}
+		c.totalFree[m] += delta
 	}
-	if s.whole {
-		c.totalFree[0] += delta
-	}
-	c.totalFree[mi] += delta
 }
 
 // in reports whether slot s is in model index mi (0: any whole GPU).
 func (s *gpuSlot) in(mi int) bool {
-	if mi == 0 {
-		return s.whole
-	}
-	return s.mi == int32(mi)
+	return s.sets[0] == int32(mi) || s.sets[1] == int32(mi) || s.sets[2] == int32(mi)
 }
 
 // hold sets the state a decision starts from: each slot slots[i] held
@@ -467,10 +521,11 @@ func (c *cluster) hold(slots, owners []int32) {
 		s := &c.slots[si]
 		if c.free[si] {
 			c.free[si] = false
-			if s.whole {
-				c.totalFree[0]--
+			for _, m := range s.sets {
+				if m >= 0 {
+					c.totalFree[m]--
+				}
 			}
-			c.totalFree[s.mi]--
 		}
 		s.owner = owners[i]
 	}
@@ -489,8 +544,8 @@ func (c *cluster) hold(slots, owners []int32) {
 			continue
 		}
 		s := &c.slots[si]
-		for k, m := range [2]int32{0, s.mi} {
-			if k == 0 && !s.whole {
+		for k, m := range s.sets {
+			if m < 0 {
 				continue
 			}
 			for l := range numLevels {
@@ -562,4 +617,14 @@ func (ci *countIndex) add(gi, delta int) {
 	c += delta
 	ci.count[gi] = int32(c)
 	ci.set(gi, c)
+}
+
+// modelIndexOf returns the model index of the GPUs w may use: its kind's,
+// its model's, or 0 (any whole GPU); -1 when no GPU can be of it (a
+// model no node has, a kind not declared).
+func (d *decider) modelIndexOf(w *wsState) int {
+	if w.kind != "" {
+		return d.c.kindIndex(w.kind)
+	}
+	return d.c.modelIndex(w.model)
 }

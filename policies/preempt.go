@@ -77,8 +77,12 @@ func (d *decider) right(w *wsState, inQuota bool, v *wsState) Right {
 	// borrowed work could be spread so that no node frees room for the
 	// in-quota workspace while the project holds more than its quota.
 	// What reclaim starts is in-quota work, which the project it was taken
-	// from, now at or above its quota, has no right to take back.
-	if inQuota && v.proj != w.proj && (borrowed || (v.held > 0 && vp.held-v.held >= vp.quota)) {
+	// from, now at or above its quota, has no right to take back. Nor is
+	// in-quota work taken so from the workspace it preempted (by
+	// priority, the quotas adding up to more than the cluster has): the
+	// two would take turns, the project's borrowing being another
+	// workspace's.
+	if inQuota && v.proj != w.proj && (borrowed || (v.held > 0 && vp.held-v.held >= vp.quota && !(w.preempted != nil && w.preempted.By == v.ref))) {
 		return RightReclaim
 	}
 	return RightNone
@@ -103,8 +107,13 @@ func (d *decider) rightWhy(w, v *wsState, r Right) string {
 		return fmt.Sprintf("tier %s (%d) outranks tier %s (%d)", w.tierName, w.tier, v.tierName, v.tier)
 	case RightReclaim:
 		vp := d.projs[v.proj]
-		if !d.projs[w.proj].rquota.named() && !vp.rquota.named() {
-			return fmt.Sprintf("project %s reclaims its guaranteed quota of %s from project %s, which borrows beyond its quota of %d", w.ref.Project, text.Plural(d.projs[w.proj].quota, "GPU"), vp.name, vp.quota)
+		if wp := d.projs[w.proj]; !wp.rquota.named() && !vp.rquota.named() && wp.kind == "" && vp.kind == "" && wp.accounts == nil && vp.accounts == nil {
+			return fmt.Sprintf("project %s reclaims its guaranteed quota of %s from project %s, which borrows beyond its quota of %d", w.ref.Project, text.Plural(wp.quota, "GPU"), vp.name, vp.quota)
+		}
+		if vp.name == w.ref.Project {
+			// Another of its own accounts: work of another kind that
+			// borrowed GPUs of this one.
+			return fmt.Sprintf("project %s reclaims its guaranteed quota of %s from its own work beyond its quota of %s", w.ref.Project, quotaText(d.projs[w.proj]), quotaText(vp))
 		}
 		return fmt.Sprintf("project %s reclaims its guaranteed quota of %s from project %s, which borrows beyond its quota of %s", w.ref.Project, quotaText(d.projs[w.proj]), vp.name, quotaText(vp))
 	}
@@ -548,7 +557,7 @@ func (d *decider) cost(set []int32) setCost {
 // free ones first, then ones already being released, then the victims'.
 // waitFor collects every workspace whose GPUs the start takes over.
 func (d *decider) applyOption(wi int32, w *wsState, r int, opt option, waitFor map[int32]bool) drivers.Placement {
-	mi := d.c.modelIndex(w.model)
+	mi := d.modelIndexOf(w)
 	li := d.c.index[mi][w.levels[opt.level]]
 	g := &li.groups[opt.group]
 	var old []int32

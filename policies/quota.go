@@ -139,9 +139,34 @@ func (d *decider) quotaReason(p *projState, w *wsState) Reason {
 	inQ := min(p.held, p.quota)
 	borrowed := max(p.held-p.quota, 0)
 	if !w.preemptible {
-		return Reason{ReasonQuota, fmt.Sprintf("quota: not preemptible, so it runs only inside project %s's guaranteed quota, which has %d/%d GPUs in use; it needs %d", p.name, inQ, p.quota, need)}
+		return Reason{ReasonQuota, fmt.Sprintf("quota: not preemptible, so it runs only inside project %s's guaranteed quota, which has %d/%d %s in use; it needs %d", p.name, inQ, p.quota, p.unit(), need)}
 	}
-	return Reason{ReasonQuota, fmt.Sprintf("quota: project %s uses %d/%d guaranteed GPUs and %d/%d borrowed; it needs %d", p.name, inQ, p.quota, borrowed, p.borrow, need)}
+	return Reason{ReasonQuota, fmt.Sprintf("quota: project %s uses %d/%d guaranteed %s and %d/%d borrowed; it needs %d", p.name, inQ, p.quota, p.unit(), borrowed, p.borrow, need)}
+}
+
+// unit names what quota account p counts: "GPUs", "h100 GPUs" for a
+// kind's account, "GPUs of other kinds" for the rest of a project whose
+// quota names kinds.
+func (p *projState) unit() string {
+	switch {
+	case p.kind != "":
+		return p.kind + " GPUs"
+	case p.accounts != nil:
+		return "GPUs of other kinds"
+	}
+	return "GPUs"
+}
+
+// gpus writes n GPUs of what quota account p counts: "4 GPUs", "4 h100
+// GPUs", "1 GPU of other kinds".
+func (p *projState) gpus(n int) string {
+	switch {
+	case p.kind != "":
+		return text.Plural(n, p.kind+" GPU")
+	case p.accounts != nil:
+		return text.Plural(n, "GPU") + " of other kinds"
+	}
+	return text.Plural(n, "GPU")
 }
 
 // quotaRes is what a quota counts besides GPUs: CPU in the unit of
@@ -241,7 +266,7 @@ func (d *decider) overLimit(p *projState, w *wsState) (Reason, bool) {
 // quotaText writes project p's quota: "4 GPUs", or with the CPU and
 // memory it names, "4 GPUs, 8 CPUs and 64 GiB memory".
 func quotaText(p *projState) string {
-	parts := []string{text.Plural(p.quota, "GPU")}
+	parts := []string{p.gpus(p.quota)}
 	if p.rquota.cpu > 0 {
 		parts = append(parts, text.CPU(p.rquota.cpu))
 	}

@@ -42,7 +42,7 @@ func newDecider(in Input) *decider {
 		hist = *in.History
 	}
 	d.setRates()
-	d.c = newCluster(snap)
+	d.c = newCluster(snap, specs.Kinds)
 	d.avail = make([][numLevels][]*countIndex, len(d.c.index)) // built by availAt
 
 	projIdx := map[string]int{}
@@ -74,7 +74,8 @@ func (d *decider) setRates() {
 
 // addProjects adds a record per project in the specs, with its quota,
 // borrow limit, weight, tier and decayed usage, and indexes them by name
-// in projIdx.
+// in projIdx. A project whose quota names kinds gets a record per kind
+// besides (its quota accounts, addAccounts).
 func (d *decider) addProjects(specs *schema.Set, usage map[string]float64, projIdx map[string]int) {
 	for i := range specs.Projects {
 		p := &specs.Projects[i]
@@ -90,7 +91,50 @@ func (d *decider) addProjects(specs *schema.Set, usage map[string]float64, projI
 		ps.usage = usage[ps.name]
 		projIdx[ps.name] = len(d.projs)
 		d.projs = append(d.projs, ps)
+		d.addAccounts(ps)
 	}
+}
+
+// addAccounts adds a record for each kind project p's quota names: a
+// quota account of its own, with the kind's quota and borrow limit,
+// counting the project's workspaces that ask for that kind; p itself
+// then counts the rest (quota.gpus). Each account is a team of its own
+// in the decision: its in-quota work is the promise, reclaimed by no
+// one, and what it runs beyond its quota may be reclaimed by any other
+// account's in-quota work that needs those GPUs. CPU and memory quotas
+// stay p's.
+func (d *decider) addAccounts(p *projState) {
+	q := &p.spec.Spec.Quota
+	if len(q.Kinds) == 0 {
+		return
+	}
+	names := make([]string, 0, len(q.Kinds))
+	for k := range q.Kinds {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	p.accounts = make(map[string]int, len(names))
+	for _, k := range names {
+		a := &projState{spec: p.spec, name: p.name, kind: k, quota: q.Kinds[k], borrow: schema.Unlimited, weight: p.weight,
+			tier: p.tier, canPreempt: p.canPreempt, preemptible: p.preemptible, cohortBelow: p.cohortBelow, usage: p.usage,
+			heapIdx: -1, leastOver: math.MaxInt, leastHeld: math.MaxInt, minTier: math.MaxInt}
+		if b, ok := p.spec.Spec.BorrowLimit.Kinds[k]; ok {
+			a.borrow = b
+		}
+		p.accounts[k] = len(d.projs)
+		d.projs = append(d.projs, a)
+	}
+}
+
+// account returns the index of the quota account a workspace of the
+// project at index pi counts against, asking for kind (empty: none):
+// the kind's account where the project's quota names the kind, else
+// the project's own.
+func (d *decider) account(pi int, kind string) int {
+	if a, ok := d.projs[pi].accounts[kind]; ok && kind != "" {
+		return a
+	}
+	return pi
 }
 
 // topoInfo is what addWorkspaces works out once per topology a spec asks
@@ -147,8 +191,10 @@ func (d *decider) addWorkspaces(specs *schema.Set, nAllocs int, projIdx map[stri
 				pi = p
 			}
 		}
+		w.kind = sw.Spec.Resources.GPUKind
 		w.proj = pi
 		if pi >= 0 {
+			w.proj = d.account(pi, w.kind)
 			d.setTier(specs, w, d.projs[pi])
 		}
 		if topo := sw.Spec.Topology; i == 0 || topo != lastTopo {
@@ -427,11 +473,23 @@ func (d *decider) countQuotas(snap *drivers.Snapshot, queuedSince func(*wsState)
 
 	sumQuota := 0
 	var sumR, cluster quotaRes
+	var byKind map[string]int // the quotas in each kind
 	for _, p := range d.projs {
 		sumQuota += max(p.quota, 0)
 		sumR = sumR.add(p.rquota)
+		if p.kind != "" {
+			if byKind == nil {
+				byKind = map[string]int{}
+			}
+			byKind[p.kind] += max(p.quota, 0)
+		}
 	}
 	d.quotasFit = sumQuota <= len(d.c.slots)
+	for k, n := range byKind {
+		if mi := d.c.kindIndex(k); mi < 0 || n > d.c.tmpl.totalFree[mi] {
+			d.quotasFit = false
+		}
+	}
 	// CPU and memory quotas are weighed against the nodes where every
 	// node tracks the dimension.
 	if sumR.named() && d.quotasFit {

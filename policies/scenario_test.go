@@ -108,9 +108,11 @@ func TestScenarios(t *testing.T) {
 //
 //	-- now --      2026-03-02T10:00:00Z (every other time is relative to it: -30m)
 //	-- specs --    tier NAME VALUE [nopreempt] [noevict] [cohortBelow=TIER]
+//	               kind NAME match=PATTERN (spaces written as _)
 //	               project NAME tier=T [quota=N] [borrow=N|unlimited] [weight=W|quota]
 //	                       [quotaCPU=CORES|500m] [quotaMem=SIZE] [borrowCPU=CORES] [borrowMem=SIZE]
-//	               workspace PROJECT/NAME gpus=N [replicas=K] [model=M] [nvlink=C] [numa=C]
+//	                       [quota.KIND=N] [borrow.KIND=N]
+//	               workspace PROJECT/NAME gpus=N [replicas=K] [model=M] [kind=K] [nvlink=C] [numa=C]
 //	                         [state=Stopped] [preemptible=false] [cpu=CORES|500m] [mem=64Gi]
 //	                         [grace=D] [unhealthyGPU=stay]
 //	               policy [minRuntime=D] [maxVictims=N] [halfLife=D] [aging=INTERVAL/STEP/MAX]
@@ -201,7 +203,30 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 				}
 			}
 			p.Spec.Placement = f.Placement()
+			// Per kind: quota.KIND=N, borrow.KIND=N.
+			for k, v := range f.KV {
+				dst := &p.Spec.Quota.Kinds
+				kind, ok := strings.CutPrefix(k, "quota.")
+				if !ok {
+					if kind, ok = strings.CutPrefix(k, "borrow."); !ok {
+						continue
+					}
+					dst = &p.Spec.BorrowLimit.Kinds
+				}
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					return nil, fmt.Errorf("%q: %s: %w", l, k, err)
+				}
+				if *dst == nil {
+					*dst = map[string]int{}
+				}
+				(*dst)[kind] = n
+			}
 			set.Projects = append(set.Projects, p)
+		case "kind":
+			// A pattern's spaces are written as _, as a model's are.
+			k := schema.GPUKind{Meta: schema.Meta{Name: f.Words[1]}, Spec: schema.GPUKindSpec{Match: strings.ReplaceAll(f.KV["match"], "_", " ")}}
+			set.Kinds = append(set.Kinds, k)
 		case "workspace":
 			ref, err := clustertest.ParseRef(f.Words[1])
 			if err != nil {
@@ -216,6 +241,7 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 			}
 			// A model name's spaces are written as _ (A100_MIG_1g.10gb).
 			w.Spec.Resources.GPUModel = strings.ReplaceAll(f.KV["model"], "_", " ")
+			w.Spec.Resources.GPUKind = f.KV["kind"]
 			w.Spec.Tier = f.KV["tier"]
 			w.Spec.Topology = set.Policy.Spec.Defaults.Topology
 			if c, ok := f.KV["nvlink"]; ok {

@@ -9,5 +9,9 @@ func Weight(p schema.Project) float64 {
 	if w := p.Spec.FairShare.Weight; w > 0 {
 		return w
 	}
-	return float64(max(p.Spec.Quota.GPUs, 1))
+	n := p.Spec.Quota.GPUs
+	for _, k := range p.Spec.Quota.Kinds {
+		n += k
+	}
+	return float64(max(n, 1))
 }
