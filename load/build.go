@@ -40,7 +40,7 @@ func build(docs []*doc) (*schema.Set, []Diagnostic) {
 
 	// 2. Names: duplicates per kind (per project for workspaces).
 	firsts := map[string]*doc{}
-	for _, kind := range []string{schema.KindPriorityTier, schema.KindProject, schema.KindVolume, schema.KindWorkspace} {
+	for _, kind := range []string{schema.KindPriorityTier, schema.KindProject, schema.KindVolume, schema.KindGPUKind, schema.KindWorkspace} {
 		for _, d := range byKind[kind] {
 			if d.name == "" {
 				continue
@@ -97,6 +97,13 @@ func build(docs []*doc) (*schema.Set, []Diagnostic) {
 		}
 		if b := convertTier(d).Spec.BorrowWithinCohort; b != nil && !exists(schema.KindPriorityTier, b.Below) {
 			add(errorf(d.pos("spec.borrowWithinCohort.below"), "tier %q: borrowWithinCohort.below: %s; it names the tier below whose value other teams' in-quota work may be taken", d.name, missing(schema.KindPriorityTier, b.Below)))
+		}
+	}
+
+	// 3b. GPU kinds.
+	for _, d := range byKind[schema.KindGPUKind] {
+		if d.valid {
+			set.Kinds = append(set.Kinds, convertKind(d))
 		}
 	}
 
@@ -287,19 +294,32 @@ func posLess(p, o schema.Pos) bool {
 }
 
 // checkQuotaFit reports a workspace whose gang can never fit its
-// project's quota plus borrow limit.
+// project's quota plus borrow limit, in the account it counts against:
+// its kind's, when the quota names the kind it asks for, else the GPUs'.
 func checkQuotaFit(w *schema.Workspace, p *schema.Project, d *doc) (Diagnostic, bool) {
-	if p.Spec.BorrowLimit.GPUs < 0 {
+	quota, borrow := p.Spec.Quota.GPUs, p.Spec.BorrowLimit.GPUs
+	kind := p.Spec.Quota.KindQuota(w.Spec.Resources.GPUKind)
+	if kind != "" {
+		quota, borrow = p.Spec.Quota.Kinds[kind], schema.Unlimited
+		if b, ok := p.Spec.BorrowLimit.Kinds[kind]; ok {
+			borrow = b
+		}
+	}
+	if borrow < 0 {
 		return Diagnostic{}, true
 	}
 	need := w.Spec.Resources.GPUs * w.Spec.Replicas
-	limit := p.Spec.Quota.GPUs + p.Spec.BorrowLimit.GPUs
+	limit := quota + borrow
 	if need <= limit {
 		return Diagnostic{}, true
 	}
 	needs := fmt.Sprintf("%d GPUs", need)
 	if w.Spec.Replicas > 1 {
 		needs = fmt.Sprintf("%d GPUs (%d replicas × %d)", need, w.Spec.Replicas, w.Spec.Resources.GPUs)
+	}
+	if kind != "" {
+		return errorf(d.pos("spec.resources.gpus"), "workspace %q can never run: it needs %s of kind %q but project %q may use at most %d of that kind (quota.kinds.%s %d + borrowLimit.kinds.%s %d); lower its GPUs or replicas, or raise the project's quota.kinds.%s or borrowLimit.kinds.%s",
+			w.Meta.Name, needs, kind, p.Meta.Name, limit, kind, quota, kind, borrow, kind, kind), false
 	}
 	return errorf(d.pos("spec.resources.gpus"), "workspace %q can never run: it needs %s but project %q may use at most %d (quota %d + borrowLimit %d); lower its GPUs or replicas, or raise the project's quota or borrowLimit",
 		w.Meta.Name, needs, p.Meta.Name, limit, p.Spec.Quota.GPUs, p.Spec.BorrowLimit.GPUs), false

@@ -69,6 +69,7 @@ type cachedRaw struct {
 	Project   *rawProject   `json:"p,omitempty"`
 	Workspace *rawWorkspace `json:"w,omitempty"`
 	Volume    *rawVolume    `json:"v,omitempty"`
+	Kind      *rawKind      `json:"k,omitempty"`
 	Policy    *rawPolicy    `json:"s,omitempty"`
 }
 
@@ -250,6 +251,8 @@ func encodeDoc(file string, d *doc) (cachedDoc, error) {
 		cd.Raw.Workspace = raw
 	case *rawVolume:
 		cd.Raw.Volume = raw
+	case *rawKind:
+		cd.Raw.Kind = raw
 	case *rawPolicy:
 		cd.Raw.Policy = raw
 	default:
@@ -279,6 +282,8 @@ func decodeDoc(file string, cd cachedDoc) (*doc, error) {
 		d.raw = r.Workspace
 	case r.Volume != nil:
 		d.raw = r.Volume
+	case r.Kind != nil:
+		d.raw = r.Kind
 	case r.Policy != nil:
 		d.raw = r.Policy
 	}

@@ -2,6 +2,7 @@ package load
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -69,6 +70,7 @@ func convertProject(d *doc) (schema.Project, []Diagnostic) {
 			GPUs:        q.GPUs,
 			CPUMHz:      fe.cpu("spec.quota.cpu", q.CPU),
 			MemoryBytes: fe.bytes("spec.quota.memory", q.Memory),
+			Kinds:       kindCounts(q.Kinds),
 		}
 	}
 	if b := r.Spec.BorrowLimit; b != nil {
@@ -81,11 +83,33 @@ func convertProject(d *doc) (schema.Project, []Diagnostic) {
 		if b.Memory.set {
 			p.Spec.BorrowLimit.MemoryBytes = fe.bytes("spec.borrowLimit.memory", b.Memory)
 		}
+		p.Spec.BorrowLimit.Kinds = kindCounts(b.Kinds)
 	}
 	if f := r.Spec.FairShare; f != nil && f.Weight != nil {
 		p.Spec.FairShare.Weight = *f.Weight
 	}
 	return p, fe.diag
+}
+
+// kindCounts copies a count per GPU kind as written; nil when it names
+// no kind.
+func kindCounts(m map[string]int) map[string]int {
+	if len(m) == 0 {
+		return nil
+	}
+	return maps.Clone(m)
+}
+
+func convertKind(d *doc) schema.GPUKind {
+	r := d.raw.(*rawKind)
+	return schema.GPUKind{
+		Meta: meta(d, r.Metadata),
+		Spec: schema.GPUKindSpec{
+			Match:       r.Spec.Match,
+			Weight:      r.Spec.Weight,
+			Description: r.Spec.Description,
+		},
+	}
 }
 
 func convertVolume(d *doc) (schema.Volume, []Diagnostic) {
@@ -219,6 +243,7 @@ func workResources(fe *fieldErrs, d *doc, r rawResources) schema.WorkResources {
 	out := schema.WorkResources{
 		GPUs:           r.GPUs,
 		GPUModel:       r.GPUModel,
+		GPUKind:        r.GPUKind,
 		CPUMHz:         fe.cpu("spec.resources.cpu", r.CPU),
 		ExclusiveCores: r.ExclusiveCores,
 		MemoryBytes:    fe.bytes("spec.resources.memory", r.Memory),
@@ -254,6 +279,10 @@ func workResources(fe *fieldErrs, d *doc, r rawResources) schema.WorkResources {
 	}
 	out.MemoryBytes = roundMiB(out.MemoryBytes)
 	out.DiskBytes = roundMiB(out.DiskBytes)
+	if r.GPUModel != "" && r.GPUKind != "" {
+		fe.diag = append(fe.diag, errorf(d.pos("spec.resources.gpuKind"),
+			"spec.resources: gpuModel and gpuKind are both set; give one: gpuKind %q for any GPU of that kind, or gpuModel %q for that model alone", r.GPUKind, r.GPUModel))
+	}
 	return out
 }
 

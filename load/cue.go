@@ -25,7 +25,7 @@ import (
 var Source []byte
 
 // Kinds lists the kinds of documents berth reads, in order.
-var Kinds = []string{schema.KindPriorityTier, schema.KindProject, schema.KindWorkspace, schema.KindVolume, schema.KindSchedulingPolicy}
+var Kinds = []string{schema.KindPriorityTier, schema.KindProject, schema.KindWorkspace, schema.KindVolume, schema.KindGPUKind, schema.KindSchedulingPolicy}
 
 // checker validates documents against the schema. A checker owns its
 // cue.Context, which keeps every value it builds until it is dropped: the

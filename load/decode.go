@@ -36,7 +36,10 @@ type rawResources struct {
 	GPUModel string   `json:"gpuModel,omitzero"`
 	CPU      quantity `json:"cpu,omitzero"`
 	Memory   quantity `json:"memory,omitzero"`
+	// Quotas only (the schema keeps it out of a workspace).
+	Kinds map[string]int `json:"kinds,omitzero"`
 	// Workspaces only (the schema keeps them out of a quota).
+	GPUKind        string   `json:"gpuKind,omitzero"`
 	ExclusiveCores int      `json:"exclusiveCores,omitzero"`
 	Disk           quantity `json:"disk,omitzero"`
 }
@@ -50,9 +53,10 @@ type rawProject struct {
 		Members     []string      `json:"members,omitzero"`
 		Quota       *rawResources `json:"quota,omitzero"`
 		BorrowLimit *struct {
-			GPUs   *int     `json:"gpus,omitzero"`
-			CPU    quantity `json:"cpu,omitzero"`
-			Memory quantity `json:"memory,omitzero"`
+			GPUs   *int           `json:"gpus,omitzero"`
+			CPU    quantity       `json:"cpu,omitzero"`
+			Memory quantity       `json:"memory,omitzero"`
+			Kinds  map[string]int `json:"kinds,omitzero"`
 		} `json:"borrowLimit,omitzero"`
 		FairShare *struct {
 			Weight *float64 `json:"weight,omitzero"`
@@ -121,6 +125,15 @@ type rawVolume struct {
 		Source     string   `json:"source,omitzero"`
 		AccessMode string   `json:"accessMode,omitzero"`
 		Projects   []string `json:"projects,omitzero"`
+	} `json:"spec,omitzero"`
+}
+
+type rawKind struct {
+	Metadata rawMeta `json:"metadata,omitzero"`
+	Spec     struct {
+		Match       string  `json:"match,omitzero"`
+		Weight      float64 `json:"weight,omitzero"`
+		Description string  `json:"description,omitzero"`
 	} `json:"spec,omitzero"`
 }
 

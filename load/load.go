@@ -30,6 +30,7 @@ type Summary struct {
 	Projects   int `json:"projects"`
 	Workspaces int `json:"workspaces"`
 	Volumes    int `json:"volumes"`
+	Kinds      int `json:"kinds"`
 	Policies   int `json:"policies"`
 	Rules      int `json:"rules"`
 }
@@ -253,6 +254,8 @@ func check(files []sourceFile, walked []Diagnostic, opts Options) (*Report, erro
 			r.Summary.Workspaces++
 		case schema.KindVolume:
 			r.Summary.Volumes++
+		case schema.KindGPUKind:
+			r.Summary.Kinds++
 		case schema.KindSchedulingPolicy:
 			r.Summary.Policies++
 		}
@@ -464,6 +467,8 @@ func rawOf(kind string) any {
 		return &rawWorkspace{}
 	case schema.KindVolume:
 		return &rawVolume{}
+	case schema.KindGPUKind:
+		return &rawKind{}
 	case schema.KindSchedulingPolicy:
 		return &rawPolicy{}
 	}

@@ -24,6 +24,7 @@ import (
 //	projects:   [name]: document
 //	workspaces: [project]: [name]: document
 //	volumes:    [name]: document
+//	gpuKinds:   [name]: document
 //	policy:     document
 //
 // so "project ml may not use tier highest" is
@@ -44,6 +45,8 @@ func ruleRoot(d *doc) []string {
 		return []string{"workspaces", d.project, d.name}
 	case schema.KindVolume:
 		return []string{"volumes", d.name}
+	case schema.KindGPUKind:
+		return []string{"gpuKinds", d.name}
 	case schema.KindSchedulingPolicy:
 		return []string{"policy"}
 	}
