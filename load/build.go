@@ -2,7 +2,9 @@ package load
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -100,11 +102,19 @@ func build(docs []*doc) (*schema.Set, []Diagnostic) {
 		}
 	}
 
-	// 3b. GPU kinds.
+	// 3b. GPU kinds: no two match one device group.
 	for _, d := range byKind[schema.KindGPUKind] {
-		if d.valid {
-			set.Kinds = append(set.Kinds, convertKind(d))
+		if !d.valid {
+			continue
 		}
+		k := convertKind(d)
+		for _, other := range set.Kinds {
+			if schema.PatternsOverlap(k.Spec.Match, other.Spec.Match) {
+				add(errorf(d.pos("spec.match"), "GPU kind %q: spec.match %q overlaps kind %q's match %q (%s): a device group both match would be of two kinds; narrow one of the patterns", k.Meta.Name, k.Spec.Match, other.Meta.Name, other.Spec.Match, other.Meta.FieldPos("spec.match")))
+				break
+			}
+		}
+		set.Kinds = append(set.Kinds, k)
 	}
 
 	// 4. Projects: their tier exists; namespaces unique.
@@ -129,6 +139,7 @@ func build(docs []*doc) (*schema.Set, []Diagnostic) {
 				add(errorf(d.pos("spec.tier"), "project %q: tier %q (value %d) is above its own maxTier %q (value %d); lower the tier or raise maxTier", p.Meta.Name, p.Spec.Tier, t, mt, m))
 			}
 		}
+		add(checkKindCounts(d, &p, exists, missing)...)
 		ns := p.Spec.Namespace
 		if ns == "" {
 			ns = p.Meta.Name
@@ -222,14 +233,25 @@ func build(docs []*doc) (*schema.Set, []Diagnostic) {
 				add(errorf(d.pos(field+".name"), "workspace %q may not mount volume %q: the volume is not shared with project %q; add %s to spec.projects of the volume (%s)", w.Meta.Name, m.Name, p.Meta.Name, p.Meta.Name, v.Meta.FieldPos("spec.projects")))
 			}
 		}
+		var kind *schema.GPUKind
+		if k := w.Spec.Resources.GPUKind; k != "" {
+			if kind = set.Kind(k); kind == nil && !exists(schema.KindGPUKind, k) {
+				add(errorf(d.pos("spec.resources.gpuKind"), "workspace %q: resources.gpuKind: %s", w.Meta.Name, missing(schema.KindGPUKind, k)))
+			}
+		}
+		add(checkQuotaFitCPUMem(&w, p, d)...)
+		if w.Spec.Resources.GPUKind != "" && kind == nil {
+			// No kind to count or fit GPUs by: said above, or the kind's
+			// own errors say why.
+			continue
+		}
 		if dg, ok := checkQuotaFit(&w, p, d); !ok {
 			add(dg)
 		}
-		add(checkQuotaFitCPUMem(&w, p, d)...)
 		// With several cluster files, fitting any one of them is enough.
 		var misfits []Diagnostic
 		for _, c := range clusters {
-			dg, ok := c.fits(&w, d)
+			dg, ok := c.fits(&w, kind, d)
 			if ok {
 				misfits = nil
 				break
@@ -291,6 +313,27 @@ func checkTierValues(tiers []schema.PriorityTier) []Diagnostic {
 // and column.
 func posLess(p, o schema.Pos) bool {
 	return Diagnostic{Pos: p}.less(Diagnostic{Pos: o})
+}
+
+// checkKindCounts reports a project's quota.kinds and borrowLimit.kinds
+// that name no GPUKind, and a borrow limit of a kind the quota does not
+// name.
+func checkKindCounts(d *doc, p *schema.Project, exists func(kind, name string) bool, missing func(kind, name string) string) []Diagnostic {
+	var out []Diagnostic
+	for _, k := range slices.Sorted(maps.Keys(p.Spec.Quota.Kinds)) {
+		if !exists(schema.KindGPUKind, k) {
+			out = append(out, errorf(d.pos("spec.quota.kinds."+k), "project %q: quota.kinds: %s", p.Meta.Name, missing(schema.KindGPUKind, k)))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Spec.BorrowLimit.Kinds)) {
+		switch _, named := p.Spec.Quota.Kinds[k]; {
+		case !exists(schema.KindGPUKind, k):
+			out = append(out, errorf(d.pos("spec.borrowLimit.kinds."+k), "project %q: borrowLimit.kinds: %s", p.Meta.Name, missing(schema.KindGPUKind, k)))
+		case !named:
+			out = append(out, errorf(d.pos("spec.borrowLimit.kinds."+k), "project %q: borrowLimit.kinds names kind %q, which quota.kinds does not: a kind's borrow limit bounds borrowing beyond its own quota; name it in quota.kinds (%s: 0 for none), or leave it out here", p.Meta.Name, k, k))
+		}
+	}
+	return out
 }
 
 // checkQuotaFit reports a workspace whose gang can never fit its

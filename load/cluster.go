@@ -128,12 +128,21 @@ func checkQuotaCapacity(projects []schema.Project, clusters []clusterShape) []Di
 	return out
 }
 
+// usable reports whether w may use gpu: of the model it names, and of
+// its kind (nil: it asks for none).
+func usable(gpu gpuShape, w *schema.Workspace, kind *schema.GPUKind) bool {
+	if w.Spec.Resources.GPUModel != "" && !strings.EqualFold(gpu.model, w.Spec.Resources.GPUModel) {
+		return false
+	}
+	return kind == nil || kind.Matches(gpu.model)
+}
+
 // slots counts how many replicas of w fit on one node, all at once.
-func slots(node []gpuShape, w *schema.Workspace) int {
+func slots(node []gpuShape, w *schema.Workspace, kind *schema.GPUKind) int {
 	g := w.Spec.Resources.GPUs
 	groups := map[[2]int]int{}
 	for _, gpu := range node {
-		if w.Spec.Resources.GPUModel != "" && !strings.EqualFold(gpu.model, w.Spec.Resources.GPUModel) {
+		if !usable(gpu, w, kind) {
 			continue
 		}
 		key := [2]int{-1, -1}
@@ -153,8 +162,9 @@ func slots(node []gpuShape, w *schema.Workspace) int {
 }
 
 // fits reports a workspace whose gang no set of the cluster's nodes can
-// hold, even when the cluster is empty.
-func (c clusterShape) fits(w *schema.Workspace, d *doc) (Diagnostic, bool) {
+// hold, even when the cluster is empty. kind is the GPU kind it asks for
+// (nil: none).
+func (c clusterShape) fits(w *schema.Workspace, kind *schema.GPUKind, d *doc) (Diagnostic, bool) {
 	pl := w.Spec.Placement
 	allowed := 0
 	for _, node := range c.nodes {
@@ -168,25 +178,38 @@ func (c clusterShape) fits(w *schema.Workspace, d *doc) (Diagnostic, bool) {
 	if w.Spec.Resources.GPUs == 0 {
 		return Diagnostic{}, true
 	}
-	total, best := 0, 0
+	total, best, ofKind := 0, 0, false
 	for _, node := range c.nodes {
 		if !pl.Allows(node.datacenter, node.pool, node.class, node.meta) {
 			continue
 		}
-		s := slots(node.gpus, w)
+		s := slots(node.gpus, w, kind)
 		total += s
 		best = max(best, s)
+		for _, gpu := range node.gpus {
+			ofKind = ofKind || usable(gpu, w, kind)
+		}
 	}
 	if total >= w.Spec.Replicas {
 		return Diagnostic{}, true
 	}
-	model := ""
+	where := ""
+	if !pl.IsZero() {
+		where = " in " + pl.String()
+	}
+	if kind != nil && !ofKind {
+		return errorf(d.pos("spec.resources.gpuKind"), "workspace %q can never run: no node of cluster %q"+where+" has a GPU of kind %q (spec.match %q at %s); ask for another kind, or change the kind's match or the cluster's nodes", w.Meta.Name, c.name, kind.Meta.Name, kind.Spec.Match, kind.Meta.FieldPos("spec.match")), false
+	}
+	model, ofK := "", ""
 	if w.Spec.Resources.GPUModel != "" {
 		model = w.Spec.Resources.GPUModel + " "
 	}
-	shape := fmt.Sprintf("%d %sGPUs", w.Spec.Resources.GPUs, model)
+	if kind != nil {
+		ofK = fmt.Sprintf(" of kind %q", kind.Meta.Name)
+	}
+	shape := fmt.Sprintf("%d %sGPUs%s", w.Spec.Resources.GPUs, model, ofK)
 	if w.Spec.Resources.GPUs == 1 {
-		shape = fmt.Sprintf("1 %sGPU", model)
+		shape = fmt.Sprintf("1 %sGPU%s", model, ofK)
 	}
 	var in []string
 	if w.Spec.Topology.NVLink == schema.ConstraintRequired {
@@ -197,10 +220,6 @@ func (c clusterShape) fits(w *schema.Workspace, d *doc) (Diagnostic, bool) {
 	}
 	if len(in) > 0 {
 		shape += " in " + strings.Join(in, " and ")
-	}
-	where := ""
-	if !pl.IsZero() {
-		where = " in " + pl.String()
 	}
 	if total == 0 {
 		return errorf(d.pos("spec.resources.gpus"), "workspace %q can never run: no node of cluster %q"+where+" has %s; lower its GPUs or relax its topology", w.Meta.Name, c.name, shape), false

@@ -2,6 +2,7 @@ package load
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -119,6 +120,78 @@ func TestGPUKinds(t *testing.T) {
 	}
 	if r.Summary.Kinds != 2 {
 		t.Errorf("summary counts %d kinds, want 2", r.Summary.Kinds)
+	}
+}
+
+// TestGPUKindErrors: each mistake about GPU kinds is one error at the
+// field, that says what to write.
+func TestGPUKindErrors(t *testing.T) {
+	kind := func(name, match string) string {
+		return "---\napiVersion: berth.dev/v1\nkind: GPUKind\nmetadata: {name: " + name + "}\nspec: {match: \"" + match + "\"}\n"
+	}
+	tests := map[string]struct {
+		edits  []string // old, new pairs replaced in kindsRepo
+		append string   // documents added at its end (line 46 on)
+		want   string   // the one diagnostic
+	}{
+		"duplicate": {append: kind("h100", "Foo"),
+			want: `specs.yaml:49:12: duplicate GPUKind "h100": it is already defined at specs.yaml:6:1; rename or remove one`},
+		"overlap": {append: kind("hopper", "nvidia h100 80gb*"),
+			want: `specs.yaml:50:8: GPU kind "hopper": spec.match "nvidia h100 80gb*" overlaps kind "h100"'s match "NVIDIA H100*" (specs.yaml:10:3): a device group both match would be of two kinds; narrow one of the patterns`},
+		"unknown kind": {edits: []string{"gpuKind: h100", "gpuKind: h10"},
+			want: `specs.yaml:37:24: workspace "train": resources.gpuKind: there is no GPUKind "h10"; did you mean "h100"?`},
+		"unknown kind, listed": {edits: []string{"gpuKind: h100", "gpuKind: mi300"},
+			want: `specs.yaml:37:24: workspace "train": resources.gpuKind: there is no GPUKind "mi300"; use one of h100, l40s`},
+		"model and kind": {edits: []string{"gpuKind: h100", "gpuKind: h100, gpuModel: NVIDIA H100 80GB HBM3"},
+			want: `specs.yaml:37:24: spec.resources: gpuModel and gpuKind are both set; give one: gpuKind "h100" for any GPU of that kind, or gpuModel "NVIDIA H100 80GB HBM3" for that model alone`},
+		"quota kind": {edits: []string{"h100: 8, l40s: 4", "h100: 8, l40z: 4"},
+			want: `specs.yaml:27:22: project "ml": quota.kinds: there is no GPUKind "l40z"; did you mean "l40s"?`},
+		"borrow kind": {edits: []string{"kinds: {h100: 2}", "kinds: {h100: 2, mi300: 1}"},
+			want: `specs.yaml:30:22: project "ml": borrowLimit.kinds: there is no GPUKind "mi300"; use one of h100, l40s`},
+		"borrow kind no quota": {edits: []string{"h100: 8, l40s: 4", "h100: 8", "kinds: {h100: 2}", "kinds: {h100: 2, l40s: 1}"},
+			want: `specs.yaml:30:22: project "ml": borrowLimit.kinds names kind "l40s", which quota.kinds does not: a kind's borrow limit bounds borrowing beyond its own quota; name it in quota.kinds (l40s: 0 for none), or leave it out here`},
+		"quota fit kind": {edits: []string{"replicas: 2", "replicas: 3"},
+			want: `specs.yaml:37:15: workspace "train" can never run: it needs 12 GPUs (3 replicas × 4) of kind "h100" but project "ml" may use at most 10 of that kind (quota.kinds.h100 8 + borrowLimit.kinds.h100 2); lower its GPUs or replicas, or raise the project's quota.kinds.h100 or borrowLimit.kinds.h100`},
+		// serve asks for no kind: it counts against gpus, which counts
+		// the GPUs of kinds the quota does not name.
+		"quota fit gpus": {edits: []string{"gpus: 1, gpuModel", "gpus: 4, gpuModel"},
+			want: `specs.yaml:45:15: workspace "serve" can never run: it needs 4 GPUs but project "ml" may use at most 3 (quota 2 + borrowLimit 1); lower its GPUs or replicas, or raise the project's quota or borrowLimit`},
+		"no node of kind": {append: kind("a100", "NVIDIA A100*") + "---\napiVersion: berth.dev/v1\nkind: Workspace\nmetadata: {name: old, project: ml}\nspec:\n  task: {image: x}\n  resources: {gpus: 1, gpuKind: a100}\n",
+			want: `specs.yaml:57:24: workspace "old" can never run: no node of cluster "c" has a GPU of kind "a100" (spec.match "NVIDIA A100*" at specs.yaml:50:8); ask for another kind, or change the kind's match or the cluster's nodes`},
+		"too few of kind": {append: "---\napiVersion: berth.dev/v1\nkind: Workspace\nmetadata: {name: big, project: ml}\nspec:\n  task: {image: x}\n  resources: {gpus: 8, gpuKind: l40s}\n",
+			want: `specs.yaml:52:15: workspace "big" can never run: no node of cluster "c" has 8 GPUs of kind "l40s"; lower its GPUs or relax its topology`},
+		"empty match": {edits: []string{"match: NVIDIA L40S", `match: ""`},
+			want: `specs.yaml:17:3: spec.match: "" is out of range: match is a device group's name or a pattern such as "NVIDIA H100*"`},
+		"weight 0": {edits: []string{"weight: 0.5", "weight: 0"},
+			want: `specs.yaml:18:3: spec.weight: 0 is out of range: weight is a number greater than 0`},
+		"negative quota": {edits: []string{"h100: 8, l40s: 4", "h100: -1, l40s: 4"},
+			want: `specs.yaml:27:13: spec.quota.kinds.h100: -1 is out of range: a number of GPUs of a kind is a whole number from 0 to 100000`},
+		"bad kind key": {edits: []string{"h100: 8, l40s: 4", "h100: 8, L40S: 4"},
+			want: `specs.yaml:27:22: spec.quota.kinds: "L40S" is not a valid name: quota.kinds maps GPUKind names to whole numbers of GPUs, such as {h100: 8}`},
+		"bad gpuKind": {edits: []string{"gpuKind: h100", "gpuKind: H100"},
+			want: `specs.yaml:37:24: spec.resources.gpuKind: "H100" is not valid: gpuKind names a GPUKind, such as h100`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			src := kindsRepo
+			for i := 0; i < len(tt.edits); i += 2 {
+				if !strings.Contains(src, tt.edits[i]) {
+					t.Fatalf("%q is not in the repo", tt.edits[i])
+				}
+				src = strings.Replace(src, tt.edits[i], tt.edits[i+1], 1)
+			}
+			_, diags, err := FS(kindsFS(src+tt.append), ".")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, d := range diags {
+				got = append(got, d.String())
+			}
+			if diff := cmp.Diff([]string{tt.want}, got); diff != "" {
+				t.Errorf("diagnostics (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
