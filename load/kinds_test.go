@@ -254,3 +254,26 @@ func TestGPUKindRules(t *testing.T) {
 		t.Errorf("diagnostics %v; want %q", diags, want)
 	}
 }
+
+// TestGPUKindsReferenceExamples: the GPU kinds part of the reference
+// holds specs that load together: the two-model fleet and the MIG kind
+// (whose match overlaps no whole-GPU kind's).
+func TestGPUKindsReferenceExamples(t *testing.T) {
+	part := referenceOutro[strings.Index(referenceOutro, "## GPU kinds"):]
+	part = part[:strings.Index(part[1:], "\n## ")+1]
+	var docs []string
+	for _, block := range strings.Split(part, "```yaml\n")[1:] {
+		docs = append(docs, block[:strings.Index(block, "```")])
+	}
+	if len(docs) != 2 {
+		t.Fatalf("%d yaml examples in the GPU kinds part, want 2", len(docs))
+	}
+	src := strings.Join(append(docs, "apiVersion: berth.dev/v1\nkind: PriorityTier\nmetadata: {name: medium}\nspec: {value: 50}\n"), "---\n")
+	set, diags, err := FS(fstest.MapFS{"specs.yaml": {Data: []byte(src)}}, ".")
+	if err != nil || set == nil {
+		t.Fatalf("FS: %v %v", err, diags)
+	}
+	if len(set.Kinds) != 3 || set.KindOf("NVIDIA A100-SXM4-80GB MIG 1g.10gb") == nil || set.Workspaces[0].Spec.Resources.GPUKind != "a100-1g" {
+		t.Errorf("kinds %+v, workspaces %+v", set.Kinds, set.Workspaces)
+	}
+}

@@ -149,20 +149,25 @@ const referenceOutro = `
 - Every reference resolves: a project's ` + "`tier`" + `, a workspace's ` + "`metadata.project`" + `, a
   volume's ` + "`projects`" + `, a workspace's ` + "`volumes[].name`" + ` (and the volume must list the
   workspace's project), a workspace's ` + "`owner`" + ` (one of the project's ` + "`members`" + ` when
-  the project lists members).
+  the project lists members), a workspace's ` + "`resources.gpuKind`" + `, and the kinds a
+  project's ` + "`quota.kinds`" + ` and ` + "`borrowLimit.kinds`" + ` name (GPUKinds).
 - Names are unique per kind, and per project for workspaces; two projects may
   not share a Nomad namespace; a repo has at most one SchedulingPolicy.
+- No two GPUKinds' ` + "`match`" + ` patterns may match one name (the later one is the
+  error); a workspace gives ` + "`gpuModel`" + ` or ` + "`gpuKind`" + `, not both; a kind in
+  ` + "`borrowLimit.kinds`" + ` must be one ` + "`quota.kinds`" + ` names.
 - Tier values are unique. Two tiers less than 10 apart get a warning when the
   higher may preempt the lower: Nomad's own preemption needs a gap of 10.
 - A workspace whose gang (` + "`replicas × resources.gpus`" + `) exceeds its project's
-  ` + "`quota.gpus + borrowLimit.gpus`" + ` can never run: an error. So is one whose
+  ` + "`quota.gpus + borrowLimit.gpus`" + ` (for a ` + "`gpuKind`" + ` the quota names, that kind's
+  ` + "`quota.kinds`" + ` plus ` + "`borrowLimit.kinds`" + `) can never run: an error. So is one whose
   ` + "`replicas × resources.cpu`" + ` (an exclusive core counting as ` + "`cpu: 1`" + `) or
   ` + "`replicas × resources.memory`" + ` exceeds a CPU or memory quota plus its borrow
   limit, where the quota names it and the limit is set. When the tree holds a
   Cluster file, a workspace whose replicas no set of its nodes can hold at once
-  (counting ` + "`gpuModel`" + ` and required NVLink/NUMA topology) is an error too, and
-  CPU or memory quotas adding up to more than the file's nodes have (every node
-  stating it) get a warning.
+  (counting ` + "`gpuModel`" + `, ` + "`gpuKind`" + ` and required NVLink/NUMA topology) is an
+  error too, and CPU or memory quotas adding up to more than the file's nodes
+  have (every node stating it) get a warning.
 
 ## Quotas: GPUs, CPU and memory
 
@@ -184,6 +189,76 @@ A quota's CPU and memory add up with the other projects': when they are more
 than the cluster's nodes have, tiers rank in-quota work across projects, as
 for GPU quotas that overcommit the cluster.
 
+## GPU kinds
+
+A GPUKind declares a kind of GPU by the name of the Nomad device group it
+matches: ` + "`spec.match`" + ` is that name (the model as the NVIDIA device plugin reports
+it) or a pattern in which ` + "`*`" + ` stands for any run of characters, compared without
+regard to case. ` + "`spec.weight`" + ` is what one device of the kind counts in
+GPU-equivalents for reporting (default 1 for a whole GPU, slices/7 for a MIG
+instance); ` + "`spec.description`" + ` says what it is. Kinds never overlap: a device
+group is of one kind at most. A fleet of two models:
+
+` + "```yaml" + `
+apiVersion: berth.dev/v1
+kind: GPUKind
+metadata: {name: h100}
+spec: {match: "NVIDIA H100 80GB HBM3", description: training}
+---
+apiVersion: berth.dev/v1
+kind: GPUKind
+metadata: {name: l40s}
+spec: {match: "NVIDIA L40S", description: inference}
+---
+apiVersion: berth.dev/v1
+kind: Project
+metadata: {name: ml}
+spec:
+  tier: medium
+  quota: {gpus: 0, kinds: {h100: 8, l40s: 4}}
+  borrowLimit: {kinds: {h100: 2}}
+` + "```" + `
+
+A project's ` + "`quota.kinds: {h100: 8}`" + ` gives it a quota per kind. A workspace
+asking for a kind the quota names (` + "`resources.gpuKind: h100`" + `) counts against that
+kind; every other workspace counts against ` + "`quota.gpus`" + `: ` + "`gpus`" + ` counts the GPUs of
+kinds the quota does not name. On a fleet with no declared kinds, ` + "`gpus`" + ` is every
+GPU, as before. ` + "`borrowLimit.kinds: {h100: 2}`" + ` caps borrowing per kind the quota
+names; a kind the quota names and the borrow limit leaves out may borrow
+without limit. A workspace's ` + "`resources.gpuKind`" + ` restricts it to GPUs of that kind
+and, with a kind its project's quota names, charges it there.
+
+A MIG instance is a device group of its own ("NVIDIA A100-SXM4-80GB MIG
+1g.10gb"), so a kind may be a MIG profile. A pattern that ends in ` + "`*`" + ` also
+matches its model's MIG instances ("NVIDIA H100*" matches "NVIDIA H100 80GB
+HBM3 MIG 1g.10gb"), so beside a MIG kind such as this one, a kind of whole
+GPUs names its model in full, as h100 above does; the loader reports the
+overlap otherwise.
+
+` + "```yaml" + `
+apiVersion: berth.dev/v1
+kind: GPUKind
+metadata: {name: a100-1g}
+spec: {match: "* MIG 1g.10gb"}          # weight: 1/7, its slices of seven
+---
+apiVersion: berth.dev/v1
+kind: Workspace
+metadata: {name: notebook, project: ml}
+spec:
+  task: {image: jupyter/base-notebook}
+  resources: {gpus: 1, gpuKind: a100-1g}
+` + "```" + `
+
+` + "`* MIG 1g.10gb`" + ` matches the 1g.10gb instances of every model;
+` + "`NVIDIA A100* MIG 1g.10gb`" + ` would match the A100's alone.
+
+berth schedules whole GPUs and MIG instances, the devices Nomad knows.
+Fractions of a GPU (time-slicing, MPS) are not in Nomad: a device goes to one
+task at a time. Sharing one among jobs is an open request (nomad#6708), and a
+pull request that lets tasks share a device (nomad#27656) is in review.
+Fractions would need a device plugin that reports the shares as devices, in a
+group of their own; a GPUKind could then match that group like any other.
+
 ## The repo's own rules (` + "`*.cue`" + `)
 
 Every ` + "`*.cue`" + ` file in the tree is a set of rules, compiled on its own (the CUE
@@ -195,6 +270,7 @@ tiers:      [name]: document
 projects:   [name]: document
 workspaces: [project]: [name]: document
 volumes:    [name]: document
+gpuKinds:   [name]: document
 policy:     document
 ` + "```" + `
 
