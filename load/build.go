@@ -109,7 +109,7 @@ func build(docs []*doc) (*schema.Set, []Diagnostic) {
 		}
 		k := convertKind(d)
 		for _, other := range set.Kinds {
-			if schema.PatternsOverlap(k.Spec.Match, other.Spec.Match) {
+			if k.Overlaps(&other) {
 				add(errorf(d.pos("spec.match"), "GPU kind %q: spec.match %q overlaps kind %q's match %q (%s): a device group both match would be of two kinds; narrow one of the patterns", k.Meta.Name, k.Spec.Match, other.Meta.Name, other.Spec.Match, other.Meta.FieldPos("spec.match")))
 				break
 			}

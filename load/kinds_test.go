@@ -257,7 +257,8 @@ func TestGPUKindRules(t *testing.T) {
 
 // TestGPUKindsReferenceExamples: the GPU kinds part of the reference
 // holds specs that load together: the two-model fleet and the MIG kind
-// (whose match overlaps no whole-GPU kind's).
+// (a kind of MIG instances overlaps no kind of whole GPUs), each kind
+// matching what the reference says.
 func TestGPUKindsReferenceExamples(t *testing.T) {
 	part := referenceOutro[strings.Index(referenceOutro, "## GPU kinds"):]
 	part = part[:strings.Index(part[1:], "\n## ")+1]
@@ -273,7 +274,14 @@ func TestGPUKindsReferenceExamples(t *testing.T) {
 	if err != nil || set == nil {
 		t.Fatalf("FS: %v %v", err, diags)
 	}
-	if len(set.Kinds) != 3 || set.KindOf("NVIDIA A100-SXM4-80GB MIG 1g.10gb") == nil || set.Workspaces[0].Spec.Resources.GPUKind != "a100-1g" {
+	kindOf := func(model string) string {
+		if k := set.KindOf(model); k != nil {
+			return k.Meta.Name
+		}
+		return ""
+	}
+	if len(set.Kinds) != 3 || kindOf("NVIDIA A100-SXM4-80GB MIG 1g.10gb") != "a100-1g" || kindOf("NVIDIA H100 80GB HBM3") != "h100" ||
+		kindOf("NVIDIA H100 80GB HBM3 MIG 1g.10gb") != "" || set.Workspaces[0].Spec.Resources.GPUKind != "a100-1g" {
 		t.Errorf("kinds %+v, workspaces %+v", set.Kinds, set.Workspaces)
 	}
 }

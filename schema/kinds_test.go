@@ -29,6 +29,33 @@ func TestMatchPattern(t *testing.T) {
 	}
 }
 
+// TestKindsWholeOrMIG: a kind whose match names a MIG profile matches
+// MIG instances only, any other whole GPUs only; so a whole-GPU kind
+// and a MIG kind never overlap, whatever their patterns.
+func TestKindsWholeOrMIG(t *testing.T) {
+	kind := func(match string) *GPUKind { return &GPUKind{Spec: GPUKindSpec{Match: match}} }
+	h100, slice, all := kind("NVIDIA H100*"), kind("* MIG 1g.10gb"), kind("*")
+	for _, c := range []struct {
+		k     *GPUKind
+		model string
+		want  bool
+	}{
+		{h100, "NVIDIA H100 80GB HBM3", true},
+		{h100, "NVIDIA H100 80GB HBM3 MIG 1g.10gb", false},
+		{slice, "NVIDIA H100 80GB HBM3 MIG 1g.10gb", true},
+		{slice, "NVIDIA H100 80GB HBM3", false},
+		{all, "NVIDIA L40S", true},
+		{all, "NVIDIA A100-SXM4-80GB MIG 3g.40gb", false},
+	} {
+		if got := c.k.Matches(c.model); got != c.want {
+			t.Errorf("kind %q matches %q: %v, want %v", c.k.Spec.Match, c.model, got, c.want)
+		}
+	}
+	if h100.Overlaps(slice) || all.Overlaps(slice) || !all.Overlaps(h100) || !slice.Overlaps(kind("* MIG *")) {
+		t.Error("overlaps: a whole-GPU kind and a MIG kind never overlap; two of one sort do where their patterns do")
+	}
+}
+
 // TestPatternsOverlap checks the overlap test against brute force: over
 // a two-letter alphabet, two patterns overlap exactly when some string
 // of bounded length matches both (a shortest common match is no longer
