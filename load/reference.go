@@ -203,7 +203,7 @@ group is of one kind at most. A fleet of two models:
 apiVersion: berth.dev/v1
 kind: GPUKind
 metadata: {name: h100}
-spec: {match: "NVIDIA H100 80GB HBM3", description: training}
+spec: {match: "NVIDIA H100*", description: training}
 ---
 apiVersion: berth.dev/v1
 kind: GPUKind
@@ -229,17 +229,17 @@ without limit. A workspace's ` + "`resources.gpuKind`" + ` restricts it to GPUs 
 and, with a kind its project's quota names, charges it there.
 
 A MIG instance is a device group of its own ("NVIDIA A100-SXM4-80GB MIG
-1g.10gb"), so a kind may be a MIG profile. A pattern that ends in ` + "`*`" + ` also
-matches its model's MIG instances ("NVIDIA H100*" matches "NVIDIA H100 80GB
-HBM3 MIG 1g.10gb"), so beside a MIG kind such as this one, a kind of whole
-GPUs names its model in full, as h100 above does; the loader reports the
-overlap otherwise.
+1g.10gb"), so a kind may be a MIG profile. A kind whose match names a MIG
+profile (" MIG " in it) is a kind of MIG instances and matches only those;
+any other kind matches only whole GPUs: "NVIDIA H100*" is the whole H100s,
+never their MIG instances, though those groups' names start alike. A
+whole-GPU ask never lands on a MIG instance, nor a MIG ask on a whole GPU.
 
 ` + "```yaml" + `
 apiVersion: berth.dev/v1
 kind: GPUKind
 metadata: {name: a100-1g}
-spec: {match: "* MIG 1g.10gb"}          # weight: 1/7, its slices of seven
+spec: {match: "NVIDIA A100* MIG 1g.10gb"}   # weight: 1/7, its slices of seven
 ---
 apiVersion: berth.dev/v1
 kind: Workspace
@@ -249,8 +249,8 @@ spec:
   resources: {gpus: 1, gpuKind: a100-1g}
 ` + "```" + `
 
-` + "`* MIG 1g.10gb`" + ` matches the 1g.10gb instances of every model;
-` + "`NVIDIA A100* MIG 1g.10gb`" + ` would match the A100's alone.
+` + "`NVIDIA A100* MIG 1g.10gb`" + ` matches the A100's 1g.10gb instances alone;
+` + "`* MIG 1g.10gb`" + ` would match every model's.
 
 berth schedules whole GPUs and MIG instances, the devices Nomad knows.
 Fractions of a GPU (time-slicing, MPS) are not in Nomad: a device goes to one
