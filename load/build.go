@@ -316,10 +316,19 @@ func posLess(p, o schema.Pos) bool {
 }
 
 // checkKindCounts reports a project's quota.kinds and borrowLimit.kinds
-// that name no GPUKind, and a borrow limit of a kind the quota does not
-// name.
+// that name no GPUKind, a borrow limit of a kind the quota does not
+// name, and quota.kinds beside a CPU or memory quota: the decision
+// counts a kind's quota account in GPUs alone, so a CPU or memory quota
+// could not bound what the project's work of that kind holds.
 func checkKindCounts(d *doc, p *schema.Project, exists func(kind, name string) bool, missing func(kind, name string) string) []Diagnostic {
 	var out []Diagnostic
+	if q := p.Spec.Quota; len(q.Kinds) > 0 && (q.CPUMHz > 0 || q.MemoryBytes > 0) {
+		field := "spec.quota.cpu"
+		if q.CPUMHz == 0 {
+			field = "spec.quota.memory"
+		}
+		out = append(out, errorf(d.pos(field), "project %q: a quota that names GPU kinds (quota.kinds) cannot name cpu or memory too: berth counts a kind's quota in GPUs alone; leave cpu and memory out of this quota, or the kinds", p.Meta.Name))
+	}
 	for _, k := range slices.Sorted(maps.Keys(p.Spec.Quota.Kinds)) {
 		if !exists(schema.KindGPUKind, k) {
 			out = append(out, errorf(d.pos("spec.quota.kinds."+k), "project %q: quota.kinds: %s", p.Meta.Name, missing(schema.KindGPUKind, k)))

@@ -164,6 +164,8 @@ func TestGPUKindErrors(t *testing.T) {
 			want: `specs.yaml:17:3: spec.match: "" is out of range: match is a device group's name or a pattern such as "NVIDIA H100*"`},
 		"weight 0": {edits: []string{"weight: 0.5", "weight: 0"},
 			want: `specs.yaml:18:3: spec.weight: 0 is out of range: weight is a number greater than 0`},
+		"kinds and cpu quota": {edits: []string{"    gpus: 2\n", "    gpus: 2\n    cpu: 64\n"},
+			want: `specs.yaml:27:5: project "ml": a quota that names GPU kinds (quota.kinds) cannot name cpu or memory too: berth counts a kind's quota in GPUs alone; leave cpu and memory out of this quota, or the kinds`},
 		"negative quota": {edits: []string{"h100: 8, l40s: 4", "h100: -1, l40s: 4"},
 			want: `specs.yaml:27:13: spec.quota.kinds.h100: -1 is out of range: a number of GPUs of a kind is a whole number from 0 to 100000`},
 		"bad kind key": {edits: []string{"h100: 8, l40s: 4", "h100: 8, L40S: 4"},

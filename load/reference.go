@@ -226,7 +226,8 @@ kinds the quota does not name. On a fleet with no declared kinds, ` + "`gpus`" +
 GPU, as before. ` + "`borrowLimit.kinds: {h100: 2}`" + ` caps borrowing per kind the quota
 names; a kind the quota names and the borrow limit leaves out may borrow
 without limit. A workspace's ` + "`resources.gpuKind`" + ` restricts it to GPUs of that kind
-and, with a kind its project's quota names, charges it there.
+and, with a kind its project's quota names, charges it there. A quota that
+names kinds names no cpu or memory: a kind's quota counts GPUs alone.
 
 A MIG instance is a device group of its own ("NVIDIA A100-SXM4-80GB MIG
 1g.10gb"), so a kind may be a MIG profile. A kind whose match names a MIG

@@ -253,6 +253,7 @@ func NewReport(in PlanInput) Report {
 	}
 	r.Warnings = append(r.Warnings, closeTiers(in.Head)...)
 	r.Warnings = append(r.Warnings, guessedTopology(snap)...)
+	r.Warnings = append(r.Warnings, KindWarnings(in.Head, snap)...)
 
 	// 4. Sort and count.
 	for _, name := range sortedKeys(projects) {

@@ -9,12 +9,16 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/internal/text"
+	"github.com/berth-dev/berth/load"
+	"github.com/berth-dev/berth/plan"
+	"github.com/berth-dev/berth/schema"
 	"github.com/spf13/cobra"
 )
 
 func newDoctorCmd() *cobra.Command {
 	var cluster string
 	var fix, strict bool
+	var specs string
 	cmd := &cobra.Command{
 		Use:   "doctor --cluster nomad [--fix] [--strict]",
 		Short: "Check that a Nomad cluster is set up for berth",
@@ -25,6 +29,11 @@ victims) and evictions it made are problems. GPU nodes without the topology
 'berth agent' publishes are warnings: berth then assumes one NVLink domain
 per node, which works but may place a multi-GPU workspace across domains;
 --strict makes them problems too.
+
+With --specs DIR, it checks the GPU kinds the specs declare against the
+device groups the nodes report: each group is listed with its kind; a kind
+no group matches, a group no kind matches and a quota in a kind the cluster
+lacks are warnings.
 
 It changes nothing unless --fix is given; --fix turns native preemption off
 for batch and service jobs with a check-and-set write of the whole scheduler
@@ -69,7 +78,13 @@ is wrong.`,
 			if err != nil {
 				return &exitError{Code: exitFailure, Err: err}
 			}
-			warnings := printNodes(out, snap)
+			set := &schema.Set{}
+			if specs != "" {
+				if set, err = loadSpecs(out, specs); err != nil {
+					return err
+				}
+			}
+			warnings := printNodes(out, snap, set)
 			if strict {
 				problems, warnings = append(problems, warnings...), nil
 			}
@@ -98,7 +113,8 @@ is wrong.`,
 	}
 	cmd.Flags().StringVar(&cluster, "cluster", "nomad", "the Nomad cluster: nomad or nomad://HOST:PORT")
 	cmd.Flags().BoolVar(&fix, "fix", false, "turn Nomad's native preemption off for batch and service jobs")
-	cmd.Flags().BoolVar(&strict, "strict", false, "fail on warnings too (GPU nodes whose topology is guessed)")
+	cmd.Flags().BoolVar(&strict, "strict", false, "fail on warnings too (GPU nodes whose topology is guessed, GPU kinds and device groups that do not match)")
+	cmd.Flags().StringVar(&specs, "specs", "", "a spec tree (directory) whose GPU kinds to check the cluster's device groups against")
 	return cmd
 }
 
@@ -118,9 +134,12 @@ func printScheduler(w io.Writer, rep nomad.SchedulerReport) {
 		onOff(p.BatchSchedulerEnabled), onOff(p.ServiceSchedulerEnabled), onOff(p.SystemSchedulerEnabled), onOff(p.SysBatchSchedulerEnabled))
 }
 
-// printNodes lists GPU nodes and where their topology comes from; it
-// returns a warning for each GPU node without the agent's topology.
-func printNodes(w io.Writer, snap drivers.Snapshot) (warnings []string) {
+// printNodes lists GPU nodes, where their topology comes from and, for
+// a node of several device groups or where the specs declare GPU kinds,
+// each group with its kind; it returns a warning for each GPU node
+// without the agent's topology and each disagreement between the
+// declared kinds and the cluster (plan.KindWarnings).
+func printNodes(w io.Writer, snap drivers.Snapshot, set *schema.Set) (warnings []string) {
 	nodes := append([]drivers.Node(nil), snap.Nodes...)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	for _, n := range nodes {
@@ -161,18 +180,46 @@ func printNodes(w io.Writer, snap drivers.Snapshot) (warnings []string) {
 			what += " and " + text.Plural(mig, "MIG instance")
 		}
 		fmt.Fprintf(w, "node %s: %s, %s in %d NVLink domain(s), topology %s\n", n.Name, status, what, len(domains), src)
-		if len(models) == 1 && whole == len(n.GPUs) {
+		if len(models) == 1 && whole == len(n.GPUs) && len(set.Kinds) == 0 {
 			continue // one model of whole GPUs: said above
 		}
-		// Device groups of several models, or MIG instances: each a kind
-		// of its own, which a workspace names with gpuModel.
+		// Device groups of several models, or MIG instances, or declared
+		// kinds: each group, with its kind.
 		for _, m := range models {
+			kind := ""
+			if len(set.Kinds) > 0 {
+				kind = ", no GPU kind matches it"
+				if k := set.KindOf(m); k != nil {
+					kind = ", kind " + k.Meta.Name
+				}
+			}
 			if mig, ok := drivers.ParseMIG(m); ok {
-				fmt.Fprintf(w, "  %s: %s, %s slices of %s (only a workspace whose gpuModel is %q runs on them)\n", m, text.Plural(count[m], "MIG instance"), mig.Profile, mig.Parent, m)
+				who := fmt.Sprintf("only a workspace whose gpuModel is %q runs on them", m)
+				if k := set.KindOf(m); k != nil {
+					who = fmt.Sprintf("only a workspace whose gpuKind is %s, or gpuModel %q, runs on them", k.Meta.Name, m)
+				}
+				fmt.Fprintf(w, "  %s: %s, %s slices of %s%s (%s)\n", m, text.Plural(count[m], "MIG instance"), mig.Profile, mig.Parent, kind, who)
 			} else {
-				fmt.Fprintf(w, "  %s: %s\n", m, text.Plural(count[m], "GPU"))
+				fmt.Fprintf(w, "  %s: %s%s\n", m, text.Plural(count[m], "GPU"), kind)
 			}
 		}
 	}
-	return warnings
+	return append(warnings, plan.KindWarnings(set, &snap)...)
+}
+
+// loadSpecs loads the spec tree at dir (a directory or file, as
+// validate reads them) for doctor; invalid specs are an error that
+// lists their diagnostics.
+func loadSpecs(w io.Writer, dir string) (*schema.Set, error) {
+	set, diags, err := load.Paths(dir)
+	if err != nil {
+		return nil, &exitError{Code: exitFailure, Err: fmt.Errorf("--specs %s: %w", dir, err)}
+	}
+	if set == nil {
+		for _, d := range diags {
+			fmt.Fprintln(w, d.String())
+		}
+		return nil, &exitError{Code: exitFailure, Err: fmt.Errorf("--specs %s: the specs are invalid (%s above)", dir, text.Plural(len(diags), "diagnostic"))}
+	}
+	return set, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -26,7 +27,7 @@ func TestPrintNodesKinds(t *testing.T) {
 		{Name: "c", Ready: true, Eligible: true, GPUs: gpus(mig, 7)},
 	}}
 	var b strings.Builder
-	if w := printNodes(&b, snap); len(w) != 0 {
+	if w := printNodes(&b, snap, &schema.Set{}); len(w) != 0 {
 		t.Errorf("warnings %q, want none (topology not guessed)", w)
 	}
 	want := `node a: ready, 8 GPUs in 1 NVLink domain(s), topology from berth agent
