@@ -138,10 +138,18 @@ func (d *decider) quotaReason(p *projState, w *wsState) Reason {
 	need := w.gpus * w.replicas
 	inQ := min(p.held, p.quota)
 	borrowed := max(p.held-p.quota, 0)
-	if !w.preemptible {
-		return Reason{ReasonQuota, fmt.Sprintf("quota: not preemptible, so it runs only inside project %s's guaranteed quota, which has %d/%d %s in use; it needs %d", p.name, inQ, p.quota, p.unit(), need)}
+	if unit := p.unit(); unit != "GPUs" {
+		// A kind's account (kept apart: a string argument costs the
+		// common case, most waits being these, an allocation each).
+		if !w.preemptible {
+			return Reason{ReasonQuota, fmt.Sprintf("quota: not preemptible, so it runs only inside project %s's guaranteed quota, which has %d/%d %s in use; it needs %d", p.name, inQ, p.quota, unit, need)}
+		}
+		return Reason{ReasonQuota, fmt.Sprintf("quota: project %s uses %d/%d guaranteed %s and %d/%d borrowed; it needs %d", p.name, inQ, p.quota, unit, borrowed, p.borrow, need)}
 	}
-	return Reason{ReasonQuota, fmt.Sprintf("quota: project %s uses %d/%d guaranteed %s and %d/%d borrowed; it needs %d", p.name, inQ, p.quota, p.unit(), borrowed, p.borrow, need)}
+	if !w.preemptible {
+		return Reason{ReasonQuota, fmt.Sprintf("quota: not preemptible, so it runs only inside project %s's guaranteed quota, which has %d/%d GPUs in use; it needs %d", p.name, inQ, p.quota, need)}
+	}
+	return Reason{ReasonQuota, fmt.Sprintf("quota: project %s uses %d/%d guaranteed GPUs and %d/%d borrowed; it needs %d", p.name, inQ, p.quota, borrowed, p.borrow, need)}
 }
 
 // unit names what quota account p counts: "GPUs", "h100 GPUs" for a
