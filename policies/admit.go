@@ -7,6 +7,7 @@ package policies
 // Scenarios: testdata/admit/.
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -23,7 +24,6 @@ import (
 func (d *decider) admit(w *wsState) {
 	wi := w.idx
 	d.decidedWS[wi] = true
-	p := d.projs[w.proj]
 	need := w.gpus * w.replicas
 	d.couldPreempt = false
 	guarded := false
@@ -39,6 +39,10 @@ func (d *decider) admit(w *wsState) {
 		d.gen++
 		d.memoGen++
 	}
+	if len(w.kinds) > 1 {
+		d.chooseKind(w)
+	}
+	p := d.projs[w.proj]
 
 	// 1. Quota: the project's guaranteed quota plus what it may borrow,
 	// in every dimension the quota counts; a workspace that may not be
@@ -292,6 +296,59 @@ func (d *decider) wait(w *wsState, r Reason) {
 		r = Reason{ReasonPreempted, "preempted by " + by.String() + " at " + stamp(w.preempted.At) + "; waiting to resume: " + r.Message}
 	}
 	w.out.Reason = r
+}
+
+// chooseKind picks the kind w, which asks for several in order of
+// preference, is admitted under, as Kueue's flavor fungibility does: the
+// first of its kinds in whose quota it fits and where it starts on free
+// GPUs now; else the first where it may borrow and starts on free GPUs
+// now; else the first in whose quota it fits, else its first, under
+// which it then preempts or waits as a workspace of one kind does. It
+// sets w's kind and quota account to the kind's.
+func (d *decider) chooseKind(w *wsState) {
+	root := d.projs[w.proj].root
+	use := func(k string) {
+		w.kind, w.proj = k, d.account(root, k)
+	}
+	firstIn := ""
+	for pass := range 2 {
+		for _, k := range w.kinds {
+			use(k)
+			p := d.projs[w.proj]
+			if _, over := d.overLimit(p, w); over {
+				continue
+			}
+			if pass == 0 {
+				if !d.inQuota(p, w) {
+					continue
+				}
+				if firstIn == "" {
+					firstIn = k
+				}
+			}
+			if d.startsFree(w) {
+				return
+			}
+		}
+	}
+	use(cmp.Or(firstIn, w.kinds[0]))
+}
+
+// startsFree reports whether every replica of w would start on free GPUs
+// of its model index now; it tries, and takes nothing back it did not
+// undo.
+func (d *decider) startsFree(w *wsState) bool {
+	mi := d.modelIndexOf(w)
+	if mi < 0 || d.c.totalFree[mi] < w.gpus*w.replicas || w.gpus <= 0 {
+		return mi >= 0 && w.gpus <= 0
+	}
+	d.journal = d.journal[:0]
+	ok := true
+	for r := 0; r < w.replicas && ok; r++ {
+		_, ok = d.placeFree(w.idx, w, mi, r)
+	}
+	d.rollback()
+	return ok
 }
 
 // placeFree places replica r on free GPUs: the first level (preferred

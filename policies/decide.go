@@ -45,8 +45,11 @@ type wsState struct {
 	feat  int32
 	model string
 	// kind is the declared kind (GPUKind) its GPUs must be of; empty:
-	// any whole GPU, or model's.
+	// any whole GPU, or model's. kinds, for a workspace that asks for
+	// several in order of preference, lists them: kind is then the one it
+	// runs on, the one admission chose (chooseKind), or its first.
 	kind   string
+	kinds  []string
 	levels []int // placement levels, preferred first
 	// topo numbers the workspace's NVLink and NUMA constraints (defaults
 	// filled in): equal constraints, equal numbers.
@@ -106,7 +109,9 @@ type projState struct {
 	// in accounts (nil: its quota names no kind).
 	kind     string
 	accounts map[string]int
-	tier     int // the tier of its workspaces that name none
+	// root indexes the project's own record (itself, for that record).
+	root int
+	tier int // the tier of its workspaces that name none
 	// canPreempt, preemptible: its tier's flags (false: no such tier);
 	// cohortBelow its tier's borrowWithinCohort threshold (0: off).
 	canPreempt, preemptible bool

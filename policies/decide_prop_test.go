@@ -163,6 +163,11 @@ func genInput(t *rapid.T) Input {
 			w.Spec.Resources.GPUModel = rapid.SampledFrom(models).Draw(t, "wsModel")
 		} else if len(set.Kinds) > 0 && rapid.Bool().Draw(t, "hasKind") {
 			w.Spec.Resources.GPUKind = rapid.SampledFrom(set.Kinds).Draw(t, "wsKind").Meta.Name
+			// Now and then kinds in order of preference instead.
+			if second := rapid.SampledFrom(set.Kinds).Draw(t, "wsKind2").Meta.Name; second != w.Spec.Resources.GPUKind && rapid.Bool().Draw(t, "kindList") {
+				w.Spec.Resources.GPUKinds = []string{w.Spec.Resources.GPUKind, second}
+				w.Spec.Resources.GPUKind = ""
+			}
 		}
 		if rapid.IntRange(0, 2).Draw(t, "hasTier") == 0 {
 			w.Spec.Tier = rapid.SampledFrom(tierNames).Draw(t, "wsTier") // its own tier
@@ -276,6 +281,7 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 		}
 		byRef[w.Ref] = w
 	}
+	acctOf := accounter(set, snap, d)
 	// Every workspace in the specs and every holder has a verdict.
 	for _, w := range set.Workspaces {
 		if _, ok := byRef[w.Ref()]; !ok {
@@ -305,13 +311,13 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 	held := map[string]int{} // by quota account
 	for _, a := range snap.Allocs {
 		if w := byRef[a.Workspace]; w.Verdict == VerdictRun || w.Verdict == VerdictPreempt {
-			held[account(set, a.Workspace)] += len(a.GPUs)
+			held[acctOf(a.Workspace)] += len(a.GPUs)
 		}
 	}
 	for _, w := range d.Workspaces {
 		if w.Verdict == VerdictStart {
 			for _, p := range w.Placements {
-				held[account(set, w.Ref)] += len(p.GPUs)
+				held[acctOf(w.Ref)] += len(p.GPUs)
 			}
 		}
 	}
@@ -394,10 +400,10 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 					}
 					// A MIG instance is a slice of a GPU: only an ask that
 					// names its model gets one.
-					if k := spec.Spec.Resources.GPUKind; k != "" && !set.Kind(k).Matches(gpu.Model) {
-						t.Fatalf("%s wants kind %s, got %s", w.Ref, k, gpu.Model)
+					if ks := spec.Spec.Resources.Kinds(); len(ks) > 0 && !slices.ContainsFunc(ks, func(k string) bool { return set.Kind(k).Matches(gpu.Model) }) {
+						t.Fatalf("%s wants kinds %v, got %s", w.Ref, ks, gpu.Model)
 					}
-					if spec.Spec.Resources.GPUModel == "" && spec.Spec.Resources.GPUKind == "" && gpu.IsMIG() {
+					if spec.Spec.Resources.GPUModel == "" && len(spec.Spec.Resources.Kinds()) == 0 && gpu.IsMIG() {
 						t.Fatalf("%s names no model, placed on MIG instance %s/%s (%s)", w.Ref, p.Node, id, gpu.Model)
 					}
 					// Nomad takes a request's devices from one group.
@@ -448,7 +454,7 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 			case RightReclaim:
 				// Across quota accounts: another project's, or another
 				// kind's of its own project.
-				if account(set, w.Ref) == account(set, *w.PreemptedBy) {
+				if acctOf(w.Ref) == acctOf(*w.PreemptedBy) {
 					t.Fatalf("%s reclaimed by its own quota account", w.Ref)
 				}
 			}
@@ -567,7 +573,7 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 	heldR := map[string][2]int64{}
 	for _, a := range snap.Allocs {
 		if w := byRef[a.Workspace]; w.Verdict == VerdictRun || w.Verdict == VerdictPreempt {
-			acct := account(set, a.Workspace)
+			acct := acctOf(a.Workspace)
 			h, r := heldR[acct], perReplica(a.Workspace)
 			heldR[acct] = [2]int64{h[0] + r[0], h[1] + r[1]}
 		}
@@ -584,8 +590,8 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 				cohort = tierOf(w.Ref).Spec.Value < set.Tier(b.Below).Spec.Value
 			}
 		}
-		acct := account(set, w.Ref)
-		if w.Verdict == VerdictPreempt && w.PreemptedBy != nil && account(set, *w.PreemptedBy) != acct && !cohort && (w.Right == RightReclaim || (w.Right == RightPriority && quotasFit)) {
+		if w.Verdict == VerdictPreempt && w.PreemptedBy != nil && acctOf(w.Ref) != acctOf(*w.PreemptedBy) && !cohort && (w.Right == RightReclaim || (w.Right == RightPriority && quotasFit)) {
+			acct := acctOf(w.Ref)
 			for _, p := range w.Placements {
 				taken[acct] += len(p.GPUs)
 				tr, r := takenR[acct], perReplica(w.Ref)
@@ -610,15 +616,49 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 	}
 }
 
-// account is the quota account a workspace counts against, as the
-// decision keeps them: "PROJECT/" (its quota.gpus), or "PROJECT/KIND"
-// where the project's quota names the kind it asks for.
-func account(set *schema.Set, r schema.Ref) string {
-	kind := ""
-	if w, p := set.Workspace(r), set.Project(r.Project); w != nil && p != nil {
-		kind = p.Spec.Quota.KindQuota(w.Spec.Resources.GPUKind)
+// accounter returns the quota account a workspace counts against, as
+// the decision keeps them: "PROJECT/" (its quota.gpus), or
+// "PROJECT/KIND" where the project's quota names the kind it asks for,
+// or, asking for several, the kind of the first GPU it holds that its
+// node lists (its allocations in the snapshot's order), else of the
+// first it starts on
+// in d, else its first kind.
+func accounter(set *schema.Set, snap *drivers.Snapshot, d Decision) func(r schema.Ref) string {
+	model := map[[2]string]string{}
+	for _, n := range snap.Nodes {
+		for _, g := range n.GPUs {
+			model[[2]string{n.Name, g.ID}] = g.Model
+		}
 	}
-	return r.Project + "/" + kind
+	at := map[schema.Ref]string{} // the model of the GPU that decides
+	for _, a := range snap.Allocs {
+		for _, id := range a.GPUs {
+			if m, known := model[[2]string{a.Node, id}]; known {
+				if _, ok := at[a.Workspace]; !ok {
+					at[a.Workspace] = m
+				}
+				break
+			}
+		}
+	}
+	for _, w := range d.Workspaces {
+		if _, ok := at[w.Ref]; !ok && w.Verdict == VerdictStart && len(w.Placements) > 0 && len(w.Placements[0].GPUs) > 0 {
+			at[w.Ref] = model[[2]string{w.Placements[0].Node, w.Placements[0].GPUs[0]}]
+		}
+	}
+	return func(r schema.Ref) string {
+		kind := ""
+		if w, p := set.Workspace(r), set.Project(r.Project); w != nil && p != nil {
+			if ks := w.Spec.Resources.Kinds(); len(ks) > 0 {
+				kind = ks[0]
+				if k := set.KindOf(at[r]); len(ks) > 1 && k != nil {
+					kind = k.Meta.Name
+				}
+			}
+			kind = p.Spec.Quota.KindQuota(kind)
+		}
+		return r.Project + "/" + kind
+	}
 }
 
 // accountQuota returns account acct's GPU quota and borrow limit (< 0:
@@ -646,6 +686,7 @@ func accountQuota(set *schema.Set, acct string) (quota, borrow int) {
 // written, per replica.
 func checkQuotaLimits(t *rapid.T, in Input, d Decision) {
 	set, snap := in.Specs, in.Snapshot
+	acctOf := accounter(set, snap, d)
 	type dims [3]int64 // GPUs, CPU, memory
 	perReplica := func(r schema.Ref) dims {
 		w := set.Workspace(r)
@@ -664,7 +705,7 @@ func checkQuotaLimits(t *rapid.T, in Input, d Decision) {
 		if verdict[a.Workspace] != VerdictRun {
 			continue
 		}
-		acct := account(set, a.Workspace)
+		acct := acctOf(a.Workspace)
 		t, r := total[acct], perReplica(a.Workspace)
 		total[acct] = dims{t[0] + int64(len(a.GPUs)), t[1] + r[1], t[2] + r[2]}
 	}
@@ -672,7 +713,7 @@ func checkQuotaLimits(t *rapid.T, in Input, d Decision) {
 		if w.Verdict != VerdictStart {
 			continue
 		}
-		acct := account(set, w.Ref)
+		acct := acctOf(w.Ref)
 		for _, p := range w.Placements {
 			t, s, r := total[acct], started[acct], perReplica(w.Ref)
 			total[acct] = dims{t[0] + int64(len(p.GPUs)), t[1] + r[1], t[2] + r[2]}

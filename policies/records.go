@@ -49,6 +49,7 @@ func newDecider(in Input) *decider {
 	d.addProjects(specs, decayedUsage(hist, snap, in.Now, d.policy.FairShare.HalfLife), projIdx)
 	d.addWorkspaces(specs, len(snap.Allocs), projIdx)
 	d.attachAllocs(snap, projIdx)
+	d.heldKinds(specs)
 	d.measureNodes(snap)
 	d.settleAllocated()
 	d.avoidFaultyNodes(snap)
@@ -89,6 +90,7 @@ func (d *decider) addProjects(specs *schema.Set, usage map[string]float64, projI
 			ps.cohortBelow = cohortBelow(specs, t)
 		}
 		ps.usage = usage[ps.name]
+		ps.root = len(d.projs)
 		projIdx[ps.name] = len(d.projs)
 		d.projs = append(d.projs, ps)
 		d.addAccounts(ps)
@@ -117,7 +119,7 @@ func (d *decider) addAccounts(p *projState) {
 	for _, k := range names {
 		a := &projState{spec: p.spec, name: p.name, kind: k, quota: q.Kinds[k], borrow: schema.Unlimited, weight: p.weight,
 			tier: p.tier, canPreempt: p.canPreempt, preemptible: p.preemptible, cohortBelow: p.cohortBelow, usage: p.usage,
-			heapIdx: -1, leastOver: math.MaxInt, leastHeld: math.MaxInt, minTier: math.MaxInt}
+			heapIdx: -1, leastOver: math.MaxInt, leastHeld: math.MaxInt, minTier: math.MaxInt, root: p.root}
 		if b, ok := p.spec.Spec.BorrowLimit.Kinds[k]; ok {
 			a.borrow = b
 		}
@@ -191,7 +193,12 @@ func (d *decider) addWorkspaces(specs *schema.Set, nAllocs int, projIdx map[stri
 				pi = p
 			}
 		}
-		w.kind = sw.Spec.Resources.GPUKind
+		if ks := sw.Spec.Resources.Kinds(); len(ks) > 0 {
+			w.kind = ks[0]
+			if len(ks) > 1 {
+				w.kinds = ks
+			}
+		}
 		w.proj = pi
 		if pi >= 0 {
 			w.proj = d.account(pi, w.kind)
@@ -218,6 +225,34 @@ func (d *decider) addWorkspaces(specs *schema.Set, nAllocs int, projIdx map[stri
 		d.byRef = make(map[schema.Ref]int32, nw)
 		for i, w := range d.ws {
 			d.byRef[w.ref] = int32(i)
+		}
+	}
+}
+
+// heldKinds gives each workspace that asks for several kinds and holds
+// GPUs the kind of the GPUs it holds (as the snapshot's nodes list them,
+// usable or not), and the quota account of that kind: it was admitted
+// under it.
+func (d *decider) heldKinds(specs *schema.Set) {
+	for _, w := range d.ws {
+		if len(w.kinds) == 0 || w.proj < 0 {
+			continue
+		}
+	found:
+		for _, a := range w.allocs {
+			ni := d.c.nodeIndex(a.Node)
+			if ni < 0 {
+				continue
+			}
+			for _, id := range a.GPUs {
+				if gi := gpuIndex(d.c.nodes[ni].GPUs, id); gi >= 0 {
+					if k := specs.KindOf(d.c.nodes[ni].GPUs[gi].Model); k != nil {
+						w.kind = k.Meta.Name
+						w.proj = d.account(d.projs[w.proj].root, w.kind)
+					}
+					break found
+				}
+			}
 		}
 	}
 }

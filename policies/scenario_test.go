@@ -112,7 +112,7 @@ func TestScenarios(t *testing.T) {
 //	               project NAME tier=T [quota=N] [borrow=N|unlimited] [weight=W|quota]
 //	                       [quotaCPU=CORES|500m] [quotaMem=SIZE] [borrowCPU=CORES] [borrowMem=SIZE]
 //	                       [quota.KIND=N] [borrow.KIND=N]
-//	               workspace PROJECT/NAME gpus=N [replicas=K] [model=M] [kind=K] [nvlink=C] [numa=C]
+//	               workspace PROJECT/NAME gpus=N [replicas=K] [model=M] [kind=K] [kinds=K1,K2] [nvlink=C] [numa=C]
 //	                         [state=Stopped] [preemptible=false] [cpu=CORES|500m] [mem=64Gi]
 //	                         [grace=D] [unhealthyGPU=stay]
 //	               policy [minRuntime=D] [maxVictims=N] [halfLife=D] [aging=INTERVAL/STEP/MAX]
@@ -242,6 +242,7 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 			// A model name's spaces are written as _ (A100_MIG_1g.10gb).
 			w.Spec.Resources.GPUModel = strings.ReplaceAll(f.KV["model"], "_", " ")
 			w.Spec.Resources.GPUKind = f.KV["kind"]
+			w.Spec.Resources.GPUKinds = f.List("kinds")
 			w.Spec.Tier = f.KV["tier"]
 			w.Spec.Topology = set.Policy.Spec.Defaults.Topology
 			if c, ok := f.KV["nvlink"]; ok {

@@ -472,11 +472,27 @@ type WorkResources struct {
 	// GPUKind names the declared kind (GPUKind) its GPUs are of; empty:
 	// any whole GPU (or the model GPUModel names). At most one of the two
 	// is set.
-	GPUKind        string `json:"gpuKind,omitempty"`
-	CPUMHz         int64  `json:"cpuMilli,omitempty"`
-	ExclusiveCores int    `json:"exclusiveCores,omitempty"`
-	MemoryBytes    int64  `json:"memoryBytes,omitempty"`
-	DiskBytes      int64  `json:"diskBytes,omitempty"`
+	GPUKind string `json:"gpuKind,omitempty"`
+	// GPUKinds are kinds in order of preference, as Kueue's flavor
+	// fungibility: each replica set runs on GPUs of one of them (Kinds).
+	// Set instead of GPUKind and GPUModel, never beside them.
+	GPUKinds       []string `json:"gpuKinds,omitempty"`
+	CPUMHz         int64    `json:"cpuMilli,omitempty"`
+	ExclusiveCores int      `json:"exclusiveCores,omitempty"`
+	MemoryBytes    int64    `json:"memoryBytes,omitempty"`
+	DiskBytes      int64    `json:"diskBytes,omitempty"`
+}
+
+// Kinds returns the kinds r may run on, in order of preference: GPUKinds,
+// or GPUKind alone; nil when it names no kind.
+func (r *WorkResources) Kinds() []string {
+	if len(r.GPUKinds) > 0 {
+		return r.GPUKinds
+	}
+	if r.GPUKind != "" {
+		return []string{r.GPUKind}
+	}
+	return nil
 }
 
 // What a replica reserves when its spec does not say: Nomad's own

@@ -3,6 +3,7 @@ package drivertest
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -474,7 +475,7 @@ func testExit(t *testing.T, s *suite) {
 // testUnplaceable: a start the cluster accepts but cannot place is
 // ClassUnplaceable with the cluster's reason, and leaves nothing running.
 func testUnplaceable(t *testing.T, s *suite) {
-	if s.h.Unplaceable == (schema.WorkResources{}) {
+	if reflect.ValueOf(s.h.Unplaceable).IsZero() {
 		t.Skip("the harness names no resources the cluster cannot give")
 	}
 	snap := s.observe()
