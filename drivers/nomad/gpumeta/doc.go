@@ -14,5 +14,20 @@
 // berth.gpu.count and one berth.gpu.<index> key per GPU (UUID, model,
 // memory) complete it.
 //
+// MIG: a MIG-enabled GPU stays in the lists above (it is a PCI device, and
+// NVML indexes it), and one more key, berth.gpu.<index>.mig, lists its
+// MIG instances' UUIDs joined by ",", in NVML's MIG device order:
+//
+//	berth.gpu.2.mig = MIG-5d1c…,MIG-8e0a…,MIG-c3f2…
+//
+// The NVIDIA device plugin hides a MIG-enabled GPU and reports each
+// instance as a device of its own whose ID is that UUID, so the key is
+// how the driver finds an instance's parent GPU (its index, hence its PCI
+// bus, NVLink domain and NUMA node). A GPU without MIG (not capable, MIG
+// mode off, or no instance made) has no such key. The key is an addition
+// to v1, not a new version: a reader that predates it ignores it (it
+// reads berth.gpu.topology and berth.gpu.<index> only), and metadata
+// written before it reads as GPUs without MIG instances.
+//
 // It is pure: no I/O, no clock. It must never import anything of berth.
 package gpumeta

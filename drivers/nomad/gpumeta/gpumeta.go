@@ -13,7 +13,14 @@ const (
 	KeyTopology = Prefix + "topology"
 	KeyCount    = Prefix + "count"
 	version     = "v1"
+	// migSuffix ends the key of a MIG-enabled GPU's instances:
+	// berth.gpu.<index>.mig (KeyMIG).
+	migSuffix = ".mig"
 )
+
+// KeyMIG is the key listing the MIG instances of the GPU at index i:
+// berth.gpu.<i>.mig.
+func KeyMIG(i int) string { return Prefix + strconv.Itoa(i) + migSuffix }
 
 // GPU is one device as the agent sees it.
 type GPU struct {
@@ -27,6 +34,10 @@ type GPU struct {
 	NUMA int
 	// Domain numbers NVLink domains from 0 in order of their lowest index.
 	Domain int
+	// MIG lists the UUIDs ("MIG-…") of the GPU's MIG instances, in NVML's
+	// MIG device index order; nil for a GPU without MIG (not capable, MIG
+	// mode off, or no instance made).
+	MIG []string
 }
 
 // Encode returns the node metadata for gpus (sorted by Index first; the
@@ -73,6 +84,9 @@ func Encode(gpus []GPU) map[string]string {
 	}
 	for i, g := range gs {
 		meta[Prefix+strconv.Itoa(i)] = fmt.Sprintf("uuid=%s;mem=%d;model=%s", g.UUID, g.MemoryMiB, g.Model)
+		if len(g.MIG) > 0 {
+			meta[KeyMIG(i)] = strings.Join(g.MIG, ",")
+		}
 	}
 	return meta
 }
@@ -80,7 +94,9 @@ func Encode(gpus []GPU) map[string]string {
 // Decode reads the topology from node metadata. It returns (nil, nil)
 // when the node has no berth.gpu.topology key, and an error when the key
 // is there but malformed. UUID, Model and MemoryMiB are filled from the
-// per-GPU keys when present.
+// per-GPU keys when present, MIG from the berth.gpu.<index>.mig keys (nil
+// without one, as in metadata written before them); a MIG list with an
+// empty UUID, or a UUID listed twice, is malformed.
 func Decode(meta map[string]string) ([]GPU, error) {
 	raw, ok := meta[KeyTopology]
 	if !ok {
@@ -166,6 +182,23 @@ func Decode(meta map[string]string) ([]GPU, error) {
 			case "mem":
 				gpus[i].MemoryMiB, _ = strconv.ParseInt(val, 10, 64)
 			}
+		}
+	}
+	seen := map[string]int{}
+	for i := range gpus {
+		v, ok := meta[KeyMIG(i)]
+		if !ok {
+			continue
+		}
+		for _, id := range strings.Split(v, ",") {
+			if id == "" || strings.TrimSpace(id) != id || strings.Contains(id, ";") {
+				return nil, fmt.Errorf("%s %q: want MIG UUIDs joined by ','", KeyMIG(i), v)
+			}
+			if j, dup := seen[id]; dup {
+				return nil, fmt.Errorf("%s %q: MIG instance %s is listed twice (under GPU %d and GPU %d)", KeyMIG(i), v, id, j, i)
+			}
+			seen[id] = i
+			gpus[i].MIG = append(gpus[i].MIG, id)
 		}
 	}
 	return gpus, nil

@@ -1,6 +1,8 @@
 package gpumeta
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -112,5 +114,99 @@ func TestSamePCI(t *testing.T) {
 		if got := SamePCI(tt.a, tt.b); got != tt.want {
 			t.Errorf("SamePCI(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
 		}
+	}
+}
+
+// migNode is 2 whole GPUs, a MIG-enabled GPU with 7 instances, and a GPU
+// without MIG.
+func migNode() []GPU {
+	var mig []string
+	for i := range 7 {
+		mig = append(mig, fmt.Sprintf("MIG-%08d-0000-5000-8000-000000000000", i))
+	}
+	return []GPU{
+		{Index: 0, UUID: "GPU-a", PCIBusID: "00000000:18:00.0", NUMA: 0, Domain: 0, Model: "NVIDIA A100-SXM4-80GB", MemoryMiB: 81920},
+		{Index: 1, UUID: "GPU-b", PCIBusID: "00000000:2A:00.0", NUMA: 0, Domain: 0, Model: "NVIDIA A100-SXM4-80GB", MemoryMiB: 81920},
+		{Index: 2, UUID: "GPU-c", PCIBusID: "00000000:BA:00.0", NUMA: 1, Domain: 1, Model: "NVIDIA A100-SXM4-80GB", MemoryMiB: 81920, MIG: mig},
+		{Index: 3, UUID: "GPU-d", PCIBusID: "00000000:DB:00.0", NUMA: 1, Domain: 2, Model: "NVIDIA L40S", MemoryMiB: 46068},
+	}
+}
+
+// TestMIGRoundTrip: a MIG-enabled GPU's instances come back under it;
+// the keys a reader of the old format reads are the same as without
+// them, and the old format reads as no MIG instances.
+func TestMIGRoundTrip(t *testing.T) {
+	gpus := migNode()
+	meta := Encode(gpus)
+	if got, want := meta[KeyMIG(2)], strings.Join(gpus[2].MIG, ","); got != want || KeyMIG(2) != "berth.gpu.2.mig" {
+		t.Errorf("%s = %q, want %q", KeyMIG(2), got, want)
+	}
+	for _, i := range []int{0, 1, 3} {
+		if v, ok := meta[KeyMIG(i)]; ok {
+			t.Errorf("GPU %d without MIG has %s = %q", i, KeyMIG(i), v)
+		}
+	}
+	got, err := Decode(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range got {
+		got[i].PCIBusID = gpus[i].PCIBusID
+	}
+	if d := cmp.Diff(gpus, got); d != "" {
+		t.Errorf("(-want +got)\n%s", d)
+	}
+
+	// What an old reader reads (berth.gpu.topology, berth.gpu.count,
+	// berth.gpu.<index>) is unchanged by the MIG key, which it ignores.
+	plain := migNode()
+	plain[2].MIG = nil
+	old := Encode(plain)
+	for k, v := range meta {
+		if k == KeyMIG(2) {
+			continue
+		}
+		if old[k] != v {
+			t.Errorf("%s = %q with MIG instances, %q without", k, v, old[k])
+		}
+	}
+	if len(old) != len(meta)-1 {
+		t.Errorf("keys: %d with MIG instances, %d without; want one more", len(meta), len(old))
+	}
+
+	// Metadata written before the MIG key: no MIG instances.
+	back, err := Decode(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range back {
+		if g.MIG != nil {
+			t.Errorf("old metadata: GPU %d has MIG %v", g.Index, g.MIG)
+		}
+	}
+	rec, err := Decode(map[string]string{KeyTopology: recorded})
+	if err != nil || len(rec) != 4 || rec[0].MIG != nil {
+		t.Errorf("recorded key: %+v, %v", rec, err)
+	}
+}
+
+func TestMIGDecodeErrors(t *testing.T) {
+	for name, v := range map[string]map[string]string{
+		"empty list":          {KeyMIG(0): ""},
+		"empty UUID":          {KeyMIG(0): "MIG-a,,MIG-b"},
+		"spaces":              {KeyMIG(0): "MIG-a, MIG-b"},
+		"twice on one GPU":    {KeyMIG(0): "MIG-a,MIG-a"},
+		"under two GPUs":      {KeyMIG(0): "MIG-a", KeyMIG(1): "MIG-a"},
+		"semicolon in a UUID": {KeyMIG(1): "MIG-a;b"},
+	} {
+		v[KeyTopology] = "v1;pci=18,19"
+		if _, err := Decode(v); err == nil {
+			t.Errorf("%s: Decode(%v) = nil error", name, v)
+		}
+	}
+	// A MIG key past the last GPU is not this topology's: ignored.
+	got, err := Decode(map[string]string{KeyTopology: "v1;pci=18", KeyMIG(1): "MIG-a"})
+	if err != nil || len(got) != 1 || got[0].MIG != nil {
+		t.Errorf("stray key: %+v, %v", got, err)
 	}
 }
