@@ -21,10 +21,11 @@ func newAgentCmd() *cobra.Command {
 		Short: "Publish this GPU node's topology (NVML) as Nomad node metadata",
 		Long: `agent runs on each GPU node (examples/deploy/berth-agent.nomad.hcl is a
 Nomad system job for it). It reads the GPUs with NVML -- UUID, model, memory,
-PCI bus ID, NUMA node and NVLink peers -- and publishes them as dynamic node
-metadata under berth.gpu. through the local Nomad client (NOMAD_ADDR,
-NOMAD_TOKEN), refreshed every --interval and whenever they change. berth reads
-it to place workspaces within one NVLink domain or NUMA node.
+PCI bus ID, NUMA node, NVLink peers and each MIG-enabled GPU's MIG instances --
+and publishes them as dynamic node metadata under berth.gpu. through the local
+Nomad client (NOMAD_ADDR, NOMAD_TOKEN), refreshed every --interval and
+whenever they change. berth reads it to place workspaces within one NVLink
+domain or NUMA node, and a replica's MIG instances on one GPU.
 
 Without the NVIDIA driver (no libnvidia-ml.so.1) it exits with status 1.`,
 		Args: cobra.NoArgs,

@@ -1,6 +1,7 @@
 # berth agent on every GPU node: reads the GPUs with NVML (UUID, model,
-# memory, PCI bus, NUMA node, NVLink peers) and publishes them as dynamic
-# node metadata under berth.gpu. through the local Nomad client.
+# memory, PCI bus, NUMA node, NVLink peers, MIG instances) and publishes
+# them as dynamic node metadata under berth.gpu. through the local Nomad
+# client.
 #
 #   make dist          # bin/berth_linux_amd64.tar.gz: berth built with cgo
 #   (put it where the GPU nodes can download it: an internal HTTP server,

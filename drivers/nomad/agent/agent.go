@@ -145,18 +145,28 @@ func Domains(n int, linked func(i, j int) bool) []int {
 	return out
 }
 
-// Summary is a human line about gpus: count, models and domains.
+// Summary is a human line about gpus: count, models, domains and MIG
+// instances (said only where there are some).
 func Summary(gpus []gpumeta.GPU) string {
 	models := map[string]int{}
 	domains := map[int]bool{}
+	migs, parents := 0, 0
 	for _, g := range gpus {
 		models[g.Model]++
 		domains[g.Domain] = true
+		if len(g.MIG) > 0 {
+			migs += len(g.MIG)
+			parents++
+		}
 	}
 	var parts []string
 	for m, n := range models {
 		parts = append(parts, fmt.Sprintf("%d× %s", n, m))
 	}
 	sort.Strings(parts)
-	return fmt.Sprintf("%d GPUs (%s) in %d NVLink domain(s)", len(gpus), strings.Join(parts, ", "), len(domains))
+	s := fmt.Sprintf("%d GPUs (%s) in %d NVLink domain(s)", len(gpus), strings.Join(parts, ", "), len(domains))
+	if migs > 0 {
+		s += fmt.Sprintf(", %d MIG instance(s) on %d of them", migs, parents)
+	}
+	return s
 }

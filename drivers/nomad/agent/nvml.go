@@ -13,7 +13,15 @@ import (
 // NVMLReader reads GPUs through NVML.
 type NVMLReader struct {
 	lib nvml.Interface
+	// migAPI: the driver's library has the MIG functions Read calls
+	// (migSymbols). A library without them (a driver older than MIG)
+	// reads as GPUs without MIG: calling a function the library lacks
+	// would kill the process.
+	migAPI bool
 }
+
+// migSymbols are the NVML functions Read calls to list MIG instances.
+var migSymbols = []string{"nvmlDeviceGetMigMode", "nvmlDeviceGetMaxMigDeviceCount", "nvmlDeviceGetMigDeviceHandleByIndex"}
 
 // NewNVMLReader loads the NVIDIA driver's NVML library and initialises it.
 func NewNVMLReader() (*NVMLReader, error) { return newNVMLReader(nvml.New()) }
@@ -25,7 +33,13 @@ func newNVMLReader(lib nvml.Interface) (*NVMLReader, error) {
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("NVML is not available on this node: %s", initMessage(ret))
 	}
-	return &NVMLReader{lib: lib}, nil
+	r := &NVMLReader{lib: lib, migAPI: true}
+	for _, sym := range migSymbols {
+		if lib.Extensions().LookupSymbol(sym) != nil {
+			r.migAPI = false
+		}
+	}
+	return r, nil
 }
 
 // initMessage explains a failed Init without calling into NVML.
@@ -52,8 +66,9 @@ func (r *NVMLReader) Close() error {
 }
 
 // Read returns every GPU with its UUID, model, memory, PCI bus ID, NUMA
-// node (-1 when NVML cannot tell) and NVLink domain: GPUs with NVLink
-// peer-to-peer between them share a domain.
+// node (-1 when NVML cannot tell), NVLink domain (GPUs with NVLink
+// peer-to-peer between them share a domain) and, for a MIG-enabled GPU,
+// its MIG instances' UUIDs (migOf).
 func (r *NVMLReader) Read() ([]gpumeta.GPU, error) {
 	n, ret := r.lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
@@ -87,6 +102,10 @@ func (r *NVMLReader) Read() ([]gpumeta.GPU, error) {
 		if numa, ret := d.GetNumaNodeId(); ret == nvml.SUCCESS {
 			g.NUMA = numa
 		}
+		var err error
+		if g.MIG, err = r.migOf(i, d); err != nil {
+			return nil, err
+		}
 		gpus[i] = g
 	}
 	domains := Domains(n, func(i, j int) bool {
@@ -97,6 +116,54 @@ func (r *NVMLReader) Read() ([]gpumeta.GPU, error) {
 		gpus[i].Domain = domains[i]
 	}
 	return gpus, nil
+}
+
+// migOf lists the UUIDs of GPU i's MIG instances, in NVML's MIG device
+// index order. A GPU without MIG instances gives nil: MIG not supported
+// (any of the MIG calls answers ERROR_NOT_SUPPORTED: a GPU before Ampere,
+// a consumer GPU), MIG mode off (or only pending until a reset), no
+// instance made, or a library without the MIG functions. An index with
+// no instance (ERROR_NOT_FOUND, ERROR_INVALID_ARGUMENT) is skipped; any
+// other error fails the read, as the other NVML calls do.
+func (r *NVMLReader) migOf(i int, d nvml.Device) ([]string, error) {
+	if !r.migAPI {
+		return nil, nil
+	}
+	mode, _, ret := d.GetMigMode()
+	switch {
+	case ret == nvml.ERROR_NOT_SUPPORTED:
+		return nil, nil
+	case ret != nvml.SUCCESS:
+		return nil, fmt.Errorf("nvml: device %d MIG mode: %v", i, ret)
+	case mode != nvml.DEVICE_MIG_ENABLE:
+		return nil, nil
+	}
+	n, ret := d.GetMaxMigDeviceCount()
+	switch {
+	case ret == nvml.ERROR_NOT_SUPPORTED:
+		return nil, nil
+	case ret != nvml.SUCCESS:
+		return nil, fmt.Errorf("nvml: device %d MIG device count: %v", i, ret)
+	}
+	var out []string
+	for j := 0; j < n; j++ {
+		m, ret := d.GetMigDeviceHandleByIndex(j)
+		switch ret {
+		case nvml.SUCCESS:
+		case nvml.ERROR_NOT_FOUND, nvml.ERROR_INVALID_ARGUMENT:
+			continue
+		case nvml.ERROR_NOT_SUPPORTED:
+			return nil, nil
+		default:
+			return nil, fmt.Errorf("nvml: device %d MIG device %d: %v", i, j, ret)
+		}
+		uuid, ret := m.GetUUID()
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("nvml: device %d MIG device %d UUID: %v", i, j, ret)
+		}
+		out = append(out, uuid)
+	}
+	return out, nil
 }
 
 func busID(b [32]int8) string {

@@ -10,6 +10,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	"github.com/google/go-cmp/cmp"
 
@@ -129,6 +130,213 @@ func TestInitFailureCallsNothingElse(t *testing.T) {
 		}
 		if n := len(lib.InitCalls()); n != 1 {
 			t.Errorf("Init called %d times", n)
+		}
+	}
+}
+
+// migUUID is MIG instance j of GPU i in migServer.
+func migUUID(i, j int) string { return fmt.Sprintf("MIG-%08d-%04d-5000-8000-000000000000", i, j) }
+
+// migServer is a node of 4 A100s: GPUs 0 and 1 whole (MIG mode off),
+// GPU 2 MIG-enabled with 7 1g.10gb instances, GPU 3 one whose MIG calls
+// are not supported (it answers as a GPU before Ampere does). GPUs 0-1
+// share NVLink on NUMA node 0; 2 and 3 are on NUMA node 1, each a domain
+// of its own. No GPU but 2 answers the MIG device calls: the mock panics
+// if the reader asks them.
+func migServer(t *testing.T) (*server.Server, []*server.Device) {
+	t.Helper()
+	s, err := server.New(server.WithGPUs(gpus.Multiple(4, gpus.A100_SXM4_80GB)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	topology(s, func(i int) int { return i / 2 }, func(i int) int { return []int{0, 0, 1, 2}[i] })
+	devs := make([]*server.Device, len(s.Devices))
+	for i, d := range s.Devices {
+		devs[i] = d.(*server.Device)
+	}
+	mig := devs[2]
+	mig.MigMode = nvml.DEVICE_MIG_ENABLE
+	mig.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
+	mig.GetMigDeviceHandleByIndexFunc = func(j int) (nvml.Device, nvml.Return) {
+		if j < 0 || j >= 7 {
+			return nil, nvml.ERROR_INVALID_ARGUMENT
+		}
+		return &mock.Device{GetUUIDFunc: func() (string, nvml.Return) { return migUUID(2, j), nvml.SUCCESS }}, nvml.SUCCESS
+	}
+	old := devs[3]
+	old.GetNameFunc = func() (string, nvml.Return) { return "NVIDIA L40S", nvml.SUCCESS }
+	old.GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED }
+	return s, devs
+}
+
+// TestReadMIG: the MIG-enabled GPU's 7 instances are published under it
+// (berth.gpu.2.mig); the whole GPUs, MIG mode off or MIG not supported,
+// have none, and the whole-GPU topology is as without MIG.
+func TestReadMIG(t *testing.T) {
+	s, _ := migServer(t)
+	r, err := newNVMLReader(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for j := range 7 {
+		want = append(want, migUUID(2, j))
+	}
+	for i, g := range got {
+		w := []string(nil)
+		if i == 2 {
+			w = want
+		}
+		if d := cmp.Diff(w, g.MIG); d != "" {
+			t.Errorf("GPU %d MIG (-want +got)\n%s", i, d)
+		}
+	}
+	meta := gpumeta.Encode(got)
+	if v, want := meta[gpumeta.KeyTopology], "v1;pci=18,2a,3a,5d;nvlink=0-1,2,3;numa=0:0-1,1:2-3"; v != want {
+		t.Errorf("topology = %q, want %q", v, want)
+	}
+	if v, want := meta["berth.gpu.2.mig"], strings.Join(want, ","); v != want {
+		t.Errorf("berth.gpu.2.mig = %q, want %q", v, want)
+	}
+	if len(meta) != 2+4+1 {
+		t.Errorf("metadata %v: want topology, count, 4 GPUs and one MIG list", meta)
+	}
+	if v, want := meta["berth.gpu.3"], "uuid=GPU-00000003-0000-4000-8000-000000000000;mem=81920;model=NVIDIA L40S"; v != want {
+		t.Errorf("berth.gpu.3 = %q, want %q", v, want)
+	}
+	back, err := gpumeta.Decode(meta)
+	if err != nil || !cmp.Equal(back[2].MIG, want) {
+		t.Errorf("decoded %+v, %v", back, err)
+	}
+	if sum, want := Summary(got), "4 GPUs (1× NVIDIA L40S, 3× NVIDIA A100-SXM4-80GB) in 3 NVLink domain(s), 7 MIG instance(s) on 1 of them"; sum != want {
+		t.Errorf("Summary = %q, want %q", sum, want)
+	}
+}
+
+// TestReadMIGSparse: an index without an instance (ERROR_NOT_FOUND, as
+// after an instance was destroyed) is skipped.
+func TestReadMIGSparse(t *testing.T) {
+	s, devs := migServer(t)
+	devs[2].GetMigDeviceHandleByIndexFunc = func(j int) (nvml.Device, nvml.Return) {
+		if j%3 != 0 {
+			return nil, nvml.ERROR_NOT_FOUND
+		}
+		return &mock.Device{GetUUIDFunc: func() (string, nvml.Return) { return migUUID(2, j), nvml.SUCCESS }}, nvml.SUCCESS
+	}
+	r, _ := newNVMLReader(s)
+	got, err := r.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{migUUID(2, 0), migUUID(2, 3), migUUID(2, 6)}; !cmp.Equal(got[2].MIG, want) {
+		t.Errorf("MIG = %v, want %v", got[2].MIG, want)
+	}
+}
+
+// TestReadMIGErrors: a MIG call failing otherwise than "not supported"
+// fails the read with an error naming the GPU (the agent reports it as
+// any NVML error), and a GPU answering "not supported" at any step has no
+// instances.
+func TestReadMIGErrors(t *testing.T) {
+	tests := map[string]struct {
+		set  func(d *server.Device)
+		want string // error; "" none
+	}{
+		"MIG mode: GPU lost": {
+			set: func(d *server.Device) {
+				d.GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_GPU_IS_LOST }
+			},
+			want: "nvml: device 2 MIG mode: ERROR_GPU_IS_LOST",
+		},
+		"device count: no permission": {
+			set: func(d *server.Device) {
+				d.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_NO_PERMISSION }
+			},
+			want: "nvml: device 2 MIG device count: ERROR_NO_PERMISSION",
+		},
+		"handle: unknown error": {
+			set: func(d *server.Device) {
+				d.GetMigDeviceHandleByIndexFunc = func(int) (nvml.Device, nvml.Return) { return nil, nvml.ERROR_UNKNOWN }
+			},
+			want: "nvml: device 2 MIG device 0: ERROR_UNKNOWN",
+		},
+		"instance UUID: unknown error": {
+			set: func(d *server.Device) {
+				d.GetMigDeviceHandleByIndexFunc = func(int) (nvml.Device, nvml.Return) {
+					return &mock.Device{GetUUIDFunc: func() (string, nvml.Return) { return "", nvml.ERROR_UNKNOWN }}, nvml.SUCCESS
+				}
+			},
+			want: "nvml: device 2 MIG device 0 UUID: ERROR_UNKNOWN",
+		},
+		"MIG mode pending, not current": {
+			set: func(d *server.Device) {
+				d.GetMigModeFunc = func() (int, int, nvml.Return) { return nvml.DEVICE_MIG_DISABLE, nvml.DEVICE_MIG_ENABLE, nvml.SUCCESS }
+				d.GetMaxMigDeviceCountFunc = nil
+			},
+		},
+		"device count not supported": {
+			set: func(d *server.Device) {
+				d.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+				d.GetMigDeviceHandleByIndexFunc = nil
+			},
+		},
+		"handle not supported": {
+			set: func(d *server.Device) {
+				d.GetMigDeviceHandleByIndexFunc = func(int) (nvml.Device, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
+			},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			s, devs := migServer(t)
+			tt.set(devs[2])
+			r, err := newNVMLReader(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := r.Read()
+			if tt.want != "" {
+				if err == nil || err.Error() != tt.want {
+					t.Errorf("error %v, want %q", err, tt.want)
+				}
+				return
+			}
+			if err != nil || len(got) != 4 || got[2].MIG != nil {
+				t.Errorf("got %+v, %v; want 4 GPUs without MIG instances", got, err)
+			}
+		})
+	}
+}
+
+// TestReadWithoutMIGFunctions: a driver library without the MIG
+// functions (older than MIG) reads as GPUs without MIG; no MIG function
+// is called (calling one the library lacks would kill the process).
+func TestReadWithoutMIGFunctions(t *testing.T) {
+	s, devs := migServer(t)
+	s.LookupSymbolFunc = func(sym string) error {
+		if sym == "nvmlDeviceGetMaxMigDeviceCount" {
+			return fmt.Errorf("%s: undefined symbol", sym)
+		}
+		return nil
+	}
+	for _, d := range devs {
+		d.GetMigModeFunc, d.GetMaxMigDeviceCountFunc, d.GetMigDeviceHandleByIndexFunc = nil, nil, nil
+	}
+	r, err := newNVMLReader(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Read()
+	if err != nil || len(got) != 4 {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	for _, g := range got {
+		if g.MIG != nil {
+			t.Errorf("GPU %d: MIG %v", g.Index, g.MIG)
 		}
 	}
 }
