@@ -20,6 +20,13 @@ type GPU struct {
 	ID       string // Nomad device instance ID (the NVML UUID on real nodes)
 	PCIBusID string
 	Healthy  bool
+	// Model puts the instance in a device group of that name (with
+	// MemoryMiB), as the NVIDIA plugin groups a node's devices by model
+	// ("NVIDIA A100-SXM4-80GB MIG 1g.10gb" for MIG instances); empty: the
+	// node's GPUModel. The fake's scheduler does not tell groups apart:
+	// only Observe does.
+	Model     string
+	MemoryMiB int64
 }
 
 // Node describes a fake client node.
@@ -206,20 +213,26 @@ func (s *Server) AddNode(spec Node) {
 	for _, v := range spec.HostVolumes {
 		n.HostVolumes[v] = &api.HostVolumeInfo{Path: "/srv/" + v}
 	}
-	if len(spec.GPUs) > 0 {
-		mem := spec.GPUMemoryMiB
-		dev := &api.NodeDeviceResource{
-			Vendor: "nvidia", Type: "gpu", Name: spec.GPUModel,
-			Attributes: map[string]*api.Attribute{"memory": {IntVal: &mem, Unit: "MiB"}},
+	groups := map[string]*api.NodeDeviceResource{} // by model, in order of first instance
+	for _, g := range spec.GPUs {
+		model, mem := cmp.Or(g.Model, spec.GPUModel), spec.GPUMemoryMiB
+		if g.Model != "" {
+			mem = g.MemoryMiB
 		}
-		for _, g := range spec.GPUs {
-			inst := &api.NodeDevice{ID: g.ID, Healthy: g.Healthy}
-			if g.PCIBusID != "" {
-				inst.Locality = &api.NodeDeviceLocality{PciBusID: g.PCIBusID}
+		dev := groups[model]
+		if dev == nil {
+			dev = &api.NodeDeviceResource{
+				Vendor: "nvidia", Type: "gpu", Name: model,
+				Attributes: map[string]*api.Attribute{"memory": {IntVal: &mem, Unit: "MiB"}},
 			}
-			dev.Instances = append(dev.Instances, inst)
+			groups[model] = dev
+			n.NodeResources.Devices = append(n.NodeResources.Devices, dev)
 		}
-		n.NodeResources.Devices = []*api.NodeDeviceResource{dev}
+		inst := &api.NodeDevice{ID: g.ID, Healthy: g.Healthy}
+		if g.PCIBusID != "" {
+			inst.Locality = &api.NodeDeviceLocality{PciBusID: g.PCIBusID}
+		}
+		dev.Instances = append(dev.Instances, inst)
 	}
 	nd := &node{n: n, static: copyMap(spec.Meta), dynamic: map[string]string{}}
 	nd.merge()
