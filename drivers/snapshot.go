@@ -142,7 +142,13 @@ type GPU struct {
 	Model       string `json:"model"`
 	MemoryBytes int64  `json:"memoryBytes,omitempty"`
 	// Domain is the NVLink domain within the node (GPUs linked to each
-	// other share one); NUMA is the NUMA node the GPU is attached to.
+	// other share one); NUMA is the NUMA node the GPU is attached to. A
+	// MIG instance's are its parent GPU's: NUMA the parent's NUMA node,
+	// Domain a number of the parent's own that no whole GPU has (MIG
+	// instances share no NVLink; instances of one parent share a Domain,
+	// so grouping by Domain keeps a replica's instances on one GPU). The
+	// Nomad driver knows the parent from berth agent's metadata; without
+	// it, instances share one guessed Domain.
 	Domain int `json:"domain"`
 	NUMA   int `json:"numa"`
 	// Healthy: berth may place work on it. A GPU the device reports

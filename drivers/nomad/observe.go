@@ -220,6 +220,9 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub, hashes *jobHas
 		inst  *api.NodeDevice
 		mem   int64
 		index int
+		// parent is a MIG instance's parent GPU (its topology index; -1:
+		// none known), pos its place in the parent's MIG list.
+		parent, pos int
 	}
 	var insts []inst
 	if n.NodeResources != nil {
@@ -232,17 +235,46 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub, hashes *jobHas
 				mem = *a.IntVal * unitBytes(a.Unit)
 			}
 			for _, in := range dev.Instances {
-				insts = append(insts, inst{dev: dev, inst: in, mem: mem, index: -1})
+				insts = append(insts, inst{dev: dev, inst: in, mem: mem, index: -1, parent: -1})
 			}
 		}
 	}
 	// Order and topology: the agent's NVML order matched by PCI bus when
 	// every instance matches; otherwise PCI order and one domain.
+	//
+	// MIG instances: the NVIDIA device plugin hides a MIG-enabled GPU and
+	// reports each of its instances as a device of its own, whose ID is
+	// the instance's UUID ("MIG-…") and whose PCI bus is not its own (the
+	// parent's, or none), so an instance is matched by its ID in the
+	// parent's MIG list (gpumeta: berth.gpu.<index>.mig). A matched
+	// instance is indexed after the node's GPUs, by parent then by the
+	// parent's MIG order; its NUMA node is its parent's, and its Domain
+	// is a number of its parent's own, after the node's NVLink domains
+	// (the first after the highest, plus the parent's index): MIG
+	// instances share no NVLink, and what keeps a replica's instances
+	// close is one parent GPU, so the decision's grouping by domain keeps
+	// them on one parent when one has room. An instance the metadata does
+	// not list (an agent before MIG parents, a list stale by a
+	// reconfiguration) leaves the node's topology guessed, as before.
 	topo, err := gpumeta.Decode(n.Meta)
 	guessed := err != nil || topo == nil
 	if !guessed {
+		parents := map[string][2]int{} // MIG instance UUID → parent index, place
+		for _, g := range topo {
+			for k, id := range g.MIG {
+				parents[id] = [2]int{g.Index, k}
+			}
+		}
 		used := map[int]bool{}
 		for i := range insts {
+			if p, ok := parents[insts[i].inst.ID]; ok {
+				insts[i].parent, insts[i].pos = p[0], p[1]
+				continue
+			}
+			if _, mig := drivers.ParseMIG(insts[i].dev.Name); mig || strings.HasPrefix(insts[i].inst.ID, "MIG-") {
+				guessed = true // an instance not listed: never a whole GPU, though on its parent's bus
+				continue
+			}
 			for _, g := range topo {
 				if !used[g.Index] && insts[i].inst.Locality != nil && gpumeta.SamePCI(insts[i].inst.Locality.PciBusID, g.PCIBusID) {
 					insts[i].index, used[g.Index] = g.Index, true
@@ -252,6 +284,22 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub, hashes *jobHas
 			if insts[i].index < 0 {
 				guessed = true
 			}
+		}
+		var migs []int
+		for i := range insts {
+			if insts[i].parent >= 0 {
+				migs = append(migs, i)
+			}
+		}
+		sort.Slice(migs, func(a, b int) bool {
+			x, y := &insts[migs[a]], &insts[migs[b]]
+			if x.parent != y.parent {
+				return x.parent < y.parent
+			}
+			return x.pos < y.pos
+		})
+		for k, i := range migs {
+			insts[i].index = len(topo) + k
 		}
 	}
 	if guessed {
@@ -289,15 +337,21 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub, hashes *jobHas
 		}
 	}
 	byIndex := map[int]gpumeta.GPU{}
+	migDomain := 0 // the first Domain after the NVLink domains: MIG parents' from there
 	for _, g := range topo {
 		byIndex[g.Index] = g
+		migDomain = max(migDomain, g.Domain+1)
 	}
 	for _, in := range insts {
 		g := drivers.GPU{
 			ID: in.inst.ID, Index: in.index, Model: in.dev.Name, MemoryBytes: in.mem,
 			Healthy: in.inst.Healthy && held[in.inst.ID] == "", HeldBy: held[in.inst.ID],
 		}
-		if !guessed {
+		switch {
+		case guessed:
+		case in.parent >= 0:
+			g.Domain, g.NUMA = migDomain+in.parent, max(byIndex[in.parent].NUMA, 0)
+		default:
 			t := byIndex[in.index]
 			g.Domain, g.NUMA = t.Domain, max(t.NUMA, 0)
 		}

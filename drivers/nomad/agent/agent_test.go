@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -106,5 +107,80 @@ func TestDiff(t *testing.T) {
 	want := map[string]*string{"b": s("9"), "c": nil, "d": s("4")}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got)\n%s", d)
+	}
+}
+
+// TestPublishAndObserveMIG: the agent publishes a MIG-enabled GPU's
+// instances (berth.gpu.2.mig); the driver gives each instance Nomad shows
+// its parent's NUMA node and a Domain of the parent's own; when MIG is
+// turned off the agent unsets the key.
+func TestPublishAndObserveMIG(t *testing.T) {
+	const a100, mig = "NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB MIG 1g.10gb"
+	var gpus []gpumeta.GPU
+	for i, bus := range []string{"18", "2A", "BA", "DB"} {
+		gpus = append(gpus, gpumeta.GPU{Index: i, UUID: "GPU-" + bus, Model: a100, MemoryMiB: 81920,
+			PCIBusID: "00000000:" + bus + ":00.0", NUMA: i / 2, Domain: []int{0, 0, 1, 2}[i]})
+	}
+	gpus[3].Model = "NVIDIA L40S"
+	fakeNode := nomadfake.Node{ID: "node-1", Name: "a100-1", GPUModel: a100, GPUMemoryMiB: 81920}
+	for _, i := range []int{0, 1, 3} {
+		g := nomadfake.GPU{ID: gpus[i].UUID, PCIBusID: strings.ToLower(gpus[i].PCIBusID), Healthy: true}
+		if i == 3 {
+			g.Model, g.MemoryMiB = "NVIDIA L40S", 46068
+		}
+		fakeNode.GPUs = append(fakeNode.GPUs, g)
+	}
+	for k := range 7 {
+		id := fmt.Sprintf("MIG-%08d-0000-5000-8000-000000000000", k)
+		gpus[2].MIG = append(gpus[2].MIG, id)
+		fakeNode.GPUs = append(fakeNode.GPUs, nomadfake.GPU{ID: id, PCIBusID: "00000000:ba:00.0", Healthy: true, Model: mig, MemoryMiB: 9728})
+	}
+	fake := nomadfake.New()
+	fake.AddNode(fakeNode)
+	url := fake.Start(t).URL
+	client, err := api.NewClient(&api.Config{Address: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &fixedReader{gpus: gpus}
+	a := &Agent{Reader: r, Client: client, NodeID: "node-1"}
+	ctx := context.Background()
+	if _, err := a.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	meta, _ := client.Nodes().Meta().Read("node-1", nil)
+	if got := meta.Meta["berth.gpu.2.mig"]; got != strings.Join(gpus[2].MIG, ",") {
+		t.Errorf("berth.gpu.2.mig = %q", got)
+	}
+	if got := meta.Meta[gpumeta.KeyTopology]; got != "v1;pci=18,2a,ba,db;nvlink=0-1,2,3;numa=0:0-1,1:2-3" {
+		t.Errorf("topology %q", got)
+	}
+	d, _ := nomad.New(nomad.Config{Address: url})
+	snap, err := d.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := snap.Nodes[0]
+	var got []string
+	for _, g := range n.GPUs {
+		got = append(got, fmt.Sprintf("%d %s d%d n%d", g.Index, g.ID[:6], g.Domain, g.NUMA))
+	}
+	want := []string{"0 GPU-18 d0 n0", "1 GPU-2A d0 n0", "3 GPU-DB d2 n1"}
+	for k := range 7 {
+		want = append(want, fmt.Sprintf("%d MIG-00 d5 n1", 4+k))
+	}
+	if n.TopologyGuessed || !cmp.Equal(got, want) {
+		t.Errorf("guessed=%v GPUs %q\nwant %q", n.TopologyGuessed, got, want)
+	}
+
+	// MIG turned off: the key goes.
+	r.gpus = append([]gpumeta.GPU(nil), gpus...)
+	r.gpus[2].MIG = nil
+	if changed, err := a.Once(ctx); err != nil || !changed {
+		t.Fatalf("changed=%v err=%v", changed, err)
+	}
+	meta, _ = client.Nodes().Meta().Read("node-1", nil)
+	if v, ok := meta.Meta["berth.gpu.2.mig"]; ok {
+		t.Errorf("berth.gpu.2.mig left: %q", v)
 	}
 }
