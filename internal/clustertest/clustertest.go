@@ -92,7 +92,12 @@ func Parse(text string, now time.Time, opt Options) (*drivers.Snapshot, error) {
 				n.GPUs = append(n.GPUs, drivers.GPU{ID: opt.gpuID(n.Name, strconv.Itoa(i)), Index: i, Model: model, Domain: i * doms / count, NUMA: i * numas / count, Healthy: !bad[i] && heldBy[i] == "", HeldBy: heldBy[i]})
 			}
 			// More device groups after the first: another model's whole
-			// GPUs (also=MODEL:K), then MIG instances (mig=PROFILE:K).
+			// GPUs (also=MODEL:K), then MIG instances (mig=PROFILE:K),
+			// split over migparents=P parent GPUs if it says so.
+			parents, err := f.Int("migparents", 0)
+			if err != nil || parents < 0 {
+				return nil, fmt.Errorf("migparents=%s: want a count of GPUs", f.KV["migparents"])
+			}
 			for _, g := range [...]struct{ key, model string }{{"also", ""}, {"mig", model + " MIG "}} {
 				v, ok := f.KV[g.key]
 				if !ok {
@@ -103,9 +108,14 @@ func Parse(text string, now time.Time, opt Options) (*drivers.Snapshot, error) {
 				if err != nil || name == "" {
 					return nil, fmt.Errorf("%s=%s: want NAME:COUNT", g.key, v)
 				}
-				for range more {
+				for j := range more {
 					i := len(n.GPUs)
-					n.GPUs = append(n.GPUs, drivers.GPU{ID: opt.gpuID(n.Name, strconv.Itoa(i)), Index: i, Model: g.model + name, Healthy: !bad[i] && heldBy[i] == "", HeldBy: heldBy[i]})
+					gpu := drivers.GPU{ID: opt.gpuID(n.Name, strconv.Itoa(i)), Index: i, Model: g.model + name, Healthy: !bad[i] && heldBy[i] == "", HeldBy: heldBy[i]}
+					if g.key == "mig" && parents > 0 {
+						p := j * parents / more
+						gpu.Domain, gpu.NUMA = doms+p, p*numas/parents
+					}
+					n.GPUs = append(n.GPUs, gpu)
 				}
 			}
 			snap.Nodes = append(snap.Nodes, n)

@@ -1,6 +1,7 @@
 package clustertest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -50,6 +51,34 @@ alloc ml/train node=b gpus=1,0 started=-2h checkpoint=-5m
 	}
 	if _, err := Parse("vm x", now, Options{}); err == nil {
 		t.Errorf("an unknown line parsed")
+	}
+}
+
+// TestParseMIGParents: mig=PROFILE:K puts K MIG instances in one domain;
+// migparents=P splits them over P parents, each a Domain of its own past
+// the NVLink domains, on the NUMA nodes in turn.
+func TestParseMIGParents(t *testing.T) {
+	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	snap, err := Parse("node a gpus=2 domains=2 numa=2 model=A100 mig=1g.10gb:4 migparents=2\nnode b gpus=0 model=A100 mig=1g.10gb:2", now, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range snap.Nodes {
+		for _, g := range n.GPUs {
+			got = append(got, fmt.Sprintf("%s/%s %s d%d n%d", n.Name, g.ID, g.Model, g.Domain, g.NUMA))
+		}
+	}
+	want := []string{
+		"a/g0 A100 d0 n0", "a/g1 A100 d1 n1",
+		"a/g2 A100 MIG 1g.10gb d2 n0", "a/g3 A100 MIG 1g.10gb d2 n0", "a/g4 A100 MIG 1g.10gb d3 n1", "a/g5 A100 MIG 1g.10gb d3 n1",
+		"b/g0 A100 MIG 1g.10gb d0 n0", "b/g1 A100 MIG 1g.10gb d0 n0",
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("(-want +got)\n%s", d)
+	}
+	if _, err := Parse("node a mig=1g.10gb:2 migparents=x", now, Options{}); err == nil {
+		t.Error("migparents=x parsed")
 	}
 }
 

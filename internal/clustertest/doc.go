@@ -2,7 +2,7 @@
 // tests (policies' testdata and plan's) into the snapshot a driver would
 // observe: nodes, allocations and ends, one a line.
 //
-//	node NAME [gpus=N] [domains=D] [numa=U] [model=M] [also=M2:K] [mig=PROFILE:K] [notready] [ineligible]
+//	node NAME [gpus=N] [domains=D] [numa=U] [model=M] [also=M2:K] [mig=PROFILE:K [migparents=P]] [notready] [ineligible]
 //	     [status=down|disconnected|initializing] [draining] [deadline=+5s]
 //	     [unhealthy=I,J] [held=I:JOB,…] [cpu=CORES|500m] [mem=SIZE] [disk=SIZE] [cores=N]
 //	     [dc=DC] [pool=P] [class=C] [meta=k:v,k2:v2] [drivers=a,b] [volumes=a,b]
@@ -13,8 +13,13 @@
 // also=M2:K: after its N whole GPUs the node has K whole GPUs of model M2
 // (a device group of its own; the topology's domains and NUMA nodes
 // count the first N only). mig=PROFILE:K: after those, K MIG instances
-// of model "M MIG PROFILE", as the NVIDIA device plugin names them. held=I:JOB: GPU I is held by JOB, a job berth does not own (not
-// healthy to berth). A node has 8 H100 GPUs unless it says otherwise, split evenly into its
+// of model "M MIG PROFILE", as the NVIDIA device plugin names them, in
+// one domain (as the Nomad driver sees them without berth agent's MIG
+// lists); migparents=P splits them evenly over P parent GPUs, parent p
+// a Domain of its own past the node's D NVLink domains, D+p (the Nomad
+// driver too gives each parent a Domain past the NVLink domains), and
+// NUMA node p·U/P. held=I:JOB: GPU I is held by JOB, a job berth does not own
+// (not healthy to berth). A node has 8 H100 GPUs unless it says otherwise, split evenly into its
 // NVLink domains and NUMA nodes; an allocation started an hour before
 // now unless it says when. Times are relative to now. Lines starting
 // with # are comments.
