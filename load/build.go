@@ -233,30 +233,47 @@ func build(docs []*doc) (*schema.Set, []Diagnostic) {
 				add(errorf(d.pos(field+".name"), "workspace %q may not mount volume %q: the volume is not shared with project %q; add %s to spec.projects of the volume (%s)", w.Meta.Name, m.Name, p.Meta.Name, p.Meta.Name, v.Meta.FieldPos("spec.projects")))
 			}
 		}
-		var kind *schema.GPUKind
-		if k := w.Spec.Resources.GPUKind; k != "" {
-			if kind = set.Kind(k); kind == nil && !exists(schema.KindGPUKind, k) {
-				add(errorf(d.pos("spec.resources.gpuKind"), "workspace %q: resources.gpuKind: %s", w.Meta.Name, missing(schema.KindGPUKind, k)))
+		// The kinds it asks for (none: [nil]), each declared.
+		kinds := []*schema.GPUKind{nil}
+		if ks := w.Spec.Resources.Kinds(); len(ks) > 0 {
+			kinds = kinds[:0]
+			for i, k := range ks {
+				kind := set.Kind(k)
+				if kind == nil {
+					if !exists(schema.KindGPUKind, k) {
+						field, what := "spec.resources.gpuKind", "resources.gpuKind"
+						if len(w.Spec.Resources.GPUKinds) > 0 {
+							field, what = fmt.Sprintf("spec.resources.gpuKinds.%d", i), "resources.gpuKinds"
+						}
+						add(errorf(d.pos(field), "workspace %q: %s: %s", w.Meta.Name, what, missing(schema.KindGPUKind, k)))
+					}
+					continue
+				}
+				kinds = append(kinds, kind)
 			}
 		}
 		add(checkQuotaFitCPUMem(&w, p, d)...)
-		if w.Spec.Resources.GPUKind != "" && kind == nil {
+		if len(kinds) == 0 || len(kinds) < len(w.Spec.Resources.Kinds()) {
 			// No kind to count or fit GPUs by: said above, or the kind's
 			// own errors say why.
 			continue
 		}
-		if dg, ok := checkQuotaFit(&w, p, d); !ok {
+		if dg, ok := checkQuotaFits(&w, p, d, kinds); !ok {
 			add(dg)
 		}
-		// With several cluster files, fitting any one of them is enough.
+		// With several cluster files, fitting any one of them is enough;
+		// with several kinds, any one of them.
 		var misfits []Diagnostic
+	clusters:
 		for _, c := range clusters {
-			dg, ok := c.fits(&w, kind, d)
-			if ok {
-				misfits = nil
-				break
+			for _, kind := range kinds {
+				dg, ok := c.fits(&w, kind, d)
+				if ok {
+					misfits = nil
+					break clusters
+				}
+				misfits = append(misfits, dg)
 			}
-			misfits = append(misfits, dg)
 		}
 		if len(misfits) > 0 {
 			add(misfits[0])
@@ -345,12 +362,38 @@ func checkKindCounts(d *doc, p *schema.Project, exists func(kind, name string) b
 	return out
 }
 
+// checkQuotaFits reports a workspace whose gang can never fit its
+// project's quota plus borrow limit in any of the kinds it asks for
+// (kinds; [nil]: none): checkQuotaFit's report for the first, when none
+// fits.
+func checkQuotaFits(w *schema.Workspace, p *schema.Project, d *doc, kinds []*schema.GPUKind) (Diagnostic, bool) {
+	var first Diagnostic
+	for i, k := range kinds {
+		name := ""
+		if k != nil {
+			name = k.Meta.Name
+		}
+		dg, ok := checkQuotaFit(w, p, d, name)
+		if ok {
+			return Diagnostic{}, true
+		}
+		if i == 0 {
+			first = dg
+		}
+	}
+	if len(kinds) > 1 {
+		first.Message += fmt.Sprintf("; nor does any other kind it lists (%d in all)", len(kinds))
+	}
+	return first, false
+}
+
 // checkQuotaFit reports a workspace whose gang can never fit its
-// project's quota plus borrow limit, in the account it counts against:
-// its kind's, when the quota names the kind it asks for, else the GPUs'.
-func checkQuotaFit(w *schema.Workspace, p *schema.Project, d *doc) (Diagnostic, bool) {
+// project's quota plus borrow limit, in the account it counts against
+// under kind (empty: none): the kind's, when the quota names it, else
+// the GPUs'.
+func checkQuotaFit(w *schema.Workspace, p *schema.Project, d *doc, kind string) (Diagnostic, bool) {
 	quota, borrow := p.Spec.Quota.GPUs, p.Spec.BorrowLimit.GPUs
-	kind := p.Spec.Quota.KindQuota(w.Spec.Resources.GPUKind)
+	kind = p.Spec.Quota.KindQuota(kind)
 	if kind != "" {
 		quota, borrow = p.Spec.Quota.Kinds[kind], schema.Unlimited
 		if b, ok := p.Spec.BorrowLimit.Kinds[kind]; ok {

@@ -129,12 +129,16 @@ func checkQuotaCapacity(projects []schema.Project, clusters []clusterShape) []Di
 }
 
 // usable reports whether w may use gpu: of the model it names, and of
-// its kind (nil: it asks for none).
+// its kind (nil: it asks for none); a MIG instance only when it names
+// one, as the decision places them.
 func usable(gpu gpuShape, w *schema.Workspace, kind *schema.GPUKind) bool {
-	if w.Spec.Resources.GPUModel != "" && !strings.EqualFold(gpu.model, w.Spec.Resources.GPUModel) {
-		return false
+	if w.Spec.Resources.GPUModel != "" {
+		return strings.EqualFold(gpu.model, w.Spec.Resources.GPUModel) && (kind == nil || kind.Matches(gpu.model))
 	}
-	return kind == nil || kind.Matches(gpu.model)
+	if kind == nil {
+		return !schema.IsMIGName(gpu.model)
+	}
+	return kind.Matches(gpu.model)
 }
 
 // slots counts how many replicas of w fit on one node, all at once.

@@ -244,6 +244,7 @@ func workResources(fe *fieldErrs, d *doc, r rawResources) schema.WorkResources {
 		GPUs:           r.GPUs,
 		GPUModel:       r.GPUModel,
 		GPUKind:        r.GPUKind,
+		GPUKinds:       r.GPUKinds,
 		CPUMHz:         fe.cpu("spec.resources.cpu", r.CPU),
 		ExclusiveCores: r.ExclusiveCores,
 		MemoryBytes:    fe.bytes("spec.resources.memory", r.Memory),
@@ -279,9 +280,21 @@ func workResources(fe *fieldErrs, d *doc, r rawResources) schema.WorkResources {
 	}
 	out.MemoryBytes = roundMiB(out.MemoryBytes)
 	out.DiskBytes = roundMiB(out.DiskBytes)
-	if r.GPUModel != "" && r.GPUKind != "" {
+	switch {
+	case r.GPUModel != "" && r.GPUKind != "":
 		fe.diag = append(fe.diag, errorf(d.pos("spec.resources.gpuKind"),
 			"spec.resources: gpuModel and gpuKind are both set; give one: gpuKind %q for any GPU of that kind, or gpuModel %q for that model alone", r.GPUKind, r.GPUModel))
+	case len(r.GPUKinds) > 0 && (r.GPUModel != "" || r.GPUKind != ""):
+		fe.diag = append(fe.diag, errorf(d.pos("spec.resources.gpuKinds"),
+			"spec.resources: gpuKinds is set beside gpuModel or gpuKind; give one: gpuKinds lists every kind the workspace may run on, in order of preference"))
+	}
+	seen := map[string]int{}
+	for i, k := range r.GPUKinds {
+		if j, dup := seen[k]; dup {
+			fe.diag = append(fe.diag, errorf(d.pos(fmt.Sprintf("spec.resources.gpuKinds.%d", i)),
+				"spec.resources.gpuKinds lists %q twice (%d and %d); list each kind once, in order of preference", k, j, i))
+		}
+		seen[k] = i
 	}
 	return out
 }

@@ -40,6 +40,7 @@ type rawResources struct {
 	Kinds map[string]int `json:"kinds,omitzero"`
 	// Workspaces only (the schema keeps them out of a quota).
 	GPUKind        string   `json:"gpuKind,omitzero"`
+	GPUKinds       []string `json:"gpuKinds,omitzero"`
 	ExclusiveCores int      `json:"exclusiveCores,omitzero"`
 	Disk           quantity `json:"disk,omitzero"`
 }

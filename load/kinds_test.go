@@ -114,6 +114,15 @@ func TestGPUKinds(t *testing.T) {
 	if r := train.Spec.Resources; r.GPUKind != "h100" || r.GPUModel != "" || p.Spec.Quota.KindQuota(r.GPUKind) != "h100" {
 		t.Errorf("train's resources %+v", r)
 	}
+	// Kinds in order of preference: l40s's quota of 4 holds the gang
+	// that h100's 8 + 2 does not.
+	pref, err := CheckFS(kindsFS(strings.Replace(strings.Replace(kindsRepo, "gpuKind: h100", "gpuKinds: [h100, l40s]", 1), "gpus: 4, gpu", "gpus: 2, gpu", 1)), ".")
+	if err != nil || pref.Set == nil || len(pref.Diagnostics) > 0 {
+		t.Fatalf("gpuKinds: %v %v", err, pref.Diagnostics)
+	}
+	if r := pref.Set.Workspace(schema.Ref{Project: "ml", Name: "train"}).Spec.Resources; !cmp.Equal(r.Kinds(), []string{"h100", "l40s"}) || r.GPUKind != "" {
+		t.Errorf("train's resources with gpuKinds %+v", r)
+	}
 	serve := set.Workspace(schema.Ref{Project: "ml", Name: "serve"})
 	if r := serve.Spec.Resources; r.GPUKind != "" || r.GPUModel != "NVIDIA L40S" {
 		t.Errorf("serve's resources %+v", r)
@@ -164,6 +173,16 @@ func TestGPUKindErrors(t *testing.T) {
 			want: `specs.yaml:17:3: spec.match: "" is out of range: match is a device group's name or a pattern such as "NVIDIA H100*"`},
 		"weight 0": {edits: []string{"weight: 0.5", "weight: 0"},
 			want: `specs.yaml:18:3: spec.weight: 0 is out of range: weight is a number greater than 0`},
+		"preference: unknown kind": {edits: []string{"gpuKind: h100", "gpuKinds: [h100, mi300]"},
+			want: `specs.yaml:37:41: workspace "train": resources.gpuKinds: there is no GPUKind "mi300"; use one of h100, l40s`},
+		"preference: twice": {edits: []string{"gpuKind: h100", "gpuKinds: [h100, l40s, h100]"},
+			want: `specs.yaml:37:47: spec.resources.gpuKinds lists "h100" twice (0 and 2); list each kind once, in order of preference`},
+		"preference beside a kind": {edits: []string{"gpuKind: h100", "gpuKind: h100, gpuKinds: [h100]"},
+			want: `specs.yaml:37:39: spec.resources: gpuKinds is set beside gpuModel or gpuKind; give one: gpuKinds lists every kind the workspace may run on, in order of preference`},
+		// Neither kind holds 12: the first one's figures, and that no
+		// other fits either.
+		"preference: quota fit": {edits: []string{"gpuKind: h100", "gpuKinds: [h100, l40s]", "replicas: 2", "replicas: 3", "kinds: {h100: 2}", "kinds: {h100: 2, l40s: 0}"},
+			want: `specs.yaml:37:15: workspace "train" can never run: it needs 12 GPUs (3 replicas × 4) of kind "h100" but project "ml" may use at most 10 of that kind (quota.kinds.h100 8 + borrowLimit.kinds.h100 2); lower its GPUs or replicas, or raise the project's quota.kinds.h100 or borrowLimit.kinds.h100; nor does any other kind it lists (2 in all)`},
 		"kinds and cpu quota": {edits: []string{"    gpus: 2\n", "    gpus: 2\n    cpu: 64\n"},
 			want: `specs.yaml:27:5: project "ml": a quota that names GPU kinds (quota.kinds) cannot name cpu or memory too: berth counts a kind's quota in GPUs alone; leave cpu and memory out of this quota, or the kinds`},
 		"negative quota": {edits: []string{"h100: 8, l40s: 4", "h100: -1, l40s: 4"},

@@ -229,6 +229,13 @@ without limit. A workspace's ` + "`resources.gpuKind`" + ` restricts it to GPUs 
 and, with a kind its project's quota names, charges it there. A quota that
 names kinds names no cpu or memory: a kind's quota counts GPUs alone.
 
+A workspace may instead list kinds in order of preference, as Kueue's flavor
+fungibility does: ` + "`resources.gpuKinds: [h100, a100]`" + ` starts under the first kind in
+whose quota it fits and where it starts on free GPUs now, else the first
+where it may borrow and starts now; else the first in whose quota it fits
+(or its first) decides, where it preempts or waits as for one kind. Once it
+runs, it counts against the kind it runs on.
+
 A MIG instance is a device group of its own ("NVIDIA A100-SXM4-80GB MIG
 1g.10gb"), so a kind may be a MIG profile. A kind whose match names a MIG
 profile (" MIG " in it) is a kind of MIG instances and matches only those;

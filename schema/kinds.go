@@ -36,18 +36,18 @@ type GPUKindSpec struct {
 // (IsMIG), so that "NVIDIA H100*" is the whole H100s and not their MIG
 // instances, whose groups' names start alike.
 func (k *GPUKind) Matches(model string) bool {
-	return k.IsMIG() == isMIGName(model) && MatchPattern(k.Spec.Match, model)
+	return k.IsMIG() == IsMIGName(model) && MatchPattern(k.Spec.Match, model)
 }
 
 // IsMIG reports whether k is a kind of MIG instances: its pattern names
 // a MIG profile, as the NVIDIA device plugin names a MIG instance's
 // group ("NVIDIA A100-SXM4-80GB MIG 1g.10gb", "* MIG 1g.10gb"). Any
 // other kind is of whole GPUs.
-func (k *GPUKind) IsMIG() bool { return isMIGName(k.Spec.Match) }
+func (k *GPUKind) IsMIG() bool { return IsMIGName(k.Spec.Match) }
 
-// isMIGName reports whether a device group's name, or a pattern of one,
+// IsMIGName reports whether a device group's name, or a pattern of one,
 // names a MIG instance: " MIG " in it, without regard to case.
-func isMIGName(s string) bool { return strings.Contains(strings.ToLower(s), " mig ") }
+func IsMIGName(s string) bool { return strings.Contains(strings.ToLower(s), " mig ") }
 
 // Overlaps reports whether some device group would be of both kinds:
 // both of whole GPUs or both of MIG instances, with patterns that
