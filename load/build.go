@@ -392,14 +392,8 @@ func checkQuotaFits(w *schema.Workspace, p *schema.Project, d *doc, kinds []*sch
 // under kind (empty: none): the kind's, when the quota names it, else
 // the GPUs'.
 func checkQuotaFit(w *schema.Workspace, p *schema.Project, d *doc, kind string) (Diagnostic, bool) {
-	quota, borrow := p.Spec.Quota.GPUs, p.Spec.BorrowLimit.GPUs
 	kind = p.Spec.Quota.KindQuota(kind)
-	if kind != "" {
-		quota, borrow = p.Spec.Quota.Kinds[kind], schema.Unlimited
-		if b, ok := p.Spec.BorrowLimit.Kinds[kind]; ok {
-			borrow = b
-		}
-	}
+	quota, borrow := p.Spec.AccountLimits(kind)
 	if borrow < 0 {
 		return Diagnostic{}, true
 	}

@@ -68,6 +68,39 @@ func (s *Set) KindOf(model string) *GPUKind {
 	return nil
 }
 
+// QuotaAccount returns the quota account an allocation of workspace ref
+// counts against in its project's quota (Resources.KindQuota): the name
+// of the kind the workspace asks for where its project's quota names
+// that kind, else "" (quota.gpus), which also counts an allocation of a
+// workspace the specs no longer list.
+func (s *Set) QuotaAccount(ref Ref) string {
+	p := s.Project(ref.Project)
+	if p == nil || len(p.Spec.Quota.Kinds) == 0 {
+		return ""
+	}
+	w := s.Workspace(ref)
+	if w == nil {
+		return ""
+	}
+	return p.Spec.Quota.KindQuota(w.Spec.Resources.GPUKind)
+}
+
+// AccountLimits returns the quota and the borrow limit in GPUs of quota
+// account account (QuotaAccount) of project spec p: quota.gpus and
+// borrowLimit.gpus for "", else the kind's quota.kinds and
+// borrowLimit.kinds, Unlimited where borrowLimit.kinds leaves the kind
+// out.
+func (p *ProjectSpec) AccountLimits(account string) (quota, borrow int) {
+	if account == "" {
+		return p.Quota.GPUs, p.BorrowLimit.GPUs
+	}
+	borrow = Unlimited
+	if b, ok := p.BorrowLimit.Kinds[account]; ok {
+		borrow = b
+	}
+	return p.Quota.Kinds[account], borrow
+}
+
 // Kind returns the kind named name, or nil.
 func (s *Set) Kind(name string) *GPUKind {
 	i := sort.Search(len(s.Kinds), func(i int) bool { return s.Kinds[i].Meta.Name >= name })

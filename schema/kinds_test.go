@@ -79,3 +79,39 @@ func TestPatternsOverlap(t *testing.T) {
 		}
 	})
 }
+
+// TestQuotaAccount: a workspace counts against the kind it asks for
+// where its project's quota names that kind, else against quota.gpus, as
+// does an allocation of a workspace the specs no longer list; a kind's
+// borrow limit left out is unlimited.
+func TestQuotaAccount(t *testing.T) {
+	s := &Set{
+		Projects: []Project{
+			{Meta: Meta{Name: "ml"}, Spec: ProjectSpec{Quota: Resources{GPUs: 1, Kinds: map[string]int{"h100": 8, "l40s": 4}},
+				BorrowLimit: BorrowLimit{GPUs: 2, Kinds: map[string]int{"h100": 3}}}},
+			{Meta: Meta{Name: "plain"}, Spec: ProjectSpec{Quota: Resources{GPUs: 2}}},
+		},
+		Workspaces: []Workspace{
+			{Meta: Meta{Name: "train", Project: "ml"}, Spec: WorkspaceSpec{Resources: WorkResources{GPUKind: "h100"}}},
+			{Meta: Meta{Name: "misc", Project: "ml"}, Spec: WorkspaceSpec{Resources: WorkResources{GPUKind: "a10"}}},
+			{Meta: Meta{Name: "any", Project: "ml"}},
+			{Meta: Meta{Name: "big", Project: "plain"}, Spec: WorkspaceSpec{Resources: WorkResources{GPUKind: "h100"}}},
+		},
+	}
+	s.Sort()
+	for ref, want := range map[string]string{"ml/train": "h100", "ml/misc": "", "ml/any": "", "ml/gone": "", "plain/big": "", "nope/x": ""} {
+		var r Ref
+		if err := r.UnmarshalText([]byte(ref)); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.QuotaAccount(r); got != want {
+			t.Errorf("QuotaAccount(%s) = %q, want %q", ref, got, want)
+		}
+	}
+	p := &s.Project("ml").Spec
+	for account, want := range map[string][2]int{"": {1, 2}, "h100": {8, 3}, "l40s": {4, Unlimited}} {
+		if q, b := p.AccountLimits(account); q != want[0] || b != want[1] {
+			t.Errorf("AccountLimits(%q) = %d, %d, want %d, %d", account, q, b, want[0], want[1])
+		}
+	}
+}
