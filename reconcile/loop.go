@@ -171,8 +171,10 @@ type Loop struct {
 	records    map[schema.Ref]*record
 	rejected   map[schema.Ref]rejection
 	projects   []view.ProjectStatus
-	last       *view.CycleStatus
-	view       view.Inputs // the last cycle's inputs, for the dashboard
+	// clusterGPUs are the cluster's GPUs by kind (view.ClusterGPUs).
+	clusterGPUs []view.KindCapacity
+	last        *view.CycleStatus
+	view        view.Inputs // the last cycle's inputs, for the dashboard
 
 	feed *feed // the dashboard's event feed (events.go)
 
@@ -585,6 +587,9 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 		rec.resumed = next.Resumed
 		st.State, st.Reason, st.ReasonKind, st.PreemptedBy = next.State, next.Reason, next.ReasonKind, next.PreemptedBy
 		st.Node, st.GPUs, st.Decision = next.Node, next.GPUs, next.Decision
+		if spec != nil {
+			st.GPUKind = spec.Spec.Resources.GPUKind
+		}
 		if !known && spec == nil && len(own) == 0 {
 			continue // gone from the specs before berth saw it
 		}
@@ -617,6 +622,7 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 		l.records[ref] = rec
 	}
 	l.projects = projectStatus(set, snap, hist)
+	l.clusterGPUs = view.ClusterGPUs(set, snap)
 	l.cfg.Metrics.ObserveStatus(func(yield func(*view.WorkspaceStatus) bool) {
 		for _, rec := range l.records {
 			if !yield(&rec.status) {
@@ -704,11 +710,15 @@ func (l *Loop) logTransition(ref schema.Ref, t view.Transition) {
 }
 
 // projectStatus reports each project's quota, usage and share.
+// A project whose quota names GPU kinds has an account per kind besides
+// its gpus account (schema.Set.QuotaAccount): its top-level GPU figures
+// are the gpus account's, and Kinds has each kind's.
 func projectStatus(set *schema.Set, snap *drivers.Snapshot, hist *drivers.History) []view.ProjectStatus {
-	used := map[string]int{}
+	type account struct{ project, kind string }
+	used := map[account]int{}
 	usedCPU, usedMem := map[string]int64{}, map[string]int64{}
 	for _, a := range snap.Allocs {
-		used[a.Workspace.Project] += len(a.GPUs)
+		used[account{a.Workspace.Project, set.QuotaAccount(a.Workspace)}] += len(a.GPUs)
 		// CPU and memory as the quota counts them: the spec's, per
 		// allocation; what Nomad holds for one the specs no longer list.
 		cpu, mem := a.CPUMHz, a.MemoryBytes
@@ -727,7 +737,7 @@ func projectStatus(set *schema.Set, snap *drivers.Snapshot, hist *drivers.Histor
 	for _, p := range set.Projects {
 		ps := view.ProjectStatus{
 			Name: p.Meta.Name, Tier: p.Spec.Tier, QuotaGPUs: p.Spec.Quota.GPUs,
-			UsedGPUs: used[p.Meta.Name], DecayedUsage: hist.Usage[p.Meta.Name],
+			UsedGPUs: used[account{p.Meta.Name, ""}], DecayedUsage: hist.Usage[p.Meta.Name],
 		}
 		if b := p.Spec.BorrowLimit.GPUs; b >= 0 {
 			ps.BorrowLimitGPUs = &b
@@ -736,6 +746,15 @@ func projectStatus(set *schema.Set, snap *drivers.Snapshot, hist *drivers.Histor
 			ps.TierValue = t.Spec.Value
 		}
 		ps.BorrowedGPUs = max(0, ps.UsedGPUs-ps.QuotaGPUs)
+		for _, k := range slices.Sorted(maps.Keys(p.Spec.Quota.Kinds)) {
+			quota, borrow := p.Spec.AccountLimits(k)
+			ks := view.KindQuotaStatus{Kind: k, QuotaGPUs: quota, UsedGPUs: used[account{p.Meta.Name, k}]}
+			if borrow >= 0 {
+				ks.BorrowLimitGPUs = &borrow
+			}
+			ks.BorrowedGPUs = max(0, ks.UsedGPUs-quota)
+			ps.Kinds = append(ps.Kinds, ks)
+		}
 		if q := p.Spec.Quota.CPUMHz; q > 0 {
 			ps.QuotaCPUMHz, ps.UsedCPUMHz = q, usedCPU[p.Meta.Name]
 			ps.BorrowedCPUMHz = max(0, ps.UsedCPUMHz-q)
@@ -806,7 +825,7 @@ func (l *Loop) publishModel() {
 	}
 	slices.SortFunc(refs, schema.Ref.Compare)
 	m := &view.Model{Berth: l.cfg.BerthVersion, Cluster: l.cfg.ClusterName, Revision: l.goodRev, Attempted: l.attempted,
-		LastReconcile: l.last, LastOK: l.lastOK, ObservedAt: l.observedAt, Projects: l.projects, Inputs: l.view,
+		LastReconcile: l.last, LastOK: l.lastOK, ObservedAt: l.observedAt, Projects: l.projects, ClusterGPUs: l.clusterGPUs, Inputs: l.view,
 		Workspaces: make([]view.WorkspaceStatus, len(refs)), Histories: make([][]view.Transition, len(refs))}
 	for i, ref := range refs {
 		rec := l.records[ref]

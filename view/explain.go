@@ -12,9 +12,9 @@ import (
 
 // Explain answers, in sentences, why a workspace is in its state: why it
 // is pending and when it is likely to start (counted from now, the
-// cluster's time of the status), who preempted it and why, when it
-// resumed and from what progress, how long it is expected to run. It
-// reads only its arguments.
+// cluster's time of the status), the GPU kind it asks for, who
+// preempted it and why, when it resumed and from what progress, how long
+// it is expected to run. It reads only its arguments.
 func Explain(ws WorkspaceStatus, history []Transition, now time.Time) []string {
 	ref := ws.Ref().String()
 	at := func(t time.Time) string { return t.UTC().Format("15:04:05") }
@@ -55,6 +55,9 @@ func Explain(ws WorkspaceStatus, history []Transition, now time.Time) []string {
 		}
 	case StateCompleted:
 		out = append(out, sentence(fmt.Sprintf("%s completed at %s: %s", ref, at(ws.Since), ws.Reason)))
+	}
+	if ws.GPUKind != "" {
+		out = append(out, "It asks for GPUs of kind "+ws.GPUKind+".")
 	}
 	// The story of its last preemption, when it has resumed since.
 	for i := len(history) - 1; i >= 0; i-- {

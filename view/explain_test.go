@@ -48,6 +48,11 @@ func TestExplain(t *testing.T) {
 				"It was preempted by hi/eval at 10:20:00 (tier high (80) outranks tier medium (50)) and resumed at 10:40:00 from 19m0s of progress.",
 				"Progress so far: 20m0s; work lost to preemptions and failures: 30s."},
 		},
+		"of a kind": {
+			ws: WorkspaceStatus{Project: "ml", Name: "train", State: StatePending, Since: at(5), GPUKind: "h100", ReasonKind: "quota", Reason: "project ml uses 8 of its 8 GPUs of kind h100; needs 2"},
+			want: []string{"ml/train is pending since 10:05:00: project ml uses 8 of its 8 GPUs of kind h100; needs 2.",
+				"It asks for GPUs of kind h100."},
+		},
 		"a gang with ports": {
 			ws: WorkspaceStatus{Project: "ml", Name: "nb", State: StateRunning, Since: at(1), Node: "a,b", Endpoints: []Endpoint{
 				{Replica: 0, Label: "http", Address: "http://10.0.0.5:20000/"}, {Replica: 1, Label: "http", Address: "http://10.0.0.6:20000/"}}},

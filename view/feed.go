@@ -103,7 +103,7 @@ func Diff(prev, next *Dashboard) *Delta {
 // sameWorkspace reports whether two workspace statuses are the same.
 func sameWorkspace(a, b *WorkspaceStatus) bool {
 	return a.Project == b.Project && a.Name == b.Name && a.State == b.State && a.ReasonKind == b.ReasonKind &&
-		a.Reason == b.Reason && a.Node == b.Node && a.Since.Equal(b.Since) && a.Progress == b.Progress &&
+		a.Reason == b.Reason && a.Node == b.Node && a.GPUKind == b.GPUKind && a.Since.Equal(b.Since) && a.Progress == b.Progress &&
 		a.WorkLost == b.WorkLost && a.Revision == b.Revision && a.Decision == b.Decision && slices.Equal(a.GPUs, b.GPUs) &&
 		(a.PreemptedBy == nil) == (b.PreemptedBy == nil) && (a.PreemptedBy == nil || *a.PreemptedBy == *b.PreemptedBy) &&
 		slices.Equal(a.Endpoints, b.Endpoints) &&

@@ -29,6 +29,9 @@ type Model struct {
 	// of the explanations.
 	ObservedAt time.Time
 	Projects   []ProjectStatus
+	// ClusterGPUs are the cluster's GPUs by kind at the last observation
+	// (view.ClusterGPUs), where the specs declare kinds.
+	ClusterGPUs []KindCapacity
 	// Workspaces are every workspace berth knows, sorted by project, then
 	// name; Histories[i] is Workspaces[i]'s history, oldest first.
 	Workspaces []WorkspaceStatus
@@ -49,6 +52,10 @@ func (m *Model) Page(after schema.Ref, limit int) Status {
 	if s.Projects == nil {
 		s.Projects = []ProjectStatus{}
 	}
+	for i := range s.Projects {
+		s.Projects[i].Kinds = slices.Clone(s.Projects[i].Kinds)
+	}
+	s.ClusterGPUs = slices.Clone(m.ClusterGPUs)
 	if m.Revision != nil {
 		r := *m.Revision
 		s.Revision = &r

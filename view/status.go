@@ -118,6 +118,11 @@ type Status struct {
 	Next string `json:"next,omitempty"`
 	// Summary counts every workspace, on this page or not.
 	Summary *StatusSummary `json:"summary,omitempty"`
+	// ClusterGPUs are the cluster's GPUs by kind, where the specs
+	// declare GPU kinds (absent where they declare none): each declared
+	// kind, then each model whose device group matches no kind
+	// (ClusterGPUs).
+	ClusterGPUs []KindCapacity `json:"clusterGPUs,omitempty"`
 }
 
 // StatusSummary counts the workspaces berth knows, whatever page the
@@ -184,6 +189,12 @@ type ProjectStatus struct {
 	BorrowLimitMemoryBytes *int64 `json:"borrowLimitMemoryBytes,omitempty"`
 	UsedMemoryBytes        int64  `json:"usedMemoryBytes,omitempty"`
 	BorrowedMemoryBytes    int64  `json:"borrowedMemoryBytes,omitempty"`
+	// Kinds are its quota accounts per GPU kind, where its quota names
+	// kinds (quota.kinds), sorted by kind; then QuotaGPUs,
+	// BorrowLimitGPUs, UsedGPUs and BorrowedGPUs above are its gpus
+	// account's: the workspaces that ask for no kind its quota names
+	// (schema.Set.QuotaAccount).
+	Kinds []KindQuotaStatus `json:"kinds,omitempty"`
 	// DecayedUsage is its time-decayed usage in GPU-seconds.
 	DecayedUsage float64 `json:"decayedUsage"`
 	// Share is its fair-share weight over the sum of all weights;
@@ -199,10 +210,13 @@ type WorkspaceStatus struct {
 	State   State  `json:"state"`
 	// ReasonKind classifies Reason (quota, capacity, topology, queue,
 	// preempted, stopped, preempting) when there is one.
-	ReasonKind  string      `json:"reasonKind,omitempty"`
-	Reason      string      `json:"reason,omitempty"`
-	Node        string      `json:"node,omitempty"`
-	GPUs        []string    `json:"gpus,omitempty"`
+	ReasonKind string   `json:"reasonKind,omitempty"`
+	Reason     string   `json:"reason,omitempty"`
+	Node       string   `json:"node,omitempty"`
+	GPUs       []string `json:"gpus,omitempty"`
+	// GPUKind is the GPU kind it asks for (resources.gpuKind); empty:
+	// none.
+	GPUKind     string      `json:"gpuKind,omitempty"`
 	PreemptedBy *schema.Ref `json:"preemptedBy,omitempty"`
 	// Since is when it entered State.
 	Since time.Time `json:"since"`
