@@ -1,12 +1,16 @@
 package reconcile
 
 import (
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/view"
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // kindsFleet is a two-kind fleet (h100, l40s at weight 0.5) with a
@@ -75,7 +79,8 @@ func kindsFleet() (*schema.Set, *drivers.Snapshot) {
 // names and an allocation of a workspace the specs no longer list. A
 // project whose quota names no kind counts every GPU, its workspace's
 // kind or not. The status's ClusterGPUs count each kind's devices (a
-// model no kind matches stands for its own).
+// model no kind matches stands for its own), and /metrics has a series
+// per account, labelled with its kind.
 func TestProjectStatusKinds(t *testing.T) {
 	set, snap := kindsFleet()
 	got := projectStatus(set, snap, &drivers.History{})
@@ -108,4 +113,30 @@ func TestProjectStatusKinds(t *testing.T) {
 		t.Errorf("cluster GPUs of a fleet without kinds: %+v, want none", c)
 	}
 
+	m := view.NewMetrics()
+	m.ObserveStatus(slices.Values([]*view.WorkspaceStatus(nil)), got, time.Time{})
+	const series = `
+# HELP berth_project_borrowed_gpus The GPUs a project holds beyond its quota, by quota account (kind: a GPU kind its quota names, or none).
+# TYPE berth_project_borrowed_gpus gauge
+berth_project_borrowed_gpus{kind="",project="ml",tier="medium"} 2
+berth_project_borrowed_gpus{kind="",project="plain",tier="medium"} 0
+berth_project_borrowed_gpus{kind="h100",project="ml",tier="medium"} 1
+berth_project_borrowed_gpus{kind="l40s",project="ml",tier="medium"} 0
+# HELP berth_project_quota_gpus The GPUs a project's quota guarantees it, by quota account: kind="" (no kind label) is quota.gpus, a GPU kind's name its quota.kinds.
+# TYPE berth_project_quota_gpus gauge
+berth_project_quota_gpus{kind="",project="ml",tier="medium"} 1
+berth_project_quota_gpus{kind="",project="plain",tier="medium"} 2
+berth_project_quota_gpus{kind="h100",project="ml",tier="medium"} 2
+berth_project_quota_gpus{kind="l40s",project="ml",tier="medium"} 4
+# HELP berth_project_used_gpus The GPUs a project's workspaces hold, by quota account (kind: a GPU kind its quota names, or none).
+# TYPE berth_project_used_gpus gauge
+berth_project_used_gpus{kind="",project="ml",tier="medium"} 3
+berth_project_used_gpus{kind="",project="plain",tier="medium"} 1
+berth_project_used_gpus{kind="h100",project="ml",tier="medium"} 3
+berth_project_used_gpus{kind="l40s",project="ml",tier="medium"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(series),
+		"berth_project_quota_gpus", "berth_project_used_gpus", "berth_project_borrowed_gpus"); err != nil {
+		t.Error(err)
+	}
 }

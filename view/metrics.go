@@ -25,7 +25,8 @@ type Metrics struct {
 	revisions   *prometheus.GaugeVec
 
 	// Per project (the specs bound their number) and per tier: what the
-	// dashboard shows, for a Grafana board.
+	// dashboard shows, for a Grafana board. The GPU series are per quota
+	// account besides (label kind: "" for quota.gpus).
 	quota, used, borrowed *prometheus.GaugeVec
 	waiting, oldestWait   *prometheus.GaugeVec
 	workLost              *prometheus.CounterVec
@@ -75,14 +76,14 @@ func NewMetrics() *Metrics {
 			Name: "berth_revision_info", Help: "The spec revision in force (state=in_force) and the last refused one (state=refused).",
 		}, []string{"revision", "state"}),
 		quota: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "berth_project_quota_gpus", Help: "The GPUs a project's quota guarantees it.",
-		}, []string{"project", "tier"}),
+			Name: "berth_project_quota_gpus", Help: "The GPUs a project's quota guarantees it, by quota account: kind=\"\" (no kind label) is quota.gpus, a GPU kind's name its quota.kinds.",
+		}, []string{"project", "tier", "kind"}),
 		used: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "berth_project_used_gpus", Help: "The GPUs a project's workspaces hold.",
-		}, []string{"project", "tier"}),
+			Name: "berth_project_used_gpus", Help: "The GPUs a project's workspaces hold, by quota account (kind: a GPU kind its quota names, or none).",
+		}, []string{"project", "tier", "kind"}),
 		borrowed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "berth_project_borrowed_gpus", Help: "The GPUs a project holds beyond its quota.",
-		}, []string{"project", "tier"}),
+			Name: "berth_project_borrowed_gpus", Help: "The GPUs a project holds beyond its quota, by quota account (kind: a GPU kind its quota names, or none).",
+		}, []string{"project", "tier", "kind"}),
 		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "berth_project_waiting_workspaces", Help: "A project's workspaces waiting to run (Pending or Preempted).",
 		}, []string{"project", "tier"}),
@@ -242,9 +243,16 @@ func (m *Metrics) ObserveStatus(workspaces iter.Seq[*WorkspaceStatus], projects 
 	tiers := make(map[string]string, len(projects))
 	for _, p := range projects {
 		tiers[p.Name] = p.Tier
-		m.quota.WithLabelValues(p.Name, p.Tier).Set(float64(p.QuotaGPUs))
-		m.used.WithLabelValues(p.Name, p.Tier).Set(float64(p.UsedGPUs))
-		m.borrowed.WithLabelValues(p.Name, p.Tier).Set(float64(p.BorrowedGPUs))
+		// The gpus account with kind "", which Prometheus stores as no
+		// kind label: queries written before kinds match it as before.
+		m.quota.WithLabelValues(p.Name, p.Tier, "").Set(float64(p.QuotaGPUs))
+		m.used.WithLabelValues(p.Name, p.Tier, "").Set(float64(p.UsedGPUs))
+		m.borrowed.WithLabelValues(p.Name, p.Tier, "").Set(float64(p.BorrowedGPUs))
+		for _, k := range p.Kinds {
+			m.quota.WithLabelValues(p.Name, p.Tier, k.Kind).Set(float64(k.QuotaGPUs))
+			m.used.WithLabelValues(p.Name, p.Tier, k.Kind).Set(float64(k.UsedGPUs))
+			m.borrowed.WithLabelValues(p.Name, p.Tier, k.Kind).Set(float64(k.BorrowedGPUs))
+		}
 		if p.QuotaCPUMHz > 0 {
 			m.quotaCPU.WithLabelValues(p.Name, p.Tier).Set(float64(p.QuotaCPUMHz) / 1000)
 			m.usedCPU.WithLabelValues(p.Name, p.Tier).Set(float64(p.UsedCPUMHz) / 1000)
