@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -208,28 +210,38 @@ func printApply(w io.Writer, cluster string, res reconcile.Result, st view.Statu
 	printWorkspaces(w, st.Workspaces, false)
 }
 
-// printWorkspaces writes the workspaces table; times only when withTimes.
+// printWorkspaces writes the workspaces table; times only when withTimes,
+// and the GPU kind each asks for only when one asks for a kind.
 func printWorkspaces(w io.Writer, ws []view.WorkspaceStatus, withTimes bool) {
 	// Buffered: tabwriter writes each cell on its own, and stdout is not
 	// buffered (60,000 writes for a fleet of 10,000: 0.2 s).
 	bw := bufio.NewWriterSize(w, 64<<10)
 	defer bw.Flush()
 	tw := tabwriter.NewWriter(bw, 0, 4, 2, ' ', 0)
+	kinds := slices.ContainsFunc(ws, func(s view.WorkspaceStatus) bool { return s.GPUKind != "" })
+	gpusHeader := "GPUS"
+	if kinds {
+		gpusHeader = "GPUS\tKIND"
+	}
 	if withTimes {
-		fmt.Fprintln(tw, "WORKSPACE\tSTATE\tNODE\tGPUS\tSINCE\tPROGRESS\tLOST\tREASON")
+		fmt.Fprintln(tw, "WORKSPACE\tSTATE\tNODE\t"+gpusHeader+"\tSINCE\tPROGRESS\tLOST\tREASON")
 	} else {
-		fmt.Fprintln(tw, "WORKSPACE\tSTATE\tNODE\tGPUS\tREASON")
+		fmt.Fprintln(tw, "WORKSPACE\tSTATE\tNODE\t"+gpusHeader+"\tREASON")
 	}
 	for _, s := range ws {
 		reason := s.Reason
 		if s.PreemptedBy != nil && !strings.Contains(reason, s.PreemptedBy.String()) {
 			reason = "by " + s.PreemptedBy.String() + ": " + reason
 		}
+		held := strconv.Itoa(len(s.GPUs))
+		if kinds {
+			held += "\t" + dash(s.GPUKind)
+		}
 		if withTimes {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.Ref(), s.State, dash(s.Node), len(s.GPUs),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Ref(), s.State, dash(s.Node), held,
 				s.Since.UTC().Format("15:04:05"), text.Seconds(s.Progress.D()), text.Seconds(s.WorkLost.D()), dash(reason))
 		} else {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", s.Ref(), s.State, dash(s.Node), len(s.GPUs), dash(reason))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Ref(), s.State, dash(s.Node), held, dash(reason))
 		}
 	}
 	tw.Flush()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -98,6 +99,10 @@ func newStatusCmd() *cobra.Command {
 		Long: `status asks a running 'berth reconcile' (--server, default $BERTH_SERVER or
 http://127.0.0.1:4680) for the revision in force, the last refused one and
 why, every project's quota, usage and share, and every workspace's state.
+Where the specs declare GPU kinds, a project whose quota names kinds has a
+row per kind under its own (which then counts its other GPUs), the
+cluster's GPUs are counted by kind, and each workspace shows the kind it
+asks for.
 
 A loop that knows more than ` + thousands(view.DefaultStatusLimit) + ` workspaces serves them a page at a
 time: status then shows the first page, the count of every workspace per
@@ -221,13 +226,24 @@ func printStatus(w io.Writer, st view.Status) {
 		}
 	}
 	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	var table bytes.Buffer
+	tw := tabwriter.NewWriter(&table, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROJECT\tTIER\tQUOTA\tUSED\tBORROWED\tSHARE\tUSAGE")
 	for _, p := range st.Projects {
 		fmt.Fprintf(tw, "%s\t%s (%d)\t%d\t%d\t%d\t%.2f\t%.2f\n", p.Name, p.Tier, p.TierValue, p.QuotaGPUs, p.UsedGPUs, p.BorrowedGPUs, p.Share, p.UsageShare)
+		// Its quota accounts per GPU kind, under it; the row above is
+		// then its gpus account's (the workspaces of no kind it names).
+		for _, k := range p.Kinds {
+			fmt.Fprintf(tw, "  %s\t\t%d\t%d\t%d\t\t\n", k.Kind, k.QuotaGPUs, k.UsedGPUs, k.BorrowedGPUs)
+		}
 	}
 	tw.Flush()
+	for line := range strings.Lines(table.String()) {
+		// A kind's row pads the share and usage it leaves empty.
+		fmt.Fprintln(w, strings.TrimRight(line, " \n"))
+	}
 	printCPUMemQuotas(w, st.Projects)
+	printClusterGPUs(w, st.ClusterGPUs)
 	fmt.Fprintln(w)
 	printWorkspaces(w, st.Workspaces, true)
 	if sum := st.Summary; sum != nil && sum.Workspaces > len(st.Workspaces) {
@@ -262,6 +278,28 @@ func printCPUMemQuotas(w io.Writer, ps []view.ProjectStatus) {
 			fmt.Fprintf(w, "%s uses %s\n", p.Name, strings.Join(parts, ", "))
 		}
 	}
+}
+
+// printClusterGPUs lists the cluster's GPUs by kind, where the specs
+// declare kinds: each kind's devices, those free, and what they weigh in
+// GPU-equivalents; a model no kind matches stands for its own. Nothing
+// when the specs declare no kinds.
+func printClusterGPUs(w io.Writer, cs []view.KindCapacity) {
+	if len(cs) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GPU KIND\tGPUS\tFREE\tGPU-EQUIVALENTS")
+	num := func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+	for _, c := range cs {
+		name := c.Kind
+		if name == "" {
+			name = "model " + c.Model
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s (%s free)\n", name, c.GPUs, c.Free, num(c.GPUEquivalents), num(c.FreeGPUEquivalents))
+	}
+	tw.Flush()
 }
 
 // printSummary says how many workspaces a page leaves out, and counts
