@@ -313,6 +313,14 @@ function quotaFigures(p) {
   return out;
 }
 
+// kindFigures are a project's GPUs per kind its quota names (quota.kinds);
+// the project's own GPU figures then count its other GPUs.
+function kindFigures(p) {
+  return (p.kinds || []).map((k) => el("span", { class: "quota-kind", "data-kind": k.kind, title: `GPUs of kind ${k.kind}: its workspaces that ask for it` },
+    `${k.kind} ${k.usedGPUs} / ${k.quotaGPUs}` + (k.borrowedGPUs ? ` (${k.borrowedGPUs} borrowed)` : "") +
+    ` · may borrow ${k.borrowLimitGPUs == null ? "unlimited" : k.borrowLimitGPUs}`));
+}
+
 function drawProjects() {
   const box = $("projects");
   box.replaceChildren();
@@ -330,7 +338,8 @@ function drawProjects() {
       .sort((a, b) => (STATE_ORDER[a.state] ?? 9) - (STATE_ORDER[b.state] ?? 9));
     for (const w of mine.slice(0, MAX_CHIPS)) {
       chips.append(el("a", { class: "ws", href: "#/ws/" + w.project + "/" + w.name, "data-workspace": w.project + "/" + w.name, "data-state": w.state, title: w.reason || w.state },
-        el("i", { class: "dot", style: "background:" + color }), w.name, stateBadge(w.state)));
+        el("i", { class: "dot", style: "background:" + color }), w.name,
+        w.gpuKind ? el("span", { class: "gpu-kind", title: "GPU kind", text: w.gpuKind }) : null, stateBadge(w.state)));
     }
     // The counts are the server's: a large tree's state holds only the
     // workspaces shown.
@@ -347,7 +356,8 @@ function drawProjects() {
         el("span", { class: "muted", text: `${p.usedGPUs} / ${p.quotaGPUs} GPUs` + (p.borrowedGPUs ? ` (${p.borrowedGPUs} borrowed)` : "") })),
       bar,
       el("div", { class: "figures" },
-        el("span", { text: `quota ${p.quotaGPUs} · may borrow ${borrow}` }),
+        el("span", { text: (p.kinds ? "other GPUs: " : "") + `quota ${p.quotaGPUs} · may borrow ${borrow}` }),
+        ...kindFigures(p),
         ...quotaFigures(p),
         el("span", { title: "time-decayed GPU usage", text: `decayed usage ${(p.decayedUsage / 3600).toFixed(2)} GPU-h` }),
         el("span", { title: "fair-share weight over all weights, and decayed usage over all projects'", text: `share ${(100 * p.share).toFixed(0)}% · using ${(100 * p.usageShare).toFixed(0)}%` }),
@@ -426,6 +436,7 @@ async function loadWorkspace(ref) {
   $("ws-title").replaceChildren(ref + " ", stateBadge(w.state));
   $("ws-status").replaceChildren(el("div", { class: "figures" },
     w.node ? el("span", { text: "on " + w.node + " " + (w.gpus || []).join(", ") }) : null,
+    w.gpuKind ? el("span", { class: "gpu-kind", text: "GPU kind " + w.gpuKind }) : null,
     el("span", { text: "since " + clock(w.since) }),
     el("span", { text: "progress " + dur(w.progressSeconds) }),
     el("span", { text: "work lost " + dur(w.workLostSeconds) }),
