@@ -267,6 +267,15 @@ pull request that lets tasks share a device (nomad#27656) is in review.
 Fractions would need a device plugin that reports the shares as devices, in a
 group of their own; a GPUKind could then match that group like any other.
 
+What berth shows follows the quota accounts. In the status (and ` + "`berth status`" + `,
+the dashboard), a project whose quota names kinds lists each under ` + "`kinds`" + ` (its
+quota, borrow limit, GPUs used and borrowed), and its own GPU figures are then
+its ` + "`gpus`" + ` account's; ` + "`clusterGPUs`" + ` counts the cluster's GPUs per kind (devices, those
+free, and GPU-equivalents by weight), a model no kind matches standing for its
+own; a workspace's ` + "`gpuKind`" + ` is the kind it asks for, and ` + "`berth explain`" + ` says it. The
+metrics ` + "`berth_project_{quota,used,borrowed}_gpus`" + ` have a series per account, labelled
+` + "`kind`" + ` (none for ` + "`gpus`" + `). Specs without kinds show none of this.
+
 ## The repo's own rules (` + "`*.cue`" + `)
 
 Every ` + "`*.cue`" + ` file in the tree is a set of rules, compiled on its own (the CUE
