@@ -3,6 +3,7 @@ package drivers
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"time"
 
@@ -132,6 +133,24 @@ func (s *Snapshot) UsableGPUs() int {
 		k += s.Nodes[i].UsableGPUs()
 	}
 	return k
+}
+
+// ModelOf returns the model (the device group's name) of the first GPU
+// of allocation a that a's node lists; "" when none is listed (a node or
+// GPU gone, an allocation of no GPU). Nodes are sorted by name.
+func (s *Snapshot) ModelOf(a *Alloc) string {
+	i := sort.Search(len(s.Nodes), func(i int) bool { return s.Nodes[i].Name >= a.Node })
+	if i == len(s.Nodes) || s.Nodes[i].Name != a.Node {
+		return ""
+	}
+	for _, id := range a.GPUs {
+		for g := range s.Nodes[i].GPUs {
+			if s.Nodes[i].GPUs[g].ID == id {
+				return s.Nodes[i].GPUs[g].Model
+			}
+		}
+	}
+	return ""
 }
 
 // GPU is one device on a node.

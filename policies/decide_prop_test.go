@@ -647,17 +647,7 @@ func accounter(set *schema.Set, snap *drivers.Snapshot, d Decision) func(r schem
 		}
 	}
 	return func(r schema.Ref) string {
-		kind := ""
-		if w, p := set.Workspace(r), set.Project(r.Project); w != nil && p != nil {
-			if ks := w.Spec.Resources.Kinds(); len(ks) > 0 {
-				kind = ks[0]
-				if k := set.KindOf(at[r]); len(ks) > 1 && k != nil {
-					kind = k.Meta.Name
-				}
-			}
-			kind = p.Spec.Quota.KindQuota(kind)
-		}
-		return r.Project + "/" + kind
+		return r.Project + "/" + set.QuotaAccount(r, at[r])
 	}
 }
 

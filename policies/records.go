@@ -49,7 +49,7 @@ func newDecider(in Input) *decider {
 	d.addProjects(specs, decayedUsage(hist, snap, in.Now, d.policy.FairShare.HalfLife), projIdx)
 	d.addWorkspaces(specs, len(snap.Allocs), projIdx)
 	d.attachAllocs(snap, projIdx)
-	d.heldKinds(specs)
+	d.heldKinds(specs, snap)
 	d.measureNodes(snap)
 	d.settleAllocated()
 	d.avoidFaultyNodes(snap)
@@ -117,12 +117,10 @@ func (d *decider) addAccounts(p *projState) {
 	sort.Strings(names)
 	p.accounts = make(map[string]int, len(names))
 	for _, k := range names {
-		a := &projState{spec: p.spec, name: p.name, kind: k, quota: q.Kinds[k], borrow: schema.Unlimited, weight: p.weight,
+		a := &projState{spec: p.spec, name: p.name, kind: k, weight: p.weight,
 			tier: p.tier, canPreempt: p.canPreempt, preemptible: p.preemptible, cohortBelow: p.cohortBelow, usage: p.usage,
 			heapIdx: -1, leastOver: math.MaxInt, leastHeld: math.MaxInt, minTier: math.MaxInt, root: p.root}
-		if b, ok := p.spec.Spec.BorrowLimit.Kinds[k]; ok {
-			a.borrow = b
-		}
+		a.quota, a.borrow = p.spec.Spec.AccountLimits(k)
 		p.accounts[k] = len(d.projs)
 		d.projs = append(d.projs, a)
 	}
@@ -230,28 +228,21 @@ func (d *decider) addWorkspaces(specs *schema.Set, nAllocs int, projIdx map[stri
 }
 
 // heldKinds gives each workspace that asks for several kinds and holds
-// GPUs the kind of the GPUs it holds (as the snapshot's nodes list them,
-// usable or not), and the quota account of that kind: it was admitted
-// under it.
-func (d *decider) heldKinds(specs *schema.Set) {
+// GPUs the kind of the GPUs it holds, where it is one of them, and the
+// quota account of that kind: it was admitted under it (as
+// schema.Set.QuotaAccount counts it for the status).
+func (d *decider) heldKinds(specs *schema.Set, snap *drivers.Snapshot) {
 	for _, w := range d.ws {
 		if len(w.kinds) == 0 || w.proj < 0 {
 			continue
 		}
-	found:
 		for _, a := range w.allocs {
-			ni := d.c.nodeIndex(a.Node)
-			if ni < 0 {
-				continue
-			}
-			for _, id := range a.GPUs {
-				if gi := gpuIndex(d.c.nodes[ni].GPUs, id); gi >= 0 {
-					if k := specs.KindOf(d.c.nodes[ni].GPUs[gi].Model); k != nil {
-						w.kind = k.Meta.Name
-						w.proj = d.account(d.projs[w.proj].root, w.kind)
-					}
-					break found
+			if m := snap.ModelOf(a); m != "" {
+				if k := specs.KindOf(m); k != nil && slices.Contains(w.kinds, k.Meta.Name) {
+					w.kind = k.Meta.Name
+					w.proj = d.account(d.projs[w.proj].root, w.kind)
 				}
+				break
 			}
 		}
 	}

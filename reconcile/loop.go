@@ -717,8 +717,9 @@ func projectStatus(set *schema.Set, snap *drivers.Snapshot, hist *drivers.Histor
 	type account struct{ project, kind string }
 	used := map[account]int{}
 	usedCPU, usedMem := map[string]int64{}, map[string]int64{}
-	for _, a := range snap.Allocs {
-		used[account{a.Workspace.Project, set.QuotaAccount(a.Workspace)}] += len(a.GPUs)
+	for i := range snap.Allocs {
+		a := &snap.Allocs[i]
+		used[account{a.Workspace.Project, set.QuotaAccount(a.Workspace, snap.ModelOf(a))}] += len(a.GPUs)
 		// CPU and memory as the quota counts them: the spec's, per
 		// allocation; what Nomad holds for one the specs no longer list.
 		cpu, mem := a.CPUMHz, a.MemoryBytes

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"slices"
 	"sort"
 	"strings"
 )
@@ -69,11 +70,13 @@ func (s *Set) KindOf(model string) *GPUKind {
 }
 
 // QuotaAccount returns the quota account an allocation of workspace ref
-// counts against in its project's quota (Resources.KindQuota): the name
-// of the kind the workspace asks for where its project's quota names
-// that kind, else "" (quota.gpus), which also counts an allocation of a
-// workspace the specs no longer list.
-func (s *Set) QuotaAccount(ref Ref) string {
+// on GPUs of model (the device group's name; "" when unknown) counts
+// against in its project's quota (Resources.KindQuota): the name of the
+// kind the workspace asks for (asking for several in order of
+// preference, the one of them model is of, else its first) where its
+// project's quota names that kind, else "" (quota.gpus), which also
+// counts an allocation of a workspace the specs no longer list.
+func (s *Set) QuotaAccount(ref Ref, model string) string {
 	p := s.Project(ref.Project)
 	if p == nil || len(p.Spec.Quota.Kinds) == 0 {
 		return ""
@@ -82,7 +85,15 @@ func (s *Set) QuotaAccount(ref Ref) string {
 	if w == nil {
 		return ""
 	}
-	return p.Spec.Quota.KindQuota(w.Spec.Resources.GPUKind)
+	ks := w.Spec.Resources.Kinds()
+	if len(ks) == 0 {
+		return ""
+	}
+	kind := ks[0]
+	if k := s.KindOf(model); len(ks) > 1 && k != nil && slices.Contains(ks, k.Meta.Name) {
+		kind = k.Meta.Name
+	}
+	return p.Spec.Quota.KindQuota(kind)
 }
 
 // AccountLimits returns the quota and the borrow limit in GPUs of quota

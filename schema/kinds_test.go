@@ -95,17 +95,23 @@ func TestQuotaAccount(t *testing.T) {
 			{Meta: Meta{Name: "train", Project: "ml"}, Spec: WorkspaceSpec{Resources: WorkResources{GPUKind: "h100"}}},
 			{Meta: Meta{Name: "misc", Project: "ml"}, Spec: WorkspaceSpec{Resources: WorkResources{GPUKind: "a10"}}},
 			{Meta: Meta{Name: "any", Project: "ml"}},
+			{Meta: Meta{Name: "pref", Project: "ml"}, Spec: WorkspaceSpec{Resources: WorkResources{GPUKinds: []string{"l40s", "h100"}}}},
 			{Meta: Meta{Name: "big", Project: "plain"}, Spec: WorkspaceSpec{Resources: WorkResources{GPUKind: "h100"}}},
 		},
 	}
 	s.Sort()
-	for ref, want := range map[string]string{"ml/train": "h100", "ml/misc": "", "ml/any": "", "ml/gone": "", "plain/big": "", "nope/x": ""} {
+	s.Kinds = []GPUKind{{Meta: Meta{Name: "h100"}, Spec: GPUKindSpec{Match: "H100*"}}, {Meta: Meta{Name: "l40s"}, Spec: GPUKindSpec{Match: "L40S"}}}
+	// A workspace of kinds in order of preference counts against the
+	// kind of the GPUs it holds, its first where they are of none.
+	for ref, want := range map[string]string{"ml/train": "h100", "ml/misc": "", "ml/any": "", "ml/gone": "", "plain/big": "", "nope/x": "",
+		"ml/pref H100 SXM": "h100", "ml/pref L40S": "l40s", "ml/pref": "l40s", "ml/pref A10": "l40s"} {
 		var r Ref
+		ref, model, _ := strings.Cut(ref, " ")
 		if err := r.UnmarshalText([]byte(ref)); err != nil {
 			t.Fatal(err)
 		}
-		if got := s.QuotaAccount(r); got != want {
-			t.Errorf("QuotaAccount(%s) = %q, want %q", ref, got, want)
+		if got := s.QuotaAccount(r, model); got != want {
+			t.Errorf("QuotaAccount(%s, %q) = %q, want %q", ref, model, got, want)
 		}
 	}
 	p := &s.Project("ml").Spec
