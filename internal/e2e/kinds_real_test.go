@@ -88,12 +88,13 @@ spec:` + t + `
 `
 }
 
-// TestRealKindQuotaAndPreemption (issue 36, rows c, d and e with
+// TestRealKindQuotaAndPreemption (issue 36, rows c, d, and a and e with
 // kinds): node-1
 // gains 7 MIG instances and an L40S. Project cv, with no quota, borrows
 // 4 instances (cv/slices) and the L40S (cv/l40s). ml, guaranteed 4
 // instances, asks for them (ml/train): only 3 are free, so it reclaims
-// cv/slices and never cv/l40s, which holds another kind (row c). Then
+// cv/slices and never cv/l40s, which holds another kind (row c), and
+// the status charges them to ml's slice quota (row a). Then
 // ml/urgent, of tier high, asks for the L40S: it preempts cv/l40s, the
 // one holder of that kind, and not ml/train, of a lower tier too but
 // holding instances (row d). Every start is on devices of its kind; a
@@ -154,6 +155,12 @@ func TestRealKindQuotaAndPreemption(t *testing.T) {
 		t.Errorf("cv/l40s is %s on %v; reclaiming instances must not touch the L40S it holds (%v)", st.State, st.GPUs, l40sGPU)
 	}
 	realnomad.Report(t, "per-kind reclaim: ml/train runs on 4 MIG instances %.1fs after it was written", took.Seconds())
+	// Row a: charged to its kind, as the status counts it.
+	for _, p := range r.loop.Status().Projects {
+		if p.Name == "ml" && (len(p.Kinds) != 1 || p.Kinds[0].Kind != "slice" || p.Kinds[0].UsedGPUs != 4 || p.Kinds[0].BorrowedGPUs != 0 || p.UsedGPUs != 0) {
+			t.Errorf("ml's status: %d GPUs used in its gpus account, kinds %+v; want 4 slice GPUs inside the slice quota", p.UsedGPUs, p.Kinds)
+		}
+	}
 
 	// Row d: a higher tier preempts only holders of the kind it needs.
 	r.write("specs.yaml", kindsSpecs(cvSlices, cvL40S, kindWorkspace("ml", "train", "slice", 4, ""), kindWorkspace("ml", "urgent", "l40s", 1, "high")))
