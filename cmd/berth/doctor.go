@@ -156,9 +156,15 @@ func printNodes(w io.Writer, snap drivers.Snapshot, set *schema.Set) (warnings [
 				models = append(models, g.Model)
 			}
 			count[g.Model]++
-			domains[g.Domain] = true
 			if !g.IsMIG() {
 				whole++
+				domains[g.Domain] = true
+			}
+		}
+		migParents := map[int]bool{} // a MIG instance's Domain is its parent's (berth agent)
+		for i := range n.GPUs {
+			if n.GPUs[i].IsMIG() {
+				migParents[n.GPUs[i].Domain] = true
 			}
 		}
 		src := "from berth agent"
@@ -172,14 +178,19 @@ func printNodes(w io.Writer, snap drivers.Snapshot, set *schema.Set) (warnings [
 		} else if !n.Eligible {
 			status = "ineligible"
 		}
-		what := text.Plural(whole, "GPU")
-		switch mig := len(n.GPUs) - whole; {
-		case mig > 0 && whole == 0:
-			what = text.Plural(mig, "MIG instance")
-		case mig > 0:
-			what += " and " + text.Plural(mig, "MIG instance")
+		what := text.Plural(whole, "GPU") + fmt.Sprintf(" in %d NVLink domain(s)", len(domains))
+		mig := len(n.GPUs) - whole
+		migs := text.Plural(mig, "MIG instance")
+		if !n.TopologyGuessed {
+			migs += " of " + text.Plural(len(migParents), "GPU")
 		}
-		fmt.Fprintf(w, "node %s: %s, %s in %d NVLink domain(s), topology %s\n", n.Name, status, what, len(domains), src)
+		switch {
+		case mig > 0 && whole == 0:
+			what = migs
+		case mig > 0:
+			what += " and " + migs
+		}
+		fmt.Fprintf(w, "node %s: %s, %s, topology %s\n", n.Name, status, what, src)
 		if len(models) == 1 && whole == len(n.GPUs) && len(set.Kinds) == 0 {
 			continue // one model of whole GPUs: said above
 		}
