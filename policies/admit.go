@@ -164,6 +164,7 @@ func (d *decider) admit(w *wsState) {
 	// inside the quota.
 	w.out.Borrowed = !d.inQuota(p, w)
 	p.held += need
+	p.heldW += d.placedWeight(pls)
 	p.rheld = p.rheld.add(quotaNeed(w))
 	w.out.Verdict = VerdictStart
 	w.out.Placements = pls
@@ -296,6 +297,24 @@ func (d *decider) wait(w *wsState, r Reason) {
 		r = Reason{ReasonPreempted, "preempted by " + by.String() + " at " + stamp(w.preempted.At) + "; waiting to resume: " + r.Message}
 	}
 	w.out.Reason = r
+}
+
+// placedWeight is what the GPUs of pls count in GPU-equivalents.
+func (d *decider) placedWeight(pls []drivers.Placement) float64 {
+	sum := 0.0
+	for _, pl := range pls {
+		if d.c.unitWeights {
+			sum += float64(len(pl.GPUs))
+			continue
+		}
+		ni := d.c.nodeIndex(pl.Node)
+		for _, id := range pl.GPUs {
+			if si := d.c.slot(ni, id); si >= 0 {
+				sum += d.c.weights[d.c.slots[si].mi-1]
+			}
+		}
+	}
+	return sum
 }
 
 // chooseKind picks the kind w, which asks for several in order of

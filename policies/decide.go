@@ -58,9 +58,10 @@ type wsState struct {
 	stopped bool // the specs want it stopped (DesiredStopped)
 
 	allocs   []*drivers.Alloc
-	held     int  // GPUs its allocations hold
-	stopping bool // an allocation is stopping
-	leaving  bool // holds GPUs it will give up: stopping, stopped, removed or moved
+	held     int     // GPUs its allocations hold
+	heldW    float64 // those GPUs in GPU-equivalents, for fair share
+	stopping bool    // an allocation is stopping
+	leaving  bool    // holds GPUs it will give up: stopping, stopped, removed or moved
 	// moved: it runs on a node its placement no longer allows (the spec
 	// changed): it stops, and queues again to start where it may.
 	moved bool
@@ -120,6 +121,7 @@ type projState struct {
 	borrow                  int // < 0: unlimited
 	weight                  float64
 	held                    int     // GPUs counted against its quota now (changes as the decision goes)
+	heldW                   float64 // those GPUs in GPU-equivalents (cluster.weights), for fair share
 	usage                   float64 // decayed GPU-seconds at Now
 	// rquota: the CPU and memory its quota names (zero: not named, not
 	// limited); rborrow: how far beyond them it may borrow (< 0:

@@ -784,7 +784,7 @@ func applyGrace(in Input, d Decision, now time.Time, grace bool) Input {
 		}
 	}
 	sortAllocs(snap.Allocs)
-	h := RecordDecision(AdvanceUsage(*in.History, *in.Snapshot, now, in.Specs.Policy.Spec.FairShare.HalfLife), d)
+	h := RecordDecision(AdvanceUsage(*in.History, *in.Snapshot, now, in.Specs.Policy.Spec.FairShare.HalfLife, in.Specs.Kinds), d)
 	return Input{Specs: in.Specs, Snapshot: &snap, History: &h, Now: now}
 }
 

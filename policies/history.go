@@ -3,6 +3,8 @@ package policies
 import (
 	"maps"
 	"math"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
@@ -12,22 +14,70 @@ import (
 // AdvanceUsage returns h with its usage decayed from h.UsageAt to now and
 // the GPU-seconds the snapshot's allocations used since then added (each
 // decayed from when it was used): usage(now) = usage(at)·0.5^(Δ/halfLife)
-// + Σ gpus·∫ 0.5^((now−t)/halfLife) dt. An allocation started after
-// UsageAt counts from its start. A zero halfLife means no decay. h is not
+// + Σ gpus·∫ 0.5^((now−t)/halfLife) dt, where an allocation's GPUs count
+// in GPU-equivalents (drivers.Weight, by the kinds declared: a MIG
+// instance its slices of a GPU). An allocation started after UsageAt
+// counts from its start. A zero halfLife means no decay. h is not
 // changed; the result shares no map with it. A now before h.UsageAt
 // returns a copy of h.
-func AdvanceUsage(h drivers.History, snap drivers.Snapshot, now time.Time, halfLife time.Duration) drivers.History {
+func AdvanceUsage(h drivers.History, snap drivers.Snapshot, now time.Time, halfLife time.Duration, kinds []schema.GPUKind) drivers.History {
 	out := copyHistory(h)
 	if !h.UsageAt.IsZero() && now.Before(h.UsageAt) {
 		return out
 	}
-	out.Usage = decayedUsage(h, &snap, now, halfLife)
+	out.Usage = decayedUsage(h, &snap, now, halfLife, allocWeigher(&snap, kinds))
 	out.UsageAt = now
 	return out
 }
 
-// decayedUsage is AdvanceUsage's usage map, without copying the rest.
-func decayedUsage(h drivers.History, snap *drivers.Snapshot, now time.Time, halfLife time.Duration) map[string]float64 {
+// allocWeigher returns what an allocation of snap's GPUs counts in
+// GPU-equivalents, or nil where every GPU counts one (no kind of
+// another weight is declared, no MIG instance is on a node).
+func allocWeigher(snap *drivers.Snapshot, kinds []schema.GPUKind) func(a *drivers.Alloc) float64 {
+	if !slices.ContainsFunc(kinds, func(k schema.GPUKind) bool { return k.Spec.Weight > 0 && k.Spec.Weight != 1 }) && noMIG(snap.Nodes) {
+		return nil
+	}
+	set := schema.Set{Kinds: kinds}
+	return func(a *drivers.Alloc) float64 {
+		m := snap.ModelOf(a)
+		return drivers.Weight(set.KindOf(m), m) * float64(len(a.GPUs))
+	}
+}
+
+// noMIG reports whether no node of nodes has a MIG instance. It
+// remembers the answer for the last node list it read (by its first
+// element's address and its length: a snapshot is never changed, and the
+// simulator's share one node list until a node changes), as a replay
+// advances usage over the same nodes at every decision.
+func noMIG(nodes []drivers.Node) bool {
+	if len(nodes) == 0 {
+		return true
+	}
+	noMIGCache.Lock()
+	defer noMIGCache.Unlock()
+	if noMIGCache.first == &nodes[0] && noMIGCache.n == len(nodes) {
+		return noMIGCache.none
+	}
+	none := true
+	for i := range nodes {
+		for j := range nodes[i].GPUs {
+			none = none && !nodes[i].GPUs[j].IsMIG()
+		}
+	}
+	noMIGCache.first, noMIGCache.n, noMIGCache.none = &nodes[0], len(nodes), none
+	return none
+}
+
+var noMIGCache struct {
+	sync.Mutex
+	first *drivers.Node
+	n     int
+	none  bool
+}
+
+// decayedUsage is AdvanceUsage's usage map, without copying the rest;
+// weigh is what an allocation's GPUs count (nil: one each).
+func decayedUsage(h drivers.History, snap *drivers.Snapshot, now time.Time, halfLife time.Duration, weigh func(*drivers.Alloc) float64) map[string]float64 {
 	usage := make(map[string]float64, len(h.Usage))
 	factor := 1.0
 	if !h.UsageAt.IsZero() && halfLife > 0 && now.After(h.UsageAt) {
@@ -60,6 +110,9 @@ func decayedUsage(h drivers.History, snap *drivers.Snapshot, now time.Time, half
 			proj, cur, inRun = a.Workspace.Project, usage[a.Workspace.Project], true
 		}
 		g := float64(len(a.GPUs))
+		if weigh != nil {
+			g = weigh(a)
+		}
 		if halfLife > 0 {
 			tau := halfLife.Seconds() / math.Ln2
 			cur += g * tau * (1 - math.Exp(-dt/tau))

@@ -19,6 +19,7 @@ func TestAdvanceUsage(t *testing.T) {
 	tests := map[string]struct {
 		h     drivers.History
 		snap  drivers.Snapshot
+		kinds []schema.GPUKind
 		now   time.Time
 		want  map[string]float64
 		wantT time.Time
@@ -41,6 +42,18 @@ func TestAdvanceUsage(t *testing.T) {
 			now:  t0.Add(2 * hl),
 			want: map[string]float64{"ml": tau * 0.5}, wantT: t0.Add(2 * hl),
 		},
+		"a MIG instance counts its slices of a GPU, a kind its weight": {
+			h: drivers.History{UsageAt: t0},
+			snap: drivers.Snapshot{
+				Nodes: []drivers.Node{{Name: "a", GPUs: []drivers.GPU{{ID: "m0", Model: "A100 MIG 3g.40gb"}, {ID: "l0", Model: "L40S"}}}},
+				Allocs: []drivers.Alloc{
+					{Workspace: ref, Node: "a", GPUs: []string{"m0"}, StartedAt: t0},
+					{Workspace: schema.Ref{Project: "cv", Name: "serve"}, Node: "a", GPUs: []string{"l0"}, StartedAt: t0},
+				}},
+			kinds: []schema.GPUKind{{Meta: schema.Meta{Name: "l40s"}, Spec: schema.GPUKindSpec{Match: "L40S", Weight: 0.5}}},
+			now:   t0.Add(hl),
+			want:  map[string]float64{"ml": 3.0 / 7 * tau * 0.5, "cv": 0.5 * tau * 0.5}, wantT: t0.Add(hl),
+		},
 		"now before UsageAt changes nothing": {
 			h:    drivers.History{UsageAt: t0, Usage: map[string]float64{"ml": 7}},
 			now:  t0.Add(-time.Minute),
@@ -50,7 +63,7 @@ func TestAdvanceUsage(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			before := mustJSON(t, tt.h)
-			got := AdvanceUsage(tt.h, tt.snap, tt.now, hl)
+			got := AdvanceUsage(tt.h, tt.snap, tt.now, hl, tt.kinds)
 			if diff := cmp.Diff(tt.want, got.Usage, cmpopts.EquateApprox(1e-9, 1e-6)); diff != "" {
 				t.Errorf("usage (-want +got):\n%s", diff)
 			}

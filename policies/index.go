@@ -222,6 +222,13 @@ type cluster struct {
 	// kindBase+k is kinds[k], whose GPUs are those its pattern matches.
 	kinds    []schema.GPUKind
 	kindBase int
+	// weights[m-1] is what one GPU of models[m-1] counts for fair share,
+	// in GPU-equivalents (drivers.Weight: its declared kind's weight, else
+	// 1 whole or a MIG instance's slices of seven).
+	weights []float64
+	// unitWeights: every model's weight is 1 (no MIG instance, no kind
+	// of another weight): a GPU-equivalent is a GPU.
+	unitWeights bool
 	// index[m][l]: m 0 is "any model", then the models, then the kinds.
 	index [][numLevels]*levelIndex
 	// first[ni] is node ni's first slot; its slots run to first[ni+1]
@@ -271,11 +278,11 @@ func layoutOf(nodes []drivers.Node) []drivers.Node {
 	return out
 }
 
-// sameKinds reports whether two lists of kinds have the same names and
-// patterns, in order: what buildCluster reads of them.
+// sameKinds reports whether two lists of kinds have the same names,
+// patterns and weights, in order: what buildCluster reads of them.
 func sameKinds(a, b []schema.GPUKind) bool {
 	return slices.EqualFunc(a, b, func(x, y schema.GPUKind) bool {
-		return x.Meta.Name == y.Meta.Name && x.Spec.Match == y.Spec.Match
+		return x.Meta.Name == y.Meta.Name && x.Spec.Match == y.Spec.Match && x.Spec.Weight == y.Spec.Weight
 	})
 }
 
@@ -310,7 +317,7 @@ func (t *cluster) clone(nodes []drivers.Node) *cluster {
 		c.nodes = nodes
 		return c
 	}
-	c := &cluster{nodes: nodes, models: t.models, kinds: t.kinds, kindBase: t.kindBase, first: t.first, byName: t.byName, slots: slices.Clone(t.slots), totalFree: slices.Clone(t.totalFree), tmpl: t}
+	c := &cluster{nodes: nodes, models: t.models, kinds: t.kinds, kindBase: t.kindBase, weights: t.weights, unitWeights: t.unitWeights, first: t.first, byName: t.byName, slots: slices.Clone(t.slots), totalFree: slices.Clone(t.totalFree), tmpl: t}
 	c.index = make([][numLevels]*levelIndex, len(t.index))
 	for m := range t.index {
 		for l := range numLevels {
@@ -352,15 +359,20 @@ func buildCluster(snap *drivers.Snapshot, kinds []schema.GPUKind) *cluster {
 	c.kindBase = len(c.models) + 1
 	// kindOf[m-1] is the model index of models[m-1]'s kind (-1: none).
 	kindOf := make([]int32, len(c.models))
+	c.weights = make([]float64, len(c.models))
 	for m, model := range c.models {
 		kindOf[m] = -1
+		var kind *schema.GPUKind
 		for k := range kinds {
 			if kinds[k].Matches(model) {
 				kindOf[m] = int32(c.kindBase + k)
+				kind = &kinds[k]
 				break
 			}
 		}
+		c.weights[m] = drivers.Weight(kind, model)
 	}
+	c.unitWeights = !slices.ContainsFunc(c.weights, func(w float64) bool { return w != 1 })
 	c.index = make([][numLevels]*levelIndex, c.kindBase+len(kinds))
 	for m := range c.index {
 		for l := range numLevels {
@@ -627,4 +639,16 @@ func (d *decider) modelIndexOf(w *wsState) int {
 		return d.c.kindIndex(w.kind)
 	}
 	return d.c.modelIndex(w.model)
+}
+
+// weightOf is what n GPUs of model count in GPU-equivalents (a model
+// the cluster does not list: one each).
+func (c *cluster) weightOf(model string, n int) float64 {
+	if c.unitWeights {
+		return float64(n)
+	}
+	if m := c.modelIndex(model); m > 0 {
+		return c.weights[m-1] * float64(n)
+	}
+	return float64(n)
 }

@@ -14,6 +14,7 @@ type undo struct {
 	ws        int32
 	victim    bool
 	projHeld  int
+	projHeldW float64
 	projRHeld quotaRes
 }
 
@@ -30,9 +31,10 @@ func (d *decider) victimize(vi int32) {
 	for _, si := range d.slotsOf(vi) {
 		d.changeSlot(si, vi, true, true)
 	}
-	d.journal = append(d.journal, undo{slot: -1, ws: vi, victim: v.victim, projHeld: p.held, projRHeld: p.rheld})
+	d.journal = append(d.journal, undo{slot: -1, ws: vi, victim: v.victim, projHeld: p.held, projHeldW: p.heldW, projRHeld: p.rheld})
 	v.victim = true
 	p.held -= v.held
+	p.heldW -= v.heldW
 	p.rheld = p.rheld.sub(v.rheld)
 	d.dirty = append(d.dirty, v.proj)
 	d.gen++
@@ -62,6 +64,7 @@ func (d *decider) rollback() {
 		v := d.ws[u.ws]
 		v.victim = u.victim
 		d.projs[v.proj].held = u.projHeld
+		d.projs[v.proj].heldW = u.projHeldW
 		d.projs[v.proj].rheld = u.projRHeld
 	}
 	d.journal = d.journal[:0]

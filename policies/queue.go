@@ -130,9 +130,10 @@ func (h *projHeap) Pop() any {
 }
 
 // share is a project's fair-share load: decayed usage plus its held GPUs
-// at the usage they reach when held for good, per unit of weight.
+// (in GPU-equivalents: a MIG instance is its slices of a GPU) at the
+// usage they reach when held for good, per unit of weight.
 func (d *decider) share(p *projState) float64 {
-	return (p.usage + float64(p.held)*d.steady) / p.weight
+	return (p.usage + p.heldW*d.steady) / p.weight
 }
 
 // refreshKey recomputes project pi's queue key. The key reads only the

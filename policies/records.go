@@ -46,7 +46,11 @@ func newDecider(in Input) *decider {
 	d.avail = make([][numLevels][]*countIndex, len(d.c.index)) // built by availAt
 
 	projIdx := map[string]int{}
-	d.addProjects(specs, decayedUsage(hist, snap, in.Now, d.policy.FairShare.HalfLife), projIdx)
+	var weigh func(*drivers.Alloc) float64 // GPU-equivalents, where a GPU is not one
+	if !d.c.unitWeights {
+		weigh = func(a *drivers.Alloc) float64 { return d.c.weightOf(snap.ModelOf(a), len(a.GPUs)) }
+	}
+	d.addProjects(specs, decayedUsage(hist, snap, in.Now, d.policy.FairShare.HalfLife, weigh), projIdx)
 	d.addWorkspaces(specs, len(snap.Allocs), projIdx)
 	d.attachAllocs(snap, projIdx)
 	d.heldKinds(specs, snap)
@@ -321,6 +325,11 @@ func (d *decider) attachAllocs(snap *drivers.Snapshot, projIdx map[string]int) {
 			w.allocs = append(w.allocs, a)
 		}
 		w.held += len(a.GPUs)
+		if d.c.unitWeights {
+			w.heldW += float64(len(a.GPUs))
+		} else if len(a.GPUs) > 0 {
+			w.heldW += d.c.weightOf(snap.ModelOf(a), len(a.GPUs))
+		}
 		w.rheld = w.rheld.add(quotaPerReplica(w))
 		if a.Phase == drivers.AllocStopping {
 			w.stopping = true
@@ -495,6 +504,9 @@ func (d *decider) countQuotas(snap *drivers.Snapshot, queuedSince func(*wsState)
 	for pi, ws := range byProj {
 		p := d.projs[pi]
 		p.held, p.rheld = markOverQuota(ws, p.quota, p.rquota, queuedSince)
+		for _, w := range ws {
+			p.heldW += w.heldW
+		}
 	}
 
 	sumQuota := 0

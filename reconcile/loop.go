@@ -224,7 +224,7 @@ func New(cfg Config) (*Loop, error) {
 	}
 	if cfg.Advance == nil {
 		cfg.Advance = func(h drivers.History, set *schema.Set, snap *drivers.Snapshot, now time.Time) drivers.History {
-			return policies.AdvanceUsage(h, *snap, now, set.Policy.Spec.FairShare.HalfLife)
+			return policies.AdvanceUsage(h, *snap, now, set.Policy.Spec.FairShare.HalfLife, set.Kinds)
 		}
 	}
 	def := func(d *time.Duration, v time.Duration) {

@@ -570,7 +570,7 @@ func (r *replayer) wholeSet() *schema.Set {
 // advanceUsage decays usage to now and adds what prev's allocations used
 // since the last cycle (they held their GPUs all that time).
 func (r *replayer) advanceUsage(prev *drivers.Snapshot, halfLife time.Duration) {
-	h := policies.AdvanceUsage(drivers.History{UsageAt: r.hist.UsageAt, Usage: r.hist.Usage}, *prev, r.now, halfLife)
+	h := policies.AdvanceUsage(drivers.History{UsageAt: r.hist.UsageAt, Usage: r.hist.Usage}, *prev, r.now, halfLife, r.set.Kinds)
 	r.hist.Usage, r.hist.UsageAt = h.Usage, h.UsageAt
 }
 
