@@ -41,6 +41,13 @@ const (
 //	    memory: 256Gi
 //	    gpus:                 # explicit GPUs when no preset
 //	    - {model: H100, memory: 80Gi, domain: 0, numa: 0}
+//	  kinds:                  # optional: the GPU kinds a replay's trace names
+//	  - {name: h100, match: "NVIDIA H100*"}
+//	  - {name: a100-1g, match: "* MIG 1g.10gb"}  # weight: as a GPUKind's (optional)
+//
+// A node may mix models, MIG instances among them, named as the NVIDIA
+// device plugin names their device groups ("NVIDIA A100-SXM4-80GB MIG
+// 1g.10gb"): each GPU entry is a device of its own model.
 type ClusterFile struct {
 	// Name is metadata.name; "" when the file gives none.
 	Name string
@@ -49,6 +56,12 @@ type ClusterFile struct {
 	StartDelay, CheckpointTime *time.Duration
 	// Nodes are every node, each count expanded, sorted by name.
 	Nodes []ClusterNode
+	// Kinds are the GPU kinds the file declares (spec.kinds), sorted by
+	// name, as GPUKind documents would declare them: each a name and a
+	// match (GPUKind.Matches), never two that overlap. Nil when the file
+	// declares none; berth simulate then makes every model a kind of its
+	// own (replay.Kinds).
+	Kinds []GPUKind
 }
 
 // ClusterNode is one node of a cluster file.
@@ -87,7 +100,16 @@ type ClusterDoc struct {
 		StartDelay     string            `json:"startDelay"`
 		CheckpointTime string            `json:"checkpointTime"`
 		Nodes          []clusterNodeSpec `json:"nodes"`
+		Kinds          []clusterKindSpec `json:"kinds"`
 	} `json:"spec"`
+}
+
+// clusterKindSpec is one entry of a cluster file's kinds: a GPUKind's
+// name and spec, written flat.
+type clusterKindSpec struct {
+	Name   string  `json:"name"`
+	Match  string  `json:"match"`
+	Weight float64 `json:"weight"`
 }
 
 type clusterNodeSpec struct {
@@ -185,7 +207,43 @@ func (d *ClusterDoc) Cluster() (*ClusterFile, error) {
 		}
 	}
 	sort.Slice(c.Nodes, func(i, j int) bool { return c.Nodes[i].Name < c.Nodes[j].Name })
+	kinds, err := clusterKinds(d.Spec.Kinds)
+	if err != nil {
+		return nil, err
+	}
+	c.Kinds = kinds
 	return c, nil
+}
+
+// clusterKinds checks a cluster file's kinds and returns them as
+// GPUKinds, sorted by name: each needs a name (used once) and a match,
+// a weight of 0 or more, and no two may overlap (GPUKind.Overlaps).
+func clusterKinds(specs []clusterKindSpec) ([]GPUKind, error) {
+	var out []GPUKind
+	byName := map[string]int{}
+	for i, ks := range specs {
+		switch {
+		case strings.TrimSpace(ks.Name) == "" || strings.TrimSpace(ks.Name) != ks.Name:
+			return nil, fmt.Errorf("spec.kinds[%d]: name %q: want the kind's name, without spaces around it", i, ks.Name)
+		case ks.Match == "":
+			return nil, fmt.Errorf("spec.kinds[%d] (%s): match is required: the model its GPUs are of, or a pattern of it with *", i, ks.Name)
+		case ks.Weight < 0:
+			return nil, fmt.Errorf("spec.kinds[%d] (%s): weight %g: want 0 (the default) or more", i, ks.Name, ks.Weight)
+		}
+		if j, dup := byName[ks.Name]; dup {
+			return nil, fmt.Errorf("spec.kinds[%d]: kind %q is declared twice (spec.kinds[%d])", i, ks.Name, j)
+		}
+		byName[ks.Name] = i
+		k := GPUKind{Meta: Meta{Name: ks.Name}, Spec: GPUKindSpec{Match: ks.Match, Weight: ks.Weight}}
+		for j := range out {
+			if k.Overlaps(&out[j]) {
+				return nil, fmt.Errorf("spec.kinds[%d] (%s): match %q overlaps kind %q's %q: a GPU would be of both kinds", i, ks.Name, ks.Match, out[j].Meta.Name, out[j].Spec.Match)
+			}
+		}
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Meta.Name < out[j].Meta.Name })
+	return out, nil
 }
 
 func expandClusterNode(ns clusterNodeSpec) ([]ClusterNode, error) {

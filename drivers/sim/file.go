@@ -25,6 +25,11 @@ type Spec struct {
 	// since the last periodic checkpoint.
 	CheckpointTime time.Duration
 	Nodes          []drivers.Node
+	// Kinds are the GPU kinds the file declares (spec.kinds), sorted by
+	// name; nil where it declares none. The simulator itself ignores
+	// them: each GPU reports its model (drivers.GPU.Model), and a replay
+	// reads its kinds from that (replay.Kinds).
+	Kinds []schema.GPUKind
 }
 
 // Default timings of a simulated workspace.
@@ -64,7 +69,7 @@ func Parse(b []byte) (*Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec := &Spec{Name: cmp.Or(f.Name, "sim"), StartDelay: DefaultStartDelay, CheckpointTime: DefaultCheckpointTime}
+	spec := &Spec{Name: cmp.Or(f.Name, "sim"), StartDelay: DefaultStartDelay, CheckpointTime: DefaultCheckpointTime, Kinds: f.Kinds}
 	if f.StartDelay != nil {
 		spec.StartDelay = *f.StartDelay
 	}

@@ -415,3 +415,42 @@ func TestStartCountsReservations(t *testing.T) {
 	c.Finish(b)
 	mustApply(t, c, cpuOnly(a, 150*gi))
 }
+
+// A node may mix models, MIG instances among them: the simulator reports
+// each GPU's model as the file gives it (the device group's name, as the
+// NVIDIA plugin names a MIG instance's), and keeps the file's kinds.
+func TestMixedModels(t *testing.T) {
+	spec, err := Parse([]byte(`
+apiVersion: berth.dev/v1
+kind: Cluster
+spec:
+  nodes:
+  - name: mixed
+    gpus:
+    - {model: NVIDIA H100 80GB HBM3, count: 2}
+    - {model: NVIDIA A100-SXM4-80GB, domain: 1}
+    - {model: NVIDIA A100-SXM4-80GB MIG 1g.10gb, domain: 1, count: 7}
+  kinds:
+  - {name: mig, match: "* MIG 1g.10gb"}
+  - {name: h100, match: "NVIDIA H100*"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spec.Kinds) != 2 || spec.Kinds[0].Meta.Name != "h100" || spec.Kinds[1].Meta.Name != "mig" {
+		t.Errorf("kinds %+v: want h100 and mig, by name", spec.Kinds)
+	}
+	snap := observe(t, New(*spec, NewManualClock(t0)))
+	count := map[string]int{}
+	mig := 0
+	for _, g := range snap.Nodes[0].GPUs {
+		count[g.Model]++
+		if g.IsMIG() {
+			mig++
+		}
+	}
+	want := map[string]int{"NVIDIA H100 80GB HBM3": 2, "NVIDIA A100-SXM4-80GB": 1, "NVIDIA A100-SXM4-80GB MIG 1g.10gb": 7}
+	if diff := cmp.Diff(want, count); diff != "" || mig != 7 {
+		t.Errorf("models observed (-want +got):\n%s\n%d MIG instances, want 7", diff, mig)
+	}
+}
