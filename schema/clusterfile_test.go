@@ -75,9 +75,9 @@ func TestParseClusterKinds(t *testing.T) {
 	}
 	for kinds, want := range map[string]string{
 		`{"name": "h100", "match": "NVIDIA H100*"}, {"name": "h", "match": "nvidia h100 80GB*"}`: `spec.kinds[1] (h): match "nvidia h100 80GB*" overlaps kind "h100"'s "NVIDIA H100*"`,
-		`{"name": "h100", "match": "NVIDIA H100*"}, {"name": "h100", "match": "x"}`:             `spec.kinds[1]: kind "h100" is declared twice (spec.kinds[0])`,
-		`{"name": "h100"}`:                                 `spec.kinds[0] (h100): match is required`,
-		`{"match": "x"}`:                                   `spec.kinds[0]: name "": want the kind's name`,
+		`{"name": "h100", "match": "NVIDIA H100*"}, {"name": "h100", "match": "x"}`:              `spec.kinds[1]: kind "h100" is declared twice (spec.kinds[0])`,
+		`{"name": "h100"}`: `spec.kinds[0] (h100): match is required`,
+		`{"match": "x"}`:   `spec.kinds[0]: name "": want the kind's name`,
 		`{"name": "x", "match": "x", "weight": -1}`:        `spec.kinds[0] (x): weight -1: want 0 (the default) or more`,
 		`{"name": "x", "match": "x", "description": "no"}`: `unknown field "description"`,
 	} {
