@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,6 +32,14 @@ type Job struct {
 	Source Format
 	// Checkpoint is how often the job saves its work; 0 never, < 0 unset.
 	Checkpoint time.Duration
+	// Kind names the GPU kind the job runs on (the CSV's gpu_kind
+	// column): a kind the cluster file declares, or a model of its GPUs
+	// where it declares none (Kinds). Empty: any whole GPU.
+	Kind string
+	// File and Line are where the trace gave the job: its file (empty
+	// when not read by ReadFile) and line (0: built by hand).
+	File string
+	Line int
 }
 
 // Format names a trace format.
@@ -56,6 +65,9 @@ func ReadFile(path string, f Format) ([]Job, error) {
 	jobs, err := Read(file, f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for i := range jobs {
+		jobs[i].File = path
 	}
 	return jobs, nil
 }
@@ -209,19 +221,25 @@ func readPhilly(r io.Reader) ([]Job, error) {
 		if vc == "" {
 			return fmt.Errorf("cluster: empty; want the virtual cluster's name")
 		}
-		jobs = append(jobs, Job{Submit: submit.UTC(), Duration: dur, GPUs: gpus, Project: "vc-" + vc, Checkpoint: -1, Source: FormatPhilly})
+		jobs = append(jobs, Job{Submit: submit.UTC(), Duration: dur, GPUs: gpus, Project: "vc-" + vc, Checkpoint: -1, Source: FormatPhilly, Line: line})
 		return nil
 	})
 	return jobs, err
 }
 
+// csvColumns is berth's generic trace format's header, the optional
+// columns in brackets.
+const csvColumns = "submit,duration,gpus,project[,tier][,checkpoint][,gpu_kind]"
+
 // readCSV reads berth's generic trace format:
 //
-//	submit,duration,gpus,project[,tier][,checkpoint]
+//	submit,duration,gpus,project[,tier][,checkpoint][,gpu_kind]
 //
 // submit is an RFC 3339 time or seconds from the trace's start; duration
 // and checkpoint are seconds or Go durations (90m); an empty tier or
-// checkpoint is left for the mapping to fill.
+// checkpoint is left for the mapping to fill. gpu_kind names the GPU kind
+// the job runs on (Job.Kind); empty, any whole GPU. Columns come in any
+// order, named by the header.
 func readCSV(r io.Reader) ([]Job, error) {
 	var jobs []Job
 	origin := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -230,7 +248,7 @@ func readCSV(r io.Reader) ([]Job, error) {
 		if first {
 			for _, col := range []string{"submit", "duration", "gpus", "project"} {
 				if _, ok := h[col]; !ok {
-					return fmt.Errorf("header: no %q column; want submit,duration,gpus,project[,tier][,checkpoint]", col)
+					return fmt.Errorf("header: no %q column; want %s", col, csvColumns)
 				}
 			}
 			first = false
@@ -263,7 +281,8 @@ func readCSV(r io.Reader) ([]Job, error) {
 				return err
 			}
 		}
-		jobs = append(jobs, Job{Submit: submit, Duration: dur, GPUs: gpus, Project: project, Tier: tier, Checkpoint: cp, Source: FormatCSV})
+		kind, _ := field(h, rec, "gpu_kind")
+		jobs = append(jobs, Job{Submit: submit, Duration: dur, GPUs: gpus, Project: project, Tier: tier, Checkpoint: cp, Source: FormatCSV, Kind: kind, Line: line})
 		return nil
 	})
 	return jobs, err
@@ -291,10 +310,16 @@ func count(h map[string]int, rec []string, name string) (int, error) {
 }
 
 // WriteCSV writes jobs in the generic trace format, submit as RFC 3339 and
-// durations in seconds: what Read reads back as FormatCSV.
+// durations in seconds: what Read reads back as FormatCSV. The gpu_kind
+// column is written when some job names a kind.
 func WriteCSV(w io.Writer, jobs []Job) error {
 	cw := csv.NewWriter(w)
-	if err := cw.Write([]string{"submit", "duration", "gpus", "project", "tier", "checkpoint"}); err != nil {
+	header := []string{"submit", "duration", "gpus", "project", "tier", "checkpoint"}
+	kinds := slices.ContainsFunc(jobs, func(j Job) bool { return j.Kind != "" })
+	if kinds {
+		header = append(header, "gpu_kind")
+	}
+	if err := cw.Write(header); err != nil {
 		return err
 	}
 	for _, j := range jobs {
@@ -303,6 +328,9 @@ func WriteCSV(w io.Writer, jobs []Job) error {
 			cp = strconv.FormatFloat(j.Checkpoint.Seconds(), 'f', -1, 64)
 		}
 		rec := []string{j.Submit.UTC().Format(time.RFC3339), strconv.FormatFloat(j.Duration.Seconds(), 'f', -1, 64), strconv.Itoa(j.GPUs), j.Project, j.Tier, cp}
+		if kinds {
+			rec = append(rec, j.Kind)
+		}
 		if err := cw.Write(rec); err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/berth-dev/berth/schema"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func TestReadPhilly(t *testing.T) {
@@ -23,8 +24,8 @@ func TestReadPhilly(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Job{
-		{ID: "j000001", Submit: time.Date(2017, 10, 9, 6, 13, 3, 0, time.UTC), Duration: 2951 * time.Second, GPUs: 16, Project: "vc-6214e9", Checkpoint: -1, Source: FormatPhilly},
-		{ID: "j000002", Submit: time.Date(2017, 10, 9, 7, 1, 55, 0, time.UTC), Duration: 66 * time.Second, GPUs: 1, Project: "vc-11cb48", Checkpoint: -1, Source: FormatPhilly},
+		{ID: "j000001", Submit: time.Date(2017, 10, 9, 6, 13, 3, 0, time.UTC), Duration: 2951 * time.Second, GPUs: 16, Project: "vc-6214e9", Checkpoint: -1, Source: FormatPhilly, Line: 3},
+		{ID: "j000002", Submit: time.Date(2017, 10, 9, 7, 1, 55, 0, time.UTC), Duration: 66 * time.Second, GPUs: 1, Project: "vc-11cb48", Checkpoint: -1, Source: FormatPhilly, Line: 2},
 	}
 	if diff := cmp.Diff(want, jobs); diff != "" {
 		t.Errorf("sorted by submit, numbered in that order (-want +got)\n%s", diff)
@@ -40,8 +41,8 @@ func TestReadCSV(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Job{
-		{ID: "j000001", Submit: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Duration: time.Hour, GPUs: 2, Project: "nlp", Checkpoint: -1, Source: FormatCSV},
-		{ID: "j000002", Submit: time.Date(2026, 1, 1, 0, 10, 0, 0, time.UTC), Duration: time.Hour, GPUs: 8, Project: "vision", Tier: "high", Checkpoint: 15 * time.Minute, Source: FormatCSV},
+		{ID: "j000001", Submit: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Duration: time.Hour, GPUs: 2, Project: "nlp", Checkpoint: -1, Source: FormatCSV, Line: 4},
+		{ID: "j000002", Submit: time.Date(2026, 1, 1, 0, 10, 0, 0, time.UTC), Duration: time.Hour, GPUs: 8, Project: "vision", Tier: "high", Checkpoint: 15 * time.Minute, Source: FormatCSV, Line: 3},
 	}
 	if diff := cmp.Diff(want, jobs); diff != "" {
 		t.Errorf("(-want +got)\n%s", diff)
@@ -51,11 +52,52 @@ func TestReadCSV(t *testing.T) {
 	if err := WriteCSV(&buf, jobs); err != nil {
 		t.Fatal(err)
 	}
+	if !strings.HasPrefix(buf.String(), "submit,duration,gpus,project,tier,checkpoint\n") {
+		t.Errorf("jobs of no kind: WriteCSV wrote %q, want no gpu_kind column", buf.String())
+	}
 	again, err := Read(&buf, FormatCSV)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(jobs, again); diff != "" {
+	if diff := cmp.Diff(jobs, again, wherever); diff != "" {
+		t.Errorf("round trip (-want +got)\n%s", diff)
+	}
+}
+
+// wherever compares jobs without where the trace gave them.
+var wherever = cmpopts.IgnoreFields(Job{}, "File", "Line")
+
+// TestReadCSVKinds: the gpu_kind column, in any place, names each job's
+// kind (empty: none); WriteCSV writes it back when a job has one.
+func TestReadCSVKinds(t *testing.T) {
+	in := "gpu_kind,submit,duration,gpus,project\n" +
+		"h100,0,1h,8,vision\n" +
+		",60,1h,1,nlp\n" +
+		"NVIDIA A100-SXM4-80GB MIG 1g.10gb,120,10m,1,nlp\n"
+	jobs, err := Read(strings.NewReader(in), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, j := range jobs {
+		got = append(got, fmt.Sprintf("%s line %d: %q", j.ID, j.Line, j.Kind))
+	}
+	want := []string{`j000001 line 2: "h100"`, `j000002 line 3: ""`, `j000003 line 4: "NVIDIA A100-SXM4-80GB MIG 1g.10gb"`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+	var buf bytes.Buffer
+	if err := WriteCSV(&buf, jobs); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(buf.String(), "submit,duration,gpus,project,tier,checkpoint,gpu_kind\n") {
+		t.Errorf("WriteCSV wrote %q, want a gpu_kind column", buf.String())
+	}
+	again, err := Read(&buf, FormatCSV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(jobs, again, wherever); diff != "" {
 		t.Errorf("round trip (-want +got)\n%s", diff)
 	}
 }
@@ -137,7 +179,7 @@ func TestReadFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(whole, halves); diff != "" {
+	if diff := cmp.Diff(whole, halves, wherever); diff != "" {
 		t.Errorf("the halves of philly-sample.csv read otherwise than the whole (-whole +halves)\n%s", diff)
 	}
 	one, err := ReadFiles([]string{"testdata/philly-sample.csv"}, "")
