@@ -186,6 +186,7 @@ type shape struct {
 	gpus, replicas, prio int
 	proj                 *project
 	inQuota              bool
+	cls                  int32 // the GPUs it may use (groups.go)
 }
 
 // pack packs s into one integer, for a fast map; ok false when a field
@@ -198,10 +199,10 @@ func (s shape) pack() (key uint64, ok bool) {
 		p = s.proj.idx + 1
 	}
 	prio := s.prio + 1<<(bits-1)
-	if uint(s.gpus|s.replicas|prio|p) >= 1<<bits { // one is negative or too large
+	if uint(s.gpus|s.replicas|prio|p) >= 1<<bits || uint32(s.cls) >= 1<<(64-4*bits-1) { // one is negative or too large
 		return 0, false
 	}
-	key = uint64(s.gpus)<<(3*bits+1) | uint64(s.replicas)<<(2*bits+1) | uint64(prio)<<(bits+1) | uint64(p)<<1
+	key = uint64(s.cls)<<(4*bits+1) | uint64(s.gpus)<<(3*bits+1) | uint64(s.replicas)<<(2*bits+1) | uint64(prio)<<(bits+1) | uint64(p)<<1
 	if s.inQuota {
 		key |= 1
 	}
@@ -242,7 +243,7 @@ func (wd *world) admitAll(ordered []*work, how fit, rights func(*work) right, or
 			wd.wait(w, reasonQuota)
 			continue
 		}
-		key := shape{gpus: w.gpus, replicas: w.replicas, prio: w.prio}
+		key := shape{gpus: w.gpus, replicas: w.replicas, prio: w.prio, cls: w.cls}
 		if allowed != nil {
 			// Quota rights depend on the project (never its own borrowers;
 			// its own lower priorities) and on whether it is in quota; a

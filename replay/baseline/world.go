@@ -16,9 +16,12 @@ import (
 // Its memory comes from a pool (newWorld) and goes back to it (release),
 // except the decision it returns.
 type world struct {
-	now   time.Time
+	now time.Time
+	// nodes are the device groups of the nodes: a node's usable GPUs of
+	// one model each (groups.go), by node name, then in the order of the
+	// node's first GPU of each; a node of one model is one entry.
 	nodes []node
-	gpus  []gpu  // the nodes' GPUs, node by node
+	gpus  []gpu  // the nodes' GPUs, node by node, each group's together
 	ws    []work // specs order (by Ref), then orphans by Ref
 	// out is the decision's verdicts, by Ref: each work writes its own
 	// entry (work.out), so the decision is returned without a copy.
@@ -53,11 +56,22 @@ type world struct {
 	// nodeAt remembers where node lookups found each name, from one
 	// decision to the next (checked before use: a hint, not a truth).
 	nodeAt map[string]int
+	// kinds: which groups each workspace may use (groups.go).
+	kinds kinds
 }
 
+// node is one device group of a node: its usable GPUs of one model.
+// Nomad takes the devices of one request from one group, so a replica's
+// GPUs are of one group.
 type node struct {
 	name string
 	gpus []gpu // by index
+	// all is every usable GPU of the node, each group's together: where
+	// an allocation's GPUs are looked for.
+	all []gpu
+	// model is the index of the group's model in kinds.models (-1: the
+	// node has no usable GPU).
+	model int32
 	// free and releasing count the GPUs not taken by this decision that
 	// are free, or held by a workspace that releases them (gpu.tally).
 	free, releasing int
@@ -101,10 +115,11 @@ type work struct {
 	idx      int
 	gpus     int
 	replicas int
-	canPre   bool // its tier may preempt
-	fits     bool // Quota: inside its project's quota when the cycle began
-	decided  bool // has its verdict
-	preempt  bool // may be preempted (tier and workspace)
+	cls      int32 // the GPUs it may use: a class of kinds (groups.go)
+	canPre   bool  // its tier may preempt
+	fits     bool  // Quota: inside its project's quota when the cycle began
+	decided  bool  // has its verdict
+	preempt  bool  // may be preempted (tier and workspace)
 	stopping bool
 	stopped  bool // its desired state is Stopped
 	running  bool
@@ -167,23 +182,8 @@ func newWorld(in policies.Input) *world {
 		snap = &drivers.Snapshot{}
 	}
 
-	// 1. Nodes and their usable GPUs, in one array.
-	all := resize(wd.gpus, snap.UsableGPUs())[:0]
-	wd.nodes = resize(wd.nodes, len(snap.Nodes))
-	for i, n := range snap.Nodes {
-		nd := &wd.nodes[i]
-		nd.name = n.Name
-		first := len(all)
-		if n.Ready && n.Eligible {
-			for gi := range n.GPUs { // by index: a GPU is large, its copy costly
-				if g := &n.GPUs[gi]; g.Healthy {
-					all = append(all, gpu{id: g.ID, node: nd})
-				}
-			}
-		}
-		nd.gpus = all[first:len(all):len(all)]
-	}
-	wd.gpus = all
+	// 1. Nodes, as device groups, and their usable GPUs, in one array.
+	wd.groups(snap)
 
 	// 2. Projects, as specs.Projects.
 	wd.projs = resize(wd.projs, len(specs.Projects))
@@ -277,6 +277,9 @@ func newWorld(in policies.Input) *world {
 		w.idx = i
 		w.gpus = sw.Spec.Resources.GPUs
 		w.replicas = max(sw.Spec.Replicas, 1)
+		if r := &sw.Spec.Resources; r.GPUKind != "" || r.GPUModel != "" {
+			w.cls = wd.kinds.class(r.GPUKind, r.GPUModel)
+		}
 		if i == 0 || w.ref.Project != specs.Workspaces[i-1].Meta.Project {
 			// Workspaces come by project: look each project up once.
 			lastProj, lastTier = nil, nil
@@ -298,6 +301,7 @@ func newWorld(in policies.Input) *world {
 	for ; next < len(order); next++ {
 		bind(&wd.ws[n+next], orphanRefs[order[next]])
 	}
+	wd.kinds.settle(specs)
 	for k := range orphanRefs {
 		w := &wd.ws[n+orphan[k]]
 		w.idx = n + orphan[k]
@@ -342,9 +346,9 @@ func newWorld(in policies.Input) *world {
 		// order: each search starts after the last match.
 		at := 0
 		for _, id := range a.GPUs {
-			for range len(nd.gpus) {
-				g := &nd.gpus[at]
-				if at++; at == len(nd.gpus) {
+			for range len(nd.all) {
+				g := &nd.all[at]
+				if at++; at == len(nd.all) {
 					at = 0
 				}
 				if g.id == id {
@@ -367,8 +371,8 @@ func newWorld(in policies.Input) *world {
 			w.proj.held += w.held
 		}
 	}
-	for i := range all {
-		g := &all[i]
+	for i := range wd.gpus {
+		g := &wd.gpus[i]
 		if o := g.owner; o != nil {
 			g.releasing = !o.running
 			g.movable = o.running && o.preempt && o.proj != nil
@@ -399,6 +403,7 @@ func (wd *world) release() {
 	s := world{
 		nodes:   clearAll(wd.nodes),
 		gpus:    clearAll(wd.gpus),
+		kinds:   wd.kinds.clear(),
 		ws:      clearAll(wd.ws),
 		projs:   clearAll(wd.projs),
 		journal: clearAll(wd.journal),
@@ -432,7 +437,7 @@ func (wd *world) projectIndex(name string) int {
 	return -1
 }
 
-// node returns the node named name, or nil: where an earlier lookup
+// node returns the node named name (its first group), or nil: where an earlier lookup
 // found that name, when a node of that name is still there (clusters
 // rarely change), else by binary search (a Snapshot's nodes are sorted
 // by name), else, for a snapshot that is not sorted, by a linear one.
@@ -536,13 +541,17 @@ const (
 	bestFit             // the node with the fewest GPUs left over (bin-packing)
 )
 
-// pickNode returns the node a replica of n GPUs goes on, counting GPUs
-// being released only when useReleasing, or nil.
-func (wd *world) pickNode(n int, how fit, useReleasing bool) *node {
+// pickNode returns the node (a group of it) a replica of w goes on,
+// counting GPUs being released only when useReleasing, or nil.
+func (wd *world) pickNode(w *work, how fit, useReleasing bool) *node {
+	n := w.gpus
 	var best *node
 	bestLeft := 0
 	for i := range wd.nodes {
 		nd := &wd.nodes[i]
+		if wd.kinds.mixed && !wd.kinds.allows(w.cls, nd.model) {
+			continue
+		}
 		f, r := nd.avail()
 		a := f
 		if useReleasing {
@@ -719,14 +728,17 @@ func (wd *world) place(w *work, how fit, may right, order victimOrder, cheaper f
 	var victims []*work
 	budget := wd.maxVictims
 	for r := 0; r < w.replicas; r++ {
-		nd := wd.pickNode(w.gpus, how, false)
+		nd := wd.pickNode(w, how, false)
 		if nd == nil {
-			nd = wd.pickNode(w.gpus, how, true)
+			nd = wd.pickNode(w, how, true)
 		}
 		if nd == nil && may != nil && budget > 0 {
 			var best []*work
 			for i := range wd.nodes {
 				cand := &wd.nodes[i]
+				if wd.kinds.mixed && !wd.kinds.allows(w.cls, cand.model) {
+					continue
+				}
 				vs, ok := wd.preemptNode(w, cand, may, order, budget)
 				if !ok {
 					continue
@@ -786,11 +798,14 @@ var (
 )
 
 // usable reports whether w could ever fit the cluster: enough usable GPUs
-// on enough nodes.
+// of its kind on enough nodes (groups).
 func (wd *world) usable(w *work) bool {
 	fits := 0
 	for i := range wd.nodes {
 		nd := &wd.nodes[i]
+		if wd.kinds.mixed && !wd.kinds.allows(w.cls, nd.model) {
+			continue
+		}
 		if len(nd.gpus) >= w.gpus {
 			fits++
 		}
