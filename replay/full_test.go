@@ -193,9 +193,8 @@ func tile(jobs []Job, n int, every time.Duration) []Job {
 func replayTimed(b *testing.B, jobs []Job, pols []Policy, opt Options) (time.Duration, *Report) {
 	start := time.Now()
 	spec := DefaultCluster()
-	gpus, per := Shape(spec)
 	m := DefaultMapping()
-	wl, err := Map(jobs, gpus, per, m)
+	wl, err := MapCluster(jobs, spec, m)
 	if err != nil {
 		b.Fatal(err)
 	}

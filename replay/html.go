@@ -16,8 +16,11 @@ var palette = []string{"#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#
 // the mapping, utilization over time and the wait-time CDF of each tier,
 // as inline SVG (no scripts, no external files).
 func (r *Report) WriteHTML(w io.Writer) error {
-	var table, teams bytes.Buffer
-	if err := r.WriteTable(&table); err != nil {
+	var table, kinds, teams bytes.Buffer
+	if err := r.writeTable(&table); err != nil {
+		return err
+	}
+	if err := r.WriteKinds(&kinds); err != nil {
 		return err
 	}
 	if err := r.WriteTeams(&teams); err != nil {
@@ -40,6 +43,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	}
 	return pageTmpl.Execute(w, map[string]any{
 		"Table":   table.String(),
+		"Kinds":   kinds.String(),
 		"Teams":   teams.String(),
 		"Mapping": r.mappingLines(),
 		"Legend":  legend,
@@ -65,7 +69,9 @@ h2{font-size:16px;margin-top:2em} svg{background:#fff;border:1px solid #ddd}
 <ul>{{range .Mapping}}<li>{{.}}</li>{{end}}</ul>
 <h2>Results</h2>
 <pre>{{.Table}}</pre>
-<h2>Per team</h2>
+{{if .Kinds}}<h2>Per GPU kind</h2>
+<pre>{{.Kinds}}</pre>
+{{end}}<h2>Per team</h2>
 <pre>{{.Teams}}</pre>
 {{range .Charts}}<h2>{{.Title}}</h2>
 {{.SVG}}

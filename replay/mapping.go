@@ -80,7 +80,21 @@ type Workload struct {
 	TiersGiven    int
 	ProjectsGiven bool
 	Capacity      int
+	// Kinds are the cluster's GPU kinds (MapCluster), by name, then its
+	// GPUs of no kind (where the cluster file declares kinds that leave
+	// some out); nil for a workload of Map. KindsDeclared: the cluster
+	// file declares them (else they are its models); KindsGiven counts
+	// the jobs that ask for a kind.
+	Kinds         []KindInfo
+	KindsDeclared bool
+	KindsGiven    int
+	// gpuKinds are the kinds as GPUKinds, in Kinds' order.
+	gpuKinds []schema.GPUKind
 }
+
+// kindsReported reports whether the report tells the kinds apart: the
+// cluster has GPUs of several kinds, or the trace names one.
+func (wl *Workload) kindsReported() bool { return len(wl.Kinds) > 1 || wl.KindsGiven > 0 }
 
 // MappedJob is a trace job and the workspace that runs it.
 type MappedJob struct {
@@ -106,6 +120,7 @@ func (j *MappedJob) Workspace() schema.Workspace {
 	ws.Spec.Tier = j.Tier
 	ws.Spec.Task = schema.Task{Driver: "sim"}
 	ws.Spec.Resources.GPUs = j.PerGPUs
+	ws.Spec.Resources.GPUKind = j.Kind
 	ws.Spec.Replicas = j.Replicas
 	ws.Spec.Preemptible = true
 	ws.Spec.Checkpoint = schema.Checkpoint{GracePeriod: j.Grace, Interval: j.Checkpoint}
@@ -124,8 +139,15 @@ type ProjectInfo struct {
 }
 
 // Map maps jobs (sorted by submit) onto a cluster of capacity GPUs whose
-// largest node has nodeGPUs.
+// largest node has nodeGPUs, all of one kind: a job that names a kind is
+// an error (MapCluster maps onto a cluster's kinds).
 func Map(jobs []Job, capacity, nodeGPUs int, m Mapping) (*Workload, error) {
+	return mapJobs(jobs, fleet{gpus: capacity, whole: KindInfo{GPUs: capacity, perNode: nodeGPUs}}, m)
+}
+
+// mapJobs maps jobs onto the cluster f describes.
+func mapJobs(jobs []Job, f fleet, m Mapping) (*Workload, error) {
+	capacity := f.gpus
 	if len(m.Tiers) == 0 {
 		return nil, fmt.Errorf("mapping: no tiers")
 	}
@@ -137,7 +159,7 @@ func Map(jobs []Job, capacity, nodeGPUs int, m Mapping) (*Workload, error) {
 	for _, t := range m.Tiers {
 		tierValue[t.Name] = t.Value
 	}
-	wl := &Workload{Capacity: capacity, Jobs: make([]MappedJob, 0, len(jobs))}
+	wl := &Workload{Capacity: capacity, Jobs: make([]MappedJob, 0, len(jobs)), Kinds: f.kinds, KindsDeclared: f.declared, gpuKinds: f.specs}
 	// 1. Tiers: per trace project, a seeded draw of exactly the shares.
 	byTenant := map[string][]int{}
 	var tenants []string
@@ -197,9 +219,22 @@ func Map(jobs []Job, capacity, nodeGPUs int, m Mapping) (*Workload, error) {
 		if j.GPUs > gang {
 			per, reps = gang, (j.GPUs+gang-1)/gang
 		}
-		if per > nodeGPUs || per*reps > capacity {
+		// What the job may use: its kind's GPUs, else the whole GPUs.
+		room, ki := &f.whole, -1
+		if j.Kind != "" {
+			var err error
+			if ki, err = f.kind(&jobs[i], j.Kind); err != nil {
+				return nil, err
+			}
+			room, j.Kind = &f.kinds[ki], f.kinds[ki].Name // one string for all its jobs
+		}
+		if per > room.perNode || per*reps > room.GPUs {
 			wl.Skipped++
 			continue
+		}
+		if ki >= 0 {
+			wl.KindsGiven++
+			wl.Kinds[ki].Jobs++
 		}
 		cp := j.Checkpoint
 		if cp < 0 {
@@ -223,6 +258,11 @@ func Map(jobs []Job, capacity, nodeGPUs int, m Mapping) (*Workload, error) {
 	// to its GPU-time (largest remainder), adding up to the cluster; the
 	// lowest tier is the project's, for workspaces that name none.
 	set := &schema.Set{Revision: "trace", Policy: schema.DefaultPolicy()}
+	if wl.KindsGiven > 0 {
+		// Only then: a decision indexes the GPUs of each kind declared,
+		// which a trace of no kinds would pay for and never use.
+		set.Kinds = f.specs
+	}
 	set.Policy.Spec.Aging.MaxWait = m.MaxWait
 	for _, t := range m.Tiers {
 		set.Tiers = append(set.Tiers, schema.PriorityTier{Meta: schema.Meta{Name: t.Name}, Spec: schema.TierSpec{Value: t.Value, Preemptible: true, CanPreempt: true}})

@@ -53,6 +53,18 @@ type meter struct {
 	whole, narrowed, verified, differed int
 	preemptions                         int
 	peakQueue                           int
+	// kindOf is each GPU's row of wl.Kinds and weight, by GPU ID, where
+	// the report tells kinds apart (nil: it does not, and the meter
+	// spends nothing on them); kindSec and kindEqSec are each kind's
+	// GPU-seconds held and GPU-equivalent-seconds held.
+	kindOf             map[string]kindSlot
+	kindSec, kindEqSec []float64
+}
+
+// kindSlot is a GPU's kind (its row of Workload.Kinds) and weight.
+type kindSlot struct {
+	row    int
+	weight float64
 }
 
 // buckets is about how many points the utilization series has.
@@ -78,6 +90,25 @@ func newMeter(wl *Workload, spec sim.Spec, start time.Time) *meter {
 	m.debt, m.debtSince = make([]float64, len(wl.Projects)), make([]time.Time, len(wl.Projects))
 	for _, j := range wl.Jobs {
 		m.grace = max(m.grace, j.Grace)
+	}
+	if wl.kindsReported() {
+		m.kindOf = map[string]kindSlot{}
+		m.kindSec, m.kindEqSec = make([]float64, len(wl.Kinds)), make([]float64, len(wl.Kinds))
+		for _, n := range spec.Nodes {
+			for _, g := range n.GPUs {
+				row := len(wl.gpuKinds) // of no kind
+				var kind *schema.GPUKind
+				for k := range wl.gpuKinds {
+					if wl.gpuKinds[k].Matches(g.Model) {
+						row, kind = k, &wl.gpuKinds[k]
+						break
+					}
+				}
+				if row < len(wl.Kinds) {
+					m.kindOf[g.ID] = kindSlot{row: row, weight: drivers.Weight(kind, g.Model)}
+				}
+			}
+		}
 	}
 	span := wl.Jobs[len(wl.Jobs)-1].Submit.Sub(start)
 	m.bucket = max(time.Minute, (span / buckets).Round(time.Minute))
@@ -133,6 +164,14 @@ func (m *meter) interval(prev *drivers.Snapshot, now time.Time, queued []int) {
 		g := float64(len(a.GPUs))
 		m.heldSec += g * dt
 		m.held[m.tenantOf[a.Workspace.Project]] += len(a.GPUs)
+		if m.kindOf != nil {
+			for _, id := range a.GPUs {
+				if k, ok := m.kindOf[id]; ok {
+					m.kindSec[k.row] += dt
+					m.kindEqSec[k.row] += k.weight * dt
+				}
+			}
+		}
 		if a.Phase == drivers.AllocStopping {
 			continue
 		}
@@ -306,6 +345,17 @@ func (m *meter) result(pol Policy, jobs []jobState, st sim.Stats, end time.Time)
 	}
 	if res.GPUHours.Delivered > 0 {
 		res.LostShare = res.GPUHours.Lost / res.GPUHours.Delivered
+	}
+	if m.kindOf != nil {
+		span := m.last.Sub(m.start).Seconds()
+		for i, k := range m.wl.Kinds {
+			u := KindUse{Kind: k.Name, BusyGPUHours: m.kindSec[i] / 3600, AvailableGPUHours: float64(k.GPUs) * span / 3600,
+				BusyEquivalentHours: m.kindEqSec[i] / 3600, AvailableEquivalentHours: k.Equivalents * span / 3600}
+			if u.AvailableGPUHours > 0 {
+				u.Utilization = u.BusyGPUHours / u.AvailableGPUHours
+			}
+			res.Kinds = append(res.Kinds, u)
+		}
 	}
 	if busy > 0 {
 		res.Utilization = st.GPUSecondsDelivered / (float64(m.capacity) * busy)

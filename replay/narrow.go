@@ -26,7 +26,7 @@ import (
 //     at the same instant as the last of them) decide exactly as the whole
 //     queue.
 //   - Every other policy, a window per class: waiting jobs of one class
-//     (same project, tier, shape and checkpoint interval) have the same needs
+//     (same project, tier, shape, GPU kind and checkpoint interval) have the same needs
 //     and rights, and come in their class's order (queued first, first) in
 //     the policy's queue. The window holds each class's first jobs, one
 //     more than the free GPUs could start (jobs waiting to resume aside,
@@ -85,6 +85,7 @@ type classKey struct {
 	tier           int // the workspace's own tier: a project's jobs differ in it
 	gpus, replicas int
 	checkpoint     time.Duration
+	kind           string // the GPU kind it asks for: jobs of two kinds need other GPUs
 }
 
 // class is the jobs of one classKey waiting now, queued first first;
@@ -101,7 +102,7 @@ type class struct {
 
 func (r *replayer) classOf(ji int) *class {
 	j := &r.wl.Jobs[ji]
-	k := classKey{j.Ref.Project, j.TierValue, j.PerGPUs, j.Replicas, j.Checkpoint}
+	k := classKey{j.Ref.Project, j.TierValue, j.PerGPUs, j.Replicas, j.Checkpoint, j.Kind}
 	c := r.classes[k]
 	if c == nil {
 		c = &class{}

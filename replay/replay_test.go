@@ -41,8 +41,7 @@ func replayText(t *testing.T, trace, cluster string, m Mapping, pols ...Policy) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	gpus, per := Shape(*spec)
-	wl, err := Map(jobs, gpus, per, m)
+	wl, err := MapCluster(jobs, *spec, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,10 +120,9 @@ func sampleWorkload(t *testing.T, seed uint64) (*Workload, *sim.Spec, Mapping) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gpus, per := Shape(*spec)
 	m := DefaultMapping()
 	m.Seed = seed
-	wl, err := Map(jobs, gpus, per, m)
+	wl, err := MapCluster(jobs, *spec, m)
 	if err != nil {
 		t.Fatal(err)
 	}

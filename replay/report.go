@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -41,6 +42,9 @@ type TraceInfo struct {
 	// the jobs whose tier the trace gave (the rest are drawn).
 	ProjectsGiven bool `json:"projectsGiven"`
 	TiersGiven    int  `json:"tiersGiven"`
+	// KindsGiven counts the jobs whose GPU kind the trace gave (its
+	// gpu_kind column).
+	KindsGiven int `json:"kindsGiven,omitempty"`
 }
 
 // ClusterInfo describes the simulated cluster.
@@ -48,6 +52,11 @@ type ClusterInfo struct {
 	Name  string `json:"name"`
 	Nodes int    `json:"nodes"`
 	GPUs  int    `json:"gpus"`
+	// Kinds are its GPU kinds, where the report tells them apart (the
+	// cluster has several, or the trace names one); KindsDeclared: the
+	// cluster file declares them, else they are its models.
+	Kinds         []KindInfo `json:"kinds,omitempty"`
+	KindsDeclared bool       `json:"kindsDeclared,omitempty"`
 }
 
 // PolicyResult is how one policy did. Durations are in seconds.
@@ -94,6 +103,27 @@ type PolicyResult struct {
 	ContendedHours float64      `json:"contendedHours"`
 	Series         Series       `json:"series"`
 	Timing         Timing       `json:"timing"`
+	// Kinds is how busy each GPU kind was, in Cluster.Kinds' order,
+	// where the report tells kinds apart.
+	Kinds []KindUse `json:"kinds,omitempty"`
+}
+
+// KindUse is how busy one GPU kind's GPUs were under a policy, over the
+// replay (the span of GPUHours.Capacity): the kinds' figures add up to
+// the cluster's (busy: Capacity less Idle).
+type KindUse struct {
+	// Kind is its name ("": the GPUs of no kind the file declares).
+	Kind string `json:"kind"`
+	// BusyGPUHours are its GPUs held by jobs (starting, working or
+	// stopping); AvailableGPUHours its GPUs over the replay; Utilization
+	// the one over the other.
+	BusyGPUHours      float64 `json:"busyGPUHours"`
+	AvailableGPUHours float64 `json:"availableGPUHours"`
+	Utilization       float64 `json:"utilization"`
+	// The same in GPU-equivalents (KindInfo.Equivalents): each GPU
+	// weighted by drivers.Weight.
+	BusyEquivalentHours      float64 `json:"busyEquivalentHours"`
+	AvailableEquivalentHours float64 `json:"availableEquivalentHours"`
 }
 
 // TeamResult is how one team (a trace project) fared under a policy.
@@ -209,7 +239,7 @@ func (t Timing) Cycles() int { return t.Decisions + t.Narrowed }
 
 func newReport(wl *Workload, cluster sim.Spec, m Mapping) *Report {
 	rep := &Report{Mapping: m, Projects: wl.Projects}
-	rep.Trace = TraceInfo{Jobs: len(wl.Jobs), Skipped: wl.Skipped, ProjectsGiven: wl.ProjectsGiven, TiersGiven: wl.TiersGiven}
+	rep.Trace = TraceInfo{Jobs: len(wl.Jobs), Skipped: wl.Skipped, ProjectsGiven: wl.ProjectsGiven, TiersGiven: wl.TiersGiven, KindsGiven: wl.KindsGiven}
 	if len(wl.Jobs) > 0 {
 		rep.Trace.First, rep.Trace.Last = wl.Jobs[0].Submit, wl.Jobs[len(wl.Jobs)-1].Submit
 	}
@@ -217,6 +247,9 @@ func newReport(wl *Workload, cluster sim.Spec, m Mapping) *Report {
 		rep.Trace.GPUHours += j.Duration.Hours() * float64(j.PerGPUs*j.Replicas)
 	}
 	rep.Cluster = ClusterInfo{Name: cluster.Name, Nodes: len(cluster.Nodes), GPUs: wl.Capacity}
+	if wl.kindsReported() {
+		rep.Cluster.Kinds, rep.Cluster.KindsDeclared = wl.Kinds, wl.KindsDeclared
+	}
 	return rep
 }
 
@@ -255,9 +288,14 @@ func (r *Report) mappingLines() []string {
 	lines := []string{
 		fmt.Sprintf("projects: %d trace projects (%s), one berth project (a team) each; %s; borrowing unlimited", len(r.Projects), from, quota),
 		tierLine,
+	}
+	if len(r.Cluster.Kinds) > 0 {
+		lines = append(lines, r.kindsLine())
+	}
+	lines = append(lines,
 		fmt.Sprintf("checkpoints: jobs over %s save every %s; shorter ones never; no checkpoint on the preemption signal, so a victim loses its work since its last save (grace %s)", short(m.CheckpointOver.Seconds()), short(m.CheckpointEvery.Seconds()), short(m.Grace.Seconds())),
 		fmt.Sprintf("gangs: a job of more than %d GPUs runs as a gang of %d-GPU replicas (GPUs rounded up to a multiple of %d)", m.GangSize, m.GangSize, m.GangSize),
-	}
+	)
 	bound := "the default"
 	if def := schema.DefaultPolicy().Spec.Aging.MaxWait; m.MaxWait != def {
 		bound = "the default is " + text.Duration(def)
@@ -273,10 +311,63 @@ func (r *Report) mappingLines() []string {
 	return lines
 }
 
-// WriteTable writes the comparison as an aligned table.
+// kindsLine states the kinds: where they come from, their GPUs, and how
+// jobs use them.
+func (r *Report) kindsLine() string {
+	var ks []string
+	for _, k := range r.Cluster.Kinds {
+		switch {
+		case k.Name == "":
+			ks = append(ks, fmt.Sprintf("%s (%d GPUs)", k.label(), k.GPUs))
+		case r.Cluster.KindsDeclared:
+			ks = append(ks, fmt.Sprintf("%s = %q (%d GPUs)", k.Name, k.Match, k.GPUs))
+		default:
+			ks = append(ks, fmt.Sprintf("%q (%d GPUs)", k.Name, k.GPUs))
+		}
+	}
+	from := "the cluster file's"
+	if !r.Cluster.KindsDeclared {
+		from = "one per model of the cluster, named by it"
+	}
+	return fmt.Sprintf("kinds: %s, %s: %s; a job of the trace's gpu_kind column (%s) runs on its kind's GPUs alone (its workspace's resources.gpuKind), any other on any whole GPU, never a MIG instance, under every policy; quotas count every kind in quota.gpus",
+		plural(len(r.Cluster.Kinds)-r.noKind(), "GPU kind"), from, strings.Join(ks, ", "), plural(r.Trace.KindsGiven, "job"))
+}
+
+// plural writes n things: "1 job", "2,500 jobs".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return thousands(n) + " " + thing + "s"
+}
+
+// noKind is 1 where the cluster has GPUs of no kind (their row of
+// Cluster.Kinds), else 0.
+func (r *Report) noKind() int {
+	if n := len(r.Cluster.Kinds); n > 0 && r.Cluster.Kinds[n-1].Name == "" {
+		return 1
+	}
+	return 0
+}
+
+// WriteTable writes the comparison as an aligned table, and each GPU
+// kind's utilization where the report tells kinds apart (WriteKinds).
 func (r *Report) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "trace: %s jobs (%d skipped: larger than the cluster), %s → %s, %s GPU-hours asked\n",
-		thousands(r.Trace.Jobs), r.Trace.Skipped, r.Trace.First.Format("2006-01-02"), r.Trace.Last.Format("2006-01-02"), thousands(int(r.Trace.GPUHours+0.5)))
+	if err := r.writeTable(w); err != nil || len(r.Cluster.Kinds) == 0 {
+		return err
+	}
+	fmt.Fprintln(w)
+	return r.WriteKinds(w)
+}
+
+// writeTable writes the comparison as an aligned table.
+func (r *Report) writeTable(w io.Writer) error {
+	larger := "larger than the cluster"
+	if len(r.Cluster.Kinds) > 0 {
+		larger = "larger than the GPUs they may use"
+	}
+	fmt.Fprintf(w, "trace: %s jobs (%d skipped: %s), %s → %s, %s GPU-hours asked\n",
+		thousands(r.Trace.Jobs), r.Trace.Skipped, larger, r.Trace.First.Format("2006-01-02"), r.Trace.Last.Format("2006-01-02"), thousands(int(r.Trace.GPUHours+0.5)))
 	fmt.Fprintf(w, "cluster: %s, %d nodes, %d GPUs\n", r.Cluster.Name, r.Cluster.Nodes, r.Cluster.GPUs)
 	for _, l := range r.mappingLines() {
 		fmt.Fprintln(w, l)
@@ -334,6 +425,89 @@ func (r *Report) WriteTable(w io.Writer) error {
 		})
 	}
 	return tw.Flush()
+}
+
+// WriteKinds writes each GPU kind's utilization under each policy: its
+// GPUs, busy GPU-hours (held by jobs) over available ones (its GPUs over
+// the replay), and, where a kind's GPU-equivalents differ from its GPUs
+// (MIG instances, weights), its GPU-equivalents and a row of the whole
+// cluster in them. It writes nothing where the report does not tell
+// kinds apart.
+func (r *Report) WriteKinds(w io.Writer) error {
+	if len(r.Cluster.Kinds) == 0 {
+		return nil
+	}
+	weighted := false
+	var gpus int
+	var eqs float64
+	for _, k := range r.Cluster.Kinds {
+		weighted = weighted || math.Abs(k.Equivalents-float64(k.GPUs)) > 1e-9
+		gpus += k.GPUs
+		eqs += k.Equivalents
+	}
+	fmt.Fprintln(w, "per GPU kind: GPU-hours busy (held by jobs: starting, working or stopping) / available (its GPUs over the replay) (utilization)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "kind\tGPUs\t")
+	if weighted {
+		fmt.Fprint(tw, "GPU-equivalents\t")
+	}
+	for _, p := range r.Policies {
+		fmt.Fprint(tw, p.Name+"\t")
+	}
+	fmt.Fprintln(tw)
+	use := func(busy, avail float64) string {
+		u := 0.0
+		if avail > 0 {
+			u = busy / avail
+		}
+		return fmt.Sprintf("%s / %s (%s)", hours(busy), hours(avail), pct(u))
+	}
+	row := func(label string, n int, eq float64, f func(p PolicyResult) string) {
+		fmt.Fprintf(tw, "%s\t%d\t", label, n)
+		if weighted {
+			fmt.Fprintf(tw, "%s\t", hours(eq))
+		}
+		for _, p := range r.Policies {
+			fmt.Fprint(tw, f(p)+"\t")
+		}
+		fmt.Fprintln(tw)
+	}
+	for i, k := range r.Cluster.Kinds {
+		row(k.label(), k.GPUs, k.Equivalents, func(p PolicyResult) string {
+			if i >= len(p.Kinds) {
+				return "-"
+			}
+			return use(p.Kinds[i].BusyGPUHours, p.Kinds[i].AvailableGPUHours)
+		})
+	}
+	row("all", gpus, eqs, func(p PolicyResult) string {
+		var busy, avail float64
+		for _, u := range p.Kinds {
+			busy += u.BusyGPUHours
+			avail += u.AvailableGPUHours
+		}
+		return use(busy, avail)
+	})
+	if weighted {
+		row("all, GPU-equivalents", gpus, eqs, func(p PolicyResult) string {
+			var busy, avail float64
+			for _, u := range p.Kinds {
+				busy += u.BusyEquivalentHours
+				avail += u.AvailableEquivalentHours
+			}
+			return use(busy, avail)
+		})
+	}
+	return tw.Flush()
+}
+
+// hours writes GPU-hours: one decimal below 100, else whole with
+// thousands separators.
+func hours(h float64) string {
+	if h < 99.95 {
+		return fmt.Sprintf("%.1f", h)
+	}
+	return thousands(int(h + 0.5))
 }
 
 // WriteTeams writes how each team fared under each policy, largest quota

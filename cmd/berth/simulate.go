@@ -180,12 +180,11 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 	if err != nil {
 		return err
 	}
-	gpus, perNode := replay.Shape(spec)
 	m := replay.DefaultMapping()
 	m.Seed = o.seed
 	m.MaxWait = o.maxWait
 	m.CohortBelow = o.cohortBelow
-	wl, err := replay.Map(jobs, gpus, perNode, m)
+	wl, err := replay.MapCluster(jobs, spec, m)
 	if err != nil {
 		return &exitError{Code: exitFailure, Err: err}
 	}

@@ -143,9 +143,8 @@ func TestSimulateProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gpus, perNode := replay.Shape(*spec)
 	m := replay.DefaultMapping()
-	wl, err := replay.Map(jobs, gpus, perNode, m)
+	wl, err := replay.MapCluster(jobs, *spec, m)
 	if err != nil {
 		t.Fatal(err)
 	}
