@@ -319,6 +319,28 @@ spec:
     - {model: H100, memory: 80Gi, domain: 0, numa: 0}
 ` + "```" + `
 
+A node's GPUs may be of several models, MIG instances among them, each entry a
+device of the model it names: MIG instances as the NVIDIA device plugin names
+their device groups. ` + "`spec.kinds`" + ` declares the GPU kinds a ` + "`berth simulate`" + ` trace's
+jobs name (its CSV's ` + "`gpu_kind`" + ` column), each a name, a ` + "`match`" + ` and an optional
+` + "`weight`" + ` as a GPUKind's spec has them (see GPU kinds), never two that overlap;
+without it, each model is a kind named by the model. They are the replay's
+alone: ` + "`validate`" + ` fits workspaces to a cluster file by the GPUKind documents' kinds.
+
+` + "```yaml" + `
+spec:
+  nodes:
+  - name: mixed
+    gpus:
+    - {model: NVIDIA H100 80GB HBM3, count: 2}
+    - {model: NVIDIA A100-SXM4-80GB, count: 2}
+    - {model: NVIDIA A100-SXM4-80GB MIG 1g.10gb, count: 14}   # two A100s, seven slices each
+  kinds:
+  - {name: h100, match: "NVIDIA H100*"}
+  - {name: a100, match: "NVIDIA A100-SXM4-80GB"}
+  - {name: a100-1g, match: "NVIDIA A100* MIG 1g.10gb"}
+` + "```" + `
+
 ## Size limits
 
 One ` + "`*.yaml`" + `, ` + "`*.yml`" + ` or ` + "`*.cue`" + ` file may hold at most 16 MiB and a tree 512 MiB of

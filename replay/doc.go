@@ -36,6 +36,21 @@
 // policies.RecordDecision, which would forget the places of the jobs a
 // narrowed queue leaves out and copies the whole history each cycle.
 //
+// GPU kinds (kinds.go): a CSV trace's gpu_kind column names each job's
+// kind, one the cluster file declares (spec.kinds) or, where it declares
+// none, a model of its GPUs. MapCluster declares the kinds in the specs
+// (Set.Kinds, only where the trace names one: a trace of no kinds decides
+// as it always did, at the same cost) and gives each job's workspace its
+// kind (resources.gpuKind), so berth's policy places it there; the
+// baselines place by kind and device group as berth does (a job of no
+// kind on whole GPUs only, never a MIG instance), and a narrowed queue's
+// classes tell kinds apart. Quotas stay in quota.gpus, which counts every
+// kind. A job naming a kind the cluster has no GPU of is an error before
+// the replay; one too large for its kind's GPUs is skipped. Where the
+// cluster has several kinds or the trace names one, the report has each
+// kind's busy and available GPU-hours and GPU-equivalents (KindUse); a
+// replay of one kind reports as before.
+//
 // It must never talk to a real cluster or read the wall clock except to
 // time decisions and simulated months (Timing); it reads only the trace
 // and cluster files it is given.

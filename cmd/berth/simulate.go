@@ -39,10 +39,11 @@ Traces (--format, detected from each file's header when not given):
   philly  the Pollux extract of the Microsoft Philly trace
           (timestamp,duration,num_gpus,gpu_time,cluster)
   csv     berth's generic format, one job a line after a header:
-            submit,duration,gpus,project[,tier][,checkpoint]
+            submit,duration,gpus,project[,tier][,checkpoint][,gpu_kind]
           submit: RFC 3339 time or seconds from the start; duration and
           checkpoint: seconds or a Go duration (90m); tier and checkpoint
-          may be empty for the mapping to fill
+          may be empty for the mapping to fill; gpu_kind names the GPU
+          kind the job runs on (empty: any whole GPU)
 
 A longer history kept in several files (a month an export) replays as one
 trace: give --trace for each file, in any order (--trace jan.csv --trace
@@ -70,6 +71,20 @@ Mapping from trace to specs (stated again in every report):
 
 The cluster (--cluster) is a simulated cluster file (kind: Cluster); the
 default is 64 nodes of 8 GPUs in 2 NVLink domains each (512 GPUs).
+
+GPU kinds: a node's GPUs may be of several models, MIG instances among
+them, named as the NVIDIA plugin names their device groups ("NVIDIA
+A100-SXM4-80GB MIG 1g.10gb"). The kinds a trace's gpu_kind names are the
+cluster file's (spec.kinds: a name and a match each, as GPUKind documents
+declare them, "*" standing for any run of characters), or, where it
+declares none, one per model, named by the model. A job of a kind runs on
+that kind's GPUs alone under every policy (berth's, as the workspace's
+resources.gpuKind), a job of none on any whole GPU, never a MIG instance;
+quotas stay in quota.gpus, over every kind. A kind the cluster has no GPU
+of is an error naming the job and its line. Where the cluster has several
+kinds, or the trace names one, the report adds each kind's utilization:
+its GPUs, GPU-hours busy (held by jobs) over available, and its
+GPU-equivalents where they differ (a 1g.10gb instance counts 1/7).
 
 The replay is event-driven: the clock jumps to the next arrival, completion
 or end of a preemption grace, and policies decide only then, and only when

@@ -14,6 +14,11 @@
 //     Kueue's order (borrowers, lower priority, most recently admitted),
 //     not by work lost.
 //
+// Each places a workspace as berth's policy does by kind (groups.go): a
+// replica's GPUs from one device group (one model of one node), a
+// workspace asking for a GPU kind or model on those alone, one asking for
+// neither on whole GPUs only, never a MIG instance.
+//
 // Like policies it must never do I/O, read a clock, use global randomness
 // or mutate its input.
 package baseline
