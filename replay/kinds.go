@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -60,7 +61,11 @@ func (k KindInfo) label() string {
 // that asks for the kinds to be declared.
 func Kinds(cluster sim.Spec) (kinds []schema.GPUKind, declared bool, err error) {
 	if len(cluster.Kinds) > 0 {
-		return cluster.Kinds, true, nil
+		// A file's are sorted; a Spec built by hand may not be, and the
+		// specs' must be (Set.Kind searches them).
+		kinds = slices.Clone(cluster.Kinds)
+		sort.SliceStable(kinds, func(i, j int) bool { return kinds[i].Meta.Name < kinds[j].Meta.Name })
+		return kinds, true, nil
 	}
 	seen := map[string]string{} // lower-cased model → model
 	for _, n := range cluster.Nodes {

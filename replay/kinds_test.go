@@ -200,10 +200,10 @@ func TestKindMissing(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Errorf("error %v, want %s", err, want)
 	}
-	// A declared kind without a GPU is missing too.
-	spec.Kinds = append(spec.Kinds, schema.GPUKind{Meta: schema.Meta{Name: "l40s"}, Spec: schema.GPUKindSpec{Match: "NVIDIA L40S"}})
-	slices.SortFunc(spec.Kinds, func(a, b schema.GPUKind) int { return strings.Compare(a.Meta.Name, b.Meta.Name) })
-	if _, err := MapCluster(jobs, *spec, DefaultMapping()); err == nil || !strings.Contains(err.Error(), `GPU kind "l40s": cluster "kinds-sample" has no GPU of that kind`) {
+	// A declared kind without a GPU is missing too (kinds out of order,
+	// as a Spec built by hand may have them, are sorted).
+	spec.Kinds = append([]schema.GPUKind{{Meta: schema.Meta{Name: "l40s"}, Spec: schema.GPUKindSpec{Match: "NVIDIA L40S"}}}, spec.Kinds...)
+	if _, err := MapCluster(jobs, *spec, DefaultMapping()); err == nil || !strings.Contains(err.Error(), `job j000002 (mine.csv line 3): GPU kind "l40s": cluster "kinds-sample" has no GPU of that kind`) {
 		t.Errorf("a kind declared and matching no GPU: error %v", err)
 	}
 	// Kinds named by the models: the default cluster's is "H100".

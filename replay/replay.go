@@ -590,7 +590,11 @@ func (r *replayer) queue(ji int, delta int) {
 
 // startable reports whether the free GPUs of snap could hold some
 // waiting job: a node with room for one replica of it (for a policy whose
-// head blocks: room for all the replicas of the head).
+// head blocks: room for all the replicas of the head). It counts a
+// node's free GPUs of every kind and model together, more than a job of
+// one kind (or of none: whole GPUs only) may take: it may say a job could
+// start when none can, which costs a decision, never that none could when
+// one can.
 func (r *replayer) startable(snap *drivers.Snapshot) bool {
 	free := r.freeByNode(snap)
 	fits := func(j MappedJob) bool {
