@@ -15,7 +15,9 @@ import (
 // replica is placed on one group. A workspace may use the groups of its
 // kind (resources.gpuKind: the kind's match; resources.gpuModel: that
 // model), else of any whole GPU, never a MIG instance, as berth's policy
-// places it. Workspaces that may use the same groups are of one class; a
+// places it. Kinds in order of preference (resources.gpuKinds, which a
+// replay's jobs never have) are placed on their first kind alone: the
+// baselines have no flavor fungibility. Workspaces that may use the same groups are of one class; a
 // cluster of whole GPUs of one model where no workspace names a kind or
 // a model has one class that may use every group, and the world checks
 // nothing (kinds.mixed false).

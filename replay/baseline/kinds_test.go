@@ -97,6 +97,12 @@ func TestKinds(t *testing.T) {
 			// 3 whole GPUs: node-1 has 3, of two models, so node-2.
 			f.ws("a-low/any", 3, 1, 3)
 			f.of(f.ws("a-low/h100", 1, 1, 4), "h100")
+			pref := f.ws("a-low/pref", 1, 1, 5) // a100 first, then h100: the a100 is taken, so it waits
+			for i := range f.set.Workspaces {
+				if f.set.Workspaces[i].Ref() == pref {
+					f.set.Workspaces[i].Spec.Resources.GPUKinds = []string{"a100", "h100"}
+				}
+			}
 			f.set.Sort()
 			d := decide(policies.Input{Specs: f.set, Snapshot: f.snap, History: f.hist, Now: t0})
 			want := map[string]string{

@@ -279,6 +279,8 @@ func newWorld(in policies.Input) *world {
 		w.replicas = max(sw.Spec.Replicas, 1)
 		if r := &sw.Spec.Resources; r.GPUKind != "" || r.GPUModel != "" {
 			w.cls = wd.kinds.class(r.GPUKind, r.GPUModel)
+		} else if len(r.GPUKinds) > 0 {
+			w.cls = wd.kinds.class(r.GPUKinds[0], "") // its first choice alone
 		}
 		if i == 0 || w.ref.Project != specs.Workspaces[i-1].Meta.Project {
 			// Workspaces come by project: look each project up once.
