@@ -39,8 +39,9 @@
 // GPU kinds (kinds.go): a CSV trace's gpu_kind column names each job's
 // kind, one the cluster file declares (spec.kinds) or, where it declares
 // none, a model of its GPUs. MapCluster declares the kinds in the specs
-// (Set.Kinds, only where the trace names one: a trace of no kinds decides
-// as it always did, at the same cost) and gives each job's workspace its
+// (Set.Kinds, where the cluster file declares them or the trace names
+// one: a trace of no kinds on a cluster of models decides as it always
+// did, at the same cost) and gives each job's workspace its
 // kind (resources.gpuKind), so berth's policy places it there; the
 // baselines place by kind and device group as berth does (a job of no
 // kind on whole GPUs only, never a MIG instance), and a narrowed queue's

@@ -18,14 +18,16 @@ import (
 // name and a match each, as GPUKind documents declare them), or, where it
 // declares none, one per model of its GPUs, named by the model itself, so
 // that a trace can name the model ("NVIDIA A100-SXM4-80GB MIG 1g.10gb").
-// The replay declares them in its specs (Set.Kinds) and gives each job's
-// workspace its kind (resources.gpuKind), so berth's policy places it on
-// GPUs of that kind only; the baselines do the same (replay/baseline). A
-// job that names no kind runs on any whole GPU, never on a MIG instance.
-// Quotas stay in quota.gpus, which counts every kind: the mapping's
-// quotas follow the trace's GPU-time, which says nothing of the kinds a
-// team would buy. A job naming a kind the cluster has no GPU of is an
-// error before the replay starts (MapCluster).
+// The replay declares them in its specs (Set.Kinds: where the file
+// declares them, whose weights count in berth's fair share, or where the
+// trace names one) and gives each job's workspace its kind
+// (resources.gpuKind), so berth's policy places it on GPUs of that kind
+// only; the baselines do the same (replay/baseline). A job that names no
+// kind runs on any whole GPU, never on a MIG instance. Quotas stay in
+// quota.gpus, which counts every kind: the mapping's quotas follow the
+// trace's GPU-time, which says nothing of the kinds a team would buy. A
+// job naming a kind the cluster has no GPU of is an error before the
+// replay starts (MapCluster).
 
 // KindInfo is one GPU kind of the replayed cluster; a KindInfo with no
 // name holds the GPUs that match none of the kinds the cluster file

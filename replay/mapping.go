@@ -258,9 +258,11 @@ func mapJobs(jobs []Job, f fleet, m Mapping) (*Workload, error) {
 	// to its GPU-time (largest remainder), adding up to the cluster; the
 	// lowest tier is the project's, for workspaces that name none.
 	set := &schema.Set{Revision: "trace", Policy: schema.DefaultPolicy()}
-	if wl.KindsGiven > 0 {
+	if wl.KindsGiven > 0 || f.declared {
 		// Only then: a decision indexes the GPUs of each kind declared,
-		// which a trace of no kinds would pay for and never use.
+		// which a trace of no kinds on a cluster of models would pay for
+		// and never use. A cluster file's kinds are declared whatever the
+		// trace: their weights count in berth's fair share.
 		set.Kinds = f.specs
 	}
 	set.Policy.Spec.Aging.MaxWait = m.MaxWait
