@@ -229,6 +229,13 @@ without limit. A workspace's ` + "`resources.gpuKind`" + ` restricts it to GPUs 
 and, with a kind its project's quota names, charges it there. A quota that
 names kinds names no cpu or memory: a kind's quota counts GPUs alone.
 
+A kind's quota is a promise against borrowed work: reclaim and preemption
+free GPUs of the kind asked for, and only those. Work that another project
+runs inside its own ` + "`gpus`" + ` quota on GPUs of that kind is in quota too, and is not
+taken: a kind's promise is whole when every project that uses the kind
+names it in its quota. ` + "`berth plan`" + ` and ` + "`berth doctor --specs`" + ` warn of a quota
+in a kind the cluster has none of.
+
 A workspace may instead list kinds in order of preference, as Kueue's flavor
 fungibility does: ` + "`resources.gpuKinds: [h100, a100]`" + ` starts under the first kind in
 whose quota it fits and where it starts on free GPUs now, else the first
