@@ -28,8 +28,9 @@ func TestExamples(t *testing.T) {
 	}
 }
 
-// TestCIExample: the GitHub Actions example runs berth validate with
-// GitHub annotations on pull requests.
+// TestCIExample: the GitHub Actions example runs berth's action on pull
+// requests (its validate step runs berth validate with GitHub
+// annotations: go test ./action runs it).
 func TestCIExample(t *testing.T) {
 	b, err := os.ReadFile("../examples/ci/validate.yaml")
 	if err != nil {
@@ -41,7 +42,7 @@ func TestCIExample(t *testing.T) {
 		OnTrue map[string]any `json:"true"`
 		Jobs   map[string]struct {
 			Steps []struct {
-				Run string `json:"run"`
+				Uses string `json:"uses"`
 			} `json:"steps"`
 		} `json:"jobs"`
 	}
@@ -56,12 +57,14 @@ func TestCIExample(t *testing.T) {
 	found := false
 	for _, job := range wf.Jobs {
 		for _, s := range job.Steps {
-			if strings.Contains(s.Run, "berth validate --format github") {
-				found = true
-			}
+			found = found || strings.HasPrefix(s.Uses, "berth-dev/berth@")
 		}
 	}
-	if !found {
-		t.Error("no step runs berth validate --format github")
+	sh, err := os.ReadFile("../action/validate.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !found || !strings.Contains(string(sh), "validate --format github") {
+		t.Error("no step runs berth's action, whose validate step runs berth validate --format github")
 	}
 }

@@ -9,18 +9,21 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// TestCIPlanExample: the plan workflow parses, runs berth plan for
-// markdown with --detailed-exitcode, and splits the comments on the
-// marker berth writes.
+// TestCIPlanExample: the plan workflow parses and runs berth's GitHub
+// Action with a cluster, so that it plans and comments; the action's
+// plan step runs berth plan for markdown with --detailed-exitcode, and
+// its comment step splits the comments on the marker berth writes
+// (go test ./action runs both on an example repository).
 func TestCIPlanExample(t *testing.T) {
 	b, err := os.ReadFile("../../examples/ci/plan.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var wf struct {
-		Jobs map[string]struct {
+		Permissions map[string]string `json:"permissions"`
+		Jobs        map[string]struct {
 			Steps []struct {
-				Run  string            `json:"run"`
+				Uses string            `json:"uses"`
 				With map[string]string `json:"with"`
 			} `json:"steps"`
 		} `json:"jobs"`
@@ -28,18 +31,27 @@ func TestCIPlanExample(t *testing.T) {
 	if err := yaml.Unmarshal(b, &wf); err != nil {
 		t.Fatal(err)
 	}
-	var run, script string
+	uses := false
 	for _, s := range wf.Jobs["plan"].Steps {
-		run += s.Run
-		script += s.With["script"]
+		uses = uses || (strings.HasPrefix(s.Uses, "berth-dev/berth@") && s.With["cluster"] != "")
 	}
-	for _, want := range []string{"berth plan", "--output markdown", "--detailed-exitcode", "--cluster snapshot:"} {
-		if !strings.Contains(run, want) {
-			t.Errorf("the workflow does not run %q", want)
+	if !uses || wf.Permissions["pull-requests"] != "write" {
+		t.Errorf("the workflow does not run berth's action with a cluster and leave to comment (permissions %v)", wf.Permissions)
+	}
+	sh, err := os.ReadFile("../../action/plan.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`plan "${BERTH_SPECS:-.}"`, "--output markdown", "--detailed-exitcode", "--cluster"} {
+		if !strings.Contains(string(sh), want) {
+			t.Errorf("the action's plan step does not run %q", want)
 		}
 	}
-	marker := strings.Trim(plan.MarkdownSplit, "\n")
-	if !strings.Contains(script, marker) {
-		t.Errorf("the comment script does not split on %q", marker)
+	js, err := os.ReadFile("../../action/comment.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if marker := strings.Trim(plan.MarkdownSplit, "\n"); !strings.Contains(string(js), marker) {
+		t.Errorf("the action's comment step does not split on %q", marker)
 	}
 }
