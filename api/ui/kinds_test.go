@@ -136,8 +136,11 @@ func TestBrowserKinds(t *testing.T) {
 	if n := eval[int](t, bctx, card+`.querySelectorAll('.ws[data-workspace="ml/notebook"] .gpu-kind').length`); n != 0 {
 		t.Errorf("notebook asks for no kind; its chip shows %d", n)
 	}
-	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`#projects .ws[data-workspace="ml/train"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#ws-status .gpu-kind`))); err != nil {
+	// Clicked from the page's own script, in one step: the live feed
+	// redraws the cards, and a node found by one call may be gone by the
+	// next (chromedp.Click finds it, then clicks it).
+	eval[bool](t, bctx, `(document.querySelector('#projects .ws[data-workspace="ml/train"]').click(), true)`)
+	if err := chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(`#ws-status .gpu-kind`))); err != nil {
 		t.Fatalf("browser: open train's page: %v", err)
 	}
 	if got := eval[string](t, bctx, `document.querySelector('#ws-status .gpu-kind').textContent`); got != "GPU kind h100" {
