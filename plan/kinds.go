@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -9,42 +10,6 @@ import (
 	"github.com/berth-dev/berth/internal/text"
 	"github.com/berth-dev/berth/schema"
 )
-
-// DeviceGroup is one Nomad device group the cluster reports: its model
-// (the group's name), how many devices of it there are and on how many
-// nodes, and the declared kind it is of (nil: none).
-type DeviceGroup struct {
-	Model   string
-	Devices int
-	Nodes   int
-	Kind    *schema.GPUKind
-}
-
-// DeviceGroups lists the device groups of snap's nodes by model, with
-// the kind of set each is of.
-func DeviceGroups(set *schema.Set, snap *drivers.Snapshot) []DeviceGroup {
-	byModel := map[string]*DeviceGroup{}
-	for _, n := range snap.Nodes {
-		seen := map[string]bool{}
-		for _, g := range n.GPUs {
-			dg := byModel[g.Model]
-			if dg == nil {
-				dg = &DeviceGroup{Model: g.Model, Kind: set.KindOf(g.Model)}
-				byModel[g.Model] = dg
-			}
-			dg.Devices++
-			if !seen[g.Model] {
-				seen[g.Model] = true
-				dg.Nodes++
-			}
-		}
-	}
-	out := make([]DeviceGroup, 0, len(byModel))
-	for _, m := range sortedKeys(byModel) {
-		out = append(out, *byModel[m])
-	}
-	return out
-}
 
 // KindWarnings says where the declared GPU kinds and the cluster
 // disagree: a kind no device group matches, a device group no kind
@@ -55,20 +20,28 @@ func KindWarnings(set *schema.Set, snap *drivers.Snapshot) []string {
 	if len(set.Kinds) == 0 {
 		return nil
 	}
-	groups := DeviceGroups(set, snap)
 	have := map[string]int{} // devices per kind
 	var unmatched []string
-	for _, g := range groups {
-		if g.Kind == nil {
-			unmatched = append(unmatched, fmt.Sprintf("%q (%s on %s)", g.Model, text.Plural(g.Devices, "device"), text.Plural(g.Nodes, "node")))
+	for _, c := range drivers.GPUsByKind(set, snap) { // the kinds, then the models of no kind
+		if c.Kind == "" {
+			unmatched = append(unmatched, fmt.Sprintf("%q (%s)", c.Model, text.Plural(c.GPUs, "device")))
 			continue
 		}
-		have[g.Kind.Meta.Name] += g.Devices
+		have[c.Kind] = c.GPUs
 	}
+	var models []string // the cluster's, for a kind that matches none
+	for _, n := range snap.Nodes {
+		for _, g := range n.GPUs {
+			if !slices.Contains(models, g.Model) {
+				models = append(models, g.Model)
+			}
+		}
+	}
+	slices.Sort(models)
 	var out []string
 	for _, k := range set.Kinds {
 		if have[k.Meta.Name] == 0 {
-			out = append(out, fmt.Sprintf("GPU kind %s (match %q, %s) matches no device group on the cluster%s: its workspaces wait", k.Meta.Name, k.Spec.Match, k.Meta.Source, modelsText(groups)))
+			out = append(out, fmt.Sprintf("GPU kind %s (match %q, %s) matches no device group on the cluster%s: its workspaces wait", k.Meta.Name, k.Spec.Match, k.Meta.Source, modelsText(models)))
 		}
 	}
 	if len(unmatched) > 0 {
@@ -90,14 +63,14 @@ func KindWarnings(set *schema.Set, snap *drivers.Snapshot) []string {
 }
 
 // modelsText writes the models the cluster has: ` (the cluster has
-// "NVIDIA H100 80GB HBM3", "NVIDIA L40S")`, or "" when it has none.
-func modelsText(groups []DeviceGroup) string {
-	if len(groups) == 0 {
+// "NVIDIA H100 80GB HBM3", "NVIDIA L40S")`.
+func modelsText(models []string) string {
+	if len(models) == 0 {
 		return " (the cluster reports no GPU)"
 	}
-	var names []string
-	for _, g := range groups {
-		names = append(names, fmt.Sprintf("%q", g.Model))
+	quoted := make([]string, len(models))
+	for i, m := range models {
+		quoted[i] = fmt.Sprintf("%q", m)
 	}
-	return " (the cluster has " + strings.Join(names, ", ") + ")"
+	return " (the cluster has " + strings.Join(quoted, ", ") + ")"
 }

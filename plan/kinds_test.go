@@ -29,7 +29,7 @@ node b gpus=2 model=H100
 	}
 	want := []string{
 		`GPU kind b200 (match "B200*", kinds.yaml:1) matches no device group on the cluster (the cluster has "H100", "H100 MIG 1g.10gb", "L40S"): its workspaces wait`,
-		`no GPU kind matches device group "L40S" (1 device on 1 node): only workspaces that ask for no kind run there (or name the model in gpuModel); declare a GPUKind to give quotas in it`,
+		`no GPU kind matches device group "L40S" (1 device): only workspaces that ask for no kind run there (or name the model in gpuModel); declare a GPUKind to give quotas in it`,
 		`project ml's quota names 4 b200 GPUs, but the cluster has no GPU of kind b200: the quota promises what cannot run`,
 	}
 	if diff := cmp.Diff(want, KindWarnings(set, snap)); diff != "" {
@@ -39,8 +39,5 @@ node b gpus=2 model=H100
 	if w := KindWarnings(&schema.Set{}, snap); w != nil {
 		t.Errorf("no kinds: %q", w)
 	}
-	groups := DeviceGroups(set, snap)
-	if len(groups) != 3 || groups[0].Model != "H100" || groups[0].Devices != 4 || groups[0].Nodes != 2 || groups[0].Kind.Meta.Name != "h100" || groups[2].Kind != nil {
-		t.Errorf("device groups %+v", groups)
-	}
+
 }

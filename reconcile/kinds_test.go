@@ -98,7 +98,7 @@ func TestProjectStatusKinds(t *testing.T) {
 		t.Errorf("project status (-want +got):\n%s", diff)
 	}
 
-	caps := view.ClusterGPUs(set, snap)
+	caps := drivers.GPUsByKind(set, snap)
 	wantCaps := []view.KindCapacity{
 		{Kind: "h100", GPUs: 6, Free: 1, GPUEquivalents: 6, FreeGPUEquivalents: 1},
 		{Kind: "l40s", GPUs: 4, Free: 2, GPUEquivalents: 2, FreeGPUEquivalents: 1},
@@ -109,7 +109,7 @@ func TestProjectStatusKinds(t *testing.T) {
 		t.Errorf("cluster GPUs (-want +got):\n%s", diff)
 	}
 	set.Kinds = nil
-	if c := view.ClusterGPUs(set, snap); c != nil {
+	if c := drivers.GPUsByKind(set, snap); c != nil {
 		t.Errorf("cluster GPUs of a fleet without kinds: %+v, want none", c)
 	}
 

@@ -622,7 +622,7 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 		l.records[ref] = rec
 	}
 	l.projects = projectStatus(set, snap, hist)
-	l.clusterGPUs = view.ClusterGPUs(set, snap)
+	l.clusterGPUs = drivers.GPUsByKind(set, snap)
 	l.cfg.Metrics.ObserveStatus(func(yield func(*view.WorkspaceStatus) bool) {
 		for _, rec := range l.records {
 			if !yield(&rec.status) {

@@ -30,7 +30,7 @@ type Model struct {
 	ObservedAt time.Time
 	Projects   []ProjectStatus
 	// ClusterGPUs are the cluster's GPUs by kind at the last observation
-	// (view.ClusterGPUs), where the specs declare kinds.
+	// (drivers.GPUsByKind), where the specs declare kinds.
 	ClusterGPUs []KindCapacity
 	// Workspaces are every workspace berth knows, sorted by project, then
 	// name; Histories[i] is Workspaces[i]'s history, oldest first.

@@ -121,7 +121,7 @@ type Status struct {
 	// ClusterGPUs are the cluster's GPUs by kind, where the specs
 	// declare GPU kinds (absent where they declare none): each declared
 	// kind, then each model whose device group matches no kind
-	// (ClusterGPUs).
+	// (drivers.GPUsByKind).
 	ClusterGPUs []KindCapacity `json:"clusterGPUs,omitempty"`
 }
 

@@ -146,7 +146,7 @@ func printNodes(w io.Writer, snap drivers.Snapshot, set *schema.Set) (warnings [
 		if len(n.GPUs) == 0 {
 			continue
 		}
-		domains := map[int]bool{}
+		domains, migParents := map[int]bool{}, map[int]bool{}
 		var models []string // in the order the node lists them
 		count := map[string]int{}
 		whole := 0
@@ -156,15 +156,11 @@ func printNodes(w io.Writer, snap drivers.Snapshot, set *schema.Set) (warnings [
 				models = append(models, g.Model)
 			}
 			count[g.Model]++
-			if !g.IsMIG() {
+			if g.IsMIG() {
+				migParents[g.Domain] = true // its parent's (berth agent)
+			} else {
 				whole++
 				domains[g.Domain] = true
-			}
-		}
-		migParents := map[int]bool{} // a MIG instance's Domain is its parent's (berth agent)
-		for i := range n.GPUs {
-			if n.GPUs[i].IsMIG() {
-				migParents[n.GPUs[i].Domain] = true
 			}
 		}
 		src := "from berth agent"
