@@ -281,6 +281,32 @@ type Alloc struct {
 	// allocation was changed outside berth (another task, other GPUs
 	// pinned); berth puts it back.
 	Drift string `json:"drift,omitempty"`
+	// Use is the last reading of its GPUs' utilization, nil when the
+	// driver has none: it reads none (the simulator unless told), has
+	// not sampled this allocation yet, or its GPUs report no stats (MIG
+	// instances).
+	Use *GPUUse `json:"use,omitempty"`
+}
+
+// GPUUse is one reading of an allocation's GPU utilization, as the
+// NVIDIA device plugin reports it ("GPU utilization", per GPU).
+type GPUUse struct {
+	// At is when the cluster measured it.
+	At time.Time `json:"at"`
+	// Percent is each GPU's utilization, 0–100, in the order of
+	// Alloc.GPUs; a GPU the reading lacks is left out (shorter than
+	// GPUs).
+	Percent []float64 `json:"percent"`
+}
+
+// Max is the highest utilization of the reading's GPUs, -1 when it has
+// none.
+func (u *GPUUse) Max() float64 {
+	m := -1.0
+	for _, p := range u.Percent {
+		m = max(m, p)
+	}
+	return m
 }
 
 // Address is where one port of a replica is reachable: Host (an IP or
