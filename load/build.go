@@ -89,7 +89,9 @@ func build(docs []*doc) (*schema.Set, []Diagnostic) {
 	// 3. Tiers: values unique, and far enough apart for Nomad.
 	for _, d := range byKind[schema.KindPriorityTier] {
 		if d.valid {
-			set.Tiers = append(set.Tiers, convertTier(d))
+			t, ds := convertTier(d)
+			add(ds...)
+			set.Tiers = append(set.Tiers, t)
 		}
 	}
 	diags = append(diags, checkTierValues(set.Tiers)...)
@@ -97,7 +99,8 @@ func build(docs []*doc) (*schema.Set, []Diagnostic) {
 		if !d.valid {
 			continue
 		}
-		if b := convertTier(d).Spec.BorrowWithinCohort; b != nil && !exists(schema.KindPriorityTier, b.Below) {
+		if t, _ := convertTier(d); t.Spec.BorrowWithinCohort != nil && !exists(schema.KindPriorityTier, t.Spec.BorrowWithinCohort.Below) {
+			b := t.Spec.BorrowWithinCohort
 			add(errorf(d.pos("spec.borrowWithinCohort.below"), "tier %q: borrowWithinCohort.below: %s; it names the tier below whose value other teams' in-quota work may be taken", d.name, missing(schema.KindPriorityTier, b.Below)))
 		}
 	}

@@ -35,9 +35,10 @@ func meta(d *doc, r rawMeta) schema.Meta {
 	return m
 }
 
-func convertTier(d *doc) schema.PriorityTier {
+func convertTier(d *doc) (schema.PriorityTier, []Diagnostic) {
 	r := d.raw.(*rawTier)
-	return schema.PriorityTier{
+	fe := &fieldErrs{d: d}
+	t := schema.PriorityTier{
 		Meta: meta(d, r.Metadata),
 		Spec: schema.TierSpec{
 			Value:       r.Spec.Value,
@@ -46,8 +47,33 @@ func convertTier(d *doc) schema.PriorityTier {
 			CanPreempt:  boolOr(r.Spec.CanPreempt, true),
 			// Decoded fresh per document: not shared with another.
 			BorrowWithinCohort: r.Spec.BorrowWithinCohort,
+			MaxRuntime:         fe.maxRuntime(r.Spec.MaxRuntime),
+			Idle:               fe.idle("spec.idle", r.Spec.Idle),
 		},
 	}
+	return t, fe.diag
+}
+
+// maxRuntime reads a spec.maxRuntime: nil when it is not written.
+func (f *fieldErrs) maxRuntime(q *quantity) *time.Duration {
+	if q == nil || !q.set {
+		return nil
+	}
+	d := f.duration("spec.maxRuntime", q, 0)
+	return &d
+}
+
+// idle reads an idle-GPU rule written at field.
+func (f *fieldErrs) idle(field string, r *rawIdle) schema.IdleRule {
+	if r == nil {
+		return schema.IdleRule{}
+	}
+	out := schema.IdleRule{After: f.duration(field+".after", r.After, 0), Below: r.Below, Action: r.Action}
+	if q := r.After; q != nil && q.set && out.After <= 0 && len(f.diag) == 0 {
+		f.diag = append(f.diag, errorf(f.d.pos(field+".after"),
+			"%s.after is %s; a GPU is idle only for some time: write a positive duration such as 4h, or action: off to turn the rule off", field, q.text))
+	}
+	return out
 }
 
 func convertProject(d *doc) (schema.Project, []Diagnostic) {
@@ -63,6 +89,8 @@ func convertProject(d *doc) (schema.Project, []Diagnostic) {
 			BorrowLimit: schema.BorrowLimit{GPUs: schema.Unlimited, CPUMHz: schema.Unlimited, MemoryBytes: schema.Unlimited},
 			Namespace:   r.Spec.Namespace,
 			Placement:   placement(r.Spec.Placement),
+			MaxRuntime:  fe.maxRuntime(r.Spec.MaxRuntime),
+			Idle:        fe.idle("spec.idle", r.Spec.Idle),
 		},
 	}
 	if q := r.Spec.Quota; q != nil {
@@ -215,6 +243,8 @@ func convertWorkspace(d0 *doc, policy schema.SchedulingPolicy) (schema.Workspace
 		fe.diag = append(fe.diag, errorf(d0.pos("spec.expectedDuration"),
 			"spec.expectedDuration is %s; a run takes some time: write a positive duration such as 6h or 90m, or leave it out when unknown", q.text))
 	}
+	w.Spec.MaxRuntime = fe.maxRuntime(s.MaxRuntime)
+	w.Spec.Idle = fe.idle("spec.idle", s.Idle)
 	w.Spec.Service = service(fe, w, s.Service)
 	w.Spec.Task.Env = nilIfEmpty(w.Spec.Task.Env)
 	for name, value := range w.Spec.Task.Env {
@@ -330,6 +360,7 @@ func convertPolicy(d *doc) (schema.SchedulingPolicy, []Diagnostic) {
 		p.Spec.Defaults.Topology = topology(df.Topology, p.Spec.Defaults.Topology)
 		p.Spec.Defaults.Checkpoint = checkpoint(fe, "spec.defaults.checkpoint", df.Checkpoint, p.Spec.Defaults.Checkpoint)
 	}
+	p.Spec.Idle = fe.idle("spec.idle", s.Idle)
 	return p, fe.diag
 }
 

@@ -28,7 +28,16 @@ type rawTier struct {
 		Preemptible        *bool                      `json:"preemptible,omitzero"`
 		CanPreempt         *bool                      `json:"canPreempt,omitzero"`
 		BorrowWithinCohort *schema.BorrowWithinCohort `json:"borrowWithinCohort,omitzero"`
+		MaxRuntime         *quantity                  `json:"maxRuntime,omitzero"`
+		Idle               *rawIdle                   `json:"idle,omitzero"`
 	} `json:"spec,omitzero"`
+}
+
+// rawIdle is an idle-GPU rule as written (schema.IdleRule).
+type rawIdle struct {
+	After  *quantity         `json:"after,omitzero"`
+	Below  float64           `json:"below,omitzero"`
+	Action schema.IdleAction `json:"action,omitzero"`
 }
 
 type rawResources struct {
@@ -63,7 +72,9 @@ type rawProject struct {
 			Weight *float64 `json:"weight,omitzero"`
 		} `json:"fairShare,omitzero"`
 		Namespace string            `json:"namespace,omitzero"`
-		Placement *schema.Placement `json:"placement,omitzero"`
+		Placement  *schema.Placement `json:"placement,omitzero"`
+		MaxRuntime *quantity         `json:"maxRuntime,omitzero"`
+		Idle       *rawIdle          `json:"idle,omitzero"`
 	} `json:"spec,omitzero"`
 }
 
@@ -98,6 +109,8 @@ type rawWorkspace struct {
 		Restart          *rawRestart          `json:"restart,omitzero"`
 		UnhealthyGPU     string               `json:"unhealthyGPU,omitzero"`
 		ExpectedDuration *quantity            `json:"expectedDuration,omitzero"`
+		MaxRuntime       *quantity            `json:"maxRuntime,omitzero"`
+		Idle             *rawIdle             `json:"idle,omitzero"`
 	} `json:"spec,omitzero"`
 }
 
@@ -159,6 +172,7 @@ type rawPolicy struct {
 			Topology   *rawTopology   `json:"topology,omitzero"`
 			Checkpoint *rawCheckpoint `json:"checkpoint,omitzero"`
 		} `json:"defaults,omitzero"`
+		Idle *rawIdle `json:"idle,omitzero"`
 	} `json:"spec,omitzero"`
 }
 

@@ -84,6 +84,11 @@ type TierSpec struct {
 	// they start so is reclaimed only by strictly higher tiers. Off (nil)
 	// by default: it breaks the victims' teams' quota guarantee.
 	BorrowWithinCohort *BorrowWithinCohort `json:"borrowWithinCohort,omitempty"`
+	// MaxRuntime and Idle are the defaults of its workspaces' limits
+	// (Set.MaxRuntime, Set.Idle) where neither they nor their project
+	// set them.
+	MaxRuntime *time.Duration `json:"maxRuntime,omitempty"`
+	Idle       IdleRule       `json:"idle,omitzero"`
 }
 
 // BorrowWithinCohort is a tier's opt-in to take other teams' in-quota
@@ -118,6 +123,11 @@ type ProjectSpec struct {
 	Namespace string `json:"namespace,omitempty"`
 	// Placement is the default placement of the project's workspaces.
 	Placement Placement `json:"placement,omitzero"`
+	// MaxRuntime and Idle are the defaults of its workspaces' limits
+	// (Set.MaxRuntime, Set.Idle) where they set none; nil, zero: its
+	// tier's.
+	MaxRuntime *time.Duration `json:"maxRuntime,omitempty"`
+	Idle       IdleRule       `json:"idle,omitzero"`
 }
 
 // Placement restricts the nodes a workspace may run on: a node must
@@ -378,6 +388,15 @@ type WorkspaceSpec struct {
 	// zero: not stated. It informs the queue's likely start
 	// (policies.Predict) and never limits the run.
 	ExpectedDuration time.Duration `json:"expectedDuration,omitempty"`
+	// MaxRuntime is how long it may run, over all its runs of one spec
+	// (preemptions and moves do not restart the clock; a spec change
+	// does): at the limit berth stops it with its checkpoint grace and
+	// does not start it again until its spec changes. nil: its
+	// project's or tier's (Set.MaxRuntime); 0: no limit.
+	MaxRuntime *time.Duration `json:"maxRuntime,omitempty"`
+	// Idle is when its GPUs count as idle and what berth does then
+	// (Set.Idle resolves it with its project's, tier's and the policy's).
+	Idle IdleRule `json:"idle,omitzero"`
 }
 
 // Restart is a workspace's restart policy for its task's own failures.
@@ -567,6 +586,9 @@ type PolicySpec struct {
 	Aging      AgingPolicy      `json:"aging"`
 	Preemption PreemptionPolicy `json:"preemption"`
 	Defaults   PolicyDefaults   `json:"defaults"`
+	// Idle is the idle-GPU rule of every workspace whose tier, project
+	// or own spec leaves it out (Set.Idle).
+	Idle IdleRule `json:"idle,omitzero"`
 }
 
 // FairSharePolicy: usage decays by half every HalfLife.
