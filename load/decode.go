@@ -71,7 +71,7 @@ type rawProject struct {
 		FairShare *struct {
 			Weight *float64 `json:"weight,omitzero"`
 		} `json:"fairShare,omitzero"`
-		Namespace string            `json:"namespace,omitzero"`
+		Namespace  string            `json:"namespace,omitzero"`
 		Placement  *schema.Placement `json:"placement,omitzero"`
 		MaxRuntime *quantity         `json:"maxRuntime,omitzero"`
 		Idle       *rawIdle          `json:"idle,omitzero"`
