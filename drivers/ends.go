@@ -13,10 +13,12 @@ import (
 //   - EndCompleted: every replica's task exited 0. The workspace is
 //     Completed and does not run again until its spec changes (or it is
 //     set Stopped, then Running).
+//
 //   - EndTaskFailed: the task failed on its own (a non-zero exit, an OOM
 //     kill) after the in-place restarts its spec's restart allowed. The
 //     workspace is Failed, with the exit code and its last stderr lines,
 //     and does not run again until its spec changes.
+//
 //   - EndNodeFault: the node ended it, not the task: the node was lost
 //     or drained, or the start failed for the node's reason (a device,
 //     driver or volume that failed, an image that would not pull). It is
@@ -24,8 +26,19 @@ import (
 //     where it may, after a backoff that doubles with each attempt, and
 //     gives up (Failed) only after NodeFaultAttempts in a row.
 //
-// A run berth stopped (a stop, a preemption, a move) is no Exit and no
-// failure: berth knows it stopped it.
+//   - EndTimeLimit: berth stopped it, with its checkpoint grace, at its
+//     time limit (spec.maxRuntime). It does not start again until its
+//     spec changes, or its limit is raised (it runs for what is left).
+//
+//   - EndIdle: berth stopped it, with its checkpoint grace, because its
+//     GPUs stayed idle for its idle rule's after (spec.idle). It does not
+//     start again until its spec changes (or it is set Stopped, then
+//     Running).
+//
+// Any other run berth stopped (a stop, a preemption, a move) is no end
+// and no failure: berth knows it stopped it, and why. The last two are
+// never an Exit: the decision makes them (policies' limits.go) and the
+// history keeps them (History.Ran, History.Ended).
 type EndClass int
 
 const (
@@ -34,9 +47,11 @@ const (
 	EndCompleted
 	EndTaskFailed
 	EndNodeFault
+	EndTimeLimit
+	EndIdle
 )
 
-var endNames = [...]string{"", "completed", "task-failed", "node-fault"}
+var endNames = [...]string{"", "completed", "task-failed", "node-fault", "time-limit", "idle"}
 
 func (c EndClass) String() string {
 	if c >= 0 && int(c) < len(endNames) {
@@ -56,7 +71,7 @@ func (c *EndClass) UnmarshalText(b []byte) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("unknown end class %q: want completed, task-failed or node-fault", b)
+	return fmt.Errorf("unknown end class %q: want completed, task-failed, node-fault, time-limit or idle", b)
 }
 
 // NodeFaultAttempts is how many starts in a row a workspace gets after

@@ -48,6 +48,45 @@ type History struct {
 	// the reconciler's to write and read; the decision never reads it,
 	// and stores keep it as it is. The reconciler bounds its size.
 	Journal map[schema.Ref]json.RawMessage `json:"journal,omitempty"`
+	// Ran is, for each workspace with a time limit (schema.Set.MaxRuntime)
+	// that has run, how long it ran with one spec up to UsageAt, over all
+	// its runs: preemptions, moves and berth's own restarts do not reset
+	// it; a run of another spec does, and so do leaving the specs or
+	// being set Stopped. policies.AdvanceHistory keeps it.
+	Ran map[schema.Ref]RunTime `json:"ran,omitempty"`
+	// Idle is, for each running workspace with an idle rule
+	// (schema.Set.Idle) whose every GPU read idle in the last readings,
+	// when the run of idle readings began and the last of them.
+	// policies.AdvanceHistory keeps it; a busy reading, or the workspace
+	// no longer running, drops it.
+	Idle map[schema.Ref]IdleSpan `json:"idle,omitempty"`
+	// Ended records the workspaces berth stopped for good with the spec
+	// they had: idle (EndIdle). They do not run again while their spec's
+	// fingerprint is SpecHash; policies.RecordDecision keeps it.
+	Ended map[schema.Ref]Ended `json:"ended,omitempty"`
+}
+
+// RunTime is how long a workspace ran with the spec of fingerprint
+// SpecHash (empty: a driver that does not know it).
+type RunTime struct {
+	SpecHash string        `json:"specHash,omitempty"`
+	Ran      time.Duration `json:"ran"`
+}
+
+// IdleSpan is a run of idle readings of a workspace's GPUs: the first
+// (Since) and the last (Last).
+type IdleSpan struct {
+	Since time.Time `json:"since"`
+	Last  time.Time `json:"last"`
+}
+
+// Ended is a workspace berth stopped for good: how (Class), when, with
+// which spec (its fingerprint), and why, in a sentence.
+type Ended struct {
+	Class    EndClass  `json:"class"`
+	At       time.Time `json:"at"`
+	SpecHash string    `json:"specHash"`
+	Reason   string    `json:"reason"`
 }
 
 // Preemption records who preempted whom, when and why.

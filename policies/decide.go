@@ -55,7 +55,11 @@ type wsState struct {
 	// filled in): equal constraints, equal numbers.
 	topo int
 
-	stopped bool // the specs want it stopped (DesiredStopped)
+	stopped bool // the specs want it stopped (DesiredStopped), or a limit stops it (end)
+	// end, when not nil, is why a limit stops it (limits.go): its time
+	// limit, or its GPUs idle; idleNote why its idle GPUs are reported.
+	end      *Reason
+	idleNote string
 
 	allocs   []*drivers.Alloc
 	held     int     // GPUs its allocations hold

@@ -784,7 +784,7 @@ func applyGrace(in Input, d Decision, now time.Time, grace bool) Input {
 		}
 	}
 	sortAllocs(snap.Allocs)
-	h := RecordDecision(AdvanceUsage(*in.History, *in.Snapshot, now, in.Specs.Policy.Spec.FairShare.HalfLife, in.Specs.Kinds), d)
+	h := RecordDecision(AdvanceHistory(*in.History, in.Specs, in.Snapshot, now), in.Specs, d)
 	return Input{Specs: in.Specs, Snapshot: &snap, History: &h, Now: now}
 }
 

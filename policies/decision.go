@@ -75,6 +75,15 @@ const (
 	// preemption does, and starts again elsewhere, keeping its place in
 	// the queue.
 	ReasonMoving
+	// ReasonTimeLimit: it ran its time limit (spec.maxRuntime) with its
+	// spec: it stops with its checkpoint grace and does not start again
+	// until its spec changes or its limit is raised.
+	ReasonTimeLimit
+	// ReasonIdle: its GPUs stayed idle for its idle rule's after
+	// (spec.idle): it stops with its checkpoint grace and does not start
+	// again until its spec changes (VerdictStop), or, where the rule only
+	// reports, runs on with this reason (VerdictRun).
+	ReasonIdle
 )
 
 func (k ReasonKind) String() string {
@@ -97,6 +106,10 @@ func (k ReasonKind) String() string {
 		return "preempting"
 	case ReasonMoving:
 		return "moving"
+	case ReasonTimeLimit:
+		return "time-limit"
+	case ReasonIdle:
+		return "idle"
 	}
 	return "unknown"
 }
@@ -197,7 +210,7 @@ func (k ReasonKind) MarshalText() ([]byte, error) { return []byte(k.String()), n
 
 // UnmarshalText reads a reason kind's name.
 func (k *ReasonKind) UnmarshalText(b []byte) error {
-	for c := ReasonNone; c <= ReasonMoving; c++ {
+	for c := ReasonNone; c <= ReasonIdle; c++ {
 		if c.String() == string(b) {
 			*k = c
 			return nil

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -146,6 +147,15 @@ func copyHistory(h drivers.History) drivers.History {
 	if h.RunTimes != nil {
 		out.RunTimes = maps.Clone(h.RunTimes) // the slices are never changed in place
 	}
+	if h.Ran != nil {
+		out.Ran = maps.Clone(h.Ran)
+	}
+	if h.Idle != nil {
+		out.Idle = maps.Clone(h.Idle)
+	}
+	if h.Ended != nil {
+		out.Ended = maps.Clone(h.Ended)
+	}
 	return out
 }
 
@@ -172,8 +182,12 @@ func RecordAdmission(borrowing map[schema.Ref]bool, w *WorkspaceDecision) {
 // forgotten; each victim of d gets a Preemption record, which stays until
 // it runs again. A workspace that starts or runs has its quota label
 // (WorkspaceDecision.Borrowed) kept in Borrowing; every other one has it
-// dropped. Usage is left to AdvanceUsage. h is not changed.
-func RecordDecision(h drivers.History, d Decision) drivers.History {
+// dropped. A workspace d stops because its GPUs were idle (ReasonIdle)
+// is kept in Ended with its spec's fingerprint (set's), so that it stays
+// stopped until the spec changes; it is forgotten once it runs again,
+// is set Stopped or leaves the specs. Usage is left to AdvanceHistory.
+// h is not changed.
+func RecordDecision(h drivers.History, set *schema.Set, d Decision) drivers.History {
 	out := copyHistory(h)
 	if out.QueuedSince == nil {
 		out.QueuedSince = map[schema.Ref]time.Time{}
@@ -189,6 +203,19 @@ func RecordDecision(h drivers.History, d Decision) drivers.History {
 		w := &d.Workspaces[i]
 		seen[w.Ref] = true
 		RecordAdmission(out.Borrowing, w)
+		if w.Verdict == VerdictStop && w.Reason.Kind == ReasonIdle {
+			if _, ok := out.Ended[w.Ref]; !ok && set != nil {
+				if sw := set.Workspace(w.Ref); sw != nil {
+					if out.Ended == nil {
+						out.Ended = map[schema.Ref]drivers.Ended{}
+					}
+					why, _, _ := strings.Cut(w.Reason.Message, "; it ")
+					out.Ended[w.Ref] = drivers.Ended{Class: drivers.EndIdle, At: d.Now, SpecHash: drivers.Fingerprint(&sw.Spec), Reason: why}
+				}
+			}
+		} else if _, ok := out.Ended[w.Ref]; ok && w.Reason.Kind != ReasonTimeLimit {
+			delete(out.Ended, w.Ref) // it runs, waits to, or is stopped by the specs
+		}
 		switch w.Verdict {
 		case VerdictStop:
 			delete(out.QueuedSince, w.Ref)
@@ -226,6 +253,11 @@ func RecordDecision(h drivers.History, d Decision) drivers.History {
 	for r := range out.Borrowing {
 		if !seen[r] {
 			delete(out.Borrowing, r)
+		}
+	}
+	for r := range out.Ended {
+		if !seen[r] {
+			delete(out.Ended, r)
 		}
 	}
 	return out

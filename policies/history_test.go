@@ -97,7 +97,7 @@ func TestRecordDecision(t *testing.T) {
 		{Ref: g, Verdict: VerdictRun, Borrowed: true},
 		{Ref: s, Verdict: VerdictStop},
 	}}
-	got := RecordDecision(h, d)
+	got := RecordDecision(h, nil, d)
 	want := drivers.History{
 		QueuedSince: map[schema.Ref]time.Time{a: t0.Add(-time.Hour), b: t0, c: t0, e: t0, f: t0, g: t0},
 		Preempted:   map[schema.Ref]drivers.Preemption{a: {Victim: a, By: c, At: t0, Reason: "preempted by p/c"}},

@@ -33,6 +33,9 @@ func (d *decider) settleHolders() {
 			w.out.Verdict = VerdictStop
 			w.out.Placements = buf.Of(w.allocs)
 			w.out.Reason = Reason{ReasonStopped, "stopped: its desired state is Stopped"}
+			if w.end != nil {
+				w.out.Reason = *w.end
+			}
 		case w.fault != "":
 			w.out.Verdict = VerdictPreempt
 			w.out.Placements = buf.Of(w.allocs)
@@ -55,6 +58,9 @@ func (d *decider) settleHolders() {
 			w.out.Verdict = VerdictRun
 			w.out.Placements = buf.Of(w.allocs)
 			w.out.Borrowed = w.overQuota
+			if w.idleNote != "" {
+				w.out.Reason = Reason{ReasonIdle, w.idleNote}
+			}
 		}
 	}
 }

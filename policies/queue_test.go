@@ -11,7 +11,8 @@ import (
 
 // TestQueuePositions: in every scenario, the workspaces of existing
 // projects that want to run and have no allocation (GPUs or not) are numbered 1…n (the order
-// Decide considered them in), and nobody else has a number.
+// Decide considered them in), and nobody else has a number (a workspace
+// a limit stopped for good, limits.go, does not want to run).
 func TestQueuePositions(t *testing.T) {
 	for _, file := range scenarioFiles(t) {
 		ar, err := txtar.ParseFile(file)
@@ -29,7 +30,8 @@ func TestQueuePositions(t *testing.T) {
 		var got []int
 		for _, w := range Decide(in).Workspaces {
 			spec := in.Specs.Workspace(w.Ref)
-			queued := spec != nil && spec.Spec.State != schema.DesiredStopped && !held[w.Ref] && in.Specs.Project(w.Ref.Project) != nil
+			_, limited := EndOf(w.Reason)
+			queued := spec != nil && spec.Spec.State != schema.DesiredStopped && !held[w.Ref] && in.Specs.Project(w.Ref.Project) != nil && !limited
 			if queued != (w.Queue > 0) {
 				t.Errorf("%s: %s has queue place %d; want a place: %v", file, w.Ref, w.Queue, queued)
 			}

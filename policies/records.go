@@ -53,6 +53,7 @@ func newDecider(in Input) *decider {
 	d.addProjects(specs, decayedUsage(hist, snap, in.Now, d.policy.FairShare.HalfLife, weigh), projIdx)
 	d.addWorkspaces(specs, len(snap.Allocs), projIdx)
 	d.attachAllocs(snap, projIdx)
+	d.applyLimits(specs, &hist)
 	d.heldKinds(specs, snap)
 	d.measureNodes(snap)
 	d.settleAllocated()

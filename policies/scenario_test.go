@@ -74,7 +74,7 @@ func TestScenarios(t *testing.T) {
 					recIdx = i
 				}
 			}
-			rec := renderAdmitted(RecordDecision(*in.History, d))
+			rec := renderAdmitted(RecordDecision(*in.History, in.Specs, d))
 			if update {
 				if idx < 0 {
 					ar.Files = append(ar.Files, txtar.File{Name: "decision"})
@@ -115,6 +115,8 @@ func TestScenarios(t *testing.T) {
 //	               workspace PROJECT/NAME gpus=N [replicas=K] [model=M] [kind=K] [kinds=K1,K2] [nvlink=C] [numa=C]
 //	                         [state=Stopped] [preemptible=false] [cpu=CORES|500m] [mem=64Gi]
 //	                         [grace=D] [unhealthyGPU=stay]
+//	               (tiers, projects and workspaces: [maxRuntime=D] [idle=AFTER[/BELOW[/ACTION]]];
+//	                the policy: [idle=…])
 //	               policy [minRuntime=D] [maxVictims=N] [halfLife=D] [aging=INTERVAL/STEP/MAX]
 //	                      [preemption=off] [nvlink=C] [numa=C]
 //	-- cluster --  nodes, allocations and ends as internal/clustertest reads them:
@@ -123,6 +125,9 @@ func TestScenarios(t *testing.T) {
 //	-- history --  usageAt -1h | usage PROJECT GPU-SECONDS | queued PROJECT/NAME -30m
 //	               preempted PROJECT/NAME by=PROJECT/NAME at=-5m
 //	               admitted PROJECT/NAME in-quota|borrowing
+//	               ran PROJECT/NAME 1h30m [spec=HASH] | idle PROJECT/NAME since=-5h last=-1m
+//	               ended PROJECT/NAME class=idle at=-1h spec=HASH reason=WORDS_WITH_UNDERSCORES
+//	               (spec=current: the fingerprint of its spec in the specs)
 //	-- decision -- the rendered decision (golden)
 //	-- recorded -- optional golden: the admission labels RecordDecision
 //	               keeps from the decision, as "admitted" history lines
@@ -150,6 +155,20 @@ func parseScenario(ar *txtar.Archive) (Input, error) {
 	if err != nil {
 		return Input{}, fmt.Errorf("history: %w", err)
 	}
+	// spec=current: the fingerprint of the workspace's spec in the specs.
+	current := func(ref schema.Ref, hash *string) {
+		if w := set.Workspace(ref); w != nil && *hash == "current" {
+			*hash = drivers.Fingerprint(&w.Spec)
+		}
+	}
+	for ref, e := range hist.Ended {
+		current(ref, &e.SpecHash)
+		hist.Ended[ref] = e
+	}
+	for ref, r := range hist.Ran {
+		current(ref, &r.SpecHash)
+		hist.Ran[ref] = r
+	}
 	return Input{Specs: set, Snapshot: snap, History: hist, Now: now}, nil
 }
 
@@ -166,6 +185,9 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 			t := schema.PriorityTier{Meta: schema.Meta{Name: f.Words[1]}, Spec: schema.TierSpec{Value: v, Preemptible: !f.Flags["noevict"], CanPreempt: !f.Flags["nopreempt"]}}
 			if b, ok := f.KV["cohortBelow"]; ok {
 				t.Spec.BorrowWithinCohort = &schema.BorrowWithinCohort{Below: b}
+			}
+			if t.Spec.MaxRuntime, t.Spec.Idle, err = limitsOf(f); err != nil {
+				return nil, fmt.Errorf("%q: %w", l, err)
 			}
 			set.Tiers = append(set.Tiers, t)
 		case "project":
@@ -203,6 +225,9 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 				}
 			}
 			p.Spec.Placement = f.Placement()
+			if p.Spec.MaxRuntime, p.Spec.Idle, err = limitsOf(f); err != nil {
+				return nil, fmt.Errorf("%q: %w", l, err)
+			}
 			// Per kind: quota.KIND=N, borrow.KIND=N.
 			for k, v := range f.KV {
 				dst := &p.Spec.Quota.Kinds
@@ -266,6 +291,9 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 				}
 			}
 			w.Spec.Placement = f.Placement()
+			if w.Spec.MaxRuntime, w.Spec.Idle, err = limitsOf(f); err != nil {
+				return nil, fmt.Errorf("%q: %w", l, err)
+			}
 			for _, v := range f.List("volumes") {
 				w.Spec.Volumes = append(w.Spec.Volumes, schema.VolumeMount{Name: v, MountPath: "/" + v})
 			}
@@ -295,6 +323,8 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 							ps.Aging.MaxBoost, err = strconv.Atoi(parts[2])
 						}
 					}
+				case "idle":
+					ps.Idle, err = idleOf(v)
 				case "nvlink":
 					ps.Defaults.Topology.NVLink = schema.Constraint(v)
 				case "numa":
@@ -358,6 +388,41 @@ func parseHistory(text string, now time.Time) (*drivers.History, error) {
 					err = fmt.Errorf("admitted %s %q: want in-quota or borrowing", ref, label)
 				}
 			}
+		case "ran":
+			var ref schema.Ref
+			if ref, err = clustertest.ParseRef(f.Words[1]); err == nil {
+				var d time.Duration
+				if d, err = time.ParseDuration(f.Words[2]); err == nil {
+					if h.Ran == nil {
+						h.Ran = map[schema.Ref]drivers.RunTime{}
+					}
+					h.Ran[ref] = drivers.RunTime{SpecHash: f.KV["spec"], Ran: d}
+				}
+			}
+		case "idle":
+			var ref schema.Ref
+			if ref, err = clustertest.ParseRef(f.Words[1]); err == nil {
+				var span drivers.IdleSpan
+				if span.Since, err = clustertest.Rel(now, f.KV["since"]); err == nil {
+					span.Last, err = clustertest.Rel(now, f.KV["last"])
+				}
+				if h.Idle == nil {
+					h.Idle = map[schema.Ref]drivers.IdleSpan{}
+				}
+				h.Idle[ref] = span
+			}
+		case "ended":
+			var ref schema.Ref
+			if ref, err = clustertest.ParseRef(f.Words[1]); err == nil {
+				e := drivers.Ended{SpecHash: f.KV["spec"], Reason: strings.ReplaceAll(f.KV["reason"], "_", " ")}
+				if err = e.Class.UnmarshalText([]byte(f.KV["class"])); err == nil {
+					e.At, err = clustertest.Rel(now, f.KV["at"])
+				}
+				if h.Ended == nil {
+					h.Ended = map[schema.Ref]drivers.Ended{}
+				}
+				h.Ended[ref] = e
+			}
 		case "preempted":
 			var p drivers.Preemption
 			if p.Victim, err = clustertest.ParseRef(f.Words[1]); err == nil {
@@ -399,4 +464,46 @@ func renderAdmitted(h drivers.History) string {
 		fmt.Fprintf(&b, "admitted %s %s\n", r, label)
 	}
 	return b.String()
+}
+
+// limitsOf reads a spec line's maxRuntime=D (0s: none) and
+// idle=AFTER[/BELOW[/ACTION]] (an empty AFTER: not set at this level).
+func limitsOf(f clustertest.Line) (*time.Duration, schema.IdleRule, error) {
+	var max *time.Duration
+	if v, ok := f.KV["maxRuntime"]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return nil, schema.IdleRule{}, fmt.Errorf("maxRuntime=%q: %w", v, err)
+		}
+		max = &d
+	}
+	var idle schema.IdleRule
+	if v, ok := f.KV["idle"]; ok {
+		var err error
+		if idle, err = idleOf(v); err != nil {
+			return nil, idle, err
+		}
+	}
+	return max, idle, nil
+}
+
+// idleOf reads AFTER[/BELOW[/ACTION]].
+func idleOf(v string) (schema.IdleRule, error) {
+	parts := strings.Split(v, "/")
+	var r schema.IdleRule
+	var err error
+	if parts[0] != "" {
+		if r.After, err = time.ParseDuration(parts[0]); err != nil {
+			return r, fmt.Errorf("idle=%q: %w", v, err)
+		}
+	}
+	if len(parts) > 1 && parts[1] != "" {
+		if r.Below, err = strconv.ParseFloat(parts[1], 64); err != nil {
+			return r, fmt.Errorf("idle=%q: %w", v, err)
+		}
+	}
+	if len(parts) > 2 {
+		r.Action = schema.IdleAction(parts[2])
+	}
+	return r, nil
 }

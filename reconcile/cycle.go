@@ -154,7 +154,7 @@ func (c *cycle) advanceHistory() error {
 func (c *cycle) decide() {
 	c.ends = c.l.settleEnds(c.set, &c.snap, c.now)
 	c.d = c.l.cfg.Decide(policies.Input{Specs: plan.StopFinished(c.set, c.ends.finished), Snapshot: &c.snap, History: &c.hist, Now: c.now})
-	c.hist = policies.RecordDecision(c.hist, c.d)
+	c.hist = policies.RecordDecision(c.hist, c.set, c.d)
 	c.l.cfg.Metrics.ObserveDecision(c.d)
 }
 

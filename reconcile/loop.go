@@ -224,7 +224,7 @@ func New(cfg Config) (*Loop, error) {
 	}
 	if cfg.Advance == nil {
 		cfg.Advance = func(h drivers.History, set *schema.Set, snap *drivers.Snapshot, now time.Time) drivers.History {
-			return policies.AdvanceUsage(h, *snap, now, set.Policy.Spec.FairShare.HalfLife, set.Kinds)
+			return policies.AdvanceHistory(h, set, snap, now)
 		}
 	}
 	def := func(d *time.Duration, v time.Duration) {
@@ -445,8 +445,10 @@ func (l *Loop) saveUnsaved(ctx context.Context) error {
 }
 
 // sameHistory reports whether a and b differ at most in what moves with
-// the clock alone: UsageAt, Usage, AppliedAt and the journal's LastProgress
-// (sameJournalEntry). Every other field of
+// the clock alone: UsageAt, Usage, AppliedAt, the run times of limited
+// workspaces (Ran), the idle readings (Idle) and the journal's
+// LastProgress (sameJournalEntry): those are saved with the usage, every
+// UsageInterval, not each cycle. Every other field of
 // drivers.History is compared (TestSameHistorySeesEveryField keeps it so).
 func sameHistory(a, b drivers.History) bool {
 	samePreemption := func(x, y drivers.Preemption) bool {
@@ -457,7 +459,10 @@ func sameHistory(a, b drivers.History) bool {
 		maps.EqualFunc(a.Preempted, b.Preempted, samePreemption) &&
 		maps.Equal(a.Borrowing, b.Borrowing) &&
 		maps.EqualFunc(a.RunTimes, b.RunTimes, slices.Equal) &&
-		maps.EqualFunc(a.Journal, b.Journal, sameJournalEntry)
+		maps.EqualFunc(a.Journal, b.Journal, sameJournalEntry) &&
+		maps.EqualFunc(a.Ended, b.Ended, func(x, y drivers.Ended) bool {
+			return x.Class == y.Class && x.At.Equal(y.At) && x.SpecHash == y.SpecHash && x.Reason == y.Reason
+		})
 }
 
 // load returns the Set to apply: the new revision when valid (not yet in

@@ -371,7 +371,7 @@ func nonZero(t *testing.T, typ reflect.Type) reflect.Value {
 // false, so a field added to the history later is saved when it changes
 // (this test fails until sameHistory compares it).
 func TestSameHistorySeesEveryField(t *testing.T) {
-	clock := map[string]bool{"UsageAt": true, "Usage": true, "AppliedAt": true}
+	clock := map[string]bool{"UsageAt": true, "Usage": true, "AppliedAt": true, "Ran": true, "Idle": true}
 	typ := reflect.TypeFor[drivers.History]()
 	for i := range typ.NumField() {
 		f := typ.Field(i)

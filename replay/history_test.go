@@ -31,7 +31,7 @@ func TestReplayKeepsTheLoopsLabels(t *testing.T) {
 	berth.Decide = func(in policies.Input) policies.Decision {
 		if in.Now.After(now) {
 			for _, d := range pending {
-				loop = policies.RecordDecision(loop, d)
+				loop = policies.RecordDecision(loop, nil, d)
 			}
 			pending, now = pending[:0], in.Now
 			for _, a := range in.Snapshot.Allocs {

@@ -155,6 +155,22 @@ func Parse(text string, now time.Time, opt Options) (*drivers.Snapshot, error) {
 					return nil, err
 				}
 			}
+			if use, ok := f.KV["use"]; ok {
+				a.Use = &drivers.GPUUse{At: now}
+				if s, ok := f.KV["useAt"]; ok {
+					if a.Use.At, err = Rel(now, s); err != nil {
+						return nil, err
+					}
+				}
+				for _, p := range strings.Split(use, ",") {
+					v, err := strconv.ParseFloat(p, 64)
+					if err != nil {
+						return nil, fmt.Errorf("use=%q: %w", use, err)
+					}
+					a.Use.Percent = append(a.Use.Percent, v)
+				}
+			}
+			a.SpecHash = f.KV["spec"]
 			snap.Allocs = append(snap.Allocs, a)
 		case "exit":
 			ref, err := ParseRef(f.Words[1])

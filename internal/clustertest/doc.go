@@ -8,6 +8,7 @@
 //	     [dc=DC] [pool=P] [class=C] [meta=k:v,k2:v2] [drivers=a,b] [volumes=a,b]
 //	alloc PROJECT/NAME node=N gpus=I,J [replica=R] [phase=running|starting|stopping]
 //	      [started=-1h] [checkpoint=-5m] [cpu=CORES] [mem=SIZE] [disk=SIZE] [cores=N]
+//	      [use=P,Q [useAt=-1m]] [spec=HASH]
 //	exit PROJECT/NAME class=completed|task-failed|node-fault [node=N]
 //
 // also=M2:K: after its N whole GPUs the node has K whole GPUs of model M2
@@ -21,7 +22,9 @@
 // NUMA node p·U/P. held=I:JOB: GPU I is held by JOB, a job berth does not own
 // (not healthy to berth). A node has 8 H100 GPUs unless it says otherwise, split evenly into its
 // NVLink domains and NUMA nodes; an allocation started an hour before
-// now unless it says when. Times are relative to now. Lines starting
+// now unless it says when. use=P,Q is its last GPU utilization reading,
+// each GPU's percent, read now unless useAt says when; spec=HASH the
+// fingerprint of the spec it runs. Times are relative to now. Lines starting
 // with # are comments.
 //
 // The GPUs of a node are named g0…gN-1 (policies' scenarios), or, with
