@@ -36,6 +36,12 @@ spec:
 // the node it runs on.
 func newFaultHarness(t *testing.T) (*harness, schema.Ref, string) {
 	t.Helper()
+	return newEditedHarness(t, func(*schema.Workspace) {})
+}
+
+// newEditedHarness is newFaultHarness with med/train's spec edited first.
+func newEditedHarness(t *testing.T, edit func(*schema.Workspace)) (*harness, schema.Ref, string) {
+	t.Helper()
 	spec, err := sim.Parse([]byte(twoNodes))
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +50,7 @@ func newFaultHarness(t *testing.T) (*harness, schema.Ref, string) {
 	c := sim.New(*spec, clk)
 	w := workspace("med", "train", schema.DesiredRunning)
 	w.Spec.Resources.GPUs = 2
+	edit(&w)
 	src := &fakeSource{rev: "r1", clock: clk}
 	set := withWorkspaces(w)
 	for i := range set.Projects {

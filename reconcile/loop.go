@@ -444,6 +444,13 @@ func (l *Loop) saveUnsaved(ctx context.Context) error {
 	return l.saveHistory(ctx, l.unsaved, l.savedTerm)
 }
 
+// limitEnds are the ends of the reasons a limit stops a workspace for,
+// by the reason's kind as the status writes it.
+var limitEnds = map[string]drivers.EndClass{
+	policies.ReasonTimeLimit.String(): drivers.EndTimeLimit,
+	policies.ReasonIdle.String():      drivers.EndIdle,
+}
+
 // sameHistory reports whether a and b differ at most in what moves with
 // the clock alone: UsageAt, Usage, AppliedAt, the run times of limited
 // workspaces (Ran), the idle readings (Idle) and the journal's
@@ -605,6 +612,14 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 			out = append(out, view.WorkspaceTransition{Workspace: ref, Transition: t})
 			l.logTransition(ref, t)
 			prev = view.StateFailed
+		}
+		if class, ok := limitEnds[st.ReasonKind]; ok && st.State == view.StateStopped && st.State != prev {
+			// A limit stopped it: its end, kept as the status keeps every
+			// end, and counted once.
+			st.LastEnd = &view.EndStatus{Class: class.String(), At: now, Node: rec.status.Node, Message: st.Reason}
+			if rec.status.State == view.StateRunning {
+				st.LastEnd.RanFor = view.Seconds(max(0, now.Sub(rec.status.Since)))
+			}
 		}
 		if st.State != prev {
 			st.Since = now

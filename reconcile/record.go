@@ -124,7 +124,15 @@ func nextState(in stateInput) stateOutput {
 		out.Node, out.GPUs = drivers.Where(own)
 	}
 	wantsRun := in.Spec != nil && in.Spec.Spec.State != schema.DesiredStopped
-	out.Failed = len(own) == 0 && in.Held && wantsRun && !in.WasPreempted && !in.HasEnded && !in.Retrying &&
+	// limit: a limit stops it (its time limit, its GPUs idle), as the
+	// decision says: Stopped, with the decision's reason, never Failed.
+	var limit *policies.Reason
+	if wd := in.Decision; wd != nil && wd.Verdict == policies.VerdictStop {
+		if _, ok := policies.EndOf(wd.Reason); ok {
+			limit = &wd.Reason
+		}
+	}
+	out.Failed = len(own) == 0 && in.Held && wantsRun && !in.WasPreempted && !in.HasEnded && !in.Retrying && limit == nil &&
 		(in.Prev == view.StateRunning || in.Prev == view.StateStarting)
 	out.Resumed = in.Resumed
 	a, pre := &in.Acted, &in.Preempted
@@ -137,6 +145,9 @@ func nextState(in stateInput) stateOutput {
 		out.Reason = preemptReason(*a)
 	case in.DidAct && a.Kind == drivers.ActionStop:
 		out.State, out.ReasonKind, out.Reason = view.StateStopped, policies.ReasonStopped.String(), a.Reason
+		if limit != nil {
+			out.ReasonKind = limit.Kind.String()
+		}
 	case in.DidAct && a.Kind == drivers.ActionStart:
 		out.State = view.StateStarting
 		out.Node, out.GPUs = drivers.WherePlaced(a.Placements)
@@ -157,6 +168,8 @@ func nextState(in stateInput) stateOutput {
 			out.State, out.ReasonKind, out.Reason = view.StateMoving, reasonKindMoving, wd.Reason.Message
 		} else if in.Prev == view.StateMoving {
 			out.State, out.ReasonKind, out.Reason = view.StateMoving, reasonKindMoving, in.PrevReason
+		} else if limit != nil {
+			out.State, out.ReasonKind, out.Reason = view.StateStopped, limit.Kind.String(), limit.Message
 		} else {
 			out.State, out.ReasonKind, out.Reason = view.StateStopped, policies.ReasonStopped.String(), reasonStopping
 		}
@@ -185,6 +198,8 @@ func nextState(in stateInput) stateOutput {
 		out.State, out.Reason = view.StateFailed, "the cluster refused it: "+in.RejectedReason+"; fix the spec"
 	case in.Spec.Spec.State == schema.DesiredStopped:
 		out.State, out.ReasonKind, out.Reason = view.StateStopped, policies.ReasonStopped.String(), reasonWantStopped
+	case limit != nil:
+		out.State, out.ReasonKind, out.Reason = view.StateStopped, limit.Kind.String(), limit.Message
 	case in.WasPreempted:
 		by := pre.By
 		out.State, out.PreemptedBy, out.ReasonKind, out.Reason = view.StatePreempted, &by, policies.ReasonPreempted.String(), pre.Reason

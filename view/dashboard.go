@@ -161,6 +161,14 @@ func eventKind(t Transition) string {
 		return "moving"
 	case StatePreempted:
 		return "vacated"
+	case StateStopped:
+		// A limit's stop (policies' limits.go writes these reasons).
+		switch {
+		case strings.HasPrefix(t.Reason, "time limit:"):
+			return "time-limit"
+		case strings.HasPrefix(t.Reason, "idle:"):
+			return "idle"
+		}
 	}
 	return strings.ToLower(string(t.To))
 }

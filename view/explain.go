@@ -133,6 +133,16 @@ func endText(e *EndStatus, st State) []string {
 			s += fmt.Sprintf("; %d such ends in a row", e.Attempts)
 		}
 		out = append(out, sentence(s))
+	case drivers.EndTimeLimit.String(), drivers.EndIdle.String():
+		what := "at its time limit"
+		if e.Class == drivers.EndIdle.String() {
+			what = "because its GPUs stayed idle"
+		}
+		s := "berth stopped it " + what + " at " + e.At.UTC().Format(time.RFC3339) + ", with its checkpoint grace"
+		if e.RanFor > 0 {
+			s += ", after a run of " + e.RanFor.D().String()
+		}
+		out = append(out, sentence(s))
 	}
 	if e.Stderr != "" {
 		out = append(out, "The last lines it wrote to stderr:\n"+e.Stderr)
