@@ -151,7 +151,7 @@ func planInput(t *testing.T, ar *txtar.Archive) plan.PlanInput {
 	if after := mustJSON(t, in.Head, in.Snapshot); after != before {
 		t.Errorf("the dry run changed its input")
 	}
-	in.Decision, in.Plan = dry.Decision, dry.Result.Plan
+	in.Decision, in.Plan, in.History = dry.Decision, dry.Result.Plan, &dry.History
 	return in
 }
 
@@ -257,8 +257,8 @@ func planSays(r plan.Report) map[string]string {
 	for _, p := range r.Projects {
 		for _, c := range p.Consequences {
 			switch c.Kind {
-			case "wait":
-				continue
+			case "wait", "limit":
+				continue // no action: it waits, or runs until a time limit
 			case "purge":
 				if c.Node == "" {
 					continue // holds nothing: purged after the prune delay, not in this cycle

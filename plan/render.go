@@ -70,7 +70,7 @@ func (c Consequence) Line() string {
 			fmt.Fprintf(&b, " on %s", c.Node)
 		}
 		fmt.Fprintf(&b, ", %s of work since its last checkpoint at risk", text.Duration(c.AtRisk))
-	case "stop", "purge", "update":
+	case "stop", "purge", "update", "limit":
 		if c.Node != "" {
 			fmt.Fprintf(&b, " on %s", c.Node)
 		}

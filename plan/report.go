@@ -77,9 +77,10 @@ type WorkspaceChange struct {
 type Consequence struct {
 	Workspace schema.Ref `json:"workspace"`
 	// Kind is start, preempt, wait, stop, purge (stopped now, purged
-	// after the prune delay unless it comes back) or update (running; what
+	// after the prune delay unless it comes back), update (running; what
 	// its task sees or its priority changed: exactly the updates apply
-	// makes).
+	// makes) or limit (running or starting, under a time limit the
+	// change sets or changes: when it stops).
 	Kind  string   `json:"kind"`
 	Node  string   `json:"node,omitempty"`
 	GPUs  []string `json:"gpus,omitempty"`
@@ -98,7 +99,7 @@ type Consequence struct {
 	Reason        string        `json:"reason,omitempty"`
 }
 
-var consequenceOrder = map[string]int{"preempt": 0, "stop": 1, "purge": 2, "start": 3, "update": 4, "wait": 5}
+var consequenceOrder = map[string]int{"preempt": 0, "stop": 1, "purge": 2, "start": 3, "update": 4, "limit": 5, "wait": 6}
 
 // PlanInput is what NewReport compares.
 type PlanInput struct {
@@ -114,6 +115,9 @@ type PlanInput struct {
 	// renders them.
 	Decision policies.Decision
 	Plan     Plan
+	// History is the history that cycle's decision read (nil: none),
+	// for how long limited workspaces have run.
+	History *drivers.History
 	// AllowMassPrune is berth reconcile's --allow-mass-prune.
 	AllowMassPrune bool
 	// MassPrune is berth reconcile's threshold (PruneGuard; Allow is
@@ -241,6 +245,18 @@ func NewReport(in PlanInput) Report {
 		p.Consequences = append(p.Consequences, c)
 	}
 
+	// Time limits the change sets or changes: when what runs (or
+	// starts) under them stops.
+	for _, wd := range d.Workspaces {
+		if wd.Verdict != policies.VerdictRun && wd.Verdict != policies.VerdictStart {
+			continue
+		}
+		if c, ok := limitConsequence(in, wd.Ref, snap, allocs[wd.Ref]); ok {
+			p := project(wd.Ref.Project)
+			p.Consequences = append(p.Consequences, c)
+		}
+	}
+
 	// 3. Warnings.
 	r.MassPrune = CheckMassPrune(in.Base, in.Head, snap, PruneGuard{Percent: in.MassPrunePercent, Min: in.MassPruneMin, Allow: in.AllowMassPrune})
 	if r.MassPrune.Refused() {
@@ -295,6 +311,30 @@ func NewReport(in PlanInput) Report {
 	return r
 }
 
+// limitConsequence says when workspace ref, running or starting, stops
+// at a time limit that Head sets and Base (when known) did not, or set
+// to another value or from another level.
+func limitConsequence(in PlanInput, ref schema.Ref, snap *drivers.Snapshot, own []drivers.Alloc) (Consequence, bool) {
+	w := in.Head.Workspace(ref)
+	if w == nil {
+		return Consequence{}, false
+	}
+	lim := in.Head.MaxRuntime(w)
+	if lim.Max <= 0 {
+		return Consequence{}, false
+	}
+	if in.Base != nil {
+		if bw := in.Base.Workspace(ref); bw != nil && in.Base.MaxRuntime(bw) == lim {
+			return Consequence{}, false
+		}
+	}
+	left, _ := policies.RemainingRuntime(in.Head, ref, own, in.History, snap.ObservedAt)
+	c := Consequence{Workspace: ref, Kind: "limit",
+		Reason: fmt.Sprintf("stops at its time limit in %s (%s maxRuntime of %s)", text.RoughDuration(left), lim.From, text.Duration(lim.Max))}
+	c.Node, c.GPUs = drivers.Where(own)
+	return c, true
+}
+
 // atRisk is the work since the last checkpoint (or the start) of the
 // longest-running replica.
 func atRisk(allocs []drivers.Alloc, now time.Time) time.Duration {
@@ -342,6 +382,9 @@ func tierChanges(base, head *schema.Set) []string {
 		if old != nil && old.Spec.CanPreempt != t.Spec.CanPreempt {
 			out = append(out, fmt.Sprintf("tier %s canPreempt %v → %v", t.Meta.Name, old.Spec.CanPreempt, t.Spec.CanPreempt))
 		}
+		if old != nil {
+			out = append(out, limitChanges("tier "+t.Meta.Name+" ", old.Spec.MaxRuntime, t.Spec.MaxRuntime, old.Spec.Idle, t.Spec.Idle)...)
+		}
 	}
 	for _, t := range base.Tiers {
 		if head.Tier(t.Meta.Name) == nil {
@@ -386,6 +429,7 @@ func diffProjects(base, head *schema.Set, project func(string) *ProjectReport) {
 		if a.BorrowLimit.MemoryBytes != b.BorrowLimit.MemoryBytes {
 			ch = append(ch, fmt.Sprintf("borrow limit memory %s → %s", borrowQtyText(a.BorrowLimit.MemoryBytes, quotaMemText), borrowQtyText(b.BorrowLimit.MemoryBytes, quotaMemText)))
 		}
+		ch = append(ch, limitChanges("", a.MaxRuntime, b.MaxRuntime, a.Idle, b.Idle)...)
 		if policies.Weight(*old) != policies.Weight(p) {
 			ch = append(ch, fmt.Sprintf("fair-share weight %g → %g", policies.Weight(*old), policies.Weight(p)))
 		}
@@ -469,10 +513,56 @@ func workspaceDetails(a, b schema.WorkspaceSpec) []string {
 	add("placement", orDefault(a.Placement.String(), "any node"), orDefault(b.Placement.String(), "any node"))
 	add("ports", portsText(a.Ports), portsText(b.Ports))
 	add("service", serviceText(a.Service), serviceText(b.Service))
+	add("maxRuntime", runtimeText(a.MaxRuntime), runtimeText(b.MaxRuntime))
+	add("idle", idleText(a.Idle), idleText(b.Idle))
 	if len(out) == 0 {
 		out = append(out, "spec changed (task, volumes or resources)")
 	}
 	return out
+}
+
+// limitChanges writes what changed of a tier's or project's limits,
+// each line after prefix: "maxRuntime none → 24h", "idle … → …".
+func limitChanges(prefix string, a, b *time.Duration, ia, ib schema.IdleRule) []string {
+	var out []string
+	if ra, rb := runtimeText(a), runtimeText(b); ra != rb {
+		out = append(out, fmt.Sprintf("%smaxRuntime %s → %s", prefix, ra, rb))
+	}
+	if ia != ib {
+		out = append(out, fmt.Sprintf("%sidle %s → %s", prefix, idleText(ia), idleText(ib)))
+	}
+	return out
+}
+
+// runtimeText writes a maxRuntime as written: "not set", "0s (no
+// limit)", "24h".
+func runtimeText(d *time.Duration) string {
+	switch {
+	case d == nil:
+		return "not set"
+	case *d == 0:
+		return "0s (no limit)"
+	}
+	return text.Duration(*d)
+}
+
+// idleText writes an idle rule as written: "not set", "after 4h, below
+// 5%, report".
+func idleText(r schema.IdleRule) string {
+	if r.IsZero() {
+		return "not set"
+	}
+	var parts []string
+	if r.After > 0 {
+		parts = append(parts, "after "+text.Duration(r.After))
+	}
+	if r.Below > 0 {
+		parts = append(parts, fmt.Sprintf("below %g%%", r.Below))
+	}
+	if r.Action != "" {
+		parts = append(parts, string(r.Action))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // portsText writes ports as "http, ssh:2222" (a static port after its

@@ -299,10 +299,10 @@ func EndOf(r Reason) (drivers.EndClass, bool) {
 	return drivers.EndUnknown, false
 }
 
-// RemainingRuntime is how long workspace ref may still run before its
-// time limit, and whether it has one: for berth plan's "stops at its
-// time limit in 2h".
-func RemainingRuntime(specs *schema.Set, ref schema.Ref, snap *drivers.Snapshot, hist *drivers.History, now time.Time) (time.Duration, bool) {
+// RemainingRuntime is how long workspace ref, holding own (its
+// allocations), may still run before its time limit, and whether it has
+// one: for berth plan's "stops at its time limit in 2h".
+func RemainingRuntime(specs *schema.Set, ref schema.Ref, own []drivers.Alloc, hist *drivers.History, now time.Time) (time.Duration, bool) {
 	w := specs.Workspace(ref)
 	if w == nil {
 		return 0, false
@@ -311,11 +311,9 @@ func RemainingRuntime(specs *schema.Set, ref schema.Ref, snap *drivers.Snapshot,
 	if lim.Max <= 0 {
 		return 0, false
 	}
-	var allocs []*drivers.Alloc
-	for i := range snap.Allocs {
-		if snap.Allocs[i].Workspace == ref {
-			allocs = append(allocs, &snap.Allocs[i])
-		}
+	allocs := make([]*drivers.Alloc, len(own))
+	for i := range own {
+		allocs[i] = &own[i]
 	}
 	var h drivers.History
 	if hist != nil {

@@ -32,6 +32,9 @@ type DryRunOutcome struct {
 	Result Result
 	// Decision is the decision the plan was made from.
 	Decision policies.Decision
+	// History is the history the decision read: the store's, advanced
+	// to the snapshot's time (how long each limited workspace ran).
+	History drivers.History
 }
 
 // DryRun runs one cycle (Once) on in as `berth reconcile` would run it,
@@ -65,7 +68,7 @@ func DryRun(ctx context.Context, in DryRunInput) (DryRunOutcome, error) {
 	if err != nil {
 		return DryRunOutcome{}, err
 	}
-	return DryRunOutcome{Result: c.res, Decision: c.d}, nil
+	return DryRunOutcome{Result: c.res, Decision: c.d, History: c.hist}, nil
 }
 
 // fixedSource is a source whose one revision never changes.

@@ -184,7 +184,7 @@ func runPlan(cmd *cobra.Command, args []string, o planOptions) error {
 	if err != nil {
 		return &exitError{Code: exitFailure, Err: err}
 	}
-	in.Decision, in.Plan = dry.Decision, dry.Result.Plan
+	in.Decision, in.Plan, in.History = dry.Decision, dry.Result.Plan, &dry.History
 
 	// 5. Report.
 	r := plan.NewReport(in)
