@@ -95,4 +95,3 @@ func TestPropLimitsTouchOnlyTheirOwn(t *testing.T) {
 		}
 	})
 }
-
