@@ -92,39 +92,18 @@ func globalOf(h drivers.History, withUsage bool) drivers.History {
 }
 
 // splitHistory returns the JSON of each of n shards of h: the entries of
-// QueuedSince, Preempted, Borrowing and Journal by the hash of their workspace,
+// QueuedSince, Preempted, Borrowing, Journal, Ran, Idle and Ended by the hash of their workspace,
 // RunTimes by the hash of their key, and Usage by the hash of its project when usageInShards. It reads h
 // and changes nothing.
 func splitHistory(h drivers.History, n int, usageInShards bool) ([][]byte, error) {
 	parts := make([]drivers.History, n)
-	for ref, t := range h.QueuedSince {
-		p := &parts[shardOf(ref.String(), n)]
-		if p.QueuedSince == nil {
-			p.QueuedSince = map[schema.Ref]time.Time{}
-		}
-		p.QueuedSince[ref] = t
-	}
-	for ref, pr := range h.Preempted {
-		p := &parts[shardOf(ref.String(), n)]
-		if p.Preempted == nil {
-			p.Preempted = map[schema.Ref]drivers.Preemption{}
-		}
-		p.Preempted[ref] = pr
-	}
-	for ref, b := range h.Borrowing {
-		p := &parts[shardOf(ref.String(), n)]
-		if p.Borrowing == nil {
-			p.Borrowing = map[schema.Ref]bool{}
-		}
-		p.Borrowing[ref] = b
-	}
-	for ref, j := range h.Journal {
-		p := &parts[shardOf(ref.String(), n)]
-		if p.Journal == nil {
-			p.Journal = map[schema.Ref]json.RawMessage{}
-		}
-		p.Journal[ref] = j
-	}
+	splitRefs(parts, h.QueuedSince, func(p *drivers.History) *map[schema.Ref]time.Time { return &p.QueuedSince })
+	splitRefs(parts, h.Preempted, func(p *drivers.History) *map[schema.Ref]drivers.Preemption { return &p.Preempted })
+	splitRefs(parts, h.Borrowing, func(p *drivers.History) *map[schema.Ref]bool { return &p.Borrowing })
+	splitRefs(parts, h.Journal, func(p *drivers.History) *map[schema.Ref]json.RawMessage { return &p.Journal })
+	splitRefs(parts, h.Ran, func(p *drivers.History) *map[schema.Ref]drivers.RunTime { return &p.Ran })
+	splitRefs(parts, h.Idle, func(p *drivers.History) *map[schema.Ref]drivers.IdleSpan { return &p.Idle })
+	splitRefs(parts, h.Ended, func(p *drivers.History) *map[schema.Ref]drivers.Ended { return &p.Ended })
 	for key, rt := range h.RunTimes {
 		p := &parts[shardOf(key, n)]
 		if p.RunTimes == nil {
@@ -152,6 +131,18 @@ func splitHistory(h drivers.History, n int, usageInShards bool) ([][]byte, error
 	return out, nil
 }
 
+// splitRefs puts each entry of m in the part of its workspace's shard,
+// in the map field picks.
+func splitRefs[V any](parts []drivers.History, m map[schema.Ref]V, field func(*drivers.History) *map[schema.Ref]V) {
+	for ref, v := range m {
+		dst := field(&parts[shardOf(ref.String(), len(parts))])
+		if *dst == nil {
+			*dst = map[schema.Ref]V{}
+		}
+		(*dst)[ref] = v
+	}
+}
+
 // shardJSON is a shard's History without the global fields, so that a
 // shard's JSON (and its name) changes only with its own entries.
 type shardBody struct {
@@ -161,10 +152,14 @@ type shardBody struct {
 	Borrowing   map[schema.Ref]bool               `json:"borrowing,omitempty"`
 	Journal     map[schema.Ref]json.RawMessage    `json:"journal,omitempty"`
 	RunTimes    map[string][]time.Duration        `json:"runTimes,omitempty"`
+	Ran         map[schema.Ref]drivers.RunTime    `json:"ran,omitempty"`
+	Idle        map[schema.Ref]drivers.IdleSpan   `json:"idle,omitempty"`
+	Ended       map[schema.Ref]drivers.Ended      `json:"ended,omitempty"`
 }
 
 func shardJSON(h drivers.History) shardBody {
-	return shardBody{Usage: h.Usage, QueuedSince: h.QueuedSince, Preempted: h.Preempted, Borrowing: h.Borrowing, Journal: h.Journal, RunTimes: h.RunTimes}
+	return shardBody{Usage: h.Usage, QueuedSince: h.QueuedSince, Preempted: h.Preempted, Borrowing: h.Borrowing, Journal: h.Journal, RunTimes: h.RunTimes,
+		Ran: h.Ran, Idle: h.Idle, Ended: h.Ended}
 }
 
 // mergeShard adds a shard's entries to h. Each entry is in one shard
@@ -180,7 +175,10 @@ func mergeShard(h *drivers.History, b []byte) error {
 		mergeInto(&h.Preempted, s.Preempted, "workspace"),
 		mergeInto(&h.Borrowing, s.Borrowing, "workspace"),
 		mergeInto(&h.Journal, s.Journal, "workspace"),
-		mergeInto(&h.RunTimes, s.RunTimes, "run-time key"))
+		mergeInto(&h.RunTimes, s.RunTimes, "run-time key"),
+		mergeInto(&h.Ran, s.Ran, "workspace"),
+		mergeInto(&h.Idle, s.Idle, "workspace"),
+		mergeInto(&h.Ended, s.Ended, "workspace"))
 }
 
 // mergeInto adds src's entries to *dst (made when nil); a key already in

@@ -83,6 +83,10 @@ func TestHistoryInVariables(t *testing.T) {
 		Borrowing:   map[schema.Ref]bool{{Project: "nlp", Name: "big"}: false, {Project: "nlp", Name: "extra"}: true},
 		// The loop's journal travels as it is.
 		Journal: map[schema.Ref]json.RawMessage{{Project: "vision", Name: "train"}: json.RawMessage(`{"history":[{"at":"2026-11-29T12:00:00Z","to":"Preempted"}],"held":true}`)},
+		// What the limits read: how long each ran, idle readings, ends.
+		Ran:   map[schema.Ref]drivers.RunTime{{Project: "vision", Name: "train"}: {SpecHash: "0123456789abcdef", Ran: 90 * time.Minute}},
+		Idle:  map[schema.Ref]drivers.IdleSpan{{Project: "nlp", Name: "big"}: {Since: at.Add(-time.Hour), Last: at}},
+		Ended: map[schema.Ref]drivers.Ended{{Project: "nlp", Name: "nb"}: {Class: drivers.EndIdle, At: at, SpecHash: "fedcba9876543210", Reason: "idle: every GPU under 1% for 4h"}},
 	}
 	if err := a.SaveHistory(ctx, h); err != nil {
 		t.Fatal(err)
