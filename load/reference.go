@@ -283,6 +283,52 @@ own; a workspace's ` + "`gpuKind`" + ` is the kind it asks for, and ` + "`berth 
 metrics ` + "`berth_project_{quota,used,borrowed}_gpus`" + ` have a series per account, labelled
 ` + "`kind`" + ` (none for ` + "`gpus`" + `). Specs without kinds show none of this.
 
+## Time limits and idle GPUs
+
+` + "`maxRuntime`" + ` is how long a workspace may run, over all its runs of one spec:
+preemptions, moves and berth's restarts do not restart its clock; a run of a
+changed spec (what its task sees: ` + "`drivers.Fingerprint`" + `) does. At the limit berth
+stops it with its checkpoint signal and grace, as a stop in the specs would,
+and it is Stopped with the reason and the end ` + "`time-limit`" + `: it does not start
+again until its spec changes, or its limit is raised (it runs for what is
+left). A workspace sets its own; a project's and then a tier's are the default
+of the workspaces that set none; ` + "`0s`" + ` means no limit, at any level. ` + "`berth plan`" + `
+says when running work stops under a limit the change sets ("stops at its time
+limit in 2h").
+
+` + "`idle`" + ` stops (or reports) a workspace whose GPUs sit idle: when every GPU of
+it reads under ` + "`below`" + ` percent utilization (default 1: no kernel ran) for
+` + "`after`" + `, its ` + "`action`" + ` is taken: ` + "`stop`" + ` (the default: stopped with its checkpoint
+grace, Stopped with the end ` + "`idle`" + `, and not started again until its spec changes
+or it is set Stopped, then Running), ` + "`report`" + ` (its status and notifications say
+so; it runs on) or ` + "`off`" + `. Each field is taken from the most specific level that
+sets it: the workspace, its project, its tier, the SchedulingPolicy; with no
+` + "`after`" + ` anywhere the rule is off. Utilization is the NVIDIA device plugin's "GPU
+utilization", read from Nomad; a workspace some of whose GPUs report none (MIG
+instances) is never found idle.
+
+` + "```yaml" + `
+apiVersion: berth.dev/v1
+kind: PriorityTier
+metadata: {name: batch}
+spec: {value: 30, maxRuntime: 72h}          # batch work runs 3 days at most
+---
+apiVersion: berth.dev/v1
+kind: SchedulingPolicy
+metadata: {name: default}
+spec:
+  idle: {after: 4h, below: 5}               # 4 h under 5%: stopped
+---
+apiVersion: berth.dev/v1
+kind: Workspace
+metadata: {name: notebook, project: ml}
+spec:
+  task: {image: jupyter/pytorch-notebook}
+  resources: {gpus: 1}
+  maxRuntime: 0s                            # no time limit for this one
+  idle: {after: 2h, action: report}         # told after 2 h idle, never stopped
+` + "```" + `
+
 ## The repo's own rules (` + "`*.cue`" + `)
 
 Every ` + "`*.cue`" + ` file in the tree is a set of rules, compiled on its own (the CUE

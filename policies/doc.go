@@ -88,7 +88,8 @@
 // are tested by tables (predict_test.go): queue.go (the queue order), quota.go (who is in
 // quota), admit.go (admission and waiting reasons), preempt.go (who may
 // preempt whom, and victim choice), guard.go (the starvation guard and
-// the wait bound), holders.go (phase 1), resources.go (CPU, memory,
+// the wait bound), holders.go (phase 1), limits.go (time limits and
+// idle GPUs, and the history they read), resources.go (CPU, memory,
 // disk, cores, drivers, host volumes and placement), predict.go
 // (run-time prediction from History.RunTimes and expectedDuration),
 // likely.go (the queue's likely start, for people: Decide never reads
