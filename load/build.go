@@ -42,7 +42,7 @@ func build(docs []*doc) (*schema.Set, []Diagnostic) {
 
 	// 2. Names: duplicates per kind (per project for workspaces).
 	firsts := map[string]*doc{}
-	for _, kind := range []string{schema.KindPriorityTier, schema.KindProject, schema.KindVolume, schema.KindGPUKind, schema.KindWorkspace} {
+	for _, kind := range []string{schema.KindPriorityTier, schema.KindProject, schema.KindVolume, schema.KindGPUKind, schema.KindNotification, schema.KindWorkspace} {
 		for _, d := range byKind[kind] {
 			if d.name == "" {
 				continue
@@ -281,6 +281,21 @@ func build(docs []*doc) (*schema.Set, []Diagnostic) {
 		if len(misfits) > 0 {
 			add(misfits[0])
 		}
+	}
+
+	// 7. Notifications: the projects they name exist.
+	for _, d := range byKind[schema.KindNotification] {
+		if !d.valid {
+			continue
+		}
+		n, ds := convertNotification(d)
+		add(ds...)
+		for i, p := range n.Spec.Projects {
+			if !exists(schema.KindProject, p) {
+				add(errorf(d.pos(fmt.Sprintf("spec.projects.%d", i)), "notification %q: %s", n.Meta.Name, missing(schema.KindProject, p)))
+			}
+		}
+		set.Notifications = append(set.Notifications, n)
 	}
 	set.Sort()
 	return set, diags

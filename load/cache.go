@@ -197,7 +197,7 @@ func (s *loadState) governedData(sections map[string]bool, docs []*doc) [sha256.
 }
 
 // ruleSections are the top-level fields of the rules' data (ruleRoot).
-var ruleSections = []string{"tiers", "projects", "workspaces", "volumes", "gpuKinds", "policy"}
+var ruleSections = []string{"tiers", "projects", "workspaces", "volumes", "gpuKinds", "notifications", "policy"}
 
 // governed is the sections of the rules' data that rule file f may
 // constrain or read: those it names anywhere (an identifier, a label or a

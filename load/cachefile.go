@@ -65,12 +65,13 @@ type cachedDoc struct {
 
 // cachedRaw is a document's raw value, in the field of its kind.
 type cachedRaw struct {
-	Tier      *rawTier      `json:"t,omitempty"`
-	Project   *rawProject   `json:"p,omitempty"`
-	Workspace *rawWorkspace `json:"w,omitempty"`
-	Volume    *rawVolume    `json:"v,omitempty"`
-	Kind      *rawKind      `json:"k,omitempty"`
-	Policy    *rawPolicy    `json:"s,omitempty"`
+	Tier      *rawTier         `json:"t,omitempty"`
+	Project   *rawProject      `json:"p,omitempty"`
+	Workspace *rawWorkspace    `json:"w,omitempty"`
+	Volume    *rawVolume       `json:"v,omitempty"`
+	Kind      *rawKind         `json:"k,omitempty"`
+	Notify    *rawNotification `json:"n,omitempty"`
+	Policy    *rawPolicy       `json:"s,omitempty"`
 }
 
 // hexSum is a SHA-256 written as hex.
@@ -253,6 +254,8 @@ func encodeDoc(file string, d *doc) (cachedDoc, error) {
 		cd.Raw.Volume = raw
 	case *rawKind:
 		cd.Raw.Kind = raw
+	case *rawNotification:
+		cd.Raw.Notify = raw
 	case *rawPolicy:
 		cd.Raw.Policy = raw
 	default:
@@ -284,6 +287,8 @@ func decodeDoc(file string, cd cachedDoc) (*doc, error) {
 		d.raw = r.Volume
 	case r.Kind != nil:
 		d.raw = r.Kind
+	case r.Notify != nil:
+		d.raw = r.Notify
 	case r.Policy != nil:
 		d.raw = r.Policy
 	}

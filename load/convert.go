@@ -436,3 +436,44 @@ func nilIfEmpty(m map[string]string) map[string]string {
 	}
 	return m
 }
+
+// convertNotification converts a Notification, with what the schema
+// cannot say: each secret names one place, a webhook has its signing key
+// and a Slack route none.
+func convertNotification(d *doc) (schema.Notification, []Diagnostic) {
+	r := d.raw.(*rawNotification)
+	n := schema.Notification{
+		Meta: meta(d, r.Metadata),
+		Spec: schema.NotificationSpec{
+			Format: r.Spec.Format, URL: r.Spec.URL, Secret: r.Spec.Secret,
+			Projects: slices.Clone(r.Spec.Projects), Owners: slices.Clone(r.Spec.Owners), Events: slices.Clone(r.Spec.Events),
+			SummarizeAbove: r.Spec.SummarizeAbove,
+		},
+	}
+	if n.Spec.SummarizeAbove == 0 {
+		n.Spec.SummarizeAbove = schema.DefaultSummarizeAbove
+	}
+	var diags []Diagnostic
+	one := func(field string, ref schema.SecretRef, example string) {
+		switch {
+		case ref.Env != "" && ref.File != "":
+			diags = append(diags, errorf(d.pos(field), "notification %q: %s names both an environment variable and a file; give one: %s: {env: %s} or %s: {file: %s}",
+				n.Meta.Name, field, field, ref.Env, field, ref.File))
+		case ref.IsZero():
+			diags = append(diags, errorf(d.pos(field), "notification %q: %s names no secret; give where berth reads it: %s", n.Meta.Name, field, example))
+		}
+	}
+	if _, ok := d.fields["spec.url"]; ok {
+		one("spec.url", n.Spec.URL, "url: {env: BERTH_SLACK_URL} or url: {file: /run/secrets/slack-url}")
+	}
+	_, hasSecret := d.fields["spec.secret"]
+	switch {
+	case n.Spec.Format == schema.NotifyWebhook && !hasSecret:
+		diags = append(diags, errorf(d.pos("spec.format"), "notification %q: a webhook is signed: give spec.secret, where berth reads the HMAC-SHA256 key (secret: {env: BERTH_HOOK_KEY} or secret: {file: PATH}); the receiver checks the X-Berth-Signature header with the same key", n.Meta.Name))
+	case n.Spec.Format == schema.NotifySlack && hasSecret:
+		diags = append(diags, errorf(d.pos("spec.secret"), "notification %q: a Slack incoming webhook checks no signature, so it takes no secret: its URL is its credential; remove spec.secret", n.Meta.Name))
+	case hasSecret:
+		one("spec.secret", n.Spec.Secret, "secret: {env: BERTH_HOOK_KEY} or secret: {file: /run/secrets/hook-key}")
+	}
+	return n, diags
+}

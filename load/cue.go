@@ -25,7 +25,7 @@ import (
 var Source []byte
 
 // Kinds lists the kinds of documents berth reads, in order.
-var Kinds = []string{schema.KindPriorityTier, schema.KindProject, schema.KindWorkspace, schema.KindVolume, schema.KindGPUKind, schema.KindSchedulingPolicy}
+var Kinds = []string{schema.KindPriorityTier, schema.KindProject, schema.KindWorkspace, schema.KindVolume, schema.KindGPUKind, schema.KindNotification, schema.KindSchedulingPolicy}
 
 // checker validates documents against the schema. A checker owns its
 // cue.Context, which keeps every value it builds until it is dropped: the
@@ -401,6 +401,21 @@ func schemaAt(def cue.Value, path []string) (cue.Value, bool) {
 	return v, true
 }
 
+// secretAt reports whether the field at path, or one it is in, carries
+// the schema's @secret() attribute: a value written there may be a
+// credential, and an error about it never repeats it (CI logs and pull
+// request annotations are read by many).
+func secretAt(def cue.Value, path []string) bool {
+	for i := 1; i <= len(path); i++ {
+		if v, ok := schemaAt(def, path[:i]); ok {
+			if a := v.Attribute("secret"); a.Err() == nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func hint(def cue.Value, path []string) string {
 	v, ok := schemaAt(def, path)
 	if !ok {
@@ -450,6 +465,9 @@ func explain(e cueerrors.Error, path []string, def cue.Value, data ast.Expr, kin
 		return s
 	}
 	got := func() string {
+		if secretAt(def, path) {
+			return "a value (not shown: it may be a credential)"
+		}
 		v := lookupField(data, strings.Join(path, "."))
 		if v == nil {
 			return ""

@@ -151,6 +151,19 @@ type rawKind struct {
 	} `json:"spec,omitzero"`
 }
 
+type rawNotification struct {
+	Metadata rawMeta `json:"metadata,omitzero"`
+	Spec     struct {
+		Format         string           `json:"format,omitzero"`
+		URL            schema.SecretRef `json:"url,omitzero"`
+		Secret         schema.SecretRef `json:"secret,omitzero"`
+		Projects       []string         `json:"projects,omitzero"`
+		Owners         []string         `json:"owners,omitzero"`
+		Events         []string         `json:"events,omitzero"`
+		SummarizeAbove int              `json:"summarizeAbove,omitzero"`
+	} `json:"spec,omitzero"`
+}
+
 type rawPolicy struct {
 	Metadata rawMeta `json:"metadata,omitzero"`
 	Spec     struct {

@@ -25,14 +25,15 @@ import (
 
 // Summary counts what a load found, valid or not.
 type Summary struct {
-	Files      int `json:"files"`
-	Tiers      int `json:"tiers"`
-	Projects   int `json:"projects"`
-	Workspaces int `json:"workspaces"`
-	Volumes    int `json:"volumes"`
-	Kinds      int `json:"kinds"`
-	Policies   int `json:"policies"`
-	Rules      int `json:"rules"`
+	Files         int `json:"files"`
+	Tiers         int `json:"tiers"`
+	Projects      int `json:"projects"`
+	Workspaces    int `json:"workspaces"`
+	Volumes       int `json:"volumes"`
+	Kinds         int `json:"kinds"`
+	Notifications int `json:"notifications"`
+	Policies      int `json:"policies"`
+	Rules         int `json:"rules"`
 }
 
 // Report is everything a load found: the Set (nil when any diagnostic is
@@ -256,6 +257,8 @@ func check(files []sourceFile, walked []Diagnostic, opts Options) (*Report, erro
 			r.Summary.Volumes++
 		case schema.KindGPUKind:
 			r.Summary.Kinds++
+		case schema.KindNotification:
+			r.Summary.Notifications++
 		case schema.KindSchedulingPolicy:
 			r.Summary.Policies++
 		}
@@ -469,6 +472,8 @@ func rawOf(kind string) any {
 		return &rawVolume{}
 	case schema.KindGPUKind:
 		return &rawKind{}
+	case schema.KindNotification:
+		return &rawNotification{}
 	case schema.KindSchedulingPolicy:
 		return &rawPolicy{}
 	}

@@ -341,6 +341,7 @@ projects:   [name]: document
 workspaces: [project]: [name]: document
 volumes:    [name]: document
 gpuKinds:   [name]: document
+notifications: [name]: document
 policy:     document
 ` + "```" + `
 

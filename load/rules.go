@@ -25,6 +25,7 @@ import (
 //	workspaces: [project]: [name]: document
 //	volumes:    [name]: document
 //	gpuKinds:   [name]: document
+//	notifications: [name]: document
 //	policy:     document
 //
 // so "project ml may not use tier highest" is
@@ -47,6 +48,8 @@ func ruleRoot(d *doc) []string {
 		return []string{"volumes", d.name}
 	case schema.KindGPUKind:
 		return []string{"gpuKinds", d.name}
+	case schema.KindNotification:
+		return []string{"notifications", d.name}
 	case schema.KindSchedulingPolicy:
 		return []string{"policy"}
 	}

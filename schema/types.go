@@ -659,6 +659,9 @@ type Set struct {
 	// for quotas, as they always were.
 	Kinds  []GPUKind
 	Policy SchedulingPolicy
+	// Notifications route events to receivers (package notify), sorted
+	// by name.
+	Notifications []Notification
 }
 
 // Tier returns the tier named name, or nil.
@@ -723,6 +726,7 @@ func (s *Set) Sort() {
 	sort.Slice(s.Workspaces, func(i, j int) bool { return s.Workspaces[i].Ref().Less(s.Workspaces[j].Ref()) })
 	sort.Slice(s.Volumes, func(i, j int) bool { return s.Volumes[i].Meta.Name < s.Volumes[j].Meta.Name })
 	sort.Slice(s.Kinds, func(i, j int) bool { return s.Kinds[i].Meta.Name < s.Kinds[j].Meta.Name })
+	sort.Slice(s.Notifications, func(i, j int) bool { return s.Notifications[i].Meta.Name < s.Notifications[j].Meta.Name })
 }
 
 // SortedRefs returns the keys of m in Ref order.

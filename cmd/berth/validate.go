@@ -170,12 +170,16 @@ func absPath(p string) string {
 }
 
 // summaryLine is "3 tiers, 4 projects, 12 workspaces: 2 errors, 1 warning",
-// with ", 2 GPU kinds" after the workspaces where the specs declare any.
+// with ", 2 GPU kinds" and ", 1 notification" after the workspaces where
+// the specs declare any.
 func summaryLine(r *load.Report) string {
 	s := r.Summary
 	counts := fmt.Sprintf("%s, %s, %s", text.Plural(s.Tiers, "tier"), text.Plural(s.Projects, "project"), text.Plural(s.Workspaces, "workspace"))
 	if s.Kinds > 0 {
 		counts += ", " + text.Plural(s.Kinds, "GPU kind")
+	}
+	if s.Notifications > 0 {
+		counts += ", " + text.Plural(s.Notifications, "notification")
 	}
 	errs, warns := r.Diagnostics.Errors(), r.Diagnostics.Warnings()
 	switch {
