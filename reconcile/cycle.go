@@ -11,6 +11,7 @@ import (
 	"github.com/berth-dev/berth/policies"
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
+	"github.com/berth-dev/berth/view"
 )
 
 // cycle is one run of Loop.once: what its steps hand each other. Its
@@ -29,12 +30,15 @@ type cycle struct {
 	// election).
 	term uint64
 
-	res  Result
-	rev  source.Revision // read
-	prev *schema.Set     // the set in force before this cycle (load)
-	set  *schema.Set     // the set this cycle applies (load, guardMassPrune)
-	snap drivers.Snapshot
-	now  time.Time // the cluster's time of snap
+	res Result
+	// attemptedBefore is the refused revision the loop knew before the
+	// cycle (tell: a refusal is told once).
+	attemptedBefore *view.RevisionStatus
+	rev             source.Revision // read
+	prev            *schema.Set     // the set in force before this cycle (load)
+	set             *schema.Set     // the set this cycle applies (load, guardMassPrune)
+	snap            drivers.Snapshot
+	now             time.Time // the cluster's time of snap
 	// hist is the history as the cycle moves it on (Advance and
 	// RecordDecision return new histories).
 	hist drivers.History
@@ -51,7 +55,7 @@ type cycle struct {
 // newCycle starts a cycle under ctx (with the cycle's deadline) and
 // outer (Once's own context), asking once whether this replica leads.
 func (l *Loop) newCycle(ctx, outer context.Context) *cycle {
-	c := &cycle{l: l, ctx: ctx, outer: outer}
+	c := &cycle{l: l, ctx: ctx, outer: outer, attemptedBefore: l.attempted}
 	c.leading = true
 	if l.cfg.Leader != nil {
 		st := l.cfg.Leader.LeaderStatus()
@@ -141,6 +145,10 @@ func (c *cycle) advanceHistory() error {
 		// A restarted berth, or one newly leading, continues from the
 		// last writer's journal (journal.go); a follower shows it.
 		l.restore(hist.Journal)
+	}
+	if !c.leading || !l.toldKnown {
+		// The revision the last leader applied has been told (Loop.tell).
+		l.told, l.toldKnown = hist.AppliedRevision, true
 	}
 	l.restored = c.leading
 	c.hist = l.cfg.Advance(hist, c.set, &c.snap, c.now)

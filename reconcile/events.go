@@ -84,8 +84,9 @@ func (l *Loop) FeedStats() FeedStats {
 
 // publish records a cycle's transitions as events and sends the changes
 // since the last message to every subscriber. It never blocks on one: a
-// subscriber whose buffer is full is dropped.
-func (l *Loop) publish(ts []view.WorkspaceTransition) {
+// subscriber whose buffer is full is dropped. It returns the events,
+// numbered.
+func (l *Loop) publish(ts []view.WorkspaceTransition) []view.Event {
 	evs := l.events(ts)
 	f := l.feed
 	f.mu.Lock()
@@ -100,7 +101,7 @@ func (l *Loop) publish(ts []view.WorkspaceTransition) {
 	}
 	if len(f.clients) == 0 {
 		f.last = nil
-		return
+		return evs
 	}
 	next := l.dashboard(nil)
 	delta := view.Diff(f.last, &next)
@@ -110,7 +111,7 @@ func (l *Loop) publish(ts []view.WorkspaceTransition) {
 	msg, err := json.Marshal(view.Message{Type: "delta", Seq: f.seq, Delta: delta})
 	if err != nil {
 		l.log.Error("event feed: encode delta", "err", err.Error())
-		return
+		return evs
 	}
 	for c := range f.clients {
 		select {
@@ -122,6 +123,7 @@ func (l *Loop) publish(ts []view.WorkspaceTransition) {
 			l.log.Warn("dashboard: dropped a browser that fell behind", "buffer", f.buffer)
 		}
 	}
+	return evs
 }
 
 // Subscribe registers a browser on the event feed; its first queued

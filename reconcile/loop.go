@@ -132,6 +132,12 @@ type Config struct {
 	// journal each cycle. Nil: this berth is the only one and always
 	// writes.
 	Leader Leadership
+	// News, when not nil, is told what each cycle this replica led did
+	// (Once's step 16, view.News): its events, the revision it put in
+	// force or refused. It is called on the loop's goroutine, holding the
+	// cycle's lock, so it must return at once: package notify's Notifier
+	// only queues, and drops what its queue has no room for.
+	News func(view.News)
 	// ClusterChanges, when not nil, signals that the cluster changed
 	// (the driver's watch): Run starts a cycle soon after, debounced like
 	// spec changes, except while it backs off after a failed cycle, which
@@ -204,6 +210,10 @@ type Loop struct {
 	// runs are the runs that completed in this cycle's record, for
 	// History.RunTimes (likely.go).
 	runs []policies.Run
+	// told is the revision last told applied to Config.News (tell), known
+	// once toldKnown: from the history until this berth leads.
+	told      string
+	toldKnown bool
 }
 
 // New checks cfg and fills its defaults.
@@ -336,7 +346,8 @@ type Result struct {
 //  14. report the cycle (status, metrics) and publish the read model
 //     (view.Model: what StatusPage, Workspace, Health and the dashboard
 //     read);
-//  15. publish its transitions to the dashboards.
+//  15. publish its transitions to the dashboards;
+//  16. tell Config.News what the cycle did (a leader's cycle only).
 //
 // An action that fails for its own workspace (invalid, unplaceable, a
 // conflict or transient error of that action) is reported in
@@ -362,10 +373,35 @@ func (l *Loop) Once(ctx context.Context) (Result, error) {
 	if err != nil && cut {
 		err = fmt.Errorf("the cycle ran for %s, its limit, and was cut (what it applied is kept; the next cycle observes again): %w", l.cfg.CycleTimeout, err)
 	}
-	l.report(res, err, started) // 14
-	l.publishModel()            // 14
-	l.publish(res.Transitions)  // 15
+	l.report(res, err, started)       // 14
+	l.publishModel()                  // 14
+	evs := l.publish(res.Transitions) // 15
+	l.tell(c, evs)                    // 16
 	return res, err
+}
+
+// tell is Once's step 16: it hands Config.News the cycle's events and
+// the revision it put in force or refused, when this replica led the
+// cycle and anything happened. A revision is told applied once: the
+// loop remembers the last one told (told), which a follower, and a
+// berth before its first history, take from the history's
+// AppliedRevision, so neither a restart nor a new leader tells of the
+// last leader's revision again. A refusal is told on the cycle that
+// refused it (attempted changed to it).
+func (l *Loop) tell(c *cycle, evs []view.Event) {
+	n := view.News{Events: evs}
+	if rev := l.goodRev; c.leading && l.toldKnown && rev != nil && rev.ID != l.told {
+		r := *rev
+		n.Applied, l.told = &r, rev.ID
+	}
+	if a := l.attempted; a != nil && (c.attemptedBefore == nil || c.attemptedBefore.ID != a.ID) {
+		n.Refused = l.refused()
+	}
+	if l.cfg.News == nil || !c.leading || l.dry || (len(n.Events) == 0 && n.Applied == nil && n.Refused == nil) {
+		return
+	}
+	n.Model = l.model.Load()
+	l.cfg.News(n)
 }
 
 // errCycleTimeout is the cause of a cycle's context cut by CycleTimeout.

@@ -148,3 +148,28 @@ func (m *Model) Workspace(ref schema.Ref) (WorkspaceDetail, bool) {
 	}
 	return d, true
 }
+
+// News is what one cycle did that the people it concerns may be told
+// (package notify sends it): the cycle's timeline events and the
+// revision it put in force or refused. The loop hands it over at the end
+// of each cycle this replica led (a follower's cycles tell nothing: the
+// leader tells), after the model is published. It is the loop's own
+// record, not a second one: Events are the events the dashboard's feed
+// got, Applied and Refused the revisions the status shows. The receiver
+// must not mutate it.
+type News struct {
+	// Events are the cycle's events, oldest first, numbered as the feed
+	// numbers them.
+	Events []Event
+	// Applied is the revision the cycle put in force, once: not again on
+	// the next cycle, nor after a restart or a change of leader when it
+	// is the one the last leader applied (the history's). Nil otherwise.
+	Applied *RevisionStatus
+	// Refused is the revision the cycle refused (invalid, or stopping
+	// too many workspaces at once), with its errors, on the cycle that
+	// first refused it. Nil otherwise.
+	Refused *RevisionStatus
+	// Model is the read model the cycle published: the specs in force
+	// (Inputs.Set), the history and every workspace's status.
+	Model *Model
+}
