@@ -77,6 +77,9 @@ var allowed = []struct {
 	// The loop: it sees sources, clusters and the election through their
 	// contracts.
 	{"reconcile", []string{"schema", "load", "internal/text", "=drivers", "policies", "plan", "=source", "leader", "internal/clock", "reconcile", "view"}},
+	// Notifications: what the loop publishes (view.News), routed by the
+	// specs and sent over HTTP, off the loop's goroutine.
+	{"notify", []string{"schema", "view", "internal/text", "internal/clock"}},
 	// The HTTP surface serves what the loop exposes.
 	{"api", []string{"schema", "reconcile", "view", "api"}},
 }
@@ -95,7 +98,7 @@ var pure = []string{"schema/", "internal/text", "=drivers", "policies", "plan", 
 
 // clockless packages do I/O but read the time only through a clock they
 // are given (Config.Clock), so a test or the simulator can move it.
-var clockless = []string{"reconcile"}
+var clockless = []string{"reconcile", "notify"}
 
 // clockFuncs are the functions of package time that read the wall clock
 // or wait on it.

@@ -382,7 +382,8 @@ func (l *Loop) Once(ctx context.Context) (Result, error) {
 
 // tell is Once's step 16: it hands Config.News the cycle's events and
 // the revision it put in force or refused, when this replica led the
-// cycle and anything happened. A revision is told applied once: the
+// cycle, even when nothing happened (a wait passes its bound with the
+// clock alone: package notify looks at every cycle's model). A revision is told applied once: the
 // loop remembers the last one told (told), which a follower, and a
 // berth before its first history, take from the history's
 // AppliedRevision, so neither a restart nor a new leader tells of the
@@ -397,7 +398,7 @@ func (l *Loop) tell(c *cycle, evs []view.Event) {
 	if a := l.attempted; a != nil && (c.attemptedBefore == nil || c.attemptedBefore.ID != a.ID) {
 		n.Refused = l.refused()
 	}
-	if l.cfg.News == nil || !c.leading || l.dry || (len(n.Events) == 0 && n.Applied == nil && n.Refused == nil) {
+	if l.cfg.News == nil || !c.leading || l.dry {
 		return
 	}
 	n.Model = l.model.Load()

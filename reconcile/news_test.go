@@ -29,15 +29,24 @@ func newsOf(n view.News) []string {
 // TestNews: the loop tells Config.News what a cycle did: a revision put
 // in force once (not again on the next cycle, nor after a restart that
 // finds it applied in the history), a refused one once, with its errors,
-// and the events numbered as the feed numbers them; a cycle where nothing
-// happened tells nothing, and a follower tells nothing.
+// and the events numbered as the feed numbers them, with the model (a
+// cycle where nothing happened too: a wait passes its bound with the
+// clock alone); a follower tells nothing.
 func TestNews(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sets := testSets{"r1": withWorkspaces(workspace("med", "train", schema.DesiredRunning))}
 		h := newHarness(t, sets, "r1")
 		var told [][]string
 		var last view.News
-		h.loop.cfg.News = func(n view.News) { told = append(told, newsOf(n)); last = n }
+		h.loop.cfg.News = func(n view.News) {
+			if n.Model == nil {
+				t.Error("told without the model")
+			}
+			if s := newsOf(n); len(s) > 0 {
+				told = append(told, s)
+				last = n
+			}
+		}
 		ctx := t.Context()
 		once := func() {
 			t.Helper()
@@ -97,8 +106,13 @@ func TestNews(t *testing.T) {
 		if _, err := f.Once(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if len(told) != 0 {
-			t.Errorf("a follower told %v", told)
+		calls := 0
+		f.cfg.News = func(view.News) { calls++ }
+		if _, err := f.Once(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(told) != 0 || calls != 0 {
+			t.Errorf("a follower told %v (%d calls)", told, calls)
 		}
 	})
 }

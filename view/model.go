@@ -152,7 +152,7 @@ func (m *Model) Workspace(ref schema.Ref) (WorkspaceDetail, bool) {
 // News is what one cycle did that the people it concerns may be told
 // (package notify sends it): the cycle's timeline events and the
 // revision it put in force or refused. The loop hands it over at the end
-// of each cycle this replica led (a follower's cycles tell nothing: the
+// of each cycle this replica led, whatever happened in it (a follower's cycles tell nothing: the
 // leader tells), after the model is published. It is the loop's own
 // record, not a second one: Events are the events the dashboard's feed
 // got, Applied and Refused the revisions the status shows. The receiver
