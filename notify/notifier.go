@@ -189,6 +189,13 @@ func (n *Notifier) dispatch(v view.News) {
 	var routes []schema.Notification
 	if v.Model != nil && v.Model.Inputs.Set != nil {
 		routes = v.Model.Inputs.Set.Notifications
+		if v.Applied != nil {
+			// A route that cannot send shows now, not when an event is
+			// lost to it.
+			for _, p := range n.Check(v.Model.Inputs.Set) {
+				n.log.Warn(p)
+			}
+		}
 	}
 	for _, b := range Route(routes, events) {
 		if d, err := n.batchDelivery(b); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/berth-dev/berth/reconcile"
 	"github.com/berth-dev/berth/source/git"
 	"github.com/berth-dev/berth/source/watch"
+	"github.com/berth-dev/berth/view"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 )
@@ -85,6 +86,17 @@ The webhook needs no bearer token: it proves itself with the secret
 at most 1 MiB) or the secret itself (X-Berth-Webhook-Token,
 X-Gitlab-Token). Only push events start a fetch.
 
+Notifications: the specs' Notification documents route workspace events
+(preempted, moved, failed, resumed, overdue, time-limit, idle) and
+revision events (applied, refused) to webhooks (JSON signed with
+HMAC-SHA256 in X-Berth-Signature) and Slack; their URLs and keys are read
+from the environment or files of this process, named in the spec. They
+are sent in the background: a receiver that is down or slow delays no
+cycle (retried --notify-attempts times with backoff; past --notify-queue
+they are dropped and counted). --commit-status github|gitlab posts each
+revision's commit status (success in force, failure refused, with the
+errors), with the token from $GITHUB_TOKEN or $GITLAB_TOKEN.
+
 Give credentials in files or the environment, not in the --source URL
 (berth warns: ps shows it to every user); every credential in the URL is
 shown as *** in logs and the status.
@@ -111,6 +123,7 @@ shown as *** in logs and the status.
 	o.sf.add(fl)
 	o.prune.add(fl)
 	o.limits.add(fl)
+	o.notify.add(fl)
 	fl.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	fl.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&o.uiToken, "ui-token-file", "", "file holding the bearer token the API and dashboard require (required when --listen is not loopback)")
@@ -135,6 +148,7 @@ type reconcileOptions struct {
 	healthMaxAgeSet bool
 	// cpuProfile: --cpuprofile, the file the run's CPU profile goes to.
 	cpuProfile string
+	notify     notifyFlags
 }
 
 // runReconcile is berth reconcile's body: check the command line, open
@@ -192,6 +206,12 @@ func runReconcile(cmd *cobra.Command, o reconcileOptions) error {
 
 	// 3. The loop, led by the election among replicas.
 	cfg := o.loopConfig(ctx, c, src, hook, limits, log)
+	cfg.Metrics = view.NewMetrics()
+	notifier, err := o.notify.startNotifier(ctx, c.Name, src, cfg.Metrics, log)
+	if err != nil {
+		return err
+	}
+	cfg.News = notifier.News
 	el := startElection(ctx, c, o.leaseTTL, log)
 	if el != nil {
 		cfg.Leader = el.Elector
@@ -242,6 +262,9 @@ func (o *reconcileOptions) check() error {
 	}
 	if o.healthMaxAge <= o.interval {
 		return usagef("--health-max-age %s must be longer than --interval %s: a healthy berth succeeds a cycle at least every interval", o.healthMaxAge, o.interval)
+	}
+	if err := o.notify.check(o.source); err != nil {
+		return err
 	}
 	if o.leaseTTL != 0 && o.leaseTTL < time.Second {
 		return usagef("--lease-ttl %s: the leader lease must live at least 1s (default %s), or 0 to run without an election", o.leaseTTL, leader.DefaultLeaseTTL)
