@@ -329,6 +329,35 @@ spec:
   idle: {after: 2h, action: report}         # told after 2 h idle, never stopped
 ` + "```" + `
 
+## Notifications
+
+A Notification routes events to one receiver. Its ` + "`url`" + ` and ` + "`secret`" + ` are
+never written in the spec: each names where berth's process reads it, an
+environment variable (` + "`{env: NAME}`" + `) or a file (` + "`{file: /abs/path}`" + `, read at each
+delivery). A URL or key written in their place is an error that does not
+repeat the value. ` + "`format: webhook`" + ` needs ` + "`secret`" + ` (the body is signed:
+` + "`X-Berth-Signature: t=UNIX,v1=HEX`" + `, HMAC-SHA256 of ` + "`UNIX.BODY`" + `); ` + "`format: slack`" + `
+takes none (a Slack webhook's URL is its credential).
+
+` + "```yaml" + `
+apiVersion: berth.dev/v1
+kind: Notification
+metadata: {name: ml-oncall}
+spec:
+  format: webhook
+  url: {env: BERTH_ML_HOOK_URL}
+  secret: {file: /run/secrets/ml-hook-key}
+  projects: [ml]                 # workspace events of these projects (default: all)
+  owners: [alice, bob]           # of workspaces these users own (default: any)
+  events: [preempted, moved, failed, overdue, revision-refused]   # default: all
+  summarizeAbove: 10             # more events in one cycle: one summary
+` + "```" + `
+
+A route gets a workspace's event when it asks for the event and names its
+project and owner (or none); a revision's event when it asks for it,
+whatever its projects and owners. The routes in force are those of the
+revision in force: a refused revision's routes are not used.
+
 ## The repo's own rules (` + "`*.cue`" + `)
 
 Every ` + "`*.cue`" + ` file in the tree is a set of rules, compiled on its own (the CUE
