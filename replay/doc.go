@@ -52,6 +52,18 @@
 // kind's busy and available GPU-hours and GPU-equivalents (KindUse); a
 // replay of one kind reports as before.
 //
+// Time limits (Mapping.MaxRuntime, berth simulate --max-runtime): every
+// tier's maxRuntime, so a job's limit is schema.Set.MaxRuntime of its
+// workspace, as the loop reads it. A job's run time is counted over its
+// runs, each from its start, as policies.AdvanceHistory counts it; the
+// replay stops a job when it reaches its limit (an event, like a
+// completion), with a stop and its grace, under every policy (the limit
+// is the platform's, not a scheduler's), and it never runs again
+// (jobLimited: counted apart from completions, with the GPU-hours of its
+// trace run it did not get to). The decision never sees a job past its
+// limit: it counts a run from its allocation's start, never more than
+// the replay does.
+//
 // It must never talk to a real cluster or read the wall clock except to
 // time decisions and simulated months (Timing); it reads only the trace
 // and cluster files it is given.

@@ -49,6 +49,11 @@ type Mapping struct {
 	// CohortBelow, when set, names a tier: the highest tier borrows
 	// within the cohort below it (schema.BorrowWithinCohort).
 	CohortBelow string `json:"cohortBelow,omitempty"`
+	// MaxRuntime, when set, is every tier's time limit (spec.maxRuntime):
+	// a job that has run it, over all its runs, is stopped with its grace
+	// and does not run again, under every policy (the limit is the
+	// platform's, not a scheduler's).
+	MaxRuntime time.Duration `json:"maxRuntime,omitempty"`
 }
 
 // DefaultMapping is the mapping `berth simulate` uses.
@@ -268,6 +273,9 @@ func mapJobs(jobs []Job, f fleet, m Mapping) (*Workload, error) {
 	set.Policy.Spec.Aging.MaxWait = m.MaxWait
 	for _, t := range m.Tiers {
 		set.Tiers = append(set.Tiers, schema.PriorityTier{Meta: schema.Meta{Name: t.Name}, Spec: schema.TierSpec{Value: t.Value, Preemptible: true, CanPreempt: true}})
+		if m.MaxRuntime > 0 {
+			set.Tiers[len(set.Tiers)-1].Spec.MaxRuntime = &m.MaxRuntime
+		}
 	}
 	lowest, highest := m.Tiers[0], 0
 	for i, t := range m.Tiers {

@@ -52,6 +52,7 @@ type meter struct {
 	// the whole queue, and those that differed.
 	whole, narrowed, verified, differed int
 	preemptions                         int
+	limitStops                          int // jobs stopped at their time limit
 	peakQueue                           int
 	// kindOf is each GPU's row of wl.Kinds and weight, by GPU ID, where
 	// the report tells kinds apart (nil: it does not, and the meter
@@ -298,7 +299,13 @@ func (m *meter) result(pol Policy, jobs []jobState, st sim.Stats, end time.Time)
 	for i, js := range jobs {
 		j := m.wl.Jobs[i]
 		var wait time.Duration
-		if js.status == jobDone {
+		if js.status == jobLimited {
+			// Stopped at its time limit: no completion; its wait is
+			// until then.
+			res.LimitStopped++
+			res.LimitWorkHours += (j.Duration - js.ran).Hours() * float64(j.PerGPUs*j.Replicas)
+			wait = js.completed.Sub(j.Submit) - js.held
+		} else if js.status == jobDone {
 			res.Completed++
 			jct = append(jct, js.completed.Sub(j.Submit).Seconds())
 			t := &res.Teams[m.tenantOf[j.Ref.Project]]

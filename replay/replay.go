@@ -143,6 +143,9 @@ const (
 	jobRunning
 	jobStopping
 	jobDone
+	// jobLimited: stopped at its time limit (Mapping.MaxRuntime) before
+	// its work was done; it never runs again.
+	jobLimited
 )
 
 // jobState is the replay's record of one job under one policy.
@@ -157,6 +160,13 @@ type jobState struct {
 	// inQuota: at its first start, its team's GPUs held then plus its
 	// own fitted inside the team's quota.
 	inQuota bool
+	// ran is how long it ran over its runs before this one, each from its
+	// start (as the decision counts a run: from its allocation's
+	// StartedAt), what its time limit counts; atLimit: its
+	// run ends (doneAt) at its time limit, not with its work done;
+	// limited: it is stopping at its time limit.
+	ran              time.Duration
+	atLimit, limited bool
 }
 
 // replayer runs one policy over the workload.
@@ -199,9 +209,12 @@ type replayer struct {
 	// teamHeld: the GPUs each tenant (index into wl.Projects) holds,
 	// stopping victims included.
 	teamHeld []int
-	verify   int
-	m        *meter
-	now      time.Time
+	// limits: each job's time limit (schema.Set.MaxRuntime of its
+	// workspace; nil: the specs set none).
+	limits []time.Duration
+	verify int
+	m      *meter
+	now    time.Time
 }
 
 func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResult, error) {
@@ -231,6 +244,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 	}
 	r.m = newMeter(wl, spec, start)
 	r.teamHeld = make([]int, len(wl.Projects))
+	r.limits = jobLimits(wl)
 	halfLife := wl.Base.Policy.Spec.FairShare.HalfLife
 	var prev drivers.Snapshot
 	next := 0 // next arrival
@@ -253,6 +267,15 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 				keep = append(keep, ji)
 				continue
 			}
+			if js.status == jobRunning && js.atLimit {
+				// At its time limit: stopped with its grace, as the
+				// decision's limit stops it (policies' limits.go).
+				if err := r.limitStop(ctx, ji); err != nil {
+					return PolicyResult{}, err
+				}
+				keep = append(keep, ji)
+				continue
+			}
 			js.held += js.doneAt.Sub(js.runStart)
 			r.hold(ji, -1)
 			switch js.status {
@@ -268,6 +291,17 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 				r.remove(ji)
 				done++
 			case jobStopping:
+				if js.limited {
+					// Its time limit: it never runs again.
+					r.cl.Finish(wl.Jobs[ji].Ref)
+					if err := r.cl.Apply(ctx, drivers.Action{Kind: drivers.ActionPurge, Workspace: wl.Jobs[ji].Ref}); err != nil {
+						return PolicyResult{}, err
+					}
+					js.status, js.completed = jobLimited, js.doneAt
+					r.remove(ji)
+					done++
+					break
+				}
 				js.status = jobQueued
 				r.queue(ji, +1)
 			}
@@ -298,8 +332,13 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 			}
 			r.record(d)
 			for _, ji := range started {
-				j := &wl.Jobs[ji]
-				r.jobs[ji].doneAt = r.now.Add(spec.StartDelay + j.Duration - resumedFrom(&snap, j.Ref))
+				j, js := &wl.Jobs[ji], &r.jobs[ji]
+				js.doneAt = r.now.Add(spec.StartDelay + j.Duration - resumedFrom(&snap, j.Ref))
+				if lim := r.limitOf(ji); lim > 0 {
+					if at := r.now.Add(max(0, lim-js.ran)); at.Before(js.doneAt) {
+						js.doneAt, js.atLimit = at, true
+					}
+				}
 			}
 		}
 		prev = snap
@@ -443,6 +482,8 @@ func (r *replayer) preempted(ctx context.Context, a *drivers.Action, running *[]
 	js := &r.jobs[ji]
 	js.preempted++
 	r.m.preemptions++
+	js.ran += max(0, r.now.Sub(js.runStart))
+	js.atLimit = false
 	if a.By != (schema.Ref{}) {
 		r.hist.Preempted[a.Workspace] = drivers.Preemption{Victim: a.Workspace, By: a.By, At: r.now}
 	}
@@ -459,6 +500,44 @@ func (r *replayer) preempted(ctx context.Context, a *drivers.Action, running *[]
 		return true, nil
 	}
 	return false, nil
+}
+
+// jobLimits is each job's time limit, from its workspace's spec in the
+// workload's specs (schema.Set.MaxRuntime); nil when they set none.
+func jobLimits(wl *Workload) []time.Duration {
+	if !wl.Base.HasRuntimeLimits() {
+		return nil
+	}
+	out := make([]time.Duration, len(wl.Jobs))
+	for i := range wl.Jobs {
+		w := wl.Jobs[i].Workspace()
+		out[i] = wl.Base.MaxRuntime(&w).Max
+	}
+	return out
+}
+
+// limitOf is job ji's time limit (0: none).
+func (r *replayer) limitOf(ji int) time.Duration {
+	if r.limits == nil {
+		return 0
+	}
+	return r.limits[ji]
+}
+
+// limitStop stops running job ji at its time limit, as the loop stops
+// it: a stop with its grace, its GPUs free once the grace is over, and
+// it never runs again (jobLimited).
+func (r *replayer) limitStop(ctx context.Context, ji int) error {
+	ref := r.wl.Jobs[ji].Ref
+	if err := r.cl.Apply(ctx, drivers.Action{Kind: drivers.ActionStop, Workspace: ref, Reason: "time limit"}); err != nil {
+		return err
+	}
+	js := &r.jobs[ji]
+	js.ran += max(0, r.now.Sub(js.runStart))
+	js.status, js.atLimit, js.limited = jobStopping, false, true
+	js.doneAt = r.now.Add(r.wl.Jobs[ji].Grace)
+	r.m.limitStops++
+	return nil
 }
 
 // start applies Start a and records it; ok is false when the cluster

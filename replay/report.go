@@ -61,12 +61,18 @@ type ClusterInfo struct {
 
 // PolicyResult is how one policy did. Durations are in seconds.
 type PolicyResult struct {
-	Name        string  `json:"name"`
-	Rule        string  `json:"rule"`
-	Jobs        int     `json:"jobs"`
-	Completed   int     `json:"completed"`
-	Unfinished  int     `json:"unfinished"`
-	BusySeconds float64 `json:"busySeconds"`
+	Name       string `json:"name"`
+	Rule       string `json:"rule"`
+	Jobs       int    `json:"jobs"`
+	Completed  int    `json:"completed"`
+	Unfinished int    `json:"unfinished"`
+	// LimitStopped are the jobs stopped at their time limit
+	// (Mapping.MaxRuntime) before their work was done, and
+	// LimitWorkHours the GPU-hours of their trace run beyond what they
+	// ran.
+	LimitStopped   int     `json:"limitStopped,omitempty"`
+	LimitWorkHours float64 `json:"limitWorkHours,omitempty"`
+	BusySeconds    float64 `json:"busySeconds"`
 	// Utilization is GPU-time spent working (including work later lost)
 	// over capacity × the busy period (first submit to last completion).
 	Utilization float64 `json:"utilization"`
@@ -386,6 +392,11 @@ func (r *Report) writeTable(w io.Writer) error {
 	}
 	row("", func(p PolicyResult) string { return p.Name })
 	row("jobs completed", func(p PolicyResult) string { return thousands(p.Completed) })
+	if slices.ContainsFunc(r.Policies, func(p PolicyResult) bool { return p.LimitStopped > 0 }) {
+		row("stopped at time limit", func(p PolicyResult) string {
+			return fmt.Sprintf("%s (%.0f GPU-h undone)", thousands(p.LimitStopped), p.LimitWorkHours)
+		})
+	}
 	row("utilization (busy period)", func(p PolicyResult) string { return pct(p.Utilization) })
 	row("busy period", func(p PolicyResult) string { return short(p.BusySeconds) })
 	row("JCT mean", func(p PolicyResult) string { return short(p.JCT.Mean) })

@@ -139,6 +139,7 @@ at its first start.`,
 	f.StringVar(&o.policyList, "policies", "fifo,nomad,quota,berth", "policies to compare, comma-separated, in report order")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the tier draw")
 	f.DurationVar(&o.maxWait, "max-wait", schema.DefaultPolicy().Spec.Aging.MaxWait, "berth's wait bound in the replay: aging.maxWait (0: off)")
+	f.DurationVar(&o.maxRuntime, "max-runtime", 0, "a time limit on every job, as each tier's maxRuntime (0: none): a job that has run it, over all its runs, is stopped with its grace and does not run again, under every policy")
 	f.StringVar(&o.cohortBelow, "borrow-within-cohort", "", "let berth's highest tier take other teams' in-quota work of tiers below this one (its borrowWithinCohort opt-in; off by default)")
 	f.StringVar(&o.output, "output", "table", "report format: table, json or html")
 	f.StringVar(&o.htmlPath, "html", "", "also write the HTML report to this file")
@@ -159,7 +160,7 @@ type simulateOptions struct {
 	cohortBelow, cpuProfile                           string
 	seed                                              uint64
 	limit, verify                                     int
-	window, tick, maxWait                             time.Duration
+	window, tick, maxWait, maxRuntime                 time.Duration
 	teams                                             bool
 	// progressEvery is how often a line of progress goes to a stderr
 	// that is no terminal (0: every minute); tests set it short.
@@ -199,6 +200,7 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 	m.Seed = o.seed
 	m.MaxWait = o.maxWait
 	m.CohortBelow = o.cohortBelow
+	m.MaxRuntime = o.maxRuntime
 	wl, err := replay.MapCluster(jobs, spec, m)
 	if err != nil {
 		return &exitError{Code: exitFailure, Err: err}
