@@ -9,7 +9,9 @@ import (
 )
 
 // Fingerprint returns a short, stable hash of everything in a workspace
-// spec that its task sees: the task (driver, image, command, args, env),
+// spec that its task sees: the task (driver, image, command, args, env,
+// and its secrets' references: where each value comes from, where it goes
+// and what a change of it does; never a value, which berth never reads),
 // the resources, the gang size, the volumes, the checkpoint signal and
 // grace period, the restart behaviour, and the ports and service. Two specs with the same
 // fingerprint run the same task; a spec change that leaves it equal (a
@@ -50,6 +52,9 @@ func Fingerprint(ws *schema.WorkspaceSpec) string {
 	}
 	if len(seen.Task.Env) == 0 {
 		seen.Task.Env = nil
+	}
+	if len(seen.Task.Secrets) == 0 {
+		seen.Task.Secrets = nil
 	}
 	if len(seen.Task.Args) == 0 {
 		seen.Task.Args = nil

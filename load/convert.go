@@ -3,6 +3,7 @@ package load
 import (
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -250,9 +251,10 @@ func convertWorkspace(d0 *doc, policy schema.SchedulingPolicy) (schema.Workspace
 	for name, value := range w.Spec.Task.Env {
 		if what, ok := credentialLike(name, value); ok {
 			fe.diag = append(fe.diag, warnf(d0.pos("spec.task.env."+name),
-				"spec.task.env.%s looks like %s: an env value is plain text in git, in its history and in the Nomad job, for anyone who can read them; take it out of the spec (a file on a volume the workspace mounts), and rotate it (berth validate --strict makes this an error)", name, what))
+				"spec.task.env.%s looks like %s: an env value is plain text in git, in its history and in the Nomad job, for anyone who can read them; take it out of the spec, rotate it, and give the new one by reference: put it in a Nomad Variable (nomad var put PATH KEY=…) and list it in spec.task.secrets ({variable: PATH, key: KEY, env: %s}) (berth validate --strict makes this an error)", name, what, name))
 		}
 	}
+	w.Spec.Task.Secrets = secrets(fe, w.Spec.Task)
 	if w.Spec.State == "" {
 		w.Spec.State = schema.DesiredRunning
 	}
@@ -476,4 +478,113 @@ func convertNotification(d *doc) (schema.Notification, []Diagnostic) {
 		one("spec.secret", n.Spec.Secret, "secret: {env: BERTH_HOOK_KEY} or secret: {file: /run/secrets/hook-key}")
 	}
 	return n, diags
+}
+
+// secrets checks a task's secrets (the schema checked each field's
+// syntax) and fills each one's change mode: a path Nomad keeps for
+// itself, a value given to both an environment variable and a file or
+// to neither, a file outside the secrets directory or in berth's own
+// part of it, an environment variable or file given twice or also in
+// task.env, a change signal without changeMode: signal or the other way
+// round. Nil when there are none.
+func secrets(fe *fieldErrs, t schema.Task) []schema.Secret {
+	if len(t.Secrets) == 0 {
+		return nil
+	}
+	out := slices.Clone(t.Secrets)
+	envs, files := map[string]int{}, map[string]int{}
+	for i := range out {
+		s := &out[i]
+		at := func(field string) schema.Pos { return fe.d.pos(fmt.Sprintf("spec.task.secrets.%d%s", i, field)) }
+		name := fmt.Sprintf("spec.task.secrets.%d", i)
+		if err := reservedVariable(s.Variable); err != "" {
+			fe.diag = append(fe.diag, errorf(at(".variable"), "%s.variable %q: %s", name, s.Variable, err))
+		}
+		switch {
+		case s.Env != "" && s.File != "":
+			fe.diag = append(fe.diag, errorf(at(".file"),
+				"%s sets both env and file; give one: env: %s puts the value in an environment variable, file: %s writes it to a file under the task's secrets directory (list the secret twice for both)", name, s.Env, s.File))
+		case s.Env == "" && s.File == "":
+			fe.diag = append(fe.diag, errorf(at(""),
+				"%s says where the value comes from but not where it goes: add env: NAME (an environment variable) or file: PATH (a file under the task's secrets directory)", name))
+		case s.Env != "":
+			if j, dup := envs[s.Env]; dup {
+				fe.diag = append(fe.diag, errorf(at(".env"),
+					"spec.task.secrets.%d and %s both set environment variable %s; the task gets one value for it: remove one, or give one to another variable", j, name, s.Env))
+			}
+			envs[s.Env] = i
+			if _, clash := t.Env[s.Env]; clash {
+				fe.diag = append(fe.diag, errorf(at(".env"),
+					"%s.env %s is also in spec.task.env; the task would get two values for it: remove spec.task.env.%s, or give the secret to another variable", name, s.Env, s.Env))
+			}
+		default:
+			if err := secretFile(s.File); err != "" {
+				fe.diag = append(fe.diag, errorf(at(".file"), "%s.file %q %s", name, s.File, err))
+				break
+			}
+			if j, dup := files[s.File]; dup {
+				fe.diag = append(fe.diag, errorf(at(".file"),
+					"spec.task.secrets.%d and %s both write file %s; a file holds one value: give one another path", j, name, s.File))
+			}
+			files[s.File] = i
+		}
+		switch {
+		case s.ChangeMode == "":
+			if s.ChangeSignal != "" {
+				fe.diag = append(fe.diag, errorf(at(".changeSignal"),
+					"%s.changeSignal is set but changeMode is not signal; add changeMode: signal to send %s when the value changes, or leave changeSignal out", name, s.ChangeSignal))
+			}
+			s.ChangeMode = schema.SecretNoop
+		case s.ChangeMode == schema.SecretSignal && s.ChangeSignal == "":
+			fe.diag = append(fe.diag, errorf(at(".changeMode"),
+				"%s.changeMode is signal but names no signal; add changeSignal, such as SIGHUP", name))
+		case s.ChangeMode != schema.SecretSignal && s.ChangeSignal != "":
+			fe.diag = append(fe.diag, errorf(at(".changeSignal"),
+				"%s.changeSignal is set but changeMode is %s; write changeMode: signal to send %s when the value changes, or leave changeSignal out", name, s.ChangeMode, s.ChangeSignal))
+		}
+	}
+	// A file cannot also be a directory of another.
+	for i, s := range out {
+		if s.File == "" || files[s.File] != i {
+			continue
+		}
+		for dir := path.Dir(s.File); dir != "."; dir = path.Dir(dir) {
+			if j, ok := files[dir]; ok {
+				fe.diag = append(fe.diag, errorf(fe.d.pos(fmt.Sprintf("spec.task.secrets.%d.file", i)),
+					"spec.task.secrets.%d.file %s is under spec.task.secrets.%d.file %s, which is a file, not a directory: give one another path", i, s.File, j, dir))
+			}
+		}
+	}
+	return out
+}
+
+// reservedVariable says why Nomad refuses a Variable path under nomad/
+// ("" when it does not): only nomad/jobs and below, and
+// nomad/job-templates/NAME, are Variables there.
+func reservedVariable(p string) string {
+	parts := strings.Split(p, "/")
+	if parts[0] != "nomad" {
+		return ""
+	}
+	switch {
+	case len(parts) > 1 && parts[1] == "jobs", len(parts) == 3 && parts[1] == "job-templates":
+		return ""
+	}
+	return "Nomad keeps nomad/ for itself: a Variable there is at nomad/jobs or below (nomad/jobs/JOB is the job's own, which it reads without a policy) or at nomad/job-templates/NAME; use one of those, or a path of your own such as ml/hf"
+}
+
+// secretFile says what is wrong with a secret's file path, which the
+// schema let through ("" when nothing is): a "." or ".." part, or a
+// path in berth's own part of the secrets directory.
+func secretFile(f string) string {
+	parts := strings.Split(f, "/")
+	for _, p := range parts {
+		if p == "." || p == ".." {
+			return "is not a plain path under the task's secrets directory: write it without . and .. parts, such as hf-token or gcloud/key.json"
+		}
+	}
+	if parts[0] == schema.SecretsOwnDir {
+		return "is in " + schema.SecretsOwnDir + "/, where berth writes the task's secret environment variables: choose another path"
+	}
+	return ""
 }

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -464,6 +465,69 @@ type Task struct {
 	Command string            `json:"command,omitempty"`
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
+	// Secrets are values the task gets from Nomad Variables, by
+	// reference, in the order written: the spec names where a value is,
+	// never the value. Nil when there are none, so a task without
+	// secrets fingerprints as it did before they existed.
+	Secrets []Secret `json:"secrets,omitempty"`
+}
+
+// Secret is one value a task gets by reference: item Key of the Nomad
+// Variable at path Variable, in the job's namespace, read by the cluster
+// for the task (Nomad: a template read through the job's workload
+// identity), never by berth. It is given to the task as the environment
+// variable Env or as the file File under the task's secrets directory:
+// exactly one of the two is set.
+//
+// ChangeMode is what the task gets when the value changes while it runs:
+// SecretNoop (the default, and what "" means) nothing, SecretRestart a
+// restart in place, SecretSignal the signal ChangeSignal.
+type Secret struct {
+	Variable     string `json:"variable"`
+	Key          string `json:"key"`
+	Env          string `json:"env,omitempty"`
+	File         string `json:"file,omitempty"`
+	ChangeMode   string `json:"changeMode,omitempty"`
+	ChangeSignal string `json:"changeSignal,omitempty"`
+}
+
+// SecretsOwnDir is the directory under a task's secrets directory that
+// a driver renders its own files into (the Nomad driver: the templates of
+// the secrets given as environment variables); a Secret's File is never
+// in it.
+const SecretsOwnDir = ".berth"
+
+// plainKey is a Variable item key that String writes without quotes.
+var plainKey = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+// Secret.ChangeMode's values.
+const (
+	SecretNoop    = "noop"
+	SecretRestart = "restart"
+	SecretSignal  = "signal"
+)
+
+// String names where the value comes from and where it goes, never the
+// value (berth never reads it): "ml/hf:token as $HF_TOKEN",
+// "ml/hf:token as secrets/hf-token, restart on change".
+func (s Secret) String() string {
+	key := s.Key
+	if !plainKey.MatchString(key) {
+		key = strconv.Quote(key)
+	}
+	out := s.Variable + ":" + key + " as "
+	if s.Env != "" {
+		out += "$" + s.Env
+	} else {
+		out += "secrets/" + s.File
+	}
+	switch s.ChangeMode {
+	case SecretRestart:
+		out += ", restart on change"
+	case SecretSignal:
+		out += ", " + s.ChangeSignal + " on change"
+	}
+	return out
 }
 
 // WorkResources is what one replica needs, and exactly what berth asks
