@@ -281,6 +281,13 @@ type Alloc struct {
 	// allocation was changed outside berth (another task, other GPUs
 	// pinned); berth puts it back.
 	Drift string `json:"drift,omitempty"`
+	// Waiting, on a starting allocation, says why the cluster has not
+	// started its task, in words a person can act on (Nomad: a secret's
+	// Variable that does not exist or that the job may not read, with
+	// the command and policy that fix it); empty when it runs, or when
+	// the driver knows no reason (the simulator never sets it). It never
+	// holds a secret's value.
+	Waiting string `json:"waiting,omitempty"`
 	// Use is the last reading of its GPUs' utilization, nil when the
 	// driver has none: it reads none (the simulator unless told), has
 	// not sampled this allocation yet, or its GPUs report no stats (MIG

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -448,8 +449,66 @@ func buildAlloc(a *api.Allocation, stub *api.JobListStub, n *api.Node, hashes *j
 		out.Phase = drivers.AllocRunning
 	default:
 		out.Phase = drivers.AllocStarting
+		out.Waiting = waitingOf(a)
 	}
 	return out
+}
+
+// missingVar is one Variable in the "Missing:" event of a template that
+// Nomad's client holds a task for: nomad.var.block(PATH@NAMESPACE.REGION).
+var missingVar = regexp.MustCompile(`nomad\.var\.block\(([^@)]+)@([^.)]+)\.[^)]*\)`)
+
+// andMore ends a "Missing:" event that lists only the first few.
+var andMore = regexp.MustCompile(`and (\d+) more$`)
+
+// waitingOf says why Nomad's client holds a pending allocation's task,
+// when its last event says so: a template (a secret) that reads a
+// Variable Nomad reports missing. Nomad reports a Variable the job may
+// not read as missing too, so the reason says both: a path the job reads
+// without a policy (nomad/jobs/JOB and the paths Nomad grants its tasks
+// by default) can only be missing; any other may be either, and the
+// reason names the policy that lets the job read it. "" when the task is
+// not held for a Variable.
+func waitingOf(a *api.Allocation) string {
+	ts := a.TaskStates[TaskName]
+	if ts == nil || len(ts.Events) == 0 {
+		return ""
+	}
+	last := ts.Events[len(ts.Events)-1]
+	msg, ok := strings.CutPrefix(last.DisplayMessage, "Missing: ")
+	if last.Type != "Template" || !ok {
+		return ""
+	}
+	var parts []string
+	for _, m := range missingVar.FindAllStringSubmatch(msg, -1) {
+		path, ns := m[1], m[2]
+		put := fmt.Sprintf("nomad var put -namespace %s %s KEY=VALUE", ns, path)
+		if ownVariable(path, a.JobID, a.TaskGroup) {
+			parts = append(parts, fmt.Sprintf("Nomad Variable %s (namespace %s) does not exist: write it (%s)", path, ns, put))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("Nomad Variable %s (namespace %s) does not exist, or job %s may not read it: write it (%s), or bind the job a policy that reads it (nomad acl policy apply -namespace %s -job %s %s-secrets FILE, FILE granting namespace %q { variables { path %q { capabilities = [\"read\"] } } }, as examples/deploy/workspace-secrets.policy.hcl does)",
+			path, ns, a.JobID, put, ns, a.JobID, a.JobID, ns, path))
+	}
+	if len(parts) == 0 {
+		return "Nomad holds its task: its template is missing " + msg
+	}
+	if m := andMore.FindStringSubmatch(msg); m != nil {
+		parts = append(parts, "and "+m[1]+" more Variables")
+	}
+	return "its task waits for its secrets: " + strings.Join(parts, "; ")
+}
+
+// ownVariable reports whether a task of group in job reads Variable path
+// without a policy: Nomad grants every task nomad/jobs, nomad/jobs/JOB,
+// nomad/jobs/JOB/GROUP and nomad/jobs/JOB/GROUP/TASK, and nothing below
+// them.
+func ownVariable(path, job, group string) bool {
+	switch path {
+	case "nomad/jobs", "nomad/jobs/" + job, "nomad/jobs/" + job + "/" + group, "nomad/jobs/" + job + "/" + group + "/" + TaskName:
+		return true
+	}
+	return false
 }
 
 // addressesOf is where the allocation's ports are, as Nomad placed them:

@@ -96,6 +96,7 @@ func renderJob(a drivers.Action, ns string, pl []placed, datacenters []string, r
 			Config:    taskConfig(spec.Task),
 			Env:       spec.Task.Env,
 			Resources: res,
+			Templates: secretTemplates(spec.Task.Secrets),
 		}
 		if spec.Checkpoint.Signal != "" {
 			task.KillSignal = spec.Checkpoint.Signal
@@ -155,6 +156,50 @@ func renderJob(a drivers.Action, ns string, pl []placed, datacenters []string, r
 	job.Meta[MetaSpecHash] = drivers.Fingerprint(&a.Spec.Spec)
 	job.Meta[MetaJobHash] = jobHash(job)
 	return job, nil
+}
+
+// secretTemplates renders a task's secrets as Nomad templates, one per
+// secret in the spec's order, each reading its value with nomadVar, which
+// the Nomad client evaluates through the job's workload identity in the
+// job's namespace: the value is never in the job, and berth never reads
+// it.
+//
+// A file secret is written, as it is, to secrets/FILE. An environment
+// variable is rendered as NAME="value" (the value JSON-quoted, which
+// Nomad's env file parser reads back with every character, newlines and
+// quotes included) to secrets/.berth/env/NAME, a template with env = true.
+// Each reads its key with index (a key need not be a Go identifier, and
+// .Keys or .Parent would name a method of the items, not the key); a key
+// the Variable lacks fails the template, with a message naming the path
+// and key, rather than giving the task an empty value. The path and key
+// are Go-quoted into the template, so no character of theirs is read as
+// template syntax. change_mode is always written: Nomad's own default is
+// restart.
+func secretTemplates(ss []schema.Secret) []*api.Template {
+	if len(ss) == 0 {
+		return nil
+	}
+	out := make([]*api.Template, 0, len(ss))
+	for _, s := range ss {
+		key := strconv.Quote(s.Key)
+		value := "(index . " + key + ").Value"
+		dest, body, env := "secrets/"+s.File, "{{ "+value+" }}", false
+		if s.Env != "" {
+			dest, body, env = "secrets/"+schema.SecretsOwnDir+"/env/"+s.Env, s.Env+"={{ "+value+" | toJSON }}\n", true
+		}
+		missing := strconv.Quote(fmt.Sprintf("berth: Nomad Variable %s has no key %s", s.Variable, key))
+		tmpl := "{{ with nomadVar " + strconv.Quote(s.Variable) + " }}{{ if sprig_hasKey .ItemsMap " + key + " }}" +
+			body + "{{ else }}{{ sprig_fail " + missing + " }}{{ end }}{{ end }}"
+		t := &api.Template{
+			DestPath: strPtr(dest), EmbeddedTmpl: strPtr(tmpl), Envvars: boolPtr(env),
+			ChangeMode: strPtr(cmp.Or(s.ChangeMode, schema.SecretNoop)),
+		}
+		if s.ChangeMode == schema.SecretSignal {
+			t.ChangeSignal = strPtr(s.ChangeSignal)
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 // renderNetwork gives a group the workspace's ports (static ones as
@@ -258,18 +303,25 @@ func taskConfig(t schema.Task) map[string]any {
 
 // jobHash hashes what a job's tasks see, as Nomad returns it: per group
 // (by name) its constraints, meta, volumes and restart attempts and mode,
-// and per task its driver, config, env, kill signal, devices and volume
-// mounts. It leaves out job meta, priority and the fields Nomad fills in
-// with defaults, so the hash of a rendered job equals the hash of the
+// and per task its driver, config, env, kill signal, devices, volume
+// mounts and templates (the secrets' references). It leaves out job meta,
+// priority and the fields Nomad fills in with defaults, so the hash of a rendered job equals the hash of the
 // same job read back from Nomad, and changes when someone edits the task
 // or the pinned node or GPUs outside berth.
 func jobHash(j *api.Job) string {
+	type template struct {
+		Dest, Data, ChangeMode, ChangeSignal string
+		Env                                  bool
+	}
 	type task struct {
 		Name, Driver, KillSignal string
 		Config                   map[string]any
 		Env                      map[string]string
 		Devices                  []*api.RequestedDevice
 		Mounts                   []*api.VolumeMount
+		// Left out when there are none: a job without secrets hashes
+		// as it did before them.
+		Templates []template `json:",omitempty"`
 	}
 	type group struct {
 		Name        string
@@ -310,6 +362,10 @@ func jobHash(j *api.Job) string {
 			}
 			for _, m := range t.VolumeMounts {
 				x.Mounts = append(x.Mounts, &api.VolumeMount{Volume: m.Volume, Destination: m.Destination, ReadOnly: m.ReadOnly})
+			}
+			for _, tm := range t.Templates {
+				x.Templates = append(x.Templates, template{Dest: deref(tm.DestPath), Data: deref(tm.EmbeddedTmpl),
+					ChangeMode: deref(tm.ChangeMode), ChangeSignal: deref(tm.ChangeSignal), Env: tm.Envvars != nil && *tm.Envvars})
 			}
 			g.Tasks = append(g.Tasks, x)
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -378,6 +380,10 @@ func (s *Server) Settle() {
 			s.finish(a, "complete", "All tasks have completed")
 			changed = true
 		case a.ClientStatus == "pending":
+			if held, evented := s.holdForVariables(a); held {
+				changed = changed || evented
+				continue
+			}
 			s.run(a)
 			changed = true
 		}
@@ -396,6 +402,51 @@ func (s *Server) Settle() {
 	if statusChanged {
 		s.bump() // a job's status is state too: its watchers hear of it
 	}
+}
+
+// nomadVarPath finds the Variable paths a template reads with nomadVar.
+var nomadVarPath = regexp.MustCompile(`nomadVar "([^"@]+)"`)
+
+// holdForVariables keeps a pending allocation from starting, as a client
+// does, while a template of its task reads a Variable the namespace does
+// not hold: it adds the event Nomad's client adds ("Template", "Missing:
+// nomad.var.block(PATH@NS.global)", the paths sorted) once per set of
+// missing paths, and reports whether it held it and whether it added the
+// event. ACLs are not modelled: a Variable that exists is readable.
+func (s *Server) holdForVariables(a *api.Allocation) (held, evented bool) {
+	if a.Job == nil {
+		return false, false
+	}
+	for _, tg := range a.Job.TaskGroups {
+		if tg.Name == nil || *tg.Name != a.TaskGroup {
+			continue
+		}
+		for _, t := range tg.Tasks {
+			var missing []string
+			for _, tm := range t.Templates {
+				if tm.EmbeddedTmpl == nil {
+					continue
+				}
+				for _, m := range nomadVarPath.FindAllStringSubmatch(*tm.EmbeddedTmpl, -1) {
+					if s.vars[key{a.Namespace, m[1]}] == nil {
+						missing = append(missing, "nomad.var.block("+m[1]+"@"+a.Namespace+".global)")
+					}
+				}
+			}
+			st := a.TaskStates[t.Name]
+			if len(missing) == 0 || st == nil {
+				continue
+			}
+			held = true
+			sort.Strings(missing)
+			msg := "Missing: " + strings.Join(slices.Compact(missing), ", ")
+			if last := st.Events[len(st.Events)-1]; last.Type != "Template" || last.DisplayMessage != msg {
+				st.Events = append(st.Events, &api.TaskEvent{Type: "Template", DisplayMessage: msg, Time: s.now().UnixNano()})
+				evented = true
+			}
+		}
+	}
+	return held, evented
 }
 
 // Alloc returns a copy of the allocation id, or nil.
