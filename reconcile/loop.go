@@ -652,11 +652,14 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 		}
 		if class, ok := limitEnds[st.ReasonKind]; ok && st.State == view.StateStopped && st.State != prev {
 			// A limit stopped it: its end, kept as the status keeps every
-			// end, and counted once.
+			// end.
 			st.LastEnd = &view.EndStatus{Class: class.String(), At: now, Node: rec.status.Node, Message: st.Reason}
 			if rec.status.State == view.StateRunning {
 				st.LastEnd.RanFor = view.Seconds(max(0, now.Sub(rec.status.Since)))
 			}
+		}
+		if st.ReasonKind == view.ReasonWaiting && (st.Reason != rec.status.Reason || prev != view.StateStarting) {
+			l.log.Warn("workspace waits to start: "+st.Reason, "workspace", ref.String(), "node", st.Node)
 		}
 		if st.State != prev {
 			st.Since = now

@@ -87,6 +87,18 @@ const (
 	reasonWaitingGPUs = "waiting for the GPUs it needs to be freed"
 )
 
+// waitingOf is why the cluster holds a workspace's start, from the
+// first of its allocations (sorted by replica) that says so; "" when none
+// does.
+func waitingOf(own []drivers.Alloc) string {
+	for _, a := range own {
+		if a.Phase == drivers.AllocStarting && a.Waiting != "" {
+			return a.Waiting
+		}
+	}
+	return ""
+}
+
 // reasonKindMoving is the reason kind (policies.ReasonMoving's name) of a
 // workspace that moves off a node or GPU that failed, or that starts
 // again after its node ended its run.
@@ -182,6 +194,14 @@ func nextState(in stateInput) stateOutput {
 		}
 		if out.State == view.StateStarting && in.Prev == view.StateStarting {
 			out.Reason, out.ReasonKind = in.PrevReason, in.PrevReasonKind
+		}
+		if out.State == view.StateStarting {
+			switch w := waitingOf(own); {
+			case w != "":
+				out.Reason, out.ReasonKind = w, view.ReasonWaiting
+			case out.ReasonKind == view.ReasonWaiting:
+				out.Reason, out.ReasonKind = reasonPlaced, "" // it waits no more
+			}
 		}
 		if out.State == view.StateRunning && in.Resumed != "" {
 			if in.Prev != view.StateRunning {

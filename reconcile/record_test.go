@@ -25,6 +25,11 @@ func TestNextState(t *testing.T) {
 	alloc := func(phase drivers.AllocPhase) []drivers.Alloc {
 		return []drivers.Alloc{{Workspace: schema.Ref{Project: "med", Name: "train"}, Node: "dgx-1", GPUs: []string{"gpu-1", "gpu-0"}, Phase: phase}}
 	}
+	waitingAlloc := func(why string) []drivers.Alloc {
+		a := alloc(drivers.AllocStarting)
+		a[0].Waiting = why
+		return a
+	}
 	preemption := drivers.Preemption{Victim: schema.Ref{Project: "med", Name: "train"}, By: research,
 		Reason: "tier high (80) outranks tier medium (50)"}
 	wait := &policies.WorkspaceDecision{Verdict: policies.VerdictWait,
@@ -91,6 +96,17 @@ func TestNextState(t *testing.T) {
 			stateOutput{State: view.StateRunning, Node: "dgx-1", GPUs: []string{"gpu-0", "gpu-1"}}},
 		{"starting keeps the resume note", stateInput{Prev: view.StatePreempted, Resumed: resumed, Spec: running(), Allocs: alloc(drivers.AllocStarting)},
 			stateOutput{State: view.StateStarting, Node: "dgx-1", GPUs: []string{"gpu-0", "gpu-1"}, Resumed: resumed}},
+		// Starting, the cluster holding its task back: why, until it is
+		// not held any more.
+		{"starting, waiting for a secret", stateInput{Prev: view.StateStarting, PrevReason: "placed", Held: true, Spec: running(),
+			Allocs: waitingAlloc("its task waits for its secrets: Nomad Variable ml/hf …")},
+			stateOutput{State: view.StateStarting, ReasonKind: view.ReasonWaiting, Reason: "its task waits for its secrets: Nomad Variable ml/hf …", Node: "dgx-1", GPUs: []string{"gpu-0", "gpu-1"}}},
+		{"waits no more", stateInput{Prev: view.StateStarting, PrevReason: "its task waits for its secrets: Nomad Variable ml/hf …", PrevReasonKind: view.ReasonWaiting,
+			Held: true, Spec: running(), Allocs: alloc(drivers.AllocStarting)},
+			stateOutput{State: view.StateStarting, Reason: "placed", Node: "dgx-1", GPUs: []string{"gpu-0", "gpu-1"}}},
+		{"runs after waiting", stateInput{Prev: view.StateStarting, PrevReason: "its task waits for its secrets: Nomad Variable ml/hf …", PrevReasonKind: view.ReasonWaiting,
+			Held: true, Spec: running(), Allocs: alloc(drivers.AllocRunning)},
+			stateOutput{State: view.StateRunning, Node: "dgx-1", GPUs: []string{"gpu-0", "gpu-1"}}},
 		// Case 6: out of the specs, holding nothing.
 		{"no longer in the specs", stateInput{Prev: view.StateStopped, Held: true,
 			Decision: &policies.WorkspaceDecision{Verdict: policies.VerdictStop}},

@@ -30,7 +30,11 @@ func Explain(ws WorkspaceStatus, history []Transition, now time.Time) []string {
 			out = append(out, "It has preempted lower-tier workspaces and starts once they have checkpointed and released their GPUs.")
 		}
 	case StateStarting:
-		out = append(out, sentence(fmt.Sprintf("%s is starting on %s since %s", ref, placement(ws), at(ws.Since))))
+		s := fmt.Sprintf("%s is starting on %s since %s", ref, placement(ws), at(ws.Since))
+		if ws.ReasonKind == ReasonWaiting {
+			s += ", and " + ws.Reason
+		}
+		out = append(out, sentence(s))
 	case StateRunning:
 		out = append(out, sentence(fmt.Sprintf("%s is running on %s since %s", ref, placement(ws), at(ws.Since))))
 	case StatePreempting:

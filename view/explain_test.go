@@ -29,6 +29,15 @@ func TestExplain(t *testing.T) {
 			ws:   WorkspaceStatus{Project: "med", Name: "train", State: StatePending, Since: at(5), ReasonKind: "quota", Reason: "project med uses 8 of its 8 GPUs; needs 2"},
 			want: []string{"med/train is pending since 10:05:00: project med uses 8 of its 8 GPUs; needs 2."},
 		},
+		"starting, its task held for a secret": {
+			ws: WorkspaceStatus{Project: "ml", Name: "train", State: StateStarting, Since: at(5), Node: "dgx-1", GPUs: []string{"gpu-0"},
+				ReasonKind: ReasonWaiting, Reason: "its task waits for its secrets: Nomad Variable ml/hf (namespace ml) does not exist: write it"},
+			want: []string{"ml/train is starting on dgx-1 (GPUs gpu-0) since 10:05:00, and its task waits for its secrets: Nomad Variable ml/hf (namespace ml) does not exist: write it."},
+		},
+		"starting": {
+			ws:   WorkspaceStatus{Project: "ml", Name: "train", State: StateStarting, Since: at(5), Node: "dgx-1", GPUs: []string{"gpu-0"}, Reason: "placed"},
+			want: []string{"ml/train is starting on dgx-1 (GPUs gpu-0) since 10:05:00."},
+		},
 		"waiting for its victims": {
 			ws: WorkspaceStatus{Project: "hi", Name: "eval", State: StatePending, Since: at(20), ReasonKind: "preempting", Reason: "starts after preempting med/train"},
 			want: []string{"hi/eval is pending since 10:20:00: starts after preempting med/train.",

@@ -209,7 +209,7 @@ type WorkspaceStatus struct {
 	Name    string `json:"name"`
 	State   State  `json:"state"`
 	// ReasonKind classifies Reason (quota, capacity, topology, queue,
-	// preempted, stopped, preempting) when there is one.
+	// preempted, stopped, preempting, waiting) when there is one.
 	ReasonKind string   `json:"reasonKind,omitempty"`
 	Reason     string   `json:"reason,omitempty"`
 	Node       string   `json:"node,omitempty"`
@@ -304,6 +304,12 @@ type WorkspaceTransition struct {
 	Workspace schema.Ref `json:"workspace"`
 	Transition
 }
+
+// ReasonWaiting is the ReasonKind of a Starting workspace whose task the
+// cluster holds back, placed and holding its GPUs, for something it needs
+// and cannot get (drivers.Alloc.Waiting: a secret's Variable that does
+// not exist or that the job may not read); the reason says what to do.
+const ReasonWaiting = "waiting"
 
 // ReasonExited is the ReasonKind of a workspace whose task ended on its
 // own (Completed, or Failed with its exit code): it does not wait to run.
