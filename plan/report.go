@@ -515,6 +515,7 @@ func workspaceDetails(a, b schema.WorkspaceSpec) []string {
 	add("service", serviceText(a.Service), serviceText(b.Service))
 	add("maxRuntime", runtimeText(a.MaxRuntime), runtimeText(b.MaxRuntime))
 	add("idle", idleText(a.Idle), idleText(b.Idle))
+	add("secrets", secretsText(a.Task.Secrets), secretsText(b.Task.Secrets))
 	if len(out) == 0 {
 		out = append(out, "spec changed (task, volumes or resources)")
 	}
@@ -580,6 +581,20 @@ func portsText(ps []schema.Port) string {
 		parts = append(parts, s)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// secretsText writes a task's secrets by reference, never a value (berth
+// never reads one): "ml/hf:token as $HF_TOKEN, ml/gcp:key as
+// secrets/gcp.json, restart on change"; "none" when there are none.
+func secretsText(ss []schema.Secret) string {
+	if len(ss) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(ss))
+	for i, s := range ss {
+		parts[i] = s.String()
+	}
+	return "[" + strings.Join(parts, "; ") + "]"
 }
 
 // serviceText writes a service as "llm on api (http check /health)",

@@ -454,3 +454,23 @@ spec:
 		t.Errorf("models observed (-want +got):\n%s\n%d MIG instances, want 7", diff, mig)
 	}
 }
+
+// TestSecretsAccepted: a workspace with secrets starts and runs on the
+// simulated cluster, which has no Variables and renders nothing; its run
+// carries the spec's fingerprint, references included, so a change of
+// a reference is a change of its task here as on Nomad.
+func TestSecretsAccepted(t *testing.T) {
+	c, clock := newOne(t)
+	start := startAction(c, ref, time.Minute, 30*time.Second)
+	start.Spec.Spec.Task = schema.Task{Driver: "docker", Image: "pytorch:2.4",
+		Secrets: []schema.Secret{{Variable: "medium/hf", Key: "token", Env: "HF_TOKEN", ChangeMode: schema.SecretNoop}}}
+	mustApply(t, c, start)
+	clock.Advance(10 * time.Second)
+	s := observe(t, c)
+	if len(s.Allocs) != 1 || s.Allocs[0].Phase != drivers.AllocRunning || s.Allocs[0].Waiting != "" {
+		t.Fatalf("allocations %+v; want one running", s.Allocs)
+	}
+	if got, want := s.Allocs[0].SpecHash, drivers.Fingerprint(&start.Spec.Spec); got != want {
+		t.Errorf("its run carries fingerprint %s, want the spec's %s", got, want)
+	}
+}
