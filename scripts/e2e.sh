@@ -11,6 +11,8 @@
 #   packages (default ./...); E2E_PORT moves the agent (default 4646),
 #   E2E_DIR its directory (default .nomad-dev): make e2e-v2 runs the
 #   conformance suite and the walk-through on Nomad v2.0.5 with these.
+#   E2E_ACL=1 starts the agent with ACLs on (up -A; NOMAD_TOKEN is its
+#   management token), for the tests that need them (they skip without).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kit=${NOMAD_DEV:-../shared/nomad-dev}
@@ -23,9 +25,9 @@ port=${E2E_PORT:-4646}
 [ -e "$dir/pids" ] && "$kit/down" "$dir" >/dev/null 2>&1 || true
 rm -rf "$dir"
 started=$(date +%s)
-eval "$("$kit/up" -n 2 -g 4 -p "$port" "$dir")"
+eval "$("$kit/up" -n 2 -g 4 -p "$port" ${E2E_ACL:+-A} "$dir")"
 trap '"$kit/down" "$dir" >/dev/null 2>&1 || true' EXIT
-echo "e2e: Nomad v${NOMAD_DEV_VERSION:-1.6.5} at $NOMAD_ADDR (2 nodes, 4 fake GPUs each)"
+echo "e2e: Nomad v${NOMAD_DEV_VERSION:-1.6.5} at $NOMAD_ADDR (2 nodes, 4 fake GPUs each${E2E_ACL:+, ACLs on})"
 export NOMAD_ADDR
 # The bad-day tests fail GPUs and nodes of this cluster (its directory;
 # TestRealFollowedSnapshotEqualsFullRead stops a client in it),
