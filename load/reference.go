@@ -357,6 +357,93 @@ A route gets a workspace's event when it asks for the event and names its
 project and owner (or none); a revision's event when it asks for it,
 whatever its projects and owners. The routes in force are those of the
 revision in force: a refused revision's routes are not used.
+## Secrets
+
+A token a task needs (Hugging Face, W&B, a cloud key) stays out of git: put
+it in a Nomad Variable and give it to the task by reference in
+` + "`spec.task.secrets`" + `. Each secret names a Variable path and key, in the job's
+namespace (the project's ` + "`namespace`" + `, or its name), and where the value goes:
+` + "`env`" + ` (an environment variable) or ` + "`file`" + ` (a file under the task's secrets
+directory, ` + "`$NOMAD_SECRETS_DIR`" + `), exactly one of the two.
+
+` + "```yaml" + `
+apiVersion: berth.dev/v1
+kind: Workspace
+metadata: {name: train, project: ml}
+spec:
+  task:
+    image: pytorch/pytorch:2.3.0
+    secrets:
+    - {variable: ml/hf, key: token, env: HF_TOKEN}
+    - variable: nomad/jobs/train        # the job's own path: no policy needed
+      key: sa.json
+      file: gcloud/key.json             # $NOMAD_SECRETS_DIR/gcloud/key.json
+      changeMode: restart               # noop (default) | restart | signal (+ changeSignal)
+  resources: {gpus: 1}
+` + "```" + `
+
+` + "```" + `
+$ nomad var put -namespace ml ml/hf token=hf_…
+$ nomad var put -namespace ml nomad/jobs/train sa.json=@key.json
+` + "```" + `
+
+The Nomad driver renders each secret as a template of the job's task that
+reads the Variable with ` + "`nomadVar`" + `; the Nomad client reads it through the job's
+workload identity. berth never reads a value: no spec, plan, status, log,
+history or dashboard of berth's holds one, only the reference
+(` + "`ml/hf:token as $HF_TOKEN`" + `). A file gets the value as it is (mode 0644, no
+newline added); an environment variable gets it whole (it must be text:
+give a binary key as a file). A key the Variable does not have fails the
+task's start with Nomad's message naming the path and key (` + "`berth: Nomad\nVariable ml/hf has no key \"tokn\"`" + `), which berth counts as a failed start.
+Under ` + "`nomad/`" + ` only ` + "`nomad/jobs`" + ` and below, and ` + "`nomad/job-templates/NAME`" + `, are
+Variables (Nomad's rule); ` + "`.berth/`" + ` in the secrets directory is berth's own.
+
+Changing a reference (its path, key, ` + "`env`" + `, ` + "`file`" + `, ` + "`changeMode`" + `) changes what the
+task sees: the task restarts, as for any change of its task, and ` + "`berth plan`" + `
+says so with the references. Changing a Variable's value changes no spec and
+restarts nothing unless ` + "`changeMode`" + ` asks: ` + "`noop`" + ` (default) leaves the task as it
+is, with the value it started with; ` + "`restart`" + ` restarts it in place (same node
+and GPUs); ` + "`signal`" + ` sends it ` + "`changeSignal`" + `.
+
+**Which paths a job may read.** The job of workspace NAME of project P is
+` + "`NAME`" + ` in P's namespace (` + "`P--NAME`" + ` where projects share a namespace). With ACLs
+on, Nomad lets a job's tasks read exactly ` + "`nomad/jobs`" + `, ` + "`nomad/jobs/JOB`" + `,
+` + "`nomad/jobs/JOB/GROUP`" + ` and ` + "`nomad/jobs/JOB/GROUP/TASK`" + ` without a policy, nothing
+below them; berth runs each replica as its own group (` + "`replica-N`" + `), so the
+path every replica reads is ` + "`nomad/jobs/JOB`" + `. Any other path (a team's ` + "`ml/hf`" + `,
+or ` + "`nomad/jobs/JOB/x`" + `) needs a policy bound to the job, such as
+` + "`examples/deploy/workspace-secrets.policy.hcl`" + ` (every Variable under ` + "`ml/`" + `):
+
+` + "```" + `
+$ nomad acl policy apply -namespace ml -job train train-secrets examples/deploy/workspace-secrets.policy.hcl
+` + "```" + `
+
+Nomad 1.6 and 1.7+ behave alike here (both tested, 1.6.5 and 2.0.5): a
+template reads Variables through the job's workload identity, which every
+job has without an ` + "`identity`" + ` block, and a policy bound with ` + "`-namespace -job`" + `
+(since Nomad 1.4; ` + "`-group`" + ` and ` + "`-task`" + ` narrow it, but berth's groups are its
+replicas) adds to what it may read. What 1.7 added, the ` + "`identity`" + ` block
+that gives a task its token to call Nomad's API itself, berth does not
+render and secrets do not need. With ACLs off every path is readable.
+
+**A Variable the job cannot get.** Nomad reports a Variable that does not
+exist and one the job may not read alike (the task event ` + "`Template:\nMissing: nomad.var.block(ml/hf@ml.global)`" + `) and holds the task. The workspace
+is then Starting (placed, holding its GPUs) with reason kind ` + "`waiting`" + ` and a
+reason that names the path and what to do; berth logs it once:
+
+` + "```" + `
+its task waits for its secrets: Nomad Variable ml/hf (namespace ml) does not
+exist, or job train may not read it: write it (nomad var put -namespace ml
+ml/hf KEY=VALUE), or bind the job a policy that reads it (nomad acl policy
+apply -namespace ml -job train train-secrets FILE, FILE granting namespace
+"ml" { variables { path "ml/hf" { capabilities = ["read"] } } }, as
+examples/deploy/workspace-secrets.policy.hcl does)
+` + "```" + `
+
+For the job's own path it says only that the Variable does not exist. The
+task starts once the Variable is there and readable, without berth doing
+anything (seen within a few seconds of ` + "`nomad var put`" + ` or of the policy; Nomad
+retries with backoff, so allow it up to a couple of minutes).
 
 ## The repo's own rules (` + "`*.cue`" + `)
 
