@@ -3,7 +3,9 @@
 // workspace on exactly the node and GPUs chosen; Stop and Preempt make
 // its allocations Stopping, then gone; applying an action twice is
 // applying it once; a gang places every replica; errors are classified
-// (drivers.ClassOf) as invalid or conflict.
+// (drivers.ClassOf) as invalid or conflict; a GPU utilization reading
+// (drivers.Alloc.Use) is on a running allocation only, one percent per
+// GPU at most, and, where the harness can set it, the one set.
 //
 // A driver's test calls Run with a Factory that builds the driver over a
 // fresh cluster of the given nodes:

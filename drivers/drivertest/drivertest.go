@@ -38,6 +38,12 @@ type Harness struct {
 	// replica (more memory than any node has), for the unplaceable case;
 	// the zero value skips it.
 	Unplaceable schema.WorkResources
+	// SetUse makes the GPUs of a workspace's running allocations report
+	// the utilization percent (one per GPU, by replica, then in the
+	// order of Alloc.GPUs) and returns once the driver has read it, so
+	// that the next Observe carries it (drivers.Alloc.Use); nil skips
+	// the reading's cases (the shape of any Use is checked all the same).
+	SetUse func(ctx context.Context, ref schema.Ref, percent []float64) error
 }
 
 // Factory builds a driver over a new cluster holding nodes. It registers
@@ -82,6 +88,7 @@ func Run(t *testing.T, factory Factory) {
 		{"ErrorsAreClassified", testErrors},
 		{"ExitIsReportedNotRestarted", testExit},
 		{"UnplaceableStartIsClassified", testUnplaceable},
+		{"GPUUseIsRead", testUse},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -586,5 +593,63 @@ func testErrors(t *testing.T, s *suite) {
 		if a := allocOf(after, s.ref(ref), 0); a != nil && a.Phase != drivers.AllocStopping {
 			t.Errorf("refused %s left an allocation: %+v", ref, a)
 		}
+	}
+}
+
+// checkUse checks what the contract promises of every Use in snap: on a
+// running allocation, at most one percent per GPU, each 0–100, and when
+// it was measured.
+func checkUse(t *testing.T, snap drivers.Snapshot) {
+	t.Helper()
+	for _, a := range snap.Allocs {
+		u := a.Use
+		if u == nil {
+			continue
+		}
+		if a.Phase != drivers.AllocRunning {
+			t.Errorf("%s replica %d is %s but has a GPU utilization reading", a.Workspace, a.Replica, a.Phase)
+		}
+		if len(u.Percent) == 0 || len(u.Percent) > len(a.GPUs) {
+			t.Errorf("%s replica %d: %d readings for %d GPUs, want 1 to %d (nil without any)", a.Workspace, a.Replica, len(u.Percent), len(a.GPUs), len(a.GPUs))
+		}
+		for _, p := range u.Percent {
+			if p < 0 || p > 100 {
+				t.Errorf("%s replica %d: utilization %v%%, want 0 to 100", a.Workspace, a.Replica, p)
+			}
+		}
+		if u.At.IsZero() {
+			t.Errorf("%s replica %d: a reading without its time", a.Workspace, a.Replica)
+		}
+	}
+}
+
+func testUse(t *testing.T, s *suite) {
+	node, gpus := s.freeGPUs(s.observe(), 2)
+	ref := s.ref("ws-use")
+	s.apply(s.start("ws-use", "r1", drivers.Placement{Node: node, GPUs: gpus}))
+	s.settle()
+	checkUse(t, s.observe())
+	if s.h.SetUse == nil {
+		return
+	}
+	for _, want := range [][]float64{{0, 85}, {0, 0}, {100, 30}} {
+		if err := s.h.SetUse(s.ctx, ref, want); err != nil {
+			t.Fatalf("SetUse(%v): %v", want, err)
+		}
+		snap := s.observe()
+		checkUse(t, snap)
+		a := allocOf(snap, ref, 0)
+		if a == nil || a.Use == nil {
+			t.Fatalf("after SetUse(%v) the allocation has no reading: %+v", want, a)
+		}
+		if !slices.Equal(a.Use.Percent, want) || a.Use.Max() != slices.Max(want) {
+			t.Errorf("Use.Percent %v (max %v), want %v in the order of its GPUs %v", a.Use.Percent, a.Use.Max(), want, a.GPUs)
+		}
+	}
+	s.apply(drivers.Action{Kind: drivers.ActionStop, Workspace: ref, Project: s.project})
+	snap := s.observe()
+	checkUse(t, snap)
+	if a := allocOf(snap, ref, 0); a != nil && a.Use != nil {
+		t.Errorf("a stopping allocation has a reading: %+v", a.Use)
 	}
 }

@@ -22,6 +22,13 @@ import (
 // metadata `berth agent` would publish) and a driver over it.
 func fakeCluster(t testing.TB, nodes []drivers.Node) (*nomadfake.Server, *nomad.Driver) {
 	t.Helper()
+	return fakeClusterWith(t, nodes, nil)
+}
+
+// fakeClusterWith is fakeCluster with the driver's configuration changed
+// by config (nil: as fakeCluster).
+func fakeClusterWith(t testing.TB, nodes []drivers.Node, config func(*nomad.Config)) (*nomadfake.Server, *nomad.Driver) {
+	t.Helper()
 	fake := nomadfake.New()
 	for n, node := range nodes {
 		// Every node offers the datasets host volume the driver tests mount.
@@ -46,7 +53,11 @@ func fakeCluster(t testing.TB, nodes []drivers.Node) (*nomadfake.Server, *nomad.
 		fake.AddNode(spec)
 	}
 	ts := fake.Start(t)
-	d := realnomad.NewDriver(t, nomad.Config{Address: ts.URL, PlacementTimeout: 2 * time.Second})
+	cfg := nomad.Config{Address: ts.URL, PlacementTimeout: 2 * time.Second}
+	if config != nil {
+		config(&cfg)
+	}
+	d := realnomad.NewDriver(t, cfg)
 	return fake, d
 }
 
@@ -62,6 +73,27 @@ func TestConformanceFake(t *testing.T) {
 				return nil
 			},
 			Unplaceable: schema.WorkResources{MemoryBytes: 1 << 40},
+			SetUse: func(ctx context.Context, ref schema.Ref, percent []float64) error {
+				snap, err := d.Observe(ctx) // names the nodes to read
+				if err != nil {
+					return err
+				}
+				ids := map[string]string{}
+				for _, n := range snap.Nodes {
+					ids[n.Name] = n.ID
+				}
+				k := 0
+				for _, a := range snap.Allocs {
+					for _, g := range a.GPUs {
+						if a.Workspace == ref && k < len(percent) {
+							fake.SetGPUUse(ids[a.Node], g, percent[k])
+							k++
+						}
+					}
+				}
+				d.SampleNow(ctx)
+				return nil
+			},
 		}
 	})
 }

@@ -29,6 +29,13 @@
 // stream, snapshots from the cache the stream keeps current, without a
 // request; a gap in the stream, and every Config.Resync, reads whole again.
 //
+// GPU utilization (use.go): once StartSampling runs, a sampler of its
+// own reads each node that holds berth's running GPUs once per
+// Config.Use.Interval (GET /v1/client/stats, one request per node, never
+// one per allocation), at most Config.Use.Rate requests a second, and
+// Observe gives each running allocation its GPUs' last reading
+// (drivers.Alloc.Use) without a request.
+//
 // It must never touch a job or namespace without berth's marker, never
 // rewrite the scheduler configuration unless asked (FixScheduler), never
 // print or log the ACL token, and never import package reconcile (it

@@ -3,6 +3,7 @@ package nomad
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -76,6 +77,12 @@ type Config struct {
 	// Resync is how often Observe reads the cluster whole even while
 	// Watch follows its event stream (default DefaultResync; follow.go).
 	Resync time.Duration
+	// Use says how StartSampling samples the GPUs' utilization
+	// (drivers.Alloc.Use; use.go).
+	Use UseConfig
+	// Logger receives what the driver's background work has to say (the
+	// sampler: a node that stops answering, once); nil: nothing.
+	Logger *slog.Logger
 }
 
 // ConfigFromEnv reads the NOMAD_* variables the api package reads.
@@ -154,6 +161,9 @@ type Driver struct {
 	// history as this driver last read or wrote it.
 	storeMu sync.Mutex
 	stored  storedHistory
+
+	// use samples the GPUs' utilization (use.go).
+	use *useSampler
 }
 
 // New connects a driver to Nomad (no request is made until used).
@@ -217,7 +227,8 @@ func New(cfg Config) (*Driver, error) {
 	if next == nil {
 		next = http.DefaultTransport
 	}
-	d := &Driver{cfg: cfg, nodeIDs: map[string]string{}, namespaces: map[string]nsEnsured{}, nsLocks: map[string]*sync.Mutex{}, cache: newClusterCache()}
+	d := &Driver{cfg: cfg, nodeIDs: map[string]string{}, namespaces: map[string]nsEnsured{}, nsLocks: map[string]*sync.Mutex{}, cache: newClusterCache(),
+		use: newUseSampler(cfg.Use, cfg.Logger)}
 	ac.HttpClient.Transport = writeIndexes{next: deadlines{next: next, timeout: cfg.RequestTimeout}, note: d.noteWrite}
 	client, err := api.NewClient(ac)
 	if err != nil {
@@ -230,10 +241,12 @@ func New(cfg Config) (*Driver, error) {
 // maxConns bounds the connections one driver holds open to Nomad.
 const maxConns = 40
 
-// Close releases the driver's idle connections to Nomad. A driver that
-// is dropped without Close keeps them open until they time out, and
-// they count against Nomad's per-IP limit meanwhile.
+// Close stops the sampler (StartSampling), waiting for it, and releases
+// the driver's idle connections to Nomad. A driver that is dropped
+// without Close keeps them open until they time out, and they count
+// against Nomad's per-IP limit meanwhile.
 func (d *Driver) Close() error {
+	d.use.stop()
 	d.client.Close()
 	return nil
 }

@@ -96,6 +96,7 @@ func (d *Driver) observe(ctx context.Context) (drivers.Snapshot, bool, error) {
 		ids[node.Name] = node.ID
 		ids[node.ID] = node.ID
 	}
+	d.attachUse(&snap)
 	var failed []*api.Allocation
 	snap.Exits, failed = exitsOf(data, berth)
 	d.addStderr(ctx, snap.Exits, failed)

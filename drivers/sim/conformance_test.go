@@ -28,6 +28,9 @@ func TestConformance(t *testing.T) {
 				return nil
 			},
 			Unplaceable: schema.WorkResources{MemoryBytes: 2 << 40},
+			SetUse: func(_ context.Context, ref schema.Ref, percent []float64) error {
+				return c.SetUse(ref, percent...)
+			},
 		}
 	})
 }

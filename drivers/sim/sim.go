@@ -92,6 +92,9 @@ type run struct {
 	signalAt time.Time
 	doneAt   time.Time
 	saves    bool // the checkpoint on signal finishes within the grace
+
+	// use is each allocation's GPU utilization (SetUse), nil: none.
+	use [][]float64
 }
 
 // New returns a cluster of spec's nodes on clock. The cluster owns a copy
@@ -237,6 +240,9 @@ func (c *Cluster) Observe(ctx context.Context) (drivers.Snapshot, error) {
 		for i := first; i < len(snap.Allocs); i++ {
 			a := &snap.Allocs[i]
 			a.Phase = phase
+			if r.use != nil && phase == drivers.AllocRunning {
+				a.Use = &drivers.GPUUse{At: now, Percent: r.use[i-first]}
+			}
 			a.StartedAt = r.startedAt
 			a.LastCheckpoint = cpAt
 			a.Progress = progress
@@ -583,6 +589,53 @@ func (c *Cluster) Crash(ref schema.Ref) {
 	}
 	r.doneAt, r.saves = now, false
 	c.advance(now)
+}
+
+// SetUse sets the GPU utilization a workspace's running allocations
+// report from now on, as a driver reads it from its cluster
+// (drivers.Alloc.Use, At the cluster's clock at each Observe): one
+// percent for every GPU of the workspace, or one per GPU in the order
+// its allocations list them (by replica, then Alloc.GPUs); none: no
+// reading (Use nil, as until told). It lasts for the workspace's
+// current run. An error when it does not run or the count is wrong.
+func (c *Cluster) SetUse(ref schema.Ref, percent ...float64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advance(c.clock.Now())
+	r := c.runs[ref]
+	if r == nil {
+		return fmt.Errorf("sim: %s does not run", ref)
+	}
+	for _, p := range percent {
+		if p < 0 || p > 100 {
+			return fmt.Errorf("sim: %s: utilization %v%%: want 0 to 100", ref, p)
+		}
+	}
+	if len(percent) == 0 {
+		r.use = nil
+		return nil
+	}
+	if r.gpus == 0 {
+		return fmt.Errorf("sim: %s holds no GPUs: it has no utilization", ref)
+	}
+	if len(percent) != 1 && len(percent) != r.gpus {
+		return fmt.Errorf("sim: %s holds %d GPUs: give one utilization for all, or one per GPU, not %d", ref, r.gpus, len(percent))
+	}
+	use := make([][]float64, len(r.allocs))
+	k := 0
+	for i, al := range r.allocs {
+		use[i] = make([]float64, len(al.GPUs))
+		for j := range al.GPUs {
+			if len(percent) == 1 {
+				use[i][j] = percent[0]
+			} else {
+				use[i][j] = percent[k]
+			}
+			k++
+		}
+	}
+	r.use = use
+	return nil
 }
 
 // SetNodeReady marks a node up or down. A node going down kills what runs

@@ -474,3 +474,50 @@ func TestSecretsAccepted(t *testing.T) {
 		t.Errorf("its run carries fingerprint %s, want the spec's %s", got, want)
 	}
 }
+
+// TestSetUse: a running workspace's allocations carry the utilization
+// SetUse gave (At the sim's clock at each Observe), none while starting
+// or stopping, none before SetUse or after SetUse with no value, and a
+// new run starts without one; a wrong call is an error.
+func TestSetUse(t *testing.T) {
+	c, clock := newOne(t)
+	if err := c.SetUse(ref, 0); err == nil {
+		t.Error("SetUse of a workspace that does not run: no error")
+	}
+	mustApply(t, c, startAction(c, ref, 0, time.Minute))
+	if err := c.SetUse(ref, 50); err != nil {
+		t.Fatal(err)
+	}
+	if u := observe(t, c).Allocs[0].Use; u != nil {
+		t.Errorf("a starting allocation has a reading: %+v", u)
+	}
+	clock.Advance(time.Minute)
+	a := observe(t, c).Allocs[0]
+	if a.Use == nil || !a.Use.At.Equal(clock.Now()) || a.Use.Max() != 50 || len(a.Use.Percent) != 1 {
+		t.Fatalf("Use %+v, want [50] at %s", a.Use, clock.Now())
+	}
+	for _, bad := range [][]float64{{101}, {-1}, {1, 2}} {
+		if err := c.SetUse(ref, bad...); err == nil {
+			t.Errorf("SetUse(%v): no error", bad)
+		}
+	}
+	if err := c.SetUse(ref); err != nil {
+		t.Fatal(err)
+	}
+	if u := observe(t, c).Allocs[0].Use; u != nil {
+		t.Errorf("after SetUse with no value: %+v, want nil", u)
+	}
+	if err := c.SetUse(ref, 0); err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, c, drivers.Action{Kind: drivers.ActionStop, Workspace: ref})
+	if u := observe(t, c).Allocs[0].Use; u != nil {
+		t.Errorf("a stopping allocation has a reading: %+v", u)
+	}
+	clock.Advance(time.Hour)
+	mustApply(t, c, startAction(c, ref, 0, time.Minute))
+	clock.Advance(time.Minute)
+	if u := observe(t, c).Allocs[0].Use; u != nil {
+		t.Errorf("a new run has the last run's reading: %+v", u)
+	}
+}

@@ -100,6 +100,10 @@ type Server struct {
 	vars       map[key]*api.Variable
 	sched      api.SchedulerConfiguration
 
+	// use is each GPU's utilization in percent, by node ID and GPU ID,
+	// as /v1/client/stats reports it (SetGPUUse; 0 until set).
+	use map[[2]string]float64
+
 	// Token, when set, is the only ACL token accepted (403 otherwise).
 	token string
 	// failures maps "METHOD path" to queued injected failures.
@@ -135,6 +139,7 @@ func New(opts ...Option) *Server {
 		evals:      map[string]*api.Evaluation{},
 		vars:       map[key]*api.Variable{},
 		failures:   map[string][]failure{},
+		use:        map[[2]string]float64{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -604,6 +609,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.getNode(w, seg[1])
 	case seg[0] == "node" && len(seg) == 3 && seg[2] == "allocations" && r.Method == "GET":
 		s.nodeAllocs(w, seg[1])
+	case p == "client/stats" && r.Method == "GET":
+		s.clientStats(w, q.Get("node_id"))
 	case p == "client/metadata":
 		s.clientMeta(w, r)
 	case p == "namespaces" && r.Method == "GET":
@@ -730,6 +737,84 @@ func (s *Server) clientMeta(w http.ResponseWriter, r *http.Request) {
 	default:
 		text(w, 405, "Invalid method")
 	}
+}
+
+// SetGPUUse sets the utilization (percent) a GPU of a node reports in
+// the node's stats, as `echo 85 > DIR/gpus-K/GPU-…` does on the kit.
+func (s *Server) SetGPUUse(nodeID, gpuID string, percent float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.use[[2]string{nodeID, gpuID}] = percent
+}
+
+// clientStats answers GET /v1/client/stats?node_id=ID as a v1.6.5 agent
+// with the NVIDIA plugin does: the host's figures and, per device group,
+// each instance's stats ("GPU utilization", "Memory state", the time
+// measured); MIG instances report none. A node that is not ready has no
+// path (404), an unknown one neither.
+func (s *Server) clientStats(w http.ResponseWriter, id string) {
+	n := s.nodes[id]
+	switch {
+	case n == nil:
+		text(w, 404, "Unknown node "+id)
+		return
+	case n.n.Status != "ready":
+		text(w, 404, "No path to node")
+		return
+	}
+	now := s.now()
+	type statValue struct {
+		IntNumeratorVal   *int64   `json:",omitempty"`
+		IntDenominatorVal *int64   `json:",omitempty"`
+		Unit              string   `json:",omitempty"`
+		Desc              string   `json:",omitempty"`
+		FloatNumeratorVal *float64 `json:",omitempty"`
+	}
+	type stats struct {
+		Attributes map[string]*statValue
+		Nested     map[string]any
+	}
+	type instance struct {
+		Stats     *stats
+		Summary   *statValue
+		Timestamp time.Time
+	}
+	type group struct {
+		Vendor, Type, Name string
+		InstanceStats      map[string]*instance
+	}
+	groups := []*group{}
+	if r := n.n.NodeResources; r != nil {
+		for _, dev := range r.Devices {
+			if dev.Type != "gpu" || strings.Contains(dev.Name, " MIG ") {
+				continue
+			}
+			g := &group{Vendor: dev.Vendor, Type: dev.Type, Name: dev.Name, InstanceStats: map[string]*instance{}}
+			var total int64
+			if a := dev.Attributes["memory"]; a != nil && a.IntVal != nil {
+				total = *a.IntVal
+			}
+			for _, in := range dev.Instances {
+				if strings.HasPrefix(in.ID, "MIG-") {
+					continue
+				}
+				pct := int64(s.use[[2]string{id, in.ID}])
+				mem := &statValue{IntNumeratorVal: ptr(int64(0)), IntDenominatorVal: ptr(total), Unit: "MiB", Desc: "UsedMemory / TotalMemory"}
+				g.InstanceStats[in.ID] = &instance{Summary: mem, Timestamp: now.UTC(), Stats: &stats{Nested: map[string]any{}, Attributes: map[string]*statValue{
+					"GPU utilization": {IntNumeratorVal: &pct, Unit: "%", Desc: "Percent of time over the past sample period during which one or more kernels were executing on the GPU."},
+					"Memory state":    mem,
+				}}}
+			}
+			if len(g.InstanceStats) > 0 {
+				groups = append(groups, g)
+			}
+		}
+	}
+	writeJSON(w, 200, 0, map[string]any{
+		"CPU": []any{}, "CPUTicksConsumed": 0, "DeviceStats": groups, "DiskStats": []any{},
+		"Memory":    map[string]any{"Available": 24765833216, "Free": 24221057024, "Total": 25276166144, "Used": 186814464},
+		"Timestamp": now.UnixNano(), "Uptime": 56954,
+	})
 }
 
 func metaResponse(n *node) map[string]any {
