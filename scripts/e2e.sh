@@ -29,6 +29,8 @@ eval "$("$kit/up" -n 2 -g 4 -p "$port" ${E2E_ACL:+-A} "$dir")"
 trap '"$kit/down" "$dir" >/dev/null 2>&1 || true' EXIT
 echo "e2e: Nomad v${NOMAD_DEV_VERSION:-1.6.5} at $NOMAD_ADDR (2 nodes, 4 fake GPUs each${E2E_ACL:+, ACLs on})"
 export NOMAD_ADDR
+# E2E_ACL=1: ACLs on (up -A), the management token in NOMAD_TOKEN.
+[ -n "${E2E_ACL:-}" ] && export NOMAD_TOKEN && echo "e2e: ACLs on"
 # The bad-day tests fail GPUs and nodes of this cluster (its directory;
 # TestRealFollowedSnapshotEqualsFullRead stops a client in it),
 # and report what they measure to a file printed at the end.

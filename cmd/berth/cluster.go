@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/drivers/sim"
 	"github.com/berth-dev/berth/leader"
 )
@@ -27,6 +28,10 @@ type clusterOptions struct {
 	// RequestTimeout is --nomad-timeout: the deadline of each request to
 	// a real cluster (0: the driver's default).
 	RequestTimeout time.Duration
+	// GPUUse is how a real cluster's GPU utilization is sampled
+	// (--gpu-use, --gpu-use-interval, --gpu-use-rate); the sampler runs
+	// only where the command starts it (openedCluster.Sample).
+	GPUUse nomad.UseConfig
 }
 
 // openedCluster is a cluster ready for the loop.
@@ -44,6 +49,10 @@ type openedCluster struct {
 	// Watch, when not nil, signals changes in the cluster (nodes, jobs,
 	// allocations) so the loop reacts at once instead of at its interval.
 	Watch func(ctx context.Context) <-chan struct{}
+	// Sample, when not nil, starts sampling the GPUs' utilization in the
+	// background until ctx ends or Close (the loop's; one-shot commands
+	// do without: their allocations' Use is nil).
+	Sample func(ctx context.Context)
 	// Unreachable, when not empty, tells a person what to check when the
 	// cluster cannot be observed at all.
 	Unreachable string

@@ -23,6 +23,7 @@ var nomadScheme = clusterScheme{
 			return nil, err
 		}
 		cfg.RequestTimeout = opts.RequestTimeout
+		cfg.Use, cfg.Logger = opts.GPUUse, opts.Logger
 		if w := plainHTTPToken(cfg.Address, cfg.Token != ""); w != "" && opts.Logger != nil {
 			opts.Logger.Warn(w)
 		}
@@ -30,7 +31,7 @@ var nomadScheme = clusterScheme{
 		if err != nil {
 			return nil, err
 		}
-		return &openedCluster{Name: "nomad " + cfg.Address, Cluster: d, Store: d, Lease: d, Watch: d.Watch, Close: d.Close,
+		return &openedCluster{Name: "nomad " + cfg.Address, Cluster: d, Store: d, Lease: d, Watch: d.Watch, Sample: d.StartSampling, Close: d.Close,
 			Unreachable: "check that Nomad is running at " + cfg.Address + " and that NOMAD_ADDR (or --cluster nomad://HOST:PORT) names it"}, nil
 	},
 }

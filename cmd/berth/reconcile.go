@@ -97,6 +97,15 @@ they are dropped and counted). --commit-status github|gitlab posts each
 revision's commit status (success in force, failure refused, with the
 errors), with the token from $GITHUB_TOKEN or $GITLAB_TOKEN.
 
+On Nomad, berth reads each running workspace's GPU utilization, as the
+NVIDIA device plugin reports it, for berth status, explain, the dashboard
+and /metrics: each node that holds berth's running GPUs is read once per
+--gpu-use-interval (GET /v1/client/stats, one request per node, never one
+per workspace; the token needs node:read), at most --gpu-use-rate reads a
+second, apart from the cycles, which show the last reading. MIG instances
+report none; a node that does not answer is logged once and shows none
+until it does. --gpu-use=false turns it off.
+
 Give credentials in files or the environment, not in the --source URL
 (berth warns: ps shows it to every user); every credential in the URL is
 shown as *** in logs and the status.
@@ -119,6 +128,9 @@ shown as *** in logs and the status.
 	fl.DurationVar(&o.nomadTimeout, "nomad-timeout", nomad.DefaultRequestTimeout, "longest berth waits for Nomad to answer one request (a blocking query: its wait on top) before it cuts it and retries")
 	fl.DurationVar(&o.cycleTimeout, "cycle-timeout", reconcile.DefaultCycleTimeout, "longest one reconcile cycle may run before it is cut (what it applied is kept)")
 	fl.DurationVar(&o.healthMaxAge, "health-max-age", reconcile.DefaultHealthMaxAge, "/healthz answers 503 once the last successful cycle is older than this; when not given, twice --interval if that is longer")
+	fl.BoolVar(&o.gpuUse, "gpu-use", true, "read each running workspace's GPU utilization from Nomad (one request per node that holds its GPUs, never one per workspace) for the status, the dashboard and /metrics")
+	fl.DurationVar(&o.gpuUseInterval, "gpu-use-interval", nomad.DefaultUseInterval, "how often each node's GPU utilization is read (--gpu-use)")
+	fl.Float64Var(&o.gpuUseRate, "gpu-use-rate", nomad.DefaultUseRate, "most GPU utilization reads a second, spread evenly (--gpu-use): with more nodes than interval × rate, each is read every nodes/rate")
 	fl.DurationVar(&o.leaseTTL, "lease-ttl", leader.DefaultLeaseTTL, "time to live of the leader lease among replicas (Nomad); a dead leader is replaced within it; 0: no election (only one berth may run)")
 	o.sf.add(fl)
 	o.prune.add(fl)
@@ -149,6 +161,10 @@ type reconcileOptions struct {
 	// cpuProfile: --cpuprofile, the file the run's CPU profile goes to.
 	cpuProfile string
 	notify     notifyFlags
+	// GPU utilization: --gpu-use, --gpu-use-interval, --gpu-use-rate.
+	gpuUse         bool
+	gpuUseInterval time.Duration
+	gpuUseRate     float64
 }
 
 // runReconcile is berth reconcile's body: check the command line, open
@@ -184,7 +200,8 @@ func runReconcile(cmd *cobra.Command, o reconcileOptions) error {
 	}
 
 	// 2. The cluster, then the specs and the webhook that announces them.
-	c, err := openCluster(ctx, o.cluster, clusterOptions{SimSpeed: o.simSpeed, Logger: log, RequestTimeout: o.nomadTimeout})
+	c, err := openCluster(ctx, o.cluster, clusterOptions{SimSpeed: o.simSpeed, Logger: log, RequestTimeout: o.nomadTimeout,
+		GPUUse: nomad.UseConfig{Off: !o.gpuUse, Interval: o.gpuUseInterval, Rate: o.gpuUseRate}})
 	if err != nil {
 		return err
 	}
@@ -266,6 +283,12 @@ func (o *reconcileOptions) check() error {
 	if err := o.notify.check(o.source); err != nil {
 		return err
 	}
+	if o.gpuUseInterval < time.Second {
+		return usagef("--gpu-use-interval %s: read each node at most once a second (default %s); --gpu-use=false turns the reading off", o.gpuUseInterval, nomad.DefaultUseInterval)
+	}
+	if !(o.gpuUseRate > 0) {
+		return usagef("--gpu-use-rate %v: want requests a second above 0 (default %v); --gpu-use=false turns the reading off", o.gpuUseRate, nomad.DefaultUseRate)
+	}
 	if o.leaseTTL != 0 && o.leaseTTL < time.Second {
 		return usagef("--lease-ttl %s: the leader lease must live at least 1s (default %s), or 0 to run without an election", o.leaseTTL, leader.DefaultLeaseTTL)
 	}
@@ -287,6 +310,9 @@ func (o *reconcileOptions) loopConfig(ctx context.Context, c *openedCluster, src
 	if c.Watch != nil {
 		// The cluster's changes start cycles but never cut a backoff short.
 		cfg.ClusterChanges = c.Watch(ctx)
+	}
+	if c.Sample != nil {
+		c.Sample(ctx) // stopped by ctx, and waited for by c.Close
 	}
 	if hook != nil {
 		cfg.Debounce = 10 * time.Millisecond // a push is whole: no need to wait for quiet
