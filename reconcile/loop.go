@@ -678,6 +678,10 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 			}
 		}
 		st.Endpoints = endpoints(spec, own)
+		st.GPUUse = nil
+		if st.State == view.StateRunning {
+			st.GPUUse = view.UseOf(own)
+		}
 		rec.status = st
 		l.records[ref] = rec
 	}

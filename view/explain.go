@@ -2,6 +2,7 @@ package view
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -98,10 +99,39 @@ func Explain(ws WorkspaceStatus, history []Transition, now time.Time) []string {
 	if s := runTimeText(ws.RunTime); s != "" {
 		out = append(out, s)
 	}
+	if s := useText(ws.GPUUse, ws.GPUs); s != "" {
+		out = append(out, s)
+	}
 	if c := connectText(ws.Endpoints); c != "" {
 		out = append(out, "Connect: "+c+".")
 	}
 	return out
+}
+
+// useText says how busy its GPUs are, from the last reading.
+func useText(u *GPUUseStatus, gpus []string) string {
+	if u == nil {
+		return ""
+	}
+	at := u.At.UTC().Format("15:04:05")
+	s := fmt.Sprintf("GPU utilization: %s", Percent(u.MaxPercent))
+	if u.GPUs > 1 {
+		s = fmt.Sprintf("GPU utilization: %s at most over its %d GPUs, %s on average", Percent(u.MaxPercent), u.GPUs, Percent(u.MeanPercent))
+	}
+	s += ", read at " + at
+	if n := len(gpus) - u.GPUs; n > 0 {
+		s += fmt.Sprintf(" (%d of its GPUs report none)", n)
+	}
+	return s + "."
+}
+
+// Percent writes a utilization as people read it: a whole percent,
+// "<1%" for a GPU busy less than one percent of the time but not idle.
+func Percent(p float64) string {
+	if p > 0 && p < 0.5 {
+		return "<1%"
+	}
+	return strconv.Itoa(int(math.Round(p))) + "%"
 }
 
 // endText tells how its last run that berth did not stop ended, when it

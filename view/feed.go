@@ -2,6 +2,7 @@ package view
 
 import (
 	"encoding/json"
+	"math"
 	"slices"
 	"time"
 )
@@ -109,7 +110,19 @@ func sameWorkspace(a, b *WorkspaceStatus) bool {
 		slices.Equal(a.Endpoints, b.Endpoints) &&
 		(a.RunTime == nil) == (b.RunTime == nil) && (a.RunTime == nil || *a.RunTime == *b.RunTime) &&
 		(a.LikelyStart == nil) == (b.LikelyStart == nil) && (a.LikelyStart == nil || sameLikely(a.LikelyStart, b.LikelyStart)) &&
-		(a.LastEnd == nil) == (b.LastEnd == nil) && (a.LastEnd == nil || sameEnd(a.LastEnd, b.LastEnd))
+		(a.LastEnd == nil) == (b.LastEnd == nil) && (a.LastEnd == nil || sameEnd(a.LastEnd, b.LastEnd)) &&
+		sameUse(a.GPUUse, b.GPUUse)
+}
+
+// sameUse compares two GPU utilization readings as the dashboard shows
+// them: whole percents and the GPUs read, not when they were measured,
+// so that a fleet's new readings, every sampling interval, send only the
+// workspaces whose figures moved.
+func sameUse(a, b *GPUUseStatus) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return math.Round(a.MaxPercent) == math.Round(b.MaxPercent) && math.Round(a.MeanPercent) == math.Round(b.MeanPercent) && a.GPUs == b.GPUs
 }
 
 // sameEnd compares two ends (their times by Equal).

@@ -35,6 +35,8 @@ func TestSameWorkspaceCoversEveryField(t *testing.T) {
 			f.Set(reflect.ValueOf(&LikelyStart{Known: true}))
 		case *EndStatus:
 			f.Set(reflect.ValueOf(&EndStatus{Class: "node-fault"}))
+		case *GPUUseStatus:
+			f.Set(reflect.ValueOf(&GPUUseStatus{MaxPercent: 85, MeanPercent: 85, GPUs: 1}))
 		default:
 			t.Fatalf("WorkspaceStatus.%s: a type this test does not know; teach it and sameWorkspace", v.Type().Field(i).Name)
 		}

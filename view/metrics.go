@@ -40,6 +40,11 @@ type Metrics struct {
 	quotaCPU, usedCPU, borrowedCPU *prometheus.GaugeVec
 	quotaMem, usedMem, borrowedMem *prometheus.GaugeVec
 
+	// GPU utilization: per project, the mean over the GPUs read; per
+	// workspace (use), the highest of its GPUs, built at scrape time.
+	projectUse *prometheus.GaugeVec
+	use        *useCollector
+
 	mu      sync.Mutex // guards the revision series and the leader gauge
 	refused string     // the revision of the refused series
 	leader  prometheus.Collector
@@ -118,14 +123,47 @@ func NewMetrics() *Metrics {
 		moves: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_moves_total", Help: "Workspaces moved off a draining or lost node or a failing GPU (Running to Moving), by the workspace's tier.",
 		}, []string{"tier"}),
+		projectUse: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "berth_project_gpu_utilization_percent", Help: "The mean utilization of the GPUs a project's running workspaces hold, over those read (the last reading of each); no series while none is read.",
+		}, []string{"project", "tier"}),
+		use: &useCollector{desc: prometheus.NewDesc("berth_workspace_gpu_utilization_percent",
+			"The utilization of a running workspace's busiest GPU, at the last reading (only workspaces with a reading have a series).",
+			[]string{"project", "workspace"}, nil)},
 	}
 	for _, c := range []drivers.EndClass{drivers.EndTaskFailed, drivers.EndNodeFault} {
 		m.failures.WithLabelValues(c.String()) // both series from the start, at 0
 	}
 	m.Registry.MustRegister(m.decisions, m.preemptions, m.failures, m.pending, m.states, m.duration, m.cycles, m.revisions,
 		m.quota, m.used, m.borrowed, m.waiting, m.oldestWait, m.workLost, m.waits, m.moves,
-		m.quotaCPU, m.usedCPU, m.borrowedCPU, m.quotaMem, m.usedMem, m.borrowedMem)
+		m.quotaCPU, m.usedCPU, m.borrowedCPU, m.quotaMem, m.usedMem, m.borrowedMem, m.projectUse, m.use)
 	return m
+}
+
+// useCollector serves berth_workspace_gpu_utilization_percent from the
+// values of the last cycle: one series per running workspace with a
+// reading (at most one per GPU the cluster has: 10,000 series at 10,000
+// one-GPU workspaces), built when scraped rather than set in a GaugeVec
+// each cycle.
+type useCollector struct {
+	desc *prometheus.Desc
+	mu   sync.Mutex
+	rows []useRow
+}
+
+type useRow struct {
+	project, workspace string
+	percent            float64
+}
+
+func (c *useCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *useCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	rows := c.rows
+	c.mu.Unlock()
+	for _, r := range rows {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, r.percent, r.project, r.workspace)
+	}
 }
 
 // Leader exports whether this replica leads (berth_leader, 1 or 0), as
@@ -237,7 +275,7 @@ func (m *Metrics) Revision(id string, valid bool) {
 func (m *Metrics) ObserveStatus(workspaces iter.Seq[*WorkspaceStatus], projects []ProjectStatus, now time.Time) {
 	m.pending.Reset()
 	m.states.Reset()
-	for _, g := range []*prometheus.GaugeVec{m.quota, m.used, m.borrowed, m.waiting, m.oldestWait, m.quotaCPU, m.usedCPU, m.borrowedCPU, m.quotaMem, m.usedMem, m.borrowedMem} {
+	for _, g := range []*prometheus.GaugeVec{m.quota, m.used, m.borrowed, m.waiting, m.oldestWait, m.quotaCPU, m.usedCPU, m.borrowedCPU, m.quotaMem, m.usedMem, m.borrowedMem, m.projectUse} {
 		g.Reset()
 	}
 	tiers := make(map[string]string, len(projects))
@@ -274,8 +312,21 @@ func (m *Metrics) ObserveStatus(workspaces iter.Seq[*WorkspaceStatus], projects 
 		m.waits.WithLabelValues(p.Tier)
 	}
 	oldest := map[string]time.Duration{}
+	var rows []useRow
+	type sum struct {
+		percent float64
+		gpus    int
+	}
+	projectUse := map[string]sum{}
 	for w := range workspaces {
 		m.states.WithLabelValues(string(w.State)).Inc()
+		if u := w.GPUUse; u != nil && w.State == StateRunning {
+			rows = append(rows, useRow{project: w.Project, workspace: w.Name, percent: u.MaxPercent})
+			s := projectUse[w.Project]
+			s.percent += u.MeanPercent * float64(u.GPUs)
+			s.gpus += u.GPUs
+			projectUse[w.Project] = s
+		}
 		if w.State == StatePending {
 			reason := w.ReasonKind
 			if reason == "" {
@@ -293,4 +344,12 @@ func (m *Metrics) ObserveStatus(workspaces iter.Seq[*WorkspaceStatus], projects 
 			m.oldestWait.WithLabelValues(w.Project, tier).Set(d.Seconds())
 		}
 	}
+	for p, s := range projectUse {
+		if tier, ok := tiers[p]; ok && s.gpus > 0 {
+			m.projectUse.WithLabelValues(p, tier).Set(s.percent / float64(s.gpus))
+		}
+	}
+	m.use.mu.Lock()
+	m.use.rows = rows
+	m.use.mu.Unlock()
 }

@@ -111,6 +111,10 @@ func (w WorkspaceStatus) clone() WorkspaceStatus {
 		e := *w.LastEnd
 		w.LastEnd = &e
 	}
+	if w.GPUUse != nil {
+		u := *w.GPUUse
+		w.GPUUse = &u
+	}
 	return w
 }
 

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/leader"
 	"github.com/berth-dev/berth/schema"
 	"github.com/berth-dev/berth/source"
@@ -239,6 +240,51 @@ type WorkspaceStatus struct {
 	// LastEnd is how its last run that berth did not stop ended, with
 	// its class (drivers.EndClass); absent when none has.
 	LastEnd *EndStatus `json:"lastEnd,omitempty"`
+	// GPUUse is the last reading of its GPUs' utilization, while it runs
+	// and the driver has one (drivers.Alloc.Use); absent otherwise.
+	GPUUse *GPUUseStatus `json:"gpuUse,omitempty"`
+}
+
+// GPUUseStatus is the last reading of a running workspace's GPU
+// utilization, over the GPUs of all its replicas that report one.
+type GPUUseStatus struct {
+	// At is when the oldest of the readings was measured (the
+	// cluster's clock).
+	At time.Time `json:"at"`
+	// MaxPercent and MeanPercent are the highest and the mean
+	// utilization of the GPUs read, 0–100.
+	MaxPercent  float64 `json:"maxPercent"`
+	MeanPercent float64 `json:"meanPercent"`
+	// GPUs is how many of its GPUs were read (the others report none:
+	// MIG instances, a GPU the device plugin could not read).
+	GPUs int `json:"gpus"`
+}
+
+// UseOf sums up the readings of a workspace's allocations
+// (drivers.Alloc.Use): nil when none has one.
+func UseOf(allocs []drivers.Alloc) *GPUUseStatus {
+	var u *GPUUseStatus
+	sum := 0.0
+	for _, a := range allocs {
+		if a.Use == nil || len(a.Use.Percent) == 0 {
+			continue
+		}
+		if u == nil {
+			u = &GPUUseStatus{At: a.Use.At, MaxPercent: -1}
+		}
+		if a.Use.At.Before(u.At) {
+			u.At = a.Use.At
+		}
+		for _, p := range a.Use.Percent {
+			u.MaxPercent = max(u.MaxPercent, p)
+			sum += p
+			u.GPUs++
+		}
+	}
+	if u != nil {
+		u.MeanPercent = sum / float64(u.GPUs)
+	}
+	return u
 }
 
 // EndStatus is how a run ended without berth stopping it.

@@ -339,7 +339,7 @@ function drawProjects() {
     for (const w of mine.slice(0, MAX_CHIPS)) {
       chips.append(el("a", { class: "ws", href: "#/ws/" + w.project + "/" + w.name, "data-workspace": w.project + "/" + w.name, "data-state": w.state, title: w.reason || w.state },
         el("i", { class: "dot", style: "background:" + color }), w.name,
-        w.gpuKind ? el("span", { class: "gpu-kind", title: "GPU kind", text: w.gpuKind }) : null, stateBadge(w.state)));
+        w.gpuKind ? el("span", { class: "gpu-kind", title: "GPU kind", text: w.gpuKind }) : null, stateBadge(w.state), useChip(w.gpuUse)));
     }
     // The counts are the server's: a large tree's state holds only the
     // workspaces shown.
@@ -442,6 +442,7 @@ async function loadWorkspace(ref) {
     el("span", { text: "work lost " + dur(w.workLostSeconds) }),
     w.decision ? el("span", { text: "decision: " + w.decision }) : null,
     endFigure(w.lastEnd),
+    useFigure(w.gpuUse, (w.gpus || []).length),
     likelyFigure(w.likelyStart),
     w.runTime ? el("span", { class: "run-time", text: "expected run " + dur(w.runTime.medianSeconds) +
       (w.runTime.lowSeconds !== w.runTime.highSeconds ? " (" + dur(w.runTime.lowSeconds) + "–" + dur(w.runTime.highSeconds) + ")" : "") +
@@ -474,6 +475,25 @@ function endFigure(e) {
   if (e.node) t += " on " + e.node;
   if (e.attempts > 1) t += " (" + e.attempts + " in a row)";
   return el("span", { class: "last-end " + e.class, text: t });
+}
+
+// pct: a utilization as a whole percent ("<1%" when busy but below one).
+function pct(p) {
+  return p > 0 && p < 0.5 ? "<1%" : Math.round(p) + "%";
+}
+// useChip: a running workspace's GPU utilization on its chip (its busiest
+// GPU's, at the last reading); idle (0%) stands out.
+function useChip(u) {
+  if (!u) return null;
+  const title = `GPU utilization: ${pct(u.maxPercent)} at most, ${pct(u.meanPercent)} on average over ${u.gpus} GPU${u.gpus === 1 ? "" : "s"}, read at ${clock(u.at)}`;
+  return el("span", { class: "gpu-use" + (Math.round(u.maxPercent) === 0 ? " idle" : ""), title, text: pct(u.maxPercent) });
+}
+function useFigure(u, held) {
+  if (!u) return null;
+  let t = "GPU utilization " + pct(u.maxPercent);
+  if (u.gpus > 1) t += " at most, " + pct(u.meanPercent) + " on average over " + u.gpus + " GPUs";
+  if (held > u.gpus) t += " (" + (held - u.gpus) + " report none)";
+  return el("span", { class: "gpu-use-figure", text: t + ", read at " + clock(u.at) });
 }
 
 function likelyFigure(l) {
