@@ -3,7 +3,7 @@
 # (docs/benchmarks.md keeps the last measured ones, each with its command).
 #   validate (issue 2), decide (issue 3), the baselines simulate compares
 #   against (issue 7), one reconcile cycle (issues 4 and 8), Nomad observe
-#   (issue 5), berth validate against cue vet (issue 2), the whole
+#   (issue 5), GPU utilization sampling at 10,000 workspaces (issue 38), berth validate against cue vet (issue 2), the whole
 #   Philly trace replayed under four policies (issue 7, under two minutes
 #   on 2 cores), the same trace three times over, a year (issue 40),
 #   berth apply against a real Nomad, and berth at fleet size
@@ -18,7 +18,7 @@ if [ "${BENCH:-}" = quick ]; then
 		./load/... ./policies/... ./replay/baseline/ ./reconcile/
 	exit 0
 fi
-go test -run '^$' -bench 'BenchmarkValidate|BenchmarkLargeDocument|BenchmarkDecide|BenchmarkFIFO|BenchmarkNomad|BenchmarkQuota|BenchmarkOnce|BenchmarkDryRunFleet|BenchmarkObserve|BenchmarkSaveHistory|BenchmarkWebhookApply|BenchmarkPredictAll|BenchmarkDirSourceRead|BenchmarkReadLoadOneFileChanged|BenchmarkFileCacheOneFileChanged|BenchmarkPrintWorkspaces' -benchmem -timeout 60m \
+go test -run '^$' -bench 'BenchmarkValidate|BenchmarkLargeDocument|BenchmarkDecide|BenchmarkFIFO|BenchmarkNomad|BenchmarkQuota|BenchmarkOnce|BenchmarkDryRunFleet|BenchmarkObserve|BenchmarkSaveHistory|BenchmarkUseRound|BenchmarkUseAttach|BenchmarkWebhookApply|BenchmarkPredictAll|BenchmarkDirSourceRead|BenchmarkReadLoadOneFileChanged|BenchmarkFileCacheOneFileChanged|BenchmarkPrintWorkspaces' -benchmem -timeout 60m \
 	./load/... ./policies/... ./replay/baseline/ ./reconcile/... ./drivers/nomad/ ./source/ ./cmd/berth/
 # The decision's growth between sizes (must stay within n log n).
 BERTH_GROWTH=1 go test -count=1 -run '^TestDecideGrowth$' -v ./policies | grep -v '^=== RUN'

@@ -749,8 +749,8 @@ func (s *Server) SetGPUUse(nodeID, gpuID string, percent float64) {
 
 // clientStats answers GET /v1/client/stats?node_id=ID as a v1.6.5 agent
 // with the NVIDIA plugin does: the host's figures and, per device group,
-// each instance's stats ("GPU utilization", "Memory state", the time
-// measured); MIG instances report none. A node that is not ready has no
+// each instance's stats (the plugin's eleven: "GPU utilization",
+// "Memory state", …, and the time measured); MIG instances report none. A node that is not ready has no
 // path (404), an unknown one neither.
 func (s *Server) clientStats(w http.ResponseWriter, id string) {
 	n := s.nodes[id]
@@ -800,9 +800,20 @@ func (s *Server) clientStats(w http.ResponseWriter, id string) {
 				}
 				pct := int64(s.use[[2]string{id, in.ID}])
 				mem := &statValue{IntNumeratorVal: ptr(int64(0)), IntDenominatorVal: ptr(total), Unit: "MiB", Desc: "UsedMemory / TotalMemory"}
+				// Every attribute the NVIDIA plugin reports, so that an
+				// answer is the size of a real node's.
 				g.InstanceStats[in.ID] = &instance{Summary: mem, Timestamp: now.UTC(), Stats: &stats{Nested: map[string]any{}, Attributes: map[string]*statValue{
-					"GPU utilization": {IntNumeratorVal: &pct, Unit: "%", Desc: "Percent of time over the past sample period during which one or more kernels were executing on the GPU."},
-					"Memory state":    mem,
+					"GPU utilization":     {IntNumeratorVal: &pct, Unit: "%", Desc: "Percent of time over the past sample period during which one or more kernels were executing on the GPU."},
+					"Memory state":        mem,
+					"Power usage":         {IntNumeratorVal: ptr(int64(70)), IntDenominatorVal: ptr(int64(700)), Unit: "W", Desc: "Power usage for this GPU in watts and its associated circuitry (e.g. memory) / Maximum GPU Power"},
+					"Memory utilization":  {IntNumeratorVal: ptr(int64(0)), Unit: "%", Desc: "Percentage of bandwidth used during the past sample period"},
+					"Encoder utilization": {IntNumeratorVal: ptr(int64(0)), Unit: "%", Desc: "Percent of time over the past sample period during which GPU Encoder was used"},
+					"Decoder utilization": {IntNumeratorVal: ptr(int64(0)), Unit: "%", Desc: "Percent of time over the past sample period during which GPU Decoder was used"},
+					"Temperature":         {IntNumeratorVal: ptr(int64(34)), Unit: "C", Desc: "Temperature of the Unit"},
+					"BAR1 buffer state":   {IntNumeratorVal: ptr(int64(2)), IntDenominatorVal: ptr(int64(131072)), Unit: "MiB", Desc: "UsedBAR1 / TotalBAR1"},
+					"ECC L1 errors":       {IntNumeratorVal: ptr(int64(0)), Unit: "#", Desc: "Requested L1Cache error counter for the device"},
+					"ECC L2 errors":       {IntNumeratorVal: ptr(int64(0)), Unit: "#", Desc: "Requested L2Cache error counter for the device"},
+					"ECC memory errors":   {IntNumeratorVal: ptr(int64(0)), Unit: "#", Desc: "Requested memory error counter for the device"},
 				}}}
 			}
 			if len(g.InstanceStats) > 0 {
