@@ -16,7 +16,7 @@ namespace "*" {
 }
 
 node {
-  policy = "read"
+  policy = "read" # the nodes, and their GPUs' utilization (/v1/client/stats)
 }
 
 operator {
