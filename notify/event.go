@@ -113,6 +113,9 @@ func workspaceEvent(e view.Event, m *view.Model) (Event, bool) {
 	if e.PreemptedBy != nil {
 		out.PreemptedBy = e.PreemptedBy.String()
 	}
+	if name == schema.EventIdle && e.To == view.StateRunning {
+		out.Next = "it runs on: its idle rule only reports; stop it, or put its GPUs to work, to free them for others"
+	}
 	if name == schema.EventPreempted && e.Grace > 0 {
 		out.Next = fmt.Sprintf("it has %s to checkpoint, then waits in the queue and resumes from its checkpoint when GPUs free up", text.Duration(e.Grace.D()))
 	}
@@ -122,6 +125,15 @@ func workspaceEvent(e view.Event, m *view.Model) (Event, bool) {
 		}
 	}
 	return out, true
+}
+
+// didOf says what happened to e's workspace, in words: its kind's, but
+// for idle GPUs an idle rule only reports (the workspace runs on).
+func didOf(e Event) string {
+	if e.Event == schema.EventIdle && e.State == string(view.StateRunning) {
+		return "has had idle GPUs"
+	}
+	return kinds[e.Event].did
 }
 
 // refOf parses "project/name".

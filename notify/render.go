@@ -161,7 +161,7 @@ func slackLine(e Event) string {
 		if e.Owner != "" {
 			fmt.Fprintf(&sb, " (%s)", slackEscape(e.Owner))
 		}
-		sb.WriteString(" " + k.did)
+		sb.WriteString(" " + didOf(e))
 		if e.PreemptedBy != "" {
 			sb.WriteString(" by " + slackEscape(e.PreemptedBy))
 		}

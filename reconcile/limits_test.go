@@ -71,3 +71,67 @@ func TestTimeLimitStopsOnce(t *testing.T) {
 
 // sim30s is the slack of a stop: the sim's checkpoint grace.
 const sim30s = 30 * time.Second
+
+// TestIdleStopsAfterItsRule: a workspace whose GPUs read busy runs on;
+// once every GPU reads idle for its rule's after, it is stopped with its
+// checkpoint grace, Stopped with the idle end, and not started again;
+// a rule that only reports says so once, as a transition, and it runs on.
+func TestIdleStopsAfterItsRule(t *testing.T) {
+	for _, action := range []schema.IdleAction{schema.IdleStop, schema.IdleReport} {
+		t.Run(string(action), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h, ref, _ := newEditedHarness(t, func(w *schema.Workspace) {
+					w.Spec.Idle = schema.IdleRule{After: 10 * time.Minute, Below: 5, Action: action}
+				})
+				cycle := func(n int) {
+					for range n {
+						h.sleep(time.Minute)
+						h.loop.Once(t.Context())
+					}
+				}
+				if err := h.cluster.SetUse(ref, 85); err != nil {
+					t.Fatal(err)
+				}
+				cycle(20)
+				if st := h.status(t, ref); st.State != view.StateRunning {
+					t.Fatalf("busy: %s (%s); want Running", st.State, st.Reason)
+				}
+				if err := h.cluster.SetUse(ref, 2); err != nil {
+					t.Fatal(err)
+				}
+				cycle(9)
+				if st := h.status(t, ref); st.State != view.StateRunning {
+					t.Fatalf("idle 9m of its 10m: %s (%s); want Running", st.State, st.Reason)
+				}
+				applied := len(h.cluster.Applied())
+				cycle(3)
+				st := h.status(t, ref)
+				detail, _ := h.loop.Workspace(ref)
+				if action == schema.IdleReport {
+					told := 0
+					for _, tr := range detail.History {
+						if tr.From == view.StateRunning && tr.To == view.StateRunning && strings.HasPrefix(tr.Reason, "idle:") {
+							told++
+						}
+					}
+					cycle(5)
+					if st.State != view.StateRunning || told != 1 || len(h.cluster.Applied()) != applied {
+						t.Errorf("report: %s, told %d times, %d actions; want Running, told once, no action", st.State, told, len(h.cluster.Applied())-applied)
+					}
+					return
+				}
+				if st.State != view.StateStopped || st.ReasonKind != "idle" || st.LastEnd == nil || st.LastEnd.Class != "idle" {
+					t.Fatalf("idle 12m of its 10m: %s (%s) %q, end %+v; want Stopped idle", st.State, st.ReasonKind, st.Reason, st.LastEnd)
+				}
+				if last := h.cluster.Applied()[len(h.cluster.Applied())-1]; last.Kind != drivers.ActionStop || !strings.HasPrefix(last.Reason, "idle: every GPU under 5%") {
+					t.Errorf("last action %+v; want a stop for idle GPUs", last)
+				}
+				stopped := len(h.cluster.Applied())
+				cycle(10)
+				if st := h.status(t, ref); st.State != view.StateStopped || len(h.cluster.Applied()) != stopped {
+					t.Errorf("after: %s (%s), %d more actions; want Stopped, none", st.State, st.Reason, len(h.cluster.Applied())-stopped)
+				}
+			})
+		})
+	}
+}

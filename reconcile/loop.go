@@ -658,6 +658,20 @@ func (l *Loop) record(set *schema.Set, snap *drivers.Snapshot, d policies.Decisi
 				st.LastEnd.RanFor = view.Seconds(max(0, now.Sub(rec.status.Since)))
 			}
 		}
+		if wd := decisions[ref]; wd != nil && wd.Verdict == policies.VerdictRun && wd.Reason.Kind == policies.ReasonIdle && st.State == view.StateRunning {
+			// Idle, and its rule only reports: said once a run, as a
+			// transition to the state it stays in.
+			if !rec.idleTold {
+				t := view.Transition{At: now, From: prev, To: st.State, Reason: wd.Reason.Message, Node: st.Node,
+					GPUs: slices.Clone(st.GPUs), Progress: st.Progress, WorkLost: st.WorkLost}
+				rec.history = append(rec.history, t)
+				out = append(out, view.WorkspaceTransition{Workspace: ref, Transition: t})
+				l.logTransition(ref, t)
+				rec.idleTold = true
+			}
+		} else if len(own) == 0 || st.State != view.StateRunning {
+			rec.idleTold = false
+		}
 		if st.ReasonKind == view.ReasonWaiting && (st.Reason != rec.status.Reason || prev != view.StateStarting) {
 			l.log.Warn("workspace waits to start: "+st.Reason, "workspace", ref.String(), "node", st.Node)
 		}

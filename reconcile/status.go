@@ -27,6 +27,10 @@ type record struct {
 	// since).
 	faults  int
 	endSeen bool
+	// idleTold: its idle rule, which only reports, has said so in this
+	// run (a Running → Running transition, once: the timeline's and the
+	// notifications' "idle").
+	idleTold bool
 	// journal is its last journal encoding and journalSig what it was
 	// made from (journal.go).
 	journal    json.RawMessage

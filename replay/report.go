@@ -394,7 +394,7 @@ func (r *Report) writeTable(w io.Writer) error {
 	row("jobs completed", func(p PolicyResult) string { return thousands(p.Completed) })
 	if slices.ContainsFunc(r.Policies, func(p PolicyResult) bool { return p.LimitStopped > 0 }) {
 		row("stopped at time limit", func(p PolicyResult) string {
-			return fmt.Sprintf("%s (%.0f GPU-h undone)", thousands(p.LimitStopped), p.LimitWorkHours)
+			return fmt.Sprintf("%s (%s GPU-h undone)", thousands(p.LimitStopped), thousands(int(math.Round(p.LimitWorkHours))))
 		})
 	}
 	row("utilization (busy period)", func(p PolicyResult) string { return pct(p.Utilization) })

@@ -151,8 +151,11 @@ type Event struct {
 func eventKind(t Transition) string {
 	switch t.To {
 	case StateRunning:
-		if strings.HasPrefix(t.Reason, "resumed") {
+		switch {
+		case strings.HasPrefix(t.Reason, "resumed"):
 			return "resumed"
+		case t.From == StateRunning && strings.HasPrefix(t.Reason, "idle:"):
+			return "idle" // an idle rule that only reports
 		}
 		return "started"
 	case StatePreempting:
