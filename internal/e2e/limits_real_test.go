@@ -9,13 +9,17 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
+	"github.com/berth-dev/berth/internal/realnomad"
+	"github.com/berth-dev/berth/reconcile"
+	"github.com/berth-dev/berth/source"
 	"github.com/berth-dev/berth/view"
 )
 
-// Time limits on a real Nomad (issue 38): a workspace that runs its
-// maxRuntime is stopped by berth within a cycle of the limit, with its
-// checkpoint signal and grace, is Stopped at its time limit (never
-// Failed), and is not started again; a spec change runs it again.
+// Time limits and idle GPUs on a real Nomad (issue 38): a workspace that
+// runs its maxRuntime, or whose GPUs stay idle for its idle rule's after,
+// is stopped by berth with its checkpoint signal and grace, is Stopped
+// with its end (never Failed), and is not started again until its spec
+// changes.
 
 // TestRealTimeLimitStopsWithCheckpoint: a workspace limited to 15 s of
 // run, whose task saves its work on SIGTERM, is stopped within a cycle
@@ -89,4 +93,70 @@ func TestRealTimeLimitStopsWithCheckpoint(t *testing.T) {
 	// change the task) runs it again, its clock started again.
 	r.write("limited.yaml", strings.Replace(spec, "sleep 3600", "sleep 3601", 1))
 	r.until(30*time.Second, "limited runs again after its spec changed", r.running("limited"))
+}
+
+// TestRealIdleNotebookStopped: with an idle rule of 12 s under 5%, a
+// notebook whose GPU reads 0% is stopped with its checkpoint grace once
+// its readings have been idle that long, Stopped with the idle end and
+// not started again; a busy one (85%) runs on. Readings every 3 s.
+func TestRealIdleNotebookStopped(t *testing.T) {
+	kit := realnomad.KitDir(t)
+	r := newRealLoop(t)
+	r.d = useDriver(t, "")
+	l, err := reconcile.New(reconcile.Config{Source: source.DirSource{Dir: r.dir}, Cluster: r.d, Store: r.d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.loop = l
+	snap, err := r.d.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range snap.Nodes {
+		for _, g := range n.GPUs {
+			if g.Model == "H100-fake" {
+				setUse(t, kit, n.Name, g.ID, 0)
+			}
+		}
+	}
+	r.d.StartSampling(ctx)
+	r.saved = filepath.Join(t.TempDir(), "saved")
+	r.write("tiers.yaml", realTiers)
+	idle := "  idle: {after: 12s, below: 5}\n"
+	r.write("notebook.yaml", realWorkspace("notebook", 1, fmt.Sprintf("trap 'sleep 1; echo saved >> %s; exit 0' TERM; sleep 3600 & wait", r.saved))+idle)
+	r.write("busy.yaml", realWorkspace("busy", 1, "sleep 3600")+idle)
+	r.until(30*time.Second, "both run", r.running("notebook", "busy"))
+	busy := r.state("busy")
+	setUse(t, kit, busy.Node, busy.GPUs[0], 85)
+	began := time.Now()
+	r.until(60*time.Second, "the notebook is stopped idle", func() bool {
+		if st := r.state("busy"); st.State != view.StateRunning {
+			t.Fatalf("busy is %s (%s); a busy workspace runs on", st.State, st.Reason)
+		}
+		return r.state("notebook").State == view.StateStopped
+	})
+	took := time.Since(began)
+	st := r.state("notebook")
+	if st.ReasonKind != "idle" || !strings.HasPrefix(st.Reason, "idle: every GPU under 5%") || st.LastEnd == nil || st.LastEnd.Class != "idle" {
+		t.Errorf("notebook is %s (%s) %q, end %+v; want Stopped idle", st.State, st.ReasonKind, st.Reason, st.LastEnd)
+	}
+	if took < 12*time.Second {
+		t.Errorf("stopped %s after it ran, idle; want at least its after (12s)", took.Round(time.Millisecond))
+	}
+	r.until(20*time.Second, "the notebook checkpoints as it stops", func() bool {
+		b, _ := os.ReadFile(r.saved)
+		return strings.Contains(string(b), "saved")
+	})
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
+		res, _ := r.loop.Once(ctx)
+		for _, a := range res.Applied {
+			if a.Kind == drivers.ActionStart && a.Workspace == r.ref("notebook") {
+				t.Fatalf("the notebook started again without a spec change: %+v", a)
+			}
+		}
+	}
+	if st := r.state("busy"); st.State != view.StateRunning {
+		t.Errorf("busy is %s (%s); want Running", st.State, st.Reason)
+	}
+	realnomad.Report(t, "idle rule (after 12s, readings every %s): the notebook (0%% from its start) stopped %.1fs after both ran; the busy one (85%%) ran on", useInterval, took.Seconds())
 }
