@@ -96,17 +96,17 @@ spec:
 		t.Fatalf("FS: %v %v", err, diags)
 	}
 	train := set.Workspace(schema.Ref{Project: "ml", Name: "train"})
-	if got, want := set.MaxRuntime(train), (schema.RuntimeLimit{Max: 24 * time.Hour, From: "tier low's"}); got != want {
+	if got, want := set.MaxRuntime(train), (schema.RuntimeLimit{Max: 24 * time.Hour, From: schema.Level{Kind: "tier", Name: "low"}}); got != want {
 		t.Errorf("train's time limit = %+v, want %+v", got, want)
 	}
-	if got, want := set.Idle(train), (schema.ResolvedIdle{After: 2 * time.Hour, Below: 10, Action: schema.IdleStop, From: "project ml's"}); got != want {
+	if got, want := set.Idle(train), (schema.ResolvedIdle{After: 2 * time.Hour, Below: 10, Action: schema.IdleStop, From: schema.Level{Kind: "project", Name: "ml"}}); got != want {
 		t.Errorf("train's idle rule = %+v, want %+v", got, want)
 	}
 	nb := set.Workspace(schema.Ref{Project: "ml", Name: "notebook"})
-	if got, want := set.MaxRuntime(nb), (schema.RuntimeLimit{Max: 0, From: "its own"}); got != want {
+	if got, want := set.MaxRuntime(nb), (schema.RuntimeLimit{Max: 0, From: schema.Level{Kind: "workspace"}}); got != want {
 		t.Errorf("notebook's time limit = %+v, want %+v", got, want)
 	}
-	if got, want := set.Idle(nb), (schema.ResolvedIdle{After: 2 * time.Hour, Below: 10, Action: schema.IdleReport, From: "project ml's"}); got != want {
+	if got, want := set.Idle(nb), (schema.ResolvedIdle{After: 2 * time.Hour, Below: 10, Action: schema.IdleReport, From: schema.Level{Kind: "project", Name: "ml"}}); got != want {
 		t.Errorf("notebook's idle rule = %+v, want %+v", got, want)
 	}
 	if !set.HasRuntimeLimits() || !set.HasIdleRules() {

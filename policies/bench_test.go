@@ -362,3 +362,29 @@ func BenchmarkDecideKinds(b *testing.B) {
 		Decide(in)
 	}
 }
+
+// BenchmarkDecideLimits is BenchmarkDecide's 10,000 with every tier
+// limited to 72h, an idle rule in the policy, and every running
+// workspace with a run time and a reading in the history: what the
+// limits (limits.go) cost where they are all on.
+func BenchmarkDecideLimits(b *testing.B) {
+	in := benchInput(benchSizes[1])
+	set := in.Specs
+	limit := 72 * time.Hour
+	for i := range set.Tiers {
+		set.Tiers[i].Spec.MaxRuntime = &limit
+	}
+	set.Policy.Spec.Idle = schema.IdleRule{After: 4 * time.Hour}
+	hist := *in.History
+	hist.Ran = map[schema.Ref]drivers.RunTime{}
+	hist.Idle = map[schema.Ref]drivers.IdleSpan{}
+	for i, a := range in.Snapshot.Allocs {
+		hist.Ran[a.Workspace] = drivers.RunTime{Ran: time.Duration(i%80) * time.Hour}
+		hist.Idle[a.Workspace] = drivers.IdleSpan{Since: in.Now.Add(-time.Duration(i%6) * time.Hour), Last: in.Now}
+	}
+	in.History = &hist
+	b.ReportAllocs()
+	for b.Loop() {
+		Decide(in)
+	}
+}

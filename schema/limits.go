@@ -1,9 +1,6 @@
 package schema
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // A workspace's limits: how long it may run (maxRuntime) and how long
 // its GPUs may sit idle (idle). Each is set on the workspace, else on its
@@ -48,13 +45,32 @@ type IdleRule struct {
 // IsZero reports whether r sets nothing.
 func (r IdleRule) IsZero() bool { return r == IdleRule{} }
 
+// Level names the level a limit was set at (Kind: workspace, project,
+// tier or policy; Name: the project's or tier's), for reasons; it is
+// written only when a reason is ("project ml's").
+type Level struct {
+	Kind, Name string
+}
+
+// String writes the level as a reason says it: "its own", "project ml's",
+// "tier batch's", "the policy's".
+func (l Level) String() string {
+	switch l.Kind {
+	case "workspace":
+		return "its own"
+	case "policy":
+		return "the policy's"
+	}
+	return l.Kind + " " + l.Name + "'s"
+}
+
 // RuntimeLimit is a workspace's resolved time limit.
 type RuntimeLimit struct {
 	// Max is how long it may run, over all its runs of one spec; zero:
 	// no limit.
 	Max time.Duration
 	// From says which level set it.
-	From string
+	From Level
 }
 
 // ResolvedIdle is a workspace's resolved idle rule.
@@ -63,7 +79,7 @@ type ResolvedIdle struct {
 	Below  float64
 	Action IdleAction // IdleStop or IdleReport when After > 0
 	// From says which level set After.
-	From string
+	From Level
 }
 
 // On reports whether the idle rule applies.
@@ -74,13 +90,13 @@ func (r ResolvedIdle) On() bool { return r.After > 0 && r.Action != IdleOff }
 // specific that does sets 0s).
 func (s *Set) MaxRuntime(w *Workspace) RuntimeLimit {
 	if d := w.Spec.MaxRuntime; d != nil {
-		return RuntimeLimit{*d, "its own"}
+		return RuntimeLimit{*d, Level{Kind: "workspace"}}
 	}
 	if p := s.Project(w.Meta.Project); p != nil && p.Spec.MaxRuntime != nil {
-		return RuntimeLimit{*p.Spec.MaxRuntime, fmt.Sprintf("project %s's", p.Meta.Name)}
+		return RuntimeLimit{*p.Spec.MaxRuntime, Level{"project", p.Meta.Name}}
 	}
 	if t := s.TierFor(w); t != nil && t.Spec.MaxRuntime != nil {
-		return RuntimeLimit{*t.Spec.MaxRuntime, fmt.Sprintf("tier %s's", t.Meta.Name)}
+		return RuntimeLimit{*t.Spec.MaxRuntime, Level{"tier", t.Meta.Name}}
 	}
 	return RuntimeLimit{}
 }
@@ -112,15 +128,15 @@ func (s *Set) HasRuntimeLimits() bool {
 func (s *Set) Idle(w *Workspace) ResolvedIdle {
 	levels := [4]struct {
 		r    IdleRule
-		from string
-	}{{r: w.Spec.Idle, from: "its own"}}
+		from Level
+	}{{r: w.Spec.Idle, from: Level{Kind: "workspace"}}}
 	if p := s.Project(w.Meta.Project); p != nil {
-		levels[1].r, levels[1].from = p.Spec.Idle, fmt.Sprintf("project %s's", p.Meta.Name)
+		levels[1].r, levels[1].from = p.Spec.Idle, Level{"project", p.Meta.Name}
 	}
 	if t := s.TierFor(w); t != nil {
-		levels[2].r, levels[2].from = t.Spec.Idle, fmt.Sprintf("tier %s's", t.Meta.Name)
+		levels[2].r, levels[2].from = t.Spec.Idle, Level{"tier", t.Meta.Name}
 	}
-	levels[3].r, levels[3].from = s.Policy.Spec.Idle, "the policy's"
+	levels[3].r, levels[3].from = s.Policy.Spec.Idle, Level{Kind: "policy"}
 	var out ResolvedIdle
 	for _, l := range levels {
 		if out.After == 0 && l.r.After > 0 {
