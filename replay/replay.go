@@ -278,33 +278,24 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 			}
 			js.held += js.doneAt.Sub(js.runStart)
 			r.hold(ji, -1)
-			switch js.status {
-			case jobRunning:
-				// Done, it never starts again: the simulator forgets
-				// the work it kept (its totals keep it), or it would
-				// hold an entry for every job done.
-				r.cl.Finish(wl.Jobs[ji].Ref)
-				if err := r.cl.Apply(ctx, drivers.Action{Kind: drivers.ActionPurge, Workspace: wl.Jobs[ji].Ref}); err != nil {
-					return PolicyResult{}, err
-				}
-				js.status, js.completed = jobDone, js.doneAt
-				r.remove(ji)
-				done++
-			case jobStopping:
-				if js.limited {
-					// Its time limit: it never runs again.
-					r.cl.Finish(wl.Jobs[ji].Ref)
-					if err := r.cl.Apply(ctx, drivers.Action{Kind: drivers.ActionPurge, Workspace: wl.Jobs[ji].Ref}); err != nil {
-						return PolicyResult{}, err
-					}
-					js.status, js.completed = jobLimited, js.doneAt
-					r.remove(ji)
-					done++
-					break
-				}
-				js.status = jobQueued
+			if js.status == jobStopping && !js.limited {
+				js.status = jobQueued // a victim, gone: it queues again
 				r.queue(ji, +1)
+				continue
 			}
+			// Done, or stopped at its time limit: it never starts again.
+			// The simulator forgets the work it kept (its totals keep
+			// it), or it would hold an entry for every job done.
+			r.cl.Finish(wl.Jobs[ji].Ref)
+			if err := r.cl.Apply(ctx, drivers.Action{Kind: drivers.ActionPurge, Workspace: wl.Jobs[ji].Ref}); err != nil {
+				return PolicyResult{}, err
+			}
+			js.status, js.completed = jobDone, js.doneAt
+			if js.limited {
+				js.status = jobLimited
+			}
+			r.remove(ji)
+			done++
 		}
 		running = keep
 		// 3. Arrivals.
