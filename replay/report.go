@@ -306,6 +306,9 @@ func (r *Report) mappingLines() []string {
 	if def := schema.DefaultPolicy().Spec.Aging.MaxWait; m.MaxWait != def {
 		bound = "the default is " + text.Duration(def)
 	}
+	if m.MaxRuntime > 0 {
+		lines = append(lines, fmt.Sprintf("time limit: every job stops when it has run %s over its runs (each tier's maxRuntime), under every policy, and does not run again", text.Duration(m.MaxRuntime)))
+	}
 	if m.CohortBelow != "" {
 		lines = append(lines, fmt.Sprintf("opt-in: berth's highest tier borrows within the cohort below tier %s (borrowWithinCohort: it may take other teams' in-quota work of lower tiers)", m.CohortBelow))
 	}
