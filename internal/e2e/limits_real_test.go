@@ -21,7 +21,7 @@ import (
 // with its end (never Failed), and is not started again until its spec
 // changes.
 
-// TestRealTimeLimitStopsWithCheckpoint: a workspace limited to 15 s of
+// TestRealTimeLimitStopsWithCheckpoint: a workspace limited to 10 s of
 // run, whose task saves its work on SIGTERM, is stopped within a cycle
 // of its limit with its work saved, and stays stopped until its spec
 // changes.
@@ -30,7 +30,7 @@ func TestRealTimeLimitStopsWithCheckpoint(t *testing.T) {
 	r.saved = filepath.Join(t.TempDir(), "saved")
 	r.write("tiers.yaml", realTiers)
 	script := fmt.Sprintf("trap 'sleep 1; echo saved >> %s; exit 0' TERM; sleep 3600 & wait", r.saved)
-	limit := 15 * time.Second
+	limit := 10 * time.Second
 	spec := realWorkspace("limited", 1, script) + "  maxRuntime: " + limit.String() + "\n"
 	r.write("limited.yaml", spec)
 	r.until(30*time.Second, "limited runs", r.running("limited"))
@@ -95,7 +95,7 @@ func TestRealTimeLimitStopsWithCheckpoint(t *testing.T) {
 	r.until(30*time.Second, "limited runs again after its spec changed", r.running("limited"))
 }
 
-// TestRealIdleNotebookStopped: with an idle rule of 12 s under 5%, a
+// TestRealIdleNotebookStopped: with an idle rule of 9 s under 5%, a
 // notebook whose GPU reads 0% is stopped with its checkpoint grace once
 // its readings have been idle that long, Stopped with the idle end and
 // not started again; a busy one (85%) runs on. Readings every 3 s.
@@ -122,7 +122,7 @@ func TestRealIdleNotebookStopped(t *testing.T) {
 	r.d.StartSampling(ctx)
 	r.saved = filepath.Join(t.TempDir(), "saved")
 	r.write("tiers.yaml", realTiers)
-	idle := "  idle: {after: 12s, below: 5}\n"
+	idle := "  idle: {after: 9s, below: 5}\n"
 	r.write("notebook.yaml", realWorkspace("notebook", 1, fmt.Sprintf("trap 'sleep 1; echo saved >> %s; exit 0' TERM; sleep 3600 & wait", r.saved))+idle)
 	r.write("busy.yaml", realWorkspace("busy", 1, "sleep 3600")+idle)
 	r.until(30*time.Second, "both run", r.running("notebook", "busy"))
@@ -140,14 +140,14 @@ func TestRealIdleNotebookStopped(t *testing.T) {
 	if st.ReasonKind != "idle" || !strings.HasPrefix(st.Reason, "idle: every GPU under 5%") || st.LastEnd == nil || st.LastEnd.Class != "idle" {
 		t.Errorf("notebook is %s (%s) %q, end %+v; want Stopped idle", st.State, st.ReasonKind, st.Reason, st.LastEnd)
 	}
-	if took < 12*time.Second {
-		t.Errorf("stopped %s after it ran, idle; want at least its after (12s)", took.Round(time.Millisecond))
+	if took < 9*time.Second {
+		t.Errorf("stopped %s after it ran, idle; want at least its after (9s)", took.Round(time.Millisecond))
 	}
 	r.until(20*time.Second, "the notebook checkpoints as it stops", func() bool {
 		b, _ := os.ReadFile(r.saved)
 		return strings.Contains(string(b), "saved")
 	})
-	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
 		res, _ := r.loop.Once(ctx)
 		for _, a := range res.Applied {
 			if a.Kind == drivers.ActionStart && a.Workspace == r.ref("notebook") {
@@ -158,5 +158,5 @@ func TestRealIdleNotebookStopped(t *testing.T) {
 	if st := r.state("busy"); st.State != view.StateRunning {
 		t.Errorf("busy is %s (%s); want Running", st.State, st.Reason)
 	}
-	realnomad.Report(t, "idle rule (after 12s, readings every %s): the notebook (0%% from its start) stopped %.1fs after both ran; the busy one (85%%) ran on", useInterval, took.Seconds())
+	realnomad.Report(t, "idle rule (after 9s, readings every %s): the notebook (0%% from its start) stopped %.1fs after both ran; the busy one (85%%) ran on", useInterval, took.Seconds())
 }
