@@ -75,6 +75,13 @@ func TestEndOfClassifies(t *testing.T) {
 		"device": {api.Allocation{ClientStatus: "failed", DesiredStatus: "run", TaskStates: task(true, false,
 			ev("Setup Failure", 0, "failed to reserve device nvidia/gpu/H100-fake: unknown device"))},
 			drivers.EndNodeFault, 0, "failed to reserve device nvidia/gpu/H100-fake: unknown device"},
+		// As Nomad 1.6.5 and 2.0.5 report a secret's key its Variable
+		// lacks: the task killed before it started, the spec's mistake.
+		"secret key missing": {api.Allocation{ClientStatus: "failed", DesiredStatus: "run", TaskStates: task(true, false,
+			ev("Task Setup", 0, "Building Task Directory"),
+			ev("Killing", 0, `Template failed: (dynamic): execute: template: :2:13: executing "" at <sprig_fail "berth: Nomad Variable nomad/jobs/nokey has no key \"tokn\"">: error calling sprig_fail: berth: Nomad Variable nomad/jobs/nokey has no key "tokn"`),
+			ev("Template", 0, "Missing: nomad.var.block(nomad/jobs/nokey@berth-real.global)"))},
+			drivers.EndTaskFailed, 0, `its secrets could not be rendered: Nomad Variable nomad/jobs/nokey has no key "tokn"; fix spec.task.secrets or the Variable`},
 		"no task state": {api.Allocation{ClientStatus: "failed", DesiredStatus: "run", ClientDescription: "failed to setup alloc"},
 			drivers.EndNodeFault, 0, "failed to setup alloc"},
 		"lost": {api.Allocation{ClientStatus: "lost", DesiredStatus: "run", ClientDescription: "alloc is lost since its node is down"},

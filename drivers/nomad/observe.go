@@ -764,8 +764,10 @@ var endRank = map[drivers.EndClass]int{drivers.EndCompleted: 0, drivers.EndNodeF
 // exit code and Nomad's account:
 //   - Nomad ended it (its node lost or drained, an eviction): the node's
 //     fault;
-//   - it failed and its task ran (it started, or exited with a code) or
-//     failed its validation (the spec's own): the task's failure;
+//   - it failed and its task ran (it started, or exited with a code),
+//     failed its validation, or was killed because a secret's template
+//     failed (a key its Variable lacks): the spec's own, the task's
+//     failure;
 //   - it failed before its task ever started (a device that could not be
 //     reserved, a driver or volume that failed, an image that would not
 //     pull): the node's fault;
@@ -781,6 +783,9 @@ func endOf(a *api.Allocation) (drivers.EndClass, int, string) {
 	if ts == nil {
 		return drivers.EndNodeFault, 0, firstNonEmpty(a.ClientDescription, "its allocation failed before its task started")
 	}
+	if msg, ok := templateFailure(ts); ok {
+		return drivers.EndTaskFailed, 0, msg // the spec's: a secret's key its Variable lacks
+	}
 	code, msg := exitOf(ts)
 	msg = firstNonEmpty(msg, a.ClientDescription)
 	ran := !ts.StartedAt.IsZero()
@@ -794,6 +799,26 @@ func endOf(a *api.Allocation) (drivers.EndClass, int, string) {
 		return drivers.EndTaskFailed, code, msg
 	}
 	return drivers.EndNodeFault, 0, firstNonEmpty(msg, "its task failed before it started")
+}
+
+// templateFailure is why a task's template failed to render, when
+// Nomad killed it for that (a Killing event, "Template failed: …"):
+// berth's templates are its secrets, and one fails only for a key its
+// Variable does not have (the template's own message, "berth: Nomad
+// Variable … has no key …"), the spec's mistake. A Variable that is
+// missing or may not be read holds the task instead (waitingOf).
+func templateFailure(ts *api.TaskState) (string, bool) {
+	for _, e := range ts.Events {
+		m, ok := strings.CutPrefix(e.DisplayMessage, "Template failed: ")
+		if e.Type != api.TaskKilling || !ok {
+			continue
+		}
+		if i := strings.LastIndex(m, "berth: "); i >= 0 {
+			m = strings.TrimPrefix(m[i:], "berth: ")
+		}
+		return "its secrets could not be rendered: " + m + "; fix spec.task.secrets or the Variable", true
+	}
+	return "", false
 }
 
 // exitOf finds the exit code and Nomad's message in a task's events: the
