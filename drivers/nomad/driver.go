@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -218,6 +220,18 @@ func New(cfg Config) (*Driver, error) {
 		tr.MaxIdleConnsPerHost = maxConns
 		tr.IdleConnTimeout = 30 * time.Second
 		tr.ForceAttemptHTTP2 = false // as the api package: HTTP/1.1
+		// unix://PATH, the Task API socket a task with a workload identity
+		// reaches Nomad through (${NOMAD_SECRETS_DIR}/api.sock): the api
+		// package dials the socket only with a client of its own, and
+		// sends requests to http://127.0.0.1 for any client, so this
+		// transport must dial the socket itself.
+		if sock, ok := strings.CutPrefix(cfg.Address, "unix://"); ok {
+			var dialer net.Dialer
+			tr.Proxy = nil
+			tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return dialer.DialContext(ctx, "unix", sock)
+			}
+		}
 		ac.HttpClient = &http.Client{Transport: tr}
 		if err := api.ConfigureTLS(ac.HttpClient, ac.TLSConfig); err != nil {
 			return nil, fmt.Errorf("nomad: TLS for %s: %w", cfg.Address, err)
