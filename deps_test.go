@@ -38,6 +38,8 @@ var allowed = []struct {
 	{"internal/readfile", nil},
 	// Release artifacts: no berth package but its own.
 	{"internal/dist", []string{"internal/dist"}},
+	// The pack renderer of the tests and the nomad-pack stand-in.
+	{"internal/pack", []string{"internal/pack"}},
 	// The loader: YAML and CUE in, a validated schema.Set out, with the
 	// spec tree's files and the cache of what it learned.
 	{"load", []string{"schema", "internal/readfile", "internal/text"}},
