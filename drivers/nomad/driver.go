@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -226,10 +228,9 @@ func New(cfg Config) (*Driver, error) {
 		// sends requests to http://127.0.0.1 for any client, so this
 		// transport must dial the socket itself.
 		if sock, ok := strings.CutPrefix(cfg.Address, "unix://"); ok {
-			var dialer net.Dialer
 			tr.Proxy = nil
 			tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-				return dialer.DialContext(ctx, "unix", sock)
+				return dialUnix(ctx, sock)
 			}
 		}
 		ac.HttpClient = &http.Client{Transport: tr}
@@ -250,6 +251,28 @@ func New(cfg Config) (*Driver, error) {
 	}
 	d.client = client
 	return d, nil
+}
+
+// dialUnix connects to the socket at path. A socket's address holds at
+// most 107 bytes (sun_path), and a task's secrets directory under a deep
+// Nomad data directory is longer (the kit's raw_exec tasks: about 120):
+// then it connects through the directory, opened, as
+// /proc/self/fd/N/NAME (Linux).
+func dialUnix(ctx context.Context, path string) (net.Conn, error) {
+	var d net.Dialer
+	if len(path) < 100 {
+		return d.DialContext(ctx, "unix", path)
+	}
+	dir, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+	conn, err := d.DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d/%s", dir.Fd(), filepath.Base(path)))
+	if err != nil {
+		return nil, fmt.Errorf("dial unix %s: %w", path, err)
+	}
+	return conn, nil
 }
 
 // maxConns bounds the connections one driver holds open to Nomad.

@@ -4,7 +4,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -18,12 +21,47 @@ import (
 // the socket, with the token, although it brings an HTTP client of its own
 // (the api package dials a socket only with its own).
 func TestUnixSocketAddress(t *testing.T) {
-	fake, _ := fakeCluster(t, drivertest.Nodes())
-	sock := filepath.Join(t.TempDir(), "api.sock")
+	t.Run("short", func(t *testing.T) { testUnixSocket(t, filepath.Join(t.TempDir(), "api.sock")) })
+	// Beyond a socket address's 107 bytes, as a raw_exec task's secrets
+	// directory under a deep data directory is: dialled through the
+	// directory (Linux).
+	t.Run("long", func(t *testing.T) {
+		if runtime.GOOS != "linux" {
+			t.Skip("long socket paths are dialled through /proc/self/fd")
+		}
+		dir := filepath.Join(t.TempDir(), strings.Repeat("d", 60), "985168a3-be70-40a7-6a85-e3cad606b6d7", "berth", "secrets")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cwd, err := os.Getwd()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Listen through a relative path: the listener has the same limit.
+		t.Chdir(dir)
+		l, err := net.Listen("unix", "api.sock")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Chdir(cwd)
+		sock := filepath.Join(dir, "api.sock")
+		if len(sock) < 110 {
+			t.Fatalf("%s: %d bytes, not beyond the limit", sock, len(sock))
+		}
+		testUnixSocketOn(t, sock, l)
+	})
+}
+
+func testUnixSocket(t *testing.T, sock string) {
 	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
+	testUnixSocketOn(t, sock, l)
+}
+
+func testUnixSocketOn(t *testing.T, sock string, l net.Listener) {
+	fake, _ := fakeCluster(t, drivertest.Nodes())
 	var (
 		mu     sync.Mutex
 		tokens []string

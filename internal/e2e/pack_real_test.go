@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -100,8 +101,8 @@ func parseFile(t *testing.T, c *api.Client, file, vars string) *api.Job {
 
 // runReconciler registers the pack's reconciler job, with raw_exec for
 // docker as TestRealDeployReconcilerJob does, and waits until every
-// replica runs with Nomad's /healthz check passing: berth's cycles
-// succeed. It returns the replicas' API addresses.
+// replica runs with Nomad's /healthz check passing. It returns the
+// replicas' API addresses.
 func runReconciler(t *testing.T, c *api.Client, job *api.Job, bin string) []string {
 	t.Helper()
 	standIn, err := filepath.Abs("testdata/deploy/git-sync")
@@ -293,4 +294,143 @@ func TestRealPackRendersTheDeployJobs(t *testing.T) {
 	if placed["agent"] != 1 {
 		t.Errorf("berth-agent planned %v placements, want 1: the one node with meta.gpu = true", placed)
 	}
+}
+
+// TestRealPackWorkloadIdentity runs the pack's reconciler as it renders
+// by default, with workload identity (Nomad 1.7+), on an agent with ACLs
+// on (make e2e with E2E_ACL=1 and NOMAD_DEV_VERSION=2.0.5): berth's task
+// has no static token, only its workload identity (identity { env = true
+// }: NOMAD_TOKEN) and the Task API socket (NOMAD_ADDR=unix://…/api.sock),
+// and the job's only policy is examples/deploy's least-privilege one,
+// bound to the job with `nomad acl policy apply -namespace default -job
+// berth`. Its replicas pass Nomad's /healthz check, its cycles start the
+// spec repository's workspace, and a new commit is applied.
+// Before the policy is bound, the same identity is refused: the policy is
+// what lets it in. Skipped without ACLs, or before Nomad 1.7.
+func TestRealPackWorkloadIdentity(t *testing.T) {
+	c := realnomad.Client(t)
+	if _, _, err := c.ACLPolicies().List(nil); err != nil { // 400 "ACL support disabled"
+		t.Skipf("the agent has no ACLs (E2E_ACL=1 starts one with them): %v", err)
+	}
+	self, err := c.Agent().Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := self.Config["Version"].(map[string]any); v != nil {
+		if ver, _ := v["Version"].(string); strings.HasPrefix(ver, "1.6.") || strings.HasPrefix(ver, "1.5.") {
+			t.Skipf("Nomad %s: workload identities reach the API from 1.7 (NOMAD_DEV_VERSION=2.0.5)", ver)
+		}
+	}
+	nomadBin := filepath.Join(os.Getenv("NOMAD_DEV_DIR"), "bin", "nomad")
+	if _, err := os.Stat(nomadBin); err != nil {
+		t.Skipf("the kit's nomad binary (%s) applies the policy as the docs say: %v", nomadBin, err)
+	}
+	// Nomad creates the Task API socket in the task's secrets directory,
+	// under the kit's data directory DIR/tmp/NomadClientN/ALLOC/berth/:
+	// a socket's address holds 107 bytes, so DIR must be short.
+	if dir := os.Getenv("NOMAD_DEV_DIR"); len(dir)+len("/tmp/NomadClient0123456789/00000000-0000-0000-0000-000000000000/berth/secrets/api.sock") > 107 {
+		t.Skipf("the kit's directory %s is too deep for Nomad to create a task's api.sock (107 bytes at most): run with a shorter E2E_DIR (E2E_DIR=n)", dir)
+	}
+	bin, repo, commit := specRepo(t)
+	jobs := renderPack(t, c, map[string]string{
+		"image": "berth-under-test", "specs_repo": repo, "specs_period": "1s", "agent_enabled": "false",
+	})
+	job := jobs["berth"]
+	if job == nil || len(jobs) != 1 {
+		t.Fatalf("the pack renders %v, want the job berth alone", jobs)
+	}
+	task := job.TaskGroups[0].Tasks[2]
+	if task.Name != "berth" || task.Env["NOMAD_ADDR"] != "unix://${NOMAD_SECRETS_DIR}/api.sock" || task.Identity == nil || !task.Identity.Env {
+		t.Fatalf("the pack's berth task does not reach Nomad with its identity: %+v", task)
+	}
+	for _, tpl := range task.Templates {
+		if strings.Contains(*tpl.EmbeddedTmpl, "NOMAD_TOKEN") {
+			t.Fatalf("the pack's berth task still renders a static token: %s", *tpl.EmbeddedTmpl)
+		}
+	}
+
+	// Nomad CE lets only a management token create namespaces: the
+	// project's, made beforehand as the quickstart says.
+	if _, err := c.Namespaces().Register(&api.Namespace{Name: "deployed"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Namespaces().Delete("deployed", nil) })
+	// The UI token alone: no Nomad token anywhere.
+	vars := c.Variables()
+	if _, _, err := vars.Create(&api.Variable{Path: "nomad/jobs/berth", Items: api.VariableItems{"ui_token": packUIToken}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { vars.Delete("nomad/jobs/berth", nil) })
+
+	// The job's identity, before any policy is bound to it, is refused.
+	one := 1
+	job.TaskGroups[0].Count = &one
+	standIn, err := filepath.Abs("testdata/deploy/git-sync")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawExec(t, job, map[string]string{"berth-under-test": bin, gitSyncTag: standIn})
+	if _, _, err := c.Jobs().Register(job, nil); err != nil {
+		t.Fatalf("register the pack's berth: %v", err)
+	}
+	waitFor(t, "berth's log saying Nomad refuses its identity", 2*time.Minute, func() error {
+		allocs, _, err := c.Jobs().Allocations("berth", false, nil)
+		if err != nil {
+			return err
+		}
+		for _, a := range allocs {
+			out := allocLogs(t, c, a, "berth")
+			if strings.Contains(out, "Nomad refused berth's token") {
+				t.Logf("before the policy, berth's log says:\n%s", out)
+				return nil
+			}
+			time.Sleep(time.Second)
+			return fmt.Errorf("berth's log so far:\n%s", out)
+		}
+		return fmt.Errorf("no allocation")
+	})
+	stopJob(t, c, "berth")
+
+	// The shipped policy, bound to the job.
+	policy, err := filepath.Abs("../../examples/deploy/berth-reconciler.policy.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(nomadBin, "acl", "policy", "apply", "-namespace", "default", "-job", "berth", "berth-reconciler", policy)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
+	}
+	t.Cleanup(func() { c.ACLPolicies().Delete("berth-reconciler", nil) })
+
+	job = renderPack(t, c, map[string]string{
+		"image": "berth-under-test", "specs_repo": repo, "specs_period": "1s", "agent_enabled": "false",
+	})["berth"]
+	addrs := runReconciler(t, c, job, bin)
+	for _, a := range addrs {
+		waitFor(t, "deployed/first running, as "+a+" reports it", 2*time.Minute, workspacesRunning(t, a, "first"))
+	}
+	commit(deploySpecs("first", "second"))
+	waitFor(t, "deployed/second running after the new commit", 2*time.Minute, workspacesRunning(t, addrs[0], "first", "second"))
+}
+
+// allocLogs returns what task of a wrote to stderr and stdout so far
+// (its first log files), each read with one request.
+func allocLogs(t *testing.T, c *api.Client, a *api.AllocationListStub, task string) string {
+	t.Helper()
+	alloc, _, err := c.Allocations().Info(a.ID, nil)
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, stream := range []string{"stderr", "stdout"} {
+		r, err := c.AllocFS().Cat(alloc, "alloc/logs/"+task+"."+stream+".0", nil)
+		if err != nil {
+			b.WriteString(err.Error() + "\n")
+			continue
+		}
+		data, _ := io.ReadAll(io.LimitReader(r, 1<<20))
+		r.Close()
+		b.Write(data)
+	}
+	return b.String()
 }
