@@ -9,7 +9,8 @@
 #   berth's loop over it, the binary).
 #   E2E_RUN narrows the tests (a go test -run pattern), E2E_PKGS the
 #   packages (default ./...); E2E_PORT moves the agent (default 4646),
-#   E2E_DIR its directory (default .nomad-dev): make e2e-v2 runs the
+#   E2E_DIR its directory (default .nomad-dev; absolute or under the
+#   repository): make e2e-v2 runs the
 #   conformance suite and the walk-through on Nomad v2.0.5 with these.
 #   E2E_ACL=1 starts the agent with ACLs on (up -A; NOMAD_TOKEN is its
 #   management token), for the tests that need them (they skip without).
@@ -20,7 +21,13 @@ if [ ! -x "$kit/up" ]; then
 	echo "make e2e needs $kit (a real Nomad with fake GPUs); it is not here" >&2
 	exit 1
 fi
-dir=$(pwd)/${E2E_DIR:-.nomad-dev}
+# An absolute E2E_DIR keeps the kit out of the tree, and short: a task's
+# Task API socket lives under it and holds 107 bytes at most
+# (TestRealPackWorkloadIdentity: E2E_DIR=/tmp/bwi).
+case ${E2E_DIR:-.nomad-dev} in
+/*) dir=$E2E_DIR ;;
+*) dir=$(pwd)/${E2E_DIR:-.nomad-dev} ;;
+esac
 port=${E2E_PORT:-4646}
 [ -e "$dir/pids" ] && "$kit/down" "$dir" >/dev/null 2>&1 || true
 rm -rf "$dir"

@@ -329,7 +329,7 @@ func TestRealPackWorkloadIdentity(t *testing.T) {
 	// under the kit's data directory DIR/tmp/NomadClientN/ALLOC/berth/:
 	// a socket's address holds 107 bytes, so DIR must be short.
 	if dir := os.Getenv("NOMAD_DEV_DIR"); len(dir)+len("/tmp/NomadClient0123456789/00000000-0000-0000-0000-000000000000/berth/secrets/api.sock") > 107 {
-		t.Skipf("the kit's directory %s is too deep for Nomad to create a task's api.sock (107 bytes at most): run with a shorter E2E_DIR (E2E_DIR=n)", dir)
+		t.Skipf("the kit's directory %s is too deep for Nomad to create a task's api.sock (107 bytes at most): run with a shorter E2E_DIR (E2E_DIR=/tmp/bwi)", dir)
 	}
 	bin, repo, commit := specRepo(t)
 	jobs := renderPack(t, c, map[string]string{
