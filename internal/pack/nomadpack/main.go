@@ -36,7 +36,7 @@ func run(args []string) error {
 	for i := 2; i < len(args); i++ {
 		a := args[i]
 		val := func() (string, error) {
-			if k, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(k, "--") && k != "--var" {
+			if k, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(k, "--") {
 				return v, nil
 			}
 			if i+1 >= len(args) {
@@ -46,7 +46,7 @@ func run(args []string) error {
 			return args[i], nil
 		}
 		switch {
-		case a == "--var" || a == "-var":
+		case a == "--var" || a == "-var" || strings.HasPrefix(a, "--var="):
 			v, err := val()
 			if err != nil {
 				return err
