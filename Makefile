@@ -9,7 +9,7 @@ FUZZTIME ?= 3m
 # those third-party warnings out of every build's output.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: help run run-nomad test e2e e2e-v2 e2e-acl bench bench-quick lint build static image dist golden fuzz clean screenshot
+.PHONY: help run run-nomad test e2e e2e-v2 bench bench-quick lint build static image dist golden fuzz clean screenshot
 
 help: ## Show the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z0-9-]+:.*## /{printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -28,13 +28,9 @@ test: ## Everything CI runs: vet, tests with -race (FuzzLoad on its seeds only),
 e2e: ## berth against a real Nomad v1.6.5 with fake GPUs (../shared/nomad-dev): every TestReal… test
 	@./scripts/e2e.sh
 
-e2e-v2: ## The driver's conformance suite and the walk-through (TestRealConformance, TestRealWalkthrough) on Nomad v2.0.5
-	@NOMAD_DEV_VERSION=2.0.5 E2E_PORT=$${E2E_PORT:-4746} E2E_DIR=$${E2E_DIR:-.nomad-dev-v2} \
-		E2E_PKGS='./drivers/nomad ./internal/e2e' E2E_RUN='^(TestRealConformance|TestRealWalkthrough)$$' ./scripts/e2e.sh
-
-e2e-acl: ## Workload identity and the quickstart (TestRealPackWorkloadIdentity, TestRealQuickstart) on Nomad v2.0.5 with ACLs on
-	@NOMAD_DEV_VERSION=2.0.5 E2E_ACL=1 E2E_PORT=$${E2E_PORT:-4846} E2E_DIR=$${E2E_DIR:-/tmp/berth-e2e-acl-$$(id -u)} \
-		E2E_PKGS=./internal/e2e E2E_RUN='^(TestRealPackWorkloadIdentity|TestRealQuickstart)$$' ./scripts/e2e.sh
+e2e-v2: ## On Nomad v2.0.5 with ACLs on: the driver's conformance suite, the walk-through, workload identity and the quickstart (TestRealConformance, TestRealWalkthrough, TestRealPackWorkloadIdentity, TestRealQuickstart)
+	@NOMAD_DEV_VERSION=2.0.5 E2E_ACL=1 E2E_PORT=$${E2E_PORT:-4746} E2E_DIR=$${E2E_DIR:-/tmp/berth-e2e-v2-$$(id -u)} \
+		E2E_PKGS='./drivers/nomad ./internal/e2e' E2E_RUN='^(TestRealConformance|TestRealWalkthrough|TestRealPackWorkloadIdentity|TestRealQuickstart)$$' ./scripts/e2e.sh
 
 fuzz: ## Fuzz the spec loader for FUZZTIME (default 3m; the first run also builds an instrumented CUE, minutes)
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./load
