@@ -14,7 +14,7 @@ import (
 // Failed at once with a reason that names the path and the key, and is
 // not started again and again on other nodes.
 func TestRealSecretMissingKeyFails(t *testing.T) {
-	var log syncBuffer
+	var log logBuffer
 	r := newLoggedLoop(t, &log)
 	r.write("tiers.yaml", realTiers)
 	putVar(t, r.c, "berth-real", "nomad/jobs/nokey", api.VariableItems{"token": "x"})

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,27 +25,7 @@ import (
 // secrets (project ml's jobs reading ml/*).
 const secretPolicy = "../../examples/deploy/workspace-secrets.policy.hcl"
 
-// syncBuffer is berth's log, written by the loop's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// newLoggedLoop is newRealLoop whose loop logs everything, debug
-// included, to log.
-func newLoggedLoop(t *testing.T, log *syncBuffer) *realLoop {
+func newLoggedLoop(t *testing.T, log *logBuffer) *realLoop {
 	c := realnomad.Client(t)
 	d := realnomad.NewDriver(t, nomad.ConfigFromEnv(""))
 	dir := t.TempDir()
@@ -139,7 +118,7 @@ const (
 // (the task keeps running, berth applies nothing), and restarts the task
 // in place where its secret says changeMode: restart.
 func TestRealSecretsReachTheTask(t *testing.T) {
-	var log syncBuffer
+	var log logBuffer
 	r := newLoggedLoop(t, &log)
 	ref, refR := r.ref("sec"), r.ref("sec-restart")
 	script := `printf 'env=[%s]\n' "$HF_TOKEN"; printf 'file=[%s]\n' "$(cat "$NOMAD_SECRETS_DIR/gcloud/key.json")"`
@@ -291,7 +270,7 @@ func TestRealSecretNeedsPolicy(t *testing.T) {
 	if _, err := os.Stat(bin); err != nil {
 		t.Skipf("the kit's nomad binary (%s) applies the policy as the docs say: %v", bin, err)
 	}
-	var log syncBuffer
+	var log logBuffer
 	r := newLoggedLoop(t, &log)
 	ref := schema.Ref{Project: "ml", Name: "train"}
 	r.write("specs.yaml", `apiVersion: berth.dev/v1
