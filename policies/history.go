@@ -213,7 +213,7 @@ func RecordDecision(h drivers.History, set *schema.Set, d Decision) drivers.Hist
 					out.Ended[w.Ref] = drivers.Ended{Class: drivers.EndIdle, At: d.Now, SpecHash: drivers.Fingerprint(&sw.Spec), Reason: why}
 				}
 			}
-		} else if _, ok := out.Ended[w.Ref]; ok && w.Reason.Kind != ReasonTimeLimit {
+		} else {
 			delete(out.Ended, w.Ref) // it runs, waits to, or is stopped by the specs
 		}
 		switch w.Verdict {
