@@ -50,6 +50,7 @@ func convertTier(d *doc) (schema.PriorityTier, []Diagnostic) {
 			BorrowWithinCohort: r.Spec.BorrowWithinCohort,
 			MaxRuntime:         fe.maxRuntime(r.Spec.MaxRuntime),
 			Idle:               fe.idle("spec.idle", r.Spec.Idle),
+			Ordering:           r.Spec.Ordering,
 		},
 	}
 	return t, fe.diag
@@ -363,6 +364,20 @@ func convertPolicy(d *doc) (schema.SchedulingPolicy, []Diagnostic) {
 		p.Spec.Defaults.Checkpoint = checkpoint(fe, "spec.defaults.checkpoint", df.Checkpoint, p.Spec.Defaults.Checkpoint)
 	}
 	p.Spec.Idle = fe.idle("spec.idle", s.Idle)
+	if sv := s.Service; sv != nil {
+		if sv.Steps != nil {
+			p.Spec.Service.Steps = *sv.Steps
+			for i := 1; i < len(*sv.Steps); i++ {
+				if a, b := (*sv.Steps)[i-1], (*sv.Steps)[i]; b <= a {
+					fe.diag = append(fe.diag, errorf(d.pos(fmt.Sprintf("spec.service.steps.%d", i)), "spec.service.steps: %g GPU-hours comes after %g; write the steps in ascending order, such as [2, 8, 32]", b, a))
+					break
+				}
+			}
+		}
+		if sv.Promote != nil {
+			p.Spec.Service.Promote = *sv.Promote
+		}
+	}
 	return p, fe.diag
 }
 

@@ -30,6 +30,7 @@ type rawTier struct {
 		BorrowWithinCohort *schema.BorrowWithinCohort `json:"borrowWithinCohort,omitzero"`
 		MaxRuntime         *quantity                  `json:"maxRuntime,omitzero"`
 		Idle               *rawIdle                   `json:"idle,omitzero"`
+		Ordering           schema.Ordering            `json:"ordering,omitzero"`
 	} `json:"spec,omitzero"`
 }
 
@@ -185,7 +186,11 @@ type rawPolicy struct {
 			Topology   *rawTopology   `json:"topology,omitzero"`
 			Checkpoint *rawCheckpoint `json:"checkpoint,omitzero"`
 		} `json:"defaults,omitzero"`
-		Idle *rawIdle `json:"idle,omitzero"`
+		Idle    *rawIdle `json:"idle,omitzero"`
+		Service *struct {
+			Steps   *[]float64 `json:"steps,omitzero"`
+			Promote *float64   `json:"promote,omitzero"`
+		} `json:"service,omitzero"`
 	} `json:"spec,omitzero"`
 }
 

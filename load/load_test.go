@@ -394,7 +394,7 @@ func TestYAMLBadBytes(t *testing.T) {
 	}
 	want := []string{
 		"a.yaml:3:19: invalid YAML: a control character (U+0007) is not allowed in YAML; remove it, or write it as an escape inside a double-quoted string",
-		`a.yaml:9:19: unknown field "bogus" in spec of a PriorityTier; allowed fields are borrowWithinCohort, canPreempt, description, idle, maxRuntime, preemptible, value`,
+		`a.yaml:9:19: unknown field "bogus" in spec of a PriorityTier; allowed fields are borrowWithinCohort, canPreempt, description, idle, maxRuntime, ordering, preemptible, value`,
 		"a.yaml:11:6: invalid YAML: invalid UTF-8 (byte 0xE9); YAML files must be UTF-8: save the file as UTF-8",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

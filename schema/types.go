@@ -90,7 +90,53 @@ type TierSpec struct {
 	// set them.
 	MaxRuntime *time.Duration `json:"maxRuntime,omitempty"`
 	Idle       IdleRule       `json:"idle,omitzero"`
+	// Ordering is attained-service ordering in this tier (the policy's
+	// Service): OrderingOn (or empty, the default), OrderingAll or
+	// OrderingOff.
+	Ordering Ordering `json:"ordering,omitempty"`
 }
+
+// ParseServicePolicy reads a ServicePolicy written as "off" (no
+// ordering) or STEP,STEP,…/PROMOTE, GPU-hours in ascending order, as
+// berth simulate --service takes it ("2,8,32/8").
+func ParseServicePolicy(s string) (ServicePolicy, error) {
+	if s == "off" {
+		return ServicePolicy{}, nil
+	}
+	steps, promote, ok := strings.Cut(s, "/")
+	if !ok {
+		return ServicePolicy{}, fmt.Errorf("service %q: write off, or steps in GPU-hours and the promotion knob, such as 2,8,32/8", s)
+	}
+	var sp ServicePolicy
+	for _, f := range strings.Split(steps, ",") {
+		n, err := strconv.ParseFloat(f, 64)
+		if err != nil || n <= 0 || (len(sp.Steps) > 0 && n <= sp.Steps[len(sp.Steps)-1]) {
+			return ServicePolicy{}, fmt.Errorf("service %q: step %q: steps are GPU-hours above 0, in ascending order, such as 2,8,32/8", s, f)
+		}
+		sp.Steps = append(sp.Steps, n)
+	}
+	n, err := strconv.ParseFloat(promote, 64)
+	if err != nil || n < 0 {
+		return ServicePolicy{}, fmt.Errorf("service %q: the promotion knob %q is a number, 0 or more (0: never), such as 2,8,32/8", s, promote)
+	}
+	sp.Promote = n
+	return sp, nil
+}
+
+// Ordering is a tier's attained-service ordering.
+type Ordering string
+
+const (
+	// OrderingOn: the tier's work queues by attained service, and work
+	// that checkpoints yields to less-served work; interactive work (a
+	// workspace with ports or a service: someone is at it) does not.
+	OrderingOn Ordering = "on"
+	// OrderingAll: interactive work that checkpoints yields too.
+	OrderingAll Ordering = "all"
+	// OrderingOff: the tier's work queues first come, first served, and
+	// none yields for ordering.
+	OrderingOff Ordering = "off"
+)
 
 // BorrowWithinCohort is a tier's opt-in to take other teams' in-quota
 // work: Below names the tier whose value bounds it; only work of tiers
@@ -653,6 +699,25 @@ type PolicySpec struct {
 	// Idle is the idle-GPU rule of every workspace whose tier, project
 	// or own spec leaves it out (Set.Idle).
 	Idle IdleRule `json:"idle,omitzero"`
+	// Service is attained-service ordering: short work first.
+	Service ServicePolicy `json:"service"`
+}
+
+// ServicePolicy is attained-service ordering (Tiresias' discretized
+// two-dimensional least-attained-service): a workspace's attained
+// service is the GPU-time it has run with its spec, over all its runs;
+// Steps divide it into queues, the least served first, first come first
+// served within one. Inside a team's quota and tier, and over borrowed
+// GPUs of a tier, a workspace that checkpoints and has run past a step
+// yields to less-served waiting work, with its checkpoint grace. Empty
+// Steps turn it off.
+type ServicePolicy struct {
+	// Steps are the GPU-time thresholds between queues, in GPU-hours,
+	// ascending.
+	Steps []float64 `json:"steps,omitempty"`
+	// Promote: a workspace that has waited, since it last ran, Promote
+	// times as long as it has run goes to the first queue (0: never).
+	Promote float64 `json:"promote"`
 }
 
 // FairSharePolicy: usage decays by half every HalfLife.
@@ -702,6 +767,7 @@ func DefaultPolicy() SchedulingPolicy {
 			FairShare:  FairSharePolicy{HalfLife: 7 * 24 * time.Hour},
 			Aging:      AgingPolicy{Interval: 10 * time.Minute, Step: 1, MaxBoost: 10, MaxWait: 72 * time.Hour},
 			Preemption: PreemptionPolicy{Enabled: true, MinRuntime: 0, MaxVictims: 8},
+			Service:    ServicePolicy{Steps: []float64{2, 8, 32}, Promote: 16},
 			Defaults: PolicyDefaults{
 				Topology:   Topology{NVLink: ConstraintPreferred, NUMA: ConstraintNone},
 				Checkpoint: Checkpoint{Signal: "SIGTERM", GracePeriod: 30 * time.Second},
