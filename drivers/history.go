@@ -71,6 +71,10 @@ type History struct {
 type RunTime struct {
 	SpecHash string        `json:"specHash,omitempty"`
 	Ran      time.Duration `json:"ran"`
+	// At is the time Ran counts up to; zero: the history's UsageAt (the
+	// loop's, which advances every record with it). A record of runs that
+	// ended (the replay's) is of their last end.
+	At time.Time `json:"at,omitzero"`
 }
 
 // IdleSpan is a run of idle readings of a workspace's GPUs: the first

@@ -34,6 +34,8 @@ type wsState struct {
 	// of tiers below that and its own, and what it runs is reclaimed only
 	// by strictly higher tiers.
 	cohortBelow int
+	// ordering: its tier's attained-service ordering (service.go).
+	ordering schema.Ordering
 
 	gpus, replicas int
 	// cpu (MHz shares), mem, disk and exclusive cores per replica; zero:
@@ -94,6 +96,14 @@ type wsState struct {
 	// it first queued: no workspace of its tier or lower preempts it.
 	startedOverdue bool
 	preempted      *drivers.Preemption // last preemption (history), if waiting to resume
+	// served is its attained service in GPU-hours, band its queue by the
+	// policy's Service steps (0: the least served, or promoted: it has
+	// waited long enough); yields: it may be preempted for ordering
+	// (service.go). Set for queued workspaces and candidates only.
+	served   float64
+	band     int
+	promoted bool
+	yields   bool
 
 	victim bool // preempted in this decision
 	// candidate: may be preempted at all (running, preemptible, past the
@@ -121,6 +131,7 @@ type projState struct {
 	// cohortBelow its tier's borrowWithinCohort threshold (0: off).
 	canPreempt, preemptible bool
 	cohortBelow             int
+	ordering                schema.Ordering
 	quota                   int
 	borrow                  int // < 0: unlimited
 	weight                  float64
@@ -144,6 +155,9 @@ type projState struct {
 	// (MaxInt: none); reclaim may take any of them while the project
 	// stays at or above its quota.
 	leastHeld int
+	// maxBand: the latest Service queue among its candidates that may
+	// yield (0: none past the first step).
+	maxBand int
 
 	queue   []int32 // pending workspaces, in the project's queue order
 	done    []bool  // by queue position: decided

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,19 @@ import (
 )
 
 var propNow = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+
+// genOrdering biases genInput towards attained-service ordering: one
+// tier for every project and workspace, every workspace checkpointing
+// (TestPropOrdering sets it).
+var genOrdering bool
+
+// genTiers is how many of n tiers genInput's projects draw from.
+func genTiers(n int) int {
+	if genOrdering {
+		return 1
+	}
+	return n
+}
 
 // verifying turns on Decide's index self-check for one test.
 func verifying(t *testing.T) {
@@ -101,11 +115,17 @@ func genInput(t *rapid.T) Input {
 	if rapid.IntRange(0, 3).Draw(t, "cohort") == 0 {
 		set.Tiers[2].Spec.BorrowWithinCohort = &schema.BorrowWithinCohort{Below: rapid.SampledFrom([]string{"medium", "high"}).Draw(t, "cohortBelow")}
 	}
+	// Attained-service ordering: the default's steps, others, or off; a
+	// tier's ordering on, all or off.
+	ps.Service = rapid.SampledFrom([]schema.ServicePolicy{ps.Service, ps.Service, {Steps: []float64{0.5, 2}, Promote: 2}, {Steps: []float64{1}}, {}}).Draw(t, "service")
+	for i := range set.Tiers {
+		set.Tiers[i].Spec.Ordering = rapid.SampledFrom([]schema.Ordering{"", "", schema.OrderingOn, schema.OrderingAll, schema.OrderingOff}).Draw(t, "ordering")
+	}
 	nProj := rapid.IntRange(1, 4).Draw(t, "projects")
 	for i := range nProj {
 		borrow := rapid.IntRange(-1, 6).Draw(t, "borrow")
 		set.Projects = append(set.Projects, schema.Project{Meta: schema.Meta{Name: fmt.Sprintf("p%d", i)}, Spec: schema.ProjectSpec{
-			Tier:        rapid.SampledFrom(tierNames).Draw(t, "tier"),
+			Tier:        rapid.SampledFrom(tierNames[:genTiers(len(tierNames))]).Draw(t, "tier"),
 			Quota:       schema.Resources{GPUs: rapid.IntRange(0, 8).Draw(t, "quota")},
 			BorrowLimit: schema.BorrowLimit{GPUs: borrow},
 			FairShare:   schema.FairShare{Weight: float64(rapid.IntRange(1, 3).Draw(t, "weight"))},
@@ -169,20 +189,46 @@ func genInput(t *rapid.T) Input {
 				w.Spec.Resources.GPUKind = ""
 			}
 		}
-		if rapid.IntRange(0, 2).Draw(t, "hasTier") == 0 {
+		if genOrdering {
+			// Same-tier work that checkpoints and asks for GPUs alone:
+			// ordering's own ground.
+			w.Spec.Checkpoint = schema.Checkpoint{Signal: "SIGTERM", GracePeriod: 30 * time.Second}
+			w.Spec.Resources = schema.WorkResources{GPUs: w.Spec.Resources.GPUs}
+			w.Spec.Volumes, w.Spec.Task.Driver = nil, ""
+		}
+		if !genOrdering && rapid.IntRange(0, 2).Draw(t, "hasTier") == 0 {
 			w.Spec.Tier = rapid.SampledFrom(tierNames).Draw(t, "wsTier") // its own tier
 		}
 		if rapid.IntRange(0, 6).Draw(t, "stopped") == 0 {
 			w.Spec.State = schema.DesiredStopped
+		}
+		// A checkpoint (a signal with a grace, or an interval) or none,
+		// and now and then a port (interactive).
+		if !genOrdering {
+			w.Spec.Checkpoint = rapid.SampledFrom([]schema.Checkpoint{{}, {Signal: "SIGTERM", GracePeriod: 30 * time.Second}, {Interval: 30 * time.Minute}}).Draw(t, "checkpoint")
+		}
+		if rapid.IntRange(0, 4).Draw(t, "interactive") == 0 {
+			w.Spec.Ports = []schema.Port{{Label: "http"}}
 		}
 		set.Workspaces = append(set.Workspaces, w)
 		ref := w.Ref()
 		if rapid.IntRange(0, 2).Draw(t, "queued") > 0 {
 			hist.QueuedSince[ref] = propNow.Add(-time.Duration(rapid.IntRange(0, 600).Draw(t, "waited")) * time.Minute)
 		}
+		// Run before: attained service, and now and then the preemption
+		// that ended its last run.
+		if rapid.IntRange(0, 2).Draw(t, "ranBefore") == 0 {
+			if hist.Ran == nil {
+				hist.Ran = map[schema.Ref]drivers.RunTime{}
+			}
+			hist.Ran[ref] = drivers.RunTime{Ran: time.Duration(rapid.IntRange(1, 600).Draw(t, "ran")) * time.Minute}
+			if rapid.Bool().Draw(t, "ranPreempted") {
+				hist.Preempted[ref] = drivers.Preemption{Victim: ref, By: schema.Ref{Project: "p0", Name: "w0"}, At: propNow.Add(-time.Duration(rapid.IntRange(1, 900).Draw(t, "preemptedAgo")) * time.Minute)}
+			}
+		}
 		if rapid.IntRange(0, 1).Draw(t, "running") == 1 {
 			phase := rapid.SampledFrom([]drivers.AllocPhase{drivers.AllocRunning, drivers.AllocRunning, drivers.AllocRunning, drivers.AllocStarting, drivers.AllocStopping}).Draw(t, "phase")
-			started := propNow.Add(-time.Duration(rapid.IntRange(0, 300).Draw(t, "age")) * time.Minute)
+			started := propNow.Add(-time.Duration(rapid.IntRange(0, 600).Draw(t, "age")) * time.Minute)
 			ckpt := time.Time{}
 			if rapid.Bool().Draw(t, "ckpt") {
 				ckpt = started.Add(time.Duration(rapid.IntRange(0, int(propNow.Sub(started)/time.Minute)).Draw(t, "ckptAt")) * time.Minute)
@@ -457,6 +503,26 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 				if acctOf(w.Ref) == acctOf(*w.PreemptedBy) {
 					t.Fatalf("%s reclaimed by its own quota account", w.Ref)
 				}
+			case RightOrder:
+				// Attained-service ordering takes only work of the
+				// preemptor's own tier, in a tier with ordering on, that
+				// checkpoints and is not interactive (unless its tier's
+				// ordering is all).
+				if len(set.Policy.Spec.Service.Steps) == 0 || vt.Spec.Value != pt.Spec.Value || vt.Spec.Ordering == schema.OrderingOff {
+					t.Fatalf("%s (tier %d) preempted by %s (tier %d) for ordering, with steps %v and ordering %q", w.Ref, vt.Spec.Value, *w.PreemptedBy, pt.Spec.Value, set.Policy.Spec.Service.Steps, vt.Spec.Ordering)
+				}
+				if cp := vs.Spec.Checkpoint; cp.Interval <= 0 && (cp.Signal == "" || cp.GracePeriod <= 0) {
+					t.Fatalf("%s preempted for ordering without a checkpoint", w.Ref)
+				}
+				if len(vs.Spec.Ports) > 0 && vt.Spec.Ordering != schema.OrderingAll {
+					t.Fatalf("%s, interactive, preempted for ordering", w.Ref)
+				}
+				// Another team's work only over borrowed GPUs: the
+				// preemptor borrows too.
+				if acctOf(w.Ref) != acctOf(*w.PreemptedBy) && !by.Borrowed {
+					t.Fatalf("%s, another team's, preempted for ordering by %s inside its quota", w.Ref, *w.PreemptedBy)
+				}
+				orderPreemptions.Add(1)
 			}
 		}
 	}
@@ -788,6 +854,10 @@ func applyGrace(in Input, d Decision, now time.Time, grace bool) Input {
 	return Input{Specs: in.Specs, Snapshot: &snap, History: &h, Now: now}
 }
 
+// orderPreemptions counts the preemptions for ordering checkDecision
+// saw, so that TestPropInvariants can tell its checks of RightOrder ran.
+var orderPreemptions atomic.Int64
+
 func TestPropInvariants(t *testing.T) {
 	verifying(t)
 	rapid.Check(t, func(t *rapid.T) {
@@ -804,6 +874,29 @@ func TestPropInvariants(t *testing.T) {
 		}
 		checkDecision(t, in, d)
 	})
+}
+
+// TestPropOrdering: TestPropInvariants on ordering's own ground (one
+// tier, every workspace checkpointing, long runs): every invariant holds,
+// and every preemption for ordering takes only what may yield.
+func TestPropOrdering(t *testing.T) {
+	verifying(t)
+	genOrdering = true
+	t.Cleanup(func() { genOrdering = false })
+	before := orderPreemptions.Load()
+	// About one input in a hundred preempts for ordering: check until
+	// some have, so the checks of RightOrder are never vacuous.
+	for i := 0; i < 50 && orderPreemptions.Load()-before < 5 && !t.Failed(); i++ {
+		rapid.Check(t, func(t *rapid.T) {
+			in := genInput(t)
+			checkDecision(t, in, Decide(in))
+		})
+	}
+	if n := orderPreemptions.Load() - before; n < 5 {
+		t.Errorf("%d decisions preempted for ordering: the checks of RightOrder barely ran", n)
+	} else {
+		t.Logf("%d preemptions for ordering checked", n)
+	}
 }
 
 // TestPropQuotaLimits: no project goes beyond quota plus borrow limit in

@@ -174,6 +174,10 @@ const (
 	// RightReclaim: the preemptor is inside its project's guaranteed quota
 	// and the victim's project is beyond its own (borrowing).
 	RightReclaim
+	// RightOrder: attained-service ordering (policy Service): the victim,
+	// of the preemptor's tier, has run past a step the preemptor has not
+	// reached, and is of its project or borrows.
+	RightOrder
 )
 
 func (r Right) String() string {
@@ -184,6 +188,8 @@ func (r Right) String() string {
 		return "priority"
 	case RightReclaim:
 		return "reclaim"
+	case RightOrder:
+		return "order"
 	}
 	return "unknown"
 }

@@ -34,7 +34,10 @@
 // node in every dimension the node tracks; a gang places every replica
 // or none; no project goes beyond its quota plus borrow limit; a victim
 // is preemptible, past the minimum runtime, and taken by a right (a
-// strictly higher tier, or reclaim by another project); decisions
+// strictly higher tier, reclaim by another project, or attained-service
+// ordering: same tier, a victim that checkpoints, is not interactive and
+// has run past a step its preemptor has not, of its team or borrowing);
+// decisions
 // applied one after another settle without ping-pong; and the wait
 // bounds hold (TestPropWaitBound).
 //
@@ -78,8 +81,9 @@
 // in-quota bound no longer holds, which is what the opt-in says.
 //
 // The reconciler advances History between decisions with AdvanceUsage
-// (decayed usage), RecordDecision (queue times, preemption records,
-// quota labels) and RecordRuns (run times of completed runs).
+// (decayed usage; with AdvanceHistory, how long each ran: attained
+// service and time limits), RecordDecision (queue times, preemption
+// records, quota labels) and RecordRuns (run times of completed runs).
 //
 // # Where each rule lives
 //
@@ -89,7 +93,8 @@
 // quota), admit.go (admission and waiting reasons), preempt.go (who may
 // preempt whom, and victim choice), guard.go (the starvation guard and
 // the wait bound), holders.go (phase 1), limits.go (time limits and
-// idle GPUs, and the history they read), resources.go (CPU, memory,
+// idle GPUs, and the history they read), service.go (attained-service
+// ordering: the queues by GPU-time run, promotion, who yields), resources.go (CPU, memory,
 // disk, cores, drivers, host volumes and placement), predict.go
 // (run-time prediction from History.RunTimes and expectedDuration),
 // likely.go (the queue's likely start, for people: Decide never reads

@@ -72,18 +72,20 @@ func runsOf(snap *drivers.Snapshot, want func(schema.Ref) bool) map[schema.Ref]*
 	return runs
 }
 
-// advanceRan adds to each running workspace with a time limit the time
-// it ran since h.UsageAt (since its start, when it had no record: a
-// limit set while it runs counts its whole run); a run of another spec
-// starts again from zero. Records of workspaces no longer wanted
-// running, or no longer limited, are dropped.
+// advanceRan adds to each running workspace with a time limit, or to
+// every running workspace under attained-service ordering (the policy's
+// Service), the time it ran since h.UsageAt (since its start, when it
+// had no record: a limit set while it runs counts its whole run); a run
+// of another spec starts again from zero. Records of workspaces no
+// longer wanted running, or no longer counted, are dropped.
 func advanceRan(h drivers.History, set *schema.Set, snap *drivers.Snapshot, now time.Time) map[schema.Ref]drivers.RunTime {
-	if !set.HasRuntimeLimits() {
+	ordering := len(set.Policy.Spec.Service.Steps) > 0
+	if !set.HasRuntimeLimits() && !ordering {
 		return nil
 	}
 	limited := func(ref schema.Ref) bool {
 		w := set.Workspace(ref)
-		return w != nil && w.Spec.State == schema.DesiredRunning && set.MaxRuntime(w).Max > 0
+		return w != nil && w.Spec.State == schema.DesiredRunning && (ordering || set.MaxRuntime(w).Max > 0)
 	}
 	out := make(map[schema.Ref]drivers.RunTime, len(h.Ran))
 	for ref, r := range h.Ran {
@@ -97,10 +99,11 @@ func advanceRan(h drivers.History, set *schema.Set, snap *drivers.Snapshot, now 
 			rt, ok = drivers.RunTime{SpecHash: r.specHash}, false
 		}
 		from := r.start
-		if ok && h.UsageAt.After(from) {
-			from = h.UsageAt
+		if at := countedTo(rt, &h); ok && at.After(from) {
+			from = at
 		}
 		rt.Ran += max(0, now.Sub(from))
+		rt.At = time.Time{} // counted to now, the history's UsageAt from here
 		out[ref] = rt
 	}
 	if len(out) == 0 {
@@ -269,14 +272,23 @@ func ranFor(ref schema.Ref, w *schema.Workspace, allocs []*drivers.Alloc, hist *
 	var ran time.Duration
 	if ok {
 		ran = rt.Ran
-		if running && hist.UsageAt.After(start) {
-			start = hist.UsageAt
+		if at := countedTo(rt, hist); running && at.After(start) {
+			start = at
 		}
 	}
 	if running {
 		ran += max(0, now.Sub(start))
 	}
 	return ran
+}
+
+// countedTo is the time run-time record rt counts up to: its own, else
+// the history's UsageAt.
+func countedTo(rt drivers.RunTime, h *drivers.History) time.Time {
+	if !rt.At.IsZero() {
+		return rt.At
+	}
+	return h.UsageAt
 }
 
 // reasonOfEnd is the reason kind of an end berth made.

@@ -42,6 +42,7 @@ func TestAdvanceRan(t *testing.T) {
 		"free":    func(s *schema.WorkspaceSpec) { s.MaxRuntime = &zero },
 		"waiting": func(s *schema.WorkspaceSpec) { s.MaxRuntime = &two },
 	})
+	set.Policy.Spec.Service = schema.ServicePolicy{} // limits alone first
 	ref := func(n string) schema.Ref { return schema.Ref{Project: "ml", Name: n} }
 	h := drivers.History{UsageAt: t0, Ran: map[schema.Ref]drivers.RunTime{
 		ref("a"):       {SpecHash: "h1", Ran: time.Hour},
@@ -72,7 +73,15 @@ func TestAdvanceRan(t *testing.T) {
 		t.Error("AdvanceHistory changed its input")
 	}
 	if got := AdvanceHistory(h, &schema.Set{Policy: set.Policy}, snap, now).Ran; got != nil {
-		t.Errorf("without limits, Ran = %v, want none", got)
+		t.Errorf("without limits or ordering, Ran = %v, want none", got)
+	}
+	// Attained-service ordering keeps every running workspace's, limited
+	// or not: free's too.
+	set.Policy.Spec.Service = schema.DefaultPolicy().Spec.Service
+	got = AdvanceHistory(h, set, snap, now).Ran
+	want[ref("free")] = drivers.RunTime{SpecHash: "h1", Ran: time.Hour}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("with ordering, Ran (-want +got):\n%s", diff)
 	}
 }
 

@@ -85,6 +85,9 @@ func (d *decider) right(w *wsState, inQuota bool, v *wsState) Right {
 	if inQuota && v.proj != w.proj && (borrowed || (v.held > 0 && vp.held-v.held >= vp.quota && !(w.preempted != nil && w.preempted.By == v.ref))) {
 		return RightReclaim
 	}
+	if d.orderRight(w, inQuota, v, borrowed) {
+		return RightOrder
+	}
 	return RightNone
 }
 
@@ -98,6 +101,8 @@ func (d *decider) cohortTakes(w, v *wsState) bool {
 
 func (d *decider) rightWhy(w, v *wsState, r Right) string {
 	switch r {
+	case RightOrder:
+		return d.orderWhy(w, v)
 	case RightPriority:
 		vp := d.projs[v.proj]
 		borrowed := v.overQuota && (vp.held-v.held >= vp.quota || vp.leavesAtQuota(v.rheld))
@@ -205,6 +210,9 @@ func (d *decider) searchPreempt(w *wsState, mi int, inQuota bool, budget int) (o
 			k = d.numTiers
 		} else if w.canPreempt {
 			k = w.rank
+		}
+		if d.ordering() && !inQuota {
+			k = max(k, w.rank+1) // its own tier's borrowers, for ordering
 		}
 	}
 	// 0. With no GPU being released, step 1 weighs what placeFree just
@@ -337,6 +345,9 @@ func (d *decider) mayPreemptAny(w *wsState, inQuota bool) bool {
 		}
 		if w.canPreempt && w.cohortBelow > 0 && vi != w.proj && vp.candidates && vp.minTier < min(w.tier, w.cohortBelow) {
 			return true // priority, borrowing within the cohort
+		}
+		if d.mayOrder(w, inQuota, vi, vp, borrowed) {
+			return true // ordering
 		}
 	}
 	return false

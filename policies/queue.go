@@ -162,6 +162,9 @@ func (d *decider) before(a, b int) bool {
 	if wa.tier != wb.tier {
 		return wa.tier > wb.tier
 	}
+	if wa.band != wb.band {
+		return wa.band < wb.band
+	}
 	if ka.share != kb.share {
 		return ka.share < kb.share
 	}
@@ -211,6 +214,9 @@ func (d *decider) buildQueue() *projHeap {
 			a, b := d.ws[i], d.ws[j]
 			if a.tier != b.tier {
 				return cmp.Compare(b.tier, a.tier)
+			}
+			if a.band != b.band {
+				return cmp.Compare(a.band, b.band)
 			}
 			if a.boost != b.boost {
 				return cmp.Compare(b.boost, a.boost)

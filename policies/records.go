@@ -63,6 +63,7 @@ func newDecider(in Input) *decider {
 	d.readLabels(&hist)
 	d.countQuotas(snap, queuedSince)
 	d.markCandidates(specs, &hist)
+	d.markService(&hist)
 	d.prepareSearch()
 	return d
 }
@@ -93,6 +94,7 @@ func (d *decider) addProjects(specs *schema.Set, usage map[string]float64, projI
 			ps.tier = t.Spec.Value
 			ps.canPreempt, ps.preemptible = t.Spec.CanPreempt, t.Spec.Preemptible
 			ps.cohortBelow = cohortBelow(specs, t)
+			ps.ordering = t.Spec.Ordering
 		}
 		ps.usage = usage[ps.name]
 		ps.root = len(d.projs)
@@ -123,7 +125,7 @@ func (d *decider) addAccounts(p *projState) {
 	p.accounts = make(map[string]int, len(names))
 	for _, k := range names {
 		a := &projState{spec: p.spec, name: p.name, kind: k, weight: p.weight,
-			tier: p.tier, canPreempt: p.canPreempt, preemptible: p.preemptible, cohortBelow: p.cohortBelow, usage: p.usage,
+			tier: p.tier, canPreempt: p.canPreempt, preemptible: p.preemptible, cohortBelow: p.cohortBelow, ordering: p.ordering, usage: p.usage,
 			heapIdx: -1, leastOver: math.MaxInt, leastHeld: math.MaxInt, minTier: math.MaxInt, root: p.root}
 		a.quota, a.borrow = p.spec.Spec.AccountLimits(k)
 		p.accounts[k] = len(d.projs)
@@ -264,12 +266,14 @@ func (d *decider) setTier(specs *schema.Set, w *wsState, p *projState) {
 	w.canPreempt = p.canPreempt
 	w.preemptible = p.preemptible && sw.Spec.Preemptible
 	w.cohortBelow = p.cohortBelow
+	w.ordering = p.ordering
 	if tn := sw.Spec.Tier; tn != "" && tn != w.tierName {
 		if t := specs.Tier(tn); t != nil {
 			w.tier, w.tierName = t.Spec.Value, tn
 			w.canPreempt = t.Spec.CanPreempt
 			w.preemptible = t.Spec.Preemptible && sw.Spec.Preemptible
 			w.cohortBelow = cohortBelow(specs, t)
+			w.ordering = t.Spec.Ordering
 		}
 	}
 }

@@ -107,17 +107,19 @@ func TestScenarios(t *testing.T) {
 // parseScenario reads a scenario archive. Sections:
 //
 //	-- now --      2026-03-02T10:00:00Z (every other time is relative to it: -30m)
-//	-- specs --    tier NAME VALUE [nopreempt] [noevict] [cohortBelow=TIER]
+//	-- specs --    tier NAME VALUE [nopreempt] [noevict] [cohortBelow=TIER] [ordering=on|off|all]
 //	               kind NAME match=PATTERN (spaces written as _)
 //	               project NAME tier=T [quota=N] [borrow=N|unlimited] [weight=W|quota]
 //	                       [quotaCPU=CORES|500m] [quotaMem=SIZE] [borrowCPU=CORES] [borrowMem=SIZE]
 //	                       [quota.KIND=N] [borrow.KIND=N]
 //	               workspace PROJECT/NAME gpus=N [replicas=K] [model=M] [kind=K] [kinds=K1,K2] [nvlink=C] [numa=C]
 //	                         [state=Stopped] [preemptible=false] [cpu=CORES|500m] [mem=64Gi]
-//	                         [grace=D] [unhealthyGPU=stay]
+//	                         [grace=D] [unhealthyGPU=stay] [nocheckpoint] [interactive]
+//	                         (nocheckpoint: no signal, grace or interval; interactive: a port)
 //	               (tiers, projects and workspaces: [maxRuntime=D] [idle=AFTER[/BELOW[/ACTION]]];
 //	                the policy: [idle=…])
 //	               policy [minRuntime=D] [maxVictims=N] [halfLife=D] [aging=INTERVAL/STEP/MAX]
+//	                      [service=off|STEP,STEP…/PROMOTE] (GPU-hours; off: no attained-service ordering)
 //	                      [preemption=off] [nvlink=C] [numa=C]
 //	-- cluster --  nodes, allocations and ends as internal/clustertest reads them:
 //	               node NAME gpus=N [domains=D] …, alloc PROJECT/NAME node=N gpus=I,J …,
@@ -186,6 +188,7 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 			if b, ok := f.KV["cohortBelow"]; ok {
 				t.Spec.BorrowWithinCohort = &schema.BorrowWithinCohort{Below: b}
 			}
+			t.Spec.Ordering = schema.Ordering(f.KV["ordering"])
 			if t.Spec.MaxRuntime, t.Spec.Idle, err = limitsOf(f); err != nil {
 				return nil, fmt.Errorf("%q: %w", l, err)
 			}
@@ -290,6 +293,12 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 					return nil, err
 				}
 			}
+			if f.Flags["nocheckpoint"] {
+				w.Spec.Checkpoint = schema.Checkpoint{}
+			}
+			if f.Flags["interactive"] {
+				w.Spec.Ports = []schema.Port{{Label: "http"}}
+			}
 			w.Spec.Placement = f.Placement()
 			if w.Spec.MaxRuntime, w.Spec.Idle, err = limitsOf(f); err != nil {
 				return nil, fmt.Errorf("%q: %w", l, err)
@@ -325,6 +334,8 @@ func parseSpecs(text string, now time.Time) (*schema.Set, error) {
 					}
 				case "idle":
 					ps.Idle, err = idleOf(v)
+				case "service":
+					ps.Service, err = schema.ParseServicePolicy(v)
 				case "nvlink":
 					ps.Defaults.Topology.NVLink = schema.Constraint(v)
 				case "numa":

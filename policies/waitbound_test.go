@@ -26,7 +26,10 @@ import (
 // (borrowing, it waits for those); and a job inside its team's quota,
 // when the quotas fit the cluster and every replica's GPUs divide a
 // node's, by the same with n counting its own team's work only
-// (quotaBound).
+// (quotaBound). Half the jobs checkpoint, so attained-service ordering,
+// when the draw turns it on, preempts them for less-served work of their
+// team or on borrowed GPUs: the bounds hold with it (each preemption
+// counts in n, as any other).
 func TestPropWaitBound(t *testing.T) {
 	const (
 		step    = 5 * time.Minute
@@ -48,6 +51,9 @@ func TestPropWaitBound(t *testing.T) {
 		set := schema.Set{Revision: "bound", Policy: schema.DefaultPolicy()}
 		set.Policy.Spec.Aging.MaxWait = maxWait
 		set.Policy.Spec.FairShare.HalfLife = 24 * time.Hour
+		// Attained-service ordering: the default, steps these runs pass
+		// often, or off; jobs that checkpoint yield to less-served work.
+		set.Policy.Spec.Service = rapid.SampledFrom([]schema.ServicePolicy{set.Policy.Spec.Service, {Steps: []float64{0.25, 1}, Promote: 2}, {}}).Draw(t, "service")
 		set.Tiers = []schema.PriorityTier{{Meta: schema.Meta{Name: "medium"}, Spec: schema.TierSpec{Value: 50, Preemptible: true, CanPreempt: true}}}
 		hist := drivers.History{UsageAt: start, Usage: map[string]float64{}}
 		nProj := rapid.IntRange(1, 3).Draw(t, "projects")
@@ -85,7 +91,8 @@ func TestPropWaitBound(t *testing.T) {
 			jobs = append(jobs, &job{
 				ws: schema.Workspace{Meta: schema.Meta{Name: fmt.Sprintf("j%02d", i), Project: fmt.Sprintf("p%d", rapid.IntRange(0, nProj-1).Draw(t, "project"))}, Spec: schema.WorkspaceSpec{
 					State: schema.DesiredRunning, Replicas: replicas, Preemptible: true,
-					Resources: schema.WorkResources{GPUs: rapid.IntRange(1, perNode).Draw(t, "gpus")},
+					Resources:  schema.WorkResources{GPUs: rapid.IntRange(1, perNode).Draw(t, "gpus")},
+					Checkpoint: rapid.SampledFrom([]schema.Checkpoint{{}, {Signal: "SIGTERM", GracePeriod: time.Minute}}).Draw(t, "checkpoint"),
 				}},
 				arrive: start.Add(time.Duration(rapid.IntRange(0, 72).Draw(t, "arrive")) * step),
 				run:    time.Duration(rapid.IntRange(1, int(longest/step)).Draw(t, "run")) * step,
