@@ -25,7 +25,7 @@ func TestServiceOrdering(t *testing.T) {
 		"defaults":   {want: schema.DefaultPolicy().Spec.Service},
 		"written":    {policy: "service: {steps: [1, 4.5, 16], promote: 3}", tier: ", ordering: all", want: schema.ServicePolicy{Steps: []float64{1, 4.5, 16}, Promote: 3}, ordering: schema.OrderingAll},
 		"off":        {policy: "service: {steps: []}", tier: ", ordering: off", want: schema.ServicePolicy{Steps: []float64{}, Promote: 16}, ordering: schema.OrderingOff},
-		"no promote": {policy: "service: {promote: 0}", want: schema.ServicePolicy{Steps: []float64{2, 8, 32}}},
+		"no promote": {policy: "service: {promote: 0}", want: schema.ServicePolicy{Steps: []float64{2, 8, 32, 128}}},
 		"unordered":  {policy: "service: {steps: [8, 2]}", err: "p.yaml:4:29: spec.service.steps: 2 GPU-hours comes after 8; write the steps in ascending order, such as [2, 8, 32]"},
 		"zero step":  {policy: "service: {steps: [0, 2]}", err: "p.yaml:4:26: spec.service.steps.0: 0 is out of range (it must be >0)"},
 		"negative":   {policy: "service: {promote: -1}", err: "promote is a number such as 8 (0: never)"},

@@ -767,7 +767,7 @@ func DefaultPolicy() SchedulingPolicy {
 			FairShare:  FairSharePolicy{HalfLife: 7 * 24 * time.Hour},
 			Aging:      AgingPolicy{Interval: 10 * time.Minute, Step: 1, MaxBoost: 10, MaxWait: 72 * time.Hour},
 			Preemption: PreemptionPolicy{Enabled: true, MinRuntime: 0, MaxVictims: 8},
-			Service:    ServicePolicy{Steps: []float64{2, 8, 32}, Promote: 16},
+			Service:    ServicePolicy{Steps: []float64{2, 8, 32, 128}, Promote: 16},
 			Defaults: PolicyDefaults{
 				Topology:   Topology{NVLink: ConstraintPreferred, NUMA: ConstraintNone},
 				Checkpoint: Checkpoint{Signal: "SIGTERM", GracePeriod: 30 * time.Second},
