@@ -64,6 +64,17 @@
 // limit: it counts a run from its allocation's start, never more than
 // the replay does.
 //
+// Attained-service ordering (the default policy's service, or
+// Mapping.Service, berth simulate --service): berth queues a job that
+// has run by the GPU-time it ran, and a job of its tier that has run
+// less may preempt it. The replay keeps, for berth, each preempted job's
+// run time over its runs (History.Ran, the record counting up to the
+// preemption), as the loop's AdvanceHistory keeps it; jobs waiting to
+// resume are never cut from a narrowed queue. The report counts every
+// policy's preemptions per job, and berth's preemptions for ordering
+// with the work they lost (sim.Cluster.AtRisk at the preemption: the
+// progress since the job's last checkpoint).
+//
 // It must never talk to a real cluster or read the wall clock except to
 // time decisions and simulated months (Timing); it reads only the trace
 // and cluster files it is given.

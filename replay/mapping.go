@@ -54,6 +54,9 @@ type Mapping struct {
 	// and does not run again, under every policy (the limit is the
 	// platform's, not a scheduler's).
 	MaxRuntime time.Duration `json:"maxRuntime,omitempty"`
+	// Service, when set, is berth's attained-service ordering in place
+	// of the default policy's (schema.ServicePolicy; no steps: off).
+	Service *schema.ServicePolicy `json:"service,omitempty"`
 }
 
 // DefaultMapping is the mapping `berth simulate` uses.
@@ -271,6 +274,9 @@ func mapJobs(jobs []Job, f fleet, m Mapping) (*Workload, error) {
 		set.Kinds = f.specs
 	}
 	set.Policy.Spec.Aging.MaxWait = m.MaxWait
+	if m.Service != nil {
+		set.Policy.Spec.Service = *m.Service
+	}
 	for _, t := range m.Tiers {
 		set.Tiers = append(set.Tiers, schema.PriorityTier{Meta: schema.Meta{Name: t.Name}, Spec: schema.TierSpec{Value: t.Value, Preemptible: true, CanPreempt: true}})
 		if m.MaxRuntime > 0 {

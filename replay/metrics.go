@@ -52,8 +52,13 @@ type meter struct {
 	// the whole queue, and those that differed.
 	whole, narrowed, verified, differed int
 	preemptions                         int
-	limitStops                          int // jobs stopped at their time limit
-	peakQueue                           int
+	// orderPreemptions and orderLost (GPU-seconds): the preemptions for
+	// attained-service ordering (policies.RightOrder) and the work they
+	// lost.
+	orderPreemptions int
+	orderLost        float64
+	limitStops       int // jobs stopped at their time limit
+	peakQueue        int
 	// kindOf is each GPU's row of wl.Kinds and weight, by GPU ID, where
 	// the report tells kinds apart (nil: it does not, and the meter
 	// spends nothing on them); kindSec and kindEqSec are each kind's
@@ -274,7 +279,11 @@ func (m *meter) work(from, to time.Time, g float64) {
 
 // result summarizes one policy's replay.
 func (m *meter) result(pol Policy, jobs []jobState, st sim.Stats, end time.Time) PolicyResult {
-	res := PolicyResult{Name: pol.Name, Rule: pol.Rule, Jobs: len(jobs), Preemptions: m.preemptions, PeakQueue: m.peakQueue}
+	res := PolicyResult{Name: pol.Name, Rule: pol.Rule, Jobs: len(jobs), Preemptions: m.preemptions, PeakQueue: m.peakQueue,
+		OrderPreemptions: m.orderPreemptions, OrderLost: m.orderLost / 3600}
+	if len(jobs) > 0 {
+		res.PreemptionsPerJob = float64(m.preemptions) / float64(len(jobs))
+	}
 	var jct []float64
 	waits := map[string][]float64{}
 	var last time.Time

@@ -65,6 +65,12 @@ import (
 //     project that preempted it waits and has not had its turn: such a
 //     job's waiting says nothing of its class, so it does not count as
 //     the class's job left waiting (resumeHeld).
+//   - A policy that orders by attained service (Policy.Attained) queues a
+//     job that has run by the GPU-time it ran and how long it has waited
+//     since, not in its class's order, and may preempt for a job that
+//     has run less: every job waiting to resume is in the window, and
+//     only jobs that never ran are cut, each class's in its own order
+//     (they have run nothing, so they rank as their class's order says).
 //
 // A class that breaks a rule has all its jobs in the next window; after
 // three windows (or a preemption by a policy without Turns) the policy
@@ -210,12 +216,12 @@ func (r *replayer) classWindow(free int) []int {
 		}
 		j := &r.wl.Jobs[c.waiting[0]]
 		want := free/(j.PerGPUs*j.Replicas) + 1
-		if len(r.hist.Preempted) == 0 {
+		if len(r.hist.Preempted) == 0 && len(r.hist.Ran) == 0 {
 			c.window = min(len(c.waiting), want)
 			continue
 		}
 		for ; c.window < len(c.waiting) && want > 0; c.window++ {
-			if _, ok := r.hist.Preempted[r.wl.Jobs[c.waiting[c.window]].Ref]; !ok {
+			if !r.resumes(c.waiting[c.window]) {
 				want--
 			}
 		}
@@ -229,8 +235,34 @@ func (r *replayer) windowJobs() []int {
 	for _, c := range r.classList {
 		out = append(out, c.waiting[:c.window]...)
 	}
+	if len(r.hist.Ran) > 0 {
+		// Attained-service ordering: a job that has run queues by its
+		// attained service and its wait since, not its class's order, so
+		// every one waiting is in the window; those cut are jobs that
+		// never ran, in their class's order.
+		r.winStamp++
+		for _, ji := range out {
+			r.stamp[ji] = r.winStamp
+		}
+		for ref := range r.hist.Ran {
+			if ji, ok := r.job(ref); ok && r.jobs[ji].status == jobQueued && r.stamp[ji] != r.winStamp {
+				out = append(out, ji)
+			}
+		}
+	}
 	r.windowBuf = out
 	return out
+}
+
+// resumes reports whether job ji has run before (waiting, it waits to
+// resume).
+func (r *replayer) resumes(ji int) bool {
+	ref := r.wl.Jobs[ji].Ref
+	if _, ok := r.hist.Preempted[ref]; ok {
+		return true
+	}
+	_, ok := r.hist.Ran[ref]
+	return ok
 }
 
 // windowDecides reports whether d, decided on the classes' windows, is

@@ -50,6 +50,11 @@ type Policy struct {
 	// them as the loop's does; the baselines read none, and the replay
 	// spends nothing on them.
 	Labels bool
+	// Attained: the policy orders by attained service (berth's, when the
+	// specs' policy turns it on), so the replay keeps each preempted
+	// job's run time (History.Ran) and every job that has run is in the
+	// narrowed queue's window (narrow.go).
+	Attained bool
 }
 
 // Policies are the four policies `berth simulate` compares, in report
@@ -59,7 +64,7 @@ func Policies() []Policy {
 		{Name: "fifo", Rule: "one queue in submit order, first-fit, no priorities, no preemption; the head blocks", Decide: baseline.FIFO, NeverPreempts: true, HeadBlocks: true},
 		{Name: "nomad", Rule: "priority order, bin-packing, preempts whole allocations ≥10 priority points lower; no quotas, no checkpoint awareness", Decide: baseline.Nomad, Turns: true},
 		{Name: "quota", Rule: "Kueue-like: guaranteed quotas, borrowing, reclaim from borrowers, priority within a project; no fair share, no aging", Decide: baseline.Quota, Turns: true, ReclaimsLive: true},
-		{Name: "berth", Rule: "berth's engine: tiers, quotas with borrowing and reclaim, decayed fair share, aging, checkpoint-aware victims, NVLink-aware packing", Decide: policies.Decide, Reserves: true, Turns: true, ReclaimsLive: true, Labels: true},
+		{Name: "berth", Rule: "berth's engine: tiers, quotas with borrowing and reclaim, decayed fair share, aging, checkpoint-aware victims, NVLink-aware packing", Decide: policies.Decide, Reserves: true, Turns: true, ReclaimsLive: true, Labels: true, Attained: true},
 	}
 }
 
@@ -203,6 +208,9 @@ type replayer struct {
 	subsetBits  []uint64 // a bit per job, in Ref order
 	subsetWords []uint64 // a bit per word of subsetBits
 	windowBuf   []int
+	// stamp and winStamp mark the jobs of the window windowJobs builds.
+	stamp    []int32
+	winStamp int32
 	// starved: the job the last decision's starvation guard chose (zero:
 	// none); classes refused under its guard start wide (classWindow).
 	starved schema.Ref
@@ -233,6 +241,10 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 	r.set = *wl.Base
 	r.set.Workspaces = nil
 	r.hist = drivers.History{UsageAt: start, Usage: map[string]float64{}, QueuedSince: map[schema.Ref]time.Time{}, Preempted: map[schema.Ref]drivers.Preemption{}, Borrowing: map[schema.Ref]bool{}}
+	if pol.Attained && len(r.set.Policy.Spec.Service.Steps) > 0 {
+		r.hist.Ran = map[schema.Ref]drivers.RunTime{}
+		r.stamp = make([]int32, len(wl.Jobs))
+	}
 	r.quota = map[string]int{}
 	for _, p := range wl.Base.Projects {
 		r.quota[p.Meta.Name] = p.Spec.Quota.GPUs
@@ -397,7 +409,7 @@ func (r *replayer) apply(ctx context.Context, specs *schema.Set, snap *drivers.S
 		if a.Kind != drivers.ActionPreempt {
 			return nil, fmt.Errorf("%s %s: the replay's specs want every job running, and it decides on every one that holds GPUs", a.Kind, a.Workspace)
 		}
-		g, err := r.preempted(ctx, a, running)
+		g, err := r.preempted(ctx, a, decisionOf(d, a.Workspace), running)
 		if err != nil {
 			return nil, err
 		}
@@ -462,10 +474,14 @@ func acts(d policies.Decision) bool {
 
 // preempted applies Preempt a and records it: the job stops, at once
 // (gone) when it never started working or has no grace.
-func (r *replayer) preempted(ctx context.Context, a *drivers.Action, running *[]int) (gone bool, err error) {
+func (r *replayer) preempted(ctx context.Context, a *drivers.Action, wd *policies.WorkspaceDecision, running *[]int) (gone bool, err error) {
 	ji, ok := r.job(a.Workspace)
 	if !ok || r.jobs[ji].status != jobRunning {
 		return false, fmt.Errorf("preempt %s: the plan preempts a job the replay does not see running", a.Workspace)
+	}
+	if wd != nil && wd.Right == policies.RightOrder {
+		r.m.orderPreemptions++
+		r.m.orderLost += r.cl.AtRisk(a.Workspace)
 	}
 	if err := r.cl.Apply(ctx, *a); err != nil {
 		return false, err
@@ -477,6 +493,10 @@ func (r *replayer) preempted(ctx context.Context, a *drivers.Action, running *[]
 	js.atLimit = false
 	if a.By != (schema.Ref{}) {
 		r.hist.Preempted[a.Workspace] = drivers.Preemption{Victim: a.Workspace, By: a.By, At: r.now}
+	}
+	if r.hist.Ran != nil {
+		// Attained-service ordering reads it (policies.ranFor).
+		r.hist.Ran[a.Workspace] = drivers.RunTime{Ran: js.ran, At: r.now}
 	}
 	js.status = jobStopping
 	js.doneAt = r.now.Add(r.wl.Jobs[ji].Grace)
@@ -593,6 +613,7 @@ func (r *replayer) remove(ji int) {
 	delete(r.hist.QueuedSince, ref)
 	delete(r.hist.Preempted, ref)
 	delete(r.hist.Borrowing, ref)
+	delete(r.hist.Ran, ref)
 }
 
 // cmpJobs orders jobs by their workspaces' Refs, as specs are.

@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"fmt"
+	"github.com/berth-dev/berth/schema"
 	"math"
 	"slices"
 	"strings"
@@ -470,5 +471,48 @@ func TestTimingByMonth(t *testing.T) {
 	}
 	if cycles != tm.Cycles() || slices.ContainsFunc(tm.Months, func(mo MonthTiming) bool { return mo.Cycles == 0 }) {
 		t.Errorf("months %+v: %d cycles, want %d, some in each month", tm.Months, cycles, tm.Cycles())
+	}
+}
+
+// TestOrderingReported: berth's default attained-service ordering
+// preempts on the sample, and the report counts those preemptions and
+// the work they lost (part of all the work lost); no baseline orders,
+// and berth with ordering off (Mapping.Service) does not either. Every
+// policy's preemptions per job are reported.
+func TestOrderingReported(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays the sample twice")
+	}
+	rep := sampleReport(t, 1)
+	for _, p := range rep.Policies {
+		if want := float64(p.Preemptions) / float64(p.Jobs); p.PreemptionsPerJob != want {
+			t.Errorf("%s: %v preemptions per job, want %v", p.Name, p.PreemptionsPerJob, want)
+		}
+		if p.Name != "berth" {
+			if p.OrderPreemptions != 0 || p.OrderLost != 0 {
+				t.Errorf("%s: %d preemptions for ordering, %.1f GPU-h lost: a baseline never orders", p.Name, p.OrderPreemptions, p.OrderLost)
+			}
+			continue
+		}
+		if p.OrderPreemptions == 0 || p.OrderLost <= 0 || p.OrderLost > p.GPUHours.Lost || p.OrderPreemptions > p.Preemptions {
+			t.Errorf("berth: %d of %d preemptions for ordering, %.1f of %.1f GPU-h lost: want some, within the totals", p.OrderPreemptions, p.Preemptions, p.OrderLost, p.GPUHours.Lost)
+		}
+	}
+	jobs, err := ReadFile("testdata/philly-sample.csv", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, spec, m := sampleWorkload(t, 1)
+	m.Service = &schema.ServicePolicy{}
+	wl, err := MapCluster(jobs, *spec, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := Run(wl, *spec, m, Policies()[3:], Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := off.Policies[0]; p.OrderPreemptions != 0 {
+		t.Errorf("berth with ordering off: %d preemptions for ordering", p.OrderPreemptions)
 	}
 }

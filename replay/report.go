@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -84,6 +85,13 @@ type PolicyResult struct {
 	Wait        []TierWait `json:"wait"`
 	MaxWait     float64    `json:"maxWait"`
 	Preemptions int        `json:"preemptions"`
+	// PreemptionsPerJob is Preemptions over Jobs.
+	PreemptionsPerJob float64 `json:"preemptionsPerJob"`
+	// OrderPreemptions counts the preemptions for attained-service
+	// ordering (berth's policies.RightOrder), and OrderLost the GPU-hours
+	// of work they lost (part of GPUHours.Lost).
+	OrderPreemptions int     `json:"orderPreemptions,omitempty"`
+	OrderLost        float64 `json:"orderLostGPUHours,omitempty"`
 	// PeakQueue is the most jobs waiting at once.
 	PeakQueue     int      `json:"peakQueue"`
 	PreemptedJobs int      `json:"preemptedJobs"`
@@ -309,6 +317,9 @@ func (r *Report) mappingLines() []string {
 	if m.MaxRuntime > 0 {
 		lines = append(lines, fmt.Sprintf("time limit: every job stops when it has run %s over its runs (each tier's maxRuntime), under every policy, and does not run again", text.Duration(m.MaxRuntime)))
 	}
+	if m.Service != nil {
+		lines = append(lines, "ordering: berth's attained-service ordering "+serviceText(*m.Service)+" (the default is "+serviceText(schema.DefaultPolicy().Spec.Service)+")")
+	}
 	if m.CohortBelow != "" {
 		lines = append(lines, fmt.Sprintf("opt-in: berth's highest tier borrows within the cohort below tier %s (borrowWithinCohort: it may take other teams' in-quota work of lower tiers)", m.CohortBelow))
 	}
@@ -415,7 +426,14 @@ func (r *Report) writeTable(w io.Writer) error {
 	}
 	row("max wait", func(p PolicyResult) string { return short(p.MaxWait) })
 	row("peak queue (jobs)", func(p PolicyResult) string { return thousands(p.PeakQueue) })
-	row("preemptions", func(p PolicyResult) string { return thousands(p.Preemptions) })
+	row("preemptions (per job)", func(p PolicyResult) string {
+		return fmt.Sprintf("%s (%.2f)", thousands(p.Preemptions), p.PreemptionsPerJob)
+	})
+	if slices.ContainsFunc(r.Policies, func(p PolicyResult) bool { return p.OrderPreemptions > 0 }) {
+		row("of them for ordering (GPU-h lost)", func(p PolicyResult) string {
+			return fmt.Sprintf("%s (%s)", thousands(p.OrderPreemptions), thousands(int(p.OrderLost+0.5)))
+		})
+	}
 	row("GPU-hours lost", func(p PolicyResult) string {
 		return fmt.Sprintf("%s (%s)", thousands(int(p.GPUHours.Lost+0.5)), pct(p.LostShare))
 	})
@@ -631,4 +649,20 @@ func thousands(n int) string {
 		b.WriteRune(c)
 	}
 	return b.String()
+}
+
+// serviceText states an attained-service ordering for the report.
+func serviceText(sp schema.ServicePolicy) string {
+	if len(sp.Steps) == 0 {
+		return "off"
+	}
+	steps := make([]string, len(sp.Steps))
+	for i, st := range sp.Steps {
+		steps[i] = strconv.FormatFloat(st, 'g', -1, 64)
+	}
+	promote := "never promoted"
+	if sp.Promote > 0 {
+		promote = "promoted after waiting " + strconv.FormatFloat(sp.Promote, 'g', -1, 64) + "× its run"
+	}
+	return "steps " + strings.Join(steps, ", ") + " GPU-h, " + promote
 }

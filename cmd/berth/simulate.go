@@ -140,6 +140,7 @@ at its first start.`,
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the tier draw")
 	f.DurationVar(&o.maxWait, "max-wait", schema.DefaultPolicy().Spec.Aging.MaxWait, "berth's wait bound in the replay: aging.maxWait (0: off)")
 	f.DurationVar(&o.maxRuntime, "max-runtime", 0, "a time limit on every job, as each tier's maxRuntime (0: none): a job that has run it, over all its runs, is stopped with its grace and does not run again, under every policy")
+	f.StringVar(&o.service, "service", "", "berth's attained-service ordering in place of the default policy's: steps in GPU-hours and the promotion knob, such as 2,8,32/8, or off")
 	f.StringVar(&o.cohortBelow, "borrow-within-cohort", "", "let berth's highest tier take other teams' in-quota work of tiers below this one (its borrowWithinCohort opt-in; off by default)")
 	f.StringVar(&o.output, "output", "table", "report format: table, json or html")
 	f.StringVar(&o.htmlPath, "html", "", "also write the HTML report to this file")
@@ -157,7 +158,7 @@ type simulateOptions struct {
 	// traces are the trace files, one per --trace, replayed as one.
 	traces                                            []string
 	format, clusterPath, policyList, output, htmlPath string
-	cohortBelow, cpuProfile                           string
+	cohortBelow, cpuProfile, service                  string
 	seed                                              uint64
 	limit, verify                                     int
 	window, tick, maxWait, maxRuntime                 time.Duration
@@ -201,6 +202,13 @@ func runSimulate(cmd *cobra.Command, o simulateOptions) error {
 	m.MaxWait = o.maxWait
 	m.CohortBelow = o.cohortBelow
 	m.MaxRuntime = o.maxRuntime
+	if o.service != "" {
+		sp, err := schema.ParseServicePolicy(o.service)
+		if err != nil {
+			return &exitError{Code: exitUsage, Err: err}
+		}
+		m.Service = &sp
+	}
 	wl, err := replay.MapCluster(jobs, spec, m)
 	if err != nil {
 		return &exitError{Code: exitFailure, Err: err}

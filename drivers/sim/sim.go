@@ -165,6 +165,22 @@ func (r *run) checkpoint(t time.Time) (time.Time, time.Duration) {
 	return r.runningAt.Add(k * r.interval), r.base + k*r.interval
 }
 
+// AtRisk is the work a stop of ref now would lose, in GPU-seconds,
+// unless it saves on the signal: its progress since its last periodic
+// checkpoint, times its GPUs (0: not running). The replay counts with
+// it what preemptions of each right lose.
+func (c *Cluster) AtRisk(ref schema.Ref) float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.runs[ref]
+	if r == nil || r.stopping || r.saves {
+		return 0
+	}
+	now := c.clock.Now()
+	_, saved := r.checkpoint(now)
+	return float64(r.gpus) * (r.progress(now) - saved).Seconds()
+}
+
 // ranFor is how long r has held its GPUs doing work up to t.
 func (r *run) ranFor(t time.Time) time.Duration {
 	return r.progress(t) - r.base
