@@ -51,14 +51,12 @@ func (d *decider) markService(hist *drivers.History) {
 		w.served = ran.Hours() * float64(w.gpus*w.replicas)
 		w.band = bandOf(sp.Steps, w.served)
 		if queued {
-			if sp.Promote > 0 && ran > 0 && w.band > 0 {
-				since := w.queuedSince
-				if w.preempted != nil && w.preempted.At.After(since) {
-					since = w.preempted.At
-				}
-				if d.now.Sub(since) >= time.Duration(sp.Promote*float64(ran)) {
-					w.band, w.promoted = 0, true
-				}
+			since := w.queuedSince
+			if w.preempted != nil && w.preempted.At.After(since) {
+				since = w.preempted.At
+			}
+			if at := PromotedAt(sp, ran, since); w.band > 0 && !at.IsZero() && !d.now.Before(at) {
+				w.band, w.promoted = 0, true
 			}
 			continue
 		}
@@ -68,6 +66,17 @@ func (d *decider) markService(hist *drivers.History) {
 			p.maxBand = max(p.maxBand, w.band)
 		}
 	}
+}
+
+// PromotedAt is when a workspace that has run ran and waits since since
+// (its last preemption, else when it queued) is promoted to queue 0:
+// after waiting sp.Promote times its run; zero when never (no knob, or
+// it has not run).
+func PromotedAt(sp schema.ServicePolicy, ran time.Duration, since time.Time) time.Time {
+	if sp.Promote <= 0 || ran <= 0 {
+		return time.Time{}
+	}
+	return since.Add(time.Duration(sp.Promote * float64(ran)))
 }
 
 // bandOf is the queue of attained service served (GPU-hours): how many
