@@ -100,10 +100,9 @@ type wsState struct {
 	// policy's Service steps (0: the least served, or promoted: it has
 	// waited long enough); yields: it may be preempted for ordering
 	// (service.go). Set for queued workspaces and candidates only.
-	served   float64
-	band     int
-	promoted bool
-	yields   bool
+	served float64
+	band   int
+	yields bool
 
 	victim bool // preempted in this decision
 	// candidate: may be preempted at all (running, preemptible, past the
