@@ -20,6 +20,7 @@ import (
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/drivertest"
 	"github.com/berth-dev/berth/drivers/nomad"
+	"github.com/berth-dev/berth/drivers/nomad/gpumeta"
 	"github.com/berth-dev/berth/drivers/nomad/nomadfake"
 	"github.com/berth-dev/berth/internal/realnomad"
 	"github.com/berth-dev/berth/schema"
@@ -411,6 +412,46 @@ func TestObserveTopologyAndForeignGPUs(t *testing.T) {
 	}
 	if len(snap.Allocs) != 0 {
 		t.Errorf("a foreign job's allocation is in the snapshot: %v", snap.Allocs)
+	}
+}
+
+// TestObserveTopologyByUUID: a GPU the device plugin reports without a
+// PCI bus (as the nomad-dev kit's fake plugin does) is matched to berth
+// agent's topology by its ID, the GPU's UUID, and one the metadata lists
+// under another UUID by its PCI bus; NVML's order and the published
+// domains and NUMA nodes hold. A GPU that matches neither leaves the
+// node's topology guessed.
+func TestObserveTopologyByUUID(t *testing.T) {
+	topo := []gpumeta.GPU{
+		{Index: 0, UUID: "GPU-c", PCIBusID: "00000000:18:00.0", NUMA: 0, Domain: 0},
+		{Index: 1, UUID: "GPU-a", PCIBusID: "00000000:2a:00.0", NUMA: 1, Domain: 1},
+		{Index: 2, UUID: "GPU-x", PCIBusID: "00000000:3a:00.0", NUMA: 0, Domain: 0},
+		{Index: 3, UUID: "GPU-b", PCIBusID: "00000000:4a:00.0", NUMA: 1, Domain: 1},
+	}
+	gpus := []nomadfake.GPU{
+		{ID: "GPU-a", Healthy: true}, {ID: "GPU-b", Healthy: true}, {ID: "GPU-c", Healthy: true},
+		{ID: "GPU-d", PCIBusID: "00000000:3a:00.0", Healthy: true}, // a UUID the metadata lacks, on GPU-x's bus
+	}
+	n := observeNode(t, nomadfake.Node{ID: "n1", Name: "kit", Meta: gpumeta.Encode(topo), GPUs: gpus})
+	if n.TopologyGuessed {
+		t.Fatal("topology guessed")
+	}
+	want := []drivers.GPU{
+		{ID: "GPU-c", Index: 0, Domain: 0, NUMA: 0},
+		{ID: "GPU-a", Index: 1, Domain: 1, NUMA: 1},
+		{ID: "GPU-d", Index: 2, Domain: 0, NUMA: 0},
+		{ID: "GPU-b", Index: 3, Domain: 1, NUMA: 1},
+	}
+	for i := range want {
+		want[i].Model, want[i].MemoryBytes, want[i].Healthy = "H100-fake", 81559<<20, true
+	}
+	if d := cmp.Diff(want, n.GPUs); d != "" {
+		t.Errorf("GPUs (-want +got)\n%s", d)
+	}
+
+	gpus[3].PCIBusID = "" // GPU-d: neither its UUID nor a bus
+	if n := observeNode(t, nomadfake.Node{ID: "n1", Name: "kit", Meta: gpumeta.Encode(topo), GPUs: gpus}); !n.TopologyGuessed {
+		t.Errorf("a GPU the metadata does not list was matched: %+v", n.GPUs)
 	}
 }
 

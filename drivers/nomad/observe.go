@@ -241,8 +241,10 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub, hashes *jobHas
 			}
 		}
 	}
-	// Order and topology: the agent's NVML order matched by PCI bus when
-	// every instance matches; otherwise PCI order and one domain.
+	// Order and topology: the agent's NVML order when every instance
+	// matches a GPU of it, by UUID (the NVIDIA device plugin's device ID
+	// is the GPU's UUID, which NVML reports) or else by PCI bus (the
+	// plugin's locality); otherwise PCI order and one domain.
 	//
 	// MIG instances: the NVIDIA device plugin hides a MIG-enabled GPU and
 	// reports each of its instances as a device of its own, whose ID is
@@ -262,9 +264,13 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub, hashes *jobHas
 	guessed := err != nil || topo == nil
 	if !guessed {
 		parents := map[string][2]int{} // MIG instance UUID → parent index, place
+		byUUID := map[string]int{}     // GPU UUID → index
 		for _, g := range topo {
 			for k, id := range g.MIG {
 				parents[id] = [2]int{g.Index, k}
+			}
+			if g.UUID != "" {
+				byUUID[g.UUID] = g.Index
 			}
 		}
 		used := map[int]bool{}
@@ -275,6 +281,19 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub, hashes *jobHas
 			}
 			if _, mig := drivers.ParseMIG(insts[i].dev.Name); mig || strings.HasPrefix(insts[i].inst.ID, "MIG-") {
 				guessed = true // an instance not listed: never a whole GPU, though on its parent's bus
+				continue
+			}
+			if k, ok := byUUID[insts[i].inst.ID]; ok && !used[k] {
+				insts[i].index, used[k] = k, true
+			}
+		}
+		// The whole GPUs no UUID matched, by PCI bus, once every UUID
+		// has taken its GPU.
+		for i := range insts {
+			if guessed {
+				break
+			}
+			if insts[i].index >= 0 || insts[i].parent >= 0 {
 				continue
 			}
 			for _, g := range topo {

@@ -9,10 +9,11 @@
 // pci lists each GPU's PCI bus (NVML index order; the short hex bus when
 // every GPU sits at domain 0, device 0, function 0, the full bus ID
 // otherwise); nvlink lists the domains as groups of indexes ("a-b" ranges
-// joined by "+"); numa maps a NUMA node to its indexes. Nomad's own device
-// instances carry the PCI bus ID, which is how the driver matches them.
-// berth.gpu.count and one berth.gpu.<index> key per GPU (UUID, model,
-// memory) complete it.
+// joined by "+"); numa maps a NUMA node to its indexes. berth.gpu.count
+// and one berth.gpu.<index> key per GPU (UUID, model, memory) complete
+// it. The driver matches Nomad's device instances to these GPUs by the
+// instance's ID, which the NVIDIA device plugin sets to the GPU's UUID,
+// and else by the PCI bus ID the plugin reports as its locality.
 //
 // MIG: a MIG-enabled GPU stays in the lists above (it is a PCI device, and
 // NVML indexes it), and one more key, berth.gpu.<index>.mig, lists its
