@@ -27,10 +27,33 @@ Nomad client (NOMAD_ADDR, NOMAD_TOKEN), refreshed every --interval and
 whenever they change. berth reads it to place workspaces within one NVLink
 domain or NUMA node, and a replica's MIG instances on one GPU.
 
-Without the NVIDIA driver (no libnvidia-ml.so.1) it exits with status 1.`,
+Without the NVIDIA driver (no libnvidia-ml.so.1, or its kernel module not
+loaded) it says so once on stderr and waits, trying again every --interval:
+on a node marked as a GPU node before its driver is installed, the system
+job runs idle instead of failing and restarting, and publishes once the
+driver is there (until then berth doctor lists the node's topology as
+guessed). With --once it exits with status 1 instead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			reader, err := agent.NewNVMLReader()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			open := func() (agent.Reader, error) {
+				r, err := agent.NewNVMLReader()
+				if err != nil {
+					return nil, err
+				}
+				return r, nil
+			}
+			var reader agent.Reader
+			var err error
+			if once {
+				reader, err = open()
+			} else {
+				reader, err = agent.Open(ctx, open, interval, cmd.ErrOrStderr())
+				if ctx.Err() != nil {
+					return nil // stopped while waiting for the driver
+				}
+			}
 			if err != nil {
 				return &exitError{Code: exitFailure, Err: fmt.Errorf("agent: %w", err)}
 			}
@@ -42,7 +65,7 @@ Without the NVIDIA driver (no libnvidia-ml.so.1) it exits with status 1.`,
 			}
 			a := &agent.Agent{Reader: reader, Client: client, NodeID: nodeID, Interval: interval, Log: cmd.ErrOrStderr()}
 			if once {
-				changed, err := a.Once(cmd.Context())
+				changed, err := a.Once(ctx)
 				if err != nil {
 					return &exitError{Code: exitFailure, Err: err}
 				}
@@ -50,8 +73,6 @@ Without the NVIDIA driver (no libnvidia-ml.so.1) it exits with status 1.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "%s; metadata %s\n", agent.Summary(gpus), map[bool]string{true: "published", false: "already current"}[changed])
 				return nil
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
 			if err := a.Run(ctx); err != nil {
 				return &exitError{Code: exitFailure, Err: err}
 			}
@@ -59,7 +80,7 @@ Without the NVIDIA driver (no libnvidia-ml.so.1) it exits with status 1.`,
 		},
 	}
 	cmd.Flags().StringVar(&nodeID, "node-id", os.Getenv("BERTH_NODE_ID"), "Nomad node ID to write (default $BERTH_NODE_ID, else the local client's node)")
-	cmd.Flags().DurationVar(&interval, "interval", 30*time.Second, "how often to read the GPUs again")
+	cmd.Flags().DurationVar(&interval, "interval", 30*time.Second, "how often to read the GPUs again (and, without NVML, to try loading it)")
 	cmd.Flags().BoolVar(&once, "once", false, "publish once and exit")
 	return cmd
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -102,6 +103,49 @@ func (a *Agent) Run(ctx context.Context) error {
 			if _, err := a.Once(ctx); err != nil && a.Log != nil {
 				fmt.Fprintln(a.Log, "berth agent:", err)
 			}
+		}
+	}
+}
+
+// ErrNoCgo is NewNVMLReader's error in a berth built without cgo, which
+// can never load NVML.
+var ErrNoCgo = errors.New("NVML is not available: this berth was built with CGO_ENABLED=0 and cannot load libnvidia-ml.so.1; use a berth built with cgo on GPU nodes")
+
+// Open returns the Reader open gives. When open fails (a node without
+// the NVIDIA driver, or with its kernel module not loaded yet), Open says
+// why on log once and tries again every interval (default 30s), quietly,
+// until open succeeds, saying so, or ctx ends (it then returns ctx's
+// error). A system job on a GPU node without its driver so waits for it
+// instead of failing and restarting over and over. ErrNoCgo, which no
+// wait mends, is returned at once.
+func Open(ctx context.Context, open func() (Reader, error), interval time.Duration, log io.Writer) (Reader, error) {
+	if interval <= 0 {
+		interval = 30 * time.Second
+	}
+	if log == nil {
+		log = io.Discard
+	}
+	var t *time.Ticker
+	for tries := 1; ; tries++ {
+		r, err := open()
+		if errors.Is(err, ErrNoCgo) {
+			return nil, err
+		}
+		if err == nil {
+			if tries > 1 {
+				fmt.Fprintf(log, "berth agent: NVML is available (try %d)\n", tries)
+			}
+			return r, nil
+		}
+		if t == nil {
+			fmt.Fprintf(log, "berth agent: %v; publishing nothing, trying again every %s\n", err, interval)
+			t = time.NewTicker(interval)
+			defer t.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
 		}
 	}
 }

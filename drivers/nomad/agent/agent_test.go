@@ -3,9 +3,11 @@ package agent
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berth-dev/berth/drivers/nomad"
 	"github.com/berth-dev/berth/drivers/nomad/gpumeta"
@@ -182,5 +184,47 @@ func TestPublishAndObserveMIG(t *testing.T) {
 	meta, _ = client.Nodes().Meta().Read("node-1", nil)
 	if v, ok := meta.Meta["berth.gpu.2.mig"]; ok {
 		t.Errorf("berth.gpu.2.mig left: %q", v)
+	}
+}
+
+// TestOpenWaitsForTheDriver: without NVML, Open says why once and tries
+// again every interval, quietly, until a try succeeds (it says so), or
+// until its context ends.
+func TestOpenWaitsForTheDriver(t *testing.T) {
+	missing := errors.New("NVML is not available on this node: the NVIDIA kernel driver is not loaded")
+	tries := 0
+	open := func() (Reader, error) {
+		if tries++; tries < 4 {
+			return nil, missing
+		}
+		return &fixedReader{gpus: dgx(2)}, nil
+	}
+	var log bytes.Buffer
+	r, err := Open(context.Background(), open, time.Millisecond, &log)
+	if err != nil || r == nil || tries != 4 {
+		t.Fatalf("Open = %v, %v after %d tries; want the reader after 4", r, err, tries)
+	}
+	want := "berth agent: " + missing.Error() + "; publishing nothing, trying again every 1ms\nberth agent: NVML is available (try 4)\n"
+	if d := cmp.Diff(want, log.String()); d != "" {
+		t.Errorf("log (-want +got)\n%s", d)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	log.Reset()
+	tries = 0
+	r, err = Open(ctx, func() (Reader, error) { tries++; return nil, missing }, time.Millisecond, &log)
+	if r != nil || !errors.Is(err, context.DeadlineExceeded) || tries < 2 {
+		t.Errorf("Open without a driver = %v, %v after %d tries; want the context's error after tries", r, err, tries)
+	}
+	if n := strings.Count(log.String(), "\n"); n != 1 {
+		t.Errorf("Open logged %d lines without a driver, want 1:\n%s", n, log.String())
+	}
+
+	// A berth without cgo never loads NVML: no wait.
+	tries = 0
+	r, err = Open(context.Background(), func() (Reader, error) { tries++; return nil, fmt.Errorf("agent: %w", ErrNoCgo) }, time.Millisecond, nil)
+	if r != nil || !errors.Is(err, ErrNoCgo) || tries != 1 {
+		t.Errorf("Open in a build without cgo = %v, %v after %d tries; want ErrNoCgo after 1", r, err, tries)
 	}
 }

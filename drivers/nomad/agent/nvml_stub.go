@@ -12,10 +12,8 @@ import (
 // NVML.
 type NVMLReader struct{}
 
-// NewNVMLReader always fails in a build without cgo.
-func NewNVMLReader() (*NVMLReader, error) {
-	return nil, errors.New("NVML is not available: this berth was built with CGO_ENABLED=0 and cannot load libnvidia-ml.so.1; use a berth built with cgo on GPU nodes")
-}
+// NewNVMLReader always fails in a build without cgo, with ErrNoCgo.
+func NewNVMLReader() (*NVMLReader, error) { return nil, ErrNoCgo }
 
 // Read never runs: NewNVMLReader never returns a reader.
 func (*NVMLReader) Read() ([]gpumeta.GPU, error) { return nil, errors.New("NVML stub") }
