@@ -77,7 +77,7 @@ func observeNode(t *testing.T, n nomadfake.Node) drivers.Node {
 }
 
 // TestObserveMIGParents: each MIG instance, matched by its ID in its
-// parent's list (berth.gpu.<index>.mig), gets its parent's NUMA node and
+// parent's list (berth.gpu.g<index>.mig), gets its parent's NUMA node and
 // a Domain of its parent's own (after the NVLink domains 0-2: 3 plus the
 // parent's index), and an index after the GPUs', by parent then MIG
 // order; the whole GPUs read as without MIG.
@@ -105,7 +105,7 @@ func TestObserveMIGParents(t *testing.T) {
 }
 
 // TestObserveMIGWithoutParents: metadata from an agent before MIG
-// parents (no berth.gpu.<index>.mig), or a list that misses an instance
+// parents (no berth.gpu.g<index>.mig), or a list that misses an instance
 // Nomad shows, leaves the node's topology guessed, as before: one
 // domain, PCI order.
 func TestObserveMIGWithoutParents(t *testing.T) {

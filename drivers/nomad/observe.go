@@ -250,7 +250,7 @@ func buildNode(nd nodeData, berth map[[2]string]*api.JobListStub, hashes *jobHas
 	// reports each of its instances as a device of its own, whose ID is
 	// the instance's UUID ("MIG-…") and whose PCI bus is not its own (the
 	// parent's, or none), so an instance is matched by its ID in the
-	// parent's MIG list (gpumeta: berth.gpu.<index>.mig). A matched
+	// parent's MIG list (gpumeta: berth.gpu.g<index>.mig). A matched
 	// instance is indexed after the node's GPUs, by parent then by the
 	// parent's MIG order; its NUMA node is its parent's, and its Domain
 	// is a number of its parent's own, after the node's NVLink domains

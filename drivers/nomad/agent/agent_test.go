@@ -89,7 +89,7 @@ func TestPublishAndObserve(t *testing.T) {
 		t.Fatalf("after a change: changed=%v err=%v", changed, err)
 	}
 	meta, _ = client.Nodes().Meta().Read("node-1", nil)
-	if _, ok := meta.Meta["berth.gpu.7"]; ok || meta.Meta[gpumeta.KeyCount] != "7" {
+	if _, ok := meta.Meta["berth.gpu.g7"]; ok || meta.Meta[gpumeta.KeyCount] != "7" {
 		t.Errorf("stale keys left: %v", meta.Meta)
 	}
 	if !strings.Contains(log.String(), "published berth.gpu.topology=") {
@@ -113,7 +113,7 @@ func TestDiff(t *testing.T) {
 }
 
 // TestPublishAndObserveMIG: the agent publishes a MIG-enabled GPU's
-// instances (berth.gpu.2.mig); the driver gives each instance Nomad shows
+// instances (berth.gpu.g2.mig); the driver gives each instance Nomad shows
 // its parent's NUMA node and a Domain of the parent's own; when MIG is
 // turned off the agent unsets the key.
 func TestPublishAndObserveMIG(t *testing.T) {
@@ -151,8 +151,8 @@ func TestPublishAndObserveMIG(t *testing.T) {
 		t.Fatal(err)
 	}
 	meta, _ := client.Nodes().Meta().Read("node-1", nil)
-	if got := meta.Meta["berth.gpu.2.mig"]; got != strings.Join(gpus[2].MIG, ",") {
-		t.Errorf("berth.gpu.2.mig = %q", got)
+	if got := meta.Meta["berth.gpu.g2.mig"]; got != strings.Join(gpus[2].MIG, ",") {
+		t.Errorf("berth.gpu.g2.mig = %q", got)
 	}
 	if got := meta.Meta[gpumeta.KeyTopology]; got != "v1;pci=18,2a,ba,db;nvlink=0-1,2,3;numa=0:0-1,1:2-3" {
 		t.Errorf("topology %q", got)
@@ -182,8 +182,8 @@ func TestPublishAndObserveMIG(t *testing.T) {
 		t.Fatalf("changed=%v err=%v", changed, err)
 	}
 	meta, _ = client.Nodes().Meta().Read("node-1", nil)
-	if v, ok := meta.Meta["berth.gpu.2.mig"]; ok {
-		t.Errorf("berth.gpu.2.mig left: %q", v)
+	if v, ok := meta.Meta["berth.gpu.g2.mig"]; ok {
+		t.Errorf("berth.gpu.g2.mig left: %q", v)
 	}
 }
 

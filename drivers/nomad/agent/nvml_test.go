@@ -94,8 +94,8 @@ func TestReadMockedTopologies(t *testing.T) {
 			if meta[gpumeta.KeyCount] != "8" {
 				t.Errorf("count = %q", meta[gpumeta.KeyCount])
 			}
-			if got, want := meta["berth.gpu.5"], "uuid=GPU-00000005-0000-4000-8000-000000000000;mem=81920;model=NVIDIA H100 80GB HBM3"; got != want {
-				t.Errorf("berth.gpu.5 = %q, want %q", got, want)
+			if got, want := meta["berth.gpu.g5"], "uuid=GPU-00000005-0000-4000-8000-000000000000;mem=81920;model=NVIDIA H100 80GB HBM3"; got != want {
+				t.Errorf("berth.gpu.g5 = %q, want %q", got, want)
 			}
 			// The driver reads back what the agent wrote.
 			back, err := gpumeta.Decode(meta)
@@ -170,7 +170,7 @@ func migServer(t *testing.T) (*server.Server, []*server.Device) {
 }
 
 // TestReadMIG: the MIG-enabled GPU's 7 instances are published under it
-// (berth.gpu.2.mig); the whole GPUs, MIG mode off or MIG not supported,
+// (berth.gpu.g2.mig); the whole GPUs, MIG mode off or MIG not supported,
 // have none, and the whole-GPU topology is as without MIG.
 func TestReadMIG(t *testing.T) {
 	s, _ := migServer(t)
@@ -199,14 +199,14 @@ func TestReadMIG(t *testing.T) {
 	if v, want := meta[gpumeta.KeyTopology], "v1;pci=18,2a,3a,5d;nvlink=0-1,2,3;numa=0:0-1,1:2-3"; v != want {
 		t.Errorf("topology = %q, want %q", v, want)
 	}
-	if v, want := meta["berth.gpu.2.mig"], strings.Join(want, ","); v != want {
-		t.Errorf("berth.gpu.2.mig = %q, want %q", v, want)
+	if v, want := meta["berth.gpu.g2.mig"], strings.Join(want, ","); v != want {
+		t.Errorf("berth.gpu.g2.mig = %q, want %q", v, want)
 	}
 	if len(meta) != 2+4+1 {
 		t.Errorf("metadata %v: want topology, count, 4 GPUs and one MIG list", meta)
 	}
-	if v, want := meta["berth.gpu.3"], "uuid=GPU-00000003-0000-4000-8000-000000000000;mem=81920;model=NVIDIA L40S"; v != want {
-		t.Errorf("berth.gpu.3 = %q, want %q", v, want)
+	if v, want := meta["berth.gpu.g3"], "uuid=GPU-00000003-0000-4000-8000-000000000000;mem=81920;model=NVIDIA L40S"; v != want {
+		t.Errorf("berth.gpu.g3 = %q, want %q", v, want)
 	}
 	back, err := gpumeta.Decode(meta)
 	if err != nil || !cmp.Equal(back[2].MIG, want) {

@@ -14,13 +14,19 @@ const (
 	KeyCount    = Prefix + "count"
 	version     = "v1"
 	// migSuffix ends the key of a MIG-enabled GPU's instances:
-	// berth.gpu.<index>.mig (KeyMIG).
+	// berth.gpu.g<index>.mig (KeyMIG).
 	migSuffix = ".mig"
 )
 
+// KeyGPU is the key describing the GPU at index i (UUID, memory, model):
+// berth.gpu.g<i>. Nomad takes a dynamic metadata key only when each of
+// its dot-separated parts is an HCL identifier, which a bare index is
+// not.
+func KeyGPU(i int) string { return Prefix + "g" + strconv.Itoa(i) }
+
 // KeyMIG is the key listing the MIG instances of the GPU at index i:
-// berth.gpu.<i>.mig.
-func KeyMIG(i int) string { return Prefix + strconv.Itoa(i) + migSuffix }
+// berth.gpu.g<i>.mig.
+func KeyMIG(i int) string { return KeyGPU(i) + migSuffix }
 
 // GPU is one device as the agent sees it.
 type GPU struct {
@@ -83,7 +89,7 @@ func Encode(gpus []GPU) map[string]string {
 		KeyCount:    strconv.Itoa(len(gs)),
 	}
 	for i, g := range gs {
-		meta[Prefix+strconv.Itoa(i)] = fmt.Sprintf("uuid=%s;mem=%d;model=%s", g.UUID, g.MemoryMiB, g.Model)
+		meta[KeyGPU(i)] = fmt.Sprintf("uuid=%s;mem=%d;model=%s", g.UUID, g.MemoryMiB, g.Model)
 		if len(g.MIG) > 0 {
 			meta[KeyMIG(i)] = strings.Join(g.MIG, ",")
 		}
@@ -94,7 +100,7 @@ func Encode(gpus []GPU) map[string]string {
 // Decode reads the topology from node metadata. It returns (nil, nil)
 // when the node has no berth.gpu.topology key, and an error when the key
 // is there but malformed. UUID, Model and MemoryMiB are filled from the
-// per-GPU keys when present, MIG from the berth.gpu.<index>.mig keys (nil
+// per-GPU keys when present, MIG from the berth.gpu.g<index>.mig keys (nil
 // without one, as in metadata written before them); a MIG list with an
 // empty UUID, or a UUID listed twice, is malformed.
 func Decode(meta map[string]string) ([]GPU, error) {
@@ -168,7 +174,7 @@ func Decode(meta map[string]string) ([]GPU, error) {
 		}
 	}
 	for i := range gpus {
-		v, ok := meta[Prefix+strconv.Itoa(i)]
+		v, ok := meta[KeyGPU(i)]
 		if !ok {
 			continue
 		}

@@ -138,7 +138,7 @@ func migNode() []GPU {
 func TestMIGRoundTrip(t *testing.T) {
 	gpus := migNode()
 	meta := Encode(gpus)
-	if got, want := meta[KeyMIG(2)], strings.Join(gpus[2].MIG, ","); got != want || KeyMIG(2) != "berth.gpu.2.mig" {
+	if got, want := meta[KeyMIG(2)], strings.Join(gpus[2].MIG, ","); got != want || KeyMIG(2) != "berth.gpu.g2.mig" {
 		t.Errorf("%s = %q, want %q", KeyMIG(2), got, want)
 	}
 	for _, i := range []int{0, 1, 3} {
@@ -158,7 +158,7 @@ func TestMIGRoundTrip(t *testing.T) {
 	}
 
 	// What an old reader reads (berth.gpu.topology, berth.gpu.count,
-	// berth.gpu.<index>) is unchanged by the MIG key, which it ignores.
+	// berth.gpu.g<index>) is unchanged by the MIG key, which it ignores.
 	plain := migNode()
 	plain[2].MIG = nil
 	old := Encode(plain)

@@ -724,6 +724,12 @@ func (s *Server) clientMeta(w http.ResponseWriter, r *http.Request) {
 			text(w, 404, "Unknown node")
 			return
 		}
+		for k := range req.Meta { // as Nomad validates a metadata write
+			if !DottedIdentifier(k) {
+				text(w, 400, fmt.Sprintf("%q is invalid; metadata keys must be valid dotted hcl identifiers", k))
+				return
+			}
+		}
 		for k, v := range req.Meta {
 			if v == nil {
 				delete(n.dynamic, k)
@@ -737,6 +743,25 @@ func (s *Server) clientMeta(w http.ResponseWriter, r *http.Request) {
 	default:
 		text(w, 405, "Invalid method")
 	}
+}
+
+// DottedIdentifier reports whether Nomad takes key as a dynamic node
+// metadata key: dot-separated parts, each an HCL identifier (a letter or
+// _, then letters, digits, _ and -; ASCII here, Unicode letters in
+// Nomad).
+func DottedIdentifier(key string) bool {
+	for _, part := range strings.Split(key, ".") {
+		if part == "" {
+			return false
+		}
+		for i, c := range part {
+			letter := c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+			if !letter && (i == 0 || !(c == '-' || (c >= '0' && c <= '9'))) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // SetGPUUse sets the utilization (percent) a GPU of a node reports in
