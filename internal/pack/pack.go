@@ -8,8 +8,9 @@
 //
 // metadata.hcl and variables.hcl are read as berth's pack writes them, a
 // subset of HCL: blocks of `key = value` lines whose values are one-line
-// literals (strings, numbers, bools, lists of them). Anything else is an
-// error, not a guess.
+// literals (strings, numbers, bools, lists of them, and the empty map {}
+// or a map of strings written as JSON). Anything else is an error, not a
+// guess.
 package pack
 
 import (
@@ -75,9 +76,9 @@ func Load(dir string) (*Pack, error) {
 			}
 		}
 		switch v.Type {
-		case "string", "number", "bool", "list(string)":
+		case "string", "number", "bool", "list(string)", "map(string)":
 		default:
-			return nil, fmt.Errorf("variables.hcl: variable %s: type %q (string, number, bool or list(string))", b.label, v.Type)
+			return nil, fmt.Errorf("variables.hcl: variable %s: type %q (string, number, bool, list(string) or map(string))", b.label, v.Type)
 		}
 		if v.Default == nil {
 			return nil, fmt.Errorf("variables.hcl: variable %s has no default", b.label)
@@ -107,6 +108,14 @@ func checkType(v Variable, val any) error {
 				ok = false
 			}
 		}
+	case "map(string)":
+		m, isMap := val.(map[string]any)
+		ok = isMap
+		for _, e := range m {
+			if _, s := e.(string); !s {
+				ok = false
+			}
+		}
 	}
 	if !ok {
 		return fmt.Errorf("%v is not a %s", val, v.Type)
@@ -115,7 +124,8 @@ func checkType(v Variable, val any) error {
 }
 
 // Value converts a --var value, as given on nomad-pack's command line,
-// to the variable's type.
+// to the variable's type: a list or a map is written as JSON, which HCL
+// reads as the same value (nomad-pack takes it too).
 func (p *Pack) Value(name, s string) (any, error) {
 	v, ok := p.Vars[name]
 	if !ok {
@@ -268,7 +278,7 @@ var funcs = template.FuncMap{
 	"list": func(vs ...any) []any { return vs },
 }
 
-// empty is Sprig's: nil, "", 0, false and empty lists.
+// empty is Sprig's: nil, "", 0, false, empty lists and maps.
 func empty(v any) bool {
 	switch v := v.(type) {
 	case nil:
@@ -280,6 +290,8 @@ func empty(v any) bool {
 	case bool:
 		return !v
 	case []any:
+		return len(v) == 0
+	case map[string]any:
 		return len(v) == 0
 	}
 	return false
@@ -347,7 +359,7 @@ func parseHCL(path string) ([]block, error) {
 			}
 			a := attr{raw: v}
 			switch {
-			case v == "string" || v == "number" || v == "bool" || strings.HasPrefix(v, "list("):
+			case v == "string" || v == "number" || v == "bool" || strings.HasPrefix(v, "list(") || strings.HasPrefix(v, "map("):
 				// a type
 			default:
 				// HCL's template escapes: $${ and %%{ are literal ${ and %{.

@@ -66,8 +66,17 @@ func TestPackDefaults(t *testing.T) {
 	if strings.Contains(rec, "NOMAD_TOKEN=") {
 		t.Errorf("with workload identity the reconciler still renders a static token:\n%s", rec)
 	}
-	if !strings.Contains(r.Jobs["berth_agent.nomad.tpl"], `job "berth-agent" {`) {
-		t.Errorf("agent:\n%s", r.Jobs["berth_agent.nomad.tpl"])
+	agent := r.Jobs["berth_agent.nomad.tpl"]
+	for _, want := range []string{
+		`job "berth-agent" {`, `source = "https://files.example.com/berth_linux_amd64.tar.gz"`, `command = "local/berth"`,
+		"identity {\n        env = true\n      }", `NOMAD_ADDR    = "unix://${NOMAD_SECRETS_DIR}/api.sock"`,
+	} {
+		if !strings.Contains(agent, want) {
+			t.Errorf("the agent lacks %q:\n%s", want, agent)
+		}
+	}
+	if strings.Contains(agent, "NOMAD_TOKEN=") {
+		t.Errorf("with workload identity the agent still renders a static token:\n%s", agent)
 	}
 	if !strings.Contains(r.Outputs, "nomad var get -item ui_token nomad/jobs/berth") {
 		t.Errorf("outputs:\n%s", r.Outputs)
@@ -92,6 +101,28 @@ func TestPackChoices(t *testing.T) {
 	}
 	if strings.Contains(rec, "identity {") {
 		t.Error("workload_identity=false still renders an identity block")
+	}
+
+	// The agent: the static token, a berth on the nodes, more environment.
+	r, err = p.Render(with("workload_identity", "false", "job_name", "gpu-gitops", "agent_artifact", "", "agent_command", "/opt/berth/berth",
+		"agent_env", `{"LD_LIBRARY_PATH": "/usr/lib/nvidia", "A_FLAG": "${node.unique.name}"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := r.Jobs["berth_agent.nomad.tpl"]
+	for _, want := range []string{
+		`job "gpu-gitops-agent" {`, `{{ with nomadVar "nomad/jobs/gpu-gitops-agent" }}NOMAD_TOKEN={{ .token }}{{ end }}`,
+		`NOMAD_ADDR    = "http://${attr.unique.network.ip-address}:4646"`, `command = "/opt/berth/berth"`,
+		"        A_FLAG = \"${node.unique.name}\"\n        LD_LIBRARY_PATH = \"/usr/lib/nvidia\"\n      }",
+	} {
+		if !strings.Contains(agent, want) {
+			t.Errorf("agent with a static token and agent_command: lacks %q:\n%s", want, agent)
+		}
+	}
+	for _, not := range []string{"identity {", "artifact {", "api.sock"} {
+		if strings.Contains(agent, not) {
+			t.Errorf("agent with a static token and agent_command: still has %q:\n%s", not, agent)
+		}
 	}
 
 	r, err = p.Render(with("driver", "raw_exec", "berth_command", "/opt/berth", "specs_from", "berth", "specs_ref", "main", "replicas", "1"))
@@ -125,6 +156,7 @@ func TestPackRefuses(t *testing.T) {
 		{with("specs_from", "svn"), "specs_from: git-sync or berth"},
 		{with("agent_artifact", ""), "agent_artifact"},
 		{with("replicas", "two"), "--var replicas=two"},
+		{with("agent_env", `{"N": 1}`), "--var agent_env"},
 		{with("colour", "blue"), "--var colour"},
 	} {
 		_, err := p.Render(c.set)

@@ -74,7 +74,7 @@ variable "port" {
 }
 
 variable "workload_identity" {
-  description = "true (Nomad 1.7+): berth reaches Nomad through the Task API socket with its workload identity, under the policy bound to the job (nomad acl policy apply -job); false (Nomad 1.6): with the static token in the Nomad Variable nomad/jobs/JOB (item token), through nomad_addr"
+  description = "true (Nomad 1.7+): berth and its agent reach Nomad through the Task API socket with their workload identity, under the policy bound to each job (nomad acl policy apply -job); false (Nomad 1.6): with the static token in the Nomad Variable nomad/jobs/JOB (and JOB-agent; item token), through nomad_addr"
   type        = bool
   default     = true
 }
@@ -95,4 +95,16 @@ variable "agent_artifact" {
   description = "URL of the tar.gz make dist builds (berth built with cgo), as the GPU nodes download it"
   type        = string
   default     = ""
+}
+
+variable "agent_command" {
+  description = "path of berth (built with cgo) on the GPU nodes, where it is installed there: the agent runs it instead of downloading agent_artifact"
+  type        = string
+  default     = ""
+}
+
+variable "agent_env" {
+  description = "more environment for the agent's task, e.g. LD_LIBRARY_PATH where the driver's libnvidia-ml.so.1 is outside the loader's path"
+  type        = map(string)
+  default     = {}
 }
