@@ -397,8 +397,21 @@ func TestRealPackWorkloadIdentity(t *testing.T) {
 // task's Task API socket; it returns the kit's nomad binary.
 func needWorkloadIdentity(t *testing.T, c *api.Client) string {
 	t.Helper()
+	nomadBin, why := workloadIdentity(t, c)
+	if why != "" {
+		t.Skip(why)
+	}
+	return nomadBin
+}
+
+// workloadIdentity returns the kit's nomad binary when a job's task can
+// reach the agent with its workload identity under a policy bound to the
+// job (ACLs on, Nomad 1.7 or later, the kit's directory short enough for
+// Nomad to create a task's Task API socket), and otherwise why not.
+func workloadIdentity(t *testing.T, c *api.Client) (nomadBin, why string) {
+	t.Helper()
 	if _, _, err := c.ACLPolicies().List(nil); err != nil { // 400 "ACL support disabled"
-		t.Skipf("the agent has no ACLs (E2E_ACL=1 starts one with them): %v", err)
+		return "", fmt.Sprintf("the agent has no ACLs (E2E_ACL=1 starts one with them): %v", err)
 	}
 	self, err := c.Agent().Self()
 	if err != nil {
@@ -406,20 +419,20 @@ func needWorkloadIdentity(t *testing.T, c *api.Client) string {
 	}
 	if v, _ := self.Config["Version"].(map[string]any); v != nil {
 		if ver, _ := v["Version"].(string); strings.HasPrefix(ver, "1.6.") || strings.HasPrefix(ver, "1.5.") {
-			t.Skipf("Nomad %s: workload identities reach the API from 1.7 (NOMAD_DEV_VERSION=2.0.5)", ver)
+			return "", fmt.Sprintf("Nomad %s: workload identities reach the API from 1.7 (NOMAD_DEV_VERSION=2.0.5)", ver)
 		}
 	}
-	nomadBin := filepath.Join(os.Getenv("NOMAD_DEV_DIR"), "bin", "nomad")
+	nomadBin = filepath.Join(os.Getenv("NOMAD_DEV_DIR"), "bin", "nomad")
 	if _, err := os.Stat(nomadBin); err != nil {
-		t.Skipf("the kit's nomad binary (%s) applies the policy as the docs say: %v", nomadBin, err)
+		return "", fmt.Sprintf("the kit's nomad binary (%s) applies the policy as the docs say: %v", nomadBin, err)
 	}
 	// Nomad creates the Task API socket in the task's secrets directory,
 	// under the kit's data directory DIR/tmp/NomadClientN/ALLOC/berth/:
 	// a socket's address holds 107 bytes, so DIR must be short.
 	if dir := os.Getenv("NOMAD_DEV_DIR"); len(dir)+len("/tmp/NomadClient0123456789/00000000-0000-0000-0000-000000000000/berth/secrets/api.sock") > 107 {
-		t.Skipf("the kit's directory %s is too deep for Nomad to create a task's api.sock (107 bytes at most): run with a shorter E2E_DIR (E2E_DIR=/tmp/bwi)", dir)
+		return "", fmt.Sprintf("the kit's directory %s is too deep for Nomad to create a task's api.sock (107 bytes at most): run with a shorter E2E_DIR (E2E_DIR=/tmp/bwi)", dir)
 	}
-	return nomadBin
+	return nomadBin, ""
 }
 
 // allocLogs returns what task of a wrote to stderr and stdout so far
