@@ -125,12 +125,12 @@ func TestPackChoices(t *testing.T) {
 		}
 	}
 
-	r, err = p.Render(with("driver", "raw_exec", "berth_command", "/opt/berth", "specs_from", "berth", "specs_ref", "main", "replicas", "1"))
+	r, err = p.Render(with("driver", "raw_exec", "berth_command", "/opt/berth", "specs_from", "berth", "specs_ref", "main", "replicas", "1", "interval", "5s"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec = r.Jobs["berth.nomad.tpl"]
-	for _, want := range []string{`driver = "raw_exec"`, `command = "/opt/berth"`, `"--source", "https://git.example.com/ml/cluster-specs", "--branch", "main",`, `count = 1`} {
+	for _, want := range []string{`driver = "raw_exec"`, `command = "/opt/berth"`, `"--source", "https://git.example.com/ml/cluster-specs", "--branch", "main",`, `count = 1`, `"--interval", "5s",`} {
 		if !strings.Contains(rec, want) {
 			t.Errorf("raw_exec, berth's git source: lacks %q:\n%s", want, rec)
 		}

@@ -55,6 +55,12 @@ variable "specs_period" {
   default     = "15s"
 }
 
+variable "interval" {
+  description = "berth's --interval, the longest time between its cycles and between its own git fetches (specs_from = berth); empty: berth's default, 1m"
+  type        = string
+  default     = ""
+}
+
 variable "git_sync_image" {
   description = "git-sync's image (driver = docker)"
   type        = string

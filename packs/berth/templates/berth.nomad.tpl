@@ -79,6 +79,9 @@ job "[[ template "job_name" . ]]" {
           "--listen", "0.0.0.0:${NOMAD_PORT_http}",
           "--ui-token-file", "${NOMAD_SECRETS_DIR}/ui-token",
           "--log-format", "json",
+[[- if var "interval" . ]]
+          "--interval", [[ var "interval" . | quote ]],
+[[- end ]]
         ]
 [[- if eq $driver "docker" ]]
         ports = ["http"]
