@@ -25,11 +25,11 @@ test: ## Everything CI runs: vet, tests with -race (FuzzLoad on its seeds only),
 	$(GO) test -race -count=1 $(PKGS)
 	@./scripts/check-goldens.sh
 
-e2e: ## berth against a real Nomad v1.6.5 with fake GPUs (../shared/nomad-dev): every TestReal… test
+e2e: ## berth against a real Nomad v1.6.5 with fake GPUs (../shared/nomad-dev): every TestReal… test, in 2 lanes of a cluster each (E2E_LANES)
 	@./scripts/e2e.sh
 
 e2e-v2: ## On Nomad v2.0.5 with ACLs on: the driver's conformance suite, the walk-through, workload identity (the reconciler's and the agent's) and the quickstart (TestRealConformance, TestRealWalkthrough, TestRealPackWorkloadIdentity, TestRealPackAgent, TestRealQuickstart)
-	@NOMAD_DEV_VERSION=2.0.5 E2E_ACL=1 E2E_PORT=$${E2E_PORT:-4746} E2E_DIR=$${E2E_DIR:-/tmp/berth-e2e-v2-$$(id -u)} \
+	@NOMAD_DEV_VERSION=2.0.5 E2E_ACL=1 E2E_PORT=$${E2E_PORT:-4846} E2E_DIR=$${E2E_DIR:-/tmp/berth-e2e-v2-$$(id -u)} \
 		E2E_PKGS='./drivers/nomad ./internal/e2e' E2E_RUN='^(TestRealConformance|TestRealWalkthrough|TestRealPackWorkloadIdentity|TestRealPackAgent|TestRealQuickstart)$$' ./scripts/e2e.sh
 
 fuzz: ## Fuzz the spec loader for FUZZTIME (default 3m; the first run also builds an instrumented CUE, minutes)
