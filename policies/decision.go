@@ -176,7 +176,9 @@ const (
 	RightReclaim
 	// RightOrder: attained-service ordering (policy Service): the victim,
 	// of the preemptor's tier, has run past a step the preemptor has not
-	// reached, and is of its project or borrows.
+	// reached, checkpoints and is not interactive; it is of the
+	// preemptor's project (the preemptor inside its quota) or borrowed
+	// work (the preemptor borrowing too).
 	RightOrder
 )
 

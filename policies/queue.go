@@ -1,12 +1,15 @@
 package policies
 
 // Rule: the queue order (phase 2). One queue per project (tier, then
-// aging, then time queued), merged by a heap on the head's key: in-quota before
-// borrowing (but a borrower whose tier borrows within the cohort goes
-// before the in-quota work it may take: cohortBand), then tier, then fair
-// share less the aging credit, then time queued, then Ref.
+// attained-service queue, the least served first (service.go), then
+// aging, then time queued), merged by a heap on the head's key: in-quota
+// before borrowing (but a borrower whose tier borrows within the cohort
+// goes before the in-quota work it may take: cohortBand), then tier,
+// then attained-service queue, then fair share less the aging credit,
+// then time queued, then Ref.
 //
-// Scenarios: testdata/queue/.
+// Scenarios: testdata/queue/, and testdata/service/ for the
+// attained-service queues.
 
 import (
 	"cmp"
