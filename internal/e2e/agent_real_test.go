@@ -217,9 +217,21 @@ func TestRealPackAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Over HTTP, each agent reaches its own client at the address it
+	// advertises: the kit's node-2 is not at its network address, port
+	// 4646, the pack's default. Nomad 1.6 names that attribute
+	// nomad.advertise.address, 2.0 unique.advertise.address.
+	info, _, err := c.Nodes().Info(nodes["node-1"], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	advertise := "nomad.advertise.address"
+	if _, ok := info.Attributes["unique.advertise.address"]; ok {
+		advertise = "unique.advertise.address"
+	}
 	job := renderPack(t, c, map[string]string{
 		"image": "unused", "specs_repo": "unused", "agent_command": bin, "agent_env": string(env),
-		"workload_identity": strconv.FormatBool(wi), "nomad_addr": "http://${attr.nomad.advertise.address}",
+		"workload_identity": strconv.FormatBool(wi), "nomad_addr": "http://${attr." + advertise + "}",
 	})["berth-agent"]
 	task := job.TaskGroups[0].Tasks[0]
 	if args := fmt.Sprint(task.Config["args"]); args != "[agent --interval 30s]" || task.Config["command"] != bin || len(task.Artifacts) != 0 {

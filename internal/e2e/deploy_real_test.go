@@ -293,6 +293,15 @@ func allocEvents(c *api.Client, id string) string {
 		for _, e := range a.TaskStates[name].Events {
 			fmt.Fprintf(&b, "\n  %s: %s %s", name, e.Type, e.DisplayMessage)
 		}
+		// And what the task wrote to stderr last: why it exited.
+		if r, err := c.AllocFS().Cat(a, "alloc/logs/"+name+".stderr.0", nil); err == nil {
+			out, _ := io.ReadAll(r)
+			r.Close()
+			if len(out) > 2000 {
+				out = out[len(out)-2000:]
+			}
+			fmt.Fprintf(&b, "\n  %s's stderr:\n%s", name, out)
+		}
 	}
 	return b.String()
 }
