@@ -8,6 +8,7 @@ package policies
 
 import (
 	"container/heap"
+	"slices"
 	"sort"
 	"time"
 
@@ -289,6 +290,7 @@ func Decide(in Input) Decision {
 		d.overduePick = guard
 	}
 	var starved *schema.Ref
+	released := false // GuardReleased
 	if guard >= 0 {
 		ref := d.ws[guard].ref
 		starved = &ref
@@ -311,11 +313,16 @@ func Decide(in Input) Decision {
 			}
 			guard = -1
 		}
-		if d.passes(w) {
+		switch {
+		case d.passes(w):
 			held := d.liftGuard()
 			d.admit(w)
 			d.restoreGuard(held)
-		} else {
+		case w.idx == d.guardIdx && d.reservedBy == w.idx:
+			held := slices.Clone(d.reserved)
+			d.admit(w)
+			released = released || slices.ContainsFunc(held, func(si int32) bool { return d.c.slots[si].owner == ownerFree })
+		default:
 			d.admit(w)
 		}
 		p.done[pos] = true
@@ -352,6 +359,7 @@ func Decide(in Input) Decision {
 		sort.Slice(out.Workspaces, func(i, j int) bool { return out.Workspaces[i].Ref.Less(out.Workspaces[j].Ref) })
 	}
 	out.Starved = starved
+	out.GuardReleased = released
 	// The records and the cluster are done with (nothing returned
 	// points into them).
 	d.c.release()

@@ -129,6 +129,11 @@ type Decision struct {
 	// (the longest waiting with its aging at the maximum), which gets the
 	// first reservation of free GPUs; nil when none qualified.
 	Starved *schema.Ref `json:"starved,omitempty"`
+	// GuardReleased: at Starved's turn the guard let go of free GPUs it
+	// had held for it that Starved neither started on nor held again, so
+	// work queued after Starved could take GPUs that work before it saw
+	// held. (The replay's narrowed queue reads it: narrow.go.)
+	GuardReleased bool `json:"guardReleased,omitempty"`
 }
 
 // WorkspaceDecision is the verdict for one workspace (in the specs, or

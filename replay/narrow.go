@@ -49,17 +49,25 @@ import (
 //     takes GPUs from those after it, and the window's is the whole
 //     queue's (a cut job comes after a job of its class that failed). Its
 //     starvation guard reserves for the starved job (Decision.Starved)
-//     just before the first job that does not outrank it, and lets go at
-//     the starved job's turn, where it may start elsewhere or reserve
-//     other GPUs. So when the decision names a starved job and starts or
-//     holds anything, a cut class's last job in the window came at or
-//     after that turn; or before it, in another tier than the starved
-//     job's (the queue orders by rank, in-quota first, then tier: a job of
-//     another rank that came before comes before with all its class) and
-//     after every start of its project (so the cut jobs rank as it did
-//     and the guard reserves where the window's did). With nothing
-//     started or held, nothing was held at any point (the starved job
-//     would hold GPUs again, having started nothing).
+//     just before the first job that does not outrank it (in-quota
+//     before borrowing, then tier), and lets go at the starved job's
+//     turn, where it may start or reserve again. When the decision names
+//     a starved job and starts or holds anything, a cut job sees what its
+//     class's last job in the window saw (less what starts took) unless
+//     that last job came before the starved job's turn and either
+//       - a start of its project came after it while it may have been
+//         inside its quota (the jobs its project surely held then leave
+//         room for it: mayFitQuota): the cut jobs may be beyond the
+//         quota, rank otherwise and make the guard reserve elsewhere; a
+//         job already beyond its quota stays beyond it, starts only add;
+//       - or it is of the starved job's tier and the guard let go, at
+//         the starved job's turn, of GPUs it neither started on nor held
+//         again (Decision.GuardReleased): a cut job of that tier may
+//         come after that turn and take them. A job of another tier that
+//         came before comes before with all its class (the queue orders
+//         by rank, then tier).
+//     With nothing started or held, nothing was held at any point (the
+//     starved job would hold GPUs again, having started nothing).
 //
 //   - berth holds a job waiting to resume back while the job of its
 //     project that preempted it waits and has not had its turn: such a
@@ -278,6 +286,7 @@ func (r *replayer) windowDecides(d policies.Decision, running []int) (ok, widen 
 	lastStart := map[string]int{} // project → the queue position of its last start
 	inert := true                 // starts and holds nothing
 	lastPreempt := 0              // the queue position of the last start that preempts
+	var starts []int              // the jobs started
 	for i := range d.Workspaces {
 		wd := &d.Workspaces[i]
 		inert = inert && wd.Verdict != policies.VerdictStart && len(wd.Holding) == 0
@@ -290,6 +299,7 @@ func (r *replayer) windowDecides(d policies.Decision, running []int) (ok, widen 
 			if ji, ok := r.job(wd.Ref); ok && r.jobs[ji].status == jobQueued {
 				started[r.classOf(ji)]++
 				lastStart[wd.Ref.Project] = max(lastStart[wd.Ref.Project], wd.Queue)
+				starts = append(starts, ji)
 			}
 			if len(wd.Preempts) > 0 {
 				lastPreempt = max(lastPreempt, wd.Queue)
@@ -327,7 +337,7 @@ func (r *replayer) windowDecides(d policies.Decision, running []int) (ok, widen 
 			q = queuePos(d, last.Ref)
 		}
 		switch {
-		case starved >= 0 && q < starved && (last.TierValue == starvedTier || q <= lastStart[last.Ref.Project]):
+		case starved >= 0 && q < starved && ((last.TierValue == starvedTier && d.GuardReleased) || (q <= lastStart[last.Ref.Project] && r.mayFitQuota(d, starts, last, q))):
 			c.wideUnder = *d.Starved
 			refused = append(refused, c)
 		case started[c]+r.resumeHeld(d, c) >= c.window, // all started (or held back by a preemptor): the next might have
@@ -340,6 +350,34 @@ func (r *replayer) windowDecides(d policies.Decision, running []int) (ok, widen 
 		c.window = len(c.waiting)
 	}
 	return len(refused) == 0, len(refused) > 0
+}
+
+// mayFitQuota reports whether last, queued at q in d, may have fit in
+// what its project's quota had left at its turn: whether the GPUs its
+// project surely held then (its jobs d keeps running, and those of
+// starts that started before q) leave room for it. A job beyond its
+// quota at its turn, with no victim of its project after that (a
+// preemption after q refuses the window anyway), stays beyond it, and so
+// do the jobs of its class after it: its project's starts after q change
+// neither their rank nor their rights.
+func (r *replayer) mayFitQuota(d policies.Decision, starts []int, last *MappedJob, q int) bool {
+	proj := last.Ref.Project
+	held := 0
+	for _, ji := range starts {
+		j := &r.wl.Jobs[ji]
+		if j.Ref.Project == proj && queuePos(d, j.Ref) < q {
+			held += j.PerGPUs * j.Replicas
+		}
+	}
+	for i := range d.Workspaces {
+		wd := &d.Workspaces[i]
+		if wd.Ref.Project == proj && wd.Verdict == policies.VerdictRun {
+			for _, pl := range wd.Placements {
+				held += len(pl.GPUs)
+			}
+		}
+	}
+	return held+last.PerGPUs*last.Replicas <= r.quota[proj]
 }
 
 // resumeHeld counts the jobs in c's window that d did not start and that
