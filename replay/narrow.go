@@ -252,11 +252,18 @@ func (r *replayer) windowJobs() []int {
 		for _, ji := range out {
 			r.stamp[ji] = r.winStamp
 		}
-		for ref := range r.hist.Ran {
-			if ji, ok := r.job(ref); ok && r.jobs[ji].status == jobQueued && r.stamp[ji] != r.winStamp {
+		keep := r.ran[:0]
+		for _, ji := range r.ran {
+			js := &r.jobs[ji]
+			if !js.hasRan {
+				continue // done: its record is gone
+			}
+			keep = append(keep, ji)
+			if js.status == jobQueued && r.stamp[ji] != r.winStamp {
 				out = append(out, ji)
 			}
 		}
+		r.ran = keep
 	}
 	r.windowBuf = out
 	return out

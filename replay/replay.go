@@ -172,6 +172,8 @@ type jobState struct {
 	// limited: it is stopping at its time limit.
 	ran              time.Duration
 	atLimit, limited bool
+	// hasRan: History.Ran holds its record (replayer.ran lists it).
+	hasRan bool
 }
 
 // replayer runs one policy over the workload.
@@ -208,6 +210,9 @@ type replayer struct {
 	subsetBits  []uint64 // a bit per job, in Ref order
 	subsetWords []uint64 // a bit per word of subsetBits
 	windowBuf   []int
+	// ran lists the jobs History.Ran has a record of (and some done
+	// since, whose hasRan is false), for windowJobs.
+	ran []int
 	// stamp and winStamp mark the jobs of the window windowJobs builds.
 	stamp    []int32
 	winStamp int32
@@ -497,6 +502,10 @@ func (r *replayer) preempted(ctx context.Context, a *drivers.Action, wd *policie
 	if r.hist.Ran != nil {
 		// Attained-service ordering reads it (policies.ranFor).
 		r.hist.Ran[a.Workspace] = drivers.RunTime{Ran: js.ran, At: r.now}
+		if !js.hasRan {
+			js.hasRan = true
+			r.ran = append(r.ran, ji)
+		}
 	}
 	js.status = jobStopping
 	js.doneAt = r.now.Add(r.wl.Jobs[ji].Grace)
@@ -614,6 +623,7 @@ func (r *replayer) remove(ji int) {
 	delete(r.hist.Preempted, ref)
 	delete(r.hist.Borrowing, ref)
 	delete(r.hist.Ran, ref)
+	r.jobs[ji].hasRan = false
 }
 
 // cmpJobs orders jobs by their workspaces' Refs, as specs are.
