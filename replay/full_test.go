@@ -86,7 +86,8 @@ func BenchmarkSimulateYear(b *testing.B) {
 	defer LimitGC()()
 	for b.Loop() {
 		cpu0 := cpuTime()
-		single, _ := replayTimed(b, jobs, pols, Options{Parallel: 2})
+		once := newSpanClock(jobs[0].Submit, every, 1)
+		single, srep := replayTimed(b, jobs, pols, Options{Parallel: 2, Progress: once.progress})
 		cpu1 := cpuTime()
 		spans := newSpanClock(year[0].Submit, every, 3)
 		tiled, rep := replayTimed(b, year, pols, Options{Parallel: 2, Progress: spans.progress})
@@ -95,6 +96,9 @@ func BenchmarkSimulateYear(b *testing.B) {
 		fmt.Printf("three times over, %d jobs over %.0f days: %.1fs wall, %.1f CPU-s, %.2f× the single trace's wall (%.2f× its CPU), peak RSS %s\n",
 			len(year), rep.Trace.Last.Sub(rep.Trace.First).Hours()/24, tiled.Seconds(), (cpu2 - cpu1).Seconds(),
 			tiled.Seconds()/single.Seconds(), (cpu2-cpu1).Seconds()/(cpu1-cpu0).Seconds(), peakRSS())
+		for _, p := range srep.Policies {
+			fmt.Printf("  %-5s the single trace's replay: %.1f s wall, its own CPU %.1f s\n", p.Name, once.walls[p.Name][0], once.cpus[p.Name][0])
+		}
 		for _, p := range rep.Policies {
 			fmt.Printf("  %-5s replay seconds by copy, wall:%s; its own CPU:%s\n", p.Name, spread(spans.walls[p.Name], "%.1f"), spread(spans.cpus[p.Name], "%.1f"))
 			var months []float64
