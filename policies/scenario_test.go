@@ -60,9 +60,9 @@ func TestScenarios(t *testing.T) {
 				t.Fatalf("%s: %v", file, err)
 			}
 			d := Decide(in)
-			got := Render(d)
+			got := renderScenario(d)
 			// Deciding twice gives the same bytes.
-			if again := Render(Decide(in)); again != got {
+			if again := renderScenario(Decide(in)); again != got {
 				t.Errorf("second decision differs:\n%s", cmp.Diff(got, again))
 			}
 			idx, recIdx := -1, -1
@@ -104,6 +104,16 @@ func TestScenarios(t *testing.T) {
 	}
 }
 
+// renderScenario is Render, and a last line when the starvation guard let
+// go of GPUs at the starved workspace's turn (Decision.GuardReleased).
+func renderScenario(d Decision) string {
+	out := Render(d)
+	if d.GuardReleased {
+		out += "guard released GPUs at " + d.Starved.String() + "'s turn\n"
+	}
+	return out
+}
+
 // parseScenario reads a scenario archive. Sections:
 //
 //	-- now --      2026-03-02T10:00:00Z (every other time is relative to it: -30m)
@@ -130,7 +140,9 @@ func TestScenarios(t *testing.T) {
 //	               ran PROJECT/NAME 1h30m [spec=HASH] | idle PROJECT/NAME since=-5h last=-1m
 //	               ended PROJECT/NAME class=idle at=-1h spec=HASH reason=WORDS_WITH_UNDERSCORES
 //	               (spec=current: the fingerprint of its spec in the specs)
-//	-- decision -- the rendered decision (golden)
+//	-- decision -- the rendered decision (golden), and "guard released GPUs
+//	               at REF's turn" when the decision says so
+//	               (Decision.GuardReleased)
 //	-- recorded -- optional golden: the admission labels RecordDecision
 //	               keeps from the decision, as "admitted" history lines
 //
