@@ -246,11 +246,7 @@ func TestRealPackAgent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(nomadBin, "acl", "policy", "apply", "-namespace", "default", "-job", "berth-agent", "berth-agent", policy)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
-		}
-		t.Cleanup(func() { c.ACLPolicies().Delete("berth-agent", nil) })
+		bindPolicy(t, c, nomadBin, "default", "berth-agent", "berth-agent", policy)
 	} else {
 		// The token, where the job's template reads it (its task waits
 		// for the Variable); with ACLs off it is not checked.

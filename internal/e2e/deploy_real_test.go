@@ -258,6 +258,18 @@ func rawExec(t *testing.T, job *api.Job, commands map[string]string) {
 	}
 }
 
+// bindPolicy applies the policy file as name, bound to job in namespace
+// (workload identity: nomad acl policy apply -job), with nomad at bin,
+// and deletes it when the test ends.
+func bindPolicy(t *testing.T, c *api.Client, bin, namespace, job, name, file string) {
+	t.Helper()
+	cmd := exec.Command(bin, "acl", "policy", "apply", "-namespace", namespace, "-job", job, name, file)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
+	}
+	t.Cleanup(func() { c.ACLPolicies().Delete(name, nil) })
+}
+
 // stopJob purges a job and waits until its allocations are terminal, so
 // that its berth stops reconciling before the agent is cleaned.
 func stopJob(t *testing.T, c *api.Client, id string) {

@@ -375,11 +375,7 @@ func TestRealPackWorkloadIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(nomadBin, "acl", "policy", "apply", "-namespace", "default", "-job", "berth", "berth-reconciler", policy)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
-	}
-	t.Cleanup(func() { c.ACLPolicies().Delete("berth-reconciler", nil) })
+	bindPolicy(t, c, nomadBin, "default", "berth", "berth-reconciler", policy)
 
 	job = renderPack(t, c, map[string]string{
 		"image": "berth-under-test", "specs_repo": repo, "specs_period": "1s", "agent_enabled": "false",

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -306,11 +305,7 @@ spec: {tier: medium}
 	}
 
 	// The shipped policy, bound to the job as the reason says.
-	cmd := exec.Command(bin, "acl", "policy", "apply", "-namespace", "ml", "-job", "train", "train-secrets", secretPolicy)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
-	}
-	t.Cleanup(func() { c.ACLPolicies().Delete("train-secrets", nil) })
+	bindPolicy(t, c, bin, "ml", "train", "train-secrets", secretPolicy)
 	start := time.Now()
 	r.until(4*time.Minute, "train runs once its job may read ml/hf", func() bool { return state().State == view.StateRunning })
 	realnomad.Report(t, "secrets: a workspace held for its Variable runs %.1fs after the policy is bound to its job", time.Since(start).Seconds())
