@@ -107,6 +107,12 @@ func (b *PlacementBuf) Grow(allocs, gpus int) {
 	b.gpus = slices.Grow(b.gpus, gpus)
 }
 
+// Reset empties b, keeping its arrays: placements cut from it before are
+// overwritten by the next ones.
+func (b *PlacementBuf) Reset() {
+	b.pls, b.gpus = b.pls[:0], b.gpus[:0]
+}
+
 // Of is PlacementsOf, cut from b's arrays.
 func (b *PlacementBuf) Of(allocs []*Alloc) []Placement {
 	if len(allocs) == 0 {

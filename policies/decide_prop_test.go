@@ -1010,3 +1010,24 @@ func TestPropNoPingPong(t *testing.T) {
 		}
 	})
 }
+
+// TestPropScratch: a decision built on a Scratch that earlier decisions,
+// over other inputs, were built on is the decision built fresh, byte for
+// byte: nothing of the earlier ones shows through.
+func TestPropScratch(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var s Scratch
+		for range 3 {
+			in := genInput(t)
+			for range 2 {
+				fresh := Decide(in)
+				lent := in
+				lent.Scratch = &s
+				if got, want := mustJSON(t, Decide(lent)), mustJSON(t, fresh); got != want {
+					t.Fatalf("decided on a used Scratch:\n%s\nfresh:\n%s", got, want)
+				}
+				in = apply(in, fresh, in.Now.Add(time.Hour))
+			}
+		}
+	})
+}

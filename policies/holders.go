@@ -8,15 +8,13 @@ package policies
 import (
 	"fmt"
 	"time"
-
-	"github.com/berth-dev/berth/drivers"
 )
 
 // settleHolders gives every workspace that holds GPUs, or is not wanted,
 // its verdict.
 func (d *decider) settleHolders() {
 	// Every holder's placements, cut from arrays sized for them all.
-	var buf drivers.PlacementBuf
+	buf := d.in.Scratch.Placements()
 	allocs, gpus := 0, 0
 	for _, w := range d.ws {
 		allocs += len(w.allocs)

@@ -164,7 +164,7 @@ func (d *decider) addWorkspaces(specs *schema.Set, nAllocs int, projIdx map[stri
 	} else {
 		d.pool = make([]wsState, nw, nw+nAllocs)
 	}
-	d.outs = make([]WorkspaceDecision, nw, nw+nAllocs)
+	d.outs = d.in.Scratch.Workspaces(nw, nw+nAllocs)
 	d.ws = make([]*wsState, nw, nw+nAllocs)
 	d.nSpecs, d.specSorted = nw, true
 	topos := map[schema.Topology]topoInfo{}

@@ -168,7 +168,9 @@ func (r *replayer) decide(snap *drivers.Snapshot, running []int) (out policies.D
 	for _, f := range r.freeByNode(snap) {
 		free += f
 	}
-	in := policies.Input{Snapshot: snap, History: &r.hist, Now: r.now}
+	// Every decision of the cycle is built on r.scratch: the cycle keeps
+	// only the last, and the one before it is done with by now.
+	in := policies.Input{Snapshot: snap, History: &r.hist, Now: r.now, Scratch: &r.scratch}
 	var narrow []int
 	switch {
 	case r.pol.HeadBlocks:
@@ -195,7 +197,7 @@ func (r *replayer) decide(snap *drivers.Snapshot, running []int) (out policies.D
 	r.m.decided(time.Since(t0))
 	r.m.narrowed++
 	if r.verify > 0 && r.m.narrowed%r.verify == 0 {
-		in.Specs = r.wholeSet()
+		in.Specs, in.Scratch = r.wholeSet(), nil // d is still read
 		whole := r.pol.Decide(in)
 		r.m.verified++
 		if !sameOutcome(d, whole) {

@@ -210,6 +210,8 @@ type replayer struct {
 	subsetBits  []uint64 // a bit per job, in Ref order
 	subsetWords []uint64 // a bit per word of subsetBits
 	windowBuf   []int
+	// scratch: the memory each decision is built in (policies.Scratch).
+	scratch policies.Scratch
 	// ran lists the jobs History.Ran has a record of (and some done
 	// since, whose hasRan is false), for windowJobs.
 	ran []int
@@ -263,7 +265,10 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 	r.teamHeld = make([]int, len(wl.Projects))
 	r.limits = jobLimits(wl)
 	halfLife := wl.Base.Policy.Spec.FairShare.HalfLife
+	// prev is the last cycle's snapshot; spare, the array the next is
+	// built on (ObserveInto): the one before it.
 	var prev drivers.Snapshot
+	var spare []drivers.Alloc
 	next := 0 // next arrival
 	done := 0
 	var running []int // jobs holding GPUs (running or stopping), in Ref order (subset merges it)
@@ -326,7 +331,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 		r.m.peakQueue = max(r.m.peakQueue, r.waitingJobs())
 		// 4. Decide and apply, when someone waits: with no job waiting,
 		// no policy starts or preempts anything.
-		snap, err := r.cl.Observe(ctx)
+		snap, err := r.cl.ObserveInto(ctx, spare)
 		if err != nil {
 			return PolicyResult{}, err
 		}
@@ -349,7 +354,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 				}
 			}
 		}
-		prev = snap
+		spare, prev = prev.Allocs, snap
 		// 5. The next moment something changes.
 		var at time.Time
 		if next < len(wl.Jobs) {
@@ -421,7 +426,7 @@ func (r *replayer) apply(ctx context.Context, specs *schema.Set, snap *drivers.S
 		gone = gone || g
 	}
 	if gone {
-		if *snap, err = r.cl.Observe(ctx); err != nil {
+		if *snap, err = r.cl.ObserveInto(ctx, snap.Allocs); err != nil {
 			return nil, err
 		}
 		p = plan.NewWith(specs, snap, d, planOptions)
@@ -437,7 +442,7 @@ func (r *replayer) apply(ctx context.Context, specs *schema.Set, snap *drivers.S
 		}
 	}
 	if len(started) > 0 || len(waves[0]) > 0 && !gone {
-		if *snap, err = r.cl.Observe(ctx); err != nil {
+		if *snap, err = r.cl.ObserveInto(ctx, snap.Allocs); err != nil {
 			return nil, err
 		}
 	}

@@ -255,3 +255,50 @@ func TestQuotaPriorityWithinProject(t *testing.T) {
 		t.Fatal("a higher priority in the same project could not preempt")
 	}
 }
+
+// TestScratch: each baseline's decision built on a Scratch that the
+// decisions over other inputs were built on is its decision built fresh.
+func TestScratch(t *testing.T) {
+	inputs := []func() *fixture{
+		func() *fixture {
+			f := newFixture(3, map[string]int{"a-low": 4, "b-high": 4})
+			f.run("a-low/r", 1, []int{0, 1}, 10)
+			f.run("a-low/r2", 2, []int{0, 1, 2, 3}, 10)
+			f.run("c-mid/orphan", 3, []int{0}, 5) // no project: its allocations still decide
+			f.ws("a-low/big", 4, 1, 1)
+			f.ws("b-high/small", 1, 1, 2)
+			f.ws("b-high/gang", 2, 2, 3)
+			return f
+		},
+		func() *fixture {
+			f := newFixture(1, map[string]int{"a-low": 2})
+			f.ws("a-low/one", 1, 1, 1)
+			return f
+		},
+		func() *fixture {
+			f := newFixture(2, map[string]int{"a-low": 2, "b-high": 6})
+			f.run("a-low/r", 1, []int{0, 1, 2}, 10)
+			f.ws("b-high/late", 4, 1, 5)
+			f.ws("a-low/early", 1, 1, 1)
+			return f
+		},
+	}
+	for _, pol := range []struct {
+		name   string
+		decide func(policies.Input) policies.Decision
+	}{{"fifo", FIFO}, {"nomad", Nomad}, {"quota", Quota}} {
+		var s policies.Scratch
+		for round := range 2 {
+			for i, build := range inputs {
+				f := build()
+				f.set.Sort()
+				in := policies.Input{Specs: f.set, Snapshot: f.snap, History: f.hist, Now: t0}
+				fresh := pol.decide(in)
+				in.Scratch = &s
+				if diff := cmp.Diff(fresh, pol.decide(in)); diff != "" {
+					t.Errorf("%s, round %d, input %d: on a used Scratch (-fresh +got)\n%s", pol.name, round, i, diff)
+				}
+			}
+		}
+	}
+}

@@ -34,7 +34,7 @@ type world struct {
 	hist  *drivers.History // nil: none
 	// placements is what the holders' placements are cut from; heldGPUs
 	// counts the GPU IDs of all allocations.
-	placements drivers.PlacementBuf
+	placements *drivers.PlacementBuf
 	heldGPUs   int
 	// gen changes whenever a GPU changes hands, so memoized failures are
 	// recomputed only when they could differ.
@@ -167,6 +167,7 @@ type undo struct {
 func newWorld(in policies.Input) *world {
 	wd := worlds.Get().(*world)
 	wd.now, wd.hist = in.Now, in.History
+	wd.placements = in.Scratch.Placements()
 	wd.roomGen = -1
 	specs := in.Specs
 	if specs == nil {
@@ -228,7 +229,7 @@ func newWorld(in policies.Input) *world {
 	// among the specs puts it.
 	n := len(specs.Workspaces)
 	wd.ws = resize(wd.ws, n+len(orphanRefs))
-	wd.out = make([]policies.WorkspaceDecision, len(wd.ws))
+	wd.out = in.Scratch.Workspaces(len(wd.ws), len(wd.ws))
 	o := 0
 	next := 0 // the next orphan in Ref order
 	bind := func(w *work, ref schema.Ref) {
@@ -400,7 +401,8 @@ func resize[T any](s []T, n int) []T {
 
 // release zeroes wd's scratch memory and gives it to the next world;
 // wd must not be used afterwards. The decision (world.out and the
-// placements cut from wd.placements) is not scratch: it is the caller's.
+// placements cut from wd.placements) is not scratch: it is the caller's
+// (in the Input's Scratch, when it lent one).
 func (wd *world) release() {
 	s := world{
 		nodes:   clearAll(wd.nodes),
