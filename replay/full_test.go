@@ -64,12 +64,14 @@ func benchPolicies(b *testing.B) []Policy {
 
 // BenchmarkSimulateYear replays the Philly trace as shipped, then the
 // same trace three times end to end (each copy 110 days after the one
-// before: a year of history), under the four policies as berth simulate
-// does, and prints the wall time of each, their ratio and the peak RSS
+// before: a year of history), then the single trace again, under the
+// four policies as berth simulate does, and prints the wall time of
+// each, the year's ratio to the single trace's mean and the peak RSS
 // (issue 40: at most 3.3 times the single trace, at most 6 minutes on 2
 // cores, at most 1 GiB), then, per policy, the replay's wall and CPU time
-// over each copy's 110 days, which is the same work a copy later, and
-// its time per decision by simulated month (which follows the load: the
+// over each copy's 110 days and over each quarter of a copy (the same
+// work a copy later, against the single trace's same quarter), and its
+// time per decision by simulated month (which follows the load: the
 // single trace's months differ as much). BERTH_SIM_POLICY replays one
 // policy only.
 func BenchmarkSimulateYear(b *testing.B) {
@@ -85,22 +87,42 @@ func BenchmarkSimulateYear(b *testing.B) {
 	pols := benchPolicies(b)
 	defer LimitGC()()
 	for b.Loop() {
+		// The single trace is replayed before the year and again after it,
+		// and the ratio taken against the mean of the two: this machine's
+		// speed drifts by 15-25% over minutes, and one replay of the single
+		// trace on either side of the year moved the ratio by as much.
 		cpu0 := cpuTime()
-		once := newSpanClock(jobs[0].Submit, every, 1)
-		single, srep := replayTimed(b, jobs, pols, Options{Parallel: 2, Progress: once.progress})
+		before := newSpanClock(jobs[0].Submit, every/phases, phases)
+		single1, srep := replayTimed(b, jobs, pols, Options{Parallel: 2, Progress: before.progress})
 		cpu1 := cpuTime()
-		spans := newSpanClock(year[0].Submit, every, 3)
+		spans := newSpanClock(year[0].Submit, every/phases, 3*phases)
 		tiled, rep := replayTimed(b, year, pols, Options{Parallel: 2, Progress: spans.progress})
 		cpu2 := cpuTime()
-		fmt.Printf("the Philly trace, %d jobs: %.1fs wall, %.1f CPU-s\n", len(jobs), single.Seconds(), (cpu1 - cpu0).Seconds())
-		fmt.Printf("three times over, %d jobs over %.0f days: %.1fs wall, %.1f CPU-s, %.2f× the single trace's wall (%.2f× its CPU), peak RSS %s\n",
+		after := newSpanClock(jobs[0].Submit, every/phases, phases)
+		single2, _ := replayTimed(b, jobs, pols, Options{Parallel: 2, Progress: after.progress})
+		cpu3 := cpuTime()
+		single, singleCPU := (single1+single2)/2, ((cpu1-cpu0)+(cpu3-cpu2))/2
+		fmt.Printf("the Philly trace, %d jobs: %.1fs wall, %.1f CPU-s before the year; %.1fs, %.1f CPU-s after it\n", len(jobs),
+			single1.Seconds(), (cpu1 - cpu0).Seconds(), single2.Seconds(), (cpu3 - cpu2).Seconds())
+		fmt.Printf("three times over, %d jobs over %.0f days: %.1fs wall, %.1f CPU-s, %.2f× the single trace's mean wall (%.2f× its CPU; %.2f× and %.2f× its walls before and after), peak RSS %s\n",
 			len(year), rep.Trace.Last.Sub(rep.Trace.First).Hours()/24, tiled.Seconds(), (cpu2 - cpu1).Seconds(),
-			tiled.Seconds()/single.Seconds(), (cpu2-cpu1).Seconds()/(cpu1-cpu0).Seconds(), peakRSS())
+			tiled.Seconds()/single.Seconds(), (cpu2-cpu1).Seconds()/singleCPU.Seconds(), tiled.Seconds()/single1.Seconds(), tiled.Seconds()/single2.Seconds(), peakRSS())
 		for _, p := range srep.Policies {
-			fmt.Printf("  %-5s the single trace's replay: %.1f s wall, its own CPU %.1f s\n", p.Name, once.walls[p.Name][0], once.cpus[p.Name][0])
+			fmt.Printf("  %-5s the single trace's replay: %.1f / %.1f s wall, its own CPU %.1f / %.1f s (before / after)\n", p.Name,
+				sum(before.walls[p.Name]), sum(after.walls[p.Name]), sum(before.cpus[p.Name]), sum(after.cpus[p.Name]))
 		}
 		for _, p := range rep.Policies {
-			fmt.Printf("  %-5s replay seconds by copy, wall:%s; its own CPU:%s\n", p.Name, spread(spans.walls[p.Name], "%.1f"), spread(spans.cpus[p.Name], "%.1f"))
+			walls, cpus := spans.walls[p.Name], spans.cpus[p.Name]
+			fmt.Printf("  %-5s replay seconds by copy, wall:%s; its own CPU:%s\n", p.Name,
+				spread([]float64{sum(walls[:phases]), sum(walls[phases : 2*phases]), sum(walls[2*phases:])}, "%.1f"),
+				spread([]float64{sum(cpus[:phases]), sum(cpus[phases : 2*phases]), sum(cpus[2*phases:])}, "%.1f"))
+			// The same simulated work a copy later: each phase of the
+			// trace, in the single trace's two replays and in each copy.
+			fmt.Printf("        its own CPU by %.1f-day phase, the single trace before and after, then each copy:", every.Hours()/24/phases)
+			for k := range phases {
+				fmt.Printf(" |%s", spread([]float64{before.cpus[p.Name][k], after.cpus[p.Name][k], cpus[k], cpus[phases+k], cpus[2*phases+k]}, "%.1f"))
+			}
+			fmt.Println()
 			var months []float64
 			for _, mo := range p.Timing.Months {
 				if mo.Cycles >= 1000 { // fewer are too few to time
@@ -110,6 +132,18 @@ func BenchmarkSimulateYear(b *testing.B) {
 			fmt.Printf("        ms of replay a decision by month:%s\n", spread(months, "%.2f"))
 		}
 	}
+}
+
+// phases is how many spans of simulated time BenchmarkSimulateYear
+// times in each copy of the trace.
+const phases = 4
+
+func sum(xs []float64) float64 {
+	t := 0.0
+	for _, x := range xs {
+		t += x
+	}
+	return t
 }
 
 // spanClock times each policy's replay over n spans of simulated time,
@@ -125,8 +159,8 @@ type spanClock struct {
 	n     int
 	span  map[string]int        // each policy's current span
 	began map[string][2]float64 // when it began: wall and CPU seconds
-	walls map[string][]float64  // the wall seconds of each span done
-	cpus  map[string][]float64  // the CPU seconds of each span done
+	walls map[string][]float64  // the wall seconds of each span (n)
+	cpus  map[string][]float64  // the CPU seconds of each span (n)
 }
 
 func newSpanClock(first time.Time, every time.Duration, n int) *spanClock {
@@ -141,12 +175,15 @@ func (c *spanClock) progress(p Progress) {
 	if _, ok := c.began[p.Policy]; !ok {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 		c.span[p.Policy], c.began[p.Policy] = k, [2]float64{wallSeconds(), threadCPU()}
+		c.walls[p.Policy], c.cpus[p.Policy] = make([]float64, c.n), make([]float64, c.n)
 		return
 	}
 	if k > c.span[p.Policy] || p.Finished {
-		now, b := [2]float64{wallSeconds(), threadCPU()}, c.began[p.Policy]
-		c.walls[p.Policy] = append(c.walls[p.Policy], now[0]-b[0])
-		c.cpus[p.Policy] = append(c.cpus[p.Policy], now[1]-b[1])
+		// Reports come every 2048 decisions: a span they skip over is
+		// counted with the one before it, and stays 0.
+		now, b, at := [2]float64{wallSeconds(), threadCPU()}, c.began[p.Policy], c.span[p.Policy]
+		c.walls[p.Policy][at] += now[0] - b[0]
+		c.cpus[p.Policy][at] += now[1] - b[1]
 		c.span[p.Policy], c.began[p.Policy] = k, now
 	}
 }
