@@ -8,7 +8,8 @@ import (
 	"github.com/berth-dev/berth/schema"
 )
 
-// Input is everything a decision reads. Decide never mutates it.
+// Input is everything a decision reads. Decide never mutates it (the
+// Scratch it may be lent is not input: the decision is built there).
 type Input struct {
 	Specs    *schema.Set
 	Snapshot *drivers.Snapshot
