@@ -113,9 +113,7 @@ func BenchmarkSimulateYear(b *testing.B) {
 		}
 		for _, p := range rep.Policies {
 			walls, cpus := spans.walls[p.Name], spans.cpus[p.Name]
-			fmt.Printf("  %-5s replay seconds by copy, wall:%s; its own CPU:%s\n", p.Name,
-				spread([]float64{sum(walls[:phases]), sum(walls[phases : 2*phases]), sum(walls[2*phases:])}, "%.1f"),
-				spread([]float64{sum(cpus[:phases]), sum(cpus[phases : 2*phases]), sum(cpus[2*phases:])}, "%.1f"))
+			fmt.Printf("  %-5s replay seconds by copy, wall:%s; its own CPU:%s\n", p.Name, spread(byCopy(walls), "%.1f"), spread(byCopy(cpus), "%.1f"))
 			// The same simulated work a copy later: each phase of the
 			// trace, in the single trace's two replays and in each copy.
 			fmt.Printf("        its own CPU by %.1f-day phase, the single trace before and after, then each copy:", every.Hours()/24/phases)
@@ -137,6 +135,15 @@ func BenchmarkSimulateYear(b *testing.B) {
 // phases is how many spans of simulated time BenchmarkSimulateYear
 // times in each copy of the trace.
 const phases = 4
+
+// byCopy sums the year's spans (phases to a copy) by copy.
+func byCopy(spans []float64) []float64 {
+	var out []float64
+	for k := 0; k < len(spans); k += phases {
+		out = append(out, sum(spans[k:k+phases]))
+	}
+	return out
+}
 
 func sum(xs []float64) float64 {
 	t := 0.0
