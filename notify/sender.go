@@ -182,8 +182,8 @@ func (s *sender) attempt(ctx context.Context, d *delivery) {
 	}
 	switch {
 	case o.ok:
-		s.sent.WithLabelValues(d.notifier).Inc()
 		s.log.Debug("notifier "+d.notifier+": delivered "+d.what, attrs...)
+		s.sent.WithLabelValues(d.notifier).Inc()
 		s.release()
 	case o.retry && d.attempt < s.cfg.Attempts && ctx.Err() == nil:
 		wait := s.backoff(d.attempt)
@@ -203,12 +203,13 @@ func (s *sender) attempt(ctx context.Context, d *delivery) {
 			}
 		}()
 	default:
-		s.failed.WithLabelValues(d.notifier).Inc()
 		tries := ""
 		if o.retry {
 			tries = fmt.Sprintf(" after %s", text.Plural(d.attempt, "attempt"))
 		}
 		s.log.Error(fmt.Sprintf("notifier %s: %s not delivered%s, given up: %s", d.notifier, d.what, tries, o.why), attrs...)
+		// Counted once logged: whoever sees the count sees the line.
+		s.failed.WithLabelValues(d.notifier).Inc()
 		s.release()
 	}
 }
