@@ -288,13 +288,35 @@ func (d *decider) preemptorWaits(w *wsState) int32 {
 func (d *decider) wait(w *wsState, r Reason) {
 	w.out.Verdict = VerdictWait
 	w.out.Placements = nil
+	var overdue schema.Ref
 	if r.Kind == ReasonCapacity && d.policy.Preemption.Enabled && d.overdueHolds(w) {
-		r.Message += "; it preempts nothing while " + d.ws[d.overduePick].ref.String() + " (waiting past aging.maxWait) waits"
+		overdue = d.ws[d.overduePick].ref
 	}
+	if overdue.Name == "" && w.preempted == nil {
+		w.out.Reason = r
+		return
+	}
+	// The message is composed once and reused while what it says holds:
+	// a workspace waiting to resume is told so again at every decision.
+	var p drivers.Preemption
 	if w.preempted != nil {
-		by := w.preempted.By
-		w.out.PreemptedBy = &by
-		r = Reason{ReasonPreempted, "preempted by " + by.String() + " at " + stamp(w.preempted.At) + "; waiting to resume: " + r.Message}
+		p = *w.preempted
+	}
+	m := d.in.Scratch.reason(w.ref)
+	if m.msg == "" || m.base != r.Message || m.overdue != overdue || m.preempted != (w.preempted != nil) || m.by != p.By || !m.at.Equal(p.At) {
+		msg := r.Message
+		if overdue.Name != "" {
+			msg += "; it preempts nothing while " + overdue.String() + " (waiting past aging.maxWait) waits"
+		}
+		if w.preempted != nil {
+			msg = "preempted by " + p.By.String() + " at " + stamp(p.At) + "; waiting to resume: " + msg
+		}
+		*m = reasonMemo{base: r.Message, overdue: overdue, preempted: w.preempted != nil, by: p.By, at: p.At, msg: msg}
+	}
+	r.Message = m.msg
+	if w.preempted != nil {
+		r.Kind = ReasonPreempted
+		w.out.PreemptedBy = &m.by
 	}
 	w.out.Reason = r
 }

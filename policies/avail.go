@@ -123,7 +123,7 @@ func (d *decider) buildAvail(m int, levels []int) {
 	// from its threshold on (numTiers+1 and beyond: none). Each group's
 	// count for k is the number of its slots with a threshold ≤ k.
 	n := d.numTiers + 1
-	thr := make([]uint8, len(d.c.slots))
+	thr := zeroed(&d.bufs.thr, len(d.c.slots), len(d.c.slots))
 	for si := range d.c.slots {
 		thr[si] = uint8(bits.TrailingZeros64(d.contrib(int32(si)))) // ≤ 64
 	}
@@ -132,7 +132,7 @@ func (d *decider) buildAvail(m int, levels []int) {
 			continue
 		}
 		li := d.c.index[m][l]
-		vals := make([]int, len(li.groups)*n)
+		vals := zeroed(&d.bufs.vals, len(li.groups)*n, len(li.groups)*n) // newCountIndex copies them
 		for gi := range li.groups {
 			row := vals[gi*n : (gi+1)*n]
 			for _, si := range li.groups[gi].gpus {

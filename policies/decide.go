@@ -172,7 +172,9 @@ type projState struct {
 // decider holds one Decide call's working state. Nothing in it is shared
 // with the input: the input is only read.
 type decider struct {
-	in     Input
+	in Input
+	// bufs: the arrays it works in, lent (Scratch.decider).
+	bufs   *deciderBufs
 	policy schema.PolicySpec
 	now    time.Time
 	steady float64 // usage one held GPU amounts to in steady state
@@ -360,11 +362,9 @@ func Decide(in Input) Decision {
 	}
 	out.Starved = starved
 	out.GuardReleased = released
-	// The records and the cluster are done with (nothing returned
+	// The arrays and the cluster are done with (nothing returned
 	// points into them).
 	d.c.release()
-	clear(d.pool)
-	buf := d.pool[:0]
-	recordPool.Put(&buf)
+	in.Scratch.putBufs(d.bufs)
 	return out
 }

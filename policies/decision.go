@@ -19,43 +19,6 @@ type Input struct {
 	Scratch *Scratch
 }
 
-// Scratch is memory lent to one Decide after another by a caller that
-// decides at every step of a long run (the replay): each Decision is
-// built in the arrays of the one before, where a fresh decision's
-// verdicts and placements were most of what a replay allocated. A
-// Decision made on a Scratch is the caller's until the next Decide on
-// the same Scratch, which overwrites it. The zero Scratch is ready.
-type Scratch struct {
-	outs []WorkspaceDecision
-	pls  drivers.PlacementBuf
-}
-
-// Workspaces returns n zeroed verdicts with room for capacity in all:
-// s's array where it is large enough, which s then lends the next call
-// too; a fresh one when s is nil.
-func (s *Scratch) Workspaces(n, capacity int) []WorkspaceDecision {
-	if s == nil {
-		return make([]WorkspaceDecision, n, capacity)
-	}
-	if cap(s.outs) < capacity {
-		s.outs = make([]WorkspaceDecision, 0, capacity)
-	}
-	out := s.outs[:n]
-	clear(out)
-	return out
-}
-
-// Placements returns the buffer a decision's placements are cut from
-// (emptied: earlier placements cut from it are overwritten); a fresh one
-// when s is nil.
-func (s *Scratch) Placements() *drivers.PlacementBuf {
-	if s == nil {
-		return new(drivers.PlacementBuf)
-	}
-	s.pls.Reset()
-	return &s.pls
-}
-
 // Verdict is what the decision wants for one workspace.
 type Verdict int
 

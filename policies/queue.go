@@ -182,7 +182,7 @@ func (d *decider) buildQueue() *projHeap {
 	queued := func(w *wsState) bool { return w.spec != nil && !w.stopped && len(w.allocs) == 0 && w.proj >= 0 }
 	// Each project's queue, done flags and need buckets are cut from
 	// arrays sized for every queued workspace.
-	counts := make([]int, len(d.projs))
+	counts := zeroed(&d.bufs.counts, len(d.projs), len(d.projs))
 	total := 0
 	for _, w := range d.ws {
 		if w.spec != nil && !w.stopped && len(w.allocs) == 0 && w.proj < 0 {
@@ -194,8 +194,9 @@ func (d *decider) buildQueue() *projHeap {
 			total++
 		}
 	}
-	queues, done, positions := make([]int32, total), make([]bool, total), make([]int, total)
-	bucketOf := make([]int32, total) // by queue position, its need bucket
+	queues, done := zeroed(&d.bufs.queues, total, total), zeroed(&d.bufs.done, total, total)
+	positions := zeroed(&d.bufs.positions, total, total)
+	bucketOf := zeroed(&d.bufs.bucketOf, total, total) // by queue position, its need bucket
 	off := 0
 	for pi, p := range d.projs {
 		p.queue = queues[off : off : off+counts[pi]]

@@ -11,23 +11,18 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/schema"
 )
 
-// recordPool recycles the workspace records (decider.pool) of finished
-// decisions, cleared: a decision over thousands of workspaces needs a
-// large block of them, and clearing memory just used costs much less
-// than clearing fresh memory.
-var recordPool sync.Pool // of *[]wsState, zero up to their capacity
-
 // newDecider builds a decision's records from its input, step by step:
 // each step reads what the ones before it filled in.
 func newDecider(in Input) *decider {
 	d := &decider{in: in, now: in.Now, shapeIDs: map[shapeKey]int32{}, featIDs: map[string]int32{}, featByDriver: map[string]int32{}, reservedBy: -1, guardIdx: -1, overduePick: -1}
+	in.Scratch.begin()
+	d.bufs = in.Scratch.decider()
 	specs := in.Specs
 	if specs == nil {
 		specs = &schema.Set{Policy: schema.DefaultPolicy()}
@@ -84,9 +79,17 @@ func (d *decider) setRates() {
 // in projIdx. A project whose quota names kinds gets a record per kind
 // besides (its quota accounts, addAccounts).
 func (d *decider) addProjects(specs *schema.Set, usage map[string]float64, projIdx map[string]int) {
+	n := len(specs.Projects)
+	for i := range specs.Projects {
+		n += len(specs.Projects[i].Spec.Quota.Kinds)
+	}
+	d.projs = zeroed(&d.bufs.projs, 0, n)
+	d.bufs.projPool = zeroed(&d.bufs.projPool, 0, n)
 	for i := range specs.Projects {
 		p := &specs.Projects[i]
-		ps := &projState{spec: p, name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs, weight: Weight(*p), heapIdx: -1, leastOver: math.MaxInt, leastHeld: math.MaxInt, minTier: math.MaxInt}
+		pi := len(d.projs)
+		projIdx[p.Meta.Name] = pi
+		ps := d.addProject(projState{spec: p, name: p.Meta.Name, quota: p.Spec.Quota.GPUs, borrow: p.Spec.BorrowLimit.GPUs, weight: Weight(*p), heapIdx: -1, leastOver: math.MaxInt, leastHeld: math.MaxInt, minTier: math.MaxInt})
 		q, b := &p.Spec.Quota, &p.Spec.BorrowLimit
 		ps.rquota = quotaRes{max(q.CPUMHz, 0), max(q.MemoryBytes, 0)}
 		ps.rborrow = quotaRes{b.CPUMHz, b.MemoryBytes}
@@ -97,11 +100,19 @@ func (d *decider) addProjects(specs *schema.Set, usage map[string]float64, projI
 			ps.ordering = t.Spec.Ordering
 		}
 		ps.usage = usage[ps.name]
-		ps.root = len(d.projs)
-		projIdx[ps.name] = len(d.projs)
-		d.projs = append(d.projs, ps)
+		ps.root = pi
 		d.addAccounts(ps)
 	}
+}
+
+// addProject adds a record p to d.projs, kept in d.bufs.projPool, which
+// addProjects sized for every record: the pointers into it stay.
+func (d *decider) addProject(p projState) *projState {
+	b := d.bufs
+	b.projPool = append(b.projPool, p)
+	ps := &b.projPool[len(b.projPool)-1]
+	d.projs = append(d.projs, ps)
+	return ps
 }
 
 // addAccounts adds a record for each kind project p's quota names: a
@@ -124,12 +135,11 @@ func (d *decider) addAccounts(p *projState) {
 	sort.Strings(names)
 	p.accounts = make(map[string]int, len(names))
 	for _, k := range names {
-		a := &projState{spec: p.spec, name: p.name, kind: k, weight: p.weight,
-			tier: p.tier, canPreempt: p.canPreempt, preemptible: p.preemptible, cohortBelow: p.cohortBelow, ordering: p.ordering, usage: p.usage,
-			heapIdx: -1, leastOver: math.MaxInt, leastHeld: math.MaxInt, minTier: math.MaxInt, root: p.root}
-		a.quota, a.borrow = p.spec.Spec.AccountLimits(k)
 		p.accounts[k] = len(d.projs)
-		d.projs = append(d.projs, a)
+		a := d.addProject(projState{spec: p.spec, name: p.name, kind: k, weight: p.weight,
+			tier: p.tier, canPreempt: p.canPreempt, preemptible: p.preemptible, cohortBelow: p.cohortBelow, ordering: p.ordering, usage: p.usage,
+			heapIdx: -1, leastOver: math.MaxInt, leastHeld: math.MaxInt, minTier: math.MaxInt, root: p.root})
+		a.quota, a.borrow = p.spec.Spec.AccountLimits(k)
 	}
 }
 
@@ -159,13 +169,9 @@ type topoInfo struct {
 // byRef indexes them.
 func (d *decider) addWorkspaces(specs *schema.Set, nAllocs int, projIdx map[string]int) {
 	nw := len(specs.Workspaces)
-	if buf, _ := recordPool.Get().(*[]wsState); buf != nil && cap(*buf) >= nw+nAllocs {
-		d.pool = (*buf)[:nw]
-	} else {
-		d.pool = make([]wsState, nw, nw+nAllocs)
-	}
+	d.pool = zeroed(&d.bufs.pool, nw, nw+nAllocs)
 	d.outs = d.in.Scratch.Workspaces(nw, nw+nAllocs)
-	d.ws = make([]*wsState, nw, nw+nAllocs)
+	d.ws = zeroed(&d.bufs.ws, nw, nw+nAllocs)
 	d.nSpecs, d.specSorted = nw, true
 	topos := map[schema.Topology]topoInfo{}
 	topoIDs := map[schema.Topology]int{} // by the constraints with defaults filled in
@@ -296,19 +302,19 @@ func cohortBelow(specs *schema.Set, t *schema.PriorityTier) int {
 // (Snapshot.Allocs is sorted by workspace): one lookup for them all,
 // walking the sorted specs alongside (findFrom).
 func (d *decider) attachAllocs(snap *drivers.Snapshot, projIdx map[string]int) {
-	d.free = make([]amount, len(snap.Nodes))
+	d.free = zeroed(&d.bufs.free, len(snap.Nodes), len(snap.Nodes))
 	for ni := range snap.Nodes {
 		d.free[ni] = nodeAmount(&snap.Nodes[ni])
 	}
-	heldSlots := make([]int32, 0, len(d.c.slots))
-	heldBy := make([]int32, 0, len(d.c.slots))
+	heldSlots := zeroed(&d.bufs.heldSlots, 0, len(d.c.slots))
+	heldBy := zeroed(&d.bufs.heldBy, 0, len(d.c.slots))
 	wi := int32(-1)
 	walk := 0 // findFrom's place in the specs
 	ni, lastNode := -1, ""
 	// A workspace's allocations are cut from one array of them all, in
 	// snapshot order, while they come together; a workspace whose
 	// allocations come back later (unsorted Allocs) appends to a copy.
-	allocs := make([]*drivers.Alloc, 0, len(snap.Allocs))
+	allocs := zeroed(&d.bufs.allocs, 0, len(snap.Allocs))
 	runStart, fresh := 0, false
 	for ai := range snap.Allocs {
 		a := &snap.Allocs[ai]
@@ -453,18 +459,22 @@ func (d *decider) ageQueued(queuedSince func(*wsState)) {
 // walking whichever side is smaller: the record's workspace, or each
 // workspace's record.
 func (d *decider) readLabels(hist *drivers.History) {
+	// One array holds the records, which never outgrows its first
+	// capacity: the pointers into it stay.
+	n := min(len(hist.Preempted), len(d.ws))
+	recs := zeroed(&d.bufs.preempted, 0, n)
 	if len(hist.Preempted) < len(d.ws) {
 		for ref, p := range hist.Preempted {
 			if wi := d.find(ref); wi >= 0 {
-				d.ws[wi].preempted = &drivers.Preemption{}
-				*d.ws[wi].preempted = p
+				recs = append(recs, p)
+				d.ws[wi].preempted = &recs[len(recs)-1]
 			}
 		}
 	} else {
 		for _, w := range d.ws {
 			if p, ok := hist.Preempted[w.ref]; ok {
-				w.preempted = &drivers.Preemption{}
-				*w.preempted = p
+				recs = append(recs, p)
+				w.preempted = &recs[len(recs)-1]
 			}
 		}
 	}
@@ -500,7 +510,16 @@ func setAdmitted(w *wsState, borrowing bool) {
 // quotas add up to no more than the cluster has, GPUs and, where every
 // node tracks the dimension, CPU and memory.
 func (d *decider) countQuotas(snap *drivers.Snapshot, queuedSince func(*wsState)) {
-	byProj := make([][]*wsState, len(d.projs))
+	// Each project's list keeps its array from the decision before.
+	byProj := d.bufs.byProj
+	if cap(byProj) < len(d.projs) {
+		byProj = make([][]*wsState, len(d.projs))
+	}
+	byProj = byProj[:len(d.projs)]
+	for i := range byProj {
+		byProj[i] = byProj[i][:0]
+	}
+	d.bufs.byProj = byProj
 	for _, w := range d.ws {
 		if w.running && w.proj >= 0 {
 			byProj[w.proj] = append(byProj[w.proj], w)
@@ -589,10 +608,11 @@ func (d *decider) markCandidates(specs *schema.Set, hist *drivers.History) {
 // records what was free before anyone was admitted, for "queue" reasons
 // (initialMost).
 func (d *decider) prepareSearch() {
-	d.rightStamp = make([]int32, len(d.ws))
-	d.decidedWS = make([]bool, len(d.ws))
-	d.rightVal = make([]Right, len(d.ws))
-	d.initialMost = make([][numLevels]int, len(d.c.index))
+	n := len(d.ws)
+	d.rightStamp = zeroed(&d.bufs.rightStamp, n, n)
+	d.decidedWS = zeroed(&d.bufs.decidedWS, n, n)
+	d.rightVal = zeroed(&d.bufs.rightVal, n, n)
+	d.initialMost = zeroed(&d.bufs.initialMost, len(d.c.index), len(d.c.index))
 	for m := range d.c.index {
 		for l := range numLevels {
 			li := d.c.index[m][l]
