@@ -230,6 +230,8 @@ type replayer struct {
 	verify int
 	m      *meter
 	now    time.Time
+	// removed counts the jobs removed since compactHistory last ran.
+	removed int
 }
 
 func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResult, error) {
@@ -629,6 +631,39 @@ func (r *replayer) remove(ji int) {
 	delete(r.hist.Borrowing, ref)
 	delete(r.hist.Ran, ref)
 	r.jobs[ji].hasRan = false
+	r.removed++
+	if r.removed >= max(1024, 2*len(r.hist.QueuedSince)) {
+		r.compactHistory()
+	}
+}
+
+// compactHistory copies the history's maps of workspaces into fresh
+// ones. A Go map that entries leave and join for months does not stay
+// as quick to search as a fresh one of the same size: a deletion can
+// leave a tombstone that later searches must step over, and the map
+// sweeps only those no entry needs. On the tiled year, berth's lookups
+// in them cost 4.4 times what they cost on the single trace, for 3
+// times the lookups; copied every thousand or so jobs done, 3 times. The
+// copies hold the same entries, and nothing reads a map's order.
+func (r *replayer) compactHistory() {
+	r.removed = 0
+	r.hist.QueuedSince = refilled(r.hist.QueuedSince)
+	r.hist.Preempted = refilled(r.hist.Preempted)
+	r.hist.Borrowing = refilled(r.hist.Borrowing)
+	r.hist.Ran = refilled(r.hist.Ran)
+}
+
+// refilled returns a fresh map holding m's entries (nil for nil).
+// maps.Clone would copy m's tables as they are, tombstones and all.
+func refilled[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil {
+		return nil
+	}
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
 
 // cmpJobs orders jobs by their workspaces' Refs, as specs are.
