@@ -10,10 +10,11 @@ import (
 
 // Scratch is memory lent to one Decide after another by a caller that
 // decides at every step of a long run (the replay): each Decision is
-// built in the arrays of the one before, where a fresh decision's
-// verdicts and placements were most of what a replay allocated. A
-// Decision made on a Scratch is the caller's until the next Decide on
-// the same Scratch, which overwrites it. The zero Scratch is ready.
+// worked out and built in the arrays of the one before, and reuses the
+// waiting messages it composed, where fresh ones were most of what a
+// replay allocated. A Decision made on a Scratch is the caller's until
+// the next Decide on the same Scratch, which overwrites it. The zero
+// Scratch is ready.
 type Scratch struct {
 	outs []WorkspaceDecision
 	pls  drivers.PlacementBuf
@@ -128,7 +129,10 @@ type deciderBufs struct {
 	vals []int
 }
 
-// bufsPool recycles the arrays of decisions made without a Scratch.
+// bufsPool recycles the arrays of decisions made without a Scratch (the
+// loop's and plan's). What they still point to (the last input's specs
+// and allocations) stays reachable until a decision takes them again
+// or the pool's next sweep, a collection or two later.
 var bufsPool sync.Pool // of *deciderBufs
 
 // decider returns the arrays a decision works in: s's, or, when s is
