@@ -632,10 +632,15 @@ func (r *replayer) remove(ji int) {
 	delete(r.hist.Ran, ref)
 	r.jobs[ji].hasRan = false
 	r.removed++
-	if r.removed >= max(1024, 2*len(r.hist.QueuedSince)) {
+	if r.removed >= max(refillMin, refillFactor*len(r.hist.QueuedSince)) {
 		r.compactHistory()
 	}
 }
+
+// compactHistory runs once refillFactor times as many jobs as wait, and
+// at least refillMin, were removed since it last ran (variables for
+// TestRefilledHistory).
+var refillMin, refillFactor = 1024, 2
 
 // compactHistory copies the history's maps of workspaces into fresh
 // ones. A Go map that entries leave and join for months does not stay

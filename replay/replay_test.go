@@ -3,14 +3,18 @@ package replay
 import (
 	"bytes"
 	"fmt"
-	"github.com/berth-dev/berth/schema"
+	"maps"
 	"math"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/berth-dev/berth/drivers"
 	"github.com/berth-dev/berth/drivers/sim"
+	"github.com/berth-dev/berth/schema"
 )
 
 const oneNode = `apiVersion: berth.dev/v1
@@ -514,5 +518,58 @@ func TestOrderingReported(t *testing.T) {
 	}
 	if p := off.Policies[0]; p.OrderPreemptions != 0 {
 		t.Errorf("berth with ordering off: %d preemptions for ordering", p.OrderPreemptions)
+	}
+}
+
+// TestRefilledHistory: refilling the history's maps (compactHistory) after
+// every job removed gives the report of never refilling them.
+func TestRefilledHistory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays the sample twice")
+	}
+	defer func(m, f int) { refillMin, refillFactor = m, f }(refillMin, refillFactor)
+	refillMin, refillFactor = math.MaxInt, 0
+	never := sampleReport(t, 1)
+	refillMin = 0
+	always := sampleReport(t, 1)
+	for _, p := range always.Policies {
+		if p.Preemptions == 0 && p.Name != "fifo" {
+			t.Errorf("%s preempts nothing on the sample: the history's maps lose no entries to check", p.Name)
+		}
+	}
+	if a, b := untimed(t, always), untimed(t, never); a != b {
+		t.Errorf("refilling the history's maps changed the report")
+	}
+}
+
+// TestCompactHistory: compactHistory keeps every entry of the history's
+// maps.
+func TestCompactHistory(t *testing.T) {
+	at := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	a, b := schema.Ref{Project: "p", Name: "a"}, schema.Ref{Project: "p", Name: "b"}
+	r := &replayer{hist: drivers.History{
+		QueuedSince: map[schema.Ref]time.Time{a: at, b: at.Add(time.Hour)},
+		Preempted:   map[schema.Ref]drivers.Preemption{a: {Victim: a, By: b, At: at}},
+		Borrowing:   map[schema.Ref]bool{b: true},
+		Ran:         map[schema.Ref]drivers.RunTime{a: {Ran: time.Hour}},
+	}}
+	want := drivers.History{
+		QueuedSince: maps.Clone(r.hist.QueuedSince),
+		Preempted:   maps.Clone(r.hist.Preempted),
+		Borrowing:   maps.Clone(r.hist.Borrowing),
+		Ran:         maps.Clone(r.hist.Ran),
+	}
+	r.removed = 5
+	r.compactHistory()
+	if diff := cmp.Diff(want, r.hist); diff != "" {
+		t.Errorf("the history after compactHistory (-want +got):\n%s", diff)
+	}
+	if r.removed != 0 {
+		t.Errorf("removed = %d after compactHistory, want 0", r.removed)
+	}
+	r.hist.Ran = nil // a policy that keeps no run times
+	r.compactHistory()
+	if r.hist.Ran != nil {
+		t.Errorf("compactHistory made a nil Ran a map")
 	}
 }
