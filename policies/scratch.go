@@ -72,18 +72,13 @@ func (s *Scratch) reason(ref schema.Ref) *reasonMemo {
 }
 
 // Workspaces returns n zeroed verdicts with room for capacity in all:
-// s's array where it is large enough, which s then lends the next call
-// too; a fresh one when s is nil.
+// s's array (zeroed), which s then lends the next call too; a fresh one
+// when s is nil.
 func (s *Scratch) Workspaces(n, capacity int) []WorkspaceDecision {
 	if s == nil {
 		return make([]WorkspaceDecision, n, capacity)
 	}
-	if cap(s.outs) < capacity {
-		s.outs = make([]WorkspaceDecision, 0, capacity)
-	}
-	out := s.outs[:n]
-	clear(out)
-	return out
+	return zeroed(&s.outs, n, capacity)
 }
 
 // Placements returns the buffer a decision's placements are cut from
