@@ -522,6 +522,10 @@ func checkDecision(t *rapid.T, in Input, d Decision) {
 				if acctOf(w.Ref) != acctOf(*w.PreemptedBy) && !by.Borrowed {
 					t.Fatalf("%s, another team's, preempted for ordering by %s inside its quota", w.Ref, *w.PreemptedBy)
 				}
+				// The victim is in a later queue than the preemptor.
+				if vb, pb := serviceBand(in, w.Ref), serviceBand(in, *w.PreemptedBy); pb >= vb {
+					t.Fatalf("%s (queue %d) preempted for ordering by %s (queue %d)", w.Ref, vb, *w.PreemptedBy, pb)
+				}
 				orderPreemptions.Add(1)
 			}
 		}
@@ -964,6 +968,33 @@ func TestPropApplyThenDecide(t *testing.T) {
 	})
 }
 
+// serviceBand is ref's queue of attained service in in (the policy's
+// Service): the steps its GPU-time with its spec has reached, and the
+// first for one that waits and has waited promote times its run since it
+// last ran.
+func serviceBand(in Input, ref schema.Ref) int {
+	sp := in.Specs.Policy.Spec.Service
+	ws := in.Specs.Workspace(ref)
+	var allocs []*drivers.Alloc
+	for i, a := range in.Snapshot.Allocs {
+		if a.Workspace == ref {
+			allocs = append(allocs, &in.Snapshot.Allocs[i])
+		}
+	}
+	ran := ranFor(ref, ws, allocs, in.History, in.Now)
+	band := bandOf(sp.Steps, ran.Hours()*float64(ws.Spec.Resources.GPUs*max(ws.Spec.Replicas, 1)))
+	if len(allocs) == 0 {
+		since := in.History.QueuedSince[ref]
+		if p, ok := in.History.Preempted[ref]; ok && p.At.After(since) {
+			since = p.At
+		}
+		if at := PromotedAt(sp, ran, since); !at.IsZero() && !in.Now.Before(at) {
+			band = 0
+		}
+	}
+	return band
+}
+
 // quiet reports whether a decision asks for no start and no preemption.
 func quiet(d Decision) bool {
 	for _, w := range d.Workspaces {
@@ -981,6 +1012,12 @@ func quiet(d Decision) bool {
 // that ran keep their GPUs, stopping, for a cycle: a victim that left at
 // once must not take back what it gave up while its preemptor waits for
 // the others (and be preempted again, round and round).
+//
+// Attained-service ordering shares GPUs over time by design, and is left
+// out of both counts: B takes back from A by ordering once A has run past
+// a step or B has waited into the first queue (Tiresias' promotion), and
+// checkDecision vouches for every ordering preemption that the preemptor
+// is in an earlier queue than its victim.
 func TestPropNoPingPong(t *testing.T) {
 	verifying(t)
 	rapid.Check(t, func(t *rapid.T) {
@@ -992,7 +1029,7 @@ func TestPropNoPingPong(t *testing.T) {
 			d := Decide(cur)
 			checkDecision(t, cur, d)
 			for _, w := range d.Workspaces {
-				if w.Verdict != VerdictPreempt || w.PreemptedBy == nil || w.Right == RightNone {
+				if w.Verdict != VerdictPreempt || w.PreemptedBy == nil || w.Right == RightNone || w.Right == RightOrder {
 					continue
 				}
 				if preempted[[2]schema.Ref{w.Ref, *w.PreemptedBy}] {
