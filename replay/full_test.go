@@ -64,16 +64,17 @@ func benchPolicies(b *testing.B) []Policy {
 
 // BenchmarkSimulateYear replays the Philly trace as shipped, then the
 // same trace three times end to end (each copy 110 days after the one
-// before: a year of history), then the single trace again, under the
+// before: a year of history; each job of each copy in the tier the
+// single trace draws for it), then the single trace again, under the
 // four policies as berth simulate does, and prints the wall time of
 // each, the year's ratio to the single trace's mean and the peak RSS
 // (issue 40: at most 3.3 times the single trace, at most 6 minutes on 2
 // cores, at most 1 GiB), then, per policy, the replay's wall and CPU time
-// over each copy's 110 days and over each quarter of a copy (the same
-// work a copy later, against the single trace's same quarter), and its
-// time per decision by simulated month (which follows the load: the
-// single trace's months differ as much). BERTH_SIM_POLICY replays one
-// policy only.
+// over each copy's 110 days and over each quarter of a copy, and its CPU
+// time a decision in each quarter (the same work a copy later, against
+// the single trace's same quarter), and its time per decision by
+// simulated month (which follows the load: the single trace's months
+// differ as much). BERTH_SIM_POLICY replays one policy only.
 func BenchmarkSimulateYear(b *testing.B) {
 	if _, err := os.Stat(fullTrace); err != nil {
 		b.Skip("no Philly trace at " + fullTrace)
@@ -83,6 +84,7 @@ func BenchmarkSimulateYear(b *testing.B) {
 		b.Fatal(err)
 	}
 	const every = 110 * 24 * time.Hour
+	jobs = drawnTiers(b, jobs)
 	year := tile(jobs, 3, every)
 	pols := benchPolicies(b)
 	defer LimitGC()()
@@ -119,6 +121,13 @@ func BenchmarkSimulateYear(b *testing.B) {
 			fmt.Printf("        its own CPU by %.1f-day phase, the single trace before and after, then each copy:", every.Hours()/24/phases)
 			for k := range phases {
 				fmt.Printf(" |%s", spread([]float64{before.cpus[p.Name][k], after.cpus[p.Name][k], cpus[k], cpus[phases+k], cpus[2*phases+k]}, "%.1f"))
+			}
+			fmt.Println()
+			// Its cost a decision, phase by phase likewise: the per-month
+			// criterion, the same month of work a copy later.
+			fmt.Printf("        its own CPU ms a decision by phase, likewise:")
+			for k := range phases {
+				fmt.Printf(" |%s", spread([]float64{before.perCycle(p.Name, k), after.perCycle(p.Name, k), spans.perCycle(p.Name, k), spans.perCycle(p.Name, phases+k), spans.perCycle(p.Name, 2*phases+k)}, "%.3f"))
 			}
 			fmt.Println()
 			var months []float64
@@ -160,19 +169,21 @@ func sum(xs []float64) float64 {
 // policy is locked to its thread, whose CPU time is then the policy's
 // (with the collection work it assists; not the collector's own).
 type spanClock struct {
-	mu    sync.Mutex
-	first time.Time
-	every time.Duration
-	n     int
-	span  map[string]int        // each policy's current span
-	began map[string][2]float64 // when it began: wall and CPU seconds
-	walls map[string][]float64  // the wall seconds of each span (n)
-	cpus  map[string][]float64  // the CPU seconds of each span (n)
+	mu     sync.Mutex
+	first  time.Time
+	every  time.Duration
+	n      int
+	span   map[string]int        // each policy's current span
+	began  map[string][2]float64 // when it began: wall and CPU seconds
+	walls  map[string][]float64  // the wall seconds of each span (n)
+	cpus   map[string][]float64  // the CPU seconds of each span (n)
+	cycle  map[string]int        // the cycles decided when its span began
+	cycles map[string][]int      // the cycles decided in each span (n)
 }
 
 func newSpanClock(first time.Time, every time.Duration, n int) *spanClock {
 	return &spanClock{first: first, every: every, n: n, span: map[string]int{}, began: map[string][2]float64{},
-		walls: map[string][]float64{}, cpus: map[string][]float64{}}
+		walls: map[string][]float64{}, cpus: map[string][]float64{}, cycle: map[string]int{}, cycles: map[string][]int{}}
 }
 
 func (c *spanClock) progress(p Progress) {
@@ -182,7 +193,7 @@ func (c *spanClock) progress(p Progress) {
 	if _, ok := c.began[p.Policy]; !ok {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 		c.span[p.Policy], c.began[p.Policy] = k, [2]float64{wallSeconds(), threadCPU()}
-		c.walls[p.Policy], c.cpus[p.Policy] = make([]float64, c.n), make([]float64, c.n)
+		c.walls[p.Policy], c.cpus[p.Policy], c.cycles[p.Policy] = make([]float64, c.n), make([]float64, c.n), make([]int, c.n)
 		return
 	}
 	if k > c.span[p.Policy] || p.Finished {
@@ -191,8 +202,14 @@ func (c *spanClock) progress(p Progress) {
 		now, b, at := [2]float64{wallSeconds(), threadCPU()}, c.began[p.Policy], c.span[p.Policy]
 		c.walls[p.Policy][at] += now[0] - b[0]
 		c.cpus[p.Policy][at] += now[1] - b[1]
-		c.span[p.Policy], c.began[p.Policy] = k, now
+		c.cycles[p.Policy][at] += p.Decided - c.cycle[p.Policy]
+		c.span[p.Policy], c.began[p.Policy], c.cycle[p.Policy] = k, now, p.Decided
 	}
+}
+
+// perCycle is the CPU milliseconds a cycle decided in pol's span k took.
+func (c *spanClock) perCycle(pol string, k int) float64 {
+	return 1000 * c.cpus[pol][k] / float64(max(c.cycles[pol][k], 1))
 }
 
 // wallSeconds is the wall clock in seconds.
@@ -219,6 +236,28 @@ func spread(xs []float64, f string) string {
 		fmt.Fprintf(&out, " (max/min %.2f)", slices.Max(xs)/slices.Min(xs))
 	}
 	return out.String()
+}
+
+// drawnTiers gives each job the tier the mapping draws for it in jobs, as
+// the trace's own: the mapping draws each project's tiers over all its
+// jobs, so copies of a trace drawn together would each be another draw,
+// another workload (berth decided over 11% more workspaces a decision,
+// the Philly trace three times against the trace alone), where copies of
+// the trace with its tiers are its own work again.
+func drawnTiers(b *testing.B, jobs []Job) []Job {
+	wl, err := MapCluster(jobs, DefaultCluster(), DefaultMapping())
+	if err != nil {
+		b.Fatal(err)
+	}
+	tier := make(map[string]string, len(wl.Jobs))
+	for _, j := range wl.Jobs {
+		tier[j.ID] = j.Tier
+	}
+	out := slices.Clone(jobs)
+	for i := range out {
+		out[i].Tier = tier[out[i].ID]
+	}
+	return out
 }
 
 // tile is n copies of jobs end to end, each shifted by every after the

@@ -85,6 +85,7 @@ type Progress struct {
 	Policy      string
 	Now         time.Time // the simulated time
 	Done, Total int       // jobs completed, of all
+	Decided     int       // the cycles decided so far (the Timing's Cycles, at the end)
 	Finished    bool
 }
 
@@ -375,7 +376,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 		}
 		cycles++
 		if progress != nil && cycles%2048 == 0 {
-			progress(Progress{Policy: pol.Name, Now: r.now, Done: done, Total: len(wl.Jobs)})
+			progress(Progress{Policy: pol.Name, Now: r.now, Done: done, Total: len(wl.Jobs), Decided: r.m.whole + r.m.narrowed})
 		}
 		if at.IsZero() {
 			break // nothing runs, nothing arrives: what still waits can never run
@@ -391,7 +392,7 @@ func replayOne(wl *Workload, spec sim.Spec, pol Policy, opt Options) (PolicyResu
 		r.now = at
 	}
 	if progress != nil {
-		progress(Progress{Policy: pol.Name, Now: r.now, Done: done, Total: len(wl.Jobs), Finished: true})
+		progress(Progress{Policy: pol.Name, Now: r.now, Done: done, Total: len(wl.Jobs), Decided: r.m.whole + r.m.narrowed, Finished: true})
 	}
 	stats := r.cl.Stats()
 	return r.m.result(pol, r.jobs, stats, r.now), nil

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -571,5 +572,27 @@ func TestCompactHistory(t *testing.T) {
 	r.compactHistory()
 	if r.hist.Ran != nil {
 		t.Errorf("compactHistory made a nil Ran a map")
+	}
+}
+
+// TestProgressDecided: each policy's progress reports count the cycles
+// it decided as they go, and its last, Finished, counts them all, as its
+// timing does.
+func TestProgressDecided(t *testing.T) {
+	var mu sync.Mutex
+	last := map[string]Progress{}
+	rep := sampleReportWith(t, 1, Options{Parallel: 2, Progress: func(p Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		if prev, ok := last[p.Policy]; ok && (prev.Finished || p.Decided < prev.Decided) {
+			t.Errorf("%s: %+v after %+v", p.Policy, p, prev)
+		}
+		last[p.Policy] = p
+	}})
+	for _, p := range rep.Policies {
+		got := last[p.Name]
+		if !got.Finished || got.Decided != p.Timing.Cycles() || got.Decided == 0 {
+			t.Errorf("%s: last progress %+v, want Finished with its %d cycles", p.Name, got, p.Timing.Cycles())
+		}
 	}
 }
