@@ -104,8 +104,9 @@ quicker on a long history. A progress bar goes to stderr when it is a terminal;
 when it is not (a CI job's log), a line every minute says how far each
 policy is, and a replay done within the first minute writes none. A
 replay's cost grows with its jobs, not with its history: a year of the
-Philly trace (the trace three times end to end) takes 3.1 to 3.4 times
-the single trace, 4 to 6 minutes on 2 cores. The JSON report's timing
+Philly trace (the trace three times end to end, each copy in the
+single trace's tiers) takes about 3 times the single trace (3.0 to 3.5
+on a shared machine), 4 to 6 minutes on 2 cores. The JSON report's timing
 has each policy's cost per decision by simulated month (timing.months),
 so a slowdown over the simulated time shows.
 
