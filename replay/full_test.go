@@ -113,7 +113,13 @@ func BenchmarkSimulateYear(b *testing.B) {
 			fmt.Printf("  %-5s the single trace's replay: %.1f / %.1f s wall, its own CPU %.1f / %.1f s (before / after)\n", p.Name,
 				sum(before.walls[p.Name]), sum(after.walls[p.Name]), sum(before.cpus[p.Name]), sum(after.cpus[p.Name]))
 		}
-		for _, p := range rep.Policies {
+		for i, p := range rep.Policies {
+			// The load decided over, against the single trace's: the same
+			// work three times over takes three times the workspaces.
+			st, yt := srep.Policies[i].Timing, p.Timing
+			fmt.Printf("  %-5s its decisions took %.1f M workspaces in %.1f s of deciding, the single trace's %.1f M in %.1f s before the year: %.2f× the workspaces, %.2f× the time, %.2f× the decisions\n", p.Name,
+				float64(yt.Workspaces)/1e6, yt.TotalSeconds, float64(st.Workspaces)/1e6, st.TotalSeconds,
+				float64(yt.Workspaces)/float64(st.Workspaces), yt.TotalSeconds/st.TotalSeconds, float64(yt.Cycles())/float64(st.Cycles()))
 			walls, cpus := spans.walls[p.Name], spans.cpus[p.Name]
 			fmt.Printf("  %-5s replay seconds by copy, wall:%s; its own CPU:%s\n", p.Name, spread(byCopy(walls), "%.1f"), spread(byCopy(cpus), "%.1f"))
 			// The same simulated work a copy later: each phase of the

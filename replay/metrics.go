@@ -51,7 +51,9 @@ type meter struct {
 	// whole queue and on a narrowed one, the narrowed ones checked against
 	// the whole queue, and those that differed.
 	whole, narrowed, verified, differed int
-	preemptions                         int
+	// workspaces: those the decisions took, summed (Timing.Workspaces).
+	workspaces  int64
+	preemptions int
 	// orderPreemptions and orderLost (GPU-seconds): the preemptions for
 	// attained-service ordering (policies.RightOrder) and the work they
 	// lost.
@@ -152,10 +154,15 @@ func (m *meter) entitled(ti, h int) int {
 	return min(e, m.quota[ti])
 }
 
-func (m *meter) decided(d time.Duration) {
+// decided counts a cycle whose decisions took d and took workspaces.
+func (m *meter) decided(d time.Duration, took int) {
 	m.decisions = append(m.decisions, d)
-	m.months.decided(d)
+	m.workspaces += int64(took)
+	m.months.decided(d, took)
 }
+
+// cycles counts the cycles decided, on the whole queue or not.
+func (m *meter) cycles() int { return m.whole + m.narrowed }
 
 // interval accounts for [m.last, now): the allocations of prev held their
 // GPUs all of it, and worked from when they were running unless stopping.
@@ -390,7 +397,7 @@ func (m *meter) result(pol Policy, jobs []jobState, st sim.Stats, end time.Time)
 	}
 	s := summarize(ds)
 	res.Timing = Timing{Decisions: m.whole, P50Millis: s.P50, P99Millis: s.P99, TotalSeconds: s.Mean * float64(len(ds)) / 1000,
-		Narrowed: m.narrowed, Verified: m.verified, Differed: m.differed, Months: m.months.done()}
+		Narrowed: m.narrowed, Verified: m.verified, Differed: m.differed, Workspaces: m.workspaces, Months: m.months.done()}
 	return res
 }
 

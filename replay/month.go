@@ -27,12 +27,14 @@ func (c *monthClock) at(now time.Time) {
 	c.decide = append(c.decide, 0)
 }
 
-// decided counts a decision of the current month that took d.
-func (c *monthClock) decided(d time.Duration) {
+// decided counts a decision of the current month that took d and took
+// workspaces.
+func (c *monthClock) decided(d time.Duration, took int) {
 	if len(c.months) == 0 {
 		return
 	}
 	c.months[len(c.months)-1].Cycles++
+	c.months[len(c.months)-1].Workspaces += int64(took)
 	c.decide[len(c.decide)-1] += d
 }
 

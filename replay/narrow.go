@@ -181,20 +181,22 @@ func (r *replayer) decide(snap *drivers.Snapshot, running []int) (out policies.D
 	set := r.subset(0, running, narrow)
 	in.Specs = &set
 	d := r.pol.Decide(in)
+	took := len(set.Workspaces) // the workspaces the cycle's decisions took
 	for try := 1; !r.pol.HeadBlocks; try++ {
 		ok, widen := r.windowDecides(d, running)
 		if ok {
 			break
 		}
 		if !widen || try == maxWindowTries {
-			return r.decideWhole(&in, t0), in.Specs
+			return r.decideWhole(&in, t0, took), in.Specs
 		}
 		// The classes refused have all their jobs in the window this time.
 		set = r.subset(try, running, r.windowJobs())
 		in.Specs = &set
 		d = r.pol.Decide(in)
+		took += len(set.Workspaces)
 	}
-	r.m.decided(time.Since(t0))
+	r.m.decided(time.Since(t0), took)
 	r.m.narrowed++
 	if r.verify > 0 && r.m.narrowed%r.verify == 0 {
 		in.Specs, in.Scratch = r.wholeSet(), nil // d is still read
@@ -439,11 +441,11 @@ func decisionOf(d policies.Decision, ref schema.Ref) *policies.WorkspaceDecision
 }
 
 // decideWhole decides on every job, setting in.Specs to them; the cycle
-// began at t0.
-func (r *replayer) decideWhole(in *policies.Input, t0 time.Time) policies.Decision {
+// began at t0, and its decisions on windows took took workspaces.
+func (r *replayer) decideWhole(in *policies.Input, t0 time.Time, took int) policies.Decision {
 	in.Specs = r.wholeSet()
 	d := r.pol.Decide(*in)
-	r.m.decided(time.Since(t0))
+	r.m.decided(time.Since(t0), took+len(in.Specs.Workspaces))
 	r.m.whole++
 	return d
 }

@@ -477,6 +477,17 @@ func TestTimingByMonth(t *testing.T) {
 	if cycles != tm.Cycles() || slices.ContainsFunc(tm.Months, func(mo MonthTiming) bool { return mo.Cycles == 0 }) {
 		t.Errorf("months %+v: %d cycles, want %d, some in each month", tm.Months, cycles, tm.Cycles())
 	}
+	// Each decision takes the workspace that waits, at least.
+	var took int64
+	for _, mo := range tm.Months {
+		took += mo.Workspaces
+		if mo.Workspaces < int64(mo.Cycles) {
+			t.Errorf("%s: %d cycles took %d workspaces, want one a cycle at least", mo.Month, mo.Cycles, mo.Workspaces)
+		}
+	}
+	if took != tm.Workspaces {
+		t.Errorf("the months took %d workspaces, the replay %d", took, tm.Workspaces)
+	}
 }
 
 // TestOrderingReported: berth's default attained-service ordering

@@ -230,13 +230,18 @@ type Timing struct {
 	P50Millis    float64 `json:"p50Millis"`
 	P99Millis    float64 `json:"p99Millis"`
 	TotalSeconds float64 `json:"totalSeconds"`
+	// Workspaces sums the workspaces the cycles' decisions took, every
+	// try on a window and on the whole queue: the load decided over, which
+	// the cost of a decision follows.
+	Workspaces int64 `json:"workspaces"`
 	// Months splits the replay's cost by simulated month, so a cost that
 	// grows with the simulated time (with the history) shows.
 	Months []MonthTiming `json:"months,omitempty"`
 }
 
 // MonthTiming is one simulated month of a policy's replay: Cycles decided
-// in it (on the whole queue or a narrowed one), the mean time of their
+// in it (on the whole queue or a narrowed one), the Workspaces their
+// decisions took (as Timing's), the mean time of their
 // decisions (DecideMillis), and the replay's whole time in the month (its
 // wall time: deciding, the simulator, the accounting, the garbage
 // collector, and whatever the policies replayed beside it took from it)
@@ -244,6 +249,7 @@ type Timing struct {
 type MonthTiming struct {
 	Month        string  `json:"month"` // 2017-10
 	Cycles       int     `json:"cycles"`
+	Workspaces   int64   `json:"workspaces"`
 	DecideMillis float64 `json:"decideMillis"`
 	LoopMillis   float64 `json:"loopMillis"`
 }

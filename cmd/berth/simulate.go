@@ -108,7 +108,9 @@ Philly trace (the trace three times end to end, each copy in the
 single trace's tiers) takes about 3 times the single trace (3.0 to 3.5
 on a shared machine), 4 to 6 minutes on 2 cores. The JSON report's timing
 has each policy's cost per decision by simulated month (timing.months),
-so a slowdown over the simulated time shows.
+so a slowdown over the simulated time shows, beside the workspaces its
+decisions took (timing.workspaces, and each month's): the load that
+cost follows.
 
 --teams adds a table of who paid for each policy's figures: per team, its
 mean completion time and its share, its GPUs held over what its quota (or
